@@ -1,0 +1,157 @@
+"""The leaf-kernel executor interface and the FP32 CPU reference executor.
+
+Every executor exposes the same leaf kernels as methods; the decoder pipeline and the Phase 1 gate call
+only these. Arrays cross the interface as numpy float32 arrays. On the way in the caller passes values
+that are already bf16-representable (the host holds bf16 tensors as float32); on the way out each executor
+returns float32 arrays holding exactly what its datapath produces (bf16-rounded values for bf16-out
+kernels, raw FP32 for `gemm(contract="f32-out")`).
+
+Layouts (dimensions named once):
+  gemm(a (M, K), b (K, N))                       -> (M, N)     y = a @ b, weights pre-transposed at load
+  gemv(a (M, K), x (K,))                         -> (M,)
+  rmsnorm(x (M, N), w (N,), eps)                 -> (M, N)
+  layernorm(x (M, N), w (N,), b (N,), eps)       -> (M, N)
+  rope(x (rows, D), cos (rows, D/2), sin (rows, D/2)) -> (rows, D)   half-split (HF rotate_half):
+        out[:, :D/2] = x1*cos - x2*sin ; out[:, D/2:] = x2*cos + x1*sin
+  flash_attention(q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv), causal, q_offset=0) -> (Hq, Lq, Dv)
+        GQA: q head h uses kv head h // (Hq // Hkv); causal masks key j > q_offset + i; scale 1/sqrt(Dk)
+  eltwise_add(a, b), silu_mul(g, u), gelu(x)     elementwise, any shape
+
+`static_key`, where accepted, names a weight that does not change between calls (weight residency): an
+executor may cache its converted/quantised form under that key. It must never change the numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+KERNEL_NAMES = (
+    "gemm",
+    "gemv",
+    "rmsnorm",
+    "layernorm",
+    "rope",
+    "flash_attention",
+    "eltwise_add",
+    "silu_mul",
+    "gelu",
+)
+
+
+@dataclass
+class KernelTimer:
+    """Accumulates wall time and call counts per kernel name (for profiles)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+
+    @contextmanager
+    def time(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+            self.calls[name] = self.calls.get(name, 0) + 1
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+
+class Executor:
+    """Base class: subclasses implement the leaf kernels listed in KERNEL_NAMES."""
+
+    name: str = "base"
+    target: str = "npu2"
+
+    def __init__(self, target: str = "npu2") -> None:
+        self.target = target
+        self.timer = KernelTimer()
+
+    def describe(self) -> dict:
+        """What the ledger records about this executor (name, target, precision settings)."""
+        return {"executor": self.name, "target": self.target}
+
+    def clear_cache(self) -> None:
+        """Drop cached static inputs (weight residency)."""
+
+
+class Fp32Executor(Executor):
+    """FP32 CPU versions of every leaf kernel: the references, and the bisect's 'known good' swap-in."""
+
+    name = "fp32"
+
+    def gemm(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
+        return np.asarray(a, np.float32) @ np.asarray(b, np.float32)
+
+    def gemv(self, a, x, *, static_key=None):
+        return np.asarray(a, np.float32) @ np.asarray(x, np.float32)
+
+    def rmsnorm(self, x, w, eps: float = 1e-6):
+        x = np.asarray(x, np.float32)
+        ms = np.mean(x * x, axis=-1, keepdims=True)
+        return x / np.sqrt(ms + np.float32(eps)) * np.asarray(w, np.float32)
+
+    def layernorm(self, x, w, b, eps: float = 1e-5):
+        x = np.asarray(x, np.float32)
+        mu = x.mean(axis=-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + np.float32(eps)) * w + b
+
+    def rope(self, x, cos, sin):
+        x = np.asarray(x, np.float32)
+        half = x.shape[-1] // 2
+        x1, x2 = x[..., :half], x[..., half:]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0):
+        q = np.asarray(q, np.float32)
+        k = np.asarray(k, np.float32)
+        v = np.asarray(v, np.float32)
+        hq, lq, dk = q.shape
+        hkv, lk, _ = k.shape
+        group = hq // hkv
+        kk = np.repeat(k, group, axis=0)  # (Hq, Lk, Dk)
+        vv = np.repeat(v, group, axis=0)  # (Hq, Lk, Dv)
+        s = np.einsum("hqd,hkd->hqk", q, kk) / np.float32(math.sqrt(dk))  # (Hq, Lq, Lk)
+        if causal:
+            qi = np.arange(lq)[:, None] + q_offset
+            kj = np.arange(lk)[None, :]
+            s = np.where(kj > qi, np.float32(-np.inf), s)
+        s = s - s.max(axis=-1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=-1, keepdims=True)
+        return np.einsum("hqk,hkd->hqd", p, vv).astype(np.float32)
+
+    def eltwise_add(self, a, b):
+        return np.asarray(a, np.float32) + np.asarray(b, np.float32)
+
+    def silu_mul(self, g, u):
+        g = np.asarray(g, np.float32)
+        return g / (np.float32(1) + np.exp(-g)) * np.asarray(u, np.float32)
+
+    def gelu(self, x):
+        x = np.asarray(x, np.float32)
+        c = np.float32(math.sqrt(2.0 / math.pi))
+        return np.float32(0.5) * x * (np.float32(1) + np.tanh(c * (x + np.float32(0.044715) * x**3)))
+
+
+class MixedExecutor(Executor):
+    """Routes the kernels named in `swapped` to `fallback` and the rest to `primary` (Phase 2 bisect)."""
+
+    def __init__(self, primary: Executor, fallback: Executor, swapped: set[str]) -> None:
+        super().__init__(primary.target)
+        self.name = f"{primary.name}+fp32[{','.join(sorted(swapped))}]"
+        self.primary, self.fallback, self.swapped = primary, fallback, set(swapped)
+
+    def __getattr__(self, item: str):
+        if item in KERNEL_NAMES:
+            return getattr(self.fallback if item in self.swapped else self.primary, item)
+        raise AttributeError(item)

@@ -1,0 +1,1 @@
+"""The immutable, hash-chained event ledger (SQLite by default, PostgreSQL for teams)."""

@@ -1,0 +1,297 @@
+"""The event vocabulary of npu-ledger: small frozen records with past-tense names.
+
+Every event is a pydantic model; constructing one validates its payload, and `to_payload()` gives the
+plain dict that the recorder stores as canonical JSON. `parse_event(type, payload)` rebuilds the typed
+event from a stored row. Verdict events carry their measured numbers *and* the thresholds they were
+judged against so that a reader (the Phase 7 evaluator) can re-derive the verdict without trusting it.
+
+Non-finite floats (a NaN in a kernel output is evidence, not a crash) are allowed in payloads; the
+recorder's canonical JSON encodes them explicitly (see `ledger.canonical`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Verdict = Literal["PASS", "FAIL"]
+Target = Literal["npu2", "npu1"]
+DType = Literal["bf16", "fp16"]
+ExecutorName = Literal["emulated", "torch", "mlir-air"]
+
+
+class Event(BaseModel):
+    """Base of every ledger event. Subclasses are frozen and reject unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=True)
+    registry: ClassVar[dict[str, type["Event"]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Event.registry[cls.__name__] = cls
+
+    @property
+    def type(self) -> str:
+        return type(self).__name__
+
+    def to_payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="python")
+
+
+class NewEvent(BaseModel):
+    """An event about to be appended: the typed event plus its client-made id (idempotency key)."""
+
+    model_config = ConfigDict(frozen=True)
+    event: Event
+    event_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+
+
+# --- deployment lifecycle ---------------------------------------------------------------------------
+
+
+class DeploymentRequested(Event):
+    model_path: str
+    name: str
+    target: Target = "npu2"
+    dtype: DType = "bf16"
+    executor: ExecutorName = "emulated"
+    hf_model_id: str | None = None
+    pipeline: dict[str, Any] = Field(default_factory=dict)
+
+
+class ArchitectureAssessed(Event):
+    architecture: str
+    in_scope: bool
+    reasons: list[str] = Field(default_factory=list)
+    features: dict[str, Any] = Field(default_factory=dict)  # qkv_bias, qk_norm, tied_embeddings, gqa_group
+
+
+class ConfigResolved(Event):
+    n_layers: int
+    emb_dim: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    hidden_dim: int
+    vocab_size: int
+    rope_theta: float
+    rms_norm_eps: float
+    tie_word_embeddings: bool
+    qkv_bias: bool
+    qk_norm: bool
+    architecture: str = ""
+    source_sha256: str = ""
+
+
+class PhaseStarted(Event):
+    phase: int = Field(ge=0, le=7)
+    attempt: int = Field(ge=1)
+
+
+class PhasePassed(Event):
+    phase: int = Field(ge=0, le=7)
+    attempt: int = Field(ge=1)
+    evidence_seqs: list[int] = Field(default_factory=list)
+    summary: str = ""
+
+
+class PhaseFailed(Event):
+    phase: int = Field(ge=0, le=7)
+    attempt: int = Field(ge=1)
+    reasons: list[str]
+
+
+class BlockerRaised(Event):
+    phase: int = Field(ge=0, le=7)
+    reason: str
+
+
+class DeploymentResumed(Event):
+    """A human recorded a fix after a blocker; one more attempt is allowed."""
+
+    phase: int = Field(ge=0, le=7)
+    note: str
+
+
+class LessonRecorded(Event):
+    text: str
+    phase: int | None = None
+
+
+# --- Phase 0 evidence --------------------------------------------------------------------------------
+
+
+class WeightsChecked(Event):
+    ok: bool
+    n_tensors: int
+    expected: int
+    missing: list[str] = Field(default_factory=list)
+    misshaped: list[str] = Field(default_factory=list)
+
+
+class ReferenceBaselineRecorded(Event):
+    """HF transformers bf16 on the canonical prompt (Phase 0)."""
+
+    prompt: str
+    n_prompt_tokens: int
+    top1_token: int
+    top1_text: str
+    top1_prob: float
+    entropy: float
+    logits_finite: bool
+    logit_max: float
+    logit_min: float
+    logit_mean: float
+    logit_std: float
+    thresholds: dict[str, float]
+    passed: bool
+    config_mismatches: list[str] = Field(default_factory=list)
+
+
+# --- Phase 1 evidence --------------------------------------------------------------------------------
+
+
+class KernelVerified(Event):
+    kernel: str
+    shape: dict[str, Any]
+    contract: str
+    executor: str
+    target: str = "npu2"
+    verdict: Verdict
+    rtol: float
+    atol: float
+    mean_rel_L1: float | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+    mismatches: int | None = None
+    n_elements: int | None = None
+    nan_count: int | None = None
+    tile: dict[str, Any] = Field(default_factory=dict)
+    herd: list[int] | None = None
+    tiles_in_flight: int | None = None
+    tiles_target: int | None = None
+    tile_justification: str = ""
+    latency_us: float | None = None
+    gflops: float | None = None
+    seconds: float | None = None
+    source: Literal["emulated", "torch", "harness", "diagnosis", "imported"] = "emulated"
+    role: str = ""
+    stage: Literal["prefill", "decode", ""] = ""
+    method: str = ""  # e.g. drain / fused-cast / direct-codegen (imported rows)
+    tier: str = ""  # high / low precision tier
+    provenance: dict[str, Any] = Field(default_factory=dict)  # command, output_sha256, host, toolchain, file
+    measured_at: str = ""
+    note: str = ""
+
+
+# --- Phase 2 / 3 evidence ----------------------------------------------------------------------------
+
+
+class BlockValidated(Event):
+    layer: int
+    executor: str
+    n_positions: int
+    cosine: float
+    per_position_min: float
+    p5: float
+    median: float
+    max_abs: float
+    max_rel: float
+    nan_count: int
+    thresholds: dict[str, float]  # cosine, per_position_min
+    passed: bool
+    bisect: list[dict[str, Any]] = Field(default_factory=list)  # [{swapped: [...], cosine, per_position_min}]
+    culprit: str | None = None
+
+
+class LayerDiagnosed(Event):
+    layer: int
+    executor: str
+    cos_min: float
+    cos_p5: float
+    cos_median: float
+    cos_mean: float
+    max_abs: float
+    mean_abs: float
+    prompt_index: int = 0
+
+
+class TokenGateChecked(Event):
+    prompt_index: int
+    prompt: str
+    executor: str
+    pipeline: dict[str, Any] = Field(default_factory=dict)
+    n_tokens: int
+    top_k: int = 5
+    passed: bool
+    divergence_step: int | None = None  # None: the two sides agreed on every step
+    agreed_prefix: int
+    chosen_ours: int | None = None
+    chosen_ref: int | None = None
+    topk_ours: list[int] = Field(default_factory=list)  # at the divergence step (or last step)
+    topk_ref: list[int] = Field(default_factory=list)
+    rank_ours_in_ref: int | None = None  # rank of our chosen token in the reference top-k (None = absent)
+    rank_ref_in_ours: int | None = None
+    kl_divergence: float | None = None
+    kl_per_step: list[float] = Field(default_factory=list)
+    tokens_ours: list[int] = Field(default_factory=list)
+    tokens_ref: list[int] = Field(default_factory=list)
+    text_ours: str = ""
+    text_ref: str = ""
+    nan_count: int = 0
+    context: str = "phase3"  # phase3 / phase4:<opt> / phase6 / audit / verify-model
+
+
+# --- Phases 4-7 ----------------------------------------------------------------------------------------
+
+
+class OptimizationTried(Event):
+    phase: int
+    optimisation: str
+    outcome: Literal["applied", "skipped", "reverted"]
+    before_s: float | None = None
+    after_s: float | None = None
+    gate_passed: bool | None = None
+    reason: str = ""
+    samples: dict[str, Any] = Field(default_factory=dict)
+
+
+class PerformanceMeasured(Event):
+    phase: int
+    executor: str
+    pipeline: dict[str, Any] = Field(default_factory=dict)
+    n_prompt_tokens: int = 0
+    n_tokens: int = 0
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+    ms_per_token: float | None = None
+    prefill_s: float | None = None
+    setup_s: float | None = None
+    warmup: int = 0
+    runs: int = 0
+    profile: dict[str, Any] = Field(default_factory=dict)
+
+
+class EvaluationRecorded(Event):
+    verdict: Literal["PASS", "PASS-with-warnings", "FAIL"]
+    findings: list[dict[str, Any]] = Field(default_factory=list)  # {severity, seq, message}
+    remeasured: dict[str, Any] = Field(default_factory=dict)
+    report_path: str = ""
+
+
+class FailureTriaged(Event):
+    subject_seq: int | None = None  # the PhaseFailed / KernelVerified it explains
+    subject_type: str = ""
+    matches: list[dict[str, Any]] = Field(default_factory=list)  # {rule_id, root_cause, remedy, confidence, ...}
+    summary: str = ""
+
+
+def parse_event(type_name: str, payload: dict[str, Any]) -> Event:
+    """Rebuild a typed event from its stored type name and payload; unknown types raise KeyError."""
+    try:
+        cls = Event.registry[type_name]
+    except KeyError as e:
+        raise KeyError(f"unknown event type {type_name!r}") from e
+    return cls.model_validate(payload)
