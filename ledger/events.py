@@ -33,8 +33,8 @@ class Event(BaseModel):
         Event.registry[cls.__name__] = cls
 
     @property
-    def type(self) -> str:
-        return type(self).__name__
+    def type_name(self) -> str:
+        return self.__class__.__name__
 
     def to_payload(self) -> dict[str, Any]:
         return self.model_dump(mode="python")
