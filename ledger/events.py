@@ -12,6 +12,7 @@ recorder's canonical JSON encodes them explicitly (see `ledger.canonical`).
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,12 +41,12 @@ class Event(BaseModel):
         return self.model_dump(mode="python")
 
 
-class NewEvent(BaseModel):
+@dataclass(frozen=True, slots=True)
+class NewEvent:
     """An event about to be appended: the typed event plus its client-made id (idempotency key)."""
 
-    model_config = ConfigDict(frozen=True)
-    event: Event
-    event_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    event: "Event"
+    event_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
 
 # --- deployment lifecycle ---------------------------------------------------------------------------

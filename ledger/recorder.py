@@ -1,0 +1,416 @@
+"""The recorder: one append-only, hash-chained table of events on SQLite or PostgreSQL.
+
+Promises (each has a test in the shared contract suite, run on both dialects):
+
+1. `append(stream, expected_version, events)` is atomic; a stale `expected_version` raises
+   `ConcurrencyError` and writes nothing.
+2. Global order (`seq`) equals commit order: writers are serialised (SQLite `BEGIN IMMEDIATE`;
+   PostgreSQL an EXCLUSIVE table lock inside the append transaction) and the recorder assigns
+   `seq = last + 1` under that lock, so a reader tailing `read_all(after=seq)` sees every event once.
+3. `UNIQUE(event_id)`: re-appending an already recorded batch is a no-op returning the original seqs.
+4. Rows are immutable: database triggers refuse UPDATE and DELETE (and TRUNCATE on PostgreSQL).
+5. Every row carries `prev_hash` and `hash`; `verify()` walks the chain and names the first bad seq;
+   `head()` gives a checkpoint `(size, hash)` that `verify(against=...)` checks for truncation or rewrite.
+   Limit: someone with superuser rights can rewrite the whole chain consistently; only a checkpoint
+   kept elsewhere catches that.
+6. SQLite runs in WAL mode with `synchronous=FULL` and a busy timeout: a process killed mid-append
+   leaves the whole batch or nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy import event as sa_event
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlmodel import Field, SQLModel
+
+from ledger.canonical import GENESIS_HASH, chain_hash, dumps, loads
+from ledger.events import Event, NewEvent
+from ledger.record import RecordedEvent
+
+BUSY_TIMEOUT_S = 30.0
+
+
+class LedgerError(Exception):
+    """Raised when the ledger cannot do what was asked (base class of the ledger's own errors)."""
+
+
+class ConcurrencyError(LedgerError):
+    """Raised when `append` is called with an `expected_version` that is no longer the stream's version."""
+
+
+class LedgerUnavailable(LedgerError):
+    """Raised when the database URL is unsupported, the server cannot be reached or the file is not a ledger."""
+
+
+class EventsRow(SQLModel, table=True):
+    """The event envelope. `seq` is assigned by the recorder under the write lock (never by the database)."""
+
+    __tablename__ = "events"
+    __table_args__ = (sa.UniqueConstraint("stream_id", "version", name="events_stream_version_key"),)
+
+    seq: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False))
+    stream_id: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    version: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
+    event_id: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
+    type: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    payload: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    recorded_at: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    prev_hash: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    hash: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+
+
+EVENTS = EventsRow.__table__
+_COLS = ("seq", "stream_id", "version", "event_id", "type", "payload", "recorded_at", "prev_hash", "hash")
+_SELECT = f"SELECT {', '.join(_COLS)} FROM events"
+
+_SQLITE_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'ledger events are immutable: UPDATE refused'); END",
+    "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'ledger events are immutable: DELETE refused'); END",
+)
+_PG_TRIGGERS = (
+    "CREATE OR REPLACE FUNCTION events_immutable() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN RAISE EXCEPTION 'ledger events are immutable: %% refused', TG_OP; END $$",
+    "CREATE OR REPLACE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events "
+    "FOR EACH ROW EXECUTE FUNCTION events_immutable()",
+    "CREATE OR REPLACE TRIGGER events_no_truncate BEFORE TRUNCATE ON events "
+    "FOR EACH STATEMENT EXECUTE FUNCTION events_immutable()",
+)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The ledger's size (number of events = last seq) and the hash of its last event."""
+
+    size: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.size}:{self.hash}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Checkpoint":
+        size, sep, digest = text.partition(":")
+        if not sep or not size.isdigit() or len(digest) != 64:
+            raise ValueError(f"checkpoint must be SIZE:HASH (64 hex digits), got {text!r}")
+        return cls(int(size), digest.lower())
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    first_bad_seq: int | None = None
+    reason: str = ""
+    checked: int = 0
+
+
+def _utcnow() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _first_line(exc: BaseException) -> str:
+    inner = getattr(exc, "orig", None) or exc
+    text = str(inner).strip().splitlines()
+    return text[0] if text else type(inner).__name__
+
+
+def _row_to_event(row: Sequence) -> RecordedEvent:
+    seq, stream_id, version, event_id, type_, payload, recorded_at, prev_hash, digest = row
+    return RecordedEvent(int(seq), stream_id, int(version), event_id, type_, loads(payload), recorded_at, prev_hash, digest)
+
+
+class Ledger:
+    """An open ledger. Create with `open_ledger(url)`."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+        self.dialect = engine.dialect.name
+        self._lock = threading.Lock()
+        self._raw = None
+        self._mark = "?" if self.dialect == "sqlite" else "%s"
+        marks = ",".join([self._mark] * len(_COLS))
+        self._sql_insert = f"INSERT INTO events ({', '.join(_COLS)}) VALUES ({marks})"
+        self._sql_begin = "BEGIN IMMEDIATE" if self.dialect == "sqlite" else "LOCK TABLE events IN EXCLUSIVE MODE"
+        self._sql_state = (
+            f"SELECT (SELECT MAX(version) FROM events WHERE stream_id = {self._mark}), "
+            "(SELECT seq FROM events ORDER BY seq DESC LIMIT 1), (SELECT hash FROM events ORDER BY seq DESC LIMIT 1)"
+        )
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    def append(self, stream_id: str, expected_version: int, events: Iterable[NewEvent | Event]) -> list[int]:
+        """Append `events` to `stream_id` if its version is still `expected_version`; return their seqs.
+
+        All or nothing. Re-appending a batch whose event ids are all recorded already returns the
+        original seqs and writes nothing (idempotent retry). The hot path runs on the driver's own
+        connection with prepared SQL: one lookup, one executemany, one commit.
+        """
+        encoded = [
+            (e.event_id, e.event.type_name, dumps(e.event.to_payload()))
+            if isinstance(e, NewEvent)
+            else (str(uuid.uuid4()), e.type_name, dumps(e.to_payload()))
+            for e in events
+        ]
+        if not encoded:
+            return []
+        ids = [eid for eid, _, _ in encoded]
+        dbapi = self.engine.dialect.dbapi
+        with self._lock:
+            conn = self._writer()
+            cur = conn.cursor()
+            try:
+                cur.execute(self._sql_begin)
+                cur.execute(self._sql_state, (stream_id,))
+                current, seq, prev = cur.fetchone()
+                current, seq, prev = int(current or 0), int(seq or 0), prev or GENESIS_HASH
+                if current != expected_version:
+                    conn.rollback()
+                    already = self._recorded_seqs(conn, ids)
+                    if already is not None:
+                        return already
+                    raise ConcurrencyError(
+                        f"stream {stream_id} is at version {current}, not the expected {expected_version}"
+                    )
+                now = _utcnow()
+                rows = []
+                for version, (eid, type_, payload) in enumerate(encoded, start=expected_version + 1):
+                    seq += 1
+                    digest = chain_hash(prev, seq, stream_id, version, eid, type_, payload, now)
+                    rows.append((seq, stream_id, version, eid, type_, payload, now, prev, digest))
+                    prev = digest
+                cur.executemany(self._sql_insert, rows)
+                conn.commit()
+                return [r[0] for r in rows]
+            except dbapi.IntegrityError as e:
+                conn.rollback()
+                already = self._recorded_seqs(conn, ids)
+                if already is not None:
+                    return already
+                raise ConcurrencyError(f"stream {stream_id} moved past version {expected_version}: {_first_line(e)}") from e
+            except dbapi.Error as e:
+                _safe_rollback(conn)
+                self._drop_writer()
+                raise LedgerUnavailable(f"could not write to the ledger: {_first_line(e)}") from e
+            except BaseException:
+                _safe_rollback(conn)
+                raise
+            finally:
+                cur.close()
+
+    def _recorded_seqs(self, conn, ids: list[str]) -> list[int] | None:
+        """Seqs of `ids` if every one is recorded already (an idempotent retry); None if none is.
+
+        A batch of which only a part is recorded cannot come from a retry: that is an error."""
+        cur = conn.cursor()
+        try:
+            marks = ",".join([self._mark] * len(ids))
+            cur.execute(f"SELECT event_id, seq FROM events WHERE event_id IN ({marks})", ids)
+            found = dict(cur.fetchall())
+        finally:
+            cur.close()
+            conn.rollback()
+        if not found:
+            return None
+        if len(found) != len(ids):
+            raise LedgerError(f"batch is partly recorded already ({len(found)} of {len(ids)} event ids)")
+        return [int(found[i]) for i in ids]
+
+    def _writer(self):
+        """The driver connection appends run on, kept open (SQLite: autocommit mode with explicit BEGIN)."""
+        if self._raw is None:
+            self._raw = self.engine.raw_connection()
+        return self._raw.driver_connection
+
+    def _drop_writer(self) -> None:
+        if self._raw is not None:
+            try:
+                self._raw.invalidate()
+            finally:
+                self._raw = None
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def read_stream(self, stream_id: str, after_version: int = 0) -> list[RecordedEvent]:
+        return self._query(
+            f"{_SELECT} WHERE stream_id = :s AND version > :v ORDER BY version", {"s": stream_id, "v": after_version}
+        )
+
+    def read_all(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
+        sql = f"{_SELECT} WHERE seq > :a ORDER BY seq"
+        params: dict = {"a": after}
+        if limit is not None:
+            sql += " LIMIT :n"
+            params["n"] = int(limit)
+        return self._query(sql, params)
+
+    def stream_version(self, stream_id: str) -> int:
+        with self._read() as conn:
+            v = conn.execute(sa.text("SELECT MAX(version) FROM events WHERE stream_id = :s"), {"s": stream_id}).scalar()
+        return int(v or 0)
+
+    def streams(self, prefix: str = "") -> list[str]:
+        with self._read() as conn:
+            rows = conn.execute(
+                sa.text("SELECT stream_id, MIN(seq) AS first FROM events WHERE stream_id LIKE :p GROUP BY stream_id ORDER BY first"),
+                {"p": prefix.replace("%", r"\%") + "%"},
+            ).all()
+        return [r[0] for r in rows]
+
+    def head(self) -> Checkpoint:
+        with self._read() as conn:
+            row = conn.execute(sa.text("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")).first()
+        return Checkpoint(int(row[0]), row[1]) if row else Checkpoint(0, GENESIS_HASH)
+
+    def _query(self, sql: str, params: dict) -> list[RecordedEvent]:
+        try:
+            with self._read() as conn:
+                return [_row_to_event(r) for r in conn.execute(sa.text(sql), params)]
+        except OperationalError as e:
+            raise LedgerUnavailable(f"could not read the ledger: {_first_line(e)}") from e
+
+    def _read(self):
+        return self.engine.connect().execution_options(sqlite_begin="DEFERRED")
+
+    def _iter_raw(self, chunk: int = 20000) -> Iterator[tuple]:
+        """Every row in seq order straight from the driver (no per-row SQLAlchemy processing)."""
+        raw = self.engine.raw_connection()
+        try:
+            cur = raw.driver_connection.cursor()
+            cur.execute(f"{_SELECT} ORDER BY seq")
+            while rows := cur.fetchmany(chunk):
+                yield from rows
+            cur.close()
+        finally:
+            raw.rollback()
+            raw.close()
+
+    # --- verification -------------------------------------------------------------------------------
+
+    def verify(self, against: Checkpoint | str | None = None) -> VerifyResult:
+        """Walk the whole chain; return the first seq whose hash, link or position is wrong."""
+        if isinstance(against, str):
+            against = Checkpoint.parse(against)
+        prev, expect_seq, n = GENESIS_HASH, 1, 0
+        checkpoint_hash = None
+        try:
+            for seq, stream_id, version, event_id, type_, payload, recorded_at, prev_hash, digest in self._iter_raw():
+                if seq != expect_seq:
+                    return VerifyResult(False, expect_seq, f"seq {expect_seq} is missing (found {seq} next)", n)
+                if prev_hash != prev:
+                    return VerifyResult(False, seq, "prev_hash does not link to the previous event", n)
+                if chain_hash(prev, seq, stream_id, version, event_id, type_, payload, recorded_at) != digest:
+                    return VerifyResult(False, seq, "hash does not match the row's contents (row edited)", n)
+                if against is not None and seq == against.size:
+                    checkpoint_hash = digest
+                prev, expect_seq, n = digest, seq + 1, n + 1
+        except self.engine.dialect.dbapi.Error as e:
+            raise LedgerUnavailable(f"could not read the ledger: {_first_line(e)}") from e
+        if against is not None and against.size > 0:
+            if n < against.size:
+                return VerifyResult(False, n + 1, f"ledger holds {n} events, checkpoint says {against.size}: truncated", n)
+            if checkpoint_hash != against.hash:
+                return VerifyResult(
+                    False, against.size, f"event {against.size} differs from the checkpoint: history rewritten", n
+                )
+        return VerifyResult(True, None, "intact", n)
+
+    def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
+        self.engine.dispose()
+
+
+def _safe_rollback(conn) -> None:
+    try:
+        conn.rollback()
+    except Exception:  # the connection may be gone already; the caller reports the original error
+        pass
+
+
+def _sqlite_engine(url) -> Engine:
+    db = url.database
+    if db and db != ":memory:":
+        Path(db).parent.mkdir(parents=True, exist_ok=True)
+        if Path(db).exists() and Path(db).stat().st_size > 0:
+            with open(db, "rb") as f:
+                if f.read(16) != b"SQLite format 3\x00":
+                    raise LedgerUnavailable(f"{db} is not a SQLite database (corrupt or foreign file)")
+    engine = sa.create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
+
+    @sa_event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = FULL")
+        cur.close()
+
+    @sa_event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlite_begin', 'IMMEDIATE')}")
+
+    return engine
+
+
+def _create_schema(engine: Engine) -> None:
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7345901)")  # concurrent first opens
+            exists = conn.exec_driver_sql("SELECT to_regclass('events')").scalar()
+            if exists is None:
+                EVENTS.create(conn)
+                for ddl in _PG_TRIGGERS:
+                    conn.exec_driver_sql(ddl)
+        else:
+            EVENTS.create(conn, checkfirst=True)
+            for ddl in _SQLITE_TRIGGERS:
+                conn.exec_driver_sql(ddl)
+
+
+def open_ledger(url: str) -> Ledger:
+    """Open (creating if needed) the ledger at `url`: `sqlite:///path` or `postgresql+psycopg://...`."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as e:
+        raise LedgerUnavailable(f"not a database URL: {url!r}") from e
+    backend = parsed.get_backend_name()
+    try:
+        if backend == "sqlite":
+            engine = _sqlite_engine(parsed)
+        elif backend == "postgresql":
+            if parsed.get_driver_name() not in ("psycopg",):
+                parsed = parsed.set(drivername="postgresql+psycopg")
+            engine = sa.create_engine(parsed, connect_args={"connect_timeout": 5})
+        else:
+            raise LedgerUnavailable(
+                f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:///PATH or postgresql+psycopg://..."
+            )
+        _create_schema(engine)
+    except (OperationalError, DBAPIError) as e:
+        where = parsed.render_as_string(hide_password=True)
+        raise LedgerUnavailable(f"cannot open the ledger at {where}: {_first_line(e)}") from e
+    except NoSuchModuleError as e:
+        raise LedgerUnavailable(f"no driver for {parsed.drivername!r}") from e
+    return Ledger(engine, parsed.render_as_string(hide_password=True))
+
+
+def default_url(workspace: str | os.PathLike | None = None) -> str:
+    """`LEDGER_DB` if set, else SQLite at `<workspace>/.ledger/ledger.db` (workspace: arg, `LEDGER_HOME`, or cwd)."""
+    if os.environ.get("LEDGER_DB"):
+        return os.environ["LEDGER_DB"]
+    ws = Path(workspace or os.environ.get("LEDGER_HOME") or os.getcwd()).resolve()
+    return f"sqlite:///{ws / '.ledger' / 'ledger.db'}"
