@@ -1,0 +1,175 @@
+"""CLI commands of the deployment lifecycle: init, advance, resume, lesson, status, history, graph, plan."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from handlers import deploy
+from handlers.bootstrap import App
+from handlers.narrate import TerminalProgress, describe
+
+
+def _refresh_projections(app: App) -> None:
+    """Rebuild the registry and model docs after a change (no-op until the projections exist)."""
+    try:
+        from handlers.registry_ops import build_projections
+    except ImportError:
+        return
+    build_projections(app.ledger.read_all(), app.workspace)
+
+
+@click.command("init")
+@click.argument("model", type=click.Path())
+@click.option("--name", help="deployment name (default: the folder name, lower-cased, non-alphanumerics to _)")
+@click.option("--target", type=click.Choice(["npu2", "npu1"]), default="npu2", show_default=True)
+@click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
+@click.option("--executor", type=click.Choice(["emulated", "torch", "mlir-air"]), default="emulated", show_default=True)
+@click.pass_obj
+def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, executor: str) -> None:
+    """Start a deployment of MODEL (a local HF folder or a config.json)."""
+    try:
+        created = deploy.init(app.ledger, model, name=name, target=target, dtype=dtype, executor=executor)
+    except deploy.OutOfScope as e:
+        click.echo(f"rejected: {e}", err=True)
+        sys.exit(3)
+    click.echo(f"deployment {created} recorded ({executor}/{target}, {dtype}); next: ledger advance {created}")
+    _refresh_projections(app)
+
+
+@click.command("advance")
+@click.argument("name")
+@click.option("--until", type=click.IntRange(0, 7), help="stop after this phase (0-7)")
+@click.option("--full", is_flag=True, help="token gate on all 8 prompts instead of 2")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def advance_cmd(app: App, name: str, until: int | None, full: bool, as_json: bool) -> None:
+    """Run the next phase gate(s) of NAME, as far as the gates go or up to --until."""
+    progress = (lambda m: None) if as_json else TerminalProgress()
+    try:
+        report = deploy.advance(app.ledger, name, until=until, workspace=app.workspace, progress=progress,
+                                options={"full": full})
+    finally:
+        _refresh_projections(app)
+    if as_json:
+        click.echo(json.dumps({"name": report.name, "ran": report.ran, "stopped": report.stopped, "status": report.status}))
+    else:
+        for r in report.ran:
+            if r["passed"]:
+                click.echo(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}")
+            else:
+                click.echo(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}", err=True)
+                if r.get("blocked"):
+                    click.echo(f"blocker raised: {name} needs human review; after a fix: ledger resume {name} --note ...", err=True)
+        if report.stopped:
+            click.echo(report.stopped)
+        click.echo(f"{name}: {report.status}")
+    if report.failed:
+        sys.exit(1)
+
+
+@click.command("resume")
+@click.argument("name")
+@click.option("--note", required=True, help="what the human fixed")
+@click.pass_obj
+def resume_cmd(app: App, name: str, note: str) -> None:
+    """Record a human's fix after a blocker; allows one more attempt."""
+    deploy.resume(app.ledger, name, note)
+    click.echo(f"{name} resumed; next: ledger advance {name}")
+    _refresh_projections(app)
+
+
+@click.command("lesson")
+@click.argument("name")
+@click.argument("text")
+@click.option("--phase", type=click.IntRange(0, 7))
+@click.pass_obj
+def lesson_cmd(app: App, name: str, text: str, phase: int | None) -> None:
+    """Record a lesson learned for NAME."""
+    seq = deploy.lesson(app.ledger, name, text, phase)
+    click.echo(f"lesson recorded at seq {seq}")
+    _refresh_projections(app)
+
+
+@click.command("status")
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def status_cmd(app: App, name: str | None, as_json: bool) -> None:
+    """Every deployment (or NAME) with its phase, last verdict, blockers and triage."""
+    rows = deploy.status(app.ledger, name)
+    if as_json:
+        click.echo(json.dumps(rows if name is None else rows[0], indent=1))
+        return
+    if not rows:
+        click.echo("no deployments yet (ledger init MODEL)")
+    for r in rows:
+        passed = ",".join(map(str, r["phases_passed"])) or "-"
+        click.echo(f"{r['name']:<28} {r['status']:<20} passed [{passed}]  {r['executor']}/{r['target']}  {r['last_verdict']}")
+        for b in r["blockers"]:
+            click.echo(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}")
+        if r["triage"]:
+            click.echo(f"    triage of seq {r['triage']['subject_seq']}: {r['triage']['summary']}")
+            for m in r["triage"]["matches"]:
+                click.echo(f"      - {m['rule_id']} ({m['confidence']:.2f}): {m['root_cause']} -> {m['remedy']}")
+
+
+@click.command("history")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def history_cmd(app: App, name: str, as_json: bool) -> None:
+    """NAME's events as a readable timeline."""
+    rows = deploy.history(app.ledger, name)
+    if as_json:
+        click.echo(json.dumps(rows, indent=1, default=str))
+        return
+    for r in rows:
+        click.echo(f"{r['seq']:>6}  {r['at'][:19]}  {r['type']:<24} {describe(r['type'], r['payload'])}")
+
+
+@click.command("graph")
+def graph_cmd() -> None:
+    """Print the lifecycle as a Mermaid diagram (generated from the transitions table)."""
+    from statemachine.mermaid import mermaid
+
+    click.echo(mermaid())
+
+
+@click.command("plan")
+@click.argument("target_")
+@click.option("--target", type=click.Choice(["npu2", "npu1"]), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
+    """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
+    from kernels.architecture import load_raw_config, resolve
+    from kernels.plan import plan
+
+    if Path(target_).exists():
+        cfg, tgt = resolve(load_raw_config(target_)), target or "npu2"
+    else:
+        from handlers.gates import GateRun
+        from handlers.uow import DeploymentUnit
+
+        state = DeploymentUnit(app.ledger, target_).state
+        if not state.config:
+            raise click.ClickException(f"{target_} has no resolved config (out of scope?)")
+        cfg, tgt = GateRun(state=state, workspace=app.workspace).config, target or state.target
+    rows = plan(cfg, target=tgt)
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in rows], indent=1))
+        return
+    for r in rows:
+        shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
+        j = r.to_json()
+        tile = j.get("tile", {})
+        click.echo(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {json.dumps(tile.get('tile', tile))}")
+        for w in j.get("warnings", []):
+            click.echo(f"{'':<8} warning: {w}")
+
+
+commands = [init_cmd, advance_cmd, resume_cmd, lesson_cmd, status_cmd, history_cmd, graph_cmd, plan_cmd]

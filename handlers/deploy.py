@@ -1,0 +1,238 @@
+"""Deployment handlers: init, advance, resume, lesson, status, history.
+
+Each is short: load the stream, fold, check, run the work, append with `expected_version`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import structlog
+
+from handlers.gates import GateRun, gate_for
+from handlers.uow import DeploymentError, DeploymentUnit, stream_id
+from kernels.architecture import assess, default_name, load_raw_config, resolve
+from ledger import Ledger
+from ledger.events import (
+    ArchitectureAssessed,
+    BlockerRaised,
+    ConfigResolved,
+    DeploymentRequested,
+    DeploymentResumed,
+    FailureTriaged,
+    LessonRecorded,
+    PhaseFailed,
+    PhasePassed,
+    PhaseStarted,
+)
+from statemachine.fold import fold
+from statemachine.machine import DeploymentMachine, GateRejected
+from statemachine.phases import Phase, Status
+
+log = structlog.get_logger("npu_ledger.deploy")
+
+
+class OutOfScope(DeploymentError):
+    """Raised when `init` assessed the architecture as out of scope (the assessment is recorded)."""
+
+
+# --- init --------------------------------------------------------------------------------------------------
+
+
+def init(
+    ledger: Ledger,
+    model: str,
+    *,
+    name: str | None = None,
+    target: str = "npu2",
+    dtype: str = "bf16",
+    executor: str = "emulated",
+    pipeline: dict[str, Any] | None = None,
+) -> str:
+    """Record a new deployment of the model at `model` (HF folder or config.json); return its name."""
+    path = Path(model).expanduser().resolve()
+    raw = load_raw_config(path)  # malformed or missing config: ModelConfigError, nothing recorded
+    name = name or default_name(path)
+    unit = DeploymentUnit(ledger, name, must_exist=False)
+    if unit.events:
+        raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
+    folder = path if path.is_dir() else path.parent
+    requested = DeploymentRequested(
+        model_path=str(folder), name=name, target=target, dtype=dtype, executor=executor,
+        hf_model_id=raw.get("_name_or_path") or None, pipeline=pipeline or {},
+    )
+    assessment = assess(raw)
+    events: list = [requested, ArchitectureAssessed(**assessment.event_fields())]
+    if assessment.in_scope:
+        cfg = resolve(raw)
+        config_file = folder / "config.json" if path.is_dir() else path
+        digest = hashlib.sha256(config_file.read_bytes()).hexdigest()
+        events.append(ConfigResolved(**cfg.to_dict(), source_sha256=digest))
+    unit.commit(events)
+    if not assessment.in_scope:
+        raise OutOfScope(f"{name}: {assessment.architecture} is out of scope: " + " ".join(assessment.reasons))
+    return name
+
+
+# --- advance -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AdvanceReport:
+    name: str
+    ran: list[dict[str, Any]] = field(default_factory=list)  # {phase, attempt, passed, reasons, summary}
+    stopped: str = ""
+    status: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return any(not r["passed"] for r in self.ran)
+
+
+def advance(
+    ledger: Ledger,
+    name: str,
+    *,
+    until: int | None = None,
+    workspace: Path,
+    progress: Callable[[str], None] = lambda m: None,
+    options: dict[str, Any] | None = None,
+) -> AdvanceReport:
+    """Run the next gate(s) up to `until` (default: as far as the gates go), stopping at the first failure."""
+    unit = DeploymentUnit(ledger, name)
+    report = AdvanceReport(name)
+    while True:
+        state = unit.state
+        if state.status is Status.REJECTED:
+            raise DeploymentError(f"{name} was rejected at assessment: it cannot advance")
+        if state.status is Status.NEEDS_HUMAN_REVIEW:
+            reasons = "; ".join(b.reason for b in state.blockers) or "a gate failed twice"
+            raise DeploymentError(f"{name} needs human review ({reasons}); fix it, then `ledger resume {name} --note ...`")
+        if state.status is Status.DEPLOYED:
+            report.stopped = f"{name} is deployed"
+            break
+        phase = state.next_phase
+        if phase is None or (until is not None and phase > until):
+            report.stopped = f"stopped before phase {phase} (--until {until})" if phase is not None else ""
+            break
+        gate = gate_for(int(phase))
+        if gate is None:
+            report.stopped = f"the phase {int(phase)} gate ({phase.title}) is not implemented yet; nothing changed"
+            break
+        outcome = None
+        if not state.attempt_open(phase):  # the normal case; an open attempt means a crash after its evidence
+            attempt = state.attempts.get(phase, 0) + 1
+            progress(f"phase {int(phase)} ({phase.title}), attempt {attempt}")
+            outcome = gate(GateRun(state=state, workspace=workspace, progress=progress, options=options or {}))
+            unit.commit([PhaseStarted(phase=int(phase), attempt=attempt), *outcome.events])
+        attempt = unit.state.open_attempt.number
+        passed = _judge(unit, phase, attempt, outcome)
+        report.ran.append(passed)
+        if not passed["passed"]:
+            break
+    report.status = unit.state.status.value
+    return report
+
+
+def _judge(unit: DeploymentUnit, phase: Phase, attempt: int, outcome) -> dict[str, Any]:
+    """Ask the state machine; record PhasePassed, or PhaseFailed (+ BlockerRaised, + FailureTriaged)."""
+    from handlers.gates import GateOutcome
+    from statemachine.machine import GateContext
+
+    outcome = outcome or GateOutcome(events=[], context=GateContext())
+    state = unit.state
+    evidence = [e.seq for e in state.open_attempt.evidence]
+    machine = DeploymentMachine(state, outcome.context)
+    try:
+        result = machine.try_pass(phase)
+    except GateRejected as rejected:
+        reasons = [rejected.reason, *outcome.reasons]
+        escalate = state.escalates_on_failure()
+        events: list = [PhaseFailed(phase=int(phase), attempt=attempt, reasons=reasons)]
+        if escalate:
+            events.append(BlockerRaised(phase=int(phase), reason=f"phase {int(phase)} failed twice: {reasons[0]}"))
+        seqs = unit.commit(events)
+        _triage(unit, seqs[0], outcome, reasons)
+        log.info("phase failed", deployment=unit.name, phase=int(phase), attempt=attempt, reason=reasons[0])
+        return {"phase": int(phase), "attempt": attempt, "passed": False, "reasons": reasons, "blocked": escalate}
+    summary = outcome.summary or result.reason
+    unit.commit([PhasePassed(phase=int(phase), attempt=attempt, evidence_seqs=evidence, summary=summary)])
+    log.info("phase passed", deployment=unit.name, phase=int(phase), attempt=attempt)
+    return {"phase": int(phase), "attempt": attempt, "passed": True, "summary": summary}
+
+
+def _triage(unit: DeploymentUnit, failed_seq: int, outcome, reasons: list[str]) -> None:
+    """Match the failure against the playbook rules and record what matched (nothing when none does)."""
+    try:
+        from handlers.triage.engine import triage_evidence, triage_text
+    except ImportError:  # triage rules not installed
+        return
+    matches: list = []
+    for evidence in outcome.triage:
+        matches.extend(triage_evidence(evidence, text=evidence.get("transcript")))
+    matches.extend(triage_text("\n".join(reasons)))
+    best: dict[str, Any] = {}
+    for m in matches:
+        j = m.to_json()
+        if j["rule_id"] not in best or j["confidence"] > best[j["rule_id"]]["confidence"]:
+            best[j["rule_id"]] = j
+    ranked = sorted(best.values(), key=lambda j: (-j["confidence"], j["rule_id"]))
+    summary = ranked[0]["root_cause"] if ranked else "no known failure pattern matches"
+    unit.commit([FailureTriaged(subject_seq=failed_seq, subject_type="PhaseFailed", matches=ranked, summary=summary)])
+
+
+# --- resume, lesson ---------------------------------------------------------------------------------------------
+
+
+def resume(ledger: Ledger, name: str, note: str) -> None:
+    unit = DeploymentUnit(ledger, name)
+    state = unit.state
+    if state.status is not Status.NEEDS_HUMAN_REVIEW or not state.blockers:
+        raise DeploymentError(f"{name} has no active blocker to resume from (status {state.status.value})")
+    if not note.strip():
+        raise DeploymentError("say what was fixed: --note \"...\"")
+    unit.commit([DeploymentResumed(phase=int(state.blockers[-1].phase), note=note.strip())])
+
+
+def lesson(ledger: Ledger, name: str, text: str, phase: int | None = None) -> int:
+    unit = DeploymentUnit(ledger, name)
+    return unit.commit([LessonRecorded(text=text.strip(), phase=phase)])[0]
+
+
+# --- read side ------------------------------------------------------------------------------------------------
+
+
+def status(ledger: Ledger, name: str | None = None) -> list[dict[str, Any]]:
+    names = [name] if name else [s.split(":", 1)[1] for s in ledger.streams("deployment:")]
+    rows = []
+    for n in names:
+        state = DeploymentUnit(ledger, n).state
+        triage = state.last_triage
+        rows.append({
+            "name": n,
+            "status": state.status.value,
+            "next_phase": int(state.next_phase) if state.next_phase is not None else None,
+            "phases_passed": sorted(int(p) for p in state.passed),
+            "executor": state.executor,
+            "target": state.target,
+            "last_verdict": state.last_verdict,
+            "blockers": [{"seq": b.seq, "phase": int(b.phase), "reason": b.reason} for b in state.blockers],
+            "triage": None if triage is None else {
+                "subject_seq": triage.subject_seq, "summary": triage.summary,
+                "matches": [{k: m.get(k) for k in ("rule_id", "root_cause", "remedy", "confidence")} for m in triage.matches[:3]],
+            },
+            "evaluation": state.evaluation,
+            "version": state.version,
+        })
+    return rows
+
+
+def history(ledger: Ledger, name: str) -> list[dict[str, Any]]:
+    events = ledger.read_stream(stream_id(name))
+    if not events:
+        raise DeploymentError(f"no deployment named {name!r}")
+    fold(events)  # refuse to narrate an impossible stream
+    return [{"seq": e.seq, "version": e.version, "at": e.recorded_at, "type": e.type, "payload": e.payload} for e in events]

@@ -1,0 +1,77 @@
+"""The phase gates: each runs its phase's work and returns the evidence events to record.
+
+A gate never appends: it returns a `GateOutcome` (evidence events, the gate context the state machine
+needs, failure detail and triage evidence). `handlers.deploy.advance` records `PhaseStarted` + evidence in
+one atomic batch, folds, asks the state machine (`DeploymentMachine.try_pass`) and records `PhasePassed`
+or `PhaseFailed`. So a gate can never pass itself, and a crash mid-gate leaves the ledger as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kernels.modelconfig import ModelConfig
+from ledger.events import Event
+from statemachine.machine import GateContext
+from statemachine.state import DeploymentState
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class GateRun:
+    """Everything a gate may use: the folded deployment, its resolved config and a progress sink."""
+
+    state: DeploymentState
+    workspace: Path
+    progress: Progress = lambda message: None
+    options: dict[str, Any] = field(default_factory=dict)  # e.g. {"full": True} for the 8-prompt token gate
+
+    @property
+    def model_path(self) -> Path:
+        return Path(self.state.model_path)
+
+    @property
+    def config(self) -> ModelConfig:
+        fields = {k: v for k, v in (self.state.config or {}).items() if k in ModelConfig.__dataclass_fields__}
+        return ModelConfig(**fields)
+
+
+@dataclass
+class GateOutcome:
+    events: list[Event]
+    context: GateContext = field(default_factory=GateContext)
+    reasons: list[str] = field(default_factory=list)  # failure detail beyond the machine's unmet criterion
+    triage: list[dict[str, Any]] = field(default_factory=list)  # evidence dicts for handlers.triage
+    summary: str = ""
+
+
+Gate = Callable[[GateRun], GateOutcome]
+
+
+_GATES = {
+    0: ("handlers.gates.phase0", "run"),
+    1: ("handlers.gates.phase1", "run"),
+    2: ("handlers.gates.phase23", "run_block"),
+    3: ("handlers.gates.phase23", "run_full"),
+    4: ("handlers.gates.phase456", "run_prefill"),
+    5: ("handlers.gates.phase456", "run_decode"),
+    6: ("handlers.gates.phase456", "run_finalize"),
+    7: ("handlers.gates.phase7", "run"),
+}
+
+
+def gate_for(phase: int) -> Gate | None:
+    """The gate implementation of `phase`, or None when it is not implemented (yet)."""
+    import importlib
+
+    module_name, attr = _GATES[int(phase)]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name == module_name:
+            return None
+        raise
+    return getattr(module, attr, None)

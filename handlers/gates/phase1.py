@@ -1,0 +1,64 @@
+"""Phase 1 — kernels: every planned (kernel, shape) verified on the deployment's executor.
+
+One `KernelVerified` per planned row (with tile config, tiles in flight and provenance); a failing
+shape gets one retry (recorded too: the gate reads the latest verdict per shape). The gate context
+carries the plan, so the state machine refuses a Phase 1 that skipped a planned shape.
+"""
+
+from __future__ import annotations
+
+import platform
+from datetime import datetime, timezone
+
+from handlers.gates import GateOutcome, GateRun
+from ledger.events import KernelVerified
+from statemachine.machine import GateContext
+
+
+def _tile_dict(tile) -> dict:
+    if tile is None:
+        return {}
+    if isinstance(tile, dict):
+        return dict(tile.get("tile", tile)) if "tile" in tile and isinstance(tile["tile"], dict) else dict(tile)
+    return dict(getattr(tile, "tile", {}) or {})
+
+
+def run(ctx: GateRun) -> GateOutcome:
+    from kernels.plan import plan
+    from kernels.run import run_kernel
+
+    state = ctx.state
+    rows = plan(ctx.config, target=state.target)
+    events: list = []
+    triage: list = []
+    failures: list[str] = []
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    host = platform.node() or "unknown"
+    for i, row in enumerate(rows, start=1):
+        shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
+        ctx.progress(f"[{i}/{len(rows)}] {row.kernel} {shape_text} ({row.role}, {row.phase})")
+        for attempt in (1, 2):  # one retry per failing shape
+            result = run_kernel(row.kernel, row.shape, executor=state.executor, target=state.target,
+                                tile=_tile_dict(row.tile) or None)
+            fields = result.event_fields()
+            command = f"ledger kernel run {row.kernel} --shape {shape_text} --executor {state.executor} --target {state.target}"
+            event = KernelVerified(
+                **fields, source=_source(state.executor), role=row.role, stage=row.phase, measured_at=when,
+                provenance={"command": command, "host": host, "attempt": attempt, "seed": 0},
+                note="; ".join(getattr(row, "warnings", []) or []),
+            )
+            events.append(event)
+            if event.verdict == "PASS":
+                break
+        if event.verdict != "PASS":
+            failures.append(f"{row.kernel} {shape_text}: mismatches {event.mismatches}/{event.n_elements}, "
+                            f"max_abs {event.max_abs:.3g} vs atol {event.atol}")
+            triage.append({"kind": "kernel", **event.to_payload()})
+    context = GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows])
+    n_pass = sum(1 for r in rows) - len(failures)
+    return GateOutcome(events=events, context=context, reasons=failures, triage=triage,
+                       summary=f"{n_pass}/{len(rows)} planned kernel shapes PASS on {state.executor}/{state.target}")
+
+
+def _source(executor: str) -> str:
+    return {"emulated": "emulated", "torch": "torch", "mlir-air": "harness"}.get(executor, "emulated")

@@ -1,0 +1,62 @@
+"""The unit of work: load a deployment's stream, fold it, append with the version it was folded at.
+
+Every command that changes a deployment goes through `DeploymentUnit`. `commit(events)` appends with
+`expected_version` = the version this unit last saw; if someone else appended in between, nothing is
+written and `SomeoneElseAdvanced` says so. After a commit the unit re-folds the new events, so a handler
+always decides on the state the ledger actually holds.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ledger import ConcurrencyError, Ledger, NewEvent
+from ledger.events import Event
+from statemachine.fold import apply, fold
+from statemachine.state import DeploymentState
+
+
+class DeploymentError(Exception):
+    """Raised when a command cannot be applied to a deployment (unknown, rejected, blocked, ...)."""
+
+
+class SomeoneElseAdvanced(DeploymentError):
+    """Raised when another process appended to the deployment's stream since this unit read it."""
+
+
+def stream_id(name: str) -> str:
+    return f"deployment:{name}"
+
+
+class DeploymentUnit:
+    def __init__(self, ledger: Ledger, name: str, *, must_exist: bool = True) -> None:
+        self.ledger = ledger
+        self.name = name
+        self.stream_id = stream_id(name)
+        self.events = ledger.read_stream(self.stream_id)
+        if must_exist and not self.events:
+            known = [s.split(":", 1)[1] for s in ledger.streams("deployment:")]
+            hint = f" (known: {', '.join(known)})" if known else " (run `ledger init MODEL` first)"
+            raise DeploymentError(f"no deployment named {name!r}{hint}")
+        self.state: DeploymentState | None = fold(self.events) if self.events else None
+
+    @property
+    def version(self) -> int:
+        return self.events[-1].version if self.events else 0
+
+    def commit(self, events: Iterable[Event | NewEvent]) -> list[int]:
+        """Append `events` atomically at this unit's version; return their seqs and re-fold."""
+        batch = list(events)
+        if not batch:
+            return []
+        try:
+            seqs = self.ledger.append(self.stream_id, self.version, batch)
+        except ConcurrencyError as e:
+            raise SomeoneElseAdvanced(f"someone else advanced {self.name} meanwhile; nothing was written") from e
+        new = self.ledger.read_stream(self.stream_id, after_version=self.version)
+        state = self.state
+        for rec in new:
+            state = apply(state, rec)
+        self.events.extend(new)
+        self.state = state
+        return seqs
