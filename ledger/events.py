@@ -169,6 +169,10 @@ class KernelVerified(Event):
     mismatches: int | None = None
     n_elements: int | None = None
     nan_count: int | None = None
+    # exact re-derivation: PASS <=> mismatches == 0, nan_count == 0 and worst_ratio <= 1, where
+    # worst_ratio = max over elements of |out - ref| / (atol + rtol * |ref|); ref_max_abs = max |ref|
+    worst_ratio: float | None = None
+    ref_max_abs: float | None = None
     tile: dict[str, Any] = Field(default_factory=dict)
     herd: list[int] | None = None
     tiles_in_flight: int | None = None
