@@ -215,6 +215,8 @@ def _kernel_problem(k: KernelVerified) -> str | None:
         return f"PASS recorded with {k.mismatches} mismatches"
     if k.nan_count:
         return f"PASS recorded with {k.nan_count} NaN"
+    if k.worst_ratio is not None and not k.worst_ratio <= 1:  # max |out-ref| / (atol + rtol*|ref|)
+        return f"PASS recorded with worst_ratio {k.worst_ratio} > 1"
     if (k.tiles_in_flight is not None and k.tiles_target is not None and k.tiles_in_flight < k.tiles_target
             and not k.tile_justification):
         return f"{k.tiles_in_flight} of {k.tiles_target} tiles in flight without a justification"

@@ -167,6 +167,8 @@ REJECTIONS = [
     pytest.param(1, (kernel("FAIL", mismatches=12),), "verdict FAIL", id="1: a kernel FAIL"),
     pytest.param(1, (kernel(), kernel("FAIL")), "verdict FAIL", id="1: a later FAIL replaces a PASS"),
     pytest.param(1, (kernel(mismatches=3),), "PASS recorded with 3 mismatches", id="1: PASS with mismatches"),
+    pytest.param(1, (kernel(worst_ratio=1.3),), "PASS recorded with worst_ratio 1.3 > 1",
+                 id="1: PASS whose worst element exceeds the tolerance"),
     pytest.param(1, (kernel(tiles_in_flight=8),), "8 of 32 tiles in flight without a justification",
                  id="1: tiles below target unexplained"),
     pytest.param(1, (kernel(shape={"M": 2048, "K": 256, "N": 512}),), "1 planned kernel shape(s) not verified",
