@@ -1,0 +1,214 @@
+"""Architecture assessment and config resolution from a local HF config.json.
+
+`assess(raw)` decides whether a model is in scope for the NPU2 recipe (decoder-only, RMSNorm + SwiGLU +
+RoPE, MHA/GQA: Llama, Mistral without sliding window, Qwen2, Qwen3) and, if not, says why in one sentence
+per reason. `resolve(raw)` turns the config.json dict into the `ModelConfig` every numeric component uses.
+Both are pure functions of the dict; `load_raw_config(path)` is the only I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernels.modelconfig import ModelConfig
+
+# architecture name -> (qkv bias implied, q/k norm implied)
+IN_SCOPE = {
+    "LlamaForCausalLM": (False, False),
+    "MistralForCausalLM": (False, False),
+    "Qwen2ForCausalLM": (True, False),
+    "Qwen3ForCausalLM": (False, True),
+}
+MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+               "qwen3": "Qwen3ForCausalLM"}
+MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts", "n_experts",
+            "num_experts_per_tok", "moe_intermediate_size")
+SILU = {"silu", "swish"}
+# rope_type values whose host cos/sin LUT the pipeline can build
+ROPE_TYPES = {"default", "linear", "llama3"}
+
+
+class ModelConfigError(ValueError):
+    """Raised when a config.json is missing, unreadable or lacks a field the resolver needs."""
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """Field names match the `ArchitectureAssessed` event."""
+
+    architecture: str
+    in_scope: bool
+    reasons: list[str] = field(default_factory=list)
+    features: dict[str, Any] = field(default_factory=dict)
+
+    def event_fields(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_raw_config(path: str | Path) -> dict[str, Any]:
+    """Read config.json from a HF model folder or from the file itself."""
+    p = Path(path).expanduser()
+    file = p / "config.json" if p.is_dir() else p
+    if not file.is_file():
+        raise ModelConfigError(f"no config.json at {file}: point at a local HF model folder or its config.json.")
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelConfigError(f"{file} is not valid JSON ({e}).") from e
+    if not isinstance(raw, dict):
+        raise ModelConfigError(f"{file} does not hold a JSON object.")
+    return raw
+
+
+def default_name(path: str | Path) -> str:
+    """Deployment name from a path: the model folder's name (or a config file's stem), lower-cased,
+    every run of non-alphanumerics turned into one `_`."""
+    p = Path(path).expanduser()
+    if p.suffix == ".json" and not p.is_dir():
+        stem = p.stem
+        base = p.resolve().parent.name if stem == "config" else stem
+    else:
+        base = p.resolve().name
+    name = re.sub(r"[^a-z0-9]+", "_", base.lower()).strip("_")
+    return name or "model"
+
+
+def architecture_name(raw: dict[str, Any]) -> str:
+    archs = raw.get("architectures") or []
+    if archs:
+        return str(archs[0])
+    return MODEL_TYPES.get(str(raw.get("model_type", "")), str(raw.get("model_type") or "unknown"))
+
+
+def _rope_type(raw: dict[str, Any]) -> str:
+    for key in ("rope_scaling", "rope_parameters"):
+        params = raw.get(key)
+        if isinstance(params, dict):
+            rtype = params.get("rope_type") or params.get("type")
+            if rtype:
+                return str(rtype)
+    return "default"
+
+
+def _out_of_scope_reasons(raw: dict[str, Any], arch: str) -> list[str]:
+    reasons: list[str] = []
+    if raw.get("is_encoder_decoder"):
+        reasons.append(f"{arch} is an encoder-decoder model; only decoder-only models are in scope.")
+    moe = [k for k in MOE_KEYS if raw.get(k) not in (None, 0, 1, False)]
+    if moe:
+        reasons.append(f"{arch} is a mixture-of-experts model ({', '.join(moe)}); MoE layers are not supported.")
+    if raw.get("kv_lora_rank") or raw.get("q_lora_rank"):
+        reasons.append(f"{arch} uses multi-head latent attention (kv_lora_rank); MLA is not supported.")
+    sliding = raw.get("use_sliding_window") is True
+    if "mistral" in arch.lower() or "mixtral" in arch.lower():
+        sliding = sliding or raw.get("sliding_window") is not None
+    sliding = sliding or "sliding_attention" in (raw.get("layer_types") or [])
+    if sliding:
+        reasons.append(f"{arch} uses sliding-window attention (sliding_window={raw.get('sliding_window')}); "
+                       "only full causal attention is supported.")
+    if reasons:
+        return reasons
+    if arch not in IN_SCOPE:
+        act = raw.get("hidden_act") or raw.get("activation_function") or raw.get("feed_forward_proj")
+        details = []
+        if "rms_norm_eps" not in raw:
+            details.append("LayerNorm instead of RMSNorm")
+        if act and str(act) not in SILU:
+            details.append(f"activation {act} instead of a SiLU-gated (SwiGLU) MLP")
+        if "rope_theta" not in raw and "rope_parameters" not in raw:
+            details.append("no RoPE")
+        why = f" ({'; '.join(details)})" if details else ""
+        reasons.append(f"{arch} is not an RMSNorm + SwiGLU + RoPE decoder{why}; "
+                       f"in scope: {', '.join(sorted(IN_SCOPE))}.")
+        return reasons
+    act = raw.get("hidden_act", "silu")
+    if act not in SILU:
+        reasons.append(f"{arch} uses activation {act}; the MLP must be SwiGLU (SiLU-gated).")
+    if raw.get("mlp_bias"):
+        reasons.append(f"{arch} has MLP biases (mlp_bias=true); only bias-free gate/up/down are supported.")
+    if raw.get("attention_bias") and not IN_SCOPE[arch][0]:
+        reasons.append(f"{arch} has attention biases including o_proj (attention_bias=true); not supported.")
+    rope_type = _rope_type(raw)
+    if rope_type not in ROPE_TYPES:
+        reasons.append(f"{arch} uses RoPE scaling '{rope_type}'; supported: {', '.join(sorted(ROPE_TYPES))}.")
+    return reasons
+
+
+def assess(raw: dict[str, Any]) -> Assessment:
+    """Decide whether the config is in scope; every rejection reason is one sentence naming it."""
+    arch = architecture_name(raw)
+    reasons = _out_of_scope_reasons(raw, arch)
+    qkv_bias, qk_norm = IN_SCOPE.get(arch, (False, False))
+    heads = raw.get("num_attention_heads") or raw.get("n_head") or raw.get("num_heads")
+    kv_heads = raw.get("num_key_value_heads") or heads
+    features = {
+        "qkv_bias": qkv_bias,
+        "qk_norm": qk_norm,
+        "tied_embeddings": bool(raw.get("tie_word_embeddings", _tie_default(arch))),
+        "gqa_group": int(heads // kv_heads) if heads and kv_heads else None,
+        "rope_type": _rope_type(raw),
+    }
+    return Assessment(architecture=arch, in_scope=not reasons, reasons=reasons, features=features)
+
+
+def _tie_default(arch: str) -> bool:
+    # transformers' Llama/Mistral/Qwen2/Qwen3 configs default to untied; PretrainedConfig itself to tied.
+    return arch not in IN_SCOPE
+
+
+def _require(raw: dict[str, Any], key: str) -> Any:
+    if raw.get(key) is None:
+        raise ModelConfigError(f"config.json has no '{key}', which the resolver needs.")
+    return raw[key]
+
+
+def rope_theta(raw: dict[str, Any]) -> float:
+    """rope_theta at top level (transformers 4) or under `rope_parameters` (transformers 5)."""
+    if raw.get("rope_theta") is not None:
+        return float(raw["rope_theta"])
+    params = raw.get("rope_parameters")
+    if isinstance(params, dict) and params.get("rope_theta") is not None:
+        return float(params["rope_theta"])
+    return 10000.0
+
+
+def rope_scaling(raw: dict[str, Any]) -> dict[str, Any] | None:
+    """The RoPE scaling parameters (None for plain RoPE), from `rope_scaling` or `rope_parameters`."""
+    for key in ("rope_scaling", "rope_parameters"):
+        params = raw.get(key)
+        if isinstance(params, dict) and (params.get("rope_type") or params.get("type", "default")) != "default":
+            out = dict(params)
+            out["rope_type"] = out.get("rope_type") or out.get("type")
+            return out
+    return None
+
+
+def resolve(raw: dict[str, Any]) -> ModelConfig:
+    """The ModelConfig of an in-scope config.json (head_dim defaults to hidden / heads)."""
+    arch = architecture_name(raw)
+    emb = int(_require(raw, "hidden_size"))
+    heads = int(_require(raw, "num_attention_heads"))
+    kv_heads = int(raw.get("num_key_value_heads") or heads)
+    head_dim = int(raw.get("head_dim") or emb // heads)
+    qkv_bias, qk_norm = IN_SCOPE.get(arch, (False, False))
+    if heads % kv_heads:
+        raise ModelConfigError(f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}.")
+    return ModelConfig(
+        n_layers=int(_require(raw, "num_hidden_layers")),
+        emb_dim=emb,
+        n_heads=heads,
+        n_kv_heads=kv_heads,
+        head_dim=head_dim,
+        hidden_dim=int(_require(raw, "intermediate_size")),
+        vocab_size=int(_require(raw, "vocab_size")),
+        rope_theta=rope_theta(raw),
+        rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings", _tie_default(arch))),
+        qkv_bias=qkv_bias,
+        qk_norm=qk_norm,
+        architecture=arch,
+    )

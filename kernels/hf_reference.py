@@ -1,0 +1,199 @@
+"""The HF transformers bf16 reference: a Runner over a local model folder, plus the Phase 0 baseline.
+
+`HfRunner(folder)` loads the model in bf16 from the folder only (offline; nothing is downloaded), runs
+greedy prefill/decode with transformers' own KV cache, and captures every decoder layer's raw output
+(forward hooks, so the last layer's pre-final-norm output is kept too) and the final-norm output.
+
+`baseline(prompt)` is the Phase 0 evidence: the next-token distribution on the prompt must be finite and
+not degenerate. Thresholds (recorded with the numbers):
+  top1_prob_max  0.999  a model that puts > 99.9 % on one token after a plain prompt is broken/collapsed
+  entropy_min    0.01   nats; below that the distribution is one-hot for practical purposes
+  logit_std_min  1e-3   constant logits (e.g. zeroed weights) are degenerate
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernels.architecture import load_raw_config, resolve
+from kernels.runner import DecodeStepRecord, PrefillRecord
+
+BASELINE_THRESHOLDS = {"top1_prob_max": 0.999, "entropy_min": 0.01, "logit_std_min": 1e-3}
+
+
+def _torch():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+
+    return torch
+
+
+def load_tokenizer(folder: str | Path):
+    """The tokenizer saved in a local model folder (offline)."""
+    _torch()
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+
+def softmax_stats(logits: np.ndarray) -> dict[str, float]:
+    """top-1 probability and entropy (nats) of softmax(logits), in float64."""
+    z = np.asarray(logits, np.float64)
+    z = z - z.max()
+    p = np.exp(z)
+    p /= p.sum()
+    nz = p[p > 0]
+    return {"top1_prob": float(p.max()), "entropy": float(-(nz * np.log(nz)).sum())}
+
+
+class HfRunner:
+    """transformers in bf16 on CPU, greedy, from a local folder; implements the Runner protocol."""
+
+    name = "hf_bf16"
+
+    def __init__(self, folder: str | Path, *, threads: int | None = None) -> None:
+        torch = _torch()
+        from transformers import AutoModelForCausalLM
+
+        self.folder = Path(folder)
+        if threads:
+            torch.set_num_threads(threads)
+        self.model = AutoModelForCausalLM.from_pretrained(str(self.folder), dtype=torch.bfloat16,
+                                                          local_files_only=True)
+        self.model.eval()
+        # transformers >= 5.2x names the KV cache argument/output `cache`; older ones `past_key_values`
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.config = resolve(load_raw_config(self.folder))
+        self._tokenizer = None
+        self._past = None
+        self._pos = 0
+        self._captured: dict[str, Any] = {}
+        self._capture = False
+        inner = self.model.model
+        for i, layer in enumerate(inner.layers):
+            layer.register_forward_hook(self._hook(f"layer{i}"))
+        inner.norm.register_forward_hook(self._hook("norm"))
+
+    def _hook(self, key: str):
+        def hook(_module, _inputs, output):
+            if self._capture:
+                out = output[0] if isinstance(output, tuple) else output
+                self._captured[key] = out[0].detach().float().numpy()  # (seq, E)
+        return hook
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.folder)
+        return self._tokenizer
+
+    def prefill(self, prompt_tokens) -> PrefillRecord:
+        torch = _torch()
+        ids = torch.tensor(np.asarray(prompt_tokens, np.int64).reshape(1, -1))
+        self._captured.clear()
+        self._capture = True
+        try:
+            with torch.no_grad():
+                out = self.model(ids, use_cache=True, logits_to_keep=1, return_dict=True)
+        finally:
+            self._capture = False
+        self._past = getattr(out, self._cache_arg)
+        self._pos = ids.shape[1]
+        logits = out.logits[0, -1].float().numpy()
+        layers = [{"ffn_out": self._captured[f"layer{i}"]} for i in range(self.config.n_layers)]
+        return PrefillRecord(layer_intermediates=layers, final_hidden_normed=self._captured["norm"],
+                             logits_at_pred=logits, top1_token=int(np.argmax(logits)))
+
+    def decode_step(self, input_token: int, current_pos: int) -> DecodeStepRecord:
+        torch = _torch()
+        if self._past is None:
+            raise RuntimeError("decode_step called before prefill")
+        if current_pos != self._pos:
+            raise ValueError(f"decode position {current_pos} does not follow the cache ({self._pos} positions)")
+        with torch.no_grad():
+            out = self.model(torch.tensor([[int(input_token)]]), use_cache=True, logits_to_keep=1,
+                             return_dict=True, **{self._cache_arg: self._past})
+        self._past = getattr(out, self._cache_arg)
+        self._pos += 1
+        logits = out.logits[0, -1].float().numpy()
+        return DecodeStepRecord(lm_head_logits=logits, top1_token=int(np.argmax(logits)))
+
+    def forward_timed_prefill(self, prompt_tokens) -> None:
+        """Prefill without capturing intermediates (benchmarks)."""
+        torch = _torch()
+        ids = torch.tensor(np.asarray(prompt_tokens, np.int64).reshape(1, -1))
+        with torch.no_grad():
+            out = self.model(ids, use_cache=True, logits_to_keep=1, return_dict=True)
+        self._past, self._pos = getattr(out, self._cache_arg), ids.shape[1]
+
+    # --- Phase 0 -------------------------------------------------------------------------------------
+
+    def baseline(self, prompt: str, raw_config: dict | None = None) -> dict[str, Any]:
+        """HF bf16 prefill on `prompt`; fields match the `ReferenceBaselineRecorded` event."""
+        tokens = self.tokenizer(prompt)["input_ids"]
+        rec = self.prefill(tokens)
+        logits = rec.logits_at_pred
+        finite = bool(np.isfinite(logits).all())
+        stats = softmax_stats(logits) if finite else {"top1_prob": float("nan"), "entropy": float("nan")}
+        t = BASELINE_THRESHOLDS
+        fin = logits[np.isfinite(logits)] if not finite else logits
+        std = float(fin.std()) if fin.size else float("nan")
+        passed = (finite and stats["top1_prob"] < t["top1_prob_max"] and stats["entropy"] > t["entropy_min"]
+                  and std > t["logit_std_min"])
+        mismatches = self.config_mismatches(raw_config) if raw_config is not None else []
+        return {
+            "prompt": prompt,
+            "n_prompt_tokens": len(tokens),
+            "top1_token": rec.top1_token,
+            "top1_text": self.tokenizer.decode([rec.top1_token]),
+            "top1_prob": stats["top1_prob"],
+            "entropy": stats["entropy"],
+            "logits_finite": finite,
+            "logit_max": float(fin.max()) if fin.size else float("nan"),
+            "logit_min": float(fin.min()) if fin.size else float("nan"),
+            "logit_mean": float(fin.mean()) if fin.size else float("nan"),
+            "logit_std": std,
+            "thresholds": dict(t),
+            "passed": bool(passed),
+            "config_mismatches": mismatches,
+        }
+
+    def config_mismatches(self, raw_config: dict) -> list[str]:
+        """Fields where the model transformers actually built differs from what config.json resolves to."""
+        ours = resolve(raw_config)
+        hf = self.model.config
+        params = getattr(hf, "rope_parameters", None) or {}
+        theta = getattr(hf, "rope_theta", None) or params.get("rope_theta")
+        embed = self.model.get_input_embeddings().weight
+        layer0 = self.model.model.layers[0]
+        attn = layer0.self_attn
+        loaded = {
+            "n_layers": len(self.model.model.layers),
+            "emb_dim": int(embed.shape[1]),
+            "n_heads": int(hf.num_attention_heads),
+            "n_kv_heads": int(getattr(hf, "num_key_value_heads", None) or hf.num_attention_heads),
+            "head_dim": int(getattr(attn, "head_dim", ours.head_dim)),
+            "hidden_dim": int(layer0.mlp.gate_proj.weight.shape[0]),
+            "vocab_size": int(embed.shape[0]),
+            "rope_theta": float(theta) if theta is not None else ours.rope_theta,
+            "rms_norm_eps": float(hf.rms_norm_eps),
+            "tie_word_embeddings": bool(
+                self.model.get_output_embeddings().weight.data_ptr() == embed.data_ptr()),
+            "qkv_bias": attn.q_proj.bias is not None,
+            "qk_norm": hasattr(attn, "q_norm"),
+        }
+        out = []
+        for name, value in loaded.items():
+            expected = getattr(ours, name)
+            same = (abs(value - expected) <= 1e-9 * max(1.0, abs(expected)) if isinstance(expected, float)
+                    else value == expected)
+            if not same:
+                out.append(f"{name}: config.json resolves to {expected!r}, the loaded model has {value!r}")
+        return out

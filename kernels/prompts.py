@@ -1,0 +1,89 @@
+"""Prompt sets for the gates.
+
+CANONICAL_PROMPT is the Phase 0 baseline and Phase 2 block-gate prompt (plain text, no chat template).
+The token gate (Phases 3, 6, 7) uses `prompts_for(tokenizer_or_folder)`: a model whose tokenizer has a
+chat template gets the instruction prompts rendered through that template (with the generation prompt),
+any other model the base-model continuations. The default gate runs the first 2, the full gate all 8.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CANONICAL_PROMPT = (
+    "The history of computing is a story of machines that became smaller, faster and cheaper. "
+    "The first electronic computers filled whole rooms, yet today a phone in your pocket"
+)
+
+INSTRUCT_PROMPTS = (
+    "What is the capital of France? Answer in one sentence.",
+    "Write a haiku about a lighthouse in the fog.",
+    "Explain in two sentences why the sky looks blue during the day.",
+    "List three healthy breakfast ideas.",
+    "Translate 'good morning, my friend' into Spanish.",
+    "What is 17 multiplied by 3? Show your reasoning briefly.",
+    "Give me a short tip for staying focused while studying.",
+    "Write a Python function that returns the square of a number.",
+)
+
+BASE_PROMPTS = (
+    "Once upon a time, in a small village at the edge of a forest, there lived",
+    "The three primary colours are red, blue and",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "Water boils at a temperature of",
+    "The quick brown fox jumps over the lazy dog. The lazy dog",
+    "In 1969, the first humans to walk on the Moon were",
+    "A recipe for pancakes: mix flour, eggs and milk, then",
+    "The most important rule of writing clear code is",
+)
+
+DEFAULT_COUNT = 2
+FULL_COUNT = 8
+
+
+@dataclass(frozen=True)
+class Prompt:
+    index: int
+    text: str  # the prompt as written (before any chat template)
+    tokens: list[int]  # what the model is fed
+    kind: str  # "instruct" | "base"
+
+
+def _tokenizer(tokenizer_or_folder: Any):
+    if isinstance(tokenizer_or_folder, (str, Path)):
+        from kernels.hf_reference import load_tokenizer
+
+        return load_tokenizer(tokenizer_or_folder)
+    return tokenizer_or_folder
+
+
+def _ids(encoded: Any) -> list[int]:
+    """Token ids from whatever apply_chat_template / __call__ returned (list, BatchEncoding, tensor)."""
+    if isinstance(encoded, dict) or hasattr(encoded, "keys"):
+        encoded = encoded["input_ids"]
+    if hasattr(encoded, "tolist"):
+        encoded = encoded.tolist()
+    if encoded and isinstance(encoded[0], list):
+        encoded = encoded[0]
+    return [int(t) for t in encoded]
+
+
+def canonical_tokens(tokenizer_or_folder: Any) -> list[int]:
+    """The canonical prompt's token ids (plain text, no chat template)."""
+    return _ids(_tokenizer(tokenizer_or_folder)(CANONICAL_PROMPT))
+
+
+def prompts_for(tokenizer_or_folder: Any, full: bool = False) -> list[Prompt]:
+    """The token-gate prompts for a model: instruct set through its chat template, else the base set."""
+    tok = _tokenizer(tokenizer_or_folder)
+    count = FULL_COUNT if full else DEFAULT_COUNT
+    if getattr(tok, "chat_template", None):
+        out = []
+        for i, text in enumerate(INSTRUCT_PROMPTS[:count]):
+            ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                          tokenize=True)
+            out.append(Prompt(i, text, _ids(ids), "instruct"))
+        return out
+    return [Prompt(i, text, _ids(tok(text)), "base") for i, text in enumerate(BASE_PROMPTS[:count])]

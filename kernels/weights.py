@@ -1,0 +1,209 @@
+"""Weights of an in-scope model from a local HF folder's safetensors files.
+
+`check_weights` reads the safetensors headers only (no tensor data) and says which of the tensors the
+config requires are missing or mis-shaped, in block order, so the first problem is named first.
+`load_weights` reads them into float32 arrays holding bf16 values, in the executor layout
+(`y = x @ W`: every projection transposed once, here), with tied or untied embeddings.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from kernels.architecture import load_raw_config, rope_scaling
+from kernels.modelconfig import ModelConfig
+
+
+class WeightsError(ValueError):
+    """Raised when a model folder lacks a tensor the config requires, or its checkpoint cannot be read."""
+
+
+@dataclass(frozen=True)
+class WeightsReport:
+    """Field names match the `WeightsChecked` event."""
+
+    ok: bool
+    n_tensors: int
+    expected: int
+    missing: list[str] = field(default_factory=list)
+    misshaped: list[str] = field(default_factory=list)
+
+    def event_fields(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def first_problem(self) -> str | None:
+        if self.missing:
+            return f"tensor {self.missing[0]} is missing"
+        if self.misshaped:
+            return f"tensor {self.misshaped[0]}"
+        return None
+
+
+@dataclass
+class LayerWeights:
+    """One decoder block, executor layout: projections are (in, out) so that `y = x @ W`."""
+
+    attn_norm: np.ndarray  # (E,)
+    wq: np.ndarray  # (E, H*D)
+    wk: np.ndarray  # (E, Hkv*D)
+    wv: np.ndarray  # (E, Hkv*D)
+    wo: np.ndarray  # (H*D, E)
+    ffn_norm: np.ndarray  # (E,)
+    w_gate: np.ndarray  # (E, F)
+    w_up: np.ndarray  # (E, F)
+    w_down: np.ndarray  # (F, E)
+    bq: np.ndarray | None = None  # (H*D,) Qwen2
+    bk: np.ndarray | None = None  # (Hkv*D,)
+    bv: np.ndarray | None = None  # (Hkv*D,)
+    q_norm: np.ndarray | None = None  # (D,) Qwen3
+    k_norm: np.ndarray | None = None  # (D,)
+
+
+@dataclass
+class ModelWeights:
+    config: ModelConfig
+    embed: np.ndarray  # (V, E), host gather
+    final_norm: np.ndarray  # (E,)
+    lm_head: np.ndarray  # (V, E); the same array as `embed` when tied
+    layers: list[LayerWeights]
+    rope_scaling: dict[str, Any] | None = None
+    key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # prefix for executors' static_key
+
+
+# (LayerWeights field, HF name suffix, shape as a function of the config, transpose at load)
+_LAYER_TENSORS = (
+    ("attn_norm", "input_layernorm.weight", lambda c: (c.emb_dim,), False),
+    ("wq", "self_attn.q_proj.weight", lambda c: (c.n_heads * c.head_dim, c.emb_dim), True),
+    ("wk", "self_attn.k_proj.weight", lambda c: (c.n_kv_heads * c.head_dim, c.emb_dim), True),
+    ("wv", "self_attn.v_proj.weight", lambda c: (c.n_kv_heads * c.head_dim, c.emb_dim), True),
+    ("bq", "self_attn.q_proj.bias", lambda c: (c.n_heads * c.head_dim,), False),
+    ("bk", "self_attn.k_proj.bias", lambda c: (c.n_kv_heads * c.head_dim,), False),
+    ("bv", "self_attn.v_proj.bias", lambda c: (c.n_kv_heads * c.head_dim,), False),
+    ("q_norm", "self_attn.q_norm.weight", lambda c: (c.head_dim,), False),
+    ("k_norm", "self_attn.k_norm.weight", lambda c: (c.head_dim,), False),
+    ("wo", "self_attn.o_proj.weight", lambda c: (c.emb_dim, c.n_heads * c.head_dim), True),
+    ("ffn_norm", "post_attention_layernorm.weight", lambda c: (c.emb_dim,), False),
+    ("w_gate", "mlp.gate_proj.weight", lambda c: (c.hidden_dim, c.emb_dim), True),
+    ("w_up", "mlp.up_proj.weight", lambda c: (c.hidden_dim, c.emb_dim), True),
+    ("w_down", "mlp.down_proj.weight", lambda c: (c.emb_dim, c.hidden_dim), True),
+)
+_BIAS = {"bq", "bk", "bv"}
+_QK_NORM = {"q_norm", "k_norm"}
+
+
+def _layer_fields(config: ModelConfig):
+    for name, suffix, shape, transpose in _LAYER_TENSORS:
+        if name in _BIAS and not config.qkv_bias:
+            continue
+        if name in _QK_NORM and not config.qk_norm:
+            continue
+        yield name, suffix, shape(config), transpose
+
+
+def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the config requires, name -> HF shape, in block order."""
+    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (config.vocab_size, config.emb_dim)}
+    for i in range(config.n_layers):
+        for _, suffix, shape, _ in _layer_fields(config):
+            out[f"model.layers.{i}.{suffix}"] = shape
+    out["model.norm.weight"] = (config.emb_dim,)
+    if not config.tie_word_embeddings:
+        out["lm_head.weight"] = (config.vocab_size, config.emb_dim)
+    return out
+
+
+@dataclass(frozen=True)
+class _TensorInfo:
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int  # absolute byte offsets in the file
+    end: int
+
+
+def _read_header(file: Path) -> dict[str, _TensorInfo]:
+    try:
+        with file.open("rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+    except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise WeightsError(f"{file} is not a readable safetensors file ({e}).") from e
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        out[name] = _TensorInfo(file, info["dtype"], tuple(info["shape"]), base + begin, base + end)
+    return out
+
+
+def _index(folder: Path) -> dict[str, _TensorInfo]:
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise WeightsError(f"no *.safetensors files in {folder}; only safetensors checkpoints are supported.")
+    tensors: dict[str, _TensorInfo] = {}
+    for file in files:
+        tensors.update(_read_header(file))
+    return tensors
+
+
+def check_weights(folder: str | Path, config: ModelConfig) -> WeightsReport:
+    """Compare the checkpoint's headers with what the config requires (no tensor data is read)."""
+    tensors = _index(Path(folder))
+    expected = expected_tensors(config)
+    missing = [name for name in expected if name not in tensors]
+    misshaped = [
+        f"{name} has shape {list(tensors[name].shape)}, expected {list(shape)}"
+        for name, shape in expected.items()
+        if name in tensors and tensors[name].shape != shape
+    ]
+    return WeightsReport(ok=not missing and not misshaped, n_tensors=len(tensors), expected=len(expected),
+                         missing=missing, misshaped=misshaped)
+
+
+def _read_tensor(info: _TensorInfo) -> np.ndarray:
+    """float32 array holding the bf16 value of every element."""
+    raw = np.memmap(info.file, dtype=np.uint8, mode="r", offset=info.begin, shape=(info.end - info.begin,))
+    if info.dtype == "BF16":
+        bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(info.shape)
+    if info.dtype in ("F16", "F32"):
+        values = np.frombuffer(raw, dtype="<f2" if info.dtype == "F16" else "<f4").astype(np.float32)
+        return values.astype(ml_dtypes.bfloat16).astype(np.float32).reshape(info.shape)
+    raise WeightsError(f"tensor dtype {info.dtype} is not supported (BF16, F16, F32 are).")
+
+
+def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
+    """Load every tensor the config requires, projections transposed once to (in, out)."""
+    folder = Path(folder)
+    report = check_weights(folder, config)
+    if not report.ok:
+        raise WeightsError(f"{folder}: {report.first_problem()}.")
+    tensors = _index(folder)
+
+    def get(name: str, transpose: bool = False) -> np.ndarray:
+        arr = _read_tensor(tensors[name])
+        return np.ascontiguousarray(arr.T) if transpose else np.array(arr)
+
+    layers = []
+    for i in range(config.n_layers):
+        fields = {name: get(f"model.layers.{i}.{suffix}", transpose) for name, suffix, _, transpose in
+                  _layer_fields(config)}
+        layers.append(LayerWeights(**fields))
+    embed = get("model.embed_tokens.weight")
+    lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
+    try:
+        scaling = rope_scaling(load_raw_config(folder))
+    except ValueError:
+        scaling = None
+    return ModelWeights(config=config, embed=embed, final_norm=get("model.norm.weight"), lm_head=lm_head,
+                        layers=layers, rope_scaling=scaling)

