@@ -172,4 +172,49 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
             click.echo(f"{'':<8} warning: {w}")
 
 
-commands = [init_cmd, advance_cmd, resume_cmd, lesson_cmd, status_cmd, history_cmd, graph_cmd, plan_cmd]
+@click.command("evaluate", hidden=True)
+@click.argument("name")
+@click.option("--against", help="a checkpoint SIZE:HASH kept elsewhere")
+@click.pass_obj
+def evaluate_cmd(app: App, name: str, against: str | None) -> None:
+    """(internal) The independent evaluator's fresh process: prints its evidence as JSON, records nothing."""
+    from handlers.gates import GateRun
+    from handlers.gates.phase7 import evaluate
+    from handlers.uow import DeploymentUnit
+    from ledger.canonical import dumps
+
+    state = DeploymentUnit(app.ledger, name).state
+    ctx = GateRun(state=state, workspace=app.workspace, ledger=app.ledger, progress=TerminalProgress())
+    rerun, evaluation = evaluate(ctx, against)
+    click.echo(dumps({"rerun": [g.to_payload() for g in rerun], "evaluation": evaluation.to_payload()}))
+
+
+@click.command("audit")
+@click.argument("name")
+@click.option("--against", help="a checkpoint SIZE:HASH kept elsewhere (detects truncation/rewrite)")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
+    """Phase 7: the independent evaluator (fresh process; reads only the ledger and the model folder)."""
+    progress = (lambda m: None) if as_json else TerminalProgress()
+    try:
+        report = deploy.audit(app.ledger, name, workspace=app.workspace, checkpoint=against, progress=progress)
+    finally:
+        _refresh_projections(app)
+    if as_json:
+        click.echo(json.dumps({"name": name, "verdict": report.verdict, "findings": report.findings,
+                               "remeasured": report.remeasured, "status": report.status}, indent=1, default=str))
+    else:
+        for f in report.findings:
+            where = f"seq {f['seq']}" if f.get("seq") is not None else "—"
+            click.echo(f"  [{f['severity']}] {where}: {f['check']}: {f['message']}")
+        click.echo(f"{name}: evaluation {report.verdict} ({len(report.findings)} findings); status {report.status}")
+        if report.recorded:
+            click.echo(f"report: {app.workspace / 'llms' / name / 'docs' / 'evaluation_report.md'}")
+        else:
+            click.echo("the stream cannot be replayed: nothing was recorded")
+    if report.verdict == "FAIL":
+        sys.exit(1)
+
+
+commands = [audit_cmd, evaluate_cmd, init_cmd, advance_cmd, resume_cmd, lesson_cmd, status_cmd, history_cmd, graph_cmd, plan_cmd]

@@ -126,7 +126,7 @@ def advance(
         if not state.attempt_open(phase):  # the normal case; an open attempt means a crash after its evidence
             attempt = state.attempts.get(phase, 0) + 1
             progress(f"phase {int(phase)} ({phase.title}), attempt {attempt}")
-            outcome = gate(GateRun(state=state, workspace=workspace, progress=progress, options=options or {}))
+            outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress, options=options or {}))
             unit.commit([PhaseStarted(phase=int(phase), attempt=attempt), *outcome.events])
         attempt = unit.state.open_attempt.number
         passed = _judge(unit, phase, attempt, outcome)
@@ -236,3 +236,56 @@ def history(ledger: Ledger, name: str) -> list[dict[str, Any]]:
         raise DeploymentError(f"no deployment named {name!r}")
     fold(events)  # refuse to narrate an impossible stream
     return [{"seq": e.seq, "version": e.version, "at": e.recorded_at, "type": e.type, "payload": e.payload} for e in events]
+
+
+# --- audit ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AuditReport:
+    name: str
+    verdict: str
+    findings: list[dict[str, Any]]
+    remeasured: dict[str, Any]
+    recorded: bool
+    status: str
+
+
+def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None = None,
+          progress: Callable[[str], None] = lambda m: None) -> AuditReport:
+    """Phase 7. At phase7 it runs the gate; on a deployed model it re-audits (a FAIL blocks it again).
+
+    The evaluation itself always runs in a fresh process that reads only the ledger and the model folder.
+    A stream that cannot even be replayed is reported without recording anything.
+    """
+    from handlers.audit import Finding, chain_findings
+    from handlers.gates.phase7 import evaluate_in_fresh_process
+    from statemachine.fold import FoldError
+
+    events = ledger.read_stream(stream_id(name))
+    if not events:
+        raise DeploymentError(f"no deployment named {name!r}")
+    try:
+        unit = DeploymentUnit(ledger, name)
+    except FoldError as e:
+        findings = chain_findings(ledger, checkpoint, {x.seq for x in events})
+        findings.append(Finding("error", e.seq, "replay", str(e)))
+        return AuditReport(name, "FAIL", [f.to_json() for f in findings], {}, False, "unreplayable")
+    state = unit.state
+    if state.status is Status.PHASE7:
+        report = advance(ledger, name, until=7, workspace=workspace, progress=progress,
+                         options={"checkpoint": checkpoint})
+        unit = DeploymentUnit(ledger, name)
+        last = next(e for e in reversed(unit.events) if e.type == "EvaluationRecorded")
+        p = last.payload
+        return AuditReport(name, p["verdict"], p["findings"], p["remeasured"], True, report.status)
+    if state.status is not Status.DEPLOYED:
+        raise DeploymentError(f"{name} is at {state.status.value}: the evaluator runs once Phase 6 has passed")
+    ctx = GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress)
+    rerun, evaluation = evaluate_in_fresh_process(ctx, checkpoint)
+    unit.commit([*rerun, evaluation])
+    if evaluation.verdict == "FAIL":
+        first = next((f["message"] for f in evaluation.findings if f["severity"] == "error"), "re-audit failed")
+        unit.commit([BlockerRaised(phase=7, reason=f"re-audit FAIL: {first}")])
+    return AuditReport(name, evaluation.verdict, evaluation.findings, evaluation.remeasured, True,
+                       unit.state.status.value)

@@ -405,7 +405,7 @@ def open_ledger(url: str) -> Ledger:
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {_first_line(e)}") from e
     except NoSuchModuleError as e:
         raise LedgerUnavailable(f"no driver for {parsed.drivername!r}") from e
-    return Ledger(engine, parsed.render_as_string(hide_password=True))
+    return Ledger(engine, parsed.render_as_string(hide_password=False))
 
 
 def default_url(workspace: str | os.PathLike | None = None) -> str:

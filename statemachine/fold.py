@@ -213,10 +213,14 @@ def _blocker(state: DeploymentState, rec: RecordedEvent, e: BlockerRaised) -> De
     if state.open_attempt is not None:
         raise FoldError(rec, f"attempt {state.open_attempt.number} of phase {int(state.open_attempt.phase)} is "
                              "open: close it with PhaseFailed before raising a blocker")
-    if e.phase != state.next_phase:
+    deployed = state.status is Status.DEPLOYED
+    if deployed and e.phase != Phase.EVALUATION:
+        raise FoldError(rec, "a deployed model can only be blocked by its evaluation (phase 7)")
+    if not deployed and e.phase != state.next_phase:
         raise FoldError(rec, f"the deployment is at phase {state.next_phase}, not phase {e.phase}")
     blocker = Blocker(seq=rec.seq, phase=Phase(e.phase), reason=e.reason)
-    return _move(state, rec, "raise_blocker", Status.NEEDS_HUMAN_REVIEW, blockers=(*state.blockers, blocker),
+    extra = {"next_phase": Phase.EVALUATION} if deployed else {}
+    return _move(state, rec, "raise_blocker", Status.NEEDS_HUMAN_REVIEW, blockers=(*state.blockers, blocker), **extra,
                  last_verdict=f"blocked at phase {e.phase}: {e.reason}")
 
 

@@ -65,7 +65,9 @@ TRANSITIONS: list[dict[str, Any]] = [
     *({"trigger": p.fail_trigger, "source": p.status.value, "dest": p.status.value,
        "unless": "no_retry_left"} for p in Phase),
     # a blocker stops the deployment until a human records the fix; resuming returns to the blocked phase
-    {"trigger": "raise_blocker", "source": [*_PHASE_STATES, "needs_human_review"], "dest": "needs_human_review"},
+    # (a deployed model whose re-audit fails is blocked at Phase 7 as well)
+    {"trigger": "raise_blocker", "source": [*_PHASE_STATES, "deployed", "needs_human_review"],
+     "dest": "needs_human_review"},
     *({"trigger": "resume", "source": "needs_human_review", "dest": p.status.value,
        "conditions": f"blocked_at_phase_{int(p)}"} for p in Phase),
 ]

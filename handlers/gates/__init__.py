@@ -26,6 +26,7 @@ class GateRun:
 
     state: DeploymentState
     workspace: Path
+    ledger: Any = None  # only Phase 7 reads the ledger itself (to replay it)
     progress: Progress = lambda message: None
     options: dict[str, Any] = field(default_factory=dict)  # e.g. {"full": True} for the 8-prompt token gate
 

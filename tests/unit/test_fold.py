@@ -269,8 +269,14 @@ def test_a_blocker_is_refused_while_an_attempt_is_open_or_for_another_phase() ->
         fold(recorded(*through(1), PhaseStarted(phase=1, attempt=1), BlockerRaised(phase=1, reason="x")))
     with pytest.raises(FoldError, match="at phase 1, not phase 4"):
         fold(recorded(*through(1), BlockerRaised(phase=4, reason="x")))
-    with pytest.raises(FoldError, match="status 'deployed'"):
-        fold(recorded(*happy_events(), BlockerRaised(phase=7, reason="x")))
+    with pytest.raises(FoldError, match="only be blocked by its evaluation"):
+        fold(recorded(*happy_events(), BlockerRaised(phase=3, reason="x")))
+
+
+def test_a_deployed_model_whose_re_audit_fails_is_blocked_at_phase_7() -> None:
+    state = fold(recorded(*happy_events(), EvaluationRecorded(verdict="FAIL"), BlockerRaised(phase=7, reason="re-audit")))
+    assert state.status is Status.NEEDS_HUMAN_REVIEW and state.next_phase == 7
+    assert [b.phase for b in state.blockers] == [7]
 
 
 def test_resume_without_an_active_blocker_is_refused() -> None:

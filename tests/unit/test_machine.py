@@ -340,7 +340,9 @@ def test_the_machine_has_no_transition_that_skips_a_phase() -> None:
             assert dest in (Status.PHASE0, Status.REJECTED), edge
         if dest.phase is not None and source is Status.NEEDS_HUMAN_REVIEW:
             assert edge.conditions == (f"blocked_at_phase_{int(dest.phase)}",), edge
-    assert {e.source for e in edges()} & {"deployed", "rejected"} == set()
+    assert {e.source for e in edges()} & {"rejected"} == set()
+    # the only way out of deployed: a failed re-audit raises a blocker
+    assert {(e.trigger, e.dest) for e in edges() if e.source == "deployed"} == {("raise_blocker", "needs_human_review")}
 
 
 def test_every_pass_is_guarded_by_its_gate_predicate() -> None:
@@ -363,4 +365,4 @@ def test_mermaid_contains_every_trigger_and_guard_and_is_deterministic() -> None
             assert row["conditions"] in text
     assert "phase2 --> phase3: pass_phase_2 [gate_2_block_ok]" in text
     assert "phase2 --> phase2: fail_phase_2 [not no_retry_left]" in text
-    assert "deployed --> [*]" in text and "[*] --> requested" in text
+    assert "deployed --> needs_human_review: raise_blocker" in text and "[*] --> requested" in text

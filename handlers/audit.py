@@ -1,0 +1,292 @@
+"""Phase 7: the independent evaluator. Trusts nothing the deployment says about itself.
+
+It reads only the ledger and the model folder, and:
+1. verifies the hash chain (and a checkpoint kept elsewhere, if given);
+2. replays the stream from nothing (an impossible order is a finding naming the event);
+3. checks that every `PhasePassed` is backed by evidence recorded before it, in the same attempt, of the
+   kinds its phase needs, and re-derives each evidence verdict from its own numbers and thresholds —
+   and that the thresholds are the ones NUMERICS.md sets, not weaker ones;
+4. checks that Phase 1 covered every (kernel, shape) of the model's plan, re-derived from config.json;
+5. checks that the token gate ran the production path (same executor and pipeline options as declared);
+6. re-runs the Phase 3 token gate itself and compares it with what was recorded.
+
+Each finding names the seq of the event it concerns. Any error -> FAIL; only warnings -> PASS-with-warnings.
+The re-derivations here are written independently of the state machine's gate predicates on purpose.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ledger import Checkpoint, Ledger
+from ledger.record import RecordedEvent
+
+# NUMERICS.md thresholds the evaluator holds the evidence to (a record that judged itself against
+# weaker thresholds is a finding even when its own arithmetic is right).
+NUMERICS_TOLERANCES = {  # (kernel, contract) -> (rtol, atol)
+    ("gemm", "f32-out"): (1.6e-2, 1.5e-3),
+    ("gemm", "bf16-out-high"): (1.6e-2, 1.5e-3),
+    ("gemm", "bf16-out-low"): (1.6e-2, 4e-3),
+    ("gemv", None): (1.6e-2, 1e-3),
+    ("rmsnorm", None): (1.6e-2, 5e-2),
+    ("layernorm", None): (1.6e-2, 6e-2),
+    ("flash_attention", None): (1.6e-2, 1e-1),
+    ("eltwise_add", None): (1.6e-2, 5e-2),
+    ("silu_mul", None): (1.6e-2, 8e-2),
+    ("rope", None): (1.6e-2, 5e-2),
+    ("gelu", None): (1.6e-2, 5e-2),
+}
+BLOCK_COSINE_MIN = 0.99
+
+
+def per_position_min(head_dim: int) -> float:
+    return 0.99 if head_dim <= 64 else 0.98 if head_dim <= 128 else 0.97
+
+
+REQUIRED_EVIDENCE = {
+    0: ("WeightsChecked", "ReferenceBaselineRecorded"),
+    1: ("KernelVerified",),
+    2: ("BlockValidated",),
+    3: ("TokenGateChecked", "LayerDiagnosed"),
+    4: ("OptimizationTried", "PerformanceMeasured", "TokenGateChecked"),
+    5: ("OptimizationTried", "PerformanceMeasured", "TokenGateChecked"),
+    6: ("PerformanceMeasured", "TokenGateChecked", "LayerDiagnosed"),
+}
+
+
+@dataclass
+class Finding:
+    severity: str  # error | warning | info
+    seq: int | None
+    check: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"severity": self.severity, "seq": self.seq, "check": self.check, "message": self.message}
+
+
+@dataclass
+class AuditResult:
+    verdict: str
+    findings: list[Finding] = field(default_factory=list)
+    remeasured: dict[str, Any] = field(default_factory=dict)
+    rerun_events: list = field(default_factory=list)  # TokenGateChecked(context="audit") to record
+
+
+def _finite(*xs) -> bool:
+    return all(x is not None and isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
+
+
+# --- re-derivations of single evidence events ---------------------------------------------------------------
+
+
+def check_kernel(rec: RecordedEvent) -> list[str]:
+    p = rec.payload
+    problems = []
+    key = (p["kernel"], p["contract"]) if p["kernel"] == "gemm" else (p["kernel"], None)
+    if key in NUMERICS_TOLERANCES:
+        rtol, atol = NUMERICS_TOLERANCES[key]
+        if p["rtol"] > rtol * (1 + 1e-9) or p["atol"] > atol * (1 + 1e-9):
+            problems.append(f"judged at rtol={p['rtol']}, atol={p['atol']}, looser than NUMERICS' {rtol}/{atol}")
+    if p["verdict"] != "PASS":
+        return problems
+    if p.get("source") == "imported":
+        return problems  # upstream rows carry no per-element numbers to re-derive
+    if p.get("mismatches") not in (0, None) or (p.get("nan_count") or 0) > 0:
+        problems.append(f"PASS with {p.get('mismatches')} mismatches and {p.get('nan_count')} NaN")
+    if p.get("mismatches") is None:
+        problems.append("PASS without a mismatch count")
+    if not _finite(p.get("max_abs"), p.get("mean_rel_L1")):
+        problems.append("PASS with non-finite or missing error figures")
+    if p.get("worst_ratio") is not None and p["worst_ratio"] > 1.0:
+        problems.append(f"PASS but the worst element uses {p['worst_ratio']:.3g}x its tolerance (atol + rtol*|ref|)")
+    if _finite(p.get("max_abs"), p.get("ref_max_abs")) and p["max_abs"] > p["atol"] + p["rtol"] * p["ref_max_abs"]:
+        problems.append(f"PASS but max_abs {p['max_abs']:.3g} exceeds atol + rtol*max|ref| = "
+                        f"{p['atol'] + p['rtol'] * p['ref_max_abs']:.3g}")
+    if p.get("worst_ratio") is None and p.get("ref_max_abs") is None:
+        problems.append("PASS without worst_ratio / ref_max_abs: the verdict cannot be re-derived")
+    return problems
+
+
+def check_block(rec: RecordedEvent, head_dim: int) -> list[str]:
+    p = rec.payload
+    problems = []
+    t = p.get("thresholds", {})
+    if t.get("cosine", 0) < BLOCK_COSINE_MIN or t.get("per_position_min", 0) < per_position_min(head_dim):
+        problems.append(f"thresholds {t} weaker than NUMERICS (cosine {BLOCK_COSINE_MIN}, per-position "
+                        f"{per_position_min(head_dim)} at head_dim {head_dim})")
+    ok = (_finite(p["cosine"], p["per_position_min"]) and p["cosine"] >= BLOCK_COSINE_MIN
+          and p["per_position_min"] >= per_position_min(head_dim) and p["nan_count"] == 0)
+    if p["passed"] and not ok:
+        problems.append(f"passed but cosine {p['cosine']:.5f}, per-position min {p['per_position_min']:.5f}, "
+                        f"NaN {p['nan_count']} miss the block gate")
+    return problems
+
+
+def check_token_gate(rec: RecordedEvent) -> list[str]:
+    p = rec.payload
+    problems = []
+    if not p["passed"]:
+        return problems
+    if p.get("nan_count", 0):
+        problems.append(f"passed with {p['nan_count']} NaN logits")
+    step = p.get("divergence_step")
+    ours, ref = p.get("tokens_ours", []), p.get("tokens_ref", [])
+    if step is None:
+        if ours != ref:
+            problems.append("says no divergence but the two token sequences differ")
+        return problems
+    if p.get("top_k", 5) > 5:
+        problems.append(f"top-{p['top_k']} set is wider than the gate's top-5")
+    if p["chosen_ours"] not in p["topk_ref"] or p["chosen_ref"] not in p["topk_ours"]:
+        problems.append(f"passed but at step {step} our token {p['chosen_ours']} / reference token {p['chosen_ref']} "
+                        f"is not in the other side's top-5 ({p['topk_ref']} / {p['topk_ours']})")
+    if p.get("agreed_prefix") != step:
+        problems.append(f"agreed prefix {p.get('agreed_prefix')} does not equal the divergence step {step}")
+    if ours[:step] != ref[:step]:
+        problems.append(f"token sequences differ before the recorded divergence step {step}")
+    return problems
+
+
+def check_baseline(rec: RecordedEvent) -> list[str]:
+    p = rec.payload
+    if not p["passed"]:
+        return []
+    problems = []
+    if not p["logits_finite"]:
+        problems.append("passed with non-finite logits")
+    if p["top1_prob"] >= 0.999 or p["entropy"] <= p.get("thresholds", {}).get("entropy_min", 0.0):
+        problems.append(f"passed with a degenerate distribution (top-1 p={p['top1_prob']:.4f}, entropy {p['entropy']:.4f})")
+    if p.get("config_mismatches"):
+        problems.append(f"passed with config mismatches {p['config_mismatches']}")
+    return problems
+
+
+def check_optimisation(rec: RecordedEvent) -> list[str]:
+    p = rec.payload
+    if p["outcome"] != "applied":
+        return []
+    problems = []
+    if p.get("gate_passed") is not True:
+        problems.append(f"{p['optimisation']} applied although the token gate did not pass after it")
+    if not _finite(p.get("before_s"), p.get("after_s")) or p["after_s"] >= p["before_s"]:
+        problems.append(f"{p['optimisation']} applied without a measured speed-up ({p.get('before_s')} -> {p.get('after_s')})")
+    return problems
+
+
+CHECKS: dict[str, Callable[..., list[str]]] = {
+    "KernelVerified": check_kernel,
+    "TokenGateChecked": check_token_gate,
+    "ReferenceBaselineRecorded": check_baseline,
+    "OptimizationTried": check_optimisation,
+}
+
+
+# --- the stream audit -------------------------------------------------------------------------------------
+
+
+def audit_stream(
+    events: list[RecordedEvent],
+    *,
+    planned: list[tuple[str, dict]] | None,
+    head_dim: int,
+) -> list[Finding]:
+    """Replay one deployment stream and re-derive every gate; pure (no I/O)."""
+    from statemachine.fold import FoldError, fold
+
+    findings: list[Finding] = []
+    try:
+        state = fold(events)
+    except FoldError as e:
+        findings.append(Finding("error", getattr(e, "seq", None), "replay", str(e)))
+        state = None
+    by_seq = {e.seq: e for e in events}
+    declared_executor = state.executor if state else None
+    attempt_start: dict[tuple[int, int], int] = {}
+    for rec in events:
+        p = rec.payload
+        if rec.type == "PhaseStarted":
+            attempt_start[(p["phase"], p["attempt"])] = rec.seq
+            continue
+        check = CHECKS.get(rec.type)
+        problems = check(rec) if check else (check_block(rec, head_dim) if rec.type == "BlockValidated" else [])
+        findings.extend(Finding("error", rec.seq, rec.type, msg) for msg in problems)
+        if rec.type == "TokenGateChecked" and declared_executor and p["executor"] != declared_executor:
+            findings.append(Finding("error", rec.seq, "production-path",
+                                    f"token gate ran on {p['executor']}, the deployment declares {declared_executor}"))
+        if rec.type != "PhasePassed":
+            continue
+        phase, attempt = p["phase"], p["attempt"]
+        start = attempt_start.get((phase, attempt))
+        if start is None:
+            findings.append(Finding("error", rec.seq, "evidence", f"PhasePassed({phase}) has no PhaseStarted for attempt {attempt}"))
+            continue
+        cited = [by_seq.get(s) for s in p["evidence_seqs"]]
+        if any(c is None for c in cited):
+            findings.append(Finding("error", rec.seq, "evidence", f"PhasePassed({phase}) cites seqs outside the stream"))
+            cited = [c for c in cited if c is not None]
+        outside = [c.seq for c in cited if not (start < c.seq < rec.seq)]
+        if outside:
+            findings.append(Finding("error", rec.seq, "evidence",
+                                    f"PhasePassed({phase}) cites evidence {outside} not recorded inside its attempt"))
+        types = {c.type for c in cited if start < c.seq < rec.seq}
+        missing = [t for t in REQUIRED_EVIDENCE.get(phase, ()) if t not in types]
+        if missing:
+            findings.append(Finding("error", rec.seq, "evidence", f"PhasePassed({phase}) without {', '.join(missing)} evidence"))
+        failing = [c.seq for c in cited if _says_fail(c)]
+        if failing and phase not in (4, 5):  # phases 4/5 may cite reverted optimisations
+            findings.append(Finding("error", rec.seq, "evidence", f"PhasePassed({phase}) cites failing evidence {failing}"))
+        if phase == 1 and planned is not None:
+            findings.extend(_plan_coverage(rec, cited, planned))
+    return findings
+
+
+def _says_fail(rec: RecordedEvent) -> bool:
+    p = rec.payload
+    if rec.type == "KernelVerified":
+        # a failed first try followed by a passing retry of the same shape is allowed
+        return False
+    if rec.type in ("BlockValidated", "TokenGateChecked", "ReferenceBaselineRecorded"):
+        return not p["passed"]
+    if rec.type == "WeightsChecked":
+        return not p["ok"]
+    return False
+
+
+def _plan_coverage(rec: RecordedEvent, cited: list[RecordedEvent], planned: list[tuple[str, dict]]) -> list[Finding]:
+    latest: dict[tuple, str] = {}
+    for c in cited:
+        if c.type == "KernelVerified":
+            latest[(c.payload["kernel"], _key(c.payload["shape"]))] = c.payload["verdict"]
+    findings = []
+    for kernel, shape in planned:
+        verdict = latest.get((kernel, _key(shape)))
+        if verdict is None:
+            findings.append(Finding("error", rec.seq, "plan-coverage",
+                                    f"PhasePassed(1) but planned {kernel} {shape} has no KernelVerified"))
+        elif verdict != "PASS":
+            findings.append(Finding("error", rec.seq, "plan-coverage",
+                                    f"PhasePassed(1) but the last verdict for {kernel} {shape} is {verdict}"))
+    return findings
+
+
+def _key(shape: dict) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in shape.items()))
+
+
+def verdict_of(findings: list[Finding]) -> str:
+    if any(f.severity == "error" for f in findings):
+        return "FAIL"
+    if any(f.severity == "warning" for f in findings):
+        return "PASS-with-warnings"
+    return "PASS"
+
+
+def chain_findings(ledger: Ledger, checkpoint: str | None, stream_seqs: set[int]) -> list[Finding]:
+    result = ledger.verify(against=Checkpoint.parse(checkpoint) if checkpoint else None)
+    if result.ok:
+        return []
+    where = "this deployment's" if result.first_bad_seq in stream_seqs else "another stream's"
+    return [Finding("error", result.first_bad_seq, "hash-chain", f"ledger chain broken at {where} event: {result.reason}")]
