@@ -218,3 +218,156 @@ def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
 
 
 commands = [audit_cmd, evaluate_cmd, init_cmd, advance_cmd, resume_cmd, lesson_cmd, status_cmd, history_cmd, graph_cmd, plan_cmd]
+
+
+# --- on-demand measurements --------------------------------------------------------------------------------
+
+
+def _ctx(app: App, name: str, progress=None):
+    from handlers.gates import GateRun
+    from handlers.uow import DeploymentUnit
+
+    unit = DeploymentUnit(app.ledger, name)
+    return unit, GateRun(state=unit.state, workspace=app.workspace, ledger=app.ledger,
+                         progress=progress or TerminalProgress())
+
+
+@click.command("run")
+@click.argument("name")
+@click.option("--prompt", required=True)
+@click.option("--n-tokens", type=click.IntRange(1, 4096), default=32, show_default=True)
+@click.option("--profile", is_flag=True, help="per-stage breakdown: setup, prefill, decode, LM head, top kernels")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_json: bool) -> None:
+    """Generate with the deployment's integrated runner; prints TTFT and tokens/s (setup not timed)."""
+    import numpy as np
+
+    from handlers.gates.phase456 import integrated_run
+    from handlers.gates.runtime import hf_runner
+    from ledger.events import PerformanceMeasured
+
+    unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
+    tok = hf_runner(str(ctx.model_path)).tokenizer
+    if getattr(tok, "chat_template", None):
+        from kernels.prompts import _ids
+
+        ids = _ids(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True))
+    else:
+        ids = list(tok(prompt)["input_ids"])
+    r = integrated_run(ctx, np.asarray(ids, np.int64), n_tokens)
+    text = tok.decode(r["tokens"], skip_special_tokens=True)
+    unit.commit([PerformanceMeasured(phase=6, executor=ctx.state.executor, pipeline=r["pipeline"],
+                                     n_prompt_tokens=len(ids), n_tokens=n_tokens, ttft_s=r["ttft_s"],
+                                     tokens_per_s=r["tokens_per_s"], ms_per_token=r["ms_per_token"],
+                                     prefill_s=r["prefill_s"], setup_s=r["setup_s"],
+                                     profile=r["profile"] if profile else {})])
+    if as_json:
+        click.echo(json.dumps({"text": text, **{k: r[k] for k in ("tokens", "setup_s", "ttft_s", "tokens_per_s",
+                                                                    "ms_per_token")},
+                               **({"profile": r["profile"]} if profile else {})}, default=str))
+        return
+    click.echo(text)
+    click.echo(f"\nsetup {r['setup_s']:.3f} s (not timed) | TTFT {r['ttft_s'] * 1e3:.1f} ms | "
+               f"{r['tokens_per_s'] or 0:.2f} tokens/s | {r['ms_per_token'] or 0:.2f} ms/token | {len(ids)} prompt tokens")
+    if profile:
+        p = r["profile"]
+        decode = p["decode_s_per_token"]
+        click.echo(f"{'stage':<28}{'seconds':>10}")
+        click.echo(f"{'setup':<28}{p['setup_s']:>10.4f}")
+        click.echo(f"{'prefill':<28}{p['prefill_s']:>10.4f}")
+        click.echo(f"{'decode per token (median)':<28}{(sorted(decode)[len(decode) // 2] if decode else 0):>10.4f}")
+        click.echo(f"{'LM head (all calls)':<28}{p['lm_head_s']:>10.4f}")
+        for k in p["top_kernels"]:
+            click.echo(f"  kernel {k['kernel']:<19}{k['seconds']:>10.4f}  ({k['calls']} calls)")
+
+
+@click.command("verify-model")
+@click.argument("name")
+@click.option("--full", is_flag=True, help="all 8 prompts")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def verify_model_cmd(app: App, name: str, full: bool, as_json: bool) -> None:
+    """The token gate on demand (upstream's `make verify`), recorded in the ledger."""
+    from handlers.gates.phase23 import token_gate_events
+    from handlers.gates.runtime import build_pipeline
+
+    unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
+    gates = token_gate_events(ctx, build_pipeline(ctx.state, ctx.config), "verify-model", full=full)
+    unit.commit(gates)
+    ok = all(g.passed for g in gates)
+    if as_json:
+        click.echo(json.dumps({"passed": ok, "prompts": [g.to_payload() for g in gates]}, default=str))
+    else:
+        for g in gates:
+            click.echo(describe("TokenGateChecked", g.to_payload()))
+        click.echo(f"[verify] {'PASS' if ok else 'FAIL'}")
+    if not ok:
+        sys.exit(1)
+
+
+@click.command("diagnose")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def diagnose_cmd(app: App, name: str, as_json: bool) -> None:
+    """Per-layer cosine of the deployment's pipeline vs HF bf16 (recorded; never fails a phase)."""
+    from handlers.gates.phase23 import diagnosis_events
+    from handlers.gates.runtime import build_pipeline
+
+    unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
+    layers = diagnosis_events(ctx, build_pipeline(ctx.state, ctx.config))
+    unit.commit(layers)
+    if as_json:
+        click.echo(json.dumps([x.to_payload() for x in layers]))
+        return
+    click.echo(f"{'layer':>5} {'cos min':>9} {'p5':>9} {'median':>9} {'mean':>9} {'max_abs':>10} {'mean_abs':>10}")
+    for x in layers:
+        click.echo(f"{x.layer:>5} {x.cos_min:>9.5f} {x.cos_p5:>9.5f} {x.cos_median:>9.5f} {x.cos_mean:>9.5f} "
+                   f"{x.max_abs:>10.4g} {x.mean_abs:>10.4g}")
+
+
+@click.group("record")
+def record_group() -> None:
+    """Ingest results produced elsewhere (an NPU machine) into the ledger."""
+
+
+@record_group.command("harness")
+@click.argument("name")
+@click.option("--kernel", required=True)
+@click.option("--shape", required=True, help="e.g. M=2048,K=2048,N=2048")
+@click.option("--contract", default=None)
+@click.option("--file", "file_", required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--role", default="")
+@click.pass_obj
+def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str) -> None:
+    """Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness)."""
+    from datetime import datetime, timezone
+
+    from handlers.uow import DeploymentUnit
+    from kernels.harness import parse_harness_transcript, sha256_text
+    from ledger.events import KernelVerified
+
+    text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")
+    parsed = {}
+    for part in shape.split(","):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{part!r} is not KEY=VALUE", param_hint="--shape")
+        parsed[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
+    result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded
+    unit = DeploymentUnit(app.ledger, name)
+    default_contract = "bf16-out-high" if kernel == "gemm" else "bf16"
+    event = KernelVerified(
+        kernel=kernel, shape=parsed, contract=contract or default_contract, executor="mlir-air",
+        target=unit.state.target, source="harness", role=role,
+        measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        provenance={"file": Path(file_).name if file_ != "-" else "<stdin>", "output_sha256": sha256_text(text)},
+        **{k: v for k, v in result.kernel_verified_fields().items() if v is not None or k in ("mean_rel_L1",)},
+    )
+    seq = unit.commit([event])[0]
+    click.echo(f"{kernel} {shape}: {event.verdict} recorded at seq {seq} (sha256 {event.provenance['output_sha256'][:12]})")
+    _refresh_projections(app)
+
+
+commands += [run_cmd, verify_model_cmd, diagnose_cmd, record_group]
