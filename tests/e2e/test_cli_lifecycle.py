@@ -1,0 +1,70 @@
+"""The deployment lifecycle through the real CLI: init's architecture check, Phase 0, concurrency."""
+
+import json
+
+import pytest
+
+from tests.e2e.cli import ledger, ledger_json, spawn
+
+CONFIGS = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "configs"
+
+REJECTED = {
+    "mixtral-8x7b.json": "mixture-of-experts",
+    "mistral-7b-v0.1.json": "sliding",
+    "deepseek-v2.json": "latent attention",
+    "t5-small.json": "encoder-decoder",
+    "gpt2.json": "",
+}
+ACCEPTED = ["llama-3.2-1b.json", "qwen2.5-0.5b.json", "qwen3-0.6b.json", "mistral-7b-v0.3.json"]
+
+
+@pytest.mark.parametrize("config,why", sorted(REJECTED.items()))
+def test_init_rejects_out_of_scope_architectures_with_the_reason(tmp_path, config, why):
+    proc = ledger(tmp_path, "init", str(CONFIGS / config))
+    assert proc.returncode != 0
+    assert why.lower() in proc.stderr.lower() and "out of scope" in proc.stderr
+    name = config.removesuffix(".json").replace("-", "_").replace(".", "_")
+    status = ledger_json(tmp_path, "status", name)
+    assert status["status"] == "rejected"
+
+
+@pytest.mark.parametrize("config", ACCEPTED)
+def test_in_scope_configs_are_accepted_and_phase_0_fails_cleanly_on_missing_weights(tmp_path, config):
+    proc = ledger(tmp_path, "init", str(CONFIGS / config))
+    assert proc.returncode == 0, proc.stderr
+    name = proc.stdout.split()[1]
+    proc = ledger(tmp_path, "advance", name, "--until", "0")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "model.embed_tokens.weight" in proc.stderr  # the first missing tensor is named
+    status = ledger_json(tmp_path, "status", name)
+    assert status["status"] == "phase0" and status["phases_passed"] == []
+    assert ledger(tmp_path, "verify").returncode == 0
+
+
+def test_phase_0_passes_on_a_real_model_and_records_its_evidence(tmp_path, tiny_llama):
+    assert ledger(tmp_path, "init", str(tiny_llama), "--name", "tiny").returncode == 0
+    proc = ledger(tmp_path, "advance", "tiny", "--until", "0")
+    assert proc.returncode == 0, proc.stderr
+    status = ledger_json(tmp_path, "status", "tiny")
+    assert status["phases_passed"] == [0] and status["status"] == "phase1"
+    events = ledger_json(tmp_path, "log", "--stream", "deployment:tiny")
+    baseline = next(e["payload"] for e in events if e["type"] == "ReferenceBaselineRecorded")
+    assert baseline["passed"] and baseline["logits_finite"] and isinstance(baseline["top1_token"], int)
+    assert 0 < baseline["top1_prob"] < 0.999 and baseline["entropy"] > 0
+    history = ledger(tmp_path, "history", "tiny").stdout
+    assert "PHASE 0 PASSED" in history
+
+
+def test_two_concurrent_advances_one_proceeds_the_other_exits_cleanly(tmp_path, tiny_llama):
+    assert ledger(tmp_path, "init", str(tiny_llama), "--name", "tiny").returncode == 0
+    procs = [spawn(tmp_path, "advance", "tiny", "--until", "0") for _ in range(2)]
+    results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
+    codes = sorted(rc for rc, _ in results)
+    assert codes[0] == 0, results
+    loser = [err for rc, err in results if rc != 0]
+    # either the loser raced and was refused, or it started after the winner finished (nothing left to do)
+    assert all("someone else advanced tiny" in err for err in loser), results
+    events = ledger_json(tmp_path, "log", "--stream", "deployment:tiny")
+    assert sum(1 for e in events if e["type"] == "PhasePassed") == 1
+    assert sum(1 for e in events if e["type"] == "PhaseStarted") == 1
+    assert ledger(tmp_path, "verify").returncode == 0
