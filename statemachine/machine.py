@@ -194,7 +194,7 @@ def gate_0_reference_ok(state: DeploymentState, context: GateContext) -> GateRes
     w = weights.event
     if not w.ok or w.missing or w.misshaped or w.n_tensors != w.expected:
         return _no(f"WeightsChecked seq {weights.seq} not ok: {w.n_tensors}/{w.expected} tensors, "
-                   f"missing {w.missing}, misshaped {w.misshaped}")
+                   f"missing {_some(w.missing)}, misshaped {_some(w.misshaped)}")
     baseline = _latest(state, ReferenceBaselineRecorded)
     if baseline is None:
         return _no("no ReferenceBaselineRecorded in the attempt")
@@ -208,6 +208,14 @@ def gate_0_reference_ok(state: DeploymentState, context: GateContext) -> GateRes
                    f"{b.config_mismatches}")
     return _yes(f"config resolved; {w.n_tensors} weight tensors (seq {weights.seq}); HF bf16 top-1 "
                 f"{b.top1_text!r} p={b.top1_prob:.3f} (seq {baseline.seq})")
+
+
+def _some(names: list[str], n: int = 3) -> str:
+    """The first few names of a list (the first one is the one to fix first) and how many more there are."""
+    if not names:
+        return "none"
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(names[:n]) + more
 
 
 def _kernel_problem(k: KernelVerified) -> str | None:
