@@ -156,7 +156,7 @@ def test_a_stream_of_good_evidence_passes_every_gate_in_order() -> None:
 REJECTIONS = [
     pytest.param(0, (BASELINE,), "no WeightsChecked", id="0: weights never checked"),
     pytest.param(0, (WeightsChecked(ok=False, n_tensors=20, expected=21, missing=["layers.0.q_proj"]), BASELINE),
-                 "missing ['layers.0.q_proj']", id="0: a weight missing"),
+                 "missing layers.0.q_proj", id="0: a weight missing"),
     pytest.param(0, (WEIGHTS, BASELINE.model_copy(update={"passed": False})), "did not pass",
                  id="0: baseline failed"),
     pytest.param(0, (WEIGHTS, BASELINE.model_copy(update={"logits_finite": False})), "non-finite logits",
