@@ -1,0 +1,86 @@
+"""`ledger triage FILE|-`: name the known NPU failure behind a compiler/runtime log.
+
+Thin click layer over `handlers.triage`: reads the log (a file, or stdin for `-`), optionally an evidence
+JSON object, and prints the ranked matches (or a JSON array with `--json`). Exit status 0 whether or not
+a rule matches; 1 when an input cannot be read or the rules file is malformed. The main CLI adds
+`commands` to its group.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import click
+
+from handlers.triage import Match, RuleError, load_rules, triage_evidence
+
+NO_MATCH = "No known failure pattern matches."
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        with click.open_file(path, encoding="utf-8", errors="replace") as f:  # "-" is stdin
+            return f.read()
+    except OSError as e:
+        sys.exit(_fail(f"triage: cannot read {what} {path!r}: {e.strerror or e}"))
+
+
+def _fail(message: str) -> int:
+    click.echo(message, err=True)
+    return 1
+
+
+def _render(matches: list[Match]) -> str:
+    if not matches:
+        return NO_MATCH
+    out: list[str] = []
+    wrap = textwrap.TextWrapper(width=100, initial_indent="     ", subsequent_indent="     ")
+    for i, m in enumerate(matches, 1):
+        limit = ", known hardware/compiler limit" if m.known_limit else ""
+        out.append(f"{i}. {m.rule_id}: {m.title} (confidence {m.confidence:.2f}{limit})")
+        out.append(f"   source: {m.source}")
+        for label, body in (("root cause", m.root_cause), ("check", m.check), ("remedy", m.remedy)):
+            out.append(f"   {label}:")
+            out.append(wrap.fill(" ".join(body.split())))
+        if m.matched_lines:
+            out.append("   matched lines:")
+            out.extend(f"     | {line}" for line in m.matched_lines)
+        if m.matched_facts:
+            out.append("   matched facts:")
+            out.extend(f"     - {fact}" for fact in m.matched_facts)
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+@click.command("triage")
+@click.argument("file", metavar="FILE|-")
+@click.option("--json", "as_json", is_flag=True, help="Print the matches as a JSON array, best first.")
+@click.option(
+    "--evidence", "evidence_path", metavar="JSON", help="Gate evidence, a JSON object (keys: see handlers/triage/engine.py)."
+)
+@click.option("--rules", "rules_path", metavar="TOML", help="A rules file instead of the built-in one.")
+def triage(file: str, as_json: bool, evidence_path: str | None, rules_path: str | None) -> None:
+    """Match a compiler/runtime log (FILE, or - for stdin) against the known NPU failure playbooks."""
+    text = _read(file, "log")
+    evidence: dict = {}
+    if evidence_path is not None:
+        try:
+            evidence = json.loads(_read(evidence_path, "evidence"))
+        except json.JSONDecodeError as e:
+            sys.exit(_fail(f"triage: evidence {evidence_path!r} is not JSON: {e.msg} (line {e.lineno})"))
+        if not isinstance(evidence, dict):
+            sys.exit(_fail(f"triage: evidence {evidence_path!r} must be a JSON object"))
+    try:
+        rules = load_rules(rules_path)
+    except RuleError as e:
+        sys.exit(_fail(f"triage: {e}"))
+    matches = triage_evidence(evidence, text, rules=rules)
+    if as_json:
+        click.echo(json.dumps([m.to_json() for m in matches], indent=2))
+    else:
+        click.echo(_render(matches))
+
+
+commands = [triage]
