@@ -1,0 +1,170 @@
+"""`ledger registry ...`: look up measured configs, import mlir-air registry files, build/check projections.
+
+The ledger comes from `ctx.obj["open_ledger"]()` (the main CLI's App provides it); the default output
+directory is `ctx.obj["workspace"]` (else the current directory). Commands stay thin: parse, call
+`registry.lookup` / `handlers.registry_ops`, print, map errors to exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from handlers.registry_ops import build_projections, import_registry
+from registry.catalog import canonical_kernel
+from registry.lookup import gemm_config, kernel_rows
+from registry.render_markdown import STATUS_GLYPH, tile_text
+from registry.text import num, sci, shape_args
+
+
+def _obj(ctx: click.Context, key: str, default=None):
+    try:
+        return ctx.obj[key]
+    except (KeyError, TypeError):
+        return default
+
+
+def _workspace(ctx: click.Context) -> Path:
+    ws = _obj(ctx, "workspace")
+    return Path(ws) if ws is not None else Path.cwd()
+
+
+def _ledger(ctx: click.Context):
+    opener = _obj(ctx, "open_ledger")
+    if opener is None:
+        raise click.ClickException("no ledger configured (run through the `ledger` command)")
+    return opener()
+
+
+def _parse_value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def _parse_dims(args: tuple[str, ...]) -> dict:
+    dims = {}
+    for arg in args:
+        for part in arg.split(","):
+            if "=" not in part:
+                raise click.BadParameter(f"expected k=v, got {part!r}", param_hint="ARGS")
+            k, v = part.split("=", 1)
+            dims[k.strip()] = _parse_value(v.strip())
+    return dims
+
+
+@click.group("registry")
+def registry() -> None:
+    """The kernel registry: lookups, mlir-air imports, projections."""
+
+
+@registry.command("lookup")
+@click.argument("kernel")
+@click.argument("args", nargs=-1)
+@click.option("--dtype", "output_dtype", default="bf16", show_default=True, help="GEMM output dtype: bf16 or f32")
+@click.option("--precision", default="high", show_default=True, help="GEMM precision tier: high or low")
+@click.option("--registry-dir", type=click.Path(file_okay=False), help="details/ dir holding the GEMM JSON")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@click.pass_context
+def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json) -> None:
+    """`lookup gemm M K N` (from the GEMM JSON) or `lookup KERNEL k=v ...` (from the ledger)."""
+    if canonical_kernel(kernel) == "gemm":
+        if len(args) == 3 and all("=" not in a for a in args):
+            try:
+                M, K, N = (int(a) for a in args)
+            except ValueError as e:
+                raise click.BadParameter("M K N must be integers", param_hint="ARGS") from e
+        else:
+            dims = _parse_dims(args)
+            try:
+                M, K, N = int(dims["M"]), int(dims["K"]), int(dims["N"])
+            except KeyError as e:
+                raise click.BadParameter("gemm needs M K N (or M=.. K=.. N=..)", param_hint="ARGS") from e
+        directory = Path(registry_dir) if registry_dir else _workspace(ctx) / "kernel_registry" / "details"
+        try:
+            answer = gemm_config(M, K, N, output_dtype=output_dtype, precision=precision, registry_dir=directory)
+        except KeyError as e:
+            raise click.ClickException(e.args[0]) from e
+        except (ValueError, FileNotFoundError) as e:
+            raise click.ClickException(str(e)) from e
+        if as_json:
+            click.echo(json.dumps(answer, indent=2))
+        else:
+            herd = f"  herd {'x'.join(map(str, answer['herd']))}" if "herd" in answer else ""
+            click.echo(f"{M}x{K}x{N} out={output_dtype} {precision}: method {answer['method']}  tile "
+                       f"{tile_text(answer['tile'])}  gflops {num(answer['gflops'])}  mean_rel_L1 "
+                       f"{sci(answer['mean_rel_L1'])}{herd}")
+        return
+    dims = _parse_dims(args)
+    events = _ledger(ctx).read_all()
+    try:
+        rows = kernel_rows(kernel, events, **dims)
+    except KeyError as e:
+        raise click.ClickException(e.args[0]) from e
+    if as_json:
+        click.echo(json.dumps([_row_json(r) for r in rows], indent=2, sort_keys=True))
+        return
+    for r in rows:
+        b = r.best
+        click.echo(f"{r.spec.kernel} {shape_args(r.shape)}: {STATUS_GLYPH[r.status]} {r.status}"
+                   + (f"  best {b.method} ({b.evidence}) tile {tile_text(b.tile)} {num(b.throughput)} {r.spec.unit} "
+                      f"mean_rel_L1 {sci(b.mean_rel_L1)}" if b else "")
+                   + (f"  used by {' + '.join(r.used_by)}" if r.used_by else ""))
+
+
+def _row_json(r) -> dict:
+    b = r.best
+    return {
+        "kernel": r.spec.kernel, "page": r.spec.page, "shape": dict(r.shape), "status": r.status,
+        "caveats": list(r.caveats), "used_by": list(r.used_by), "contracts": list(r.contracts),
+        "methods": list(r.methods), "measured": r.measured,
+        "best": None if b is None else {
+            "method": b.method, "evidence": b.evidence, "contract": b.contract, "tile": b.tile,
+            "throughput": b.throughput, "unit": r.spec.unit, "mean_rel_L1": b.mean_rel_L1, "max_abs": b.max_abs,
+            "seq": b.seq,
+        },
+    }
+
+
+@registry.command("import")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.pass_context
+def import_cmd(ctx, directory) -> None:
+    """Import mlir-air registry JSON files (details/*.json) as KernelVerified events (idempotent)."""
+    try:
+        added = import_registry(_ledger(ctx), directory)
+    except (ValueError, FileNotFoundError) as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"imported {added} new events into registry:import")
+
+
+@registry.command("build")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="output root (default: the workspace)")
+@click.option("--check", is_flag=True, help="write nothing; exit 1 if any file on disk differs from the projection")
+@click.pass_context
+def build_cmd(ctx, out_dir, check) -> None:
+    """Rebuild the registry and every model's docs from the ledger (or --check them)."""
+    out = Path(out_dir) if out_dir else _workspace(ctx)
+    result = build_projections(_ledger(ctx).read_all(), out, check=check)
+    if check:
+        for rel in result.differing:
+            click.echo(f"{'missing' if rel in result.missing else 'differs'}: {rel}", err=True)
+        if not result.clean:
+            click.echo(f"{len(result.differing)} of {result.total} projected files differ from the ledger; "
+                       "rebuild with `ledger registry build`", err=True)
+            ctx.exit(1)
+        click.echo(f"all {result.total} projected files match the ledger")
+        return
+    click.echo(f"wrote {len(result.written)} of {result.total} files under {out}")
+
+
+commands = [registry]

@@ -1,0 +1,74 @@
+"""Registry handlers: import mlir-air registry files into the ledger, write or check the projections.
+
+`import_registry(ledger, dir)` appends the `KernelVerified` events of every `*.json` in `dir` (sorted by
+name) to the `registry:import` stream and returns how many were new: ids are deterministic, so ids the
+ledger already holds are left out and a second import of the same files appends nothing.
+
+`build_projections(events, out_dir, check=False)` writes `project_all(events)` under `out_dir` (creating
+directories; a file is rewritten only when its bytes changed), or with `check=True` writes nothing and
+lists every projected file that is missing or differs on disk (a hand edit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from ledger.events import NewEvent
+from ledger.record import RecordedEvent
+from registry.importer import IMPORT_STREAM, events_from_upstream
+from registry.projections import project_all
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    written: tuple[str, ...]  # relpaths whose bytes were (re)written (build mode)
+    differing: tuple[str, ...]  # relpaths missing or different on disk (before writing, or in check mode)
+    missing: tuple[str, ...] = field(default=())  # the subset of `differing` not on disk at all
+    total: int = 0  # files in the projection
+
+    @property
+    def clean(self) -> bool:
+        return not self.differing
+
+
+def import_registry(ledger, directory: str | Path) -> int:
+    """Import every upstream registry JSON in `directory`; return the number of events added."""
+    directory = Path(directory)
+    files = sorted(p for p in directory.glob("*.json") if p.is_file())
+    if not files:
+        raise FileNotFoundError(f"no registry JSON files (*.json) in {directory}")
+    existing = {e.event_id for e in ledger.read_stream(IMPORT_STREAM)}
+    new: list[NewEvent] = []
+    for path in files:
+        for event_id, event in events_from_upstream(path):
+            if event_id not in existing:
+                existing.add(event_id)
+                new.append(NewEvent(event=event, event_id=event_id))
+    if new:
+        ledger.append(IMPORT_STREAM, ledger.stream_version(IMPORT_STREAM), new)
+    return len(new)
+
+
+def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, check: bool = False) -> BuildResult:
+    """Write the projections under `out_dir`, or (check=True) compare them with what is on disk."""
+    out = Path(out_dir)
+    files = project_all(events)
+    differing, missing, written = [], [], []
+    for rel, data in files.items():
+        target = out.joinpath(*rel.split("/"))
+        if not target.is_file():
+            missing.append(rel)
+            differing.append(rel)
+        elif target.read_bytes() != data:
+            differing.append(rel)
+        else:
+            continue
+        if not check:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".tmp")
+            tmp.write_bytes(data)
+            tmp.replace(target)
+            written.append(rel)
+    return BuildResult(written=tuple(written), differing=tuple(differing), missing=tuple(missing), total=len(files))

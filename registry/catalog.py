@@ -1,0 +1,265 @@
+"""The kernel catalog the registry projections are laid out by.
+
+One `KernelSpec` per registry page, in the order the index lists them. GEMM has two pages (bf16 out and
+f32 out, mlir-air's split); every other kernel has one. A spec names the page file, the shape columns in
+their natural order (with the spellings other components may use for them), the throughput unit, and the
+NUMERICS.md figures (datapath tier, rtol/atol per contract, NPU2-measured mean_rel_L1, target tiles)
+that a detail page falls back to when no event has recorded its own tolerances yet.
+
+Kernel names and shape keys arriving in events are normalised here (`canonical_kernel`, `shape_key`) so
+that `GEMM` from an imported upstream file and `gemm` from an executor land on the same rows. A kernel
+the catalog does not know gets a generic page named after it rather than being dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+Shape = tuple[tuple[str, Any], ...]  # ((column, value), ...) in the page's column order
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    contract: str
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True, eq=False)  # one object per page: identity equality, cheap hashing
+class KernelSpec:
+    key: str  # page key: "gemm_bf16", "rmsnorm", ...
+    kernel: str  # executor kernel name (`ledger kernel run <kernel>`)
+    title: str
+    page: str  # details/<page>.md (and .json for GEMM)
+    columns: tuple[str, ...]
+    aliases: dict[str, str] = field(default_factory=dict)
+    unit: str = "GB/s"  # GFLOP/s (compute-bound) or GB/s (memory-bound, derived from latency)
+    math: str = ""
+    datapath: str = ""
+    tolerances: tuple[Tolerance, ...] = ()
+    npu2_mean_rel_L1: str = ""
+    target_tiles: int | None = None
+    default_contract: str = "bf16"
+
+
+_GEMM_ALIASES = {"m": "M", "k": "K", "n": "N"}
+_GEMM_DATAPATH = (
+    "bf16 operands cast to BFP16 (blocks of 8 along K, shared exponent, 8-bit signed mantissa, "
+    "round-half-even), FP32 accumulate"
+)
+
+CATALOG: tuple[KernelSpec, ...] = (
+    KernelSpec(
+        key="gemm_f32", kernel="gemm", title="GEMM (BF16 in, FP32 out)", page="GEMM_bf16_in_fp32_out",
+        columns=("M", "K", "N"), aliases=_GEMM_ALIASES, unit="GFLOP/s", math="C[M,N] = A[M,K] @ B[K,N]",
+        datapath=_GEMM_DATAPATH + "; FP32 output (always the high-precision tier)",
+        tolerances=(Tolerance("f32-out", 1.6e-2, 1.5e-3),), npu2_mean_rel_L1="9.3e-3", target_tiles=32,
+        default_contract="f32-out",
+    ),
+    KernelSpec(
+        key="gemm_bf16", kernel="gemm", title="GEMM (BF16 in, BF16 out)", page="GEMM_bf16_in_bf16_out",
+        columns=("M", "K", "N"), aliases=_GEMM_ALIASES, unit="GFLOP/s", math="C[M,N] = A[M,K] @ B[K,N]",
+        datapath=_GEMM_DATAPATH + "; high tier: one FP32->bf16 cast at the end; low tier: the partial sum "
+        "is truncated to bf16 once per L2 tile (K / tile_k_l2 times)",
+        tolerances=(Tolerance("bf16-out-high", 1.6e-2, 1.5e-3), Tolerance("bf16-out-low", 1.6e-2, 4e-3)),
+        npu2_mean_rel_L1="9.3-9.9e-3 (high) / 1.3e-2-1.9e-2 (low)", target_tiles=32,
+        default_contract="bf16-out-high",
+    ),
+    KernelSpec(
+        key="gemv", kernel="gemv", title="GEMV (BF16)", page="GEMV_bf16", columns=("M", "K"),
+        aliases={"m": "M", "k": "K"}, unit="GFLOP/s", math="y[M] = A[M,K] @ x[K] (decode)",
+        datapath="plain FP32 vector accumulate of bf16 inputs, bf16 out",
+        tolerances=(Tolerance("bf16", 1.6e-2, 1e-3),), npu2_mean_rel_L1="0 ... 2.7e-8", target_tiles=8,
+    ),
+    KernelSpec(
+        key="rmsnorm", kernel="rmsnorm", title="RMSNorm (BF16)", page="RMSNorm_bf16", columns=("M", "N"),
+        aliases={"m": "M", "n": "N", "rows": "M", "dim": "N"},
+        math="y = x / sqrt(mean(x^2) + eps) * w, per row", datapath="FP32 sum of squares, bf16 elementwise",
+        tolerances=(Tolerance("bf16", 1.6e-2, 5e-2),), npu2_mean_rel_L1="4.2e-3", target_tiles=8,
+    ),
+    KernelSpec(
+        key="layernorm", kernel="layernorm", title="LayerNorm (BF16, affine)", page="LayerNorm_bf16",
+        columns=("M", "N"), aliases={"m": "M", "n": "N", "rows": "M", "dim": "N"},
+        math="y = (x - mean) / sqrt(var + eps) * w + b, per row", datapath="FP32 reductions",
+        tolerances=(Tolerance("bf16", 1.6e-2, 6e-2),), npu2_mean_rel_L1="4.4e-3", target_tiles=8,
+    ),
+    KernelSpec(
+        key="flash_attention", kernel="flash_attention", title="FlashAttention (BF16, GQA)",
+        page="FlashAttention_bf16", columns=("lq", "lk", "dk", "dv", "heads", "kv_heads", "causal"),
+        aliases={
+            "seq_q": "lq", "q_len": "lq", "seq_k": "lk", "kv_len": "lk", "seq": "lq", "head_dim": "dk",
+            "d": "dk", "n_heads": "heads", "num_heads": "heads", "hq": "heads", "n_kv_heads": "kv_heads",
+            "num_kv_heads": "kv_heads", "hkv": "kv_heads",
+        },
+        unit="GFLOP/s", math="O = softmax(Q K^T / sqrt(dk)) V, GQA, causal or not",
+        datapath="two BFP16 MMAs + bf16 online softmax",
+        tolerances=(Tolerance("bf16", 1.6e-2, 1e-1),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
+    ),
+    KernelSpec(
+        key="eltwise_add", kernel="eltwise_add", title="Element-wise Add (BF16)", page="EltwiseAdd_bf16",
+        columns=("N",), aliases={"n": "N", "numel": "N", "size": "N"}, math="c = a + b",
+        datapath="FP32 add, one bf16 rounding", tolerances=(Tolerance("bf16", 1.6e-2, 5e-2),),
+        npu2_mean_rel_L1="1.9e-3", target_tiles=8,
+    ),
+    KernelSpec(
+        key="silu_mul", kernel="silu_mul", title="SiLU-and-Mul (BF16)", page="SiLU_Mul_bf16", columns=("N",),
+        aliases={"n": "N", "numel": "N", "size": "N"}, math="out = silu(gate) * up",
+        datapath="sigmoid via tanh (0.5(1+tanh(g/2))) in bf16, chain of bf16 roundings",
+        tolerances=(Tolerance("bf16", 1.6e-2, 8e-2),), npu2_mean_rel_L1="1.0e-2", target_tiles=8,
+    ),
+    KernelSpec(
+        key="rope", kernel="rope", title="RoPE (BF16, half-split)", page="RoPE_bf16",
+        columns=("rows", "head_dim"), aliases={"d": "head_dim", "dim": "head_dim", "m": "rows", "r": "rows"},
+        math="half-split rotation (HF rotate_half) with a cos/sin LUT",
+        datapath="bf16 multiplies, one add/sub, no accumulation",
+        tolerances=(Tolerance("bf16", 1.6e-2, 5e-2),), npu2_mean_rel_L1="2.8e-3", target_tiles=8,
+    ),
+    KernelSpec(
+        key="gelu", kernel="gelu", title="GELU (BF16, tanh approx)", page="GELU_bf16", columns=("N",),
+        aliases={"n": "N", "numel": "N", "size": "N"},
+        math="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", datapath="bf16 tanh",
+        tolerances=(Tolerance("bf16", 1.6e-2, 5e-2),), npu2_mean_rel_L1="8.4e-3", target_tiles=16,
+    ),
+)
+
+_BY_KEY = {spec.key: spec for spec in CATALOG}
+
+# normalised spelling -> executor kernel name
+_KERNEL_ALIASES = {
+    "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
+    "rmsnorm": "rmsnorm", "weightedrmsnorm": "rmsnorm", "layernorm": "layernorm",
+    "rope": "rope", "ropehalfsplit": "rope", "flashattention": "flash_attention", "attention": "flash_attention",
+    "eltwiseadd": "eltwise_add", "elementwiseadd": "eltwise_add", "add": "eltwise_add",
+    "silumul": "silu_mul", "siluandmul": "silu_mul", "gelu": "gelu",
+}
+
+
+@lru_cache(maxsize=1024)
+def canonical_kernel(name: str) -> str:
+    """The executor kernel name for any spelling (`GEMM`, `FlashAttention`, `SiLU_Mul` ...)."""
+    squashed = re.sub(r"[^a-z0-9]", "", name.lower())
+    return _KERNEL_ALIASES.get(squashed, re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "kernel")
+
+
+def gemm_output_dtype(contract: str) -> str:
+    """'f32' when a GEMM contract names an FP32 output (`f32-out`, `bf16->f32`, `fp32_out`), else 'bf16'."""
+    c = contract.lower().replace("fp32", "f32")
+    return "f32" if ("f32-out" in c or "f32_out" in c or "->f32" in c or c == "f32") else "bf16"
+
+
+def contract_tier(contract: str, tier: str = "") -> str:
+    """The precision tier: the event's own `tier` when set, else 'low' if the contract says so, else 'high'."""
+    if tier:
+        return tier
+    return "low" if "low" in contract.lower() else "high"
+
+
+@lru_cache(maxsize=4096)
+def spec_for(kernel: str, contract: str = "") -> KernelSpec:
+    """The page an event of this kernel (and, for GEMM, contract) belongs on; unknown kernels get a generic page."""
+    name = canonical_kernel(kernel)
+    if name == "gemm":
+        return _BY_KEY["gemm_f32" if gemm_output_dtype(contract) == "f32" else "gemm_bf16"]
+    for spec in CATALOG:
+        if spec.kernel == name:
+            return spec
+    return KernelSpec(key=name, kernel=name, title=name, page=f"{name}_bf16", columns=())
+
+
+def spec_by_key(key: str) -> KernelSpec | None:
+    return _BY_KEY.get(key)
+
+
+def specs_for_kernel(kernel: str) -> tuple[KernelSpec, ...]:
+    name = canonical_kernel(kernel)
+    return tuple(spec for spec in CATALOG if spec.kernel == name)
+
+
+def fallback_tolerance(kernel: str, contract: str) -> Tolerance | None:
+    """NUMERICS.md rtol/atol for a kernel + contract (the GEMM tier read from the contract)."""
+    spec = spec_for(kernel, contract)
+    if not spec.tolerances:
+        return None
+    if spec.key == "gemm_bf16":
+        wanted = "bf16-out-low" if contract_tier(contract) == "low" else "bf16-out-high"
+        return next(t for t in spec.tolerances if t.contract == wanted)
+    return spec.tolerances[0]
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _hashable(v)) for k, v in value.items()))
+    return value
+
+
+def shape_key(spec: KernelSpec, shape: dict[str, Any]) -> Shape:
+    """The shape as ((column, value), ...): known columns first in page order, then other keys sorted."""
+    try:
+        return _shape_key_cached(spec.key, spec, tuple(shape.items()))
+    except TypeError:  # an unhashable value (a list): normalise without the cache
+        return _shape_key(spec, shape)
+
+
+@lru_cache(maxsize=65536)
+def _shape_key_cached(_key: str, spec: KernelSpec, items: tuple) -> Shape:
+    return _shape_key(spec, dict(items))
+
+
+def _shape_key(spec: KernelSpec, shape: dict[str, Any]) -> Shape:
+    named: dict[str, Any] = {}
+    for raw, value in shape.items():
+        col = raw if raw in spec.columns else spec.aliases.get(raw, spec.aliases.get(raw.lower(), raw))
+        if col not in spec.columns and raw.lower() in spec.columns:
+            col = raw.lower()
+        named[col] = _hashable(value)
+    known = [(c, named[c]) for c in spec.columns if c in named]
+    extra = sorted((c, v) for c, v in named.items() if c not in spec.columns)
+    return tuple(known + extra)
+
+
+_BYTES_PER_ELEMENT = 2  # bf16
+
+
+def throughput(spec: KernelSpec, shape: Shape, gflops: float | None, latency_us: float | None) -> float | None:
+    """Throughput in the page's unit: recorded GFLOP/s (else 2MKN or 2MK over latency for GEMM/GEMV), or GB/s
+    for memory-bound kernels from latency and the bytes moved (inputs + output, bf16)."""
+    if spec.unit == "GFLOP/s":
+        if gflops is not None:
+            return float(gflops)
+        if not latency_us or latency_us <= 0:
+            return None
+        s = dict(shape)
+        try:
+            flops = 2 * s["M"] * s["K"] * s.get("N", 1) if spec.kernel in ("gemm", "gemv") else None
+        except (KeyError, TypeError):
+            flops = None
+        return None if flops is None else flops / (latency_us * 1e3)
+    if not latency_us or latency_us <= 0:
+        return None
+    moved = bytes_moved(spec, shape)
+    return None if moved is None else moved / (latency_us * 1e3)
+
+
+def bytes_moved(spec: KernelSpec, shape: Shape) -> int | None:
+    s = dict(shape)
+    try:
+        if spec.kernel == "rmsnorm":
+            elements = 2 * s["M"] * s["N"] + s["N"]
+        elif spec.kernel == "layernorm":
+            elements = 2 * s["M"] * s["N"] + 2 * s["N"]
+        elif spec.kernel in ("eltwise_add", "silu_mul"):
+            elements = 3 * s["N"]
+        elif spec.kernel == "gelu":
+            elements = 2 * s["N"]
+        elif spec.kernel == "rope":
+            elements = 3 * s["rows"] * s["head_dim"]  # x in, out, cos/sin LUT (rows x D/2 each)
+        else:
+            return None
+    except (KeyError, TypeError):
+        return None
+    return int(elements) * _BYTES_PER_ELEMENT

@@ -1,0 +1,37 @@
+"""The per-layer cosine chart of phase3_full.md, as PNG bytes that are identical on every rebuild.
+
+Determinism: matplotlib's default style inside a style context (whatever the caller configured), the Agg
+canvas, fixed figure size and dpi, and PNG metadata with `Software` removed (PNG carries no timestamp
+unless asked). The figure is built on a `Figure` object, not through pyplot's global state.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Sequence
+
+WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.0, 100
+
+
+def layer_cosine_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]], title: str) -> bytes:
+    """A line chart: one (label, layers, cosines) series per line; y is per-position cosine."""
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with matplotlib.style.context("default"):
+        fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        for label, xs, ys in series:
+            ax.plot(list(xs), list(ys), marker="o", markersize=3, linewidth=1.2, label=label)
+        ax.set_xlabel("layer")
+        ax.set_ylabel("per-position cosine (vs HF bf16)")
+        ax.set_title(title)
+        ax.grid(True, linewidth=0.4, alpha=0.6)
+        if series:
+            ax.legend(loc="lower left", fontsize=8)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()

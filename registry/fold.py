@@ -1,0 +1,328 @@
+"""The registry data fold: every `KernelVerified` in the ledger -> per-kernel, per-shape rows.
+
+`fold_registry(events)` is a pure function of the events (any streams, seq order). It promises:
+
+* one `ShapeRow` per (page, shape), pages in catalog order, rows in the order their shape was first
+  measured (lowest seq) — never dict or set iteration order, never the clock;
+* every measurement kept (`ShapeRow.measurements`, seq order) with its evidence class: `hardware`
+  (mlir-air harness or diagnosis runs), `imported` (mlir-air's own registry JSON), or `emulated` / `torch`;
+* `best` = the fastest PASS among hardware/imported evidence; only when a shape has no hardware PASS at all
+  does an emulated/torch PASS become `best`, and then `best.evidence` says so (status 🧪). An emulated
+  throughput is a CPU figure: it never outranks a number measured on NPU2;
+* "Used by" = the union of `<deployment> <role>` (deployment from the `deployment:<name>` stream id) and
+  the `role` text of streams without a deployment (imported rows carry upstream's `used_by` there),
+  in first-seen order;
+* the registry is NPU2-scoped, as mlir-air's is: rows recorded for another target (npu1) are left to the
+  per-model docs;
+* a status per row: `verified` (hardware PASS), `caveat` (hardware PASS plus a recorded caveat: a hardware
+  FAIL of another config, only the low-precision tier verified, tiles below target without a
+  justification), `failed` (no PASS, or hardware evidence that only FAILs), `emulated` (PASS on
+  emulated/torch evidence only).
+
+Payloads are read as plain dicts with the `KernelVerified` field defaults (the recorder validated them on
+the way in), which keeps a rebuild over tens of thousands of rows close to the cost of reading them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ledger.events import KernelVerified
+from ledger.record import RecordedEvent
+from registry.catalog import CATALOG, KernelSpec, Shape, Tolerance, contract_tier, shape_key, spec_for, throughput
+
+HARDWARE = ("hardware", "imported")
+DEPLOYMENT_PREFIX = "deployment:"
+KERNEL_EVENT = "KernelVerified"
+
+_DEFAULTS: dict[str, Any] = {}
+for _name, _field in KernelVerified.model_fields.items():
+    if not _field.is_required():
+        _DEFAULTS[_name] = _field.get_default(call_default_factory=True)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One `KernelVerified`, normalised for the registry."""
+
+    seq: int
+    event_id: str
+    stream_id: str
+    deployment: str | None
+    spec: KernelSpec
+    shape: Shape
+    contract: str
+    tier: str
+    method: str  # registry method name; emulated/torch rows are named so (`emulated`, `torch:drain`)
+    evidence: str  # hardware | imported | emulated | torch
+    executor: str
+    source: str
+    verdict: str
+    rtol: float
+    atol: float
+    mean_rel_L1: float | None
+    max_abs: float | None
+    max_rel: float | None
+    mismatches: int | None
+    gflops: float | None
+    latency_us: float | None
+    throughput: float | None
+    tile: dict[str, Any]
+    herd: tuple[int, ...] | None
+    tiles_in_flight: int | None
+    tiles_target: int | None
+    tile_justification: str
+    role: str
+    stage: str
+    used_by: str
+    note: str
+    measured: str  # YYYY-MM[-DD]
+    provenance: dict[str, Any] = field(repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "PASS"
+
+    @property
+    def on_hardware(self) -> bool:
+        return self.evidence in HARDWARE
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    spec: KernelSpec
+    shape: Shape
+    measurements: tuple[Measurement, ...]
+    best: Measurement | None
+    used_by: tuple[str, ...]
+    status: str  # verified | caveat | failed | emulated
+    caveats: tuple[str, ...]
+    contracts: tuple[str, ...]
+    methods: tuple[str, ...]
+    measured: str
+
+    @property
+    def first_seq(self) -> int:
+        return self.measurements[0].seq
+
+    def representatives(self) -> tuple[Measurement, ...]:
+        """One measurement per (contract, method, evidence): its best PASS, else its latest run."""
+        groups: dict[tuple[str, str, str], list[Measurement]] = {}
+        for m in self.measurements:
+            groups.setdefault((m.contract, m.method, m.evidence), []).append(m)
+        reps = [pick_best(ms) or ms[-1] for ms in groups.values()]
+        return tuple(sorted(reps, key=lambda m: (_EVIDENCE_ORDER.get(m.evidence, 9), m.tier, m.contract, m.method)))
+
+
+@dataclass(frozen=True)
+class KernelPage:
+    spec: KernelSpec
+    rows: tuple[ShapeRow, ...]
+    columns: tuple[str, ...]  # shape columns present in at least one row
+    tolerances: tuple[tuple[Tolerance, int], ...]  # (tolerance, number of events) as recorded
+    n_events: int
+
+    @property
+    def best(self) -> tuple[ShapeRow, Measurement] | None:
+        """The fastest best-config over the page (hardware evidence first)."""
+        cands = [(row, row.best) for row in self.rows if row.best is not None]
+        if not cands:
+            return None
+        return max(cands, key=lambda rb: rank(rb[1]))
+
+
+@dataclass(frozen=True)
+class RegistryData:
+    pages: tuple[KernelPage, ...]
+    n_events: int
+    last_seq: int
+
+    def page(self, key: str) -> KernelPage:
+        for p in self.pages:
+            if p.spec.key == key:
+                return p
+        raise KeyError(f"no registry page {key!r}; pages: {[p.spec.key for p in self.pages]}")
+
+
+_EVIDENCE_ORDER = {"hardware": 0, "imported": 1, "emulated": 2, "torch": 3}
+
+
+def evidence_of(source: str, executor: str) -> str:
+    if source in ("emulated", "torch"):
+        return source
+    if source == "imported":
+        return "imported"
+    if executor == "mlir-air":
+        return "hardware"
+    return "torch" if executor == "torch" else "emulated"
+
+
+def method_name(evidence: str, method: str, executor: str) -> str:
+    """The method key as the registry shows it: provenance is plain in the name for non-hardware rows."""
+    if evidence in HARDWARE:
+        return method or executor or "harness"
+    return f"{evidence}:{method}" if method else evidence
+
+
+def rank(m: Measurement) -> tuple:
+    """Sort key for 'best': hardware before emulated, then throughput, then lower latency, then earlier seq."""
+    tp = m.throughput
+    lat = m.latency_us
+    return (
+        m.on_hardware,
+        tp is not None,
+        tp if tp is not None else 0.0,
+        -(lat if lat is not None else float("inf")),
+        -m.seq,
+    )
+
+
+def pick_best(ms: Iterable[Measurement]) -> Measurement | None:
+    passing = [m for m in ms if m.passed]
+    return max(passing, key=rank) if passing else None
+
+
+def deployment_of(stream_id: str) -> str | None:
+    return stream_id[len(DEPLOYMENT_PREFIX):] if stream_id.startswith(DEPLOYMENT_PREFIX) else None
+
+
+def measurement(rec: RecordedEvent) -> Measurement:
+    """Normalise one recorded `KernelVerified` (payload read with the event's defaults)."""
+    p = {**_DEFAULTS, **rec.payload}
+    get = p.__getitem__
+    contract = get("contract")
+    spec = spec_for(get("kernel"), contract)
+    shape = shape_key(spec, get("shape") or {})
+    executor = get("executor")
+    source = get("source")
+    evidence = evidence_of(source, executor)
+    deployment = deployment_of(rec.stream_id)
+    role = get("role") or ""
+    if deployment:
+        used_by = f"{deployment} {role}".strip()
+    else:
+        used_by = role
+    herd = get("herd")
+    gflops, latency = get("gflops"), get("latency_us")
+    return Measurement(
+        seq=rec.seq, event_id=rec.event_id, stream_id=rec.stream_id, deployment=deployment, spec=spec,
+        shape=shape, contract=contract, tier=contract_tier(contract, get("tier") or ""),
+        method=method_name(evidence, get("method") or "", executor), evidence=evidence, executor=executor,
+        source=source, verdict=get("verdict"), rtol=get("rtol"), atol=get("atol"),
+        mean_rel_L1=get("mean_rel_L1"), max_abs=get("max_abs"), max_rel=get("max_rel"),
+        mismatches=get("mismatches"), gflops=gflops, latency_us=latency,
+        throughput=throughput(spec, shape, gflops, latency), tile=dict(get("tile") or {}),
+        herd=tuple(herd) if herd is not None else None, tiles_in_flight=get("tiles_in_flight"),
+        tiles_target=get("tiles_target"), tile_justification=get("tile_justification") or "",
+        role=role, stage=get("stage") or "", used_by=used_by, note=get("note") or "",
+        measured=get("measured_at") or rec.recorded_at[:10], provenance=dict(get("provenance") or {}),
+    )
+
+
+def _caveats(spec: KernelSpec, ms: Sequence[Measurement]) -> tuple[str, ...]:
+    hw = [m for m in ms if m.on_hardware]
+    hw_pass = [m for m in hw if m.passed]
+    out: list[str] = []
+    failed = sorted({(m.contract, m.method) for m in hw if not m.passed} - {(m.contract, m.method) for m in hw_pass})
+    for contract, method in failed:
+        seqs = [m.seq for m in hw if (m.contract, m.method) == (contract, method)]
+        out.append(f"{method} ({contract}) FAILs on NPU2 (seq {', '.join(map(str, seqs))})")
+    if spec.key == "gemm_bf16" and hw_pass and not any(m.tier == "high" for m in hw_pass):
+        out.append("only the low-precision tier is verified")
+    for m in hw_pass:
+        if (
+            m.tiles_in_flight is not None and m.tiles_target is not None
+            and m.tiles_in_flight < m.tiles_target and not m.tile_justification
+        ):
+            out.append(f"{m.method}: {m.tiles_in_flight}/{m.tiles_target} tiles with no justification (seq {m.seq})")
+    return tuple(out)
+
+
+def _status(ms: Sequence[Measurement], caveats: Sequence[str]) -> str:
+    hw = [m for m in ms if m.on_hardware]
+    if hw:
+        if not any(m.passed for m in hw):
+            return "failed"
+        return "caveat" if caveats else "verified"
+    return "emulated" if any(m.passed for m in ms) else "failed"
+
+
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for item in items:
+        if item and item not in seen:
+            seen[item] = None
+    return tuple(seen)
+
+
+def _used_by(ms: Sequence[Measurement]) -> tuple[str, ...]:
+    """Deployments grouped with their roles (`smollm2 Q proj, O proj`), then role-only entries, first-seen order."""
+    by_deployment: dict[str, list[str]] = {}
+    entries: list[tuple[str, str]] = []  # (kind, key) in first-seen order
+    for m in ms:
+        if m.deployment:
+            if m.deployment not in by_deployment:
+                by_deployment[m.deployment] = []
+                entries.append(("d", m.deployment))
+            if m.role and m.role not in by_deployment[m.deployment]:
+                by_deployment[m.deployment].append(m.role)
+        elif m.role:
+            entries.append(("r", m.role))
+    out = []
+    for kind, key in entries:
+        if kind == "d":
+            roles = by_deployment[key]
+            out.append(f"{key} {', '.join(roles)}" if roles else key)
+        else:
+            out.append(key)
+    return _unique(out)
+
+
+def shape_row(spec: KernelSpec, shape: Shape, ms: Sequence[Measurement]) -> ShapeRow:
+    ms = tuple(sorted(ms, key=lambda m: m.seq))
+    caveats = _caveats(spec, ms)
+    return ShapeRow(
+        spec=spec, shape=shape, measurements=ms, best=pick_best(ms), used_by=_used_by(ms),
+        status=_status(ms, caveats), caveats=caveats, contracts=_unique(sorted(m.contract for m in ms)),
+        methods=_unique(sorted(m.method for m in ms)), measured=max(m.measured for m in ms),
+    )
+
+
+def _tolerances(ms: Sequence[Measurement]) -> tuple[tuple[Tolerance, int], ...]:
+    counts: dict[tuple[str, float, float], int] = {}
+    for m in ms:
+        key = (m.contract, float(m.rtol), float(m.atol))
+        counts[key] = counts.get(key, 0) + 1
+    return tuple((Tolerance(*key), counts[key]) for key in sorted(counts))
+
+
+def fold_registry(events: Iterable[RecordedEvent]) -> RegistryData:
+    """Fold every `KernelVerified` into registry pages (see the module docstring for the promises)."""
+    groups: dict[tuple[str, Shape], list[Measurement]] = {}
+    specs: dict[str, KernelSpec] = {spec.key: spec for spec in CATALOG}
+    n, last = 0, 0
+    for rec in events:
+        if rec.type != KERNEL_EVENT or rec.payload.get("target", "npu2") != "npu2":
+            continue
+        m = measurement(rec)
+        if m.spec.key not in specs:
+            specs[m.spec.key] = m.spec
+        groups.setdefault((m.spec.key, m.shape), []).append(m)
+        n, last = n + 1, max(last, rec.seq)
+    per_page: dict[str, list[ShapeRow]] = {}
+    for (key, shape), ms in groups.items():
+        per_page.setdefault(key, []).append(shape_row(specs[key], shape, ms))
+    order = [spec.key for spec in CATALOG] + sorted(k for k in specs if k not in {s.key for s in CATALOG})
+    pages = []
+    for key in order:
+        spec = specs[key]
+        rows = tuple(sorted(per_page.get(key, []), key=lambda r: (r.first_seq, r.shape)))
+        present = {c for r in rows for c, _ in r.shape}
+        columns = tuple(c for c in spec.columns if c in present) + tuple(
+            sorted(c for c in present if c not in spec.columns)
+        )
+        all_ms = [m for r in rows for m in r.measurements]
+        pages.append(KernelPage(spec=spec, rows=rows, columns=columns, tolerances=_tolerances(all_ms),
+                                n_events=len(all_ms)))
+    return RegistryData(pages=tuple(pages), n_events=n, last_seq=last)

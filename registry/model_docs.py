@@ -1,0 +1,287 @@
+"""Per-model progress docs, projected from one deployment's stream (`deployment:<name>`).
+
+`project_model_docs(events, name)` returns {path: bytes} under `llms/<name>/`:
+
+    TODO.md                                   phase checklist 0-7, active blockers + triage, resolved config
+    docs/development_progress/progress.md     per-phase summary, blocker history, timeline
+    docs/development_progress/phase_timing.md per attempt: start, end, wall minutes
+    docs/development_progress/phase1_kernels.md   kernel x shape x verdict x mean_rel_L1 x tile x tiles
+    docs/development_progress/phase2_block.md     BlockValidated + bisect tables
+    docs/development_progress/phase3_full.md      token gate per prompt, per-layer cosine (+ PNG chart)
+    docs/development_progress/phase3_layer_cosine.png   (only when LayerDiagnosed events exist)
+    docs/development_progress/phase4_prefill.md, phase5_decode.md   OptimizationTried + baselines
+    docs/development_progress/phase6_finalize.md  TTFT, tokens/s, profile
+    docs/development_progress/LESSONS.md          LessonRecorded
+    docs/evaluation_report.md                     the latest EvaluationRecorded
+
+Pure: a function of the events only (times come from `recorded_at`), byte-identical on every rebuild.
+Machine paths are never written: a local model path is shown by its last component only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Sequence
+
+from ledger.record import RecordedEvent
+from registry.model_fold import DeploymentView, PhaseView, fold_deployment, show_time
+from registry.model_pages import (
+    CHART,
+    GLYPH,
+    header,
+    kernel_tally,
+    render_evaluation,
+    render_lessons,
+    render_optimisation,
+    render_phase1,
+    render_phase2,
+    render_phase3,
+    render_phase6,
+    val,
+)
+from registry.text import DASH, cell, fixed, num, table
+
+PROGRESS = "docs/development_progress"
+
+
+def model_dir_name(name: str) -> str:
+    """The directory under llms/ for a deployment (path separators and dot-only names made safe)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return safe if safe.strip(".") else f"_{safe}"
+
+
+def _model_label(v: DeploymentView) -> str:
+    rec = v.latest("DeploymentRequested")
+    if rec is None:
+        return v.name
+    e = rec.event
+    if e.hf_model_id:
+        return e.hf_model_id
+    path = e.model_path.rstrip("/\\")
+    return PureWindowsPath(path).name if "\\" in path else PurePosixPath(path).name
+
+
+def _phase_line(p: PhaseView) -> str:
+    box = "x" if p.status == "passed" else " "
+    text = f"- [{box}] {p.phase}: {p.title} — {GLYPH[p.status]} {p.status}"
+    if p.latest is not None:
+        e = p.latest.event
+        text += f" (attempt {e.attempt}, seq {p.latest.seq})"
+        if p.latest.type == "PhasePassed" and e.summary:
+            text += f": {cell(e.summary)}"
+        if p.latest.type == "PhaseFailed" and e.reasons:
+            text += ": " + "; ".join(cell(r) for r in e.reasons)
+    return text
+
+
+def _overall(v: DeploymentView) -> str:
+    assessed = v.latest("ArchitectureAssessed")
+    if assessed is not None and not assessed.event.in_scope:
+        return "rejected (architecture out of scope)"
+    evaluation = v.latest("EvaluationRecorded")
+    if v.active_blockers or (evaluation is not None and evaluation.event.verdict == "FAIL"):
+        return "needs human review"
+    if v.phases[7].status == "passed":
+        return "deployed"
+    nxt = next((p for p in v.phases if p.status != "passed"), None)
+    return f"phase {nxt.phase} ({nxt.title}) {nxt.status}" if nxt else "deployed"
+
+
+def _triage_table(rec: RecordedEvent) -> str:
+    e = rec.event
+    rows = [[m.get("rule_id"), m.get("root_cause"), m.get("remedy"), val(m["confidence"]) if "confidence" in m else None]
+            for m in e.matches]
+    text = f"Latest triage (FailureTriaged seq {rec.seq}" + (f", of seq {e.subject_seq}" if e.subject_seq else "") + ")"
+    text += f": {cell(e.summary)}\n\n" if e.summary else "\n\n"
+    return text + (table(["rule", "root cause", "remedy", "confidence"], rows) if rows else "No rule matched.\n")
+
+
+def render_todo(v: DeploymentView) -> str:
+    parts = [header(v, "TODO.md"), f"# Deployment: {v.name}\n"]
+    req = v.latest("DeploymentRequested")
+    if req is not None:
+        e = req.event
+        parts.append(f"Model `{_model_label(v)}` · target {e.target} · dtype {e.dtype} · executor {e.executor}\n")
+    parts.append(f"**Status**: {_overall(v)}\n")
+    parts.append("## Phase status\n")
+    lines = []
+    for p in v.phases:
+        line = _phase_line(p)
+        if p.phase == 1 and p.status == "passed":
+            ok, total = kernel_tally(v)
+            line += f" ({ok}/{total} kernels PASSED)"
+        lines.append(line)
+    for rec in v.of("EvaluationRecorded"):
+        lines.append(f"\nIndependently evaluated {show_time(rec.recorded_at)[:10]}: {rec.event.verdict} (seq {rec.seq})")
+    parts.append("\n".join(lines) + "\n")
+    parts.append("## Active blockers\n")
+    blocks = []
+    for b in v.active_blockers:
+        r = b.raised
+        blocks.append(f"- **Phase {r.event.phase}** (BlockerRaised seq {r.seq}, {show_time(r.recorded_at)}): "
+                      f"{cell(r.event.reason)} — needs human review; `ledger resume {v.name}` after the fix.\n")
+    for p in v.failed_phases():
+        e = p.latest.event
+        text = f"### Phase {p.phase} ({p.title}) failed — attempt {e.attempt}, PhaseFailed seq {p.latest.seq}\n\n"
+        text += "".join(f"- {cell(r)}\n" for r in e.reasons) + "\n"
+        triage = v.triage_for_phase(p.phase)
+        text += _triage_table(triage) if triage is not None else "No triage recorded.\n"
+        blocks.append(text)
+    parts.append("\n".join(blocks) if blocks else "(none)\n")
+    cfg = v.latest("ConfigResolved")
+    parts.append("## Resolved config" + (f" (ConfigResolved seq {cfg.seq})\n" if cfg else "\n"))
+    if cfg is None:
+        parts.append("Not resolved yet (Phase 0 records it).\n")
+    else:
+        payload = cfg.event.to_payload()
+        parts.append(table(["field", "value"], [[k, val(x)] for k, x in payload.items() if x != ""]))
+    return "\n".join(parts)
+
+
+def _phase_summary(v: DeploymentView, phase: int) -> str:
+    """One paragraph per phase for progress.md, from the phase's own evidence."""
+    if phase == 0:
+        out = []
+        cfg, weights, base = v.latest("ConfigResolved"), v.latest("WeightsChecked"), v.latest("ReferenceBaselineRecorded")
+        if cfg:
+            c = cfg.event
+            out.append(f"Config (seq {cfg.seq}): {c.n_layers} layers, emb {c.emb_dim}, heads {c.n_heads}/{c.n_kv_heads} "
+                       f"(q/kv), head_dim {c.head_dim}, hidden {c.hidden_dim}, vocab {c.vocab_size}, "
+                       f"rope_theta {val(c.rope_theta)}, tied embeddings {val(c.tie_word_embeddings)}.")
+        if weights:
+            w = weights.event
+            out.append(f"Weights (seq {weights.seq}): {w.n_tensors}/{w.expected} tensors, "
+                       f"{'ok' if w.ok else 'NOT ok'}" + (f", missing {', '.join(w.missing)}" if w.missing else "") + ".")
+        if base:
+            b = base.event
+            out.append(f"HF bf16 baseline (seq {base.seq}): top-1 {json.dumps(b.top1_text, ensure_ascii=False)} "
+                       f"(id {b.top1_token}, p={fixed(b.top1_prob, 3)}), entropy {fixed(b.entropy, 3)}, logits "
+                       f"{'finite' if b.logits_finite else 'NOT finite'}, {'PASS' if b.passed else 'FAIL'}.")
+        return " ".join(out)
+    if phase == 1:
+        ok, total = kernel_tally(v)
+        return f"{ok}/{total} kernel × shape × contract rows PASS (latest run each); see [phase1_kernels.md](phase1_kernels.md)." if total else ""
+    if phase == 2:
+        rec = v.latest("BlockValidated")
+        if rec is None:
+            return ""
+        b = rec.event
+        return (f"Layer {b.layer} block (seq {rec.seq}): cosine {fixed(b.cosine, 5)}, per-position min "
+                f"{fixed(b.per_position_min, 5)}, {'PASS' if b.passed else 'FAIL'}"
+                + (f", culprit {b.culprit}" if b.culprit else "") + "; see [phase2_block.md](phase2_block.md).")
+    if phase == 3:
+        gates = [r for r in v.of("TokenGateChecked") if r.event.context == "phase3"]
+        if not gates:
+            return ""
+        ok = sum(1 for r in gates if r.event.passed)
+        return f"Token gate: {ok}/{len(gates)} prompt checks pass; see [phase3_full.md](phase3_full.md)."
+    if phase in (4, 5):
+        opts = [r for r in v.of("OptimizationTried") if r.event.phase == phase]
+        counts = {k: sum(1 for r in opts if r.event.outcome == k) for k in ("applied", "skipped", "reverted")}
+        doc = "phase4_prefill.md" if phase == 4 else "phase5_decode.md"
+        return (f"Optimisations: {counts['applied']} applied, {counts['skipped']} skipped, {counts['reverted']} "
+                f"reverted; see [{doc}]({doc}).") if opts else ""
+    if phase == 6:
+        perf = [r for r in v.of("PerformanceMeasured") if r.event.phase == 6]
+        if not perf:
+            return ""
+        p = perf[-1].event
+        return (f"TTFT {fixed(p.ttft_s, 3) or DASH} s, {num(p.tokens_per_s) or DASH} tokens/s (seq {perf[-1].seq}); "
+                "see [phase6_finalize.md](phase6_finalize.md).")
+    rec = v.latest("EvaluationRecorded")
+    return f"Evaluation verdict {rec.event.verdict} (seq {rec.seq}); see [evaluation_report.md](../evaluation_report.md)." if rec else ""
+
+
+def render_progress(v: DeploymentView) -> str:
+    parts = [header(v, "progress.md"), f"# Development progress — {v.name}\n"]
+    req = v.latest("DeploymentRequested")
+    if req is not None:
+        e = req.event
+        parts.append(f"Model `{_model_label(v)}`, target {e.target}, dtype {e.dtype}, executor {e.executor}. "
+                     f"Status: {_overall(v)}.\n")
+    assessed = v.latest("ArchitectureAssessed")
+    if assessed is not None:
+        a = assessed.event
+        scope = "in scope" if a.in_scope else "OUT of scope"
+        parts.append(f"Architecture `{a.architecture}` — {scope}" + (": " + "; ".join(a.reasons) if a.reasons else "")
+                     + (f". Features: {val(dict(sorted(a.features.items())))}" if a.features else "") + ".\n")
+    for p in v.phases:
+        parts.append(f"## Phase {p.phase} — {p.title}: {GLYPH[p.status]} {p.status}\n")
+        body = _phase_summary(v, p.phase)
+        if p.latest is not None and p.latest.type == "PhasePassed" and p.latest.event.summary:
+            body = (p.latest.event.summary + ("\n\n" + body if body else ""))
+        parts.append((body or "No evidence recorded yet.") + "\n")
+    if v.blockers:
+        parts.append("## Blockers\n")
+        rows = [[b.raised.seq, b.raised.event.phase, b.raised.event.reason,
+                 f"seq {b.resolved_by.seq}: {b.resolved_by.event.note}" if b.resolved_by else "open"] for b in v.blockers]
+        parts.append(table(["seq", "phase", "reason", "resolved by"], rows))
+    lessons = v.of("LessonRecorded")
+    parts.append(f"## Lessons\n\n{len(lessons)} recorded; see [LESSONS.md](LESSONS.md).\n")
+    parts.append("## Timeline\n")
+    kinds = ("DeploymentRequested", "PhaseStarted", "PhasePassed", "PhaseFailed", "BlockerRaised",
+             "DeploymentResumed", "FailureTriaged", "EvaluationRecorded")
+    rows = []
+    for rec in v.of(*kinds):
+        e = rec.event
+        detail = {"PhaseStarted": lambda: f"phase {e.phase} attempt {e.attempt}",
+                  "PhasePassed": lambda: f"phase {e.phase} attempt {e.attempt}",
+                  "PhaseFailed": lambda: f"phase {e.phase} attempt {e.attempt}: " + "; ".join(e.reasons),
+                  "BlockerRaised": lambda: f"phase {e.phase}: {e.reason}",
+                  "DeploymentResumed": lambda: f"phase {e.phase}: {e.note}",
+                  "FailureTriaged": lambda: f"of seq {e.subject_seq}: {e.summary}",
+                  "EvaluationRecorded": lambda: e.verdict,
+                  "DeploymentRequested": lambda: e.name}[rec.type]()
+        rows.append([rec.seq, show_time(rec.recorded_at), rec.type, detail])
+    parts.append(table(["seq", "recorded (UTC)", "event", "detail"], rows) if rows else "No phase events yet.\n")
+    return "\n".join(parts)
+
+
+def render_timing(v: DeploymentView) -> str:
+    parts = [header(v, "phase_timing.md"), f"# Phase timing — {v.name}\n",
+             "Wall time per attempt, from the `recorded_at` of PhaseStarted to that of the PhasePassed / PhaseFailed "
+             "closing it.\n"]
+    rows, totals = [], []
+    for p in v.phases:
+        walls = [a.wall_minutes for a in p.attempts if a.wall_minutes is not None]
+        for a in p.attempts:
+            rows.append([p.phase, p.title, a.attempt, show_time(a.started.recorded_at) if a.started else None,
+                         show_time(a.ended.recorded_at) if a.ended else None, fixed(a.wall_minutes, 1), a.outcome,
+                         ", ".join(str(r.seq) for r in (a.started, a.ended) if r is not None)])
+        if p.attempts:
+            totals.append([p.phase, p.title, len(p.attempts), fixed(sum(walls), 1) if walls else None,
+                           f"{GLYPH[p.status]} {p.status}"])
+    parts.append(table(["phase", "title", "attempt", "start (UTC)", "end (UTC)", "wall (min)", "outcome", "seqs"], rows)
+                 if rows else "No phase started yet.\n")
+    if totals:
+        parts.append("## Per phase\n")
+        parts.append(table(["phase", "title", "attempts", "wall total (min)", "status"], totals))
+        all_walls = [a.wall_minutes for p in v.phases for a in p.attempts if a.wall_minutes is not None]
+        parts.append(f"Total wall time over closed attempts: {fixed(sum(all_walls), 1)} min.\n")
+    return "\n".join(parts)
+
+
+def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, bytes]:
+    """Every doc of deployment `name`, keyed by path under `llms/<name>/`, sorted."""
+    v = fold_deployment(events, name)
+    phase3, png = render_phase3(v)
+    docs = {
+        "TODO.md": render_todo(v),
+        f"{PROGRESS}/progress.md": render_progress(v),
+        f"{PROGRESS}/phase_timing.md": render_timing(v),
+        f"{PROGRESS}/phase1_kernels.md": render_phase1(v),
+        f"{PROGRESS}/phase2_block.md": render_phase2(v),
+        f"{PROGRESS}/phase3_full.md": phase3,
+        f"{PROGRESS}/phase4_prefill.md": render_optimisation(v, 4),
+        f"{PROGRESS}/phase5_decode.md": render_optimisation(v, 5),
+        f"{PROGRESS}/phase6_finalize.md": render_phase6(v),
+        f"{PROGRESS}/LESSONS.md": render_lessons(v),
+        "docs/evaluation_report.md": render_evaluation(v),
+    }
+    out: dict[str, bytes] = {rel: text.encode("utf-8") for rel, text in docs.items()}
+    if png is not None:
+        out[f"{PROGRESS}/{CHART}"] = png
+    prefix = f"llms/{model_dir_name(name)}/"
+    return {prefix + rel: out[rel] for rel in sorted(out)}

@@ -1,0 +1,327 @@
+"""The phase pages of the per-model docs (phases 1-6, lessons, evaluation report) and their shared helpers.
+
+Each `render_*` takes a `DeploymentView` (registry.model_fold) and returns markdown text; `render_phase3`
+also returns the PNG bytes of the per-layer cosine chart (None when no layer was diagnosed). Pure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Sequence
+
+from ledger.record import RecordedEvent
+from registry.catalog import shape_key, spec_for
+from registry.chart import layer_cosine_png
+from registry.model_fold import PHASE_TITLES, DeploymentView, show_time
+from registry.render_markdown import tile_text
+from registry.text import cell, fixed, num, sci, shape_args, table
+
+GLYPH = {"passed": "✅", "failed": "❌", "in progress": "⏳", "pending": "⏳"}
+CHART = "phase3_layer_cosine.png"
+
+
+def val(v: Any) -> str:
+    """A payload value as table text: booleans lower-case, small/huge/non-finite floats in `1e-5` style."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if not math.isfinite(v) or (v != 0 and not 1e-3 <= abs(v) < 1e7):
+            return sci(v, 3)
+        return f"{v:g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(val(x) for x in v)
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True, default=str)
+    return str(v)
+
+
+def header(v: DeploymentView, what: str) -> str:
+    last = v.events[-1].seq if v.events else 0
+    return (
+        f"<!-- {what}: projected by npu-ledger from stream `{v.stream_id}` ({len(v.events)} events, seq <= "
+        f"{last}). Do not edit by hand: `ledger registry build` rewrites it. -->\n"
+    )
+
+
+def kernel_groups(v: DeploymentView) -> list[list[RecordedEvent]]:
+    """KernelVerified runs grouped by (kernel page, shape, contract), first-seen order."""
+    groups: dict[tuple, list[RecordedEvent]] = {}
+    for rec in v.of("KernelVerified"):
+        e = rec.event
+        spec = spec_for(e.kernel, e.contract)
+        groups.setdefault((spec.key, shape_key(spec, e.shape), e.contract), []).append(rec)
+    return list(groups.values())
+
+
+def kernel_tally(v: DeploymentView) -> tuple[int, int]:
+    latest = [g[-1] for g in kernel_groups(v)]
+    return sum(1 for r in latest if r.event.verdict == "PASS"), len(latest)
+
+
+def _tiles(e) -> str | None:
+    if e.tiles_in_flight is None:
+        return None
+    text = f"{e.tiles_in_flight}/{e.tiles_target}" if e.tiles_target is not None else str(e.tiles_in_flight)
+    return text + (f" — {e.tile_justification}" if e.tile_justification else "")
+
+
+def _tile(tile: dict) -> str | None:
+    return tile_text(tile)
+
+
+def _kernel_notes(v: DeploymentView, rec: RecordedEvent) -> str:
+    e = rec.event
+    notes = [e.note] if e.note else []
+    tri = v.triage_by_subject.get(rec.seq)
+    if tri is not None:
+        for m in tri.event.matches:
+            notes.append(f"triage seq {tri.seq}: {m.get('rule_id', '?')}: {m.get('root_cause', '')} → {m.get('remedy', '')}")
+        if not tri.event.matches and tri.event.summary:
+            notes.append(f"triage seq {tri.seq}: {tri.event.summary}")
+    return "; ".join(notes)
+
+
+def render_phase1(v: DeploymentView) -> str:
+    parts = [header(v, "phase1_kernels.md"), f"# Phase 1 — Kernel Validation — {v.name}\n"]
+    groups = kernel_groups(v)
+    if not groups:
+        return "\n".join(parts + ["No KernelVerified recorded yet.\n"])
+    ok, total = kernel_tally(v)
+    parts.append(f"{ok}/{total} kernel × shape × contract rows PASS (latest run of each). A row passes when every "
+                 "output element satisfies `|out - ref| <= atol + rtol * |ref|`.\n")
+    rows = []
+    for g in groups:
+        rec = g[-1]
+        e = rec.event
+        rows.append([e.kernel, shape_args(shape_key(spec_for(e.kernel, e.contract), e.shape)), e.contract, e.role,
+                     e.stage, e.verdict, sci(e.mean_rel_L1), sci(e.max_abs), _tile(e.tile), _tiles(e), e.executor,
+                     len(g), rec.seq, _kernel_notes(v, rec)])
+    parts.append(table(["kernel", "shape", "contract", "role", "stage", "verdict", "mean_rel_L1", "max_abs", "tile",
+                        "tiles in flight", "executor", "runs", "seq", "notes"], rows))
+    parts.append("## Every run\n")
+    rows = []
+    for rec in v.of("KernelVerified"):
+        e = rec.event
+        mism = f"{e.mismatches}/{e.n_elements}" if e.mismatches is not None and e.n_elements else e.mismatches
+        rows.append([rec.seq, show_time(rec.recorded_at), e.kernel, shape_args(shape_key(spec_for(e.kernel, e.contract), e.shape)),
+                     e.contract, e.executor, e.source, e.verdict, sci(e.mean_rel_L1), sci(e.max_abs), sci(e.max_rel),
+                     mism, f"{sci(e.rtol)} / {sci(e.atol)}", fixed(e.latency_us, 1), num(e.gflops)])
+    parts.append(table(["seq", "recorded (UTC)", "kernel", "shape", "contract", "executor", "source", "verdict",
+                        "mean_rel_L1", "max_abs", "max_rel", "mismatches", "rtol / atol", "latency (µs)", "GFLOP/s"], rows))
+    return "\n".join(parts)
+
+
+def render_phase2(v: DeploymentView) -> str:
+    parts = [header(v, "phase2_block.md"), f"# Phase 2 — Single-Block Validation — {v.name}\n"]
+    blocks = v.of("BlockValidated")
+    if not blocks:
+        return "\n".join(parts + ["No BlockValidated recorded yet.\n"])
+    rows = []
+    for rec in blocks:
+        b = rec.event
+        th = ", ".join(f"{k} ≥ {val(b.thresholds[k])}" for k in sorted(b.thresholds))
+        rows.append([rec.seq, b.layer, b.executor, b.n_positions, fixed(b.cosine, 5), fixed(b.per_position_min, 5),
+                     fixed(b.p5, 5), fixed(b.median, 5), sci(b.max_abs), sci(b.max_rel), b.nan_count, th,
+                     "PASS" if b.passed else "FAIL"])
+    parts.append(table(["seq", "layer", "executor", "positions", "cosine", "per-position min", "p5", "median",
+                        "max_abs", "max_rel", "NaN", "thresholds", "verdict"], rows))
+    for rec in blocks:
+        b = rec.event
+        if not b.bisect:
+            continue
+        parts.append(f"## Bisect of seq {rec.seq} (layer {b.layer})\n")
+        parts.append("Kernels swapped to their FP32 CPU versions one at a time, in block order; the first swap that "
+                     "clears the thresholds names the culprit.\n")
+        brows = []
+        for i, step in enumerate(b.bisect, start=1):
+            swapped = step.get("swapped", [])
+            brows.append([i, ", ".join(swapped) if isinstance(swapped, list) else swapped,
+                          fixed(step.get("cosine"), 5), fixed(step.get("per_position_min"), 5),
+                          val(step["passed"]) if "passed" in step else None])
+        parts.append(table(["step", "swapped to FP32", "cosine", "per-position min", "clears"], brows))
+        parts.append(f"Culprit: **{b.culprit}**\n" if b.culprit else "Culprit: none found.\n")
+    return "\n".join(parts)
+
+
+def _layer_rows(v: DeploymentView) -> dict[int, dict[int, RecordedEvent]]:
+    """prompt index -> layer -> latest LayerDiagnosed."""
+    out: dict[int, dict[int, RecordedEvent]] = {}
+    for rec in v.of("LayerDiagnosed"):
+        out.setdefault(rec.event.prompt_index, {})[rec.event.layer] = rec
+    return {p: dict(sorted(out[p].items())) for p in sorted(out)}
+
+
+def render_phase3(v: DeploymentView) -> tuple[str, bytes | None]:
+    parts = [header(v, "phase3_full.md"), f"# Phase 3 — Full-Model Validation — {v.name}\n", "## Token gate\n",
+             "Greedy decode on both sides, top-5 kept per step; at the first divergence each side's chosen token "
+             "must be in the other's top-5.\n"]
+    gates = v.of("TokenGateChecked")
+    rows = []
+    for rec in gates:
+        g = rec.event
+        rows.append([rec.seq, g.context, g.prompt_index, g.prompt, g.executor, g.n_tokens, "PASS" if g.passed else "FAIL",
+                     g.divergence_step if g.divergence_step is not None else "none", g.agreed_prefix,
+                     f"{g.chosen_ours} (#{g.rank_ours_in_ref if g.rank_ours_in_ref is not None else 'absent'})"
+                     if g.chosen_ours is not None else None,
+                     f"{g.chosen_ref} (#{g.rank_ref_in_ours if g.rank_ref_in_ours is not None else 'absent'})"
+                     if g.chosen_ref is not None else None,
+                     val(g.topk_ours) if g.topk_ours else None, val(g.topk_ref) if g.topk_ref else None,
+                     sci(g.kl_divergence), g.nan_count])
+    parts.append(table(["seq", "context", "prompt #", "prompt", "executor", "tokens", "verdict", "divergence step",
+                        "agreed prefix", "ours (rank in ref)", "ref (rank in ours)", "top-k ours", "top-k ref", "KL",
+                        "NaN"], rows) if rows else "No TokenGateChecked recorded yet.\n")
+    parts.append("## Per-layer cosine (diagnosis, informational — never a gate)\n")
+    layers = _layer_rows(v)
+    png = None
+    if not layers:
+        parts.append("No LayerDiagnosed recorded yet.\n")
+    else:
+        last = max(r.seq for per in layers.values() for r in per.values())
+        series = []
+        for prompt, per in layers.items():
+            xs = list(per)
+            series.append((f"prompt {prompt} median", xs, [per[x].event.cos_median for x in xs]))
+            series.append((f"prompt {prompt} min", xs, [per[x].event.cos_min for x in xs]))
+        png = layer_cosine_png(series, f"{v.name}: per-layer cosine (LayerDiagnosed, seq <= {last})")
+        parts.append(f"![per-layer cosine]({CHART})\n")
+        rows = []
+        for prompt, per in layers.items():
+            for layer, rec in per.items():
+                d = rec.event
+                rows.append([prompt, layer, fixed(d.cos_min, 5), fixed(d.cos_p5, 5), fixed(d.cos_median, 5),
+                             fixed(d.cos_mean, 5), sci(d.max_abs), sci(d.mean_abs), d.executor, rec.seq])
+        parts.append(table(["prompt #", "layer", "cos min", "cos p5", "cos median", "cos mean", "max_abs", "mean_abs",
+                            "executor", "seq"], rows))
+    return "\n".join(parts), png
+
+
+def _perf_table(recs: Sequence[RecordedEvent]) -> str:
+    rows = []
+    for rec in recs:
+        p = rec.event
+        rows.append([rec.seq, p.phase, p.executor, fixed(p.prefill_s, 4), fixed(p.ttft_s, 4), fixed(p.ms_per_token, 3),
+                     num(p.tokens_per_s), f"{p.warmup} + {p.runs}", val(dict(sorted(p.pipeline.items()))) if p.pipeline else None])
+    return table(["seq", "phase", "executor", "prefill (s)", "TTFT (s)", "ms/token", "tokens/s", "warm-up + runs",
+                  "pipeline"], rows)
+
+
+def render_optimisation(v: DeploymentView, phase: int) -> str:
+    title = PHASE_TITLES[phase]
+    what = "prefill time" if phase == 4 else "decode ms per token"
+    parts = [header(v, "phase4_prefill.md" if phase == 4 else "phase5_decode.md"), f"# Phase {phase} — {title} — {v.name}\n",
+             f"{GLYPH[v.phases[phase].status]} {v.phases[phase].status}. Gate: the token gate still passes after every "
+             f"applied optimisation, and {what} is strictly below the Phase {phase - 1} baseline.\n",
+             "## Baseline\n"]
+    perf = v.of("PerformanceMeasured")
+    base = [r for r in perf if r.event.phase == phase - 1]
+    parts.append(_perf_table(base[-1:]) if base else f"No Phase {phase - 1} PerformanceMeasured recorded.\n")
+    parts.append("## Measurements\n")
+    mine = [r for r in perf if r.event.phase == phase]
+    parts.append(_perf_table(mine) if mine else "None recorded yet.\n")
+    parts.append("## Optimisations tried\n")
+    rows = []
+    for rec in v.of("OptimizationTried"):
+        o = rec.event
+        if o.phase != phase:
+            continue
+        speed = f"{o.before_s / o.after_s:.2f}×" if o.before_s and o.after_s else None
+        gate = None if o.gate_passed is None else ("PASS" if o.gate_passed else "FAIL")
+        rows.append([rec.seq, o.optimisation, o.outcome, fixed(o.before_s, 4), fixed(o.after_s, 4), speed, gate, o.reason])
+    parts.append(table(["seq", "optimisation", "outcome", "before (s)", "after (s)", "speed-up", "gate", "reason"], rows)
+                 if rows else "None recorded yet.\n")
+    return "\n".join(parts)
+
+
+def _profile_table(profile: dict) -> str:
+    keys = sorted(profile)
+    if any(isinstance(profile[k], dict) for k in keys):
+        cols = sorted({c for k in keys if isinstance(profile[k], dict) for c in profile[k]})
+        rows = [[k] + ([val(profile[k].get(c)) if c in profile[k] else None for c in cols]
+                       if isinstance(profile[k], dict) else [val(profile[k])] + [None] * (len(cols) - 1)) for k in keys]
+        return table(["part"] + cols, rows)
+    return table(["part", "value"], [[k, val(profile[k])] for k in keys])
+
+
+def render_phase6(v: DeploymentView) -> str:
+    parts = [header(v, "phase6_finalize.md"), f"# Phase 6 — Finalize & Learn — {v.name}\n",
+             f"{GLYPH[v.phases[6].status]} {v.phases[6].status}.\n"]
+    perf = [r for r in v.of("PerformanceMeasured") if r.event.phase == 6]
+    if not perf:
+        parts.append("No Phase 6 PerformanceMeasured recorded yet.\n")
+    else:
+        rec = perf[-1]
+        p = rec.event
+        parts.append(f"## Final numbers (PerformanceMeasured seq {rec.seq}, executor {p.executor})\n")
+        parts.append(table(["metric", "value"], [
+            ["TTFT (s)", fixed(p.ttft_s, 4)], ["tokens/s", num(p.tokens_per_s)], ["ms/token", fixed(p.ms_per_token, 3)],
+            ["prefill (s)", fixed(p.prefill_s, 4)], ["setup (s, outside the timed region)", fixed(p.setup_s, 3)],
+            ["prompt tokens", p.n_prompt_tokens], ["generated tokens", p.n_tokens], ["warm-up + timed runs", f"{p.warmup} + {p.runs}"],
+        ]))
+        if p.profile:
+            parts.append("## Profile\n")
+            parts.append(_profile_table(p.profile))
+        if len(perf) > 1:
+            parts.append("## All Phase 6 measurements\n")
+            parts.append(_perf_table(perf))
+    gates = [r for r in v.of("TokenGateChecked") if r.event.context == "phase6"]
+    parts.append("## Token gate (integrated runner)\n")
+    rows = [[r.seq, r.event.prompt_index, "PASS" if r.event.passed else "FAIL",
+             r.event.divergence_step if r.event.divergence_step is not None else "none", r.event.agreed_prefix] for r in gates]
+    parts.append(table(["seq", "prompt #", "verdict", "divergence step", "agreed prefix"], rows) if rows else "None recorded yet.\n")
+    parts.append(f"Lessons recorded: {len(v.of('LessonRecorded'))} — see [LESSONS.md](LESSONS.md).\n")
+    return "\n".join(parts)
+
+
+def render_lessons(v: DeploymentView) -> str:
+    parts = [header(v, "LESSONS.md"), f"# Lessons — {v.name}\n"]
+    lessons = v.of("LessonRecorded")
+    lines = [f"- **{'Phase ' + str(r.event.phase) if r.event.phase is not None else 'General'}** "
+             f"(seq {r.seq}, {show_time(r.recorded_at)[:10]}): {cell(r.event.text)}" for r in lessons]
+    parts.append("\n".join(lines) + "\n" if lines else "None recorded yet.\n")
+    return "\n".join(parts)
+
+
+def _flatten(d: dict, prefix: str = "") -> list[tuple[str, Any]]:
+    out = []
+    for k in sorted(d):
+        if isinstance(d[k], dict) and d[k]:
+            out += _flatten(d[k], f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", d[k]))
+    return out
+
+
+def render_evaluation(v: DeploymentView) -> str:
+    parts = [header(v, "evaluation_report.md"), f"# Evaluation Report: {v.name} on NPU2\n"]
+    evals = v.of("EvaluationRecorded")
+    if not evals:
+        parts.append("## Verdict: not evaluated yet\n\nPhase 7 (independent evaluation) has not recorded a verdict.\n")
+    else:
+        rec = evals[-1]
+        e = rec.event
+        parts.append(f"## Verdict: {e.verdict}  ({show_time(rec.recorded_at)[:10]}, EvaluationRecorded seq {rec.seq})\n")
+        parts.append("The evaluator replays the ledger from nothing, re-derives every phase verdict from its recorded "
+                     "evidence, checks the hash chain and the gate code path, and re-runs the end-to-end token gate.\n")
+        parts.append("## 1. Gate audit\n")
+        rows = [[f.get("severity"), f.get("seq"), f.get("message")] for f in e.findings]
+        parts.append(table(["severity", "seq", "finding"], rows) if rows else "No findings.\n")
+        parts.append("## 2. Re-run numbers\n")
+        flat = _flatten(e.remeasured)
+        parts.append(table(["measure", "value"], [[k, val(x)] for k, x in flat]) if flat else "None recorded.\n")
+        if len(evals) > 1:
+            parts.append("## Earlier evaluations\n")
+            parts.append(table(["seq", "date", "verdict", "findings"],
+                               [[r.seq, show_time(r.recorded_at)[:10], r.event.verdict, len(r.event.findings)] for r in evals[:-1]]))
+    parts.append(f"## {3 if evals else 1}. How to reproduce\n")
+    parts.append("```bash\n"
+                 "# the hash chain is intact (a non-zero exit names the first bad seq)\n"
+                 "ledger verify\n"
+                 "# every event the verdicts rest on\n"
+                 f"ledger log --stream deployment:{v.name}\n"
+                 "# independent re-derivation of every phase verdict + a fresh token-gate re-run\n"
+                 f"ledger audit {v.name}\n"
+                 "# the docs on disk equal the projection of the ledger (no hand edits)\n"
+                 "ledger registry build --check\n"
+                 "```\n")
+    return "\n".join(parts)

@@ -1,0 +1,86 @@
+"""Small, deterministic text helpers shared by the markdown projections (tables and number formats)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Sequence
+
+DASH = "—"
+
+
+def cell(value: Any) -> str:
+    """One table cell: None -> em dash, pipes escaped, newlines flattened."""
+    if value is None or value == "":
+        return DASH
+    text = value if isinstance(value, str) else str(value)
+    return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for row in rows:
+        lines.append("| " + " | ".join(cell(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def sci(x: float | None, digits: int = 2) -> str | None:
+    """`9.31e-3` style (trailing zeros and exponent padding dropped); non-finite values spelled out; None stays None."""
+    if x is None:
+        return None
+    x = float(x)
+    if not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if x == 0:
+        return "0"
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def num(x: float | None) -> str | None:
+    """Throughput-style number: integers above 100, three significant figures below."""
+    if x is None:
+        return None
+    x = float(x)
+    if not math.isfinite(x):
+        return sci(x)
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.3g}"
+
+
+def fixed(x: float | None, places: int = 4) -> str | None:
+    if x is None:
+        return None
+    x = float(x)
+    if not math.isfinite(x):
+        return sci(x)
+    return f"{x:.{places}f}"
+
+
+def plain(value: Any) -> Any:
+    """JSON-friendly number: integral floats become ints (upstream writes `8508`, not `8508.0`)."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+def shape_text(shape: Sequence[tuple[str, Any]], sep: str = "×") -> str:
+    return sep.join(_scalar(v) for _, v in shape)
+
+
+def shape_args(shape: Sequence[tuple[str, Any]]) -> str:
+    return ",".join(f"{k}={_scalar(v)}" for k, v in shape)
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, tuple):
+        return "x".join(_scalar(x) for x in v)
+    return str(v)
+
+
+def scalar(v: Any) -> str:
+    return _scalar(v)

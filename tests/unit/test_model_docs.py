@@ -1,0 +1,137 @@
+"""Per-model docs projected from a hand-built, realistic deployment history."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from registry.model_docs import project_model_docs
+from registry.projections import project_all
+from registry.synthetic import realistic_deployment, realistic_deployment_resolved, record
+
+NAME = "smollm2_135m_instruct"
+DOCS = f"llms/{NAME}/docs/development_progress"
+
+
+@pytest.fixture(scope="module")
+def blocked():
+    return {k: v for k, v in project_model_docs(record(realistic_deployment(NAME)), NAME).items()}
+
+
+@pytest.fixture(scope="module")
+def finished():
+    return {k: v for k, v in project_model_docs(record(realistic_deployment_resolved(NAME)), NAME).items()}
+
+
+def text(files, rel):
+    return files[rel].decode()
+
+
+def test_every_doc_is_produced_under_the_models_directory(finished):
+    assert sorted(finished) == sorted([
+        f"llms/{NAME}/TODO.md", f"llms/{NAME}/docs/evaluation_report.md",
+        *(f"{DOCS}/{n}" for n in ("LESSONS.md", "phase1_kernels.md", "phase2_block.md", "phase3_full.md",
+                                  "phase3_layer_cosine.png", "phase4_prefill.md", "phase5_decode.md",
+                                  "phase6_finalize.md", "phase_timing.md", "progress.md")),
+    ])
+
+
+def test_todo_ticks_passed_phases_and_shows_the_failed_phase_with_its_triage(blocked):
+    todo = text(blocked, f"llms/{NAME}/TODO.md")
+    for phase in range(4):
+        assert f"- [x] {phase}: " in todo
+    assert "- [ ] 4: Prefill Optimization — ❌ failed (attempt 2, seq 64)" in todo
+    assert "- [ ] 5: Decode Optimization — ⏳ pending" in todo
+    assert "**Status**: needs human review" in todo
+    blockers = todo.split("## Active blockers")[1].split("## Resolved config")[0]
+    assert "BlockerRaised seq 66" in blockers and "phase 4 failed twice" in blockers
+    # the latest triage of the failed phase, not the first one
+    assert "| P4-SETUP | weight conversion inside the timed loop | convert weights in setup | 0.9 |" in blockers
+    assert "P4-NOISE" not in blockers
+    assert "| vocab_size | 49152 |" in todo and "| rope_theta | 100000 |" in todo
+
+
+def test_a_resume_resolves_the_blocker_and_the_evaluation_is_reported(finished):
+    todo = text(finished, f"llms/{NAME}/TODO.md")
+    assert "## Active blockers\n\n(none)" in todo and "**Status**: deployed" in todo
+    assert "Independently evaluated 2026-06-18: PASS-with-warnings" in todo
+    report = text(finished, f"llms/{NAME}/docs/evaluation_report.md")
+    assert "## Verdict: PASS-with-warnings" in report
+    assert "| warning | 12 | flash attention below target tiles (justified) |" in report
+    assert "| info | 27 |" in report
+    assert "| token_gate.passed | 2 |" in report and "| prefill_s | 1.04 |" in report
+    assert f"ledger log --stream deployment:{NAME}" in report
+
+
+def test_phase_timing_measures_each_attempt_from_recorded_at(finished):
+    timing = text(finished, f"{DOCS}/phase_timing.md")
+    assert "| 0 | Build CPU Reference | 1 | 2026-06-18 09:06:00Z | 2026-06-18 09:18:00Z | 12.0 | passed | 3, 7 |" in timing
+    assert "| 4 | Prefill Optimization | 3 |" in timing  # three attempts listed
+    assert "| 4 | Prefill Optimization | 3 | 20.0 | ✅ passed |" in timing
+
+
+def test_phase1_lists_kernel_rows_with_tiles_in_flight_and_the_triage_of_the_failed_run(blocked):
+    p1 = text(blocked, f"{DOCS}/phase1_kernels.md")
+    assert "8/8 kernel × shape × contract rows PASS" in p1
+    assert "| gemm | M=2048,K=576,N=576 | bf16-out-high | Q/O proj | prefill | PASS | 9.4e-3 |" in p1
+    assert "64/192/32/64" in p1 and "8/32 — heads-per-unroll 2 limits placement" in p1
+    assert "| 16 | 2026-06-18 09:45:00Z | silu_mul | N=3145728 | bf16 | emulated | emulated | FAIL |" in p1
+
+
+def test_phase2_has_the_bisect_table(blocked):
+    p2 = text(blocked, f"{DOCS}/phase2_block.md")
+    assert "| 21 | 0 | emulated | 12 | 0.99810 | 0.99020 |" in p2
+    assert "| 2 | gemm, flash_attention | 0.99990 | 0.99970 | — |" in p2
+
+
+def test_phase3_has_the_token_gate_the_layer_table_and_a_png_chart(blocked):
+    p3 = text(blocked, f"{DOCS}/phase3_full.md")
+    assert "| What is the capital of France? | emulated | 32 | PASS | none | 32 |" in p3
+    assert "| 1234 (#2) | 987 (#2) |" in p3
+    assert "![per-layer cosine](phase3_layer_cosine.png)" in p3
+    assert p3.count("\n| 0 | ") == 30  # one row per layer for prompt 0
+    png = blocked[f"{DOCS}/phase3_layer_cosine.png"]
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (800, 400)
+    assert b"Software" not in png and b"tIME" not in png
+
+
+def test_optimisation_pages_show_outcomes_speedups_and_baselines(finished):
+    p4 = text(finished, f"{DOCS}/phase4_prefill.md")
+    assert "| 59 | weight residency | applied | 1.8400 | 1.2100 | 1.52× | PASS | weights converted once |" in p4
+    assert "| 60 | fused qkv | reverted |" in p4
+    assert "## Baseline" in p4 and "| 57 | 3 | emulated | 1.8400 |" in p4
+    p6 = text(finished, f"{DOCS}/phase6_finalize.md")
+    assert "| TTFT (s) | 1.0500 |" in p6 and "| tokens/s | 16.1 |" in p6
+    assert "| gemm | 150 | 0.61 |" in p6
+
+
+def test_lessons_are_listed_with_phase_and_seq(finished):
+    lessons = text(finished, f"{DOCS}/LESSONS.md")
+    assert "- **Phase 4** (seq 67, 2026-06-18): Keep weight conversion outside the timed region." in lessons
+    assert "Profile before optimising" in lessons
+
+
+def test_docs_are_byte_identical_on_rebuild_and_never_contain_a_machine_path(finished):
+    again = project_model_docs(record(realistic_deployment_resolved(NAME)), NAME)
+    assert again == finished
+    assert not any(b"/models/" in data for data in finished.values())
+    assert "`HuggingFaceTB/SmolLM2-135M-Instruct`" in text(finished, f"llms/{NAME}/TODO.md")
+
+
+def test_project_all_finds_every_deployment_and_keeps_them_apart():
+    events = record(realistic_deployment("alpha") + realistic_deployment_resolved("beta"))
+    files = project_all(events)
+    assert "llms/alpha/TODO.md" in files and "llms/beta/TODO.md" in files
+    assert "needs human review" in files["llms/alpha/TODO.md"].decode()
+    assert "**Status**: deployed" in files["llms/beta/TODO.md"].decode()
+    assert "alpha Q/O proj" in files["kernel_registry/supported_kernels.md"].decode()
+
+
+def test_a_deployment_without_evidence_still_gets_every_page():
+    files = project_model_docs([], "empty")
+    assert "## Verdict: not evaluated yet" in files["llms/empty/docs/evaluation_report.md"].decode()
+    assert "- [ ] 0: Build CPU Reference — ⏳ pending" in files["llms/empty/TODO.md"].decode()
+    assert "llms/empty/docs/development_progress/phase3_layer_cosine.png" not in files

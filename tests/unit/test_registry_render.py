@@ -1,0 +1,102 @@
+"""Registry projections: JSON schema and best choice, markdown tables, byte-identical rebuilds."""
+
+from __future__ import annotations
+
+import json
+
+from handlers.registry_ops import build_projections
+from ledger.events import KernelVerified
+from registry.fold import fold_registry
+from registry.projections import project_all, project_registry
+from registry.render_json import gemm_document
+from registry.synthetic import realistic_deployment_resolved, record, synthetic_kernel_events
+
+GEMM = {"M": 2048, "K": 576, "N": 576}
+
+
+def kv(kernel="gemm", shape=None, contract="bf16-out-high", executor="mlir-air", source="harness", verdict="PASS",
+       gflops=None, method="", mean_rel_L1=9.4e-3, **kw) -> KernelVerified:
+    return KernelVerified(kernel=kernel, shape=shape or GEMM, contract=contract, executor=executor, verdict=verdict,
+                          rtol=1.6e-2, atol=1.5e-3, mean_rel_L1=mean_rel_L1, gflops=gflops, source=source, method=method,
+                          **kw)
+
+
+def test_json_lists_emulated_methods_by_provenance_but_best_is_always_hardware():
+    doc = gemm_document(fold_registry(record([
+        ("deployment:a", kv(executor="emulated", source="emulated", gflops=99999, tile={"tile_m": 64})),
+        ("deployment:a", kv(executor="torch", source="torch", gflops=88888, method="drain")),
+        ("deployment:a", kv(gflops=4000, method="drain", tile={"tile_m": 32, "tile_k_l2": 256, "tile_k_l1": 32, "tile_n": 64})),
+        ("deployment:a", kv(gflops=5000, method="drain", tile={"tile_m": 32, "tile_k_l2": 512, "tile_k_l1": 32, "tile_n": 64})),
+        ("deployment:a", kv(contract="bf16-out-low", gflops=6000, method="direct", herd=[4, 4])),
+        ("deployment:a", kv(gflops=7000, method="fused-cast", verdict="FAIL")),
+    ])), "bf16")
+    (shape,) = doc["shapes"]
+    assert list(shape["methods"]) == ["drain", "direct", "emulated", "torch:drain"]  # hardware first, FAIL left out
+    assert shape["best"] == {"high": "drain", "low": "direct"}
+    assert shape["methods"]["drain"]["gflops"] == 5000 and shape["methods"]["drain"]["tile"]["tile_k_l2"] == 512
+    assert shape["methods"]["direct"]["herd"] == [4, 4] and "herd" not in shape["methods"]["drain"]
+    assert shape["used_by"] == "a"
+    assert list(doc) == ["_comment", "kernel", "output_dtype", "target", "measured", "herd", "shapes"]
+
+
+def test_a_shape_with_emulated_evidence_only_has_no_best():
+    doc = gemm_document(fold_registry(record([("deployment:a", kv(executor="emulated", source="emulated", gflops=10))])), "bf16")
+    assert "best" not in doc["shapes"][0] and list(doc["shapes"][0]["methods"]) == ["emulated"]
+
+
+def test_a_hardware_pass_without_gflops_derives_it_from_latency():
+    doc = gemm_document(fold_registry(record([("deployment:a", kv(latency_us=1000.0, method="drain"))])), "bf16")
+    m = doc["shapes"][0]["methods"]["drain"]
+    assert m["gflops"] == round(2 * 2048 * 576 * 576 / 1e6) and doc["shapes"][0]["best"] == {"high": "drain"}
+
+
+def test_markdown_uses_each_kernels_natural_columns_and_marks_emulated_rows():
+    files = project_registry(record([
+        ("deployment:m", kv(kernel="rmsnorm", shape={"M": 2048, "N": 576}, contract="bf16", executor="emulated",
+                            source="emulated", latency_us=100.0)),
+        ("deployment:m", kv(kernel="flash_attention", shape={"lq": 2048, "lk": 2048, "dk": 64, "heads": 9,
+                                                             "kv_heads": 3, "causal": True}, contract="bf16", gflops=900)),
+        ("deployment:m", kv(kernel="gemv", shape={"M": 576, "K": 576}, contract="bf16", gflops=20)),
+        ("deployment:m", kv(kernel="eltwise_add", shape={"N": 1179648}, contract="bf16", latency_us=90.0)),
+    ]))
+    index = files["kernel_registry/supported_kernels.md"].decode()
+    assert "| M | N | best method |" in index
+    assert "| lq | lk | dk | heads | kv_heads | causal |" in index
+    assert "| M | K | best method |" in index and "| N | best method |" in index
+    assert "🧪 emulated" in index
+    rms = files["kernel_registry/details/RMSNorm_bf16.md"].decode()
+    assert "ledger kernel run rmsnorm --shape M=2048,N=576 --contract bf16" in rms
+    assert "| bf16 | 1.6e-2 | 1.5e-3 | 1 | recorded in events |" in rms  # tolerance as recorded in the event
+
+
+def test_a_kernel_without_events_falls_back_to_the_numerics_tolerances():
+    gelu = project_registry([])["kernel_registry/details/GELU_bf16.md"].decode()
+    assert "| bf16 | 1.6e-2 | 5e-2 | 0 | NUMERICS.md (no events yet) |" in gelu
+
+
+def test_non_finite_numbers_render_without_breaking_json():
+    files = project_registry(record([
+        ("deployment:a", kv(verdict="FAIL", mean_rel_L1=float("nan"), gflops=1)),
+        ("deployment:a", kv(shape={"M": 64, "K": 64, "N": 64}, mean_rel_L1=float("inf"), gflops=1, method="drain")),
+    ]))
+    doc = json.loads(files["kernel_registry/details/GEMM_bf16_in_bf16_out.json"])
+    assert doc["shapes"][0]["methods"]["drain"]["mean_rel_L1"] is None
+    assert "| nan |" in files["kernel_registry/details/GEMM_bf16_in_bf16_out.md"].decode()
+
+
+def test_rebuilding_into_two_empty_directories_gives_identical_bytes_including_the_png(tmp_path):
+    events = record(list(synthetic_kernel_events(400)) + realistic_deployment_resolved("smollm2_135m_instruct"))
+    first, second = tmp_path / "one", tmp_path / "two"
+    r1, r2 = build_projections(events, first), build_projections(events, second)
+    assert r1.written == r2.written and len(r1.written) == r1.total
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
+    assert any(p.suffix == ".png" for p in files)
+    for rel in files:
+        assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
+    assert build_projections(events, first).written == ()  # nothing changed, nothing rewritten
+
+
+def test_projection_does_not_depend_on_the_order_streams_interleave_beyond_seq():
+    events = record(synthetic_kernel_events(300))
+    assert project_all(events) == project_all(list(events))
