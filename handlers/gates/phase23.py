@@ -71,14 +71,17 @@ def run_full(ctx: GateRun) -> GateOutcome:
     gates = token_gate_events(ctx, pipe, "phase3")
     layers = diagnosis_events(ctx, pipe)
     failed = [g for g in gates if not g.passed]
+    # prefill is healthy when every layer's block output tracks the reference (the per-layer diagnosis)
+    prefill_ok = all(layer.cos_min >= 0.99 for layer in layers)
     triage = []
     reasons = []
     for g in failed:
         reasons.append(f"prompt {g.prompt_index}: diverged at step {g.divergence_step}, ours {g.chosen_ours} "
                        f"(rank {g.rank_ours_in_ref} in reference top-5) vs reference {g.chosen_ref}")
         triage.append({"kind": "token_gate", "divergence_step": g.divergence_step, "nan_count": g.nan_count,
-                       "layer_cosines": [layer.cos_min for layer in layers],
-                       "prefill_ok": g.divergence_step != 0, "kl_divergence": g.kl_divergence})
+                       "layer_cosines": [layer.cos_min for layer in layers], "token_gate_passed": g.passed,
+                       "rank_ours_in_ref": g.rank_ours_in_ref, "rank_ref_in_ours": g.rank_ref_in_ours,
+                       "prefill_ok": prefill_ok, "kl_divergence": g.kl_divergence})
     worst = min((layer.cos_min for layer in layers), default=float("nan"))
     n_agree = sum(1 for g in gates if g.divergence_step is None)
     return GateOutcome(events=[*gates, *layers], reasons=reasons, triage=triage,
