@@ -25,7 +25,6 @@ def _tile_dict(tile) -> dict:
 
 def run(ctx: GateRun) -> GateOutcome:
     from kernels.plan import plan
-    from kernels.run import run_kernel
 
     state = ctx.state
     rows = plan(ctx.config, target=state.target)
@@ -38,26 +37,40 @@ def run(ctx: GateRun) -> GateOutcome:
         shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
         ctx.progress(f"[{i}/{len(rows)}] {row.kernel} {shape_text} ({row.role}, {row.phase})")
         for attempt in (1, 2):  # one retry per failing shape
-            result = run_kernel(row.kernel, row.shape, executor=state.executor, target=state.target,
-                                tile=_tile_dict(row.tile) or None)
-            fields = result.event_fields()
-            command = f"ledger kernel run {row.kernel} --shape {shape_text} --executor {state.executor} --target {state.target}"
-            event = KernelVerified(
-                **fields, source=_source(state.executor), role=row.role, stage=row.phase, measured_at=when,
-                provenance={"command": command, "host": host, "attempt": attempt, "seed": 0},
-                note="; ".join(getattr(row, "warnings", []) or []),
-            )
+            event, transcript = _verify(state, row, shape_text, when, host, attempt)
             events.append(event)
             if event.verdict == "PASS":
                 break
         if event.verdict != "PASS":
             failures.append(f"{row.kernel} {shape_text}: mismatches {event.mismatches}/{event.n_elements}, "
-                            f"max_abs {event.max_abs:.3g} vs atol {event.atol}")
-            triage.append({"kind": "kernel", **event.to_payload()})
+                            f"max_abs {event.max_abs} vs atol {event.atol}")
+            triage.append({"kind": "kernel", **event.to_payload(), "transcript": transcript})
     context = GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows])
     n_pass = sum(1 for r in rows) - len(failures)
     return GateOutcome(events=events, context=context, reasons=failures, triage=triage,
                        summary=f"{n_pass}/{len(rows)} planned kernel shapes PASS on {state.executor}/{state.target}")
+
+
+def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> tuple[KernelVerified, str | None]:
+    """One verification of a planned row on the deployment's executor; the transcript when a harness ran."""
+    tile = _tile_dict(row.tile) or None
+    note = "; ".join(getattr(row, "warnings", []) or [])
+    if state.executor == "mlir-air":
+        from kernels.executors.mlir_air import MlirAirExecutor
+
+        run = MlirAirExecutor(state.target).run_harness(row.kernel, row.shape, tile)
+        fields = run.kernel_verified_kwargs(state.target)
+        fields["provenance"] = {**fields["provenance"], "attempt": attempt}
+        return KernelVerified(**fields, role=row.role, stage=row.phase, note=note), run.transcript
+    from kernels.run import run_kernel
+
+    result = run_kernel(row.kernel, row.shape, executor=state.executor, target=state.target, tile=tile)
+    command = f"ledger kernel run {row.kernel} --shape {shape_text} --executor {state.executor} --target {state.target}"
+    event = KernelVerified(
+        **result.event_fields(), source=_source(state.executor), role=row.role, stage=row.phase, measured_at=when,
+        provenance={"command": command, "host": host, "attempt": attempt, "seed": 0}, note=note,
+    )
+    return event, None
 
 
 def _source(executor: str) -> str:
