@@ -1,0 +1,283 @@
+"""Phase 2/3 gates: pure numpy on the records two runners produce (measure apart from judging).
+
+block_gate      layer-0 block output vs the reference: whole-tensor cosine and per-position cosine min.
+bisect_block    on a failed block: swap the executor's kernels for FP32 ones, cumulatively in block order;
+                the first swap that clears the gate names the culprit kernel.
+token_gate      both runners greedy-decode with their own KV caches in lockstep; at the first divergence
+                each side's token must be in the other side's top-k (vLLM `check_logprobs_close`).
+diagnose_layers per-layer per-position cosine statistics (localisation only, never a verdict).
+
+Every result carries its numbers and thresholds; `event_fields()` gives exactly the fields of the
+matching ledger event (BlockValidated, TokenGateChecked; diagnose_layers returns LayerDiagnosed dicts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from kernels.pipeline import BLOCK_KERNEL_ORDER
+from kernels.runner import Runner
+
+BLOCK_COSINE_MIN = 0.99
+REL_FLOOR = 1e-6  # denominator floor of max_rel (as mlir-air's comparators)
+
+
+def per_position_min_threshold(head_dim: int) -> float:
+    """Per-position cosine floor: 0.99 for head_dim <= 64, 0.98 for 128, 0.97 for >= 256."""
+    if head_dim <= 64:
+        return 0.99
+    if head_dim < 256:
+        return 0.98
+    return 0.97
+
+
+def per_position_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine per row of (positions, features); rows where either side has zero norm give 0."""
+    a = np.asarray(a, np.float64).reshape(len(a), -1)
+    b = np.asarray(b, np.float64).reshape(len(b), -1)
+    if a.shape != b.shape:
+        raise ValueError(f"shape mismatch: {a.shape} vs {b.shape}")
+    denom = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    dot = (a * b).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, dot / np.where(denom > 0, denom, 1.0), 0.0)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    denom = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / denom) if denom > 0 else 0.0
+
+
+@dataclass
+class BlockResult:
+    """Field names match the `BlockValidated` event."""
+
+    layer: int
+    executor: str
+    n_positions: int
+    cosine: float
+    per_position_min: float
+    p5: float
+    median: float
+    max_abs: float
+    max_rel: float
+    nan_count: int
+    thresholds: dict[str, float]
+    passed: bool
+    bisect: list[dict[str, Any]] = field(default_factory=list)
+    culprit: str | None = None
+
+    def event_fields(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def block_gate(ours_layer0: np.ndarray, ref_layer0: np.ndarray, head_dim: int, *, n_positions: int | None = None,
+               layer: int = 0, executor: str = "") -> BlockResult:
+    """Judge a block output (positions, E) against the reference on the first `n_positions` rows (default:
+    all rows; pass the real prompt length when either side is padded)."""
+    ours = np.asarray(ours_layer0, np.float32)
+    ref = np.asarray(ref_layer0, np.float32)
+    n = n_positions if n_positions is not None else min(len(ours), len(ref))
+    ours, ref = ours[:n], ref[:n]
+    if ours.shape != ref.shape:
+        raise ValueError(f"block outputs differ in shape: {ours.shape} vs {ref.shape}")
+    thresholds = {"cosine": BLOCK_COSINE_MIN, "per_position_min": per_position_min_threshold(head_dim)}
+    nan_count = int(np.count_nonzero(~np.isfinite(ours)))
+    if nan_count:
+        nan = float("nan")
+        return BlockResult(layer, executor, n, nan, nan, nan, nan, nan, nan, nan_count, thresholds, False)
+    pos = per_position_cosine(ours, ref)
+    diff = np.abs(ours.astype(np.float64) - ref)
+    whole = cosine(ours, ref)
+    passed = whole >= thresholds["cosine"] and float(pos.min()) >= thresholds["per_position_min"]
+    return BlockResult(
+        layer=layer, executor=executor, n_positions=n, cosine=whole, per_position_min=float(pos.min()),
+        p5=float(np.percentile(pos, 5)), median=float(np.median(pos)), max_abs=float(diff.max()),
+        max_rel=float((diff / np.maximum(np.abs(ref), REL_FLOOR)).max()), nan_count=0,
+        thresholds=thresholds, passed=bool(passed),
+    )
+
+
+@dataclass
+class BisectResult:
+    steps: list[dict[str, Any]]  # [{swapped, cosine, per_position_min, passed}]
+    culprit: str | None
+
+
+def bisect_block(make_runner: Callable[[frozenset[str]], Runner], tokens, ref_layer0: np.ndarray, head_dim: int,
+                 *, order: Iterable[str] = BLOCK_KERNEL_ORDER, layer: int = 0) -> BisectResult:
+    """Swap kernels to FP32 one at a time, cumulatively, in block order; the kernel whose swap first makes
+    the block pass is the culprit (None when even the all-FP32 block fails: the fault is not in a kernel).
+
+    `make_runner(swapped)` builds the runner whose executor runs `swapped` on FP32 (e.g.
+    `pipeline.with_fp32_kernels`)."""
+    tokens = np.asarray(tokens)
+    n = len(tokens)
+    swapped: list[str] = []
+    steps: list[dict[str, Any]] = []
+    culprit = None
+    for kernel in order:
+        swapped.append(kernel)
+        rec = make_runner(frozenset(swapped)).prefill(tokens)
+        res = block_gate(rec.layer_intermediates[layer]["ffn_out"], ref_layer0, head_dim, n_positions=n,
+                         layer=layer)
+        steps.append({"swapped": list(swapped), "cosine": res.cosine, "per_position_min": res.per_position_min,
+                      "passed": res.passed})
+        if res.passed:
+            culprit = kernel
+            break
+    return BisectResult(steps=steps, culprit=culprit)
+
+
+def topk_ids(logits: np.ndarray, k: int = 5) -> list[int]:
+    """Top-k token ids, highest first; ties go to the smaller id (like np.argmax)."""
+    z = np.asarray(logits, np.float32)
+    z = np.where(np.isnan(z), -np.inf, z)
+    k = min(k, z.shape[0])
+    idx = np.argpartition(-z, k - 1)[:k]
+    # include every id tied with the k-th value so that the smaller ids win the tie
+    cut = z[idx].min()
+    idx = np.flatnonzero(z >= cut)
+    order = np.lexsort((idx, -z[idx]))
+    return [int(i) for i in idx[order][:k]]
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, np.float64)
+    z = z - z.max()
+    return z - np.log(np.exp(z).sum())
+
+
+def kl_divergence(ref_logits: np.ndarray, ours_logits: np.ndarray) -> float:
+    """KL(ref || ours) of the two next-token distributions, nats."""
+    lp, lq = log_softmax(ref_logits), log_softmax(ours_logits)
+    p = np.exp(lp)
+    return float(np.sum(p * (lp - lq)))
+
+
+@dataclass
+class TokenGateResult:
+    """Field names match the `TokenGateChecked` event. Ranks are 1-based (None: absent from the top-k)."""
+
+    prompt_index: int
+    prompt: str
+    executor: str
+    pipeline: dict[str, Any]
+    n_tokens: int
+    top_k: int
+    passed: bool
+    divergence_step: int | None
+    agreed_prefix: int
+    chosen_ours: int | None = None
+    chosen_ref: int | None = None
+    topk_ours: list[int] = field(default_factory=list)
+    topk_ref: list[int] = field(default_factory=list)
+    rank_ours_in_ref: int | None = None
+    rank_ref_in_ours: int | None = None
+    kl_divergence: float | None = None
+    kl_per_step: list[float] = field(default_factory=list)
+    tokens_ours: list[int] = field(default_factory=list)
+    tokens_ref: list[int] = field(default_factory=list)
+    text_ours: str = ""
+    text_ref: str = ""
+    nan_count: int = 0
+    context: str = "phase3"
+    reason: str = ""  # why it failed, one sentence (not an event field)
+
+    def event_fields(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("reason")
+        return d
+
+
+def _rank(token: int, top: list[int]) -> int | None:
+    return top.index(token) + 1 if token in top else None
+
+
+def token_gate(ours: Runner, ref: Runner, prompt_tokens, n_tokens: int = 32, k: int = 5, *, prompt_index: int = 0,
+               prompt: str = "", tokenizer=None, context: str = "phase3") -> TokenGateResult:
+    """Greedy-decode `n_tokens` on both runners in lockstep (each with its own KV cache) and check the
+    top-k set inclusion at the first divergence; stop there. NaN in our logits fails the gate."""
+    tokens = np.asarray(prompt_tokens, np.int64)
+    pos = len(tokens)
+    logits_o = ours.prefill(tokens).logits_at_pred
+    logits_r = ref.prefill(tokens).logits_at_pred
+    toks_o: list[int] = []
+    toks_r: list[int] = []
+    kls: list[float] = []
+    divergence = None
+    nan_count = 0
+    reason = ""
+    passed = True
+    top_o: list[int] = []
+    top_r: list[int] = []
+    for step in range(n_tokens):
+        nan_count = int(np.count_nonzero(np.isnan(logits_o)))
+        if nan_count or np.isnan(logits_r).any():
+            passed, divergence = False, step
+            reason = f"NaN in the logits at step {step} ({nan_count} in ours)"
+            break
+        top_o, top_r = topk_ids(logits_o, k), topk_ids(logits_r, k)
+        chosen_o, chosen_r = top_o[0], top_r[0]
+        toks_o.append(chosen_o)
+        toks_r.append(chosen_r)
+        kls.append(kl_divergence(logits_r, logits_o))
+        if chosen_o != chosen_r:
+            divergence = step
+            missing = []
+            if chosen_o not in top_r:
+                missing.append(f"ours chose {chosen_o}, not in the reference top-{k} {top_r}")
+            if chosen_r not in top_o:
+                missing.append(f"the reference chose {chosen_r}, not in our top-{k} {top_o}")
+            passed = not missing
+            reason = "; ".join(missing)
+            break
+        if step + 1 < n_tokens:
+            logits_o = ours.decode_step(chosen_o, pos).lm_head_logits
+            logits_r = ref.decode_step(chosen_r, pos).lm_head_logits
+            pos += 1
+    agreed = divergence if divergence is not None else len(toks_o)
+    decode = (lambda ids: tokenizer.decode(ids)) if tokenizer is not None else (lambda ids: "")
+    chosen_o = toks_o[-1] if toks_o else None
+    chosen_r = toks_r[-1] if toks_r else None
+    pipeline = getattr(ours, "options", None)
+    return TokenGateResult(
+        prompt_index=prompt_index, prompt=prompt, executor=_executor_name(ours),
+        pipeline=pipeline.to_dict() if hasattr(pipeline, "to_dict") else {}, n_tokens=n_tokens, top_k=k,
+        passed=passed, divergence_step=divergence, agreed_prefix=agreed,
+        chosen_ours=chosen_o, chosen_ref=chosen_r, topk_ours=top_o, topk_ref=top_r,
+        rank_ours_in_ref=_rank(chosen_o, top_r) if chosen_o is not None else None,
+        rank_ref_in_ours=_rank(chosen_r, top_o) if chosen_r is not None else None,
+        kl_divergence=kls[-1] if kls else None, kl_per_step=kls, tokens_ours=toks_o, tokens_ref=toks_r,
+        text_ours=decode(toks_o), text_ref=decode(toks_r), nan_count=nan_count, context=context, reason=reason,
+    )
+
+
+def _executor_name(runner) -> str:
+    k = getattr(runner, "base_executor", None)
+    return getattr(k, "name", None) or getattr(runner, "name", "")
+
+
+def diagnose_layers(ours_prefill, ref_prefill, *, executor: str = "", prompt_index: int = 0,
+                    n_positions: int | None = None) -> list[dict[str, Any]]:
+    """Per layer: per-position cosine min/p5/median/mean, max_abs, mean_abs (fields of `LayerDiagnosed`)."""
+    out = []
+    pairs = zip(ours_prefill.layer_intermediates, ref_prefill.layer_intermediates)
+    for layer, (o, r) in enumerate(pairs):
+        if "ffn_out" not in o or "ffn_out" not in r:
+            continue
+        n = n_positions if n_positions is not None else min(len(o["ffn_out"]), len(r["ffn_out"]))
+        a = np.asarray(o["ffn_out"][:n], np.float64)
+        b = np.asarray(r["ffn_out"][:n], np.float64)
+        pos = per_position_cosine(a, b)
+        diff = np.abs(a - b)
+        out.append({"layer": layer, "executor": executor, "cos_min": float(np.min(pos)),
+                    "cos_p5": float(np.percentile(pos, 5)), "cos_median": float(np.median(pos)),
+                    "cos_mean": float(np.mean(pos)), "max_abs": float(diff.max()), "mean_abs": float(diff.mean()),
+                    "prompt_index": prompt_index})
+    return out

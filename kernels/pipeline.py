@@ -1,0 +1,524 @@
+"""The decoder built only from an executor's leaf kernels: prefill and KV-cached decode.
+
+Per layer (prefill, S positions; decode is the same with S = 1 and GEMV for every projection):
+
+  x (S, E) ─ rmsnorm ─ Q/K/V gemm ─ [Qwen3 q/k rmsnorm, heads as rows] ─ rope (half-split, host LUT)
+    ─ [Qwen2: + RoPE(bias) on the host, RoPE(q+b) = RoPE(q) + RoPE(b); v + b_v] ─ flash_attention (GQA,
+    causal; decode reads the KV cache with q_offset) ─ O gemm ─ eltwise_add (residual)
+    ─ rmsnorm ─ gate/up gemm ─ silu_mul ─ down gemm ─ eltwise_add (residual)
+  then the final rmsnorm and the LM head (a GEMM on the predicted position in prefill, a GEMV per
+  16384-row vocabulary partition in decode). The embedding is a host gather.
+
+`PipelineOptions` holds the issue #6 switches; each one changes how the work is dispatched, never the
+numbers (tests assert bit-identical outputs):
+  weight_residency  weights go to the executor with a `static_key` so it converts/quantises them once;
+                    RoPE tables are cached across calls.
+  fusion            Q/K/V as one GEMM (concatenated weights), Q and K through one RoPE call, gate/up as
+                    one GEMM: fewer dispatches and passes over the activations.
+  seq_first         activations stay (seq, heads, D) end to end: RoPE/q-k-norm rows and the attention
+                    inputs are views, the KV cache is seq-first. The baseline copies to head-major before
+                    RoPE and attention, like a pipeline whose kernels disagree on layout.
+`faults` deliberately breaks the pipeline for tests: "rope_interleaved" (the rope kernel uses the
+interleaved convention), "kv_cache_off_by_one" (decode writes the KV cache one position late),
+"down_bf16_accumulate" (the down projection accumulates in bf16 over K chunks).
+
+Every stage runs inside `stage_timer` under "<prefill|decode>:<stage>", and `stage_kernels` maps each
+stage to the leaf kernel it uses ("host" for gathers, bias adds and layout copies): `profile()` joins them
+with the executor's own per-kernel timer.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterator
+
+import ml_dtypes
+import numpy as np
+
+from kernels.executors.base import Executor, Fp32Executor, KernelTimer, MixedExecutor
+from kernels.modelconfig import ModelConfig
+from kernels.runner import DecodeStepRecord, PrefillRecord
+from kernels.weights import ModelWeights
+
+KERNEL_FAULTS = frozenset({"rope_interleaved"})
+PIPELINE_FAULTS = frozenset({"kv_cache_off_by_one", "down_bf16_accumulate"})
+FAULTS = KERNEL_FAULTS | PIPELINE_FAULTS
+SWITCHES = ("weight_residency", "fusion", "seq_first")
+# the leaf kernels of one prefill block, in the order the block first uses them (the bisect's order)
+BLOCK_KERNEL_ORDER = ("rmsnorm", "gemm", "rope", "flash_attention", "eltwise_add", "silu_mul")
+LM_HEAD_PARTITION = 16384  # GEMV rows per LM-head call (buffer-descriptor repeat limit)
+DOWN_BF16_CHUNK = 32  # K chunk of the "down_bf16_accumulate" fault
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    weight_residency: bool = False
+    fusion: bool = False
+    seq_first: bool = False
+    prefill_len: int | None = None  # pad the prompt to this many positions (a compiled seq); None: no padding
+    pad_token: int = 0
+    faults: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "faults", frozenset(self.faults))
+        unknown = self.faults - FAULTS
+        if unknown:
+            raise ValueError(f"unknown pipeline faults {sorted(unknown)}; known: {sorted(FAULTS)}")
+
+    @classmethod
+    def optimised(cls, **kw: Any) -> "PipelineOptions":
+        """Every optimisation switch on."""
+        return cls(**{s: True for s in SWITCHES}, **kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["faults"] = sorted(self.faults)
+        return d
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to bf16 (round-half-even), returned as float32."""
+    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None) -> np.ndarray:
+    """RoPE inverse frequencies (D/2,) in float32, as transformers computes them ("default", "linear",
+    "llama3" scaling)."""
+    exponents = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / np.float32(head_dim)
+    inv_freq = (np.float32(1.0) / np.power(np.float32(theta), exponents)).astype(np.float32)
+    rtype = (scaling or {}).get("rope_type", "default")
+    if rtype == "linear":
+        inv_freq = inv_freq / np.float32(scaling["factor"])
+    elif rtype == "llama3":
+        factor = float(scaling["factor"])
+        low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        old_len = float(scaling["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv_freq
+        scaled = np.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
+        smooth = (old_len / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
+        inv_freq = np.where(medium, smoothed, scaled).astype(np.float32)
+    elif rtype != "default":
+        raise ValueError(f"RoPE scaling '{rtype}' is not supported")
+    return inv_freq
+
+
+def rope_lut(inv_freq: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos/sin tables (stop-start, D/2) for positions [start, stop), computed in float32, rounded to bf16."""
+    pos = np.arange(start, stop, dtype=np.float32)
+    angles = pos[:, None] * inv_freq[None, :]  # (positions, D/2)
+    return to_bf16(np.cos(angles)), to_bf16(np.sin(angles))
+
+
+def rotate_host(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Half-split RoPE in float32 on the host (for the Qwen2 bias term)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+class FaultyExecutor(Executor):
+    """An executor whose kernels carry deliberate bugs (tests of the gates). Everything else delegates."""
+
+    def __init__(self, inner: Executor, faults: frozenset[str]) -> None:
+        self.inner, self.faults = inner, frozenset(faults)
+        self.name = f"{inner.name}!{','.join(sorted(self.faults))}"
+        self.target, self.timer = inner.target, inner.timer
+
+    def __getattr__(self, item: str):
+        return getattr(self.inner, item)
+
+    def describe(self) -> dict:
+        return {**self.inner.describe(), "faults": sorted(self.faults)}
+
+    def clear_cache(self) -> None:
+        self.inner.clear_cache()
+
+    def rope(self, x, cos, sin):
+        if "rope_interleaved" not in self.faults:
+            return self.inner.rope(x, cos, sin)
+        # interleaved convention: rotate pairs (x[2i], x[2i+1]) instead of (x[i], x[i + D/2])
+        x = np.asarray(x, np.float32)
+        half = x.shape[-1] // 2
+        out = self.inner.rope(np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1), cos, sin)
+        res = np.empty_like(out)
+        res[..., 0::2], res[..., 1::2] = out[..., :half], out[..., half:]
+        return res
+
+
+def with_faults(executor: Executor, faults: frozenset[str]) -> Executor:
+    faults = frozenset(faults) & KERNEL_FAULTS
+    return FaultyExecutor(executor, faults) if faults else executor
+
+
+class _KVCache:
+    """Per-layer K/V, head-major (Hkv, L, D) or seq-first (L, Hkv, D); grows by doubling."""
+
+    def __init__(self, n_layers: int, n_kv: int, head_dim: int, capacity: int, seq_first: bool) -> None:
+        self.seq_first, self.n_layers, self.n_kv, self.head_dim = seq_first, n_layers, n_kv, head_dim
+        self.capacity = 0
+        self.k: list[np.ndarray] = []
+        self.v: list[np.ndarray] = []
+        self.reserve(capacity)
+
+    def _shape(self, length: int) -> tuple[int, int, int]:
+        return (length, self.n_kv, self.head_dim) if self.seq_first else (self.n_kv, length, self.head_dim)
+
+    def reserve(self, length: int) -> None:
+        if length <= self.capacity:
+            return
+        new_cap = max(length, 2 * self.capacity, 64)
+        axis = 0 if self.seq_first else 1
+        for store in (self.k, self.v):
+            for i in range(self.n_layers):
+                grown = np.zeros(self._shape(new_cap), np.float32)
+                if i < len(store):
+                    old = store[i]
+                    if self.seq_first:
+                        grown[: old.shape[axis]] = old
+                    else:
+                        grown[:, : old.shape[axis]] = old
+                    store[i] = grown
+                else:
+                    store.append(grown)
+        self.capacity = new_cap
+
+    def write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
+        """k, v in the cache's own layout, covering positions [start, start + n)."""
+        n = k.shape[0 if self.seq_first else 1]
+        self.reserve(start + n)
+        if self.seq_first:
+            self.k[layer][start : start + n] = k
+            self.v[layer][start : start + n] = v
+        else:
+            self.k[layer][:, start : start + n] = k
+            self.v[layer][:, start : start + n] = v
+
+    def read(self, layer: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """Views (Hkv, length, D) of the first `length` positions."""
+        if self.seq_first:
+            return self.k[layer][:length].transpose(1, 0, 2), self.v[layer][:length].transpose(1, 0, 2)
+        return self.k[layer][:, :length], self.v[layer][:, :length]
+
+
+class NpuPipeline:
+    """A decoder-only model run from leaf kernels on `executor`; implements the Runner protocol."""
+
+    def __init__(self, weights: ModelWeights, config: ModelConfig | None = None,
+                 executor: Executor | None = None, options: PipelineOptions | None = None) -> None:
+        self.weights = weights
+        self.config = config or weights.config
+        self.options = options or PipelineOptions()
+        self.base_executor = executor if executor is not None else Fp32Executor()
+        self.k = with_faults(self.base_executor, self.options.faults)
+        self.name = f"pipeline[{self.k.name}]"
+        self.stage_timer = KernelTimer()
+        self.stage_kernels: dict[str, str] = {}
+        c = self.config
+        self._inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, weights.rope_scaling)
+        self._lut: tuple[np.ndarray, np.ndarray] | None = None  # resident RoPE table
+        self._row_luts: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._fused = self._fuse_weights() if self.options.fusion else None
+        self._cache: _KVCache | None = None
+        self._phase = "prefill"
+
+    # --- setup ------------------------------------------------------------------------------------
+
+    def _fuse_weights(self) -> list[dict[str, np.ndarray]]:
+        """Concatenated Q/K/V (E, (H+2Hkv)·D) and gate/up (E, 2F) weights, built once."""
+        return [
+            {"wqkv": np.concatenate([lw.wq, lw.wk, lw.wv], axis=1),
+             "w_gate_up": np.concatenate([lw.w_gate, lw.w_up], axis=1)}
+            for lw in self.weights.layers
+        ]
+
+    def with_fp32_kernels(self, swapped: set[str] | frozenset[str]) -> "NpuPipeline":
+        """The same pipeline with the kernels in `swapped` replaced by their FP32 versions (the bisect's
+        runner). Kernel faults stay with this pipeline's kernels, so swapping the faulty one removes it."""
+        mixed = MixedExecutor(self.k, Fp32Executor(), set(swapped))
+        options = replace(self.options, faults=self.options.faults - KERNEL_FAULTS)
+        return NpuPipeline(self.weights, self.config, mixed, options)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.k.describe(), "pipeline": self.options.to_dict()}
+
+    # --- bookkeeping --------------------------------------------------------------------------------
+
+    @contextmanager
+    def _stage(self, name: str, kernel: str) -> Iterator[None]:
+        key = f"{self._phase}:{name}"
+        self.stage_kernels[key] = kernel
+        with self.stage_timer.time(key):
+            yield
+
+    def profile(self) -> dict[str, Any]:
+        """Per-stage time (with the kernel each stage uses) and the executor's per-kernel totals."""
+        stages = {key: {"kernel": self.stage_kernels[key], "seconds": s, "calls": self.stage_timer.calls[key]}
+                  for key, s in self.stage_timer.seconds.items()}
+        timer = getattr(self.k, "timer", None)
+        kernels = {n: {"seconds": s, "calls": timer.calls.get(n, 0)} for n, s in timer.seconds.items()} \
+            if timer is not None else {}
+        return {"stages": stages, "kernels": kernels}
+
+    def reset_timers(self) -> None:
+        self.stage_timer.reset()
+        self.stage_kernels.clear()
+
+    def _key(self, name: str) -> str | None:
+        return f"{self.weights.key}/{name}" if self.options.weight_residency else None
+
+    def _lut_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos/sin (stop-start, D/2) for positions [start, stop); resident table when weight_residency."""
+        if not self.options.weight_residency:
+            return rope_lut(self._inv_freq, start, stop)
+        if self._lut is None or len(self._lut[0]) < stop:
+            size = max(stop, 256, 2 * len(self._lut[0]) if self._lut is not None else 0)
+            self._lut = rope_lut(self._inv_freq, 0, size)
+        return self._lut[0][start:stop], self._lut[1][start:stop]
+
+    def _rows_lut(self, start: int, n: int, heads: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos/sin expanded to one row per (head, position) in this pipeline's activation layout."""
+        key = (start, n, heads)
+        if key in self._row_luts:
+            return self._row_luts[key]
+        cos, sin = self._lut_rows(start, start + n)
+        if self.options.seq_first:  # rows ordered (position, head)
+            out = np.repeat(cos, heads, axis=0), np.repeat(sin, heads, axis=0)
+        else:  # rows ordered (head, position)
+            out = np.tile(cos, (heads, 1)), np.tile(sin, (heads, 1))
+        if n > 1:  # reused by every layer of this prefill (and by later prefills when resident)
+            self._row_luts[key] = out
+        return out
+
+    # --- Runner protocol ------------------------------------------------------------------------------
+
+    def prefill(self, prompt_tokens) -> PrefillRecord:
+        tokens = np.asarray(prompt_tokens, dtype=np.int64).reshape(-1)
+        n_real = int(tokens.shape[0])
+        if self.options.prefill_len and self.options.prefill_len > n_real:
+            pad = np.full(self.options.prefill_len - n_real, self.options.pad_token, np.int64)
+            tokens = np.concatenate([tokens, pad])
+        S = int(tokens.shape[0])
+        c = self.config
+        self._phase = "prefill"
+        if not self.options.weight_residency:
+            self._row_luts.clear()
+        if self._cache is None or not self.options.weight_residency or self._cache.seq_first != self.options.seq_first:
+            self._cache = _KVCache(c.n_layers, c.n_kv_heads, c.head_dim, S + 64, self.options.seq_first)
+        else:
+            self._cache.reserve(S + 64)
+        with self._stage("embedding", "host"):
+            x = self.weights.embed[tokens]  # (S, E)
+        intermediates = []
+        for layer in range(c.n_layers):
+            x = self._prefill_layer(layer, x, S)
+            intermediates.append({"ffn_out": x[:n_real]})
+        k = self.k
+        with self._stage("final_norm", "rmsnorm"):
+            normed = k.rmsnorm(x, self.weights.final_norm, c.rms_norm_eps)
+        with self._stage("lm_head", "gemm"):
+            logits = k.gemm(normed[n_real - 1 : n_real], self.weights.lm_head.T, static_key=self._key("lm_head"))[0]
+        return PrefillRecord(layer_intermediates=intermediates, final_hidden_normed=normed[:n_real],
+                             logits_at_pred=logits, top1_token=int(np.argmax(logits)))
+
+    def decode_step(self, input_token: int, current_pos: int) -> DecodeStepRecord:
+        if self._cache is None:
+            raise RuntimeError("decode_step called before prefill")
+        c = self.config
+        self._phase = "decode"
+        with self._stage("embedding", "host"):
+            x = self.weights.embed[int(input_token)][None, :]  # (1, E)
+        for layer in range(c.n_layers):
+            x = self._decode_layer(layer, x, int(current_pos))
+        k = self.k
+        with self._stage("final_norm", "rmsnorm"):
+            normed = k.rmsnorm(x, self.weights.final_norm, c.rms_norm_eps)[0]  # (E,)
+        with self._stage("lm_head", "gemv"):
+            head = self.weights.lm_head  # (V, E)
+            parts = [k.gemv(head[p0 : p0 + LM_HEAD_PARTITION], normed, static_key=self._key(f"lm_head[{p0}]"))
+                     for p0 in range(0, head.shape[0], LM_HEAD_PARTITION)]
+            logits = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return DecodeStepRecord(lm_head_logits=logits, top1_token=int(np.argmax(logits)))
+
+    # --- one block ------------------------------------------------------------------------------------
+
+    def _qkv(self, layer: int, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Q (S, H·D), K (S, Hkv·D), V (S, Hkv·D) from the normed activations (views when fused)."""
+        c, lw, k = self.config, self.weights.layers[layer], self.k
+        hq, hkv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+        decode = self._phase == "decode"
+        with self._stage("qkv", "gemv" if decode else "gemm"):
+            if self._fused is not None:
+                w = self._fused[layer]["wqkv"]
+                y = (k.gemv(w.T, h[0], static_key=self._key(f"L{layer}.wqkv^T"))[None, :] if decode
+                     else k.gemm(h, w, static_key=self._key(f"L{layer}.wqkv")))
+                q, kk, v = y[:, :hq], y[:, hq : hq + hkv], y[:, hq + hkv :]
+            elif decode:
+                q, kk, v = (k.gemv(w.T, h[0], static_key=self._key(f"L{layer}.{n}^T"))[None, :]
+                            for n, w in (("wq", lw.wq), ("wk", lw.wk), ("wv", lw.wv)))
+            else:
+                q, kk, v = (k.gemm(h, w, static_key=self._key(f"L{layer}.{n}"))
+                            for n, w in (("wq", lw.wq), ("wk", lw.wk), ("wv", lw.wv)))
+        if lw.bv is not None:
+            with self._stage("qkv_bias", "host"):
+                v = to_bf16(v + lw.bv)
+        return q, kk, v
+
+    def _heads_as_rows(self, y: np.ndarray, heads: int) -> np.ndarray:
+        """(S, heads·D) -> rows (S·heads, D) seq-first, or (heads·S, D) head-major (a copy: the baseline's
+        layout round-trip)."""
+        S, D = y.shape[0], self.config.head_dim
+        y3 = y.reshape(S, heads, D)  # (S, heads, D)
+        if self.options.seq_first:
+            return y3.reshape(S * heads, D)
+        with self._stage("layout", "host"):
+            return np.ascontiguousarray(y3.transpose(1, 0, 2)).reshape(heads * S, D)  # (heads·S, D)
+
+    def _rows_to_attention(self, rows: np.ndarray, S: int, heads: int) -> np.ndarray:
+        """Rows in this layout -> (heads, S, D) for flash attention (a view)."""
+        D = self.config.head_dim
+        if self.options.seq_first:
+            return rows.reshape(S, heads, D).transpose(1, 0, 2)
+        return rows.reshape(heads, S, D)
+
+    def _attention_inputs(self, layer: int, q: np.ndarray, kk: np.ndarray, start: int):
+        """q/k rows through [q/k norm], RoPE and [the rotated bias], in this pipeline's layout."""
+        c, lw, k = self.config, self.weights.layers[layer], self.k
+        S, H, Hkv = q.shape[0], c.n_heads, c.n_kv_heads
+        q_rows, k_rows = self._heads_as_rows(q, H), self._heads_as_rows(kk, Hkv)
+        if lw.q_norm is not None:
+            with self._stage("qk_norm", "rmsnorm"):
+                q_rows = k.rmsnorm(q_rows, lw.q_norm, c.rms_norm_eps)
+                k_rows = k.rmsnorm(k_rows, lw.k_norm, c.rms_norm_eps)
+        cos_q, sin_q = self._rows_lut(start, S, H)
+        cos_k, sin_k = self._rows_lut(start, S, Hkv)
+        if self._fused is not None:
+            with self._stage("rope", "rope"):
+                both = k.rope(np.concatenate([q_rows, k_rows]), *self._stacked_lut(start, S))
+            q_rows, k_rows = both[: S * H], both[S * H :]
+        else:
+            with self._stage("rope", "rope"):
+                q_rows = k.rope(q_rows, cos_q, sin_q)
+                k_rows = k.rope(k_rows, cos_k, sin_k)
+        if lw.bq is not None:
+            with self._stage("qkv_bias", "host"):
+                # RoPE is linear: RoPE(q + b) = RoPE(q) + RoPE(b); b is rotated on the host in float32
+                q_rows = to_bf16(q_rows + rotate_host(self._bias_rows(lw.bq, H, S), cos_q, sin_q))
+                k_rows = to_bf16(k_rows + rotate_host(self._bias_rows(lw.bk, Hkv, S), cos_k, sin_k))
+        return q_rows, k_rows
+
+    def _bias_rows(self, b: np.ndarray, heads: int, S: int) -> np.ndarray:
+        """The per-head bias (heads·D,) repeated to one row per (head, position) in this layout."""
+        D = self.config.head_dim
+        b2 = b.reshape(heads, D)
+        if self.options.seq_first:
+            return np.tile(b2, (S, 1))  # rows (position, head)
+        return np.repeat(b2, S, axis=0)  # rows (head, position)
+
+    def _stacked_lut(self, start: int, S: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos/sin for Q rows then K rows (the fused single RoPE call)."""
+        c = self.config
+        key = ("stacked", start, S)
+        if key in self._row_luts:
+            return self._row_luts[key]
+        cq, sq = self._rows_lut(start, S, c.n_heads)
+        ck, sk = self._rows_lut(start, S, c.n_kv_heads)
+        out = np.concatenate([cq, ck]), np.concatenate([sq, sk])
+        if S > 1:
+            self._row_luts[key] = out
+        return out
+
+    def _mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
+        """rmsnorm -> gate/up -> silu_mul -> down -> residual add, on (S, E)."""
+        c, lw, k = self.config, self.weights.layers[layer], self.k
+        decode = self._phase == "decode"
+        mm = "gemv" if decode else "gemm"
+        with self._stage("ffn_norm", "rmsnorm"):
+            h = k.rmsnorm(x, lw.ffn_norm, c.rms_norm_eps)
+        with self._stage("gate_up", mm):
+            if self._fused is not None:
+                w = self._fused[layer]["w_gate_up"]
+                y = (k.gemv(w.T, h[0], static_key=self._key(f"L{layer}.w_gate_up^T"))[None, :] if decode
+                     else k.gemm(h, w, static_key=self._key(f"L{layer}.w_gate_up")))
+                g, u = y[:, : c.hidden_dim], y[:, c.hidden_dim :]
+            elif decode:
+                g = k.gemv(lw.w_gate.T, h[0], static_key=self._key(f"L{layer}.w_gate^T"))[None, :]
+                u = k.gemv(lw.w_up.T, h[0], static_key=self._key(f"L{layer}.w_up^T"))[None, :]
+            else:
+                g = k.gemm(h, lw.w_gate, static_key=self._key(f"L{layer}.w_gate"))
+                u = k.gemm(h, lw.w_up, static_key=self._key(f"L{layer}.w_up"))
+        with self._stage("silu_mul", "silu_mul"):
+            a = k.silu_mul(g, u)
+        with self._stage("down", mm):
+            d = self._down(layer, a, decode)
+        with self._stage("ffn_residual", "eltwise_add"):
+            return k.eltwise_add(x, d)
+
+    def _down(self, layer: int, a: np.ndarray, decode: bool) -> np.ndarray:
+        lw, k = self.weights.layers[layer], self.k
+        if "down_bf16_accumulate" not in self.options.faults:
+            if decode:
+                return k.gemv(lw.w_down.T, a[0], static_key=self._key(f"L{layer}.w_down^T"))[None, :]
+            return k.gemm(a, lw.w_down, static_key=self._key(f"L{layer}.w_down"))
+        acc = None  # fault: the partial sum is held in bf16 between K chunks
+        for k0 in range(0, lw.w_down.shape[0], DOWN_BF16_CHUNK):
+            w = lw.w_down[k0 : k0 + DOWN_BF16_CHUNK]
+            part = k.gemv(w.T, a[0, k0 : k0 + DOWN_BF16_CHUNK])[None, :] if decode \
+                else k.gemm(a[:, k0 : k0 + DOWN_BF16_CHUNK], w)
+            acc = to_bf16(part) if acc is None else to_bf16(acc + to_bf16(part))
+        return acc
+
+    def _attention_out(self, layer: int, x: np.ndarray, attn: np.ndarray) -> np.ndarray:
+        """(H, S, D) attention output -> O projection -> residual add."""
+        c, lw, k = self.config, self.weights.layers[layer], self.k
+        H, S, D = attn.shape
+        decode = self._phase == "decode"
+        with self._stage("layout", "host"):
+            o_in = attn.reshape(H * D) if decode else np.ascontiguousarray(attn.transpose(1, 0, 2)).reshape(S, H * D)
+        with self._stage("o_proj", "gemv" if decode else "gemm"):
+            o = (k.gemv(lw.wo.T, o_in, static_key=self._key(f"L{layer}.wo^T"))[None, :] if decode
+                 else k.gemm(o_in, lw.wo, static_key=self._key(f"L{layer}.wo")))
+        with self._stage("attn_residual", "eltwise_add"):
+            return k.eltwise_add(x, o)
+
+    def _prefill_layer(self, layer: int, x: np.ndarray, S: int) -> np.ndarray:
+        c, lw, k = self.config, self.weights.layers[layer], self.k
+        H, Hkv = c.n_heads, c.n_kv_heads
+        with self._stage("attn_norm", "rmsnorm"):
+            h = k.rmsnorm(x, lw.attn_norm, c.rms_norm_eps)  # (S, E)
+        q, kk, v = self._qkv(layer, h)
+        q_rows, k_rows = self._attention_inputs(layer, q, kk, 0)
+        q_att = self._rows_to_attention(q_rows, S, H)  # (H, S, D)
+        k_att = self._rows_to_attention(k_rows, S, Hkv)  # (Hkv, S, D)
+        if self.options.seq_first:
+            v_att = v.reshape(S, Hkv, c.head_dim).transpose(1, 0, 2)  # view (Hkv, S, D)
+            self._cache.write(layer, 0, k_rows.reshape(S, Hkv, c.head_dim), v.reshape(S, Hkv, c.head_dim))
+        else:
+            with self._stage("layout", "host"):
+                v_att = np.ascontiguousarray(v.reshape(S, Hkv, c.head_dim).transpose(1, 0, 2))
+            self._cache.write(layer, 0, k_att, v_att)
+        with self._stage("attention", "flash_attention"):
+            attn = k.flash_attention(q_att, k_att, v_att, causal=True)  # (H, S, D)
+        x = self._attention_out(layer, x, attn)
+        return self._mlp(layer, x)
+
+    def _decode_layer(self, layer: int, x: np.ndarray, pos: int) -> np.ndarray:
+        c, lw, k = self.config, self.weights.layers[layer], self.k
+        H, Hkv, D = c.n_heads, c.n_kv_heads, c.head_dim
+        with self._stage("attn_norm", "rmsnorm"):
+            h = k.rmsnorm(x, lw.attn_norm, c.rms_norm_eps)  # (1, E)
+        q, kk, v = self._qkv(layer, h)
+        q_rows, k_rows = self._attention_inputs(layer, q, kk, pos)  # (H, D), (Hkv, D)
+        slot = pos + 1 if "kv_cache_off_by_one" in self.options.faults else pos
+        if self.options.seq_first:
+            self._cache.write(layer, slot, k_rows.reshape(1, Hkv, D), v.reshape(1, Hkv, D))
+        else:
+            self._cache.write(layer, slot, k_rows.reshape(Hkv, 1, D), v.reshape(Hkv, 1, D))
+        k_all, v_all = self._cache.read(layer, pos + 1)  # (Hkv, pos+1, D)
+        with self._stage("attention", "flash_attention"):
+            attn = k.flash_attention(q_rows.reshape(H, 1, D), k_all, v_all, causal=True, q_offset=pos)
+        x = self._attention_out(layer, x, attn)
+        return self._mlp(layer, x)

@@ -1,0 +1,177 @@
+"""The decoder pipeline from leaf kernels vs HF transformers bf16, on tiny models and (slow) SmolLM2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.architecture import load_raw_config, resolve
+from kernels.executors.base import Fp32Executor
+from kernels.gates import bisect_block, block_gate, token_gate
+from kernels.hf_reference import HfRunner
+from kernels.pipeline import SWITCHES, NpuPipeline, PipelineOptions
+from kernels.prompts import canonical_tokens, prompts_for
+from kernels.weights import load_weights
+
+EXECUTORS = ["fp32", "emulated", "torch"]
+KINDS = ["tiny_llama", "tiny_qwen2", "tiny_qwen3"]
+
+
+def make_executor(name: str):
+    if name == "fp32":
+        return Fp32Executor()
+    try:
+        from kernels.executors import make_executor as factory
+    except ImportError:
+        pytest.skip("kernels.executors.make_executor is not there yet")
+    return factory(name, "npu2")
+
+
+class Model:
+    """A tiny model folder with its config, weights and HF reference, loaded once per module."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.config = resolve(load_raw_config(folder))
+        self.weights = load_weights(folder, self.config)
+        self.hf = HfRunner(folder)
+        self.tokens = canonical_tokens(folder)
+        self.ref = self.hf.prefill(self.tokens)
+
+    def pipeline(self, executor, **options) -> NpuPipeline:
+        return NpuPipeline(self.weights, self.config, executor, PipelineOptions(**options))
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def model(request):
+    return Model(request.getfixturevalue(request.param))
+
+
+@pytest.fixture(scope="module", params=EXECUTORS)
+def executor(request):
+    return make_executor(request.param)
+
+
+def test_block_and_token_gates_pass_against_hf(model, executor):
+    pipe = model.pipeline(executor)
+    ours = pipe.prefill(model.tokens)
+    block = block_gate(ours.layer_intermediates[0]["ffn_out"], model.ref.layer_intermediates[0]["ffn_out"],
+                       model.config.head_dim, executor=executor.name)
+    assert block.passed, block
+    for prompt in prompts_for(model.folder):
+        gate = token_gate(pipe, model.hf, prompt.tokens, n_tokens=32)
+        assert gate.passed, gate
+
+
+def _run(pipe, tokens, n_decode=4):
+    """Every number a pipeline produces on a prompt: block outputs, final hidden, logits, decode logits."""
+    rec = pipe.prefill(tokens)
+    out = [x["ffn_out"] for x in rec.layer_intermediates] + [rec.final_hidden_normed, rec.logits_at_pred]
+    token, pos = rec.top1_token, len(tokens)
+    for _ in range(n_decode):
+        step = pipe.decode_step(token, pos)
+        out.append(step.lm_head_logits)
+        token, pos = step.top1_token, pos + 1
+    return out
+
+
+@pytest.mark.parametrize("switches", [(s,) for s in SWITCHES] + [SWITCHES])
+def test_optimisation_switches_give_identical_numbers(model, executor, switches):
+    tokens = model.tokens[:48]
+    baseline = _run(model.pipeline(executor), tokens)
+    pipe = model.pipeline(executor, **{s: True for s in switches})
+    for _ in range(2):  # twice: resident weights/tables are reused on the second run
+        for ours, ref in zip(_run(pipe, tokens), baseline):
+            if executor.name == "fp32" and "fusion" in switches:
+                # FP32 BLAS sums a column differently when the matrix is wider (OpenBLAS picks its micro-kernel
+                # by N), so the FP32 reference is only equal to rounding; bf16-out executors must be exact.
+                np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+            else:
+                np.testing.assert_array_equal(ours, ref)
+
+
+def test_rope_interleaved_fails_the_block_gate_and_the_bisect_names_rope(model):
+    pipe = model.pipeline(make_executor("emulated"), faults={"rope_interleaved"})
+    ref0 = model.ref.layer_intermediates[0]["ffn_out"]
+    block = block_gate(pipe.prefill(model.tokens).layer_intermediates[0]["ffn_out"], ref0, model.config.head_dim)
+    assert not block.passed
+    bisect = bisect_block(pipe.with_fp32_kernels, model.tokens, ref0, model.config.head_dim)
+    assert bisect.culprit == "rope"
+    assert [s["swapped"][-1] for s in bisect.steps] == ["rmsnorm", "gemm", "rope"]
+    assert not bisect.steps[1]["passed"] and bisect.steps[2]["passed"]
+
+
+def test_kv_cache_off_by_one_passes_the_block_gate_but_breaks_decode(model):
+    executor = make_executor("emulated")
+    good, bad = model.pipeline(executor), model.pipeline(executor, faults={"kv_cache_off_by_one"})
+    ref0 = model.ref.layer_intermediates[0]["ffn_out"]
+    assert block_gate(bad.prefill(model.tokens).layer_intermediates[0]["ffn_out"], ref0, model.config.head_dim).passed
+    gates = [token_gate(bad, model.hf, p.tokens) for p in prompts_for(model.folder)]
+    clean = [token_gate(good, model.hf, p.tokens) for p in prompts_for(model.folder)]
+    assert all(g.divergence_step is not None for g in gates)
+    assert any(not g.passed for g in gates) or \
+        sum(g.agreed_prefix for g in gates) < sum(c.agreed_prefix for c in clean)
+    # the first decode step after an identical prefill already differs
+    assert max(g.kl_per_step[1] if len(g.kl_per_step) > 1 else g.kl_per_step[0] for g in gates) > \
+        10 * max(c.kl_per_step[1] for c in clean)
+
+
+def test_down_bf16_accumulate_changes_the_numbers(model):
+    executor = make_executor("emulated")
+    ref = model.pipeline(executor).prefill(model.tokens).layer_intermediates[0]["ffn_out"]
+    bad = model.pipeline(executor, faults={"down_bf16_accumulate"}).prefill(model.tokens)
+    assert not np.array_equal(bad.layer_intermediates[0]["ffn_out"], ref)
+
+
+def test_decode_with_the_kv_cache_matches_a_longer_prefill(model):
+    pipe = model.pipeline(Fp32Executor(), seq_first=True, weight_residency=True)
+    tokens = model.tokens[:24]
+    first = pipe.prefill(tokens)
+    step = pipe.decode_step(first.top1_token, len(tokens))
+    longer = pipe.prefill(list(tokens) + [first.top1_token])
+    np.testing.assert_allclose(step.lm_head_logits, longer.logits_at_pred, rtol=1e-4, atol=1e-4)
+
+
+def test_padding_the_prompt_to_a_compiled_length_leaves_real_positions_unchanged(model):
+    plain = model.pipeline(Fp32Executor()).prefill(model.tokens)
+    padded = model.pipeline(Fp32Executor(), prefill_len=128).prefill(model.tokens)
+    assert padded.layer_intermediates[0]["ffn_out"].shape == plain.layer_intermediates[0]["ffn_out"].shape
+    np.testing.assert_allclose(padded.logits_at_pred, plain.logits_at_pred, rtol=1e-4, atol=1e-4)
+
+
+def test_profile_names_the_kernel_of_every_stage(tiny_llama):
+    m = Model(tiny_llama)
+    pipe = m.pipeline(Fp32Executor(), fusion=True)
+    rec = pipe.prefill(m.tokens)
+    pipe.decode_step(rec.top1_token, len(m.tokens))
+    stages = pipe.profile()["stages"]
+    assert stages["prefill:qkv"]["kernel"] == "gemm" and stages["decode:qkv"]["kernel"] == "gemv"
+    assert stages["prefill:attention"]["kernel"] == "flash_attention"
+    assert stages["decode:lm_head"]["kernel"] == "gemv" and stages["prefill:lm_head"]["kernel"] == "gemm"
+    assert stages["prefill:qkv"]["calls"] == m.config.n_layers  # one fused GEMM per layer
+    assert stages["prefill:embedding"]["kernel"] == "host"
+
+
+def test_unknown_fault_is_refused():
+    with pytest.raises(ValueError, match="unknown pipeline faults"):
+        PipelineOptions(faults={"bit_flip"})
+
+
+def test_options_record_as_plain_data():
+    d = PipelineOptions.optimised(faults={"kv_cache_off_by_one"}).to_dict()
+    assert d == {"weight_residency": True, "fusion": True, "seq_first": True, "prefill_len": None,
+                 "pad_token": 0, "faults": ["kv_cache_off_by_one"]}
+
+
+@pytest.mark.slow
+def test_smollm2_passes_the_block_gate_and_the_token_gate_on_emulated(smollm2_dir):
+    cfg = resolve(load_raw_config(smollm2_dir))
+    pipe = NpuPipeline(load_weights(smollm2_dir, cfg), cfg, make_executor("emulated"), PipelineOptions.optimised())
+    hf = HfRunner(smollm2_dir)
+    tokens = canonical_tokens(smollm2_dir)
+    block = block_gate(pipe.prefill(tokens).layer_intermediates[0]["ffn_out"],
+                       hf.prefill(tokens).layer_intermediates[0]["ffn_out"], cfg.head_dim)
+    assert block.passed, block
+    prompt = prompts_for(smollm2_dir)[0]
+    gate = token_gate(pipe, hf, prompt.tokens, n_tokens=32, prompt=prompt.text, tokenizer=hf.tokenizer)
+    assert gate.passed, gate
