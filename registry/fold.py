@@ -42,7 +42,7 @@ for _name, _field in KernelVerified.model_fields.items():
         _DEFAULTS[_name] = _field.get_default(call_default_factory=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Measurement:
     """One `KernelVerified`, normalised for the registry."""
 

@@ -93,7 +93,7 @@ def _method_entry(m: Measurement) -> dict[str, Any]:
 
 
 def _shape_entry(row: ShapeRow) -> dict[str, Any] | None:
-    candidates = [m for m in row.measurements if m.passed and row.spec.key in GEMM_PAGES.values()]
+    candidates = [m for m in row.measurements if m.passed]
     if not candidates:
         return None
     by_method: dict[str, list[Measurement]] = {}

@@ -109,7 +109,7 @@ def shapes_table(page: KernelPage) -> str:
     unit = page.spec.unit
     headers = _shape_headers(page) + [
         "best method", "best tile", f"throughput ({unit})", "mean_rel_L1", "max_abs", "contracts",
-        "methods measured", "Used by", "measured", "Status",
+        "methods measured", "executor", "Used by", "measured", "Status",
     ]
     rows = []
     for row in page.rows:
@@ -117,11 +117,12 @@ def shapes_table(page: KernelPage) -> str:
         rows.append(_shape_cells(page, row.shape) + [
             b.method if b else None,
             tile_text(b.tile) if b else None,
-            num(b.throughput) if b else None,
+            (num(b.throughput) if b.on_hardware else f"🧪 {num(b.throughput)}") if b and b.throughput is not None else None,
             sci(b.mean_rel_L1) if b else None,
             sci(b.max_abs) if b else None,
             ", ".join(row.contracts),
             ", ".join(row.methods),
+            b.executor if b else ", ".join(sorted({m.executor for m in row.measurements})),
             " + ".join(row.used_by),
             row.measured,
             status_text(row),

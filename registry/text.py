@@ -67,7 +67,10 @@ def plain(value: Any) -> Any:
 
 
 def shape_text(shape: Sequence[tuple[str, Any]], sep: str = "×") -> str:
-    return sep.join(_scalar(v) for _, v in shape)
+    """`2048×576×576` for up to three integer dims (GEMM, GEMV, norms), else `lq=..,lk=..` (self-describing)."""
+    if len(shape) <= 3 and all(isinstance(v, int) and not isinstance(v, bool) for _, v in shape):
+        return sep.join(_scalar(v) for _, v in shape)
+    return shape_args(shape)
 
 
 def shape_args(shape: Sequence[tuple[str, Any]]) -> str:
