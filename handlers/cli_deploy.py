@@ -44,14 +44,16 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, ex
 @click.argument("name")
 @click.option("--until", type=click.IntRange(0, 7), help="stop after this phase (0-7)")
 @click.option("--full", is_flag=True, help="token gate on all 8 prompts instead of 2")
+@click.option("--prefill-len", type=click.IntRange(8, 8192), default=None,
+              help="prompt length of the Phase 4 prefill timings (default 128)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def advance_cmd(app: App, name: str, until: int | None, full: bool, as_json: bool) -> None:
+def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len: int | None, as_json: bool) -> None:
     """Run the next phase gate(s) of NAME, as far as the gates go or up to --until."""
     progress = (lambda m: None) if as_json else TerminalProgress()
     try:
         report = deploy.advance(app.ledger, name, until=until, workspace=app.workspace, progress=progress,
-                                options={"full": full})
+                                options={"full": full, "prefill_len": prefill_len})
     finally:
         _refresh_projections(app)
     if as_json:
