@@ -11,6 +11,7 @@ import platform
 from datetime import datetime, timezone
 
 from handlers.gates import GateOutcome, GateRun
+from kernels.tiles import TileRuleViolation
 from ledger.events import KernelVerified
 from statemachine.machine import GateContext
 
@@ -36,11 +37,16 @@ def run(ctx: GateRun) -> GateOutcome:
     for i, row in enumerate(rows, start=1):
         shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
         ctx.progress(f"[{i}/{len(rows)}] {row.kernel} {shape_text} ({row.role}, {row.phase})")
-        for attempt in (1, 2):  # one retry per failing shape
-            event, transcript = _verify(state, row, shape_text, when, host, attempt)
-            events.append(event)
-            if event.verdict == "PASS":
-                break
+        try:
+            for attempt in (1, 2):  # one retry per failing shape
+                event, transcript = _verify(state, row, shape_text, when, host, attempt)
+                events.append(event)
+                if event.verdict == "PASS":
+                    break
+        except TileRuleViolation as e:  # a hard hardware constraint: the shape cannot run as planned
+            failures.append(f"{row.kernel} {shape_text}: not run, {e}")
+            triage.append({"kind": "kernel", "kernel": row.kernel, "shape": row.shape, "transcript": str(e)})
+            continue
         if event.verdict != "PASS":
             failures.append(f"{row.kernel} {shape_text}: mismatches {event.mismatches}/{event.n_elements}, "
                             f"max_abs {event.max_abs} vs atol {event.atol}")
