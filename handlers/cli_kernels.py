@@ -1,0 +1,122 @@
+"""`ledger kernel ...`: run one leaf kernel at one shape and judge it (kernels.run.run_kernel).
+
+    ledger kernel run gemm --shape M=2048,K=2048,N=2048 [--executor emulated|torch|fp32] [--target npu2|npu1]
+                      [--contract bf16-out-low] [--tile tile_m=64,tile_n=128] [--seed 0] [--json]
+
+Prints a short table (or, with --json, the KernelResult fields); exits 1 when the verdict is FAIL. A bad
+shape, an unknown kernel or contract, or an illegal tile is one `Error: ...` line on stderr, exit status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+
+from kernels.catalog import KERNELS, ShapeError, UnknownKernel, get_spec
+from kernels.tiles import TileRuleViolation
+
+
+def _parse_pairs(text: str, what: str, strings: bool = False) -> dict:
+    """"M=2048,K=2048,causal=true" -> {"M": 2048, "K": 2048, "causal": True}; other words only if `strings`."""
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise click.ClickException(f"bad {what} item {part!r}: expected key=value (e.g. M=2048)")
+        low = value.lower()
+        if low in ("true", "false"):
+            out[key] = low == "true"
+        else:
+            try:
+                out[key] = int(value)
+            except ValueError:
+                if not strings:
+                    raise click.ClickException(
+                        f"bad {what} item {part!r}: {value!r} is not an integer or true/false"
+                    ) from None
+                out[key] = value
+    if not out:
+        raise click.ClickException(f"empty {what}: expected key=value pairs separated by commas")
+    return out
+
+
+def _fmt(x, spec: str = ".3e") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return format(x, spec)
+
+
+@click.group("kernel")
+def kernel() -> None:
+    """Leaf kernels: run one at a shape on an executor and judge its full output."""
+
+
+@kernel.command("run")
+@click.argument("kernel_name", metavar="KERNEL")
+@click.option("--shape", required=True, help="named sizes, e.g. M=2048,K=2048,N=2048")
+@click.option("--executor", type=click.Choice(["emulated", "torch", "fp32"]), default="emulated", show_default=True)
+@click.option("--target", type=click.Choice(["npu2", "npu1"]), default="npu2", show_default=True)
+@click.option("--contract", default=None, help="e.g. f32-out | bf16-out-high | bf16-out-low (gemm)")
+@click.option("--tile", "tile_text", default=None, help="tile overrides, e.g. tile_m=64,tile_n=128")
+@click.option("--force-tile", is_flag=True, help="run an illegal tile anyway (fault injection)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_tile, seed, as_json) -> None:
+    """Run KERNEL at --shape and judge it against its FP32 reference."""
+    from kernels.run import run_kernel
+
+    try:
+        spec = get_spec(kernel_name)
+        shape_d = _parse_pairs(shape, "shape")
+        tile = _parse_pairs(tile_text, "tile", strings=True) if tile_text else None
+        result = run_kernel(kernel_name, shape_d, executor=executor, target=target, contract=contract, tile=tile,
+                            seed=seed, force_tile=force_tile)
+    except UnknownKernel as e:
+        raise click.ClickException(str(e)) from None
+    except (ShapeError, TileRuleViolation) as e:
+        raise click.ClickException(str(e)) from None
+    except ValueError as e:  # unknown contract / target
+        raise click.ClickException(str(e).splitlines()[0]) from None
+    if as_json:
+        click.echo(json.dumps(result.to_json(), sort_keys=True, default=str))
+    else:
+        _print_table(result, spec)
+    if not result.passed:
+        raise SystemExit(1)
+
+
+def _print_table(r, spec) -> None:
+    shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
+    npu2 = spec.npu2_figure(r.contract)
+    rows = [
+        ("kernel", f"{r.kernel} {shape}"),
+        ("contract", f"{r.contract}  (rtol {r.rtol:g}, atol {r.atol:g})"),
+        ("executor", f"{r.executor} / {r.target}"),
+        ("verdict", f"{r.verdict}  ({r.mismatches} of {r.n_elements} elements outside, {r.nan_count} NaN)"),
+        ("mean_rel_L1", f"{_fmt(r.mean_rel_L1)}  (NPU2 measured {npu2.mean_rel_L1:.1e} at {npu2.at})"),
+        ("max_abs / max_rel", f"{_fmt(r.max_abs)} / {_fmt(r.max_rel)}"),
+        ("time", f"{r.seconds * 1e3:.2f} ms" + (f"  ({r.gflops:.1f} GFLOP/s)" if r.gflops else "")),
+        ("tile", " ".join(f"{k}={v}" for k, v in r.tile.items())),
+        ("tiles", f"{r.tiles_in_flight} of {r.tiles_target} (herd {'x'.join(map(str, r.herd or []))})"
+         + (f": {r.tile_justification}" if r.tile_justification else "")),
+    ]
+    rows += [("warning", w) for w in r.warnings]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        click.echo(f"{k:<{width}}  {v}")
+
+
+@kernel.command("list")
+def list_cmd() -> None:
+    """The leaf kernels, their shape keys and contracts."""
+    for name in KERNELS:
+        spec = get_spec(name)
+        click.echo(f"{name:<16} {','.join(spec.shape_keys):<40} {' | '.join(spec.contracts)}")
+
+
+commands = [kernel]

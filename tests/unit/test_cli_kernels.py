@@ -1,0 +1,93 @@
+"""`ledger kernel run` through click's CliRunner, and the run_kernel result it prints."""
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from handlers.cli_kernels import commands, kernel
+from kernels.executors.emulated import EmulatedExecutor
+from kernels.run import EVENT_FIELDS, run_kernel
+from ledger.events import KernelVerified
+
+SMALL_GEMM = "M=64,K=2048,N=64"
+
+
+def _run(*args):
+    return CliRunner().invoke(kernel, list(args))
+
+
+def test_the_module_exports_the_kernel_group():
+    assert commands == [kernel]
+
+
+def test_kernel_run_prints_a_short_table_and_exits_zero_on_pass():
+    res = _run("run", "gemm", "--shape", SMALL_GEMM)
+    assert res.exit_code == 0, res.output
+    assert "verdict" in res.output and "PASS" in res.output
+    assert "NPU2 measured" in res.output and "tiles" in res.output
+
+
+def test_kernel_run_json_holds_the_result_fields():
+    res = _run("run", "silu_mul", "--shape", "N=8192", "--executor", "torch", "--json", "--seed", "3")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["kernel"] == "silu_mul" and d["executor"] == "torch" and d["verdict"] == "PASS"
+    assert d["shape"] == {"N": 8192} and set(EVENT_FIELDS) <= set(d)
+
+
+def test_contract_target_and_tile_options_reach_the_run():
+    res = _run("run", "gemm", "--shape", SMALL_GEMM, "--contract", "bf16-out-low", "--target", "npu1",
+               "--tile", "tile_m=16,tile_n=16,herd_n=4", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["contract"] == "bf16-out-low" and d["target"] == "npu1" and d["atol"] == 4e-3
+    assert d["tile"]["tile_m"] == 16 and d["herd"] == [4, 4] and d["method"] == "direct-codegen"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["run", "matmul", "--shape", "M=1"], "unknown kernel 'matmul'"),
+        (["run", "gemm", "--shape", "M=64,K=64"], "missing N"),
+        (["run", "gemm", "--shape", "M=64;K=64"], "not an integer"),
+        (["run", "gemm", "--shape", "M,K=64"], "expected key=value"),
+        (["run", "gemm", "--shape", SMALL_GEMM, "--tile", "tile_n=48"], "gemm.N_divisible_by_tile_n_herd_n"),
+        (["run", "gemm", "--shape", SMALL_GEMM, "--contract", "bf8"], "unknown contract"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_a_non_zero_exit(args, message):
+    res = _run(*args)
+    assert res.exit_code != 0
+    assert message in res.output
+    assert "Traceback" not in res.output
+    assert len([line for line in res.output.splitlines() if line.strip()]) == 1
+
+
+def test_a_forced_illegal_tile_runs_and_exits_one_with_fail():
+    res = _run("run", "gemm", "--shape", "M=256,K=1024,N=256", "--tile", "tile_n=48", "--force-tile", "--json")
+    assert res.exit_code == 1
+    d = json.loads(res.output)
+    assert d["verdict"] == "FAIL" and d["mismatches"] > 0
+
+
+def test_kernel_list_names_every_kernel():
+    res = _run("list")
+    assert res.exit_code == 0 and "flash_attention" in res.output and "bf16-out-low" in res.output
+
+
+def test_run_kernel_fields_build_a_kernel_verified_event():
+    r = run_kernel("rope", {"rows": 64, "head_dim": 64}, seed=1)
+    e = KernelVerified(**r.event_fields(), source="emulated", role="Q rope", stage="decode")
+    assert e.verdict == "PASS" and e.kernel == "rope" and e.tiles_in_flight == 8
+    assert e.worst_ratio is not None and e.worst_ratio <= 1 and e.ref_max_abs > 0
+    assert set(r.event_fields()) == set(EVENT_FIELDS)
+    assert r.seconds > 0 and r.gflops > 0 and math.isfinite(r.mean_rel_L1)
+
+
+def test_run_kernel_accepts_an_executor_instance():
+    ex = EmulatedExecutor("npu1")
+    r = run_kernel("eltwise_add", {"N": 4096}, executor=ex)
+    assert r.executor == "emulated" and r.target == "npu1" and r.tiles_target == 4
+    assert ex.timer.calls["eltwise_add"] == 1
