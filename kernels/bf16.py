@@ -41,39 +41,33 @@ def floor_bf16(x, out: np.ndarray | None = None) -> np.ndarray:
 
     Bit-exact: positive values lose their low 16 bits, negative values with a non-zero low half round
     their magnitude up (carrying into the exponent where needed). With `out` (may be `x` itself when it
-    is a float32 array) the result is written in place.
+    is a float32 array) the result is written in place. The quiet NaNs arithmetic produces stay NaN; a
+    NaN whose payload sits only in the low 16 bits (bit-crafted) becomes +-inf - still non-finite.
     """
     if out is None:
         out = np.array(x, dtype=np.float32, copy=True)
     elif out is not x:
         np.copyto(out, x, casting="same_kind")
-    nan = np.isnan(out)
-    has_nan = bool(nan.any())
     u = out.view(np.uint32)
     sign = u >> np.uint32(31)  # 1 for negative values
     sign *= _LO16
     u += sign  # negative: +0xFFFF carries into bit 16 iff the low half is non-zero
     u &= _HI16
-    if has_nan:
-        out[nan] = np.nan
     return out
 
 
 def rne_bf16_(x: np.ndarray) -> np.ndarray:
     """Round a float32 array (or a writable view of one) to bf16 in place, nearest with ties to even, and
-    return it. NaN stays NaN; overflow goes to inf."""
+    return it. Overflow goes to inf; the quiet NaNs arithmetic produces (0x7fc00000, 0xffc00000) stay NaN
+    (`to_bf16` is the NaN-proof, allocating variant)."""
     if x.dtype != np.float32:
         raise ValueError("rne_bf16_ needs a float32 array")
-    nan = np.isnan(x)
-    has_nan = bool(nan.any())
     u = x.view(np.uint32)
     t = u >> np.uint32(16)
     t &= np.uint32(1)
     t += np.uint32(0x7FFF)
     u += t
     u &= _HI16
-    if has_nan:
-        x[nan] = np.nan
     return x
 
 

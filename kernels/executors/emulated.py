@@ -168,6 +168,57 @@ def _k_used(K: int, tile: dict) -> np.ndarray | None:
     return np.concatenate([np.arange(i * tk2, i * tk2 + per_l2) for i in range(n_l2)] or [np.zeros(0, int)])
 
 
+_PARALLEL_MIN_ELEMENTS = 1 << 18  # below this, threads cost more than they save
+
+
+def _rmsnorm(x, w, eps):
+    """x*x in bf16 (floor), FP32 sum and mean, FP32 rsqrt cast to bf16, x*rstd and *w in bf16."""
+    sq = _mul(x, x, "floor")  # bf16 vector square
+    ms = sq.sum(axis=-1, keepdims=True, dtype=np.float32) / np.float32(x.shape[-1])  # FP32 reduction
+    rstd = floor_bf16(np.float32(1.0) / np.sqrt(ms + eps))  # FP32 rsqrt, bf16 scalar
+    return _mul(_mul(x, rstd, "floor"), w, "floor")
+
+
+def _layernorm(x, w, b, eps):
+    """FP32 mean (cast to bf16), bf16 x-mean and its square, FP32 variance, bf16 epilogue."""
+    n = np.float32(x.shape[-1])
+    mean = floor_bf16(x.sum(axis=-1, keepdims=True, dtype=np.float32) / n)
+    d = _add(x, -mean, "floor")
+    var = _mul(d, d, "floor").sum(axis=-1, keepdims=True, dtype=np.float32) / n
+    rstd = floor_bf16(np.float32(1.0) / np.sqrt(var + eps))
+    return _add(_mul(_mul(d, rstd, "floor"), w, "floor"), b, "floor")
+
+
+def _rope(x, cos, sin):
+    """FP32 products (exact), one FP32 add/sub, one bf16 rounding (aie::sub/add of two accumulators)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    out = np.empty(x.shape, np.float32)
+    np.subtract(x1 * cos, x2 * sin, out=out[..., :half])
+    np.add(x1 * sin, x2 * cos, out=out[..., half:])
+    return floor_bf16(out, out=out)
+
+
+def _silu_mul(g, u):
+    """silu_and_mul.cc: tanh(g/2), 1 + tanh, 0.5*(.), g*sigmoid, *u - bf16, floor rounding."""
+    half = np.float32(0.5)
+    t = tanh_nlf(g * half)  # aie::tanh<bfloat16>(g/2); halving a bf16 is exact
+    sig = _add(t, np.float32(1.0), "floor")
+    sig *= half  # 0.5 * (1 + tanh): exact
+    return _mul(_mul(g, sig, "floor"), u, "floor")
+
+
+def _gelu(x):
+    """gelu.py (direct codegen): x*x, *x, *beta, +x, *sqrt(2/pi), tanh, +1, x/2, * - bf16, floor rounding,
+    with the constants themselves bf16 (MLIR constants of bf16 type)."""
+    beta = to_bf16(np.float32(GELU_BETA))
+    s2opi = to_bf16(np.float32(GELU_SQRT_2_OVER_PI))
+    x3 = _mul(x, _mul(x, x, "floor"), "floor")
+    inner = _add(x, _mul(x3, beta, "floor"), "floor")
+    t = tanh_nlf(_mul(inner, s2opi, "floor"))
+    return _mul(x * np.float32(0.5), _add(t, np.float32(1.0), "floor"), "floor")  # x/2 is exact
+
+
 class EmulatedExecutor(Executor):
     """NPU2 (or NPU1) leaf kernels on the CPU, modelled step by step; see the module docstring."""
 
@@ -228,7 +279,7 @@ class EmulatedExecutor(Executor):
             N = np.shape(b)[1]
             t = {**self._gemm_default_tile(M, K, N), **(tile or {})} if tile else GEMM_DEFAULT_TILE
             qb = self._static("gemm.b", b, static_key, lambda w: self._mma_operand(w, 0))
-            qa = self._mma_operand(a, 1)
+            qa = self._rows(lambda x: self._mma_operand(x, 1), [a]) if self.bfp16 else a  # blocks along K
             if tile is not None:
                 used = _k_used(K, t)
                 if used is not None:  # an illegal K tiling: the loops never reach part of K
@@ -279,63 +330,60 @@ class EmulatedExecutor(Executor):
             A = self._static("gemv.a", a, static_key, f32)
             return to_bf16(A @ f32(x))
 
+    # --- row-parallel kernels (each row / element independent) ---------------------------------------
+
+    def _rows(self, fn, split: list, *shared):
+        """fn(*split, *shared) on up to `threads` slices of the leading axis of every `split` array, in
+        parallel (bit-identical: these kernels treat rows independently)."""
+        split = [f32(a) for a in split]
+        n = split[0].shape[0] if split[0].ndim else 0
+        if self.threads <= 1 or n < 2 or split[0].size < _PARALLEL_MIN_ELEMENTS:
+            return fn(*split, *shared)
+        parts = min(self.threads, n)
+        bounds = [n * i // parts for i in range(parts + 1)]
+        results: list = [None] * parts
+
+        def job(i):
+            lo, hi = bounds[i], bounds[i + 1]
+            results[i] = fn(*[a[lo:hi] for a in split], *shared)
+
+        _run_parallel([lambda i=i: job(i) for i in range(parts)], parts)
+        return np.concatenate(results, axis=0)
+
     # --- normalisations ----------------------------------------------------------------------------------
 
     def rmsnorm(self, x, w, eps: float = 1e-6):
         with self.timer.time("rmsnorm"):
-            x = f32(x)
-            sq = _mul(x, x, "floor")  # bf16 vector square
-            ms = sq.sum(axis=-1, keepdims=True, dtype=np.float32) / np.float32(x.shape[-1])  # FP32 reduction
-            rstd = floor_bf16(np.float32(1.0) / np.sqrt(ms + np.float32(eps)))  # FP32 rsqrt, bf16 scalar
-            y = _mul(x, rstd, "floor")
-            return _mul(y, f32(w), "floor")
+            return self._rows(_rmsnorm, [x], f32(w), np.float32(eps))
 
     def layernorm(self, x, w, b, eps: float = 1e-5):
         with self.timer.time("layernorm"):
-            x = f32(x)
-            n = np.float32(x.shape[-1])
-            mean = floor_bf16(x.sum(axis=-1, keepdims=True, dtype=np.float32) / n)
-            d = _add(x, -mean, "floor")
-            var = _mul(d, d, "floor").sum(axis=-1, keepdims=True, dtype=np.float32) / n
-            rstd = floor_bf16(np.float32(1.0) / np.sqrt(var + np.float32(eps)))
-            y = _mul(_mul(d, rstd, "floor"), f32(w), "floor")
-            return _add(y, f32(b), "floor")
+            return self._rows(_layernorm, [x], f32(w), f32(b), np.float32(eps))
 
     # --- elementwise -------------------------------------------------------------------------------------
 
     def rope(self, x, cos, sin):
         with self.timer.time("rope"):
-            x = f32(x)
-            half = x.shape[-1] // 2
-            x1, x2 = x[..., :half], x[..., half:]
             cos, sin = f32(cos), f32(sin)
-            out = np.empty(x.shape, np.float32)
-            # FP32 products (exact), one FP32 add/sub, one bf16 rounding (aie::sub/add of two accumulators)
-            np.subtract(x1 * cos, x2 * sin, out=out[..., :half])
-            np.add(x1 * sin, x2 * cos, out=out[..., half:])
-            return floor_bf16(out, out=out)
+            if np.shape(cos)[0] != np.shape(x)[0] or np.ndim(x) != np.ndim(cos):
+                return _rope(f32(x), cos, sin)  # broadcast tables: no row split
+            return self._rows(_rope, [x, cos, sin])
 
     def eltwise_add(self, a, b):
         with self.timer.time("eltwise_add"):
-            return _add(f32(a), f32(b), "floor")
+            if np.shape(a) != np.shape(b):
+                return _add(f32(a), f32(b), "floor")
+            return self._rows(lambda x, y: _add(x, y, "floor"), [a, b])
 
     def silu_mul(self, g, u):
         with self.timer.time("silu_mul"):
-            g = f32(g)
-            half = np.float32(0.5)
-            t = tanh_nlf(_mul(g, half, "floor"))  # aie::tanh<bfloat16>(g/2)
-            sig = _mul(_add(t, np.float32(1.0), "floor"), half, "floor")  # 0.5 * (1 + tanh)
-            return _mul(_mul(g, sig, "floor"), f32(u), "floor")
+            if np.shape(g) != np.shape(u):
+                return _silu_mul(f32(g), f32(u))
+            return self._rows(_silu_mul, [g, u])
 
     def gelu(self, x):
         with self.timer.time("gelu"):
-            x = f32(x)
-            beta = to_bf16(np.float32(GELU_BETA))  # bf16 MLIR constants
-            s2opi = to_bf16(np.float32(GELU_SQRT_2_OVER_PI))
-            x3 = _mul(x, _mul(x, x, "floor"), "floor")
-            inner = _add(x, _mul(x3, beta, "floor"), "floor")
-            t = tanh_nlf(_mul(inner, s2opi, "floor"))
-            return _mul(_mul(x, np.float32(0.5), "floor"), _add(t, np.float32(1.0), "floor"), "floor")
+            return self._rows(_gelu, [x])
 
     # --- attention ---------------------------------------------------------------------------------------
 

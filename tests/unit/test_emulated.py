@@ -270,3 +270,17 @@ def test_outputs_are_bf16_except_f32_out():
     assert is_bf16(EX.gemm(i["a"], i["b"]))
     x = get_spec("silu_mul").make_inputs({"N": 4096})
     assert is_bf16(EX.silu_mul(x["g"], x["u"])) and EX.timer.calls["silu_mul"] >= 1
+
+
+@pytest.mark.parametrize(
+    "kernel,shape",
+    [("silu_mul", {"N": 1 << 19}), ("gelu", {"N": 1 << 19}), ("eltwise_add", {"N": 1 << 19}),
+     ("rmsnorm", {"M": 1024, "N": 512}), ("layernorm", {"M": 1024, "N": 512}), ("rope", {"rows": 8192, "head_dim": 64}),
+     ("gemm", {"M": 512, "K": 1024, "N": 64})],
+)
+def test_splitting_rows_over_threads_never_changes_the_numbers(kernel, shape):
+    spec = get_spec(kernel)
+    i = spec.make_inputs(shape)
+    one = spec.call(EmulatedExecutor(threads=1), i, shape)
+    two = spec.call(EmulatedExecutor(threads=2), i, shape)
+    assert np.array_equal(one, two)
