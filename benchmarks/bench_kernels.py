@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -159,7 +158,7 @@ def main(argv=None) -> int:
           f"({s['numpy_gflops']:.0f} GFLOP/s)")
 
     result = {
-        "benchmark": "kernels", "quick": args.quick, "host": platform.node(), "cpus": os.cpu_count(),
+        "benchmark": "kernels", "quick": args.quick, "cpus": os.cpu_count(),
         "numpy": np.__version__, "seconds": time.perf_counter() - t0,
         "fidelity": fidelity, "low_precision": low, "speed": speed,
         "all_within_band": all(r["within_band"] for r in fidelity + low),
