@@ -35,14 +35,18 @@ GEMM (MMA kernels). bf16 operands are cast to BFP16 (blocks of 8 along K, see ke
   the output buffer's initial content, modelled as zeros.
 GEMV (mv.cc, conv_even): plain FP32 accumulate of the exact bf16 products, one RNE cast.
 RMSNorm / LayerNorm (direct codegen, floor): x*x in bf16, sums in FP32, rsqrt in FP32, rstd cast to bf16,
-  the epilogue multiplies (and LayerNorm's mean subtraction and bias add) each rounded to bf16.
-NLF unit. exp2 is the documented VEXP2 behaviour - the FP32 input is truncated to 11 fractional bits - with
-  the cheapest bf16 construction (Mitchell): the integer part becomes the exponent, the top 7 fractional
-  bits the mantissa, i.e. 2^i * (1 + f) instead of 2^(i+f) (up to +6.1%). tanh(x) = sign(x) *
-  (1 - 2 / (1 + exp2(2 log2(e) |x|))) on that exp2, rounded to nearest bf16. No parameter is fitted: the
-  same exp2 puts FlashAttention at 4.58e-2 (512x512, 12/6 heads, non-causal; NPU2 4.6e-2) and 3.92e-2
-  (2048, causal; NPU2 3.9e-2), SiLU-and-Mul at 1.05e-2 (NPU2 1.0e-2) and GELU at 7.9e-3 (NPU2 8.4e-3).
-  An exact exp2/tanh gives 1.6e-2 / 1.6e-2 / 5.1e-3 / 6.8e-3 - far from the measurements.
+  the epilogue multiplies (and LayerNorm's mean subtraction and bias add) each rounded to bf16
+  (3.85e-3 / 4.59e-3 vs NPU2 4.2e-3 / 4.4e-3).
+NLF unit. exp2: the AIE-ML v2 intrinsics guide documents that VEXP2 truncates its FP32 input to 11
+  fractional bits and returns an approximation in bf16; the approximation modelled here is the cheapest
+  bf16 construction (Mitchell) - the integer part becomes the exponent, the top 7 fractional bits the
+  mantissa, i.e. 2^i * (1 + f) instead of 2^(i+f) (up to +6.1%). That is an inference, not documentation;
+  it has no free parameter and reproduces every FlashAttention row of the registry: 512x512 12/6 and 64/8
+  non-causal 4.56e-2 (NPU2 4.6e-2), 1024 12/12 4.78e-2 (4.8e-2), 2048 32/8 causal 3.84e-2 with abs max
+  8.4e-2 (3.9e-2, 8.4e-2), head_dim 128 16/8 causal 3.78e-2 (3.8e-2), 16384 2/2 causal / non-causal
+  4.48e-2 / 5.49e-2 (4.5e-2 / 5.5e-2). tanh(x) = sign(x) * (1 - 2 / (1 + exp2(2 log2(e) |x|))) on that
+  exp2, rounded to nearest bf16 (again an inference: the same unit): SiLU-and-Mul 1.05e-2 (NPU2 1.0e-2),
+  GELU 7.9e-3 (8.4e-3). An exact exp2/tanh gives 1.6e-2 (FA) / 5.1e-3 (SiLU) / 6.8e-3 (GELU) instead.
 SiLU-and-Mul (silu_and_mul.cc, floor): g/2, tanh, 1+t, 0.5*(.), g*sigmoid, *u - each rounded.
 GELU (gelu.py, direct codegen, floor): x*x, *x, *beta, +x, *sqrt(2/pi), tanh, +1, 0.5*x, * - each rounded,
   the constants themselves bf16 (MLIR constants of bf16 type).
@@ -56,6 +60,10 @@ FlashAttention (attn_npu2.cc, conv_even): lkp = 64 keys per chunk, cascade of up
 
 `npu1` (AIE2) has a native bf16 MMA: the MMA kernels skip the BFP16 step; everything else is modelled as
 on NPU2 (NUMERICS has no NPU1 measurements to check it against).
+
+Speed: operands are quantised once per call (weights once per `static_key`), then one float32 BLAS call;
+elementwise kernels and the activation quantisation split their rows over `threads` (default 2) Python
+threads, flash attention its cascade stages - numpy releases the GIL, and the split never changes a bit.
 """
 
 from __future__ import annotations
