@@ -179,6 +179,8 @@ def test_smollm2_plan_warns_that_576_is_not_512_aligned():
     assert qo.role == "Q/O proj" and qo.tile.tile["tile_n"] == 48
     assert any("N=576 is not 512-aligned" in w for w in qo.warnings)
     assert not any("aligned" in w for w in gemms[(2048, 576, 1536)].warnings)
+    assert any("K=576 < 1024" in w for w in qo.warnings)
+    assert not any("< 1024" in w for w in gemms[(2048, 1536, 576)].warnings)
     fa = next(r for r in rows if r.kernel == "flash_attention")
     assert fa.shape["heads_q"] == 9 and fa.tile.tiles_in_flight == 16 and fa.tile.justification
     head = next(r for r in rows if r.role == "LM head partition")
