@@ -105,16 +105,17 @@ class TorchExecutor(Executor):
 
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0):
         with self.timer.time("flash_attention"), torch.inference_mode():
-            qt, kt, vt = self._t(q), self._t(k), self._t(v)  # (H, L, D)
-            lq, lk = qt.shape[1], kt.shape[1]
-            gqa = qt.shape[0] != kt.shape[0]
+            # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels
+            qt, kt, vt = self._t(q)[None], self._t(k)[None], self._t(v)[None]
+            lq, lk = qt.shape[2], kt.shape[2]
+            gqa = qt.shape[1] != kt.shape[1]
             if causal and (q_offset != 0 or lq != lk):
                 qpos = torch.arange(lq, device=self.device) + int(q_offset)
                 allowed = torch.arange(lk, device=self.device)[None, :] <= qpos[:, None]
                 out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed, enable_gqa=gqa)
             else:
                 out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=gqa)
-            return self._np(out)
+            return self._np(out[0])
 
     def eltwise_add(self, a, b):
         with self.timer.time("eltwise_add"), torch.inference_mode():
