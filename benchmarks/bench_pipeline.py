@@ -42,6 +42,12 @@ def make_executor(name: str):
     return factory(name, "npu2")
 
 
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
 def long_prompt(tokenizer, n: int) -> list[int]:
     text = " ".join([CANONICAL_PROMPT, *BASE_PROMPTS])
     ids: list[int] = []
@@ -81,6 +87,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="256-token prefill, 8 decode steps, one timed run")
     ap.add_argument("--executor", default="emulated")
     ap.add_argument("--seq", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch intra-op threads for HF (default: torch's own); on shared cores 1 avoids "
+                         "OpenMP spin-wait stalls that can make HF decode 50x slower")
     args = ap.parse_args(argv)
     seq = args.seq or (256 if args.quick else 2048)
     n_decode, warmup, runs = (8, 1, 1) if args.quick else (32, 1, 3)
@@ -90,7 +99,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     weights = load_weights(folder, cfg)
     load_s = time.perf_counter() - t0
-    hf = HfRunner(folder)
+    load_before = os.getloadavg()
+    hf = HfRunner(folder, threads=args.threads)
     tokens = long_prompt(hf.tokenizer, seq)
 
     results = {}
@@ -115,7 +125,8 @@ def main(argv=None) -> int:
             profile = pipe.profile()
 
     hf_prefill = results["hf_bf16"]["prefill_s"]
-    print(f"SmolLM2-135M, prefill {seq} tokens, {n_decode}-token greedy decode, executor {args.executor}")
+    print(f"SmolLM2-135M, prefill {seq} tokens, {n_decode}-token greedy decode, executor {args.executor}, "
+          f"torch threads {torch_threads()}, load average {load_before[0]:.2f} -> {os.getloadavg()[0]:.2f}")
     print(f"{'runner':<28}{'prefill s':>11}{'vs HF':>8}{'decode ms/tok':>15}{'tok/s':>8}  same tokens as HF")
     for name, row in results.items():
         same = row["tokens"] == results["hf_bf16"]["tokens"]
@@ -123,7 +134,8 @@ def main(argv=None) -> int:
               f"{row['decode_ms_per_token']:>15.1f}{row['decode_tokens_per_s']:>8.1f}  {same}")
     report = {
         "model": "SmolLM2-135M-Instruct", "seq": seq, "n_decode": n_decode, "warmup": warmup, "runs": runs,
-        "executor": args.executor, "weights_load_s": load_s,
+        "executor": args.executor, "weights_load_s": load_s, "torch_threads": torch_threads(),
+        "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
         "host": {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
                  "python": platform.python_version()},
         "results": results, "profile_all_switches": profile,

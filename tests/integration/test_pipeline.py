@@ -181,3 +181,24 @@ def test_smollm2_passes_the_block_gate_and_the_token_gate_on_emulated(smollm2_di
     prompt = prompts_for(smollm2_dir)[0]
     gate = token_gate(pipe, hf, prompt.tokens, n_tokens=32, prompt=prompt.text, tokenizer=hf.tokenizer)
     assert gate.passed, gate
+
+
+@pytest.mark.parametrize("rope", [
+    {"rope_type": "default", "rope_theta": 500000.0},
+    {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+    {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
+     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+])
+def test_host_rope_table_matches_transformers_inverse_frequencies(rope):
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    from kernels.architecture import rope_scaling
+    from kernels.pipeline import rope_inv_freq
+
+    cfg = LlamaConfig(hidden_size=2048, num_attention_heads=32, head_dim=64, rope_parameters=rope,
+                      max_position_embeddings=131072)
+    ref = LlamaRotaryEmbedding(cfg)
+    assert ref.attention_scaling == 1.0
+    ours = rope_inv_freq(64, rope["rope_theta"], rope_scaling(cfg.to_dict()))
+    np.testing.assert_allclose(ours, ref.inv_freq.numpy(), rtol=1e-6)
