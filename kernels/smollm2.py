@@ -12,6 +12,7 @@ Cache folder: `$NPU_LEDGER_MODELS/smollm2-135m-instruct` when the variable is se
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -50,22 +51,31 @@ def default_cache_dir() -> Path:
 
 
 def ensure_smollm2(cache_dir: str | os.PathLike | None = None) -> Path:
-    """Return a local HF folder holding SmolLM2-135M-Instruct in bf16, converting the GGUF on first use."""
+    """Return a local HF folder holding SmolLM2-135M-Instruct in bf16, converting the GGUF on first use.
+
+    Concurrent callers serialise on a lock file beside the folder; the conversion happens in a staging
+    folder whose marker file is written last, then renamed into place, so a folder with the marker is
+    always complete."""
     target = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     if (target / MARKER).is_file():
         return target
     source = gguf_path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        _convert(source, staging)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    (target / MARKER).write_text(f"converted from {source.name}\n")
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / MARKER).is_file():  # another process converted it while we waited
+            return target
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            _convert(source, staging)
+            (staging / MARKER).write_text(f"converted from {source.name}\n")
+            staging.chmod(0o755)
+            if target.exists():  # an incomplete folder from an interrupted run
+                shutil.rmtree(target)
+            staging.rename(target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     return target
 
 
