@@ -177,7 +177,8 @@ def check_optimisation(rec: RecordedEvent) -> list[str]:
     problems = []
     if p.get("gate_passed") is not True:
         problems.append(f"{p['optimisation']} applied although the token gate did not pass after it")
-    if not _finite(p.get("before_s"), p.get("after_s")) or p["after_s"] >= p["before_s"]:
+    carried = (p.get("samples") or {}).get("carried_from_phase") == 4 and p["phase"] == 5
+    if not _finite(p.get("before_s"), p.get("after_s")) or (p["after_s"] >= p["before_s"] and not carried):
         problems.append(f"{p['optimisation']} applied without a measured speed-up ({p.get('before_s')} -> {p.get('after_s')})")
     return problems
 
@@ -261,11 +262,29 @@ def _says_fail(rec: RecordedEvent) -> bool:
     return False
 
 
+def artifact_rederived(p: dict) -> bool:
+    """The documented near-zero atol artifact of a high-precision GEMM (see statemachine.machine.ATOL_ARTIFACT),
+    re-derived here from the row's own numbers: a handful of atol-dominated elements, error within 2x atol,
+    mean_rel_L1 inside the NPU2 high-precision tier."""
+    if p["verdict"] != "FAIL" or p["kernel"] != "gemm" or p["contract"] not in ("f32-out", "bf16-out-high"):
+        return False
+    n, bad = p.get("n_elements") or 0, p.get("mismatches") or 0
+    ref_max, err_max = p.get("mismatch_ref_max"), p.get("mismatch_err_max")
+    return (bad > 0 and n > 0 and not p.get("nan_count") and _finite(p.get("mean_rel_L1"), ref_max, err_max)
+            and bad <= 1e-4 * n and p["mean_rel_L1"] <= 1.0e-2
+            and ref_max <= p["atol"] / p["rtol"] and err_max <= 2 * p["atol"])
+
+
 def _plan_coverage(rec: RecordedEvent, cited: list[RecordedEvent], planned: list[tuple[str, dict]]) -> list[Finding]:
     latest: dict[tuple, str] = {}
     for c in cited:
         if c.type == "KernelVerified":
-            latest[(c.payload["kernel"], _key(c.payload["shape"]))] = c.payload["verdict"]
+            verdict = c.payload["verdict"]
+            if verdict == "FAIL" and artifact_rederived(c.payload):
+                verdict = "PASS"  # accepted with its caveat
+            elif verdict == "FAIL" and c.payload.get("caveat"):
+                verdict = "FAIL (caveat claimed but not re-derivable)"
+            latest[(c.payload["kernel"], _key(c.payload["shape"]))] = verdict
     findings = []
     for kernel, shape in planned:
         verdict = latest.get((kernel, _key(shape)))

@@ -273,8 +273,18 @@ def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None 
         return AuditReport(name, "FAIL", [f.to_json() for f in findings], {}, False, "unreplayable")
     state = unit.state
     if state.status is Status.PHASE7:
-        report = advance(ledger, name, until=7, workspace=workspace, progress=progress,
-                         options={"checkpoint": checkpoint})
+        if state.attempt_open(Phase.EVALUATION):
+            # an evaluation interrupted before its verdict: its evidence is not trusted, evaluate afresh
+            ctx = GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress)
+            rerun, evaluation = evaluate_in_fresh_process(ctx, checkpoint)
+            unit.commit([*rerun, evaluation])
+            from handlers.gates import GateOutcome
+
+            _judge(unit, Phase.EVALUATION, unit.state.open_attempt.number, GateOutcome(events=[]))
+            report = AdvanceReport(name, status=unit.state.status.value)
+        else:
+            report = advance(ledger, name, until=7, workspace=workspace, progress=progress,
+                             options={"checkpoint": checkpoint})
         unit = DeploymentUnit(ledger, name)
         last = next(e for e in reversed(unit.events) if e.type == "EvaluationRecorded")
         p = last.payload

@@ -117,3 +117,15 @@ def judge(out, ref, rtol: float, atol: float) -> Verdict:
         worst_ratio=worst,
         metrics=metrics,
     )
+
+
+def mismatch_extent(out, ref, rtol: float, atol: float) -> tuple[float | None, float | None]:
+    """Over the elements that fail `|out-ref| <= atol + rtol*|ref|`: the largest |ref| and the largest
+    |out-ref| (None, None when every element passes). Lets a reader tell a handful of atol-dominated
+    near-zero elements from a real datapath error without the arrays."""
+    o, r = _pair(out, ref)
+    err = np.abs(o - r)
+    bad = ~(err <= np.float32(atol) + np.float32(rtol) * np.abs(r))  # NaN counts as bad
+    if not bad.any():
+        return None, None
+    return float(np.nanmax(np.abs(r[bad]))), float(np.nanmax(np.where(np.isfinite(err[bad]), err[bad], np.inf)))

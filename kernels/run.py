@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernels.catalog import get_spec
-from kernels.compare import judge
+from kernels.compare import judge, mismatch_extent
 from kernels.executors import make_executor
 from kernels.executors.base import Executor
 from kernels.tiles import plan_tile
@@ -30,7 +30,8 @@ from kernels.tiles import plan_tile
 # measured_at - belong to the caller)
 EVENT_FIELDS = (
     "kernel", "shape", "contract", "executor", "target", "verdict", "rtol", "atol", "mean_rel_L1", "max_abs",
-    "max_rel", "mismatches", "n_elements", "nan_count", "worst_ratio", "ref_max_abs", "tile", "herd",
+    "max_rel", "mismatches", "n_elements", "nan_count", "worst_ratio", "ref_max_abs", "mismatch_ref_max",
+    "mismatch_err_max", "tile", "herd",
     "tiles_in_flight", "tiles_target", "tile_justification", "latency_us", "gflops", "seconds", "method", "tier",
 )
 
@@ -61,6 +62,8 @@ class KernelResult:
     warnings: list[str] = field(default_factory=list)
     worst_ratio: float | None = None
     ref_max_abs: float | None = None
+    mismatch_ref_max: float | None = None  # max |ref| over the mismatching elements
+    mismatch_err_max: float | None = None  # max |out-ref| over the mismatching elements
     latency_us: float | None = None  # device latency (harness runs only)
     method: str = ""
     tier: str = ""
@@ -115,6 +118,7 @@ def run_kernel(
     ref = spec.reference(inputs, s, c.name)
     v = judge(out, ref, c.rtol, c.atol)
     m = v.metrics
+    mismatch_ref_max, mismatch_err_max = mismatch_extent(out, ref, c.rtol, c.atol) if v.mismatches else (None, None)
     flops = spec.flops(s)
     return KernelResult(
         kernel=kernel,
@@ -141,6 +145,8 @@ def run_kernel(
         warnings=list(plan.warnings),
         worst_ratio=v.worst_ratio,
         ref_max_abs=m.ref_max_abs,
+        mismatch_ref_max=mismatch_ref_max,
+        mismatch_err_max=mismatch_err_max,
         method=method,
         tier=tier,
     )

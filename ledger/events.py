@@ -173,6 +173,10 @@ class KernelVerified(Event):
     # worst_ratio = max over elements of |out - ref| / (atol + rtol * |ref|); ref_max_abs = max |ref|
     worst_ratio: float | None = None
     ref_max_abs: float | None = None
+    # where the mismatching elements sit: max |ref| and max |out - ref| over them (None when none mismatch)
+    mismatch_ref_max: float | None = None
+    mismatch_err_max: float | None = None
+    caveat: str = ""  # e.g. "near-zero-atol-artifact" (see statemachine.machine.ATOL_ARTIFACT)
     tile: dict[str, Any] = Field(default_factory=dict)
     herd: list[int] | None = None
     tiles_in_flight: int | None = None

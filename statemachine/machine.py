@@ -218,7 +218,42 @@ def _some(names: list[str], n: int = 3) -> str:
     return ", ".join(names[:n]) + more
 
 
+# The one documented exception to "every element passes", as mlir-air's registry records it (rows marked
+# "NUMFAIL on a handful of near-zero-reference elements (atol artifact) ... mean_rel_L1 in-tier"): a
+# high-precision GEMM whose atol (1.5e-3, sized to the K=8192 Down projection's datapath error) is tripped
+# at smaller K by a few elements whose tolerance is atol-dominated. The verdict stays FAIL in the ledger;
+# the gate accepts the row only when every one of these re-derives from its recorded numbers. A real
+# datapath fault (wrong columns, stale buffers, a precision regression) breaks at least one of them.
+ATOL_ARTIFACT = {
+    "kernel": "gemm",
+    "contracts": ("f32-out", "bf16-out-high"),
+    "max_mismatch_fraction": 1e-4,  # a handful of elements, not a pattern
+    "max_mean_rel_L1": 1.0e-2,  # inside the NPU2 high-precision tier (9.3-9.9e-3 measured)
+    "max_err_over_atol": 2.0,  # each mismatch within 2x atol of the reference
+}
+
+
+def atol_artifact(k: KernelVerified) -> str | None:
+    """Why a FAIL row is only the near-zero atol artifact (None when it is not: the FAIL stands)."""
+    c = ATOL_ARTIFACT
+    if k.verdict != "FAIL" or k.kernel != c["kernel"] or k.contract not in c["contracts"]:
+        return None
+    if k.nan_count or not k.mismatches or not k.n_elements or k.mismatch_ref_max is None or k.mismatch_err_max is None:
+        return None
+    if not _finite(k.mean_rel_L1) or k.mean_rel_L1 > c["max_mean_rel_L1"]:
+        return None
+    if k.mismatches > c["max_mismatch_fraction"] * k.n_elements:
+        return None
+    if k.mismatch_ref_max > k.atol / k.rtol or k.mismatch_err_max > c["max_err_over_atol"] * k.atol:
+        return None
+    return (f"near-zero atol artifact: {k.mismatches}/{k.n_elements} elements, all at |ref| <= "
+            f"{k.mismatch_ref_max:.3g} (atol-dominated), error <= {k.mismatch_err_max:.3g}, mean_rel_L1 "
+            f"{k.mean_rel_L1:.3g} in tier")
+
+
 def _kernel_problem(k: KernelVerified) -> str | None:
+    if k.verdict != "PASS" and atol_artifact(k):
+        return None
     if k.verdict != "PASS":
         return f"verdict {k.verdict} (mean_rel_L1 {k.mean_rel_L1}, mismatches {k.mismatches})"
     if k.mismatches:

@@ -23,19 +23,7 @@ from ledger.events import OptimizationTried, PerformanceMeasured
 
 WARMUP, RUNS = 5, 20
 DEFAULT_PREFILL_LEN = 128  # timed prefill length (tokens); `ledger advance --prefill-len` changes it
-DECODE_STEPS = 8  # decode steps per timed decode run
-
-
-def timed(fn: Callable[[], Any], warmup: int = WARMUP, runs: int = RUNS) -> tuple[float, list[float]]:
-    """Median wall seconds of `fn` over `runs` timed calls after `warmup` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples), samples
+DECODE_STEPS = 16  # decode steps per timed decode run
 
 
 def _prompt(ctx: GateRun, length: int) -> np.ndarray:
@@ -47,12 +35,17 @@ def _prompt(ctx: GateRun, length: int) -> np.ndarray:
     return np.asarray((base * reps)[:length], np.int64)
 
 
-def _measure_prefill(pipe, tokens) -> tuple[float, list[float]]:
-    return timed(lambda: pipe.prefill(tokens))
+def _prefill_run(pipe, tokens) -> Callable[[], float]:
+    """One timed prefill (seconds)."""
+    def run() -> float:
+        t0 = time.perf_counter()
+        pipe.prefill(tokens)
+        return time.perf_counter() - t0
+    return run
 
 
-def _measure_decode(pipe, tokens) -> tuple[float, list[float]]:
-    """Median seconds per decode token: prefill once per run (untimed), then DECODE_STEPS timed steps."""
+def _decode_run(pipe, tokens) -> Callable[[], float]:
+    """One timed decode run: prefill (untimed), then DECODE_STEPS greedy steps; seconds per token."""
     def run() -> float:
         rec = pipe.prefill(tokens)
         tok, pos = rec.top1_token, len(tokens)
@@ -60,17 +53,35 @@ def _measure_decode(pipe, tokens) -> tuple[float, list[float]]:
         for i in range(DECODE_STEPS):
             tok = pipe.decode_step(tok, pos + i).top1_token
         return (time.perf_counter() - t0) / DECODE_STEPS
+    return run
 
+
+def measure(run: Callable[[], float]) -> tuple[float, list[float]]:
+    """Median of RUNS timed runs after WARMUP untimed ones."""
     for _ in range(WARMUP):
         run()
     samples = [run() for _ in range(RUNS)]
     return statistics.median(samples), samples
 
 
+def measure_pair(run_a: Callable[[], float], run_b: Callable[[], float]):
+    """Both sides measured interleaved (a, b, a, b, ...) so machine load drifts affect them alike."""
+    for _ in range(WARMUP):
+        run_a()
+        run_b()
+    a, b = [], []
+    for _ in range(RUNS):
+        a.append(run_a())
+        b.append(run_b())
+    return (statistics.median(a), a), (statistics.median(b), b)
+
+
 def _candidates(ctx: GateRun) -> list[str]:
-    """The optimisations to try: the three switches, plus any a deployment declared for testing the gate."""
+    """The optimisations to try: the three switches (those Phase 4 applied first), plus any a deployment
+    declared for testing the gate."""
     extra = list((ctx.state.pipeline or {}).get("extra_optimisations", []))
-    return [*extra, *SWITCHES]
+    applied = [k for k in SWITCHES if (ctx.state.pipeline or {}).get(k) is True]
+    return [*extra, *applied, *(k for k in SWITCHES if k not in applied)]
 
 
 def _overrides(applied: dict[str, bool], faults: set[str]) -> dict[str, Any]:
@@ -94,17 +105,18 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
 
     length = int(ctx.options.get("prefill_len") or DEFAULT_PREFILL_LEN)
     tokens = _prompt(ctx, length if phase == 4 else min(length, 64))
-    measure = _measure_prefill if phase == 4 else _measure_decode
+    runner = _prefill_run if phase == 4 else _decode_run
     metric = "prefill_s" if phase == 4 else "ms_per_token"
     what = "prefill" if phase == 4 else "decode"
     applied: dict[str, bool] = {k: False for k in SWITCHES}
     faults: set[str] = set()
 
     ctx.progress(f"phase {phase} baseline: {what} of {len(tokens)} tokens, {WARMUP} warm-up + {RUNS} timed runs")
-    pipe = _build(ctx, applied, faults)
-    base, base_samples = measure(pipe, tokens)
-    events: list = [_perf(ctx, phase, pipe, len(tokens), base, base_samples, "baseline")]
+    base_pipe = _build(ctx, applied, faults)
+    base, _ = measure(runner(base_pipe, tokens))
+    events: list = []
     current = base
+    carried_from_4 = {k for k, v in (ctx.state.pipeline or {}).items() if k in SWITCHES and v is True}
     candidates = _candidates(ctx)
     for i, name in enumerate(candidates, start=1):
         ctx.progress(f"[{i}/{len(candidates)}] {name}: apply, measure {what}, re-run the token gate")
@@ -114,13 +126,17 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
         else:
             trial_applied[name] = True
         pipe = _build(ctx, trial_applied, trial_faults)
-        after, samples = measure(pipe, tokens)
+        after, samples = measure(runner(pipe, tokens))
         gates = token_gate_events(ctx, pipe, f"phase{phase}:{name}", full=False)
         events.extend(gates)
         gate_ok = all(g.passed for g in gates)
         before = current
-        if gate_ok and after < before:
-            outcome, reason = "applied", f"{what} {_fmt(before, phase)} -> {_fmt(after, phase)}, token gate kept"
+        carried = phase == 5 and name in carried_from_4
+        if gate_ok and (after < before or carried):
+            outcome = "applied"
+            reason = f"{what} {_fmt(before, phase)} -> {_fmt(after, phase)}, token gate kept"
+            if carried:  # a Phase 4 (prefill) win stays in the pipeline unless it breaks the gate
+                reason = f"carried from phase 4 (prefill); {reason}"
             applied, faults, current = trial_applied, trial_faults, after
         else:
             outcome = "reverted"
@@ -130,10 +146,14 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
             reason = " and ".join(why)
         events.append(OptimizationTried(
             phase=phase, optimisation=name, outcome=outcome, before_s=before, after_s=after, gate_passed=gate_ok,
-            reason=reason, samples={"after_samples_s": samples, "metric": metric},
+            reason=reason, samples={"after_samples_s": samples, "metric": metric,
+                                    **({"carried_from_phase": 4} if carried else {})},
         ))
+    # the verdict's two numbers: baseline and final pipelines re-measured side by side, interleaved
+    ctx.progress(f"phase {phase}: baseline vs final {what}, interleaved")
     final_pipe = _build(ctx, applied, faults)
-    final, final_samples = measure(final_pipe, tokens)
+    (base, base_samples), (final, final_samples) = measure_pair(runner(base_pipe, tokens), runner(final_pipe, tokens))
+    events.insert(0, _perf(ctx, phase, base_pipe, len(tokens), base, base_samples, "baseline"))
     events.append(_perf(ctx, phase, final_pipe, len(tokens), final, final_samples, "final"))
     kept = [k for k, v in applied.items() if v] + sorted(faults)
     return GateOutcome(events=events, summary=f"{what} {_fmt(base, phase)} -> {_fmt(final, phase)} "
@@ -151,7 +171,9 @@ def _fmt(seconds: float, phase: int) -> str:
 def _perf(ctx: GateRun, phase: int, pipe, n_tokens: int, median: float, samples: list[float], label: str):
     fields: dict[str, Any] = dict(
         phase=phase, executor=ctx.state.executor, pipeline=pipe.options.to_dict(), n_prompt_tokens=n_tokens,
-        warmup=WARMUP, runs=RUNS, profile={"label": label, "samples_s": samples},
+        warmup=WARMUP, runs=RUNS,
+        profile={"label": label, "samples_s": samples,
+                 "measured": "baseline and final interleaved, after the trials (same machine load)"},
     )
     if phase == 4:
         fields["prefill_s"] = median

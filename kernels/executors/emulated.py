@@ -227,6 +227,10 @@ def _gelu(x):
     return _mul(x * np.float32(0.5), _add(t, np.float32(1.0), "floor"), "floor")  # x/2 is exact
 
 
+def _row_major(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
 class EmulatedExecutor(Executor):
     """NPU2 (or NPU1) leaf kernels on the CPU, modelled step by step; see the module docstring."""
 
@@ -335,7 +339,9 @@ class EmulatedExecutor(Executor):
 
     def gemv(self, a, x, *, static_key=None):
         with self.timer.time("gemv"):
-            A = self._static("gemv.a", a, static_key, f32)
+            # resident weights are kept row-major (the layout the vector unit streams); a per-call weight
+            # is used as handed over (e.g. a transposed view), as an unaligned pipeline would
+            A = self._static("gemv.a", a, static_key, _row_major) if static_key is not None else f32(a)
             return to_bf16(A @ f32(x))
 
     # --- row-parallel kernels (each row / element independent) ---------------------------------------
@@ -425,7 +431,9 @@ class EmulatedExecutor(Executor):
         work = [
             (s, range(s * per_stage, min(n_chunks, (s + 1) * per_stage))) for s in range(stages)
         ]
-        _run_parallel([lambda s=s, chunks=chunks: fa.run_stage(s, chunks) for s, chunks in work], self.threads)
+        # a decode step (one query row) is too little work to pay for a thread pool
+        threads = self.threads if hq * lq * lk >= _PARALLEL_MIN_ELEMENTS else 1
+        _run_parallel([lambda s=s, chunks=chunks: fa.run_stage(s, chunks) for s, chunks in work], threads)
         out = fa.merge(stages)  # (Hkv, Lq, G, Dv)
         return np.ascontiguousarray(out.transpose(0, 2, 1, 3)).reshape(hq, lq, dv)
 

@@ -95,7 +95,9 @@ def test_a_payload_edited_behind_the_triggers_fails_the_audit_with_its_seq(deplo
     target = next(e for e in events if e["type"] == "KernelVerified")
     conn = sqlite3.connect(ws / ".ledger" / "ledger.db")
     conn.executescript("DROP TRIGGER events_no_update;")
-    conn.execute("UPDATE events SET payload = replace(payload, '\"PASS\"', '\"PASS\" ') WHERE seq = ?", (target["seq"],))
+    changed = conn.execute("UPDATE events SET payload = replace(payload, '\"mismatches\":', '\"mismatches\": ') "
+                           "WHERE seq = ?", (target["seq"],)).rowcount
+    assert changed == 1
     conn.commit()
     conn.close()
     _audit_fails_naming(ws, "tiny", target["seq"])
@@ -116,7 +118,7 @@ def test_a_kernel_pass_whose_numbers_break_its_tolerance_fails_the_audit(deploye
     forged: list[int] = []
 
     def change(t, p, seq):
-        if t == "KernelVerified" and not forged:
+        if t == "KernelVerified" and p["verdict"] == "PASS" and not forged:
             forged.append(seq)
             p.update(max_abs=0.5, worst_ratio=40.0)
         return p
@@ -182,12 +184,17 @@ def test_a_gemm_tile_forced_past_the_planner_fails_phase_1_with_the_right_triage
 
 
 def test_an_optimisation_that_changes_the_numbers_is_reverted_because_the_gate_catches_it(tmp_path, tiny_llama):
+    # the injected "optimisation" reuses the KV-cache buffer one position off (a buffer-reuse bug); bf16
+    # accumulation in the down projection was tried first, but on these models it stays inside the top-5
+    # gate (as it should: the gate judges tokens, not bits)
     led = open_ledger(f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}")
-    deploy.init(led, str(tiny_llama), name="numerics", pipeline={"extra_optimisations": ["down_bf16_accumulate"]})
+    deploy.init(led, str(tiny_llama), name="numerics", pipeline={"extra_optimisations": ["kv_cache_off_by_one"]})
     proc = ledger(tmp_path, "advance", "numerics", "--until", "4")
     assert proc.returncode == 0, proc.stderr
     events = ledger_json(tmp_path, "log", "--stream", "deployment:numerics")
     tried = next(e["payload"] for e in events
-                 if e["type"] == "OptimizationTried" and e["payload"]["optimisation"] == "down_bf16_accumulate")
+                 if e["type"] == "OptimizationTried" and e["payload"]["optimisation"] == "kv_cache_off_by_one")
     assert tried["outcome"] == "reverted" and tried["gate_passed"] is False
     assert "token gate broken" in tried["reason"]
+    final = [e["payload"] for e in events if e["type"] == "PerformanceMeasured"][-1]
+    assert final["pipeline"]["faults"] == []

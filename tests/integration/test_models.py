@@ -14,6 +14,7 @@ from kernels.architecture import assess, load_raw_config, resolve
 from kernels.hf_reference import HfRunner
 from kernels.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS, canonical_tokens, prompts_for
 from kernels.weights import WeightsError, check_weights, expected_tensors, load_weights
+from tests.models import HIDDEN
 
 
 def _header(folder):
@@ -102,7 +103,7 @@ def test_hf_runner_records_every_layer_and_matches_hf_hidden_states(tiny_llama):
     runner = HfRunner(tiny_llama)
     tokens = canonical_tokens(tiny_llama)
     rec = runner.prefill(tokens)
-    assert len(rec.layer_intermediates) == 2 and rec.final_hidden_normed.shape == (len(tokens), 64)
+    assert len(rec.layer_intermediates) == 2 and rec.final_hidden_normed.shape == (len(tokens), HIDDEN)
     with torch.no_grad():
         out = runner.model(torch.tensor([tokens]), output_hidden_states=True)
     np.testing.assert_array_equal(rec.layer_intermediates[0]["ffn_out"], out.hidden_states[1][0].float().numpy())
@@ -133,7 +134,7 @@ def test_baseline_is_sane_on_a_tiny_model_and_config_matches(tiny_qwen2):
 
 
 def test_baseline_fails_on_a_degenerate_model(tmp_path, tiny_llama):
-    dead = _copy_without(tiny_llama, tmp_path / "dead", reshape={"model.norm.weight": (64,)})  # zeros: flat logits
+    dead = _copy_without(tiny_llama, tmp_path / "dead", reshape={"model.norm.weight": (HIDDEN,)})  # zeros: flat logits
     base = HfRunner(dead).baseline("The capital of France is")
     assert not base["passed"] and base["logit_std"] == 0.0
 
