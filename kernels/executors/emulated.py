@@ -227,10 +227,6 @@ def _gelu(x):
     return _mul(x * np.float32(0.5), _add(t, np.float32(1.0), "floor"), "floor")  # x/2 is exact
 
 
-def _row_major(a) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.float32)
-
-
 class EmulatedExecutor(Executor):
     """NPU2 (or NPU1) leaf kernels on the CPU, modelled step by step; see the module docstring."""
 
@@ -339,9 +335,7 @@ class EmulatedExecutor(Executor):
 
     def gemv(self, a, x, *, static_key=None):
         with self.timer.time("gemv"):
-            # resident weights are kept row-major (the layout the vector unit streams); a per-call weight
-            # is used as handed over (e.g. a transposed view), as an unaligned pipeline would
-            A = self._static("gemv.a", a, static_key, _row_major) if static_key is not None else f32(a)
+            A = self._static("gemv.a", a, static_key, f32)
             return to_bf16(A @ f32(x))
 
     # --- row-parallel kernels (each row / element independent) ---------------------------------------
