@@ -107,10 +107,15 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = 
 
 
 def rope_lut(inv_freq: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """cos/sin tables (stop-start, D/2) for positions [start, stop), computed in float32, rounded to bf16."""
+    """cos/sin tables (stop-start, D/2) for positions [start, stop), rounded to bf16 like transformers' tables.
+
+    The angle is the float32 product position * inv_freq (as transformers forms it); cos/sin are taken in
+    float64. numpy's float32 cos/sin give SIMD-lane-dependent last bits, so a value would depend on where it
+    sits in the array (a resident table vs one position at a time) - the float64 ones do not, after rounding.
+    """
     pos = np.arange(start, stop, dtype=np.float32)
-    angles = pos[:, None] * inv_freq[None, :]  # (positions, D/2)
-    return to_bf16(np.cos(angles)), to_bf16(np.sin(angles))
+    angles = (pos[:, None] * inv_freq[None, :]).astype(np.float64)  # (positions, D/2)
+    return to_bf16(np.cos(angles).astype(np.float32)), to_bf16(np.sin(angles).astype(np.float32))
 
 
 def rotate_host(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -221,19 +226,33 @@ class NpuPipeline:
         self._inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, weights.rope_scaling)
         self._lut: tuple[np.ndarray, np.ndarray] | None = None  # resident RoPE table
         self._row_luts: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        self._fused = self._fuse_weights() if self.options.fusion else None
+        self._fused = self.options.fusion
         self._cache: _KVCache | None = None
         self._phase = "prefill"
 
     # --- setup ------------------------------------------------------------------------------------
 
-    def _fuse_weights(self) -> list[dict[str, np.ndarray]]:
-        """Concatenated Q/K/V (E, (H+2Hkv)·D) and gate/up (E, 2F) weights, built once."""
-        return [
-            {"wqkv": np.concatenate([lw.wq, lw.wk, lw.wv], axis=1),
-             "w_gate_up": np.concatenate([lw.w_gate, lw.w_up], axis=1)}
-            for lw in self.weights.layers
-        ]
+    def _fused_w(self, layer: int, name: str) -> np.ndarray:
+        """Concatenated weights of a fused step, (in, out): "wqkv" (E, (H+2Hkv)·D), "w_gate_up" (E, 2F)."""
+        lw = self.weights.layers[layer]
+        parts = {"wqkv": ("wq", "wk", "wv"), "w_gate_up": ("w_gate", "w_up")}[name]
+        return self.weights.derive(("fused", layer, name),
+                                   lambda: np.concatenate([getattr(lw, p) for p in parts], axis=1))
+
+    def _gemv_w(self, layer: int, name: str) -> np.ndarray:
+        """A projection as GEMV streams it: row-major (out, in), built once from the (in, out) weight.
+
+        Handing the executor a transposed view instead would let its BLAS sum in another order than for
+        the resident (row-major) copy, and weight residency must never change the numbers."""
+        if name in ("wqkv", "w_gate_up"):
+            build = lambda: np.ascontiguousarray(self._fused_w(layer, name).T)  # noqa: E731
+        else:
+            build = lambda: np.ascontiguousarray(getattr(self.weights.layers[layer], name).T)  # noqa: E731
+        return self.weights.derive(("rows", layer, name), build)
+
+    def _gemv(self, layer: int, name: str, x: np.ndarray) -> np.ndarray:
+        """(1, out) = W x for a decode projection."""
+        return self.k.gemv(self._gemv_w(layer, name), x, static_key=self._key(f"L{layer}.{name}^T"))[None, :]
 
     def with_fp32_kernels(self, swapped: set[str] | frozenset[str]) -> "NpuPipeline":
         """The same pipeline with the kernels in `swapped` replaced by their FP32 versions (the bisect's
@@ -351,14 +370,12 @@ class NpuPipeline:
         hq, hkv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
         decode = self._phase == "decode"
         with self._stage("qkv", "gemv" if decode else "gemm"):
-            if self._fused is not None:
-                w = self._fused[layer]["wqkv"]
-                y = (k.gemv(w.T, h[0], static_key=self._key(f"L{layer}.wqkv^T"))[None, :] if decode
-                     else k.gemm(h, w, static_key=self._key(f"L{layer}.wqkv")))
+            if self._fused:
+                y = (self._gemv(layer, "wqkv", h[0]) if decode
+                     else k.gemm(h, self._fused_w(layer, "wqkv"), static_key=self._key(f"L{layer}.wqkv")))
                 q, kk, v = y[:, :hq], y[:, hq : hq + hkv], y[:, hq + hkv :]
             elif decode:
-                q, kk, v = (k.gemv(w.T, h[0], static_key=self._key(f"L{layer}.{n}^T"))[None, :]
-                            for n, w in (("wq", lw.wq), ("wk", lw.wk), ("wv", lw.wv)))
+                q, kk, v = (self._gemv(layer, n, h[0]) for n in ("wq", "wk", "wv"))
             else:
                 q, kk, v = (k.gemm(h, w, static_key=self._key(f"L{layer}.{n}"))
                             for n, w in (("wq", lw.wq), ("wk", lw.wk), ("wv", lw.wv)))
@@ -395,7 +412,7 @@ class NpuPipeline:
                 k_rows = k.rmsnorm(k_rows, lw.k_norm, c.rms_norm_eps)
         cos_q, sin_q = self._rows_lut(start, S, H)
         cos_k, sin_k = self._rows_lut(start, S, Hkv)
-        if self._fused is not None:
+        if self._fused:
             with self._stage("rope", "rope"):
                 both = k.rope(np.concatenate([q_rows, k_rows]), *self._stacked_lut(start, S))
             q_rows, k_rows = both[: S * H], both[S * H :]
@@ -439,14 +456,12 @@ class NpuPipeline:
         with self._stage("ffn_norm", "rmsnorm"):
             h = k.rmsnorm(x, lw.ffn_norm, c.rms_norm_eps)
         with self._stage("gate_up", mm):
-            if self._fused is not None:
-                w = self._fused[layer]["w_gate_up"]
-                y = (k.gemv(w.T, h[0], static_key=self._key(f"L{layer}.w_gate_up^T"))[None, :] if decode
-                     else k.gemm(h, w, static_key=self._key(f"L{layer}.w_gate_up")))
+            if self._fused:
+                y = (self._gemv(layer, "w_gate_up", h[0]) if decode
+                     else k.gemm(h, self._fused_w(layer, "w_gate_up"), static_key=self._key(f"L{layer}.w_gate_up")))
                 g, u = y[:, : c.hidden_dim], y[:, c.hidden_dim :]
             elif decode:
-                g = k.gemv(lw.w_gate.T, h[0], static_key=self._key(f"L{layer}.w_gate^T"))[None, :]
-                u = k.gemv(lw.w_up.T, h[0], static_key=self._key(f"L{layer}.w_up^T"))[None, :]
+                g, u = self._gemv(layer, "w_gate", h[0]), self._gemv(layer, "w_up", h[0])
             else:
                 g = k.gemm(h, lw.w_gate, static_key=self._key(f"L{layer}.w_gate"))
                 u = k.gemm(h, lw.w_up, static_key=self._key(f"L{layer}.w_up"))
@@ -461,25 +476,26 @@ class NpuPipeline:
         lw, k = self.weights.layers[layer], self.k
         if "down_bf16_accumulate" not in self.options.faults:
             if decode:
-                return k.gemv(lw.w_down.T, a[0], static_key=self._key(f"L{layer}.w_down^T"))[None, :]
+                return self._gemv(layer, "w_down", a[0])
             return k.gemm(a, lw.w_down, static_key=self._key(f"L{layer}.w_down"))
         acc = None  # fault: the partial sum is held in bf16 between K chunks
         for k0 in range(0, lw.w_down.shape[0], DOWN_BF16_CHUNK):
             w = lw.w_down[k0 : k0 + DOWN_BF16_CHUNK]
-            part = k.gemv(w.T, a[0, k0 : k0 + DOWN_BF16_CHUNK])[None, :] if decode \
+            part = k.gemv(self._gemv_w(layer, "w_down")[:, k0 : k0 + DOWN_BF16_CHUNK],
+                          a[0, k0 : k0 + DOWN_BF16_CHUNK])[None, :] if decode \
                 else k.gemm(a[:, k0 : k0 + DOWN_BF16_CHUNK], w)
             acc = to_bf16(part) if acc is None else to_bf16(acc + to_bf16(part))
         return acc
 
     def _attention_out(self, layer: int, x: np.ndarray, attn: np.ndarray) -> np.ndarray:
         """(H, S, D) attention output -> O projection -> residual add."""
-        c, lw, k = self.config, self.weights.layers[layer], self.k
+        lw, k = self.weights.layers[layer], self.k
         H, S, D = attn.shape
         decode = self._phase == "decode"
         with self._stage("layout", "host"):
             o_in = attn.reshape(H * D) if decode else np.ascontiguousarray(attn.transpose(1, 0, 2)).reshape(S, H * D)
         with self._stage("o_proj", "gemv" if decode else "gemm"):
-            o = (k.gemv(lw.wo.T, o_in, static_key=self._key(f"L{layer}.wo^T"))[None, :] if decode
+            o = (self._gemv(layer, "wo", o_in) if decode
                  else k.gemm(o_in, lw.wo, static_key=self._key(f"L{layer}.wo")))
         with self._stage("attn_residual", "eltwise_add"):
             return k.eltwise_add(x, o)

@@ -76,6 +76,14 @@ class ModelWeights:
     layers: list[LayerWeights]
     rope_scaling: dict[str, Any] | None = None
     key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # prefix for executors' static_key
+    derived: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def derive(self, key: tuple, build) -> np.ndarray:
+        """An array derived from these weights (a fused concatenation, a row-major copy for GEMV), built
+        once and shared by every pipeline over these weights."""
+        if key not in self.derived:
+            self.derived[key] = build()
+        return self.derived[key]
 
 
 # (LayerWeights field, HF name suffix, shape as a function of the config, transpose at load)

@@ -26,7 +26,7 @@ def _tiny(root, kind):
 
 @pytest.fixture(scope="session")
 def tiny_llama(tiny_models_root):
-    """Llama: 2 layers, E 64, 4/2 heads, head_dim 16, untied, with a chat template."""
+    """Llama: 2 layers, E 512, 8/4 heads, head_dim 64, untied, with a chat template."""
     return _tiny(tiny_models_root, "llama")
 
 
@@ -51,3 +51,15 @@ def smollm2_dir():
         return ensure_smollm2()
     except SmolLM2Unavailable as e:
         pytest.skip(f"SmolLM2 unavailable: {e}")
+
+
+@pytest.fixture(scope="module")
+def single_torch_thread():
+    """torch on one intra-op thread for the module: on shared cores its OpenMP workers spin-wait and can make
+    a tiny model's decode step (and numpy's BLAS threads beside it) tens of times slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

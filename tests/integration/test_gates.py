@@ -15,6 +15,8 @@ from kernels.prompts import canonical_tokens, prompts_for
 from kernels.weights import load_weights
 from ledger.events import BlockValidated, LayerDiagnosed, TokenGateChecked
 
+pytestmark = pytest.mark.usefixtures("single_torch_thread")
+
 
 def test_topk_breaks_ties_toward_the_smaller_id_like_argmax():
     z = np.array([1.0, 3.0, 2.0, 3.0, 0.5, 2.0, 3.0], np.float32)

@@ -16,6 +16,8 @@ from kernels.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS, canonical_tokens, pr
 from kernels.weights import WeightsError, check_weights, expected_tensors, load_weights
 from tests.models import HIDDEN
 
+pytestmark = pytest.mark.usefixtures("single_torch_thread")
+
 
 def _header(folder):
     raw = (folder / "model.safetensors").read_bytes()

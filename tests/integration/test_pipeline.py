@@ -13,6 +13,8 @@ from kernels.pipeline import SWITCHES, NpuPipeline, PipelineOptions
 from kernels.prompts import canonical_tokens, prompts_for
 from kernels.weights import load_weights
 
+pytestmark = pytest.mark.usefixtures("single_torch_thread")
+
 EXECUTORS = ["fp32", "emulated", "torch"]
 KINDS = ["tiny_llama", "tiny_qwen2", "tiny_qwen3"]
 
@@ -75,8 +77,13 @@ def _run(pipe, tokens, n_decode=4):
     return out
 
 
-@pytest.mark.parametrize("switches", [(s,) for s in SWITCHES] + [SWITCHES])
-def test_optimisation_switches_give_identical_numbers(model, executor, switches):
+# every switch alone on the NPU2 model, all of them together on every executor
+SWITCH_CASES = [("emulated", (s,)) for s in SWITCHES] + [(name, SWITCHES) for name in EXECUTORS]
+
+
+@pytest.mark.parametrize("executor_name, switches", SWITCH_CASES)
+def test_optimisation_switches_give_identical_numbers(model, executor_name, switches):
+    executor = make_executor(executor_name)
     tokens = model.tokens[:48]
     baseline = _run(model.pipeline(executor), tokens)
     pipe = model.pipeline(executor, **{s: True for s in switches})
@@ -101,7 +108,7 @@ def test_rope_interleaved_fails_the_block_gate_and_the_bisect_names_rope(model):
     assert not bisect.steps[1]["passed"] and bisect.steps[2]["passed"]
 
 
-def test_kv_cache_off_by_one_passes_the_block_gate_but_breaks_decode(model):
+def test_kv_cache_off_by_one_passes_the_block_gate_but_changes_decode(model):
     executor = make_executor("emulated")
     good, bad = model.pipeline(executor), model.pipeline(executor, faults={"kv_cache_off_by_one"})
     ref0 = model.ref.layer_intermediates[0]["ffn_out"]
@@ -116,10 +123,24 @@ def test_kv_cache_off_by_one_passes_the_block_gate_but_breaks_decode(model):
     ours = bad.decode_step(first, len(short)).lm_head_logits
     clean = good.decode_step(first, len(short)).lm_head_logits
     assert np.abs(ours - clean).max() > 0.01 * np.abs(clean).max()
-    # and greedy decoding leaves the clean pipeline's path (the token gate measures how far it drifts)
-    gates = [token_gate(bad, good, p.tokens) for p in prompts_for(model.folder)]
-    assert any(g.divergence_step is not None for g in gates)
-    assert all(g.kl_per_step[0] == 0.0 for g in gates)  # identical prefill, the fault is in decode only
+
+
+def test_kv_cache_off_by_one_makes_greedy_decoding_diverge(tiny_llama, tiny_qwen2, tiny_qwen3):
+    """Against the clean pipeline on the same executor (so only the fault differs): identical first token,
+    then the paths part. Counted over all tiny models: how much the current token's own key matters is a
+    property of the random model (Qwen2's barely moves)."""
+    executor = make_executor("emulated")
+    diverged = []
+    for folder in (tiny_llama, tiny_qwen2, tiny_qwen3):
+        cfg = resolve(load_raw_config(folder))
+        weights = load_weights(folder, cfg)
+        good = NpuPipeline(weights, cfg, executor)
+        bad = NpuPipeline(weights, cfg, executor, PipelineOptions(faults={"kv_cache_off_by_one"}))
+        for prompt in prompts_for(folder):
+            gate = token_gate(bad, good, prompt.tokens)
+            assert gate.kl_per_step[0] == 0.0  # identical prefill: the fault lives in decode only
+            diverged.append(gate.divergence_step is not None)
+    assert sum(diverged) >= len(diverged) // 2, diverged
 
 
 def test_down_bf16_accumulate_changes_the_numbers(model):
