@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -115,6 +114,12 @@ class VerifyResult:
     checked: int = 0
 
 
+def _new_event_id() -> str:
+    """A random (version 4) UUID, formatted without the uuid module's overhead."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
 def _utcnow() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -157,10 +162,12 @@ class Ledger:
         original seqs and writes nothing (idempotent retry). The hot path runs on the driver's own
         connection with prepared SQL: one lookup, one executemany, one commit.
         """
+        # every event field is a JSON-native value (str, number, bool, None, list, dict), so the validated
+        # field dict is the payload as it is; canonical JSON sorts it
         encoded = [
-            (e.event_id, e.event.type_name, dumps(e.event.to_payload()))
+            (e.event_id, e.event.type_name, dumps(e.event.__dict__))
             if isinstance(e, NewEvent)
-            else (str(uuid.uuid4()), e.type_name, dumps(e.to_payload()))
+            else (_new_event_id(), e.type_name, dumps(e.__dict__))
             for e in events
         ]
         if not encoded:
