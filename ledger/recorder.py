@@ -290,14 +290,14 @@ class Ledger:
     def _read(self):
         return self.engine.connect().execution_options(sqlite_begin="DEFERRED")
 
-    def _iter_raw(self, chunk: int = 20000) -> Iterator[tuple]:
-        """Every row in seq order straight from the driver (no per-row SQLAlchemy processing)."""
+    def _raw_chunks(self, chunk: int = 20000) -> Iterator[list[tuple]]:
+        """Every row in seq order, in chunks, straight from the driver (no per-row SQLAlchemy processing)."""
         raw = self.engine.raw_connection()
         try:
             cur = raw.driver_connection.cursor()
             cur.execute(f"{_SELECT} ORDER BY seq")
             while rows := cur.fetchmany(chunk):
-                yield from rows
+                yield rows
             cur.close()
         finally:
             raw.rollback()
@@ -309,21 +309,26 @@ class Ledger:
         """Walk the whole chain; return the first seq whose hash, link or position is wrong."""
         if isinstance(against, str):
             against = Checkpoint.parse(against)
-        prev, expect_seq, n = GENESIS_HASH, 1, 0
-        checkpoint_hash = None
+        prev, expect_seq = GENESIS_HASH, 1
+        checkpoint_hash, checkpoint_seq = None, against.size if against is not None else -1
+        link = chain_hash
         try:
-            for seq, stream_id, version, event_id, type_, payload, recorded_at, prev_hash, digest in self._iter_raw():
-                if seq != expect_seq:
-                    return VerifyResult(False, expect_seq, f"seq {expect_seq} is missing (found {seq} next)", n)
-                if prev_hash != prev:
-                    return VerifyResult(False, seq, "prev_hash does not link to the previous event", n)
-                if chain_hash(prev, seq, stream_id, version, event_id, type_, payload, recorded_at) != digest:
-                    return VerifyResult(False, seq, "hash does not match the row's contents (row edited)", n)
-                if against is not None and seq == against.size:
-                    checkpoint_hash = digest
-                prev, expect_seq, n = digest, seq + 1, n + 1
+            for rows in self._raw_chunks():
+                for seq, stream_id, version, event_id, type_, payload, recorded_at, prev_hash, digest in rows:
+                    if seq != expect_seq:
+                        return VerifyResult(False, expect_seq, f"seq {expect_seq} is missing (found {seq} next)",
+                                            expect_seq - 1)
+                    if prev_hash != prev:
+                        return VerifyResult(False, seq, "prev_hash does not link to the previous event", seq - 1)
+                    if link(prev, seq, stream_id, version, event_id, type_, payload, recorded_at) != digest:
+                        return VerifyResult(False, seq, "hash does not match the row's contents (row edited)", seq - 1)
+                    if seq == checkpoint_seq:
+                        checkpoint_hash = digest
+                    prev = digest
+                    expect_seq += 1
         except self.engine.dialect.dbapi.Error as e:
             raise LedgerUnavailable(f"could not read the ledger: {_first_line(e)}") from e
+        n = expect_seq - 1
         if against is not None and against.size > 0:
             if n < against.size:
                 return VerifyResult(False, n + 1, f"ledger holds {n} events, checkpoint says {against.size}: truncated", n)
