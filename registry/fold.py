@@ -79,10 +79,12 @@ class Measurement:
     note: str
     measured: str  # YYYY-MM[-DD]
     provenance: dict[str, Any] = field(repr=False)
+    caveat: str = ""  # e.g. near-zero-atol-artifact: a FAIL verdict the Phase 1 gate accepts (see statemachine)
 
     @property
     def passed(self) -> bool:
-        return self.verdict == "PASS"
+        """PASS, or a FAIL verdict carrying the documented near-zero atol caveat (accepted, shown as a caveat)."""
+        return self.verdict == "PASS" or self.caveat == "near-zero-atol-artifact"
 
     @property
     def on_hardware(self) -> bool:
@@ -217,6 +219,7 @@ def measurement(rec: RecordedEvent) -> Measurement:
         tiles_target=get("tiles_target"), tile_justification=get("tile_justification") or "",
         role=role, stage=get("stage") or "", used_by=used_by, note=get("note") or "",
         measured=get("measured_at") or rec.recorded_at[:10], provenance=dict(get("provenance") or {}),
+        caveat=get("caveat") or "",
     )
 
 
@@ -228,6 +231,10 @@ def _caveats(spec: KernelSpec, ms: Sequence[Measurement]) -> tuple[str, ...]:
     for contract, method in failed:
         seqs = [m.seq for m in hw if (m.contract, m.method) == (contract, method)]
         out.append(f"{method} ({contract}) FAILs on NPU2 (seq {', '.join(map(str, seqs))})")
+    artifact = [m.seq for m in ms if m.caveat == "near-zero-atol-artifact"]
+    if artifact:
+        out.append("FAIL at rtol/atol only on a handful of near-zero-reference elements (atol artifact, mean_rel_L1 "
+                   f"in tier; accepted as mlir-air's registry does; seq {', '.join(map(str, artifact))})")
     if spec.key == "gemm_bf16" and hw_pass and not any(m.tier == "high" for m in hw_pass):
         out.append("only the low-precision tier is verified")
     for m in hw_pass:
@@ -245,7 +252,9 @@ def _status(ms: Sequence[Measurement], caveats: Sequence[str]) -> str:
         if not any(m.passed for m in hw):
             return "failed"
         return "caveat" if caveats else "verified"
-    return "emulated" if any(m.passed for m in ms) else "failed"
+    if any(m.passed for m in ms):
+        return "emulated"
+    return "failed"
 
 
 def _unique(items: Iterable[str]) -> tuple[str, ...]:
