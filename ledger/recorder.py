@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -121,7 +121,10 @@ def _new_event_id() -> str:
 
 
 def _utcnow() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """UTC now as ISO-8601 with microseconds and a Z (the exact text that is hashed)."""
+    now = time.time()
+    seconds = int(now)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{int((now - seconds) * 1e6):06d}Z"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -197,7 +200,10 @@ class Ledger:
                     digest = chain_hash(prev, seq, stream_id, version, eid, type_, payload, now)
                     rows.append((seq, stream_id, version, eid, type_, payload, now, prev, digest))
                     prev = digest
-                cur.executemany(self._sql_insert, rows)
+                if len(rows) == 1:
+                    cur.execute(self._sql_insert, rows[0])
+                else:
+                    cur.executemany(self._sql_insert, rows)
                 conn.commit()
                 return [r[0] for r in rows]
             except dbapi.IntegrityError as e:
