@@ -17,14 +17,6 @@ from ledger.events import KernelVerified
 from statemachine.machine import GateContext
 
 
-def _tile_dict(tile) -> dict:
-    if tile is None:
-        return {}
-    if isinstance(tile, dict):
-        return dict(tile.get("tile", tile)) if "tile" in tile and isinstance(tile["tile"], dict) else dict(tile)
-    return dict(getattr(tile, "tile", {}) or {})
-
-
 def run(ctx: GateRun) -> GateOutcome:
     from kernels.plan import plan
 
@@ -62,8 +54,8 @@ def run(ctx: GateRun) -> GateOutcome:
 
 def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> tuple[KernelVerified, str | None]:
     """One verification of a planned row on the deployment's executor; the transcript when a harness ran."""
-    tile = _tile_dict(row.tile) or None
-    note = "; ".join(getattr(row, "warnings", []) or [])
+    tile = dict(row.tile.tile) or None  # the planner's TilePlan
+    note = "; ".join(row.warnings)
     if state.executor == "mlir-air":
         from kernels.executors.mlir_air import MlirAirExecutor
 

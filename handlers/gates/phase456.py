@@ -84,20 +84,9 @@ def _candidates(ctx: GateRun) -> list[str]:
     return [*extra, *applied, *(k for k in SWITCHES if k not in applied)]
 
 
-def _overrides(applied: dict[str, bool], faults: set[str]) -> dict[str, Any]:
-    return {**applied, "faults": frozenset(faults)} if faults else dict(applied)
-
-
 def _build(ctx: GateRun, applied: dict[str, bool], faults: set[str]):
-    from kernels.pipeline import PipelineOptions
-
-    pipe = build_pipeline(ctx.state, ctx.config, {k: applied.get(k, False) for k in SWITCHES})
-    if faults:  # an injected numerics-changing "optimisation" (tests of the gate)
-        from kernels.pipeline import NpuPipeline
-
-        opts = PipelineOptions(**{k: applied.get(k, False) for k in SWITCHES}, faults=frozenset(faults))
-        pipe = NpuPipeline(pipe.weights, pipe.config, pipe.base_executor, opts)
-    return pipe
+    """The deployment's pipeline with exactly the switches in `applied` (and any injected test faults)."""
+    return build_pipeline(ctx.state, ctx.config, {**{k: applied.get(k, False) for k in SWITCHES}, "faults": faults})
 
 
 def _optimise(ctx: GateRun, phase: int) -> GateOutcome:

@@ -13,16 +13,18 @@ from typing import Any
 from kernels.modelconfig import ModelConfig
 from statemachine.state import DeploymentState
 
-SWITCHES = ("weight_residency", "fusion", "seq_first")
+from kernels.pipeline import SWITCHES  # noqa: F401 - re-exported for the gates
 
 
 def pipeline_options(state: DeploymentState, overrides: dict[str, Any] | None = None):
     """The deployment's declared pipeline options: requested ones, plus optimisations applied in Phases 4-5."""
     from kernels.pipeline import PipelineOptions
 
+    overrides = dict(overrides or {})
+    # faults are only ever declared by tests: at init, or as an injected "optimisation" in Phases 4-5
+    faults = frozenset((state.pipeline or {}).get("faults", [])) | frozenset(overrides.pop("faults", ()))
     declared = {k: bool(v) for k, v in (state.pipeline or {}).items() if k in SWITCHES}
-    declared.update(overrides or {})
-    faults = frozenset((state.pipeline or {}).get("faults", []))  # only tests declare faults
+    declared.update(overrides)
     return PipelineOptions(**declared, faults=faults)
 
 
