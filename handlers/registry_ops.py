@@ -11,6 +11,9 @@ lists every projected file that is missing or differs on disk (a hand edit).
 
 from __future__ import annotations
 
+import os
+import threading
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -67,7 +70,9 @@ def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, chec
             continue
         if not check:
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".tmp")
+            # a name of this writer's own: two processes refreshing the projections at once (a racing
+            # `ledger advance`) must not rename each other's temporary file away
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_bytes(data)
             tmp.replace(target)
             written.append(rel)
