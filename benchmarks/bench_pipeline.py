@@ -24,12 +24,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from kernels.architecture import load_raw_config, resolve  # noqa: E402
-from kernels.hf_reference import HfRunner  # noqa: E402
-from kernels.pipeline import SWITCHES, NpuPipeline, PipelineOptions  # noqa: E402
-from kernels.prompts import BASE_PROMPTS, CANONICAL_PROMPT  # noqa: E402
-from kernels.smollm2 import ensure_smollm2  # noqa: E402
-from kernels.weights import load_weights  # noqa: E402
+from kernels.model.architecture import load_raw_config, resolve  # noqa: E402
+from kernels.model.hf_reference import HfRunner  # noqa: E402
+from kernels.model.pipeline import SWITCHES, NpuPipeline, PipelineOptions  # noqa: E402
+from kernels.model.prompts import BASE_PROMPTS, CANONICAL_PROMPT  # noqa: E402
+from kernels.model.smollm2 import ensure_smollm2  # noqa: E402
+from kernels.model.weights import load_weights  # noqa: E402
 
 
 def make_executor(name: str):

@@ -20,30 +20,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kernels.thresholds import (
+    ATOL_ARTIFACT,
+    BASELINE_THRESHOLDS,
+    BLOCK_COSINE_MIN,
+    KERNEL_TOLERANCES,
+    per_position_threshold,
+)
 from ledger import Checkpoint, Ledger
 from ledger.record import RecordedEvent
-
-# NUMERICS.md thresholds the evaluator holds the evidence to (a record that judged itself against
-# weaker thresholds is a finding even when its own arithmetic is right).
-NUMERICS_TOLERANCES = {  # (kernel, contract) -> (rtol, atol)
-    ("gemm", "f32-out"): (1.6e-2, 1.5e-3),
-    ("gemm", "bf16-out-high"): (1.6e-2, 1.5e-3),
-    ("gemm", "bf16-out-low"): (1.6e-2, 4e-3),
-    ("gemv", None): (1.6e-2, 1e-3),
-    ("rmsnorm", None): (1.6e-2, 5e-2),
-    ("layernorm", None): (1.6e-2, 6e-2),
-    ("flash_attention", None): (1.6e-2, 1e-1),
-    ("eltwise_add", None): (1.6e-2, 5e-2),
-    ("silu_mul", None): (1.6e-2, 8e-2),
-    ("rope", None): (1.6e-2, 5e-2),
-    ("gelu", None): (1.6e-2, 5e-2),
-}
-BLOCK_COSINE_MIN = 0.99
-
-
-def per_position_min(head_dim: int) -> float:
-    return 0.99 if head_dim <= 64 else 0.98 if head_dim <= 128 else 0.97
-
 
 REQUIRED_EVIDENCE = {
     0: ("WeightsChecked", "ReferenceBaselineRecorded"),
@@ -85,9 +70,10 @@ def _finite(*xs) -> bool:
 def check_kernel(rec: RecordedEvent) -> list[str]:
     p = rec.payload
     problems = []
-    key = (p["kernel"], p["contract"]) if p["kernel"] == "gemm" else (p["kernel"], None)
-    if key in NUMERICS_TOLERANCES:
-        rtol, atol = NUMERICS_TOLERANCES[key]
+    # non-GEMM kernels have one contract whatever it was called ("bf16-out", "bf16", "")
+    key = (p["kernel"], p["contract"]) if p["kernel"] == "gemm" else (p["kernel"], "bf16-out")
+    if key in KERNEL_TOLERANCES:
+        rtol, atol = KERNEL_TOLERANCES[key]
         if p["rtol"] > rtol * (1 + 1e-9) or p["atol"] > atol * (1 + 1e-9):
             problems.append(f"judged at rtol={p['rtol']}, atol={p['atol']}, looser than NUMERICS' {rtol}/{atol}")
     if p["verdict"] != "PASS":
@@ -120,11 +106,11 @@ def check_block(rec: RecordedEvent, head_dim: int) -> list[str]:
     p = rec.payload
     problems = []
     t = p.get("thresholds", {})
-    if t.get("cosine", 0) < BLOCK_COSINE_MIN or t.get("per_position_min", 0) < per_position_min(head_dim):
+    if t.get("cosine", 0) < BLOCK_COSINE_MIN or t.get("per_position_min", 0) < per_position_threshold(head_dim):
         problems.append(f"thresholds {t} weaker than NUMERICS (cosine {BLOCK_COSINE_MIN}, per-position "
-                        f"{per_position_min(head_dim)} at head_dim {head_dim})")
+                        f"{per_position_threshold(head_dim)} at head_dim {head_dim})")
     ok = (_finite(p["cosine"], p["per_position_min"]) and p["cosine"] >= BLOCK_COSINE_MIN
-          and p["per_position_min"] >= per_position_min(head_dim) and p["nan_count"] == 0)
+          and p["per_position_min"] >= per_position_threshold(head_dim) and p["nan_count"] == 0)
     if p["passed"] and not ok:
         problems.append(f"passed but cosine {p['cosine']:.5f}, per-position min {p['per_position_min']:.5f}, "
                         f"NaN {p['nan_count']} miss the block gate")
@@ -163,7 +149,7 @@ def check_baseline(rec: RecordedEvent) -> list[str]:
     problems = []
     if not p["logits_finite"]:
         problems.append("passed with non-finite logits")
-    if p["top1_prob"] >= 0.999 or p["entropy"] <= p.get("thresholds", {}).get("entropy_min", 0.0):
+    if p["top1_prob"] >= BASELINE_THRESHOLDS["top1_prob_max"] or p["entropy"] <= p.get("thresholds", {}).get("entropy_min", 0.0):
         problems.append(f"passed with a degenerate distribution (top-1 p={p['top1_prob']:.4f}, entropy {p['entropy']:.4f})")
     if p.get("config_mismatches"):
         problems.append(f"passed with config mismatches {p['config_mismatches']}")
@@ -263,16 +249,17 @@ def _says_fail(rec: RecordedEvent) -> bool:
 
 
 def artifact_rederived(p: dict) -> bool:
-    """The documented near-zero atol artifact of a high-precision GEMM (see statemachine.machine.ATOL_ARTIFACT),
+    """The documented near-zero atol artifact of a high-precision GEMM (`kernels.thresholds.ATOL_ARTIFACT`),
     re-derived here from the row's own numbers: a handful of atol-dominated elements, error within 2x atol,
     mean_rel_L1 inside the NPU2 high-precision tier."""
-    if p["verdict"] != "FAIL" or p["kernel"] != "gemm" or p["contract"] not in ("f32-out", "bf16-out-high"):
+    c = ATOL_ARTIFACT
+    if p["verdict"] != "FAIL" or p["kernel"] != c["kernel"] or p["contract"] not in c["contracts"]:
         return False
     n, bad = p.get("n_elements") or 0, p.get("mismatches") or 0
     ref_max, err_max = p.get("mismatch_ref_max"), p.get("mismatch_err_max")
     return (bad > 0 and n > 0 and not p.get("nan_count") and _finite(p.get("mean_rel_L1"), ref_max, err_max)
-            and bad <= 1e-4 * n and p["mean_rel_L1"] <= 1.0e-2
-            and ref_max <= p["atol"] / p["rtol"] and err_max <= 2 * p["atol"])
+            and bad <= c["max_mismatch_fraction"] * n and p["mean_rel_L1"] <= c["max_mean_rel_L1"]
+            and ref_max <= p["atol"] / p["rtol"] and err_max <= c["max_err_over_atol"] * p["atol"])
 
 
 def _plan_coverage(rec: RecordedEvent, cited: list[RecordedEvent], planned: list[tuple[str, dict]]) -> list[Finding]:

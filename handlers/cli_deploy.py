@@ -148,8 +148,8 @@ def graph_cmd() -> None:
 @click.pass_obj
 def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
     """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
-    from kernels.architecture import load_raw_config, resolve
-    from kernels.plan import plan
+    from kernels.model.architecture import load_raw_config, resolve
+    from kernels.model.plan import plan
 
     if Path(target_).exists():
         cfg, tgt = resolve(load_raw_config(target_)), target or "npu2"
@@ -252,7 +252,7 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
     unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
     tok = hf_runner(str(ctx.model_path)).tokenizer
     if getattr(tok, "chat_template", None):
-        from kernels.prompts import _ids
+        from kernels.model.prompts import _ids
 
         ids = _ids(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True))
     else:
@@ -347,7 +347,7 @@ def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: s
     from datetime import datetime, timezone
 
     from handlers.uow import DeploymentUnit
-    from kernels.harness import parse_harness_transcript, sha256_text
+    from kernels.mlir_air.transcript import parse_harness_transcript, sha256_text
     from ledger.events import KernelVerified
 
     text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")

@@ -14,7 +14,7 @@ import structlog
 
 from handlers.gates import GateRun, gate_for
 from handlers.uow import DeploymentError, DeploymentUnit, stream_id
-from kernels.architecture import assess, default_name, load_raw_config, resolve
+from kernels.model.architecture import assess, default_name, load_raw_config, resolve
 from ledger import Ledger
 from ledger.events import (
     ArchitectureAssessed,

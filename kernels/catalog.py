@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from kernels.bf16 import to_bf16
+from kernels.thresholds import kernel_tolerance
 
 RMS_EPS = 1e-5  # the mlir-air harnesses' eps (weighted_rms_norm.py, layer_norm.py)
 LN_EPS = 1e-5
@@ -169,12 +170,12 @@ def _randn(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:
 # --- GEMM / GEMV -----------------------------------------------------------------------------------------
 
 GEMM_CONTRACTS = {
-    "f32-out": Contract("f32-out", 1.6e-2, 1.5e-3, "f32", "bf16->f32, FP32 accumulate", "high"),
+    "f32-out": Contract("f32-out", *kernel_tolerance("gemm", "f32-out"), "f32", "bf16->f32, FP32 accumulate", "high"),
     "bf16-out-high": Contract(
-        "bf16-out-high", 1.6e-2, 1.5e-3, "bf16", "bf16->bf16 high precision (FP32 accumulate, one cast)", "high"
+        "bf16-out-high", *kernel_tolerance("gemm", "bf16-out-high"), "bf16", "bf16->bf16 high precision (FP32 accumulate, one cast)", "high"
     ),
     "bf16-out-low": Contract(
-        "bf16-out-low", 1.6e-2, 4e-3, "bf16", "bf16->bf16 low precision (bf16 partial sums, direct codegen)", "low"
+        "bf16-out-low", *kernel_tolerance("gemm", "bf16-out-low"), "bf16", "bf16->bf16 low precision (bf16 partial sums, direct codegen)", "low"
     ),
 }
 
@@ -371,8 +372,8 @@ def _gelu_call(ex, i, s, contract, tile):
 # --- the catalog -----------------------------------------------------------------------------------------
 
 
-def _bf16(name: str, rtol: float, atol: float, description: str) -> dict[str, Contract]:
-    return {"bf16-out": Contract("bf16-out", rtol, atol, "bf16", description)}
+def _bf16(name: str, description: str) -> dict[str, Contract]:
+    return {"bf16-out": Contract("bf16-out", *kernel_tolerance(name, "bf16-out"), "bf16", description)}
 
 
 def _tiles(npu2: int, npu1: int) -> dict[str, int]:
@@ -403,7 +404,7 @@ CATALOG: dict[str, KernelSpec] = {
     "gemv": KernelSpec(
         name="gemv",
         shape_keys=("M", "K"),
-        contracts=_bf16("gemv", 1.6e-2, 1e-3, "bf16 in, FP32 vector accumulate, bf16 out"),
+        contracts=_bf16("gemv", "bf16 in, FP32 vector accumulate, bf16 out"),
         default_contract="bf16-out",
         make_inputs_fn=_gemv_inputs,
         reference_fn=_gemv_ref,
@@ -419,7 +420,7 @@ CATALOG: dict[str, KernelSpec] = {
     "rmsnorm": KernelSpec(
         name="rmsnorm",
         shape_keys=("M", "N"),
-        contracts=_bf16("rmsnorm", 1.6e-2, 5e-2, "bf16 in/out, FP32 sum of squares"),
+        contracts=_bf16("rmsnorm", "bf16 in/out, FP32 sum of squares"),
         default_contract="bf16-out",
         make_inputs_fn=_rms_inputs,
         reference_fn=_rms_ref,
@@ -434,7 +435,7 @@ CATALOG: dict[str, KernelSpec] = {
     "layernorm": KernelSpec(
         name="layernorm",
         shape_keys=("M", "N"),
-        contracts=_bf16("layernorm", 1.6e-2, 6e-2, "bf16 in/out, FP32 mean and variance"),
+        contracts=_bf16("layernorm", "bf16 in/out, FP32 mean and variance"),
         default_contract="bf16-out",
         make_inputs_fn=_ln_inputs,
         reference_fn=_ln_ref,
@@ -449,7 +450,7 @@ CATALOG: dict[str, KernelSpec] = {
     "rope": KernelSpec(
         name="rope",
         shape_keys=("rows", "head_dim"),
-        contracts=_bf16("rope", 1.6e-2, 5e-2, "bf16 half-split rotation, cos/sin LUT"),
+        contracts=_bf16("rope", "bf16 half-split rotation, cos/sin LUT"),
         default_contract="bf16-out",
         make_inputs_fn=_rope_inputs,
         reference_fn=_rope_ref,
@@ -465,7 +466,7 @@ CATALOG: dict[str, KernelSpec] = {
     "flash_attention": KernelSpec(
         name="flash_attention",
         shape_keys=("lq", "lk", "dk", "dv", "heads_q", "heads_kv", "causal"),
-        contracts=_bf16("flash_attention", 1.6e-2, 1e-1, "bf16 Q/K/V, BFP16 MMAs, bf16 online softmax"),
+        contracts=_bf16("flash_attention", "bf16 Q/K/V, BFP16 MMAs, bf16 online softmax"),
         default_contract="bf16-out",
         make_inputs_fn=_fa_inputs,
         reference_fn=_fa_ref,
@@ -482,7 +483,7 @@ CATALOG: dict[str, KernelSpec] = {
     "eltwise_add": KernelSpec(
         name="eltwise_add",
         shape_keys=("N",),
-        contracts=_bf16("eltwise_add", 1.6e-2, 5e-2, "bf16 add, one rounding"),
+        contracts=_bf16("eltwise_add", "bf16 add, one rounding"),
         default_contract="bf16-out",
         make_inputs_fn=_add_inputs,
         reference_fn=_add_ref,
@@ -497,7 +498,7 @@ CATALOG: dict[str, KernelSpec] = {
     "silu_mul": KernelSpec(
         name="silu_mul",
         shape_keys=("N",),
-        contracts=_bf16("silu_mul", 1.6e-2, 8e-2, "bf16 SiLU(gate)*up, sigmoid via hardware tanh"),
+        contracts=_bf16("silu_mul", "bf16 SiLU(gate)*up, sigmoid via hardware tanh"),
         default_contract="bf16-out",
         make_inputs_fn=_silu_inputs,
         reference_fn=_silu_ref,
@@ -512,7 +513,7 @@ CATALOG: dict[str, KernelSpec] = {
     "gelu": KernelSpec(
         name="gelu",
         shape_keys=("N",),
-        contracts=_bf16("gelu", 1.6e-2, 5e-2, "bf16 GELU (tanh approximation), hardware tanh"),
+        contracts=_bf16("gelu", "bf16 GELU (tanh approximation), hardware tanh"),
         default_contract="bf16-out",
         make_inputs_fn=_gelu_inputs,
         reference_fn=_gelu_ref,

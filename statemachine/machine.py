@@ -37,6 +37,7 @@ from ledger.events import (
     TokenGateChecked,
     WeightsChecked,
 )
+from kernels.thresholds import ATOL_ARTIFACT, BLOCK_COSINE_MIN, TOKEN_GATE_TOP_K, per_position_threshold
 from statemachine.phases import Phase, Status
 from statemachine.state import EVALUATION_PASSES, DeploymentState, Evidence
 
@@ -170,17 +171,6 @@ def _finite(x: float | None) -> bool:
     return x is None or math.isfinite(x)
 
 
-# --- thresholds the gates hold recorded evidence to (NUMERICS.md) ----------------------------------------
-
-BLOCK_COSINE_MIN = 0.99
-TOKEN_GATE_TOP_K = 5
-
-
-def per_position_threshold(head_dim: int) -> float:
-    """Phase 2 per-position cosine minimum: 0.99 up to head_dim 64, 0.98 below 256, 0.97 from 256."""
-    return 0.99 if head_dim <= 64 else 0.98 if head_dim < 256 else 0.97
-
-
 # --- the gate predicates ---------------------------------------------------------------------------------
 
 
@@ -216,21 +206,6 @@ def _some(names: list[str], n: int = 3) -> str:
         return "none"
     more = f" and {len(names) - n} more" if len(names) > n else ""
     return ", ".join(names[:n]) + more
-
-
-# The one documented exception to "every element passes", as mlir-air's registry records it (rows marked
-# "NUMFAIL on a handful of near-zero-reference elements (atol artifact) ... mean_rel_L1 in-tier"): a
-# high-precision GEMM whose atol (1.5e-3, sized to the K=8192 Down projection's datapath error) is tripped
-# at smaller K by a few elements whose tolerance is atol-dominated. The verdict stays FAIL in the ledger;
-# the gate accepts the row only when every one of these re-derives from its recorded numbers. A real
-# datapath fault (wrong columns, stale buffers, a precision regression) breaks at least one of them.
-ATOL_ARTIFACT = {
-    "kernel": "gemm",
-    "contracts": ("f32-out", "bf16-out-high"),
-    "max_mismatch_fraction": 1e-4,  # a handful of elements, not a pattern
-    "max_mean_rel_L1": 1.0e-2,  # inside the NPU2 high-precision tier (9.3-9.9e-3 measured)
-    "max_err_over_atol": 2.0,  # each mismatch within 2x atol of the reference
-}
 
 
 def atol_artifact(k: KernelVerified) -> str | None:

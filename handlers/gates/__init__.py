@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.modelconfig import ModelConfig
+from kernels.model.config import ModelConfig
 from ledger.events import Event
 from statemachine.machine import GateContext
 from statemachine.state import DeploymentState

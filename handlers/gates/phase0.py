@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
-from kernels.architecture import load_raw_config
-from kernels.weights import WeightsError, check_weights, expected_tensors
+from kernels.model.architecture import load_raw_config
+from kernels.model.weights import WeightsError, check_weights, expected_tensors
 from ledger.events import ReferenceBaselineRecorded, WeightsChecked
 
 
@@ -24,8 +24,8 @@ def run(ctx: GateRun) -> GateOutcome:
         return GateOutcome(events=events, reasons=[reason])
     if not report.ok:
         return GateOutcome(events=events, reasons=[f"weights incomplete: {report.first_problem()}"])
-    from kernels.hf_reference import HfRunner
-    from kernels.prompts import CANONICAL_PROMPT
+    from kernels.model.hf_reference import HfRunner
+    from kernels.model.prompts import CANONICAL_PROMPT
 
     ctx.progress("running the HF transformers bf16 reference on the canonical prompt")
     runner = HfRunner(ctx.model_path)

@@ -18,7 +18,7 @@ from statemachine.machine import GateContext
 
 
 def run(ctx: GateRun) -> GateOutcome:
-    from kernels.plan import plan
+    from kernels.model.plan import plan
 
     state = ctx.state
     rows = plan(ctx.config, target=state.target)
@@ -57,7 +57,7 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
     tile = dict(row.tile.tile) or None  # the planner's TilePlan
     note = "; ".join(row.warnings)
     if state.executor == "mlir-air":
-        from kernels.executors.mlir_air import MlirAirExecutor
+        from kernels.mlir_air.executor import MlirAirExecutor
 
         run = MlirAirExecutor(state.target).run_harness(row.kernel, row.shape, tile)
         fields = run.kernel_verified_kwargs(state.target)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.runtime import build_pipeline, hf_runner
+from kernels.thresholds import PREFILL_HEALTHY_COS_MIN, TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
 from ledger.events import BlockValidated, LayerDiagnosed, TokenGateChecked
 
 
 def run_block(ctx: GateRun) -> GateOutcome:
-    from kernels.gates import bisect_block, block_gate
-    from kernels.prompts import canonical_tokens
+    from kernels.model.compare import bisect_block, block_gate
+    from kernels.model.prompts import canonical_tokens
 
     cfg = ctx.config
     ref = hf_runner(str(ctx.model_path))
@@ -39,15 +40,15 @@ def run_block(ctx: GateRun) -> GateOutcome:
 
 def token_gate_events(ctx: GateRun, pipe, context: str, full: bool | None = None) -> list[TokenGateChecked]:
     """The token gate on the deployment's prompts (2, or 8 with full), one event per prompt."""
-    from kernels.gates import token_gate
-    from kernels.prompts import prompts_for
+    from kernels.model.compare import token_gate
+    from kernels.model.prompts import prompts_for
 
     ref = hf_runner(str(ctx.model_path))
     prompts = prompts_for(ref.tokenizer, full=ctx.options.get("full", False) if full is None else full)
     events = []
     for i, prompt in enumerate(prompts, start=1):
         ctx.progress(f"[{i}/{len(prompts)}] token gate ({context}), prompt {prompt.index}: {prompt.text[:40]!r}")
-        res = token_gate(pipe, ref, prompt.tokens, n_tokens=32, k=5, prompt_index=prompt.index,
+        res = token_gate(pipe, ref, prompt.tokens, n_tokens=TOKEN_GATE_STEPS, k=TOKEN_GATE_TOP_K, prompt_index=prompt.index,
                          prompt=prompt.text, tokenizer=ref.tokenizer, context=context)
         fields = res.event_fields()
         fields.update(executor=ctx.state.executor, pipeline=pipe.options.to_dict())
@@ -56,8 +57,8 @@ def token_gate_events(ctx: GateRun, pipe, context: str, full: bool | None = None
 
 
 def diagnosis_events(ctx: GateRun, pipe) -> list[LayerDiagnosed]:
-    from kernels.gates import diagnose_layers
-    from kernels.prompts import canonical_tokens
+    from kernels.model.compare import diagnose_layers
+    from kernels.model.prompts import canonical_tokens
 
     ref = hf_runner(str(ctx.model_path))
     tokens = canonical_tokens(ref.tokenizer)
@@ -72,7 +73,7 @@ def run_full(ctx: GateRun) -> GateOutcome:
     layers = diagnosis_events(ctx, pipe)
     failed = [g for g in gates if not g.passed]
     # prefill is healthy when every layer's block output tracks the reference (the per-layer diagnosis)
-    prefill_ok = all(layer.cos_min >= 0.99 for layer in layers)
+    prefill_ok = all(layer.cos_min >= PREFILL_HEALTHY_COS_MIN for layer in layers)
     triage = []
     reasons = []
     for g in failed:

@@ -28,7 +28,7 @@ DECODE_STEPS = 16  # decode steps per timed decode run
 
 def _prompt(ctx: GateRun, length: int) -> np.ndarray:
     """A fixed prompt of `length` tokens: the canonical prompt repeated (deterministic)."""
-    from kernels.prompts import canonical_tokens
+    from kernels.model.prompts import canonical_tokens
 
     base = canonical_tokens(hf_runner(str(ctx.model_path)).tokenizer)
     reps = -(-length // len(base))
@@ -90,7 +90,7 @@ def _build(ctx: GateRun, applied: dict[str, bool], faults: set[str]):
 
 
 def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
-    from kernels.pipeline import FAULTS
+    from kernels.model.pipeline import FAULTS
 
     length = int(ctx.options.get("prefill_len") or DEFAULT_PREFILL_LEN)
     tokens = _prompt(ctx, length if phase == 4 else min(length, 64))
@@ -219,7 +219,7 @@ def integrated_run(ctx: GateRun, tokens: np.ndarray, n_tokens: int) -> dict[str,
 
 
 def run_finalize(ctx: GateRun) -> GateOutcome:
-    from kernels.prompts import canonical_tokens
+    from kernels.model.prompts import canonical_tokens
 
     pipe = build_pipeline(ctx.state, ctx.config)
     gates = token_gate_events(ctx, pipe, "phase6")

@@ -13,8 +13,8 @@ from ledger.events import EvaluationRecorded, TokenGateChecked
 
 def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, EvaluationRecorded]:
     """Replay, re-derive and re-run; return the audit's TokenGateChecked events and its EvaluationRecorded."""
-    from kernels.architecture import load_raw_config, resolve
-    from kernels.plan import plan
+    from kernels.model.architecture import load_raw_config, resolve
+    from kernels.model.plan import plan
 
     ledger, state = ctx.ledger, ctx.state
     events = ledger.read_stream(state.stream_id)

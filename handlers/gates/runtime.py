@@ -10,15 +10,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kernels.modelconfig import ModelConfig
+from kernels.model.config import ModelConfig
 from statemachine.state import DeploymentState
 
-from kernels.pipeline import SWITCHES  # noqa: F401 - re-exported for the gates
+from kernels.model.pipeline import SWITCHES  # noqa: F401 - re-exported for the gates
 
 
 def pipeline_options(state: DeploymentState, overrides: dict[str, Any] | None = None):
     """The deployment's declared pipeline options: requested ones, plus optimisations applied in Phases 4-5."""
-    from kernels.pipeline import PipelineOptions
+    from kernels.model.pipeline import PipelineOptions
 
     overrides = dict(overrides or {})
     # faults are only ever declared by tests: at init, or as an injected "optimisation" in Phases 4-5
@@ -30,14 +30,14 @@ def pipeline_options(state: DeploymentState, overrides: dict[str, Any] | None = 
 
 @lru_cache(maxsize=4)
 def _weights(folder: str, config: ModelConfig):
-    from kernels.weights import load_weights
+    from kernels.model.weights import load_weights
 
     return load_weights(folder, config)
 
 
 @lru_cache(maxsize=4)
 def hf_runner(folder: str):
-    from kernels.hf_reference import HfRunner
+    from kernels.model.hf_reference import HfRunner
 
     return HfRunner(folder)
 
@@ -51,7 +51,7 @@ def make_executor(state: DeploymentState):
 def build_pipeline(state: DeploymentState, config: ModelConfig, overrides: dict[str, Any] | None = None,
                    executor=None):
     """The deployment's NPU pipeline on its executor with its declared options (+ `overrides`)."""
-    from kernels.pipeline import NpuPipeline
+    from kernels.model.pipeline import NpuPipeline
 
     if state.executor == "mlir-air":
         raise RuntimeError("the mlir-air executor runs an mlir-air model directory's `make verify`; "

@@ -325,11 +325,13 @@ def divergence_step(ev: dict[str, Any], *, op: str, value: int) -> Outcome:
 
 
 def per_position_below_threshold(ev: dict[str, Any]) -> Outcome:
-    """Phase 2: per-position cosine min under its head_dim threshold (0.99 ≤64, 0.98 at 128, 0.97 ≥256)."""
+    """Phase 2: per-position cosine min under its head_dim threshold (`kernels.thresholds.per_position_threshold`)."""
     ppm, hd = _num(lookup(ev, "per_position_min")), _num(lookup(ev, "head_dim"))
     if ppm is None:
         return None, ""
-    threshold = 0.99 if hd is None or hd <= 64 else (0.98 if hd < 256 else 0.97)
+    from kernels.thresholds import per_position_threshold
+
+    threshold = per_position_threshold(64 if hd is None else int(hd))
     ok = ppm < threshold
     return ok, f"per-position cosine min {ppm:.4f} ({'below' if ok else 'meets'} the {threshold} threshold)"
 
@@ -375,7 +377,17 @@ PREDICATES: dict[str, Callable[..., Outcome]] = {
 
 
 def _params(spec: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in spec.items() if k not in ("fn", "key_symptom")}
+    """A predicate's parameters; a `value` spelled as a name of `kernels.thresholds` (e.g. "BLOCK_COSINE_MIN")
+    is that threshold, so a rule never restates a number the gates own."""
+    params = {k: v for k, v in spec.items() if k not in ("fn", "key_symptom")}
+    value = params.get("value")
+    if isinstance(value, str) and value.isupper():
+        import kernels.thresholds as thresholds
+
+        if not isinstance(getattr(thresholds, value, None), (int, float)):
+            raise RuleError(f"predicate value {value!r} names no numeric threshold in kernels.thresholds.")
+        params["value"] = getattr(thresholds, value)
+    return params
 
 
 def _call(spec: dict[str, Any], ev: dict[str, Any]) -> Outcome:

@@ -3,7 +3,7 @@
 emulated  the NPU2 datapath modelled on the CPU (numpy + ml_dtypes)     kernels.executors.emulated
 torch     torch bf16, the GPU / vLLM standard (CPU, or CUDA)            kernels.executors.torch_exec
 fp32      the FP32 references (also the bisect's known-good swap-in)    kernels.executors.base
-mlir-air  mlir-air's harnesses on an NPU2 machine                       kernels.executors.mlir_air
+mlir-air  mlir-air's harnesses on an NPU2 machine                       kernels.mlir_air.executor
 Each backend is imported only when asked for (torch and the harness machinery are heavy).
 """
 
@@ -32,7 +32,7 @@ def make_executor(name: str, target: str = "npu2") -> Executor:
 
         return Fp32Executor(target)
     if name == "mlir-air":
-        from kernels.executors.mlir_air import MlirAirExecutor
+        from kernels.mlir_air.executor import MlirAirExecutor
 
         return MlirAirExecutor(target)
     raise ValueError(f"unknown executor {name!r}; expected one of {', '.join(EXECUTOR_NAMES)}")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.architecture import load_raw_config, resolve
+from kernels.model.architecture import load_raw_config, resolve
 from kernels.executors.base import Fp32Executor
-from kernels.gates import (block_gate, diagnose_layers, kl_divergence, per_position_cosine,
-                           per_position_min_threshold, token_gate, topk_ids)
-from kernels.hf_reference import HfRunner, load_tokenizer
-from kernels.pipeline import NpuPipeline, PipelineOptions
-from kernels.prompts import canonical_tokens, prompts_for
-from kernels.weights import load_weights
+from kernels.model.compare import block_gate, diagnose_layers, kl_divergence, per_position_cosine, token_gate, topk_ids
+from kernels.model.hf_reference import HfRunner, load_tokenizer
+from kernels.model.pipeline import NpuPipeline, PipelineOptions
+from kernels.model.prompts import canonical_tokens, prompts_for
+from kernels.model.weights import load_weights
+from kernels.thresholds import per_position_threshold
 from ledger.events import BlockValidated, LayerDiagnosed, TokenGateChecked
 
 pytestmark = pytest.mark.usefixtures("single_torch_thread")
@@ -27,7 +27,7 @@ def test_topk_breaks_ties_toward_the_smaller_id_like_argmax():
 
 @pytest.mark.parametrize("head_dim, floor", [(16, 0.99), (64, 0.99), (128, 0.98), (256, 0.97), (512, 0.97)])
 def test_per_position_threshold_follows_head_dim(head_dim, floor):
-    assert per_position_min_threshold(head_dim) == floor
+    assert per_position_threshold(head_dim) == floor
 
 
 def test_block_gate_passes_small_noise_and_records_its_numbers():

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.architecture import load_raw_config, resolve
+from kernels.model.architecture import load_raw_config, resolve
 from kernels.executors.base import Fp32Executor
-from kernels.gates import bisect_block, block_gate, token_gate
-from kernels.hf_reference import HfRunner
-from kernels.pipeline import SWITCHES, NpuPipeline, PipelineOptions
-from kernels.prompts import canonical_tokens, prompts_for
-from kernels.weights import load_weights
+from kernels.model.compare import bisect_block, block_gate, token_gate
+from kernels.model.hf_reference import HfRunner
+from kernels.model.pipeline import SWITCHES, NpuPipeline, PipelineOptions
+from kernels.model.prompts import canonical_tokens, prompts_for
+from kernels.model.weights import load_weights
 
 pytestmark = pytest.mark.usefixtures("single_torch_thread")
 
@@ -214,8 +214,8 @@ def test_host_rope_table_matches_transformers_inverse_frequencies(rope):
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-    from kernels.architecture import rope_scaling
-    from kernels.pipeline import rope_inv_freq
+    from kernels.model.architecture import rope_scaling
+    from kernels.model.pipeline import rope_inv_freq
 
     cfg = LlamaConfig(hidden_size=2048, num_attention_heads=32, head_dim=64, rope_parameters=rope,
                       max_position_embeddings=131072)

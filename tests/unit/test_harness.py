@@ -9,14 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kernels.harness import (
-    TranscriptError,
-    parse_diagnosis_output,
-    parse_diagnosis_report,
-    parse_harness_transcript,
-    parse_verify_output,
-    sha256_text,
-)
+from kernels.mlir_air.diagnosis_report import parse_diagnosis_output, parse_diagnosis_report
+from kernels.mlir_air.transcript import TranscriptError, parse_harness_transcript, sha256_text
+from kernels.mlir_air.verify_report import parse_verify_output
 from ledger.events import KernelVerified, LayerDiagnosed, TokenGateChecked
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from kernels.architecture import load_raw_config, resolve
-from kernels.modelconfig import ModelConfig
-from kernels.plan import plan
+from kernels.model.architecture import load_raw_config, resolve
+from kernels.model.config import ModelConfig
+from kernels.model.plan import plan
 from kernels.tiles import TileRuleViolation, check_tile, gemm_tile_n, plan_tile
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"

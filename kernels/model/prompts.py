@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernels.thresholds import TOKEN_GATE_PROMPTS, TOKEN_GATE_PROMPTS_FULL
+
 CANONICAL_PROMPT = (
     "The history of computing is a story of machines that became smaller, faster and cheaper. "
     "The first electronic computers filled whole rooms, yet today a phone in your pocket"
@@ -39,8 +41,8 @@ BASE_PROMPTS = (
     "The most important rule of writing clear code is",
 )
 
-DEFAULT_COUNT = 2
-FULL_COUNT = 8
+DEFAULT_COUNT = TOKEN_GATE_PROMPTS
+FULL_COUNT = TOKEN_GATE_PROMPTS_FULL
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class Prompt:
 
 def _tokenizer(tokenizer_or_folder: Any):
     if isinstance(tokenizer_or_folder, (str, Path)):
-        from kernels.hf_reference import load_tokenizer
+        from kernels.model.hf_reference import load_tokenizer
 
         return load_tokenizer(tokenizer_or_folder)
     return tokenizer_or_folder

@@ -1,4 +1,4 @@
-"""Phase 2/3 gates: pure numpy on the records two runners produce (measure apart from judging).
+"""The comparisons Phases 2-7 measure with: pure numpy on the records two runners produce.
 
 block_gate      layer-0 block output vs the reference: whole-tensor cosine and per-position cosine min.
 bisect_block    on a failed block: swap the executor's kernels for FP32 ones, cumulatively in block order;
@@ -7,7 +7,7 @@ token_gate      both runners greedy-decode with their own KV caches in lockstep;
                 each side's token must be in the other side's top-k (vLLM `check_logprobs_close`).
 diagnose_layers per-layer per-position cosine statistics (localisation only, never a verdict).
 
-Every result carries its numbers and thresholds; `event_fields()` gives exactly the fields of the
+Every result carries its numbers and the thresholds (from `kernels.thresholds`) it was judged against; `event_fields()` gives exactly the fields of the
 matching ledger event (BlockValidated, TokenGateChecked; diagnose_layers returns LayerDiagnosed dicts).
 """
 
@@ -18,20 +18,11 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from kernels.pipeline import BLOCK_KERNEL_ORDER
-from kernels.runner import Runner
+from kernels.model.pipeline import BLOCK_KERNEL_ORDER
+from kernels.model.runner import Runner
+from kernels.thresholds import TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K, block_thresholds
 
-BLOCK_COSINE_MIN = 0.99
 REL_FLOOR = 1e-6  # denominator floor of max_rel (as mlir-air's comparators)
-
-
-def per_position_min_threshold(head_dim: int) -> float:
-    """Per-position cosine floor: 0.99 for head_dim <= 64, 0.98 for 128, 0.97 for >= 256."""
-    if head_dim <= 64:
-        return 0.99
-    if head_dim < 256:
-        return 0.98
-    return 0.97
 
 
 def per_position_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -86,7 +77,7 @@ def block_gate(ours_layer0: np.ndarray, ref_layer0: np.ndarray, head_dim: int, *
     ours, ref = ours[:n], ref[:n]
     if ours.shape != ref.shape:
         raise ValueError(f"block outputs differ in shape: {ours.shape} vs {ref.shape}")
-    thresholds = {"cosine": BLOCK_COSINE_MIN, "per_position_min": per_position_min_threshold(head_dim)}
+    thresholds = block_thresholds(head_dim)
     nan_count = int(np.count_nonzero(~np.isfinite(ours)))
     if nan_count:
         nan = float("nan")
@@ -134,7 +125,7 @@ def bisect_block(make_runner: Callable[[frozenset[str]], Runner], tokens, ref_la
     return BisectResult(steps=steps, culprit=culprit)
 
 
-def topk_ids(logits: np.ndarray, k: int = 5) -> list[int]:
+def topk_ids(logits: np.ndarray, k: int = TOKEN_GATE_TOP_K) -> list[int]:
     """Top-k token ids, highest first; ties go to the smaller id (like np.argmax)."""
     z = np.asarray(logits, np.float32)
     z = np.where(np.isnan(z), -np.inf, z)
@@ -199,7 +190,7 @@ def _rank(token: int, top: list[int]) -> int | None:
     return top.index(token) + 1 if token in top else None
 
 
-def token_gate(ours: Runner, ref: Runner, prompt_tokens, n_tokens: int = 32, k: int = 5, *, prompt_index: int = 0,
+def token_gate(ours: Runner, ref: Runner, prompt_tokens, n_tokens: int = TOKEN_GATE_STEPS, k: int = TOKEN_GATE_TOP_K, *, prompt_index: int = 0,
                prompt: str = "", tokenizer=None, context: str = "phase3") -> TokenGateResult:
     """Greedy-decode `n_tokens` on both runners in lockstep (each with its own KV cache) and check the
     top-k set inclusion at the first divergence; stop there. NaN in our logits fails the gate."""

@@ -2,10 +2,10 @@
 
 It does not run leaf kernels on arrays (its array methods raise `NotImplementedError`); it runs whole
 harnesses. `run_harness(kernel, shape, tile, contract)` looks the (kernel, contract) up in a harness table
-(kernels/mlir_air_harnesses.toml, overlaid by a user TOML given by path or by env `NPU_LEDGER_HARNESSES`),
+(kernels/mlir_air/harnesses.toml, overlaid by a user TOML given by path or by env `NPU_LEDGER_HARNESSES`),
 fills the command's placeholders, takes the NPU lock (`flock` on /tmp/mlir-air-npu.lock, the lock
 mlir-air's workflow uses), runs the command as a subprocess with a timeout, and parses the transcript with
-`kernels.harness`. The result carries its provenance: the command, the transcript's sha256, the host, the
+`kernels.mlir_air.transcript`. The result carries its provenance: the command, the transcript's sha256, the host, the
 toolchain versions (mlir-air commit, aie-opt / air-opt / xrt-smi versions, each `None` when absent) and
 the device name when pyxrt is importable. `run_model_verify` / `run_model_diagnosis` do the same for
 `make verify` / `make diagnosis` in an mlir-air LLM directory, reading the report JSON the run wrote.
@@ -18,290 +18,33 @@ a PASS printed by a process that exited non-zero).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shlex
-import shutil
-import signal
 import socket
-import string
-import subprocess
 import time
-import tomllib
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import structlog
 
 from kernels.executors.base import KERNEL_NAMES, Executor
-from kernels.harness import (
-    DiagnosisResult,
-    HarnessResult,
-    TranscriptError,
-    VerifyResult,
-    parse_diagnosis_output,
-    parse_harness_transcript,
-    parse_verify_output,
-    sha256_text,
+from kernels.mlir_air.diagnosis_report import DiagnosisResult, parse_diagnosis_output
+from kernels.mlir_air.lock import DEFAULT_LOCK_PATH, npu_lock, probe_device, probe_toolchain, run_command
+from kernels.mlir_air.table import (
+    ENV_MLIR_AIR,
+    HarnessConfigError,
+    HarnessSpec,
+    load_harness_table,
+    render_command,
+    render_value,
 )
+from kernels.mlir_air.transcript import HarnessResult, TranscriptError, parse_harness_transcript, sha256_text
+from kernels.mlir_air.verify_report import VerifyResult, parse_verify_output
 
 log = structlog.get_logger(__name__)
-
-DEFAULT_TABLE = Path(__file__).resolve().parent.parent / "mlir_air_harnesses.toml"
-ENV_TABLE = "NPU_LEDGER_HARNESSES"
-ENV_MLIR_AIR = "MLIR_AIR_DIR"
-DEFAULT_LOCK_PATH = "/tmp/mlir-air-npu.lock"
-
-
-class HarnessError(RuntimeError):
-    """Base of the mlir-air executor's errors."""
-
-
-class HarnessConfigError(HarnessError):
-    """Raised when the harness table cannot produce a command: no entry for a (kernel, contract), a
-    placeholder with no value, MLIR_AIR_DIR unset, or a malformed TOML table."""
-
-
-class NpuLockTimeout(HarnessError):
-    """Raised when the NPU lock is still held by another process after the lock timeout."""
-
-
-class HarnessTimeout(HarnessError):
-    """Raised when a harness command runs past its timeout; `transcript` holds what it printed so far."""
-
-    def __init__(self, message: str, command: str, transcript: str) -> None:
-        super().__init__(message)
-        self.command = command
-        self.transcript = transcript
-
-
-# --- the harness table ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HarnessSpec:
-    key: str
-    command: str
-    contracts: tuple[str, ...] = ()
-    defaults: dict[str, Any] = field(default_factory=dict)
-    switches: dict[str, str] = field(default_factory=dict)
-    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    tile_keys: tuple[str, ...] = ()
-    timeout_s: float | None = None
-    cwd: str | None = None
-
-
-@dataclass(frozen=True)
-class HarnessTable:
-    harnesses: dict[str, HarnessSpec]
-    model: dict[str, Any]
-    timeout_s: float
-    lock_timeout_s: float
-    sources: tuple[str, ...]
-
-    def lookup(self, kernel: str, contract: str | None) -> HarnessSpec:
-        """The entry for (kernel, contract): `kernel@contract` first, then `kernel` if it lists the contract
-        (or lists none, or no contract is asked for). Raises `HarnessConfigError` naming what exists."""
-        if contract and f"{kernel}@{contract}" in self.harnesses:
-            return self.harnesses[f"{kernel}@{contract}"]
-        spec = self.harnesses.get(kernel)
-        if spec is not None and (not contract or not spec.contracts or contract in spec.contracts):
-            return spec
-        known = ", ".join(sorted(self.harnesses)) or "none"
-        wanted = f"{kernel}@{contract}" if contract else kernel
-        raise HarnessConfigError(
-            f"no mlir-air harness for {wanted!r} (entries: {known}); add [harness.{json.dumps(wanted)}] to a "
-            f"harness TOML passed to MlirAirExecutor or named by ${ENV_TABLE}."
-        )
-
-
-def _merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
-    for section in ("settings", "model"):
-        if section in over:
-            out[section] = {**out.get(section, {}), **over[section]}
-    harness = {k: dict(v) for k, v in out.get("harness", {}).items()}
-    for key, entry in over.get("harness", {}).items():
-        merged = {**harness.get(key, {}), **entry}
-        for sub in ("defaults", "switches", "aliases"):
-            if sub in entry or sub in harness.get(key, {}):
-                merged[sub] = {**harness.get(key, {}).get(sub, {}), **entry.get(sub, {})}
-        harness[key] = merged
-    out["harness"] = harness
-    return out
-
-
-def load_harness_table(path: str | os.PathLike | None = None) -> HarnessTable:
-    """The default table overlaid by `path`, or else by the file named in env `NPU_LEDGER_HARNESSES`."""
-    sources = [str(DEFAULT_TABLE)]
-    data = _read_toml(DEFAULT_TABLE)
-    user = path if path is not None else os.environ.get(ENV_TABLE) or None
-    if user is not None:
-        data = _merge_tables(data, _read_toml(Path(user)))
-        sources.append(str(user))
-    harnesses: dict[str, HarnessSpec] = {}
-    for key, entry in data.get("harness", {}).items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or not entry["command"].strip():
-            raise HarnessConfigError(f"harness entry {key!r} needs a non-empty `command` string.")
-        harnesses[key] = HarnessSpec(
-            key=key,
-            command=entry["command"],
-            contracts=tuple(entry.get("contracts", ())),
-            defaults=dict(entry.get("defaults", {})),
-            switches={k: str(v) for k, v in entry.get("switches", {}).items()},
-            aliases={k: tuple(v) for k, v in entry.get("aliases", {}).items()},
-            tile_keys=tuple(entry.get("tile_keys", ())),
-            timeout_s=entry.get("timeout_s"),
-            cwd=entry.get("cwd"),
-        )
-    settings = data.get("settings", {})
-    return HarnessTable(
-        harnesses=harnesses,
-        model=dict(data.get("model", {})),
-        timeout_s=float(settings.get("timeout_s", 3600)),
-        lock_timeout_s=float(settings.get("lock_timeout_s", 1800)),
-        sources=tuple(sources),
-    )
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except OSError as e:
-        raise HarnessConfigError(f"cannot read harness table {path}: {e.strerror or e}.") from e
-    except tomllib.TOMLDecodeError as e:
-        raise HarnessConfigError(f"harness table {path} is not valid TOML: {e}.") from e
-
-
-def _render_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return " ".join(_render_value(v) for v in value)
-    return str(value)
-
-
-def render_command(
-    template: str, variables: dict[str, Any], aliases: dict[str, tuple[str, ...]] | None = None, *, quote: bool = True
-) -> str:
-    """Fill `{name}` placeholders case-insensitively from `variables` (trying `aliases` in order), each
-    value shell-quoted unless `quote=False`. A placeholder with no value raises `HarnessConfigError`
-    listing the known names."""
-    lowered = {str(k).lower(): v for k, v in variables.items()}
-    alias_map = {k.lower(): [a.lower() for a in v] for k, v in (aliases or {}).items()}
-    out: list[str] = []
-    for literal, name, spec, conv in string.Formatter().parse(template):
-        out.append(literal)
-        if name is None:
-            continue
-        if spec or conv:
-            raise HarnessConfigError(f"placeholder {{{name}}} in {template!r} may not carry a format spec.")
-        for candidate in [name.lower(), *alias_map.get(name.lower(), [])]:
-            if candidate in lowered:
-                value = _render_value(lowered[candidate])
-                out.append(shlex.quote(value) if quote else value)
-                break
-        else:
-            known = ", ".join(sorted(lowered)) or "none"
-            raise HarnessConfigError(f"no value for placeholder {{{name}}} in {template!r} (known: {known}).")
-    return "".join(out)
-
-
-# --- the NPU lock, subprocess, provenance --------------------------------------------------------------
-
-
-@contextmanager
-def npu_lock(path: str = DEFAULT_LOCK_PATH, timeout_s: float = 1800.0, poll_s: float = 0.05) -> Iterator[float]:
-    """Hold an exclusive `flock` on `path` (created if missing); yields the seconds spent waiting.
-
-    Compatible with `flock -x /tmp/mlir-air-npu.lock ...`: both use flock(2). The descriptor is not
-    inherited by child processes, and closing it releases the lock."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except PermissionError:
-        fd = os.open(path, os.O_RDONLY)  # someone else's lock file: flock works on a read-only descriptor
-    t0 = time.monotonic()
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() - t0 >= timeout_s:
-                    raise NpuLockTimeout(
-                        f"could not take the NPU lock {path} within {timeout_s:g} s: another process holds it "
-                        "(an NPU run under `flock` on the same file)."
-                    ) from None
-                time.sleep(poll_s)
-        yield time.monotonic() - t0
-    finally:
-        os.close(fd)
-
-
-def run_command(command: str, timeout_s: float, cwd: str | None = None) -> tuple[int, str]:
-    """Run `command` with /bin/sh in its own process group; return (exit status, stdout+stderr text).
-    On timeout the whole group is killed and `HarnessTimeout` carries the partial output."""
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        cwd=cwd,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, _ = proc.communicate()
-        text = out.decode("utf-8", errors="replace")
-        raise HarnessTimeout(f"`{command}` timed out after {timeout_s:g} s and was killed.", command, text) from None
-    return proc.returncode, out.decode("utf-8", errors="replace")
-
-
-def _first_line(argv: list[str], timeout_s: float = 10.0) -> str | None:
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if r.returncode != 0:
-        return None
-    for line in (r.stdout + r.stderr).splitlines():
-        if line.strip():
-            return line.strip()
-    return None
-
-
-def probe_toolchain(mlir_air_dir: str | None) -> dict[str, str | None]:
-    """Best-effort toolchain versions; a tool that is missing or fails is recorded as None (absent)."""
-    return {
-        "mlir_air_commit": _first_line(["git", "-C", mlir_air_dir, "rev-parse", "HEAD"]) if mlir_air_dir else None,
-        "aie_opt": _first_line(["aie-opt", "--version"]),
-        "air_opt": _first_line(["air-opt", "--version"]),
-        "xrt_smi": _first_line(["xrt-smi", "--version"]),
-    }
-
-
-def probe_device() -> str | None:
-    """The NPU's name from pyxrt (device 0), or None when pyxrt is missing or the query fails."""
-    try:
-        import pyxrt  # type: ignore[import-not-found]
-    except Exception:
-        return None
-    try:
-        return str(pyxrt.device(0).get_info(pyxrt.xrt_info_device.name))
-    except Exception:
-        return None
 
 
 # --- results -------------------------------------------------------------------------------------------
@@ -494,7 +237,7 @@ class MlirAirExecutor(Executor):
         variables = {**self._base_vars(template), "model_dir": model_dir}
         command = render_command(template, variables)
         for key, value in (make_vars or {}).items():
-            command += f" {key}={shlex.quote(_render_value(value))}"
+            command += f" {key}={shlex.quote(render_value(value))}"
         limit = timeout_s or self.timeout_s or float(self.table.model.get("timeout_s", self.table.timeout_s))
         started = time.time()
         with npu_lock(self.lock_path, self.lock_timeout_s) as waited:

@@ -1,8 +1,8 @@
 """The whole-model Runner protocol and the records it returns (mirrors mlir-air's `llms/verify/runners`).
 
 A runner owns its KV cache: `prefill(tokens)` resets and fills it, `decode_step(token, pos)` appends one
-position. Both the NPU pipeline (`kernels.pipeline.NpuPipeline`) and the HF reference
-(`kernels.hf_reference.HfRunner`) implement it, so the gates in `kernels.gates` compare them blindly.
+position. Both the NPU pipeline (`kernels.model.pipeline.NpuPipeline`) and the HF reference
+(`kernels.model.hf_reference.HfRunner`) implement it, so the gates in `kernels.model.compare` compare them blindly.
 """
 
 from __future__ import annotations

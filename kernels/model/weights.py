@@ -18,8 +18,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from kernels.architecture import load_raw_config, rope_scaling
-from kernels.modelconfig import ModelConfig
+from kernels.model.architecture import load_raw_config, rope_scaling
+from kernels.model.config import ModelConfig
 
 
 class WeightsError(ValueError):

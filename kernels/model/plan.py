@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernels.modelconfig import ModelConfig
+from kernels.model.config import ModelConfig
 from kernels.tiles import TilePlan, plan_tile
 
 LM_HEAD_PARTITION = 16384

@@ -5,10 +5,7 @@ greedy prefill/decode with transformers' own KV cache, and captures every decode
 (forward hooks, so the last layer's pre-final-norm output is kept too) and the final-norm output.
 
 `baseline(prompt)` is the Phase 0 evidence: the next-token distribution on the prompt must be finite and
-not degenerate. Thresholds (recorded with the numbers):
-  top1_prob_max  0.999  a model that puts > 99.9 % on one token after a plain prompt is broken/collapsed
-  entropy_min    0.01   nats; below that the distribution is one-hot for practical purposes
-  logit_std_min  1e-3   constant logits (e.g. zeroed weights) are degenerate
+not degenerate, judged against `kernels.thresholds.BASELINE_THRESHOLDS` (recorded with the numbers).
 """
 
 from __future__ import annotations
@@ -20,10 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from kernels.architecture import load_raw_config, resolve
-from kernels.runner import DecodeStepRecord, PrefillRecord
-
-BASELINE_THRESHOLDS = {"top1_prob_max": 0.999, "entropy_min": 0.01, "logit_std_min": 1e-3}
+from kernels.model.architecture import load_raw_config, resolve
+from kernels.model.runner import DecodeStepRecord, PrefillRecord
+from kernels.thresholds import BASELINE_THRESHOLDS
 
 
 def _torch():

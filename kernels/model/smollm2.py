@@ -7,7 +7,7 @@ and save it in bf16 safetensors beside the tokenizer and its chat template. The 
 cache folder: a marker file written last makes `ensure_smollm2` idempotent and crash-safe.
 
 Cache folder: `$NPU_LEDGER_MODELS/smollm2-135m-instruct` when the variable is set, otherwise
-`~/.cache/npu-ledger/models/smollm2-135m-instruct`. `python -m kernels.smollm2` prints the folder.
+`~/.cache/npu-ledger/models/smollm2-135m-instruct`. `python -m kernels.model.smollm2` prints the folder.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The resolved model configuration every numeric component works from.
 
 `ModelConfig` mirrors the `ConfigResolved` event. Resolution from a HF config.json and the architecture
-assessment live in `kernels.architecture`.
+assessment live in `kernels.model.architecture`.
 """
 
 from __future__ import annotations

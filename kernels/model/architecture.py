@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels.modelconfig import ModelConfig
+from kernels.model.config import ModelConfig
 
 # architecture name -> (qkv bias implied, q/k norm implied)
 IN_SCOPE = {

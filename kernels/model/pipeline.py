@@ -38,9 +38,9 @@ import ml_dtypes
 import numpy as np
 
 from kernels.executors.base import Executor, Fp32Executor, KernelTimer, MixedExecutor
-from kernels.modelconfig import ModelConfig
-from kernels.runner import DecodeStepRecord, PrefillRecord
-from kernels.weights import ModelWeights
+from kernels.model.config import ModelConfig
+from kernels.model.runner import DecodeStepRecord, PrefillRecord
+from kernels.model.weights import ModelWeights
 
 KERNEL_FAULTS = frozenset({"rope_interleaved"})
 PIPELINE_FAULTS = frozenset({"kv_cache_off_by_one", "down_bf16_accumulate"})

@@ -1,0 +1,335 @@
+"""Parser for what a standalone mlir-air kernel harness prints: pure functions from text to records.
+
+One promise: a transcript either parses into a result whose verdict can be re-derived from
+its own numbers, or it raises `TranscriptError` with one sentence saying why. Garbage, a run cut off before
+its verdict, and a transcript that contradicts itself are errors, never a PASS.
+
+* `parse_harness_transcript` reads a standalone kernel harness (`make run` of a programming example). The
+  lines come from mlir-air's `XRTRunner` (python/air/backend/xrt_runner.py):
+
+      [precision] Output 0 (4194304 elements): mean_rel_L1=9.312e-03 | rel_err max=3.906e-01 | \
+                  abs_err max=6.104e-04 | rtol=1.6e-02 atol=1.5e-03          (one line)
+      Latency (us): 2017.3 | Throughput: 8.515000e+03 GFLOP/s
+      PASS!
+
+  and on failure `ERROR: Output 0 does not meet expected output.`, `Shape: (...)`,
+  `Mismatches: 12 / 4194304 elements (0.00%)`, up to 20 `Index (...)` lines, then `failed.`. Outputs are
+  checked in order and the check stops at the first failing one, so a FAIL transcript shows the outputs up
+  to the failing one. Non-finite statistics print as `nan` / `inf`. A correlation check, when a harness
+  asks for one, prints `Output 0 correlation: ... (threshold: ...)`.
+The verify and diagnosis reports of a model directory have their own modules (`verify_report`,
+`diagnosis_report`).
+
+This module never touches the ledger; it returns plain dicts whose keys are the event field names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Verdict = Literal["PASS", "FAIL"]
+
+
+class TranscriptError(ValueError):
+    """Raised when a harness/verify transcript or report matches none of the known formats, is truncated,
+    or contradicts itself. `transcript` holds the text (when there is one) so a caller can triage it."""
+
+    def __init__(self, message: str, transcript: str | None = None) -> None:
+        super().__init__(message)
+        self.transcript = transcript
+
+
+def sha256_text(text: str) -> str:
+    """Hex sha256 of the UTF-8 bytes of `text` (the provenance hash of a transcript)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --- standalone kernel harness -------------------------------------------------------------------------
+
+_NUM = r"[-+]?(?:nan|inf|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+_PRECISION = re.compile(
+    rf"^\[precision\]\s*(?:Output\s+(?P<index>\d+)\s*\((?P<n>\d+)\s+elements\)\s*:\s*)?"
+    rf"mean_rel_L1=(?P<l1>{_NUM})\s*\|\s*rel_err max=(?P<rel>{_NUM})\s*\|\s*"
+    rf"abs_err max=(?P<abs>{_NUM})\s*\|\s*rtol=(?P<rtol>{_NUM})\s+atol=(?P<atol>{_NUM})$",
+    re.IGNORECASE,
+)
+_LATENCY = re.compile(
+    rf"^Latency \(us\):\s*(?P<lat>{_NUM})(?:\s*\|\s*Throughput:\s*(?P<gf>{_NUM})\s*GFLOP/s)?$", re.IGNORECASE
+)
+_ERROR_OUTPUT = re.compile(r"^ERROR: Output (?P<index>\d+) does not meet expected output\.$")
+_ERROR_CORR = re.compile(rf"^ERROR: Output (?P<index>\d+) correlation (?P<c>{_NUM}) below threshold", re.I)
+_CORRELATION = re.compile(rf"^Output (?P<index>\d+) correlation: (?P<c>{_NUM}) \(threshold: (?P<t>{_NUM})\)$", re.I)
+_MISMATCHES = re.compile(
+    r"^Mismatches:\s*(?P<bad>\d+)\s*/\s*(?P<total>\d+)(?:\s+elements)?\s*\((?:[-+\d.eE]+%|empty array)\)$"
+)
+_SHAPE = re.compile(r"^Shape:\s*(?P<shape>\(.*\)|\[.*\])$")
+_VERDICT_PASS = "PASS!"
+_VERDICT_FAIL = "failed."
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """One checked output of a harness run (an `Output i` of the transcript)."""
+
+    index: int
+    n_elements: int | None
+    mean_rel_L1: float
+    max_rel: float
+    max_abs: float
+    rtol: float
+    atol: float
+    passed: bool | None  # None: the check stopped at an earlier output, or the transcript does not say
+    mismatches: int | None  # 0 for a passing output; the printed count for the failing one
+    shape: str | None = None
+    correlation: float | None = None
+
+
+@dataclass(frozen=True)
+class HarnessResult:
+    """A parsed `make run` transcript. `outputs` are in printed order."""
+
+    verdict: Verdict
+    outputs: tuple[OutputCheck, ...]
+    latency_us: float | None = None
+    gflops: float | None = None
+    failing_output: int | None = None
+    failure_reasons: tuple[str, ...] = ()
+
+    def kernel_verified_fields(self) -> dict[str, Any]:
+        """The `KernelVerified` fields this transcript determines.
+
+        With several outputs the row reports the worst of each figure (max mean_rel_L1 / max_abs /
+        max_rel, NaN if any output is NaN), the summed mismatches and element counts, and the tolerances
+        of output 0 (one harness call checks every output at the same rtol/atol)."""
+        outs = self.outputs
+        first = outs[0] if outs else None
+        counts = [o.n_elements for o in outs]
+        bad = [o.mismatches for o in outs]
+        known_counts = bool(counts) and all(c is not None for c in counts)
+        known_bad = bool(bad) and all(b is not None for b in bad)
+        return {
+            "verdict": self.verdict,
+            "rtol": first.rtol if first else None,
+            "atol": first.atol if first else None,
+            "mean_rel_L1": _worst(o.mean_rel_L1 for o in outs),
+            "max_abs": _worst(o.max_abs for o in outs),
+            "max_rel": _worst(o.max_rel for o in outs),
+            "mismatches": sum(bad) if known_bad else None,  # type: ignore[arg-type]
+            "n_elements": sum(counts) if known_counts else None,  # type: ignore[arg-type]
+            "latency_us": self.latency_us,
+            "gflops": self.gflops,
+        }
+
+
+def _worst(values) -> float | None:
+    vals = list(values)
+    if not vals:
+        return None
+    if any(math.isnan(v) for v in vals):
+        return math.nan
+    return max(vals)
+
+
+def _clean_lines(text: str) -> list[str]:
+    return [_ANSI.sub("", line).strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+
+
+def _last_words(lines: list[str]) -> str:
+    for line in reversed(lines):
+        if line:
+            return line if len(line) <= 160 else line[:157] + "..."
+    return ""
+
+
+def parse_harness_transcript(text: str, *, require_precision: bool = True) -> HarnessResult:
+    """Parse one standalone harness run into a `HarnessResult`; raise `TranscriptError` on anything else.
+
+    Exactly one verdict line (`PASS!` or `failed.`) is required, and every bf16 harness in mlir-air's
+    registry prints a `[precision]` line per output (set `require_precision=False` for integer-output
+    harnesses, which print none). Contradictions that raise: both verdicts, a verdict printed twice,
+    `PASS!` alongside an `ERROR: Output` / `Mismatches:` line or a non-finite error figure, a mismatch
+    count larger than its total, a mismatch total that differs from that output's `[precision]` element
+    count, an output reported twice, and check lines printed after the verdict."""
+    if not text or not text.strip():
+        raise TranscriptError("the harness transcript is empty.", text)
+    lines = _clean_lines(text)
+
+    precisions: dict[int, dict[str, Any]] = {}
+    order: list[int] = []
+    errors: list[int] = []
+    corr_errors: list[int] = []
+    mismatch: dict[int, tuple[int, int]] = {}
+    shapes: dict[int, str] = {}
+    correlations: dict[int, float] = {}
+    latency: tuple[float, float | None] | None = None
+    verdicts: list[tuple[int, str]] = []
+    current_error: int | None = None
+    check_after_verdict: str | None = None
+
+    for lineno, line in enumerate(lines):
+        if not line:
+            continue
+        is_check_line = False
+        if line.startswith("[precision]"):
+            m = _PRECISION.match(line)
+            if not m:
+                raise TranscriptError(f"malformed [precision] line: {line!r}.", text)
+            idx = int(m["index"]) if m["index"] is not None else len(order)
+            if idx in precisions:
+                raise TranscriptError(
+                    f"output {idx} has two [precision] lines: the transcript contradicts itself.", text
+                )
+            precisions[idx] = {
+                "n": int(m["n"]) if m["n"] is not None else None,
+                "l1": float(m["l1"]),
+                "rel": float(m["rel"]),
+                "abs": float(m["abs"]),
+                "rtol": float(m["rtol"]),
+                "atol": float(m["atol"]),
+            }
+            order.append(idx)
+            is_check_line = True
+        elif line.startswith("Latency (us):"):
+            m = _LATENCY.match(line)
+            if not m:
+                raise TranscriptError(f"malformed latency line: {line!r}.", text)
+            latency = (float(m["lat"]), float(m["gf"]) if m["gf"] is not None else None)
+        elif m := _ERROR_OUTPUT.match(line):
+            current_error = int(m["index"])
+            errors.append(current_error)
+            is_check_line = True
+        elif m := _ERROR_CORR.match(line):
+            corr_errors.append(int(m["index"]))
+            is_check_line = True
+        elif m := _CORRELATION.match(line):
+            correlations[int(m["index"])] = float(m["c"])
+            is_check_line = True
+        elif line.startswith("Mismatches:"):
+            m = _MISMATCHES.match(line)
+            if not m:
+                raise TranscriptError(f"malformed mismatch line: {line!r}.", text)
+            if current_error is None:
+                raise TranscriptError(
+                    "a 'Mismatches:' line appears without the 'ERROR: Output N' line it belongs to.", text
+                )
+            bad, total = int(m["bad"]), int(m["total"])
+            if bad > total:
+                raise TranscriptError(
+                    f"output {current_error} reports {bad} mismatches out of only {total} elements.", text
+                )
+            mismatch[current_error] = (bad, total)
+            is_check_line = True
+        elif (m := _SHAPE.match(line)) and current_error is not None and current_error not in shapes:
+            shapes[current_error] = m["shape"]
+        elif line in (_VERDICT_PASS, _VERDICT_FAIL):
+            verdicts.append((lineno, line))
+        if is_check_line and verdicts and check_after_verdict is None:
+            check_after_verdict = line
+
+    if not verdicts:
+        if precisions or errors:
+            raise TranscriptError(
+                "the transcript ends without a verdict line ('PASS!' or 'failed.'): the run was cut off or the "
+                f"harness crashed (last line: {_last_words(lines)!r}).",
+                text,
+            )
+        raise TranscriptError(
+            "the text matches none of the mlir-air harness formats: no [precision] line and no 'PASS!' / "
+            f"'failed.' verdict (last line: {_last_words(lines)!r}).",
+            text,
+        )
+    kinds = {v for _, v in verdicts}
+    if len(kinds) > 1:
+        raise TranscriptError("the transcript prints both 'PASS!' and 'failed.': it contradicts itself.", text)
+    if len(verdicts) > 1:
+        raise TranscriptError(
+            f"the transcript prints the verdict {len(verdicts)} times; one harness run prints it once.", text
+        )
+    if check_after_verdict is not None:
+        raise TranscriptError(
+            f"check output continues after the verdict ({check_after_verdict!r}): several runs concatenated?", text
+        )
+    verdict: Verdict = "PASS" if verdicts[0][1] == _VERDICT_PASS else "FAIL"
+    if require_precision and not precisions:
+        raise TranscriptError(
+            "the transcript has a verdict but no [precision] line: the harness must run with "
+            "report_precision=True so its tolerances and error figures can be recorded.",
+            text,
+        )
+
+    if verdict == "PASS":
+        if errors or corr_errors or mismatch:
+            bad = sum(b for b, _ in mismatch.values())
+            raise TranscriptError(
+                f"the transcript says 'PASS!' but also reports a failing output ({bad} mismatches): "
+                "it contradicts itself.",
+                text,
+            )
+        for idx, p in precisions.items():
+            if not all(math.isfinite(p[k]) for k in ("l1", "rel", "abs")):
+                raise TranscriptError(
+                    f"the transcript says 'PASS!' but output {idx} has non-finite error figures "
+                    f"(mean_rel_L1={p['l1']}, abs_err max={p['abs']}): a NaN/Inf output cannot pass.",
+                    text,
+                )
+
+    for idx, (_, total) in mismatch.items():
+        n = precisions.get(idx, {}).get("n")
+        if n is not None and n != total:
+            raise TranscriptError(
+                f"output {idx} has {n} elements in its [precision] line but {total} in its mismatch line.", text
+            )
+
+    failing = (errors + corr_errors)[0] if (errors or corr_errors) else None
+    outputs: list[OutputCheck] = []
+    for idx in order:
+        p = precisions[idx]
+        if verdict == "PASS":
+            passed, bad = True, 0
+        elif failing is None:
+            passed, bad = None, None
+        elif idx < failing:
+            passed, bad = True, 0
+        elif idx == failing:
+            passed = False
+            bad = mismatch[idx][0] if idx in mismatch else (0 if idx in corr_errors and idx not in errors else None)
+        else:
+            passed, bad = None, None
+        outputs.append(
+            OutputCheck(
+                index=idx,
+                n_elements=p["n"],
+                mean_rel_L1=p["l1"],
+                max_rel=p["rel"],
+                max_abs=p["abs"],
+                rtol=p["rtol"],
+                atol=p["atol"],
+                passed=passed,
+                mismatches=bad,
+                shape=shapes.get(idx),
+                correlation=correlations.get(idx),
+            )
+        )
+    reasons: list[str] = []
+    for idx in errors:
+        if idx in mismatch:
+            bad, total = mismatch[idx]
+            reasons.append(f"output {idx}: {bad} of {total} elements outside atol + rtol*|ref|")
+        else:
+            reasons.append(f"output {idx} does not meet expected output")
+    for idx in corr_errors:
+        reasons.append(f"output {idx}: correlation {correlations.get(idx, math.nan)} below threshold")
+    return HarnessResult(
+        verdict=verdict,
+        outputs=tuple(outputs),
+        latency_us=latency[0] if latency else None,
+        gflops=latency[1] if latency else None,
+        failing_output=failing,
+        failure_reasons=tuple(reasons),
+    )

@@ -1,0 +1,48 @@
+"""The thresholds live in one module (`kernels.thresholds`) that the gates, their predicates, the evaluator and
+the triage rules all import."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import handlers.audit as audit
+import statemachine.machine as machine
+from kernels import thresholds
+from kernels.catalog import KERNELS, get_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("head_dim", [32, 64, 96, 128, 160, 192, 255, 256, 512])
+def test_the_gate_and_the_evaluator_hold_a_block_to_the_same_per_position_floor(head_dim):
+    assert machine.per_position_threshold is thresholds.per_position_threshold
+    assert audit.per_position_threshold is thresholds.per_position_threshold
+    assert thresholds.per_position_threshold(head_dim) == (0.99 if head_dim <= 64 else 0.98 if head_dim < 256 else 0.97)
+
+
+def test_no_cosine_floor_is_spelled_outside_the_thresholds_module():
+    literal = re.compile(r"(?<![\d.])0\.9[789]\d*(?!\d)")
+    found = []
+    for folder in ("handlers", "statemachine"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in (".py", ".toml"):
+                continue
+            for n, line in enumerate(path.read_text().splitlines(), 1):
+                if literal.search(line.split("#")[0]):
+                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_every_kernel_contract_takes_its_tolerance_from_the_one_table():
+    for name in KERNELS:
+        for contract in get_spec(name).contracts.values():
+            assert (contract.rtol, contract.atol) == thresholds.kernel_tolerance(name, contract.name)
+
+
+def test_a_triage_rule_can_name_a_threshold_instead_of_restating_it():
+    from handlers.triage.engine import _params
+
+    assert _params({"fn": "ge", "key": "block_cosine", "value": "BLOCK_COSINE_MIN"})["value"] == 0.99
