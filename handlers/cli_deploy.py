@@ -245,19 +245,19 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
     """Generate with the deployment's integrated runner; prints TTFT and tokens/s (setup not timed)."""
     import numpy as np
 
-    from handlers.gates.phase456 import integrated_run
-    from handlers.gates.runtime import hf_runner
+    from handlers.gates.runtime import model_backend
     from ledger.events import PerformanceMeasured
 
     unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
-    tok = hf_runner(str(ctx.model_path)).tokenizer
+    backend = model_backend(ctx.state, ctx.config)
+    tok = backend.tokenizer()
     if getattr(tok, "chat_template", None):
         from kernels.model.prompts import _ids
 
         ids = _ids(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True))
     else:
         ids = list(tok(prompt)["input_ids"])
-    r = integrated_run(ctx, np.asarray(ids, np.int64), n_tokens)
+    r = backend.integrated_run(np.asarray(ids, np.int64), n_tokens)
     text = tok.decode(r["tokens"], skip_special_tokens=True)
     unit.commit([PerformanceMeasured(phase=6, executor=ctx.state.executor, pipeline=r["pipeline"],
                                      n_prompt_tokens=len(ids), n_tokens=n_tokens, ttft_s=r["ttft_s"],
@@ -292,10 +292,10 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
 def verify_model_cmd(app: App, name: str, full: bool, as_json: bool) -> None:
     """The token gate on demand (upstream's `make verify`), recorded in the ledger."""
     from handlers.gates.phase23 import token_gate_events
-    from handlers.gates.runtime import build_pipeline
+    from handlers.gates.runtime import model_backend
 
     unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
-    gates = token_gate_events(ctx, build_pipeline(ctx.state, ctx.config), "verify-model", full=full)
+    gates = token_gate_events(ctx, model_backend(ctx.state, ctx.config), "verify-model", full=full)
     unit.commit(gates)
     ok = all(g.passed for g in gates)
     if as_json:
@@ -315,10 +315,10 @@ def verify_model_cmd(app: App, name: str, full: bool, as_json: bool) -> None:
 def diagnose_cmd(app: App, name: str, as_json: bool) -> None:
     """Per-layer cosine of the deployment's pipeline vs HF bf16 (recorded; never fails a phase)."""
     from handlers.gates.phase23 import diagnosis_events
-    from handlers.gates.runtime import build_pipeline
+    from handlers.gates.runtime import model_backend
 
     unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
-    layers = diagnosis_events(ctx, build_pipeline(ctx.state, ctx.config))
+    layers = diagnosis_events(ctx, model_backend(ctx.state, ctx.config))
     unit.commit(layers)
     if as_json:
         click.echo(json.dumps([x.to_payload() for x in layers]))

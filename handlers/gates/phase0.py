@@ -24,11 +24,11 @@ def run(ctx: GateRun) -> GateOutcome:
         return GateOutcome(events=events, reasons=[reason])
     if not report.ok:
         return GateOutcome(events=events, reasons=[f"weights incomplete: {report.first_problem()}"])
-    from kernels.model.hf_reference import HfRunner
+    from kernels.model.backend import hf_reference
     from kernels.model.prompts import CANONICAL_PROMPT
 
     ctx.progress("running the HF transformers bf16 reference on the canonical prompt")
-    runner = HfRunner(ctx.model_path)
+    runner = hf_reference(str(ctx.model_path))
     baseline = runner.baseline(CANONICAL_PROMPT)
     mismatches = runner.config_mismatches(load_raw_config(ctx.model_path))
     fields = dict(baseline)

@@ -57,9 +57,9 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
     tile = dict(row.tile.tile) or None  # the planner's TilePlan
     note = "; ".join(row.warnings)
     if state.executor == "mlir-air":
-        from kernels.mlir_air.executor import MlirAirExecutor
+        from kernels.executors import make_executor
 
-        run = MlirAirExecutor(state.target).run_harness(row.kernel, row.shape, tile)
+        run = make_executor("mlir-air", state.target).run_harness(row.kernel, row.shape, tile)
         fields = run.kernel_verified_kwargs(state.target)
         fields["provenance"] = {**fields["provenance"], "attempt": attempt}
         return KernelVerified(**fields, role=row.role, stage=row.phase, note=note), run.transcript

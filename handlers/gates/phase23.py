@@ -1,76 +1,56 @@
-"""Phase 2 — one block (layer 0) vs HF bf16; Phase 3 — the full model: token gate + per-layer diagnosis."""
+"""Phase 2 — one block (layer 0) vs HF bf16; Phase 3 — the full model: token gate + per-layer diagnosis.
+
+Both talk only to the deployment's model backend (`handlers.gates.runtime.model_backend`)."""
 
 from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
-from handlers.gates.runtime import build_pipeline, hf_runner
-from kernels.thresholds import PREFILL_HEALTHY_COS_MIN, TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
+from handlers.gates.runtime import model_backend
+from kernels.thresholds import PREFILL_HEALTHY_COS_MIN
 from ledger.events import BlockValidated, LayerDiagnosed, TokenGateChecked
 
 
 def run_block(ctx: GateRun) -> GateOutcome:
-    from kernels.model.compare import bisect_block, block_gate
-    from kernels.model.prompts import canonical_tokens
-
-    cfg = ctx.config
-    ref = hf_runner(str(ctx.model_path))
-    pipe = build_pipeline(ctx.state, cfg)
-    tokens = canonical_tokens(ref.tokenizer)
-    ctx.progress(f"layer-0 block on {pipe.name}, {len(tokens)} real positions")
-    ours = pipe.prefill(tokens)
-    ref_rec = ref.prefill(tokens)
-    ref0 = ref_rec.layer_intermediates[0]["ffn_out"]
-    result = block_gate(ours.layer_intermediates[0]["ffn_out"], ref0, cfg.head_dim, n_positions=len(tokens),
-                        executor=ctx.state.executor)
+    backend = model_backend(ctx.state, ctx.config)
+    ctx.progress(f"layer-0 block on {backend.name}, canonical prompt")
+    result = backend.block_gate()
     fields = result.event_fields()
     triage = []
     reasons = []
     if not result.passed:
         ctx.progress("block gate failed: bisecting (kernels swapped to FP32 one at a time)")
-        bisect = bisect_block(pipe.with_fp32_kernels, tokens, ref0, cfg.head_dim)
+        bisect = backend.bisect_block()
         fields.update(bisect=bisect.steps, culprit=bisect.culprit)
         reasons.append(f"bisect names {bisect.culprit}" if bisect.culprit else
                        "even the all-FP32 block misses the gate: the fault is in the pipeline, not a kernel")
         triage.append({"kind": "block", "block_cosine": result.cosine, "culprit": bisect.culprit,
-                       "nan_count": result.nan_count, "head_dim": cfg.head_dim})
+                       "nan_count": result.nan_count, "head_dim": ctx.config.head_dim})
     event = BlockValidated(**fields)
     return GateOutcome(events=[event], reasons=reasons, triage=triage,
                        summary=f"layer-0 cosine {event.cosine:.5f}, per-position min {event.per_position_min:.5f}")
 
 
-def token_gate_events(ctx: GateRun, pipe, context: str, full: bool | None = None) -> list[TokenGateChecked]:
-    """The token gate on the deployment's prompts (2, or 8 with full), one event per prompt."""
-    from kernels.model.compare import token_gate
-    from kernels.model.prompts import prompts_for
-
-    ref = hf_runner(str(ctx.model_path))
-    prompts = prompts_for(ref.tokenizer, full=ctx.options.get("full", False) if full is None else full)
+def token_gate_events(ctx: GateRun, backend, context: str, full: bool | None = None) -> list[TokenGateChecked]:
+    """The token gate on the backend's prompts (2, or 8 with full), one event per prompt."""
+    prompts = backend.prompts(ctx.options.get("full", False) if full is None else full)
     events = []
     for i, prompt in enumerate(prompts, start=1):
         ctx.progress(f"[{i}/{len(prompts)}] token gate ({context}), prompt {prompt.index}: {prompt.text[:40]!r}")
-        res = token_gate(pipe, ref, prompt.tokens, n_tokens=TOKEN_GATE_STEPS, k=TOKEN_GATE_TOP_K, prompt_index=prompt.index,
-                         prompt=prompt.text, tokenizer=ref.tokenizer, context=context)
-        fields = res.event_fields()
-        fields.update(executor=ctx.state.executor, pipeline=pipe.options.to_dict())
+        fields = backend.token_gate(prompt, context).event_fields()
+        fields.update(executor=backend.name, pipeline=backend.options)
         events.append(TokenGateChecked(**fields))
     return events
 
 
-def diagnosis_events(ctx: GateRun, pipe) -> list[LayerDiagnosed]:
-    from kernels.model.compare import diagnose_layers
-    from kernels.model.prompts import canonical_tokens
-
-    ref = hf_runner(str(ctx.model_path))
-    tokens = canonical_tokens(ref.tokenizer)
+def diagnosis_events(ctx: GateRun, backend) -> list[LayerDiagnosed]:
     ctx.progress("per-layer diagnosis on the canonical prompt")
-    rows = diagnose_layers(pipe.prefill(tokens), ref.prefill(tokens), executor=ctx.state.executor)
-    return [LayerDiagnosed(**row) for row in rows]
+    return [LayerDiagnosed(**row) for row in backend.diagnose()]
 
 
 def run_full(ctx: GateRun) -> GateOutcome:
-    pipe = build_pipeline(ctx.state, ctx.config)
-    gates = token_gate_events(ctx, pipe, "phase3")
-    layers = diagnosis_events(ctx, pipe)
+    backend = model_backend(ctx.state, ctx.config)
+    gates = token_gate_events(ctx, backend, "phase3")
+    layers = diagnosis_events(ctx, backend)
     failed = [g for g in gates if not g.passed]
     # prefill is healthy when every layer's block output tracks the reference (the per-layer diagnosis)
     prefill_ok = all(layer.cos_min >= PREFILL_HEALTHY_COS_MIN for layer in layers)

@@ -11,14 +11,15 @@ diagnosis.
 from __future__ import annotations
 
 import statistics
-import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import diagnosis_events, token_gate_events
-from handlers.gates.runtime import SWITCHES, build_pipeline, hf_runner
+from handlers.gates.runtime import FAULTS, SWITCHES, model_backend
+from kernels.model.backend import Measurement
+from kernels.thresholds import TOKEN_GATE_STEPS
 from ledger.events import OptimizationTried, PerformanceMeasured
 
 WARMUP, RUNS = 5, 20
@@ -26,54 +27,24 @@ DEFAULT_PREFILL_LEN = 128  # timed prefill length (tokens); `ledger advance --pr
 DECODE_STEPS = 16  # decode steps per timed decode run
 
 
-def _prompt(ctx: GateRun, length: int) -> np.ndarray:
-    """A fixed prompt of `length` tokens: the canonical prompt repeated (deterministic)."""
-    from kernels.model.prompts import canonical_tokens
-
-    base = canonical_tokens(hf_runner(str(ctx.model_path)).tokenizer)
-    reps = -(-length // len(base))
-    return np.asarray((base * reps)[:length], np.int64)
+def measure(backend, phase: int, n_tokens: int) -> Measurement:
+    """The phase's figure on `backend`: prefill seconds (4) or seconds per decoded token (5)."""
+    if phase == 4:
+        return backend.measure_prefill(n_tokens, warmup=WARMUP, runs=RUNS)
+    return backend.measure_decode(n_tokens, DECODE_STEPS, warmup=WARMUP, runs=RUNS)
 
 
-def _prefill_run(pipe, tokens) -> Callable[[], float]:
-    """One timed prefill (seconds)."""
-    def run() -> float:
-        t0 = time.perf_counter()
-        pipe.prefill(tokens)
-        return time.perf_counter() - t0
-    return run
-
-
-def _decode_run(pipe, tokens) -> Callable[[], float]:
-    """One timed decode run: prefill (untimed), then DECODE_STEPS greedy steps; seconds per token."""
-    def run() -> float:
-        rec = pipe.prefill(tokens)
-        tok, pos = rec.top1_token, len(tokens)
-        t0 = time.perf_counter()
-        for i in range(DECODE_STEPS):
-            tok = pipe.decode_step(tok, pos + i).top1_token
-        return (time.perf_counter() - t0) / DECODE_STEPS
-    return run
-
-
-def measure(run: Callable[[], float]) -> tuple[float, list[float]]:
-    """Median of RUNS timed runs after WARMUP untimed ones."""
-    for _ in range(WARMUP):
-        run()
-    samples = [run() for _ in range(RUNS)]
-    return statistics.median(samples), samples
-
-
-def measure_pair(run_a: Callable[[], float], run_b: Callable[[], float]):
+def measure_pair(a, b, phase: int, n_tokens: int) -> tuple[Measurement, Measurement]:
     """Both sides measured interleaved (a, b, a, b, ...) so machine load drifts affect them alike."""
-    for _ in range(WARMUP):
-        run_a()
-        run_b()
-    a, b = [], []
-    for _ in range(RUNS):
-        a.append(run_a())
-        b.append(run_b())
-    return (statistics.median(a), a), (statistics.median(b), b)
+    one = (lambda be, w: be.measure_prefill(n_tokens, warmup=w, runs=1)) if phase == 4 else \
+          (lambda be, w: be.measure_decode(n_tokens, DECODE_STEPS, warmup=w, runs=1))
+    sa, sb = [], []
+    for i in range(RUNS):
+        sa.append(one(a, WARMUP if i == 0 else 0).median_s)
+        sb.append(one(b, WARMUP if i == 0 else 0).median_s)
+    metric = "prefill_s" if phase == 4 else "s_per_token"
+    return (Measurement(metric, statistics.median(sa), sa, n_tokens, "wall", WARMUP),
+            Measurement(metric, statistics.median(sb), sb, n_tokens, "wall", WARMUP))
 
 
 def _candidates(ctx: GateRun) -> list[str]:
@@ -85,24 +56,21 @@ def _candidates(ctx: GateRun) -> list[str]:
 
 
 def _build(ctx: GateRun, applied: dict[str, bool], faults: set[str]):
-    """The deployment's pipeline with exactly the switches in `applied` (and any injected test faults)."""
-    return build_pipeline(ctx.state, ctx.config, {**{k: applied.get(k, False) for k in SWITCHES}, "faults": faults})
+    """The deployment's backend with exactly the switches in `applied` (and any injected test faults)."""
+    return model_backend(ctx.state, ctx.config, {**{k: applied.get(k, False) for k in SWITCHES}, "faults": faults})
 
 
 def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
-    from kernels.model.pipeline import FAULTS
-
     length = int(ctx.options.get("prefill_len") or DEFAULT_PREFILL_LEN)
-    tokens = _prompt(ctx, length if phase == 4 else min(length, 64))
-    runner = _prefill_run if phase == 4 else _decode_run
+    n_tokens = length if phase == 4 else min(length, 64)
     metric = "prefill_s" if phase == 4 else "ms_per_token"
     what = "prefill" if phase == 4 else "decode"
     applied: dict[str, bool] = {k: False for k in SWITCHES}
     faults: set[str] = set()
 
-    ctx.progress(f"phase {phase} baseline: {what} of {len(tokens)} tokens, {WARMUP} warm-up + {RUNS} timed runs")
+    ctx.progress(f"phase {phase} baseline: {what} of {n_tokens} tokens, {WARMUP} warm-up + {RUNS} timed runs")
     base_pipe = _build(ctx, applied, faults)
-    base, _ = measure(runner(base_pipe, tokens))
+    base = measure(base_pipe, phase, n_tokens).median_s
     events: list = []
     current = base
     carried_from_4 = {k for k, v in (ctx.state.pipeline or {}).items() if k in SWITCHES and v is True}
@@ -115,7 +83,8 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
         else:
             trial_applied[name] = True
         pipe = _build(ctx, trial_applied, trial_faults)
-        after, samples = measure(runner(pipe, tokens))
+        trial = measure(pipe, phase, n_tokens)
+        after, samples = trial.median_s, trial.samples_s
         gates = token_gate_events(ctx, pipe, f"phase{phase}:{name}", full=False)
         events.extend(gates)
         gate_ok = all(g.passed for g in gates)
@@ -141,9 +110,10 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
     # the verdict's two numbers: baseline and final pipelines re-measured side by side, interleaved
     ctx.progress(f"phase {phase}: baseline vs final {what}, interleaved")
     final_pipe = _build(ctx, applied, faults)
-    (base, base_samples), (final, final_samples) = measure_pair(runner(base_pipe, tokens), runner(final_pipe, tokens))
-    events.insert(0, _perf(ctx, phase, base_pipe, len(tokens), base, base_samples, "baseline"))
-    events.append(_perf(ctx, phase, final_pipe, len(tokens), final, final_samples, "final"))
+    m_base, m_final = measure_pair(base_pipe, final_pipe, phase, n_tokens)
+    base, final = m_base.median_s, m_final.median_s
+    events.insert(0, _perf(ctx, phase, base_pipe, n_tokens, base, m_base.samples_s, "baseline"))
+    events.append(_perf(ctx, phase, final_pipe, n_tokens, final, m_final.samples_s, "final"))
     kept = [k for k, v in applied.items() if v] + sorted(faults)
     return GateOutcome(events=events, summary=f"{what} {_fmt(base, phase)} -> {_fmt(final, phase)} "
                                               f"({base / final:.2f}x) with {', '.join(kept) or 'no optimisation'}")
@@ -159,7 +129,7 @@ def _fmt(seconds: float, phase: int) -> str:
 
 def _perf(ctx: GateRun, phase: int, pipe, n_tokens: int, median: float, samples: list[float], label: str):
     fields: dict[str, Any] = dict(
-        phase=phase, executor=ctx.state.executor, pipeline=pipe.options.to_dict(), n_prompt_tokens=n_tokens,
+        phase=phase, executor=ctx.state.executor, pipeline=pipe.options, n_prompt_tokens=n_tokens,
         warmup=WARMUP, runs=RUNS,
         profile={"label": label, "samples_s": samples,
                  "measured": "baseline and final interleaved, after the trials (same machine load)"},
@@ -184,51 +154,21 @@ def run_decode(ctx: GateRun) -> GateOutcome:
 
 
 def integrated_run(ctx: GateRun, tokens: np.ndarray, n_tokens: int) -> dict[str, Any]:
-    """Setup (outside the timed region), then prefill + greedy decode, timed; with a per-stage profile."""
-    t0 = time.perf_counter()
-    pipe = build_pipeline(ctx.state, ctx.config)
-    pipe.prefill(tokens[: min(len(tokens), 8)])  # setup: weights converted/quantised, caches built
-    setup_s = time.perf_counter() - t0
-    pipe.reset_timers()
-    if hasattr(pipe.k, "timer"):
-        pipe.k.timer.reset()
-    t0 = time.perf_counter()
-    rec = pipe.prefill(tokens)
-    prefill_s = time.perf_counter() - t0
-    out = [rec.top1_token]
-    step_s = []
-    pos = len(tokens)
-    for i in range(n_tokens - 1):
-        t1 = time.perf_counter()
-        out.append(pipe.decode_step(out[-1], pos + i).top1_token)
-        step_s.append(time.perf_counter() - t1)
-    ttft = prefill_s  # the first token is the prefill's argmax
-    decode_total = sum(step_s)
-    profile = pipe.profile()
-    stages = profile.get("stages", {})
-    lm_head = sum(v["seconds"] for k, v in stages.items() if "lm_head" in k)
-    top = sorted(profile.get("kernels", {}).items(), key=lambda kv: -kv[1]["seconds"])[:5]
-    return {
-        "tokens": out, "setup_s": setup_s, "prefill_s": prefill_s, "ttft_s": ttft,
-        "ms_per_token": (decode_total / len(step_s) * 1e3) if step_s else None,
-        "tokens_per_s": (len(step_s) / decode_total) if decode_total > 0 else None,
-        "profile": {"setup_s": setup_s, "prefill_s": prefill_s, "decode_s_per_token": step_s,
-                    "lm_head_s": lm_head, "top_kernels": [{"kernel": k, **v} for k, v in top], "stages": stages},
-        "pipeline": pipe.options.to_dict(),
-    }
+    """The deployment's integrated runner: setup outside the timed region, prefill + greedy decode timed."""
+    return model_backend(ctx.state, ctx.config).integrated_run(tokens, n_tokens)
 
 
 def run_finalize(ctx: GateRun) -> GateOutcome:
     from kernels.model.prompts import canonical_tokens
 
-    pipe = build_pipeline(ctx.state, ctx.config)
-    gates = token_gate_events(ctx, pipe, "phase6")
-    layers = diagnosis_events(ctx, pipe)
-    tokens = np.asarray(canonical_tokens(hf_runner(str(ctx.model_path)).tokenizer), np.int64)
+    backend = model_backend(ctx.state, ctx.config)
+    gates = token_gate_events(ctx, backend, "phase6")
+    layers = diagnosis_events(ctx, backend)
+    tokens = np.asarray(canonical_tokens(backend.tokenizer()), np.int64)
     ctx.progress("integrated run: TTFT and tokens/s")
-    r = integrated_run(ctx, tokens, 32)
+    r = backend.integrated_run(tokens, TOKEN_GATE_STEPS)
     perf = PerformanceMeasured(
-        phase=6, executor=ctx.state.executor, pipeline=r["pipeline"], n_prompt_tokens=len(tokens), n_tokens=32,
+        phase=6, executor=ctx.state.executor, pipeline=r["pipeline"], n_prompt_tokens=len(tokens), n_tokens=TOKEN_GATE_STEPS,
         ttft_s=r["ttft_s"], tokens_per_s=r["tokens_per_s"], ms_per_token=r["ms_per_token"],
         prefill_s=r["prefill_s"], setup_s=r["setup_s"], profile=r["profile"],
     )

@@ -33,9 +33,9 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, Evaluat
 
     ctx.progress("re-running the Phase 3 token gate on the production pipeline")
     from handlers.gates.phase23 import token_gate_events
-    from handlers.gates.runtime import build_pipeline
+    from handlers.gates.runtime import model_backend
 
-    rerun = token_gate_events(ctx, build_pipeline(state, cfg), "audit", full=False)
+    rerun = token_gate_events(ctx, model_backend(state, cfg), "audit", full=False)
     recorded = {e.payload["prompt_index"]: e for e in events
                 if e.type == "TokenGateChecked" and e.payload.get("context") == "phase3"}
     for g in rerun:

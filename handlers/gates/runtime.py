@@ -1,60 +1,33 @@
-"""Build the deployment's production runner (weights + executor + pipeline options) and the HF reference.
+"""The deployment's model backend: its executor, its model folder, its declared pipeline options.
 
-Every gate from Phase 2 on, `ledger run`, `verify-model` and the audit build their runners here, so the
-pipeline a gate checks is the one the deployment declares (executor, target, applied optimisations).
+Every gate from Phase 2 on, `ledger run`, `verify-model`, `diagnose` and the evaluator get their backend
+here, so what a gate checks is what the deployment declares (executor, target, applied optimisations).
+Nothing here builds a pipeline or an executor: `kernels.model.backend.make_backend` chooses.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from kernels.model.backend import FAULTS, SWITCHES, ModelBackend, make_backend
 from kernels.model.config import ModelConfig
 from statemachine.state import DeploymentState
 
-from kernels.model.pipeline import SWITCHES  # noqa: F401 - re-exported for the gates
+__all__ = ["FAULTS", "SWITCHES", "declared_options", "model_backend"]
 
 
-def pipeline_options(state: DeploymentState, overrides: dict[str, Any] | None = None):
-    """The deployment's declared pipeline options: requested ones, plus optimisations applied in Phases 4-5."""
-    from kernels.model.pipeline import PipelineOptions
-
+def declared_options(state: DeploymentState, overrides: dict[str, Any] | None = None) -> tuple[dict[str, bool], frozenset[str]]:
+    """The deployment's switches (requested at init, plus optimisations applied in Phases 4-5, plus
+    `overrides`) and its test faults (only ever declared by tests: at init, or as an injected "optimisation")."""
     overrides = dict(overrides or {})
-    # faults are only ever declared by tests: at init, or as an injected "optimisation" in Phases 4-5
     faults = frozenset((state.pipeline or {}).get("faults", [])) | frozenset(overrides.pop("faults", ()))
-    declared = {k: bool(v) for k, v in (state.pipeline or {}).items() if k in SWITCHES}
-    declared.update(overrides)
-    return PipelineOptions(**declared, faults=faults)
+    switches = {k: bool(v) for k, v in (state.pipeline or {}).items() if k in SWITCHES}
+    switches.update({k: bool(v) for k, v in overrides.items() if k in SWITCHES})
+    return switches, faults
 
 
-@lru_cache(maxsize=4)
-def _weights(folder: str, config: ModelConfig):
-    from kernels.model.weights import load_weights
-
-    return load_weights(folder, config)
-
-
-@lru_cache(maxsize=4)
-def hf_runner(folder: str):
-    from kernels.model.hf_reference import HfRunner
-
-    return HfRunner(folder)
-
-
-def make_executor(state: DeploymentState):
-    from kernels.executors import make_executor as factory
-
-    return factory(state.executor, target=state.target)
-
-
-def build_pipeline(state: DeploymentState, config: ModelConfig, overrides: dict[str, Any] | None = None,
-                   executor=None):
-    """The deployment's NPU pipeline on its executor with its declared options (+ `overrides`)."""
-    from kernels.model.pipeline import NpuPipeline
-
-    if state.executor == "mlir-air":
-        raise RuntimeError("the mlir-air executor runs an mlir-air model directory's `make verify`; "
-                           "the array pipeline runs on emulated or torch")
-    weights = _weights(str(Path(state.model_path)), config)
-    return NpuPipeline(weights, config, executor or make_executor(state), pipeline_options(state, overrides))
+def model_backend(state: DeploymentState, config: ModelConfig, overrides: dict[str, Any] | None = None) -> ModelBackend:
+    """The deployment's model backend with its declared options (+ `overrides`)."""
+    switches, faults = declared_options(state, overrides)
+    return make_backend(state.executor, state.model_path, config, target=state.target, switches=switches,
+                        faults=faults)
