@@ -1,7 +1,11 @@
 """`ledger kernel ...`: run one leaf kernel at one shape and judge it (kernels.run.run_kernel).
 
     ledger kernel run gemm --shape M=2048,K=2048,N=2048 [--executor emulated|torch|fp32] [--target npu2|npu1]
-                      [--contract bf16-out-low] [--tile tile_m=64,tile_n=128] [--seed 0] [--json]
+                      [--contract bf16-out-low] [--tile tile_m=64,tile_n=128] [--seed 0]
+                      [--inputs project|harness] [--json]
+
+--inputs harness draws exactly what mlir-air's harness script draws and compares against its reference
+(kernels.harness_inputs), so the figures are comparable with NPU2's printed `[precision]` line.
 
 Prints a short table (or, with --json, the KernelResult fields); exits 1 when the verdict is FAIL. A bad
 shape, an unknown kernel or contract, or an illegal tile is one `Error: ...` line on stderr, exit status 1.
@@ -15,6 +19,7 @@ import math
 import click
 
 from kernels.catalog import KERNELS, ShapeError, UnknownKernel, get_spec
+from kernels.harness_inputs import HarnessNotReproduced
 from kernels.tiles import TileRuleViolation
 
 
@@ -65,8 +70,10 @@ def kernel() -> None:
 @click.option("--tile", "tile_text", default=None, help="tile overrides, e.g. tile_m=64,tile_n=128")
 @click.option("--force-tile", is_flag=True, help="run an illegal tile anyway (fault injection)")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--inputs", "input_mode", type=click.Choice(["project", "harness"]), default="project", show_default=True,
+              help="project: the project's fixed-seed inputs; harness: mlir-air's harness inputs and reference")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
-def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_tile, seed, as_json) -> None:
+def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_tile, seed, input_mode, as_json) -> None:
     """Run KERNEL at --shape and judge it against its FP32 reference."""
     from kernels.run import run_kernel
 
@@ -75,8 +82,8 @@ def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_til
         shape_d = _parse_pairs(shape, "shape")
         tile = _parse_pairs(tile_text, "tile", strings=True) if tile_text else None
         result = run_kernel(kernel_name, shape_d, executor=executor, target=target, contract=contract, tile=tile,
-                            seed=seed, force_tile=force_tile)
-    except UnknownKernel as e:
+                            seed=seed, force_tile=force_tile, inputs=input_mode)
+    except (UnknownKernel, HarnessNotReproduced) as e:
         raise click.ClickException(str(e)) from None
     except (ShapeError, TileRuleViolation) as e:
         raise click.ClickException(str(e)) from None

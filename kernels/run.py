@@ -1,10 +1,12 @@
 """Run one leaf kernel at one shape on an executor and judge it: the unit of Phase 1 evidence.
 
 `run_kernel(kernel, shape, executor="emulated", target="npu2", contract=None, tile=None, seed=0,
-force_tile=False) -> KernelResult`:
+force_tile=False, inputs="project") -> KernelResult`:
   1. normalise the shape and the contract (catalog), plan/check the tile (tiles; an illegal user tile
      raises TileRuleViolation unless force_tile - fault injection only);
-  2. build the harness-style inputs (fixed seed);
+  2. build the inputs: `inputs="project"` the project's own fixed-seed inputs (catalog, `seed`);
+     `inputs="harness"` exactly what mlir-air's harness script draws, with its reference
+     (kernels.harness_inputs; raises HarnessNotReproduced for a kernel not transcribed yet);
   3. time the executor's kernel call alone (inputs and reference excluded);
   4. compute the FP32 reference and judge the full output against the contract's rtol/atol.
 `KernelResult.event_fields()` is exactly the subset of `ledger.events.KernelVerified` fields it determines,
@@ -24,6 +26,7 @@ from kernels.catalog import get_spec
 from kernels.compare import judge, mismatch_extent
 from kernels.executors import make_executor
 from kernels.executors.base import Executor
+from kernels.harness_inputs import harness_case
 from kernels.tiles import plan_tile
 
 # KernelVerified fields a KernelResult determines (the rest - source, role, stage, provenance, note,
@@ -34,6 +37,9 @@ EVENT_FIELDS = (
     "mismatch_err_max", "tile", "herd",
     "tiles_in_flight", "tiles_target", "tile_justification", "latency_us", "gflops", "seconds", "method", "tier",
 )
+
+
+INPUT_MODES = ("project", "harness")
 
 
 @dataclass
@@ -95,8 +101,11 @@ def run_kernel(
     tile: dict | None = None,
     seed: int = 0,
     force_tile: bool = False,
+    inputs: str = "project",
 ) -> KernelResult:
     """Run `kernel` at `shape` on `executor` and judge the full output; see the module docstring."""
+    if inputs not in INPUT_MODES:
+        raise ValueError(f"unknown inputs {inputs!r}; expected one of {', '.join(INPUT_MODES)}")
     spec = get_spec(kernel)
     s = spec.normalize_shape(shape)
     c = spec.contract(contract)
@@ -108,14 +117,19 @@ def run_kernel(
         method = "direct-codegen" if c.name == "bf16-out-low" else ("external" if c.name == "f32-out" else plan.tile["method"])
     if hasattr(ex, "run_harness"):
         return _from_harness(ex, spec, s, c, plan, target, method, tier)
-    inputs = spec.make_inputs(s, seed)
+    if inputs == "harness":
+        case = harness_case(kernel, s, c.name)
+        data, ref = case.inputs, case.reference
+    else:
+        data, ref = spec.make_inputs(s, seed), None
     # an illegal plan reaches the executor only when forced (fault injection); a shape with no legal tile
     # runs at the executor's default tiling and carries the plan's warnings
     call_tile = plan.tile if kernel == "gemm" and (plan.legal or force_tile) else None
     t0 = time.perf_counter()
-    out = spec.call(ex, inputs, s, c.name, call_tile)
+    out = spec.call(ex, data, s, c.name, call_tile)
     seconds = time.perf_counter() - t0
-    ref = spec.reference(inputs, s, c.name)
+    if ref is None:
+        ref = spec.reference(data, s, c.name)
     v = judge(out, ref, c.rtol, c.atol)
     m = v.metrics
     mismatch_ref_max, mismatch_err_max = mismatch_extent(out, ref, c.rtol, c.atol) if v.mismatches else (None, None)

@@ -91,3 +91,13 @@ def test_run_kernel_accepts_an_executor_instance():
     r = run_kernel("eltwise_add", {"N": 4096}, executor=ex)
     assert r.executor == "emulated" and r.target == "npu1" and r.tiles_target == 4
     assert ex.timer.calls["eltwise_add"] == 1
+
+
+def test_kernel_run_with_harness_inputs_prints_npu2s_published_512_cubed_figures():
+    res = _run("run", "gemm", "--shape", "M=512,K=512,N=512", "--contract", "f32-out", "--inputs", "harness")
+    assert "9.273e-03" in res.output and "1.969e-03 / 1.108e+03" in res.output  # mlir-air PR #1841's line
+
+
+def test_kernel_run_with_harness_inputs_for_an_untranscribed_kernel_is_one_error_line():
+    res = _run("run", "rmsnorm", "--shape", "M=64,N=256", "--inputs", "harness")
+    assert res.exit_code == 1 and "not reproduced yet" in res.output

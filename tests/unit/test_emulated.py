@@ -37,17 +37,22 @@ def test_bfp16_blocks_share_the_exponent_of_their_largest_value():
     assert e2.tolist() == [5] and m2[0, 0] == 80 and (m2[0, 1:] == 0).all()  # small values lose to the block
 
 
-def test_bfp16_mantissas_round_half_to_even_and_clip_to_int8():
+def test_bfp16_mantissas_round_half_to_even():
     step = 2.0**-6  # block exponent 0
     x = np.array([1.0, 0.5 * step, 1.5 * step, 2.5 * step, -0.5 * step, -1.5 * step, 3.5 * step, 0.0], np.float32)
     m, _ = bfp16_encode(x)
     assert m.tolist() == [[64, 0, 2, 2, 0, -2, 4, 0]]
-    top = to_bf16(np.array([1.9921875] + [0.0] * 7, np.float32))  # 127.5 steps: rounds to 128, clips to 127
+
+
+def test_a_block_whose_maximum_rounds_to_plus_128_moves_up_one_exponent_and_rounds_again():
+    step = 2.0**-6  # block exponent 0
+    top = to_bf16(np.array([1.9921875, 3.5 * step, 2.5 * step] + [0.0] * 5, np.float32))  # 127.5 steps
     m, e = bfp16_encode(top)
-    assert m[0, 0] == 127 and e[0] == 0
-    assert bfp16_quantize(top)[0] == 127 * step
-    m, _ = bfp16_encode(-top)
-    assert m[0, 0] == -128  # the negative side reaches -128
+    assert e[0] == 1 and m[0, :3].tolist() == [64, 2, 1]  # 1.75 -> 2 and 1.25 -> 1 at the coarser step
+    assert bfp16_quantize(top)[:3].tolist() == [2.0, 4 * step, 2 * step]
+    m, e = bfp16_encode(-top)
+    assert e[0] == 0 and m[0, 0] == -128  # -128 fits in int8: no bump on the negative side
+    assert bfp16_quantize(-top)[0] == -2.0
 
 
 def test_bfp16_fast_quantiser_equals_encode_decode_along_every_axis():
