@@ -109,6 +109,7 @@ _COMMAND_MODULES = (
     "handlers.cli_kernels",
     "handlers.cli_triage",
     "handlers.cli_registry",
+    "handlers.cli_predict",
 )
 
 

@@ -1,0 +1,68 @@
+"""`ledger predict CONFIG|NAME`: the modelled NPU2 TTFT, decode rate and per-ELF breakdown of a model.
+
+CONFIG is a config.json or a local HF folder (resolved by kernels.architecture); an out-of-scope model
+(MoE, sliding window, MLA, encoder-decoder, non-SwiGLU) ends as one `error:` line and exit status 1.
+NAME (a deployment) goes through `deployment_config`, a hook still to be wired to the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from kernels import architecture
+from kernels.modelconfig import ModelConfig
+
+
+def deployment_config(name: str) -> ModelConfig:
+    """The ModelConfig of deployment NAME (its ConfigResolved event).
+
+    TODO(deployments): wire this to the ledger - fold the deployment's stream and build the ModelConfig
+    from its ConfigResolved payload. Until then a name that is not a path is refused with a clear message.
+    """
+    raise click.ClickException(f"{name!r} is not a config.json or HF folder, and predicting a deployment by "
+                               "name is not wired yet; pass the model's config.json")
+
+
+def resolve_target(target: str) -> ModelConfig:
+    p = Path(target).expanduser()
+    if not p.exists():
+        return deployment_config(target)
+    raw = architecture.load_raw_config(p)
+    assessment = architecture.assess(raw)
+    if not assessment.in_scope:
+        raise click.ClickException(f"out of scope: {assessment.reasons[0]}")
+    return architecture.resolve(raw)
+
+
+@click.command("predict")
+@click.argument("target", metavar="CONFIG|NAME")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object: ttft_s, decode_tokens_per_s, calls, breakdown")
+@click.option("--seq", type=click.IntRange(1, 131072), default=2048, show_default=True, help="prefill length")
+@click.option("--ctx", type=click.IntRange(1, 131072), default=128, show_default=True, help="decode context length")
+@click.option("--switches", default=None,
+              help="comma-separated switches that are ON (fusion, weight_residency, intermediate_bos, seq_first; "
+                   "'none' for all off); default: all on")
+def predict_cmd(target: str, as_json: bool, seq: int, ctx: int, switches: str | None) -> None:
+    """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME."""
+    from kernels.perf.predict import predict, render_table
+
+    config = resolve_target(target)
+    try:
+        p = predict(config, seq=seq, switches=switches, ctx=ctx)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
+    if as_json:
+        d = p.to_dict()
+        out = {k: d[k] for k in ("ttft_s", "decode_tokens_per_s", "ms_per_token", "prefill_calls_per_layer",
+                                 "decode_calls_per_layer", "seq", "ctx", "switches", "modelled")}
+        out["breakdown"] = {k: d[k] for k in ("per_elf", "per_kernel", "host", "totals")}
+        click.echo(json.dumps(out, sort_keys=True))
+    else:
+        sys.stdout.write(render_table(p, title=Path(target).name))
+
+
+commands = [predict_cmd]

@@ -1,0 +1,243 @@
+"""The dispatch plan of a deployment: which leaf launches form which XRT/ELF call, and its buffers.
+
+`dispatch_plan(config, switches, seq, ctx) -> DispatchPlan` follows mlir-air's deployment rules
+(llms/README.md "Performance" prose, the llama32_1b profile, the deploy playbooks):
+  * prefill, lean form (E and H*D multiples of 512, E < 2560, F a multiple of 512): 3 ELFs per layer -
+    rms_gemms_rope (RMSNorm, Q/K/V GEMM, [Qwen3 q/k RMSNorm], RoPE Q/K), flash_attn (its own ELF),
+    o_ffn (O GEMM, add, RMSNorm, Gate/Up GEMM, SiLU-mul, Down GEMM, add); otherwise the FFN splits:
+    o_add_norm, gate_up_silu, down_add (5 ELFs per layer);
+  * decode, lean: rms_gemv_rope + o_gemv_ffn (2 ELFs), attention on the CPU; otherwise 5 ELFs
+    (rms_gemv_rope, o_gemv, gate_gemv, up_gemv, down_gemv) with the M=1 glue (residual adds, FFN RMSNorm,
+    SwiGLU) on the CPU;
+  * the LM head: one ELF of ceil(V/16384) GEMV partitions (prefill: the last row only, after a CPU RMSNorm);
+  * head_dim != 64 runs head-first flash attention with a host seq<->head transpose; Qwen2's q/k/v bias
+    is added on the host (DESIGN: after RoPE, by linearity).
+Switches (all on = the profiled deployment): `fusion` (multi-launch merge; off: one call per launch),
+`weight_residency` (static weight BOs, written once; off: every call re-writes its weights),
+`intermediate_bos` (buffers a call's launches overwrite are not synced; off: they are written each call),
+`seq_first` (seq-first RoPE/attention layout at head_dim 64; off: host transposes around attention).
+Each buffer of a call falls in one category - write (activation in), static (weights), intermediate
+(written by a launch of the call), read (an output the host or a later call needs). Pure; no timing here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+LM_HEAD_PARTITION = 16384
+SWITCHES = ("fusion", "weight_residency", "intermediate_bos", "seq_first")
+BF16 = 2
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    shape: dict[str, Any]
+    role: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass
+class Call:
+    elf: str
+    launches: list[Launch]
+    write: dict[str, int] = field(default_factory=dict)
+    static: dict[str, int] = field(default_factory=dict)
+    intermediate: dict[str, int] = field(default_factory=dict)
+    read: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class HostOp:
+    name: str
+    kind: str  # "strided_copy" | "memcpy" | "embed" | "fixed" | "decode_attention" | "decode_glue"
+    nbytes: int = 0
+
+
+@dataclass
+class DispatchPlan:
+    prefill_layer: list[Call]
+    prefill_host_layer: list[HostOp]
+    prefill_once: list[HostOp]
+    lm_head: Call
+    decode_layer: list[Call]
+    decode_host_layer: list[HostOp]
+    decode_once: list[HostOp]
+    n_layers: int
+    lean: bool
+    switches: dict[str, bool]
+
+
+def normalize_switches(switches: dict[str, bool] | Iterable[str] | str | None) -> dict[str, bool]:
+    """None: all on. A dict overrides; names (list or 'a,b') mean exactly those on, the rest off."""
+    if switches is None:
+        return {s: True for s in SWITCHES}
+    if isinstance(switches, str):
+        switches = [s.strip() for s in switches.split(",") if s.strip()]
+    if isinstance(switches, dict):
+        unknown = set(switches) - set(SWITCHES)
+        out = {s: True for s in SWITCHES}
+        out.update({k: bool(v) for k, v in switches.items()})
+    else:
+        switches = list(switches)
+        unknown = set(switches) - set(SWITCHES) - {"none"}
+        out = {s: s in switches for s in SWITCHES}
+    if unknown:
+        raise ValueError(f"unknown switch(es) {', '.join(sorted(unknown))}; known: {', '.join(SWITCHES)}")
+    return out
+
+
+def is_lean(c) -> bool:
+    """mlir-air's lean 3-ELF prefill / 2-ELF decode: aligned dims, emb < 2560, hidden divisible by 512."""
+    return (c.emb_dim % 512 == 0 and (c.n_heads * c.head_dim) % 512 == 0 and c.emb_dim < 2560
+            and c.hidden_dim % 512 == 0)
+
+
+def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], set[str]]:
+    E, H, Hkv, D, F = c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim
+    HD, KD = H * D, Hkv * D
+    g = lambda M, K, N: {"M": M, "K": K, "N": N}  # noqa: E731
+    size = {"x": S * E, "normed": S * E, "q": S * HD, "k": S * KD, "v": S * KD, "q_roped": S * HD,
+            "k_roped": S * KD, "attn_out": S * HD, "proj": S * E, "res1": S * E, "normed2": S * E,
+            "gate": S * F, "up": S * F, "swiglu": S * F, "down": S * E, "out": S * E,
+            "w_norm": E, "wq": E * HD, "wk": E * KD, "wv": E * KD, "lut_q": S * D, "lut_k": S * D,
+            "wo": HD * E, "w_norm2": E, "w_gate": E * F, "w_up": E * F, "w_down": F * E}
+    static = {"w_norm", "wq", "wk", "wv", "lut_q", "lut_k", "wo", "w_norm2", "w_gate", "w_up", "w_down"}
+    attn_in = [Launch("rmsnorm", {"M": S, "N": E}, "attn RMSNorm", ("x", "w_norm"), ("normed",)),
+               Launch("gemm", g(S, E, HD), "Q proj", ("normed", "wq"), ("q",)),
+               Launch("gemm", g(S, E, KD), "K proj", ("normed", "wk"), ("k",)),
+               Launch("gemm", g(S, E, KD), "V proj", ("normed", "wv"), ("v",))]
+    q, k = "q", "k"
+    if c.qk_norm:
+        size.update({"q_n": S * HD, "k_n": S * KD, "w_qn": D, "w_kn": D})
+        static |= {"w_qn", "w_kn"}
+        attn_in += [Launch("rmsnorm", {"M": H * S, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
+                    Launch("rmsnorm", {"M": Hkv * S, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
+        q, k = "q_n", "k_n"
+    attn_in += [Launch("rope", {"rows": H * S, "head_dim": D}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
+                Launch("rope", {"rows": Hkv * S, "head_dim": D}, "RoPE K", (k, "lut_k"), ("k_roped",))]
+    fa = [Launch("flash_attention", {"lq": S, "lk": S, "dk": D, "dv": D, "heads_q": H, "heads_kv": Hkv,
+                                     "causal": True}, "attention", ("q_roped", "k_roped", "v"), ("attn_out",))]
+    o = [Launch("gemm", g(S, HD, E), "O proj", ("attn_out", "wo"), ("proj",)),
+         Launch("eltwise_add", {"N": S * E}, "attn residual", ("proj", "x"), ("res1",)),
+         Launch("rmsnorm", {"M": S, "N": E}, "ffn RMSNorm", ("res1", "w_norm2"), ("normed2",))]
+    gu = [Launch("gemm", g(S, E, F), "Gate proj", ("normed2", "w_gate"), ("gate",)),
+          Launch("gemm", g(S, E, F), "Up proj", ("normed2", "w_up"), ("up",)),
+          Launch("silu_mul", {"N": S * F}, "SwiGLU", ("gate", "up"), ("swiglu",))]
+    dn = [Launch("gemm", g(S, F, E), "Down proj", ("swiglu", "w_down"), ("down",)),
+          Launch("eltwise_add", {"N": S * E}, "ffn residual", ("down", "res1"), ("out",))]
+    groups = [attn_in, fa, o + gu + dn] if is_lean(c) else [attn_in, fa, o, gu, dn]
+    return groups, size, static
+
+
+_PREFILL_NAMES = {3: ["rms_gemms_rope", "flash_attn", "o_ffn"],
+                  5: ["rms_gemms_rope", "flash_attn", "o_add_norm", "gate_up_silu", "down_add"]}
+
+
+def _decode_launches(c) -> tuple[list[list[Launch]], dict[str, int], set[str]]:
+    E, H, Hkv, D, F = c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim
+    HD, KD = H * D, Hkv * D
+    size = {"x": E, "normed": E, "q": HD, "k": KD, "v": KD, "q_roped": HD, "k_roped": KD, "attn_out": HD,
+            "proj": E, "res1": E, "normed2": E, "gate": F, "up": F, "swiglu": F, "down": E, "out": E,
+            "w_norm": E, "wq": E * HD, "wk": E * KD, "wv": E * KD, "lut_q": H * D, "lut_k": Hkv * D,
+            "wo": HD * E, "w_norm2": E, "w_gate": E * F, "w_up": E * F, "w_down": F * E}
+    static = {"w_norm", "wq", "wk", "wv", "wo", "w_norm2", "w_gate", "w_up", "w_down"}  # LUTs change per token
+    first = [Launch("rmsnorm", {"M": 1, "N": E}, "attn RMSNorm", ("x", "w_norm"), ("normed",)),
+             Launch("gemv", {"M": HD, "K": E}, "Q proj", ("normed", "wq"), ("q",)),
+             Launch("gemv", {"M": KD, "K": E}, "K proj", ("normed", "wk"), ("k",)),
+             Launch("gemv", {"M": KD, "K": E}, "V proj", ("normed", "wv"), ("v",))]
+    q, k = "q", "k"
+    if c.qk_norm:
+        size.update({"q_n": HD, "k_n": KD, "w_qn": D, "w_kn": D})
+        static |= {"w_qn", "w_kn"}
+        first += [Launch("rmsnorm", {"M": H, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
+                  Launch("rmsnorm", {"M": Hkv, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
+        q, k = "q_n", "k_n"
+    first += [Launch("rope", {"rows": H, "head_dim": D}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
+              Launch("rope", {"rows": Hkv, "head_dim": D}, "RoPE K", (k, "lut_k"), ("k_roped",))]
+    o = Launch("gemv", {"M": E, "K": HD}, "O proj", ("attn_out", "wo"), ("proj",))
+    gate = Launch("gemv", {"M": F, "K": E}, "Gate proj", ("normed2", "w_gate"), ("gate",))
+    up = Launch("gemv", {"M": F, "K": E}, "Up proj", ("normed2", "w_up"), ("up",))
+    down = Launch("gemv", {"M": E, "K": F}, "Down proj", ("swiglu", "w_down"), ("down",))
+    if is_lean(c):
+        ffn = [o, Launch("eltwise_add", {"N": E}, "attn residual", ("proj", "x"), ("res1",)),
+               Launch("rmsnorm", {"M": 1, "N": E}, "ffn RMSNorm", ("res1", "w_norm2"), ("normed2",)),
+               gate, up, Launch("silu_mul", {"N": F}, "SwiGLU", ("gate", "up"), ("swiglu",)), down,
+               Launch("eltwise_add", {"N": E}, "ffn residual", ("down", "res1"), ("out",))]
+        return [first, ffn], size, static
+    return [first, [o], [gate], [up], [down]], size, static
+
+
+_DECODE_NAMES = {2: ["rms_gemv_rope", "o_gemv_ffn"], 5: ["rms_gemv_rope", "o_gemv", "gate_gemv", "up_gemv", "down_gemv"]}
+
+
+def _calls(groups: list[list[Launch]], names: list[str], size: dict[str, int], static: set[str],
+           fusion: bool, host_needs: set[str]) -> list[Call]:
+    if not fusion:  # one XRT call per launch, named after its ELF and role
+        groups2, names2 = [], []
+        for grp, name in zip(groups, names):
+            for la in grp:
+                groups2.append([la])
+                names2.append(f"{name}:{la.role}" if len(grp) > 1 else name)
+        groups, names = groups2, names2
+    consumers: dict[str, set[int]] = {}
+    for i, grp in enumerate(groups):
+        for la in grp:
+            for b in la.inputs:
+                consumers.setdefault(b, set()).add(i)
+    calls = []
+    for i, (grp, name) in enumerate(zip(groups, names)):
+        call = Call(name, list(grp))
+        outs = {o for la in grp for o in la.outputs}
+        for la in grp:
+            for b in la.inputs:
+                if b in static:
+                    call.static[b] = size[b] * BF16
+                elif b not in outs:
+                    call.write[b] = size[b] * BF16
+        for b in sorted(outs):
+            call.intermediate[b] = size[b] * BF16
+            if b in host_needs or any(j != i for j in consumers.get(b, ())) or b not in consumers:
+                call.read[b] = size[b] * BF16
+        calls.append(call)
+    return calls
+
+
+def _lm_head(c) -> Call:
+    E, V = c.emb_dim, c.vocab_size
+    parts = math.ceil(V / LM_HEAD_PARTITION)
+    launches = [Launch("gemv", {"M": min(LM_HEAD_PARTITION, V - p * LM_HEAD_PARTITION), "K": E},
+                       f"LM head partition {p}", ("x_last", f"w_lm{p}"), (f"logits{p}",)) for p in range(parts)]
+    call = Call("lm_head_gemv", launches, write={"x_last": E * BF16},
+                static={f"w_lm{p}": la.shape["M"] * E * BF16 for p, la in enumerate(launches)})
+    call.intermediate = {f"logits{p}": la.shape["M"] * BF16 for p, la in enumerate(launches)}
+    call.read = dict(call.intermediate)
+    return call
+
+
+def dispatch_plan(config, switches=None, seq: int = 2048, ctx: int = 128) -> DispatchPlan:
+    """See the module docstring. `config` is duck-typed (ModelConfig's fields)."""
+    if seq <= 0 or ctx <= 0:
+        raise ValueError(f"seq and ctx must be positive (seq={seq}, ctx={ctx})")
+    sw = normalize_switches(switches)
+    c = config
+    S, D, H, Hkv = seq, c.head_dim, c.n_heads, c.n_kv_heads
+    groups, size, static = _prefill_launches(c, S)
+    needs = {"q_roped", "k_roped", "v", "attn_out", "out"}  # the host extracts K/V, transposes, chains layers
+    prefill = _calls(groups, _PREFILL_NAMES[len(groups)], size, static, sw["fusion"], needs)
+    host = [HostOp("kv_cache_extract", "strided_copy", 2 * S * Hkv * D * BF16)]
+    if D != 64 or not sw["seq_first"]:  # head-first flash attention: q, k, v in and attn_out back, on the host
+        host.append(HostOp("seq<->head transpose", "strided_copy", S * (2 * H + 2 * Hkv) * D * BF16))
+    if c.qkv_bias:
+        host.append(HostOp("q/k/v bias add", "memcpy", 2 * S * (H + 2 * Hkv) * D * BF16))
+    once = [HostOp("embed_lookup", "embed", S * c.emb_dim * BF16), HostOp("final_rms_norm", "fixed")]
+    dgroups, dsize, dstatic = _decode_launches(c)
+    decode = _calls(dgroups, _DECODE_NAMES[len(dgroups)], dsize, dstatic, sw["fusion"],
+                    {"q_roped", "k_roped", "v", "out"})
+    dhost = [HostOp("decode attention", "decode_attention", 2 * ctx * Hkv * D * BF16)]
+    if not is_lean(c):
+        dhost.append(HostOp("M=1 glue (adds, FFN RMSNorm, SwiGLU)", "decode_glue"))
+    return DispatchPlan(prefill, host, once, _lm_head(c), decode, dhost, [], c.n_layers, is_lean(c), sw)
