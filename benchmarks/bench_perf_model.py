@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernels.architecture import load_raw_config, resolve  # noqa: E402
+from kernels.model.architecture import load_raw_config, resolve  # noqa: E402
 from kernels.perf.anchors import profile  # noqa: E402
 from kernels.perf.fit import loo, loo_table  # noqa: E402
 from kernels.perf.predict import predict  # noqa: E402

@@ -1,6 +1,6 @@
 """`ledger predict CONFIG|NAME`: the modelled NPU2 TTFT, decode rate and per-ELF breakdown of a model.
 
-CONFIG is a config.json or a local HF folder (resolved by kernels.architecture); an out-of-scope model
+CONFIG is a config.json or a local HF folder (resolved by kernels.model.architecture); an out-of-scope model
 (MoE, sliding window, MLA, encoder-decoder, non-SwiGLU) ends as one `error:` line and exit status 1.
 NAME (a deployment) goes through `deployment_config`, a hook still to be wired to the ledger.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from kernels import architecture
-from kernels.modelconfig import ModelConfig
+from kernels.model import architecture
+from kernels.model.config import ModelConfig
 
 
 def deployment_config(name: str) -> ModelConfig:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 
-from kernels.modelconfig import ModelConfig
+from kernels.model.config import ModelConfig
 from kernels.perf.anchors import profile
 
 PROFILE_DECODE_CTX = 128

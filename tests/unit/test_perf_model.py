@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kernels.architecture import load_raw_config, resolve
-from kernels.modelconfig import ModelConfig
+from kernels.model.architecture import load_raw_config, resolve
+from kernels.model.config import ModelConfig
 from kernels.perf import NPU2_PEAK_BF16_FLOPS, SWITCHES, modelled_kernel_figures, predict, render_table, write_png
 from kernels.perf.anchors import kernel_rows, profile
 from kernels.perf.constants import EVIDENCE, FITTED
@@ -82,20 +82,27 @@ def test_llama_3_2_1b_end_to_end_is_within_15_percent_of_its_profile():
     assert (p.prefill_calls_per_layer, p.decode_calls_per_layer) == (3, 2)
 
 
-# flash_attn: the registry's standalone kernel is 15.4-16.1 ms (FlashAttention_bf16.md:149) while the profiled
-# ELF call is 21.6 ms; its 12 MB BO write explains ~1 ms. The model (16.1 ms/call) misses by ~26%, just outside
-# the 25% target - a measured gap, not fitted away (no constant may be tuned to one ELF).
-PER_CALL_TOLERANCE = {"prefill:flash_attn": 0.30}
+# flash_attn is NOT within the target: the registry's standalone kernel is 15.4-16.1 ms (FlashAttention_bf16.md:149)
+# while the profiled ELF call is 21.6 ms; its 12 MB BO write explains ~1 ms. The model (16.1 ms/call) misses by ~26%.
+# That is a measured gap, reported by `make bench` and in the closing note, not fitted away (no constant may be tuned
+# to one ELF) and not hidden by a wider band: the test below holds every other ELF to 25% and states the miss.
+KNOWN_MISS = "prefill:flash_attn"
 
 
-def test_llama_3_2_1b_per_elf_per_call_times_are_within_25_percent():
+def test_llama_3_2_1b_per_elf_per_call_times_are_within_25_percent_but_flash_attention():
     p, prof = predict(LLAMA), profile()
     for phase, table in (("prefill", prof["prefill_per_call_ms"]), ("decode", prof["decode_per_call_ms"])):
         for elf, measured in table.items():
-            if elf == "src":
-                continue
             key = f"{phase}:{elf}"
-            assert p.per_elf[key]["per_call_ms"] == pytest.approx(measured, rel=PER_CALL_TOLERANCE.get(key, 0.25)), key
+            if elf == "src" or key == KNOWN_MISS:
+                continue
+            assert p.per_elf[key]["per_call_ms"] == pytest.approx(measured, rel=0.25), key
+
+
+def test_the_flash_attention_elf_is_modelled_short_of_its_profile_as_reported():
+    p, prof = predict(LLAMA), profile()
+    ratio = p.per_elf[KNOWN_MISS]["per_call_ms"] / prof["prefill_per_call_ms"]["flash_attn"]
+    assert ratio < 0.75  # when this fails the gap has closed: move flash_attn back under the 25% test above
 
 
 @pytest.mark.parametrize("config", TINY, ids=["tiny64", "tiny128_qk", "tiny_bias"])
