@@ -36,6 +36,8 @@ bench: install
 	-$(BIN)/python benchmarks/bench_kernels.py --out bench-results/kernels.json
 	-$(BIN)/python benchmarks/bench_pipeline.py --out bench-results/pipeline.json
 	-$(BIN)/python benchmarks/bench_registry.py --out bench-results/registry.json
+	-$(BIN)/python benchmarks/bench_perf_model.py --out bench-results/perf_model.json
+	-$(BIN)/python benchmarks/bench_precision_lines.py --out bench-results/precision_lines.json
 
 clean:
 	rm -rf $(VENV) bench-results $(DEMO) *.egg-info

@@ -2,7 +2,8 @@
 
 CONFIG is a config.json or a local HF folder (resolved by kernels.model.architecture); an out-of-scope model
 (MoE, sliding window, MLA, encoder-decoder, non-SwiGLU) ends as one `error:` line and exit status 1.
-NAME (a deployment) goes through `deployment_config`, a hook still to be wired to the ledger.
+NAME (a deployment) is predicted from its folded ConfigResolved; the Phase 6 page of a deployment carries the
+per-ELF chart of its own switches (`registry.model_pages.render_phase6`).
 """
 
 from __future__ import annotations
@@ -17,20 +18,21 @@ from kernels.model import architecture
 from kernels.model.config import ModelConfig
 
 
-def deployment_config(name: str) -> ModelConfig:
-    """The ModelConfig of deployment NAME (its ConfigResolved event).
+def deployment_config(app, name: str) -> ModelConfig:
+    """The ModelConfig of deployment NAME: its folded ConfigResolved (no model folder is read)."""
+    from handlers.uow import DeploymentUnit
 
-    TODO(deployments): wire this to the ledger - fold the deployment's stream and build the ModelConfig
-    from its ConfigResolved payload. Until then a name that is not a path is refused with a clear message.
-    """
-    raise click.ClickException(f"{name!r} is not a config.json or HF folder, and predicting a deployment by "
-                               "name is not wired yet; pass the model's config.json")
+    state = DeploymentUnit(app.ledger, name).state
+    if not state.config:
+        raise click.ClickException(f"{name!r} is neither a config.json / HF folder nor a deployment with a "
+                                   "resolved config")
+    return ModelConfig(**{k: v for k, v in state.config.items() if k in ModelConfig.__dataclass_fields__})
 
 
-def resolve_target(target: str) -> ModelConfig:
+def resolve_target(app, target: str) -> ModelConfig:
     p = Path(target).expanduser()
     if not p.exists():
-        return deployment_config(target)
+        return deployment_config(app, target)
     raw = architecture.load_raw_config(p)
     assessment = architecture.assess(raw)
     if not assessment.in_scope:
@@ -46,11 +48,12 @@ def resolve_target(target: str) -> ModelConfig:
 @click.option("--switches", default=None,
               help="comma-separated switches that are ON (fusion, weight_residency, intermediate_bos, seq_first; "
                    "'none' for all off); default: all on")
-def predict_cmd(target: str, as_json: bool, seq: int, ctx: int, switches: str | None) -> None:
+@click.pass_obj
+def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: str | None) -> None:
     """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME."""
     from kernels.perf.predict import predict, render_table
 
-    config = resolve_target(target)
+    config = resolve_target(app, target)
     try:
         p = predict(config, seq=seq, switches=switches, ctx=ctx)
     except ValueError as e:

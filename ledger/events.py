@@ -182,9 +182,12 @@ class KernelVerified(Event):
     tiles_in_flight: int | None = None
     tiles_target: int | None = None
     tile_justification: str = ""
-    latency_us: float | None = None
-    gflops: float | None = None
+    latency_us: float | None = None  # measured on the device (harness rows only)
+    gflops: float | None = None  # measured on the device (harness rows only)
     seconds: float | None = None
+    # the NPU2 performance model's figures for this shape and tile (emulated / torch rows): latency_us plus
+    # gflops or gbps, "modelled": true, the model's version. Never mixed with the measured fields above.
+    modelled_npu2: dict[str, Any] = Field(default_factory=dict)
     source: Literal["emulated", "torch", "harness", "diagnosis", "imported"] = "emulated"
     role: str = ""
     stage: Literal["prefill", "decode", ""] = ""

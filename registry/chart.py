@@ -35,3 +35,31 @@ def layer_cosine_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return buf.getvalue()
+
+
+def elf_breakdown_png(bars: Sequence[tuple[str, float, float, float, float]], title: str) -> bytes:
+    """A horizontal stacked bar chart: one (label, bo_write_ms, npu_ms, bo_read_ms, host_or_xrt_ms) bar per ELF
+    (per call x calls, i.e. the ELF's total), as the modelled NPU2 breakdown of a deployment."""
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    with matplotlib.style.context("default"):
+        fig = Figure(figsize=(WIDTH_IN, max(2.5, 0.45 * len(bars) + 1.2)), dpi=DPI)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        labels = [b[0] for b in bars]
+        left = [0.0] * len(bars)
+        for i, part in enumerate(("BO write", "NPU run", "BO read", "XRT")):
+            widths = [b[i + 1] for b in bars]
+            ax.barh(labels, widths, left=left, label=part)
+            left = [a + w for a, w in zip(left, widths)]
+        ax.invert_yaxis()
+        ax.set_xlabel("ms (modelled NPU2; prefill per prompt, decode per token)")
+        ax.set_title(title)
+        ax.grid(True, axis="x", linewidth=0.4, alpha=0.6)
+        ax.legend(loc="lower right", fontsize=8)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()

@@ -29,6 +29,7 @@ from ledger.record import RecordedEvent
 from registry.model_fold import DeploymentView, PhaseView, fold_deployment, show_time
 from registry.model_pages import (
     CHART,
+    ELF_CHART,
     GLYPH,
     header,
     kernel_tally,
@@ -267,6 +268,7 @@ def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, 
     """Every doc of deployment `name`, keyed by path under `llms/<name>/`, sorted."""
     v = fold_deployment(events, name)
     phase3, png = render_phase3(v)
+    phase6, elf_png = render_phase6(v)
     docs = {
         "TODO.md": render_todo(v),
         f"{PROGRESS}/progress.md": render_progress(v),
@@ -276,12 +278,14 @@ def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, 
         f"{PROGRESS}/phase3_full.md": phase3,
         f"{PROGRESS}/phase4_prefill.md": render_optimisation(v, 4),
         f"{PROGRESS}/phase5_decode.md": render_optimisation(v, 5),
-        f"{PROGRESS}/phase6_finalize.md": render_phase6(v),
+        f"{PROGRESS}/phase6_finalize.md": phase6,
         f"{PROGRESS}/LESSONS.md": render_lessons(v),
         "docs/evaluation_report.md": render_evaluation(v),
     }
     out: dict[str, bytes] = {rel: text.encode("utf-8") for rel, text in docs.items()}
     if png is not None:
         out[f"{PROGRESS}/{CHART}"] = png
+    if elf_png is not None:
+        out[f"{PROGRESS}/{ELF_CHART}"] = elf_png
     prefix = f"llms/{model_dir_name(name)}/"
     return {prefix + rel: out[rel] for rel in sorted(out)}

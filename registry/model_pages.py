@@ -12,13 +12,14 @@ from typing import Any, Sequence
 
 from ledger.record import RecordedEvent
 from registry.catalog import shape_key, spec_for
-from registry.chart import layer_cosine_png
+from registry.chart import elf_breakdown_png, layer_cosine_png
 from registry.model_fold import PHASE_TITLES, DeploymentView, show_time
 from registry.render_markdown import tile_text
 from registry.text import cell, fixed, num, sci, shape_args, table
 
 GLYPH = {"passed": "✅", "failed": "❌", "in progress": "⏳", "pending": "⏳"}
 CHART = "phase3_layer_cosine.png"
+ELF_CHART = "phase6_npu2_breakdown.png"
 
 
 def val(v: Any) -> str:
@@ -200,10 +201,12 @@ def _perf_table(recs: Sequence[RecordedEvent]) -> str:
     rows = []
     for rec in recs:
         p = rec.event
-        rows.append([rec.seq, p.phase, p.executor, fixed(p.prefill_s, 4), fixed(p.ttft_s, 4), fixed(p.ms_per_token, 3),
-                     num(p.tokens_per_s), f"{p.warmup} + {p.runs}", val(dict(sorted(p.pipeline.items()))) if p.pipeline else None])
-    return table(["seq", "phase", "executor", "prefill (s)", "TTFT (s)", "ms/token", "tokens/s", "warm-up + runs",
-                  "pipeline"], rows)
+        source = (p.profile or {}).get("source") or "wall"
+        rows.append([rec.seq, p.phase, p.executor, source, fixed(p.prefill_s, 4), fixed(p.ttft_s, 4),
+                     fixed(p.ms_per_token, 3), num(p.tokens_per_s), f"{p.warmup} + {p.runs}",
+                     val(dict(sorted(p.pipeline.items()))) if p.pipeline else None])
+    return table(["seq", "phase", "executor", "figure from", "prefill (s)", "TTFT (s)", "ms/token", "tokens/s",
+                  "warm-up + runs", "pipeline"], rows)
 
 
 def render_optimisation(v: DeploymentView, phase: int) -> str:
@@ -243,11 +246,54 @@ def _profile_table(profile: dict) -> str:
     return table(["part", "value"], [[k, val(profile[k])] for k in keys])
 
 
-def render_phase6(v: DeploymentView) -> str:
+def _npu2_section(npu2: dict) -> tuple[str, list[tuple[str, float, float, float, float]]]:
+    """The modelled NPU2 per-ELF table of a Phase 6 record, and the bars of its chart."""
+    rows, bars = [], []
+    for path in ("prefill", "decode"):
+        for elf, f in (npu2.get("per_elf", {}).get(path) or {}).items():
+            n = f.get("calls", 0)
+            rows.append([path, elf, n, fixed(f.get("per_call_ms"), 3), fixed(f.get("npu_ms"), 3),
+                         fixed(f.get("bo_write_ms"), 3), fixed(f.get("bo_read_ms"), 3), fixed(f.get("total_ms"), 2)])
+            bars.append((f"{path}: {elf}", *(float(f.get(k) or 0.0) * n for k in ("bo_write_ms", "npu_ms", "bo_read_ms",
+                                                                                   "xrt_ms"))))
+    text = table(["path", "ELF", "calls", "per call (ms)", "NPU run / call", "BO write / call", "BO read / call",
+                  "total (ms)"], rows)
+    return text, bars
+
+
+def render_phase6(v: DeploymentView) -> tuple[str, bytes | None]:
+    """phase6_finalize.md, and the PNG of the modelled NPU2 per-ELF breakdown (None without a Phase 6 record)."""
     parts = [header(v, "phase6_finalize.md"), f"# Phase 6 — Finalize & Learn — {v.name}\n",
              f"{GLYPH[v.phases[6].status]} {v.phases[6].status}.\n"]
     perf = [r for r in v.of("PerformanceMeasured") if r.event.phase == 6]
-    if not perf:
+    png = None
+    if perf and (perf[-1].event.profile or {}).get("npu2"):
+        rec = perf[-1]
+        p = rec.event
+        npu2 = p.profile["npu2"]
+        wall = p.profile.get("emulator_wall") or {}
+        parts.append(f"## Final numbers (PerformanceMeasured seq {rec.seq}, executor {p.executor})\n")
+        parts.append(f"The gate's figures are the NPU2 performance model's ({npu2.get('source')}: prefill at seq "
+                     f"{npu2.get('seq')}, decode at context {npu2.get('ctx')}); the emulator's own wall time on this "
+                     "machine is shown beside them as information, never as NPU2's.\n")
+        parts.append(table(["metric", "modelled NPU2", f"emulator here ({wall.get('n_prompt_tokens')} prompt tokens)"], [
+            ["TTFT (s)", fixed(p.ttft_s, 4), fixed(wall.get("ttft_s"), 4)],
+            ["tokens/s", num(p.tokens_per_s), num(wall.get("tokens_per_s"))],
+            ["ms/token", fixed(p.ms_per_token, 3), fixed(wall.get("ms_per_token"), 3)],
+            ["prefill (s)", fixed(p.prefill_s, 4), fixed(wall.get("prefill_s"), 4)],
+            ["XRT calls per layer (prefill / decode)",
+             f"{npu2.get('prefill_calls_per_layer')} / {npu2.get('decode_calls_per_layer')}", None],
+            ["setup (s, outside the timed region)", None, fixed(p.setup_s, 3)],
+        ]))
+        text, bars = _npu2_section(npu2)
+        parts.append("## Modelled NPU2 breakdown per ELF\n")
+        parts.append(f"![modelled NPU2 time per ELF]({ELF_CHART})\n")
+        parts.append(text)
+        png = elf_breakdown_png(bars, f"{v.name}: modelled NPU2 time per ELF (PerformanceMeasured seq {rec.seq})")
+        if len(perf) > 1:
+            parts.append("## All Phase 6 measurements\n")
+            parts.append(_perf_table(perf))
+    elif not perf:
         parts.append("No Phase 6 PerformanceMeasured recorded yet.\n")
     else:
         rec = perf[-1]
@@ -270,7 +316,7 @@ def render_phase6(v: DeploymentView) -> str:
              r.event.divergence_step if r.event.divergence_step is not None else "none", r.event.agreed_prefix] for r in gates]
     parts.append(table(["seq", "prompt #", "verdict", "divergence step", "agreed prefix"], rows) if rows else "None recorded yet.\n")
     parts.append(f"Lessons recorded: {len(v.of('LessonRecorded'))} — see [LESSONS.md](LESSONS.md).\n")
-    return "\n".join(parts)
+    return "\n".join(parts), png
 
 
 def render_lessons(v: DeploymentView) -> str:

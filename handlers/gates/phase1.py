@@ -71,9 +71,12 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
     result = run_kernel(row.kernel, row.shape, executor=state.executor, target=state.target, tile=tile,
                         force_tile=bool(forced))
     command = f"ledger kernel run {row.kernel} --shape {shape_text} --executor {state.executor} --target {state.target}"
+    from kernels.perf import modelled_kernel_figures
+
     event = KernelVerified(
         **result.event_fields(), source=_source(state.executor), role=row.role, stage=row.phase, measured_at=when,
         provenance={"command": command, "host": host, "attempt": attempt, "seed": 0}, note=note,
+        modelled_npu2=modelled_kernel_figures(row.kernel, row.shape, tile) if state.target == "npu2" else {},
     )
     artifact = atol_artifact(event)
     if artifact:  # recorded as what it is: a FAIL verdict with the documented caveat

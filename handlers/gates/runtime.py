@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.model.backend import FAULTS, SWITCHES, ModelBackend, make_backend
+from kernels.model.backend import DECODE, FAULTS, SWITCHES, ModelBackend, make_backend
 from kernels.model.config import ModelConfig
 from statemachine.state import DeploymentState
 
-__all__ = ["FAULTS", "SWITCHES", "declared_options", "model_backend"]
+__all__ = ["DECODE", "FAULTS", "SWITCHES", "declared_options", "model_backend"]
 
 
 def declared_options(state: DeploymentState, overrides: dict[str, Any] | None = None) -> tuple[dict[str, bool], frozenset[str]]:
@@ -21,8 +21,9 @@ def declared_options(state: DeploymentState, overrides: dict[str, Any] | None = 
     `overrides`) and its test faults (only ever declared by tests: at init, or as an injected "optimisation")."""
     overrides = dict(overrides or {})
     faults = frozenset((state.pipeline or {}).get("faults", [])) | frozenset(overrides.pop("faults", ()))
-    switches = {k: bool(v) for k, v in (state.pipeline or {}).items() if k in SWITCHES}
-    switches.update({k: bool(v) for k, v in overrides.items() if k in SWITCHES})
+    known = {*SWITCHES, *(DECODE + k for k in SWITCHES)}
+    switches = {k: bool(v) for k, v in (state.pipeline or {}).items() if k in known}
+    switches.update({k: bool(v) for k, v in overrides.items() if k in known})
     return switches, faults
 
 

@@ -14,19 +14,24 @@ for an mlir-air model directory (its `make verify / diagnosis / profile`) implem
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from kernels.model.config import ModelConfig
-from kernels.model.pipeline import FAULTS, SWITCHES
+from kernels.model.pipeline import FAULTS
+from kernels.model.pipeline import SWITCHES as PIPELINE_SWITCHES
+from kernels.perf.dispatch import SWITCHES
 
-__all__ = ["FAULTS", "SWITCHES", "BackendUnavailable", "InProcessBackend", "Measurement", "ModelBackend", "make_backend"]
+DECODE = "decode:"  # a switch applied to the decode path (Phase 5) is recorded as "decode:<switch>"
+NPU2_PREFILL_SEQ = 2048  # the compiled prefill length the modelled figure is taken at (NUMERICS.md)
+NPU2_DECODE_CTX = 128  # context length of the modelled decode step (the Llama-3.2-1B profile's assumption)
+
+__all__ = ["DECODE", "FAULTS", "SWITCHES", "BackendUnavailable", "InProcessBackend", "Measurement", "ModelBackend", "make_backend"]
 from kernels.thresholds import TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
 
 
@@ -39,12 +44,12 @@ class Measurement:
     """One performance figure of a backend: the median of its samples, in seconds (per token for decode)."""
 
     metric: str  # "prefill_s" | "s_per_token"
-    median_s: float
+    median_s: float  # the figure the gate decides on
     samples_s: list[float]
     n_tokens: int
-    source: str  # how the figure was obtained: "wall" (this machine's clock), "modelled-npu2", "measured-npu2"
+    source: str  # "modelled-npu2" (the NPU2 performance model, deterministic), "measured-npu2", "wall"
     warmup: int = 0
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)  # breakdown; this machine's wall time as information
 
 
 class ModelBackend(Protocol):
@@ -70,17 +75,14 @@ class ModelBackend(Protocol):
 
     def diagnose(self) -> list[dict[str, Any]]: ...  # LayerDiagnosed fields per layer
 
-    def measure_prefill(self, n_tokens: int) -> Measurement: ...
+    def measure_prefill(self, info_tokens: int) -> Measurement: ...
 
-    def measure_decode(self, n_context: int, steps: int) -> Measurement: ...
+    def measure_decode(self, info_tokens: int, steps: int) -> Measurement: ...
 
     def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> dict[str, Any]: ...
 
 
 # --- the in-process pipeline ------------------------------------------------------------------------------
-
-WARMUP, RUNS = 5, 20  # wall-clock measurements: untimed warm-up runs, then timed runs (median)
-
 
 @lru_cache(maxsize=4)
 def _weights(folder: str, config: ModelConfig):
@@ -97,11 +99,8 @@ def hf_reference(folder: str):
     return HfRunner(folder)
 
 
-def _median_of(run: Callable[[], float], warmup: int, runs: int) -> tuple[float, list[float]]:
-    for _ in range(warmup):
-        run()
-    samples = [run() for _ in range(runs)]
-    return statistics.median(samples), samples
+def _per_elf(p, path: str) -> dict[str, dict[str, Any]]:
+    return {k.split(":", 1)[1]: v for k, v in p.per_elf.items() if k.startswith(path + ":")}
 
 
 class InProcessBackend:
@@ -113,14 +112,19 @@ class InProcessBackend:
         from kernels.model.pipeline import NpuPipeline, PipelineOptions
 
         self.model_path, self.config, self.name, self.target = str(model_path), config, executor, target
-        self._switches = {k: bool((switches or {}).get(k, False)) for k in SWITCHES}
+        known = {*SWITCHES, *(DECODE + k for k in SWITCHES)}
+        self._switches = {k: bool(v) for k, v in (switches or {}).items() if k in known}
         self._faults = frozenset(faults)
+        # the in-process pipeline has one code path per switch for prefill and decode alike: a switch applied on
+        # either path turns it on (the token gate then checks those numerics); dispatch-only switches have none
+        numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
         self.pipeline = NpuPipeline(_weights(self.model_path, config), config, make_executor(executor, target=target),
-                                    PipelineOptions(**self._switches, faults=self._faults))
+                                    PipelineOptions(**numerics, faults=self._faults))
 
     @property
     def options(self) -> dict[str, Any]:
-        return self.pipeline.options.to_dict()
+        """The pipeline's options plus every dispatch switch in force (prefill and "decode:" ones)."""
+        return {**self.pipeline.options.to_dict(), "switches": dict(sorted(self._switches.items()))}
 
     def with_options(self, switches: dict[str, bool], faults: frozenset[str] = frozenset()) -> "InProcessBackend":
         return InProcessBackend(self.model_path, self.config, self.name, self.target, switches, faults)
@@ -174,6 +178,30 @@ class InProcessBackend:
         return diagnose_layers(self.pipeline.prefill(tokens), self.reference.prefill(tokens), executor=self.name)
 
     # -- Phases 4, 5 --
+    #
+    # The figure a gate decides on is the modelled NPU2 time of the deployment's dispatch plan under the switches
+    # in force (`kernels.perf`): the same plan always gives the same figure, whatever this machine is doing.
+    # The emulator's own wall time for one run is recorded beside it, as information only.
+
+    def npu2_switches(self, path: str) -> dict[str, bool]:
+        """The dispatch switches in force on `path` ("prefill": Phase 4's, "decode": Phase 5's)."""
+        prefix = DECODE if path == "decode" else ""
+        return {k: bool(self._switches.get(prefix + k, False)) for k in SWITCHES}
+
+    def predict(self, path: str):
+        from kernels.perf.predict import predict
+
+        return predict(self.config, seq=NPU2_PREFILL_SEQ, switches=self.npu2_switches(path), ctx=NPU2_DECODE_CTX)
+
+    def npu2_figures(self) -> dict[str, Any]:
+        """Modelled NPU2 TTFT (prefill at the compiled seq + LM head) and decode speed, with the per-ELF breakdown
+        of each path under its own switches (Phase 6)."""
+        pre, dec = self.predict("prefill"), self.predict("decode")
+        return {"source": "modelled-npu2", "seq": pre.seq, "ctx": dec.ctx, "ttft_s": pre.ttft_s, "prefill_s": pre.prefill_s,
+                "ms_per_token": dec.ms_per_token, "tokens_per_s": dec.decode_tokens_per_s,
+                "prefill_calls_per_layer": pre.prefill_calls_per_layer, "decode_calls_per_layer": dec.decode_calls_per_layer,
+                "per_elf": {"prefill": _per_elf(pre, "prefill"), "decode": _per_elf(dec, "decode")},
+                "switches": {"prefill": pre.switches, "decode": dec.switches}}
 
     def _prompt(self, length: int) -> np.ndarray:
         """A fixed prompt of `length` tokens: the canonical prompt repeated (deterministic)."""
@@ -181,30 +209,31 @@ class InProcessBackend:
         reps = -(-length // len(base))
         return np.asarray((base * reps)[:length], np.int64)
 
-    def measure_prefill(self, n_tokens: int, warmup: int = WARMUP, runs: int = RUNS) -> Measurement:
-        tokens = self._prompt(n_tokens)
+    def measure_prefill(self, info_tokens: int) -> Measurement:
+        p = self.predict("prefill")
+        tokens = self._prompt(info_tokens)
+        t0 = time.perf_counter()
+        self.pipeline.prefill(tokens)
+        wall = time.perf_counter() - t0
+        return Measurement("prefill_s", p.prefill_s, [p.prefill_s], NPU2_PREFILL_SEQ, "modelled-npu2", 0, {
+            "switches": p.switches, "per_elf": _per_elf(p, "prefill"), "totals_ms": p.totals["prefill"],
+            "calls_per_layer": p.prefill_calls_per_layer,
+            "emulator_wall_s": wall, "emulator_wall_tokens": int(info_tokens)})
 
-        def run() -> float:
-            t0 = time.perf_counter()
-            self.pipeline.prefill(tokens)
-            return time.perf_counter() - t0
-
-        median, samples = _median_of(run, warmup, runs)
-        return Measurement("prefill_s", median, samples, n_tokens, "wall", warmup)
-
-    def measure_decode(self, n_context: int, steps: int, warmup: int = WARMUP, runs: int = RUNS) -> Measurement:
-        tokens = self._prompt(n_context)
-
-        def run() -> float:
-            rec = self.pipeline.prefill(tokens)
-            tok, pos = rec.top1_token, len(tokens)
-            t0 = time.perf_counter()
-            for i in range(steps):
-                tok = self.pipeline.decode_step(tok, pos + i).top1_token
-            return (time.perf_counter() - t0) / steps
-
-        median, samples = _median_of(run, warmup, runs)
-        return Measurement("s_per_token", median, samples, n_context, "wall", warmup, {"decode_steps": steps})
+    def measure_decode(self, info_tokens: int, steps: int) -> Measurement:
+        p = self.predict("decode")
+        tokens = self._prompt(info_tokens)
+        rec = self.pipeline.prefill(tokens)
+        tok, pos = rec.top1_token, len(tokens)
+        t0 = time.perf_counter()
+        for i in range(steps):
+            tok = self.pipeline.decode_step(tok, pos + i).top1_token
+        wall = (time.perf_counter() - t0) / steps
+        per_token = p.ms_per_token / 1e3
+        return Measurement("s_per_token", per_token, [per_token], NPU2_DECODE_CTX, "modelled-npu2", 0, {
+            "switches": p.switches, "per_elf": _per_elf(p, "decode"), "totals_ms": p.totals["decode"],
+            "calls_per_layer": p.decode_calls_per_layer,
+            "emulator_wall_s_per_token": wall, "emulator_wall_context": int(info_tokens), "decode_steps": steps})
 
     # -- Phase 6 --
 

@@ -198,3 +198,42 @@ def test_an_optimisation_that_changes_the_numbers_is_reverted_because_the_gate_c
     assert "token gate broken" in tried["reason"]
     final = [e["payload"] for e in events if e["type"] == "PerformanceMeasured"][-1]
     assert final["pipeline"]["faults"] == []
+
+
+def _phase_4_5_figures(ws: Path, name: str) -> list[tuple]:
+    events = ledger_json(ws, "log", "--stream", f"deployment:{name}")
+    out = []
+    for e in events:
+        p = e["payload"]
+        if e["type"] == "PerformanceMeasured" and p["phase"] in (4, 5):
+            out.append(("perf", p["phase"], p["profile"]["label"], p.get("prefill_s"), p.get("ms_per_token")))
+        elif e["type"] == "OptimizationTried":
+            out.append(("tried", p["phase"], p["optimisation"], p["outcome"], p["before_s"], p["after_s"]))
+        elif e["type"] in ("PhasePassed", "PhaseFailed") and p["phase"] in (4, 5):
+            out.append((e["type"], p["phase"]))
+    return out
+
+
+def test_phases_4_and_5_give_the_same_verdicts_and_figures_with_a_cpu_hog_beside_one_run(deployed, tmp_path, tiny_llama):
+    import subprocess
+    import sys
+
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        assert ledger(tmp_path, "init", str(tiny_llama), "--name", "loaded").returncode == 0
+        proc = ledger(tmp_path, "advance", "loaded", "--until", "5")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    finally:
+        hog.kill()
+        hog.wait()
+    idle, loaded = _phase_4_5_figures(deployed, "tiny"), _phase_4_5_figures(tmp_path, "loaded")
+    assert idle and idle == loaded
+    sources = {e["payload"]["profile"]["source"] for e in ledger_json(tmp_path, "log", "--stream", "deployment:loaded")
+               if e["type"] == "PerformanceMeasured"}
+    assert sources == {"modelled-npu2"}
+
+
+def test_ledger_predict_answers_for_a_deployment_by_name(deployed):
+    out = ledger_json(deployed, "predict", "tiny")
+    assert out["modelled"] is True and out["ttft_s"] > 0 and out["decode_tokens_per_s"] > 0
+    assert (deployed / "llms" / "tiny" / "docs" / "development_progress" / "phase6_npu2_breakdown.png").exists()
