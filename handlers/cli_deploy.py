@@ -344,30 +344,11 @@ def record_group() -> None:
 @click.pass_obj
 def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str) -> None:
     """Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness)."""
-    from datetime import datetime, timezone
-
-    from handlers.uow import DeploymentUnit
-    from kernels.mlir_air.transcript import parse_harness_transcript, sha256_text
-    from ledger.events import KernelVerified
+    from handlers.record import record_harness
 
     text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")
-    parsed = {}
-    for part in shape.split(","):
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{part!r} is not KEY=VALUE", param_hint="--shape")
-        parsed[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
-    result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded
-    unit = DeploymentUnit(app.ledger, name)
-    default_contract = "bf16-out-high" if kernel == "gemm" else "bf16"
-    event = KernelVerified(
-        kernel=kernel, shape=parsed, contract=contract or default_contract, executor="mlir-air",
-        target=unit.state.target, source="harness", role=role,
-        measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        provenance={"file": Path(file_).name if file_ != "-" else "<stdin>", "output_sha256": sha256_text(text)},
-        **{k: v for k, v in result.kernel_verified_fields().items() if v is not None or k in ("mean_rel_L1",)},
-    )
-    seq = unit.commit([event])[0]
+    seq, event = record_harness(app.ledger, name, kernel=kernel, shape=shape, contract=contract, text=text,
+                                file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role)
     click.echo(f"{kernel} {shape}: {event.verdict} recorded at seq {seq} (sha256 {event.provenance['output_sha256'][:12]})")
     _refresh_projections(app)
 

@@ -59,6 +59,7 @@ def init(
     unit = DeploymentUnit(ledger, name, must_exist=False)
     if unit.events:
         raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
+    _refuse_folder_clash(ledger, name)
     folder = path if path.is_dir() else path.parent
     requested = DeploymentRequested(
         model_path=str(folder), name=name, target=target, dtype=dtype, executor=executor,
@@ -75,6 +76,17 @@ def init(
     if not assessment.in_scope:
         raise OutOfScope(f"{name}: {assessment.architecture} is out of scope: " + " ".join(assessment.reasons))
     return name
+
+
+def _refuse_folder_clash(ledger: Ledger, name: str) -> None:
+    """Two deployments must not project to one llms/<folder>/ (compared case-insensitively: macOS, Windows)."""
+    from registry.model_docs import model_dir_name
+
+    folder = model_dir_name(name)
+    for other in (s.split(":", 1)[1] for s in ledger.streams("deployment:")):
+        if other != name and model_dir_name(other).lower() == folder.lower():
+            raise DeploymentError(f"deployment name {name!r} projects to llms/{folder}/, the folder of deployment "
+                                  f"{other!r}; choose another --name")
 
 
 # --- advance -------------------------------------------------------------------------------------------------

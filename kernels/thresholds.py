@@ -92,3 +92,44 @@ TOKEN_GATE_TOP_K = 5
 TOKEN_GATE_STEPS = 32  # greedy tokens per prompt
 TOKEN_GATE_PROMPTS = 2  # prompts of the default gate; `--full` runs all of a set
 TOKEN_GATE_PROMPTS_FULL = 8
+
+# --- physical ceilings of the target: what a recorded throughput / latency can possibly be -----------------
+#
+# A harness transcript or an imported registry row is evidence only if it is physically possible on NPU2.
+# Until the NPU2 performance model exports its own constant (NPU2_PEAK_BF16_FLOPS), the ceilings live here.
+#
+# Compute. NPU2 = AMD XDNA 2 (AIE2P) in Ryzen AI 300 "Strix": 32 compute tiles, 8 columns x 4 rows, all of
+# them in the 8x4 herd the GEMM harnesses use (NUMERICS.md "target tiles"). AMD's figure for this NPU is
+# "50 TOPS" INT8 (Ryzen AI 300 launch, Computex 2024), and AMD states that XDNA 2's Block FP16 (BFP16, the
+# datapath bf16 GEMMs are cast to: NUMERICS.md) runs at the INT8 rate ("INT8 performance at FP16-like
+# accuracy"). So the BFP16 peak is 50e12 FLOP/s: 32 tiles x 512 BFP16 MACs/cycle/tile (one 8x8x8 MMUL per
+# cycle) x 2 FLOP/MAC x ~1.53 GHz (the clock the vendor figure implies: 50e12 / (32 * 512 * 2)).
+# Check against measurements: mlir-air's registry has ~8.5 TFLOP/s at 2048^3 and its best GEMM row 9.8
+# TFLOP/s (17-20 % of peak, which a DMA-bound GEMM on this array reaches); nothing measured exceeds it.
+NPU2_TILES = 32  # 8 columns x 4 rows (AIE2P)
+NPU2_BFP16_MACS_PER_TILE_CYCLE = 512  # 8x8x8 BFP16 MMUL per cycle (= the INT8 rate)
+NPU2_CLOCK_HZ = 50e12 / (NPU2_TILES * NPU2_BFP16_MACS_PER_TILE_CYCLE * 2)  # ~1.53 GHz, implied by "50 TOPS"
+NPU2_PEAK_BF16_FLOPS = NPU2_TILES * NPU2_BFP16_MACS_PER_TILE_CYCLE * 2 * NPU2_CLOCK_HZ  # 50 TFLOP/s
+# NPU1 = XDNA (AIE2, Phoenix): 16 tiles (4x4) with native bf16 at 128 MACs/cycle/tile, "10 TOPS" INT8 on
+# 20 tiles at 256 INT8 MACs/cycle implies ~1 GHz: 16 * 128 * 2 * 1e9 = 4.1 TFLOP/s bf16.
+NPU1_PEAK_BF16_FLOPS = 16 * 128 * 2 * 1.0e9
+
+# Memory. Every input of a kernel is read from DDR at least once and its output written once, so
+# bytes(shape) / latency cannot exceed the memory system's bandwidth. The widest NPU2 host is Strix Halo
+# (Ryzen AI Max+ 395, the same XDNA 2 NPU): LPDDR5X-8000 on a 256-bit bus (AMD's product specification),
+# 8000e6 transfers/s x 32 bytes = 256 GB/s, shared with the CPU and GPU; Strix Point (Ryzen AI 300) has half
+# of it (LPDDR5X-7500, 128-bit: 120 GB/s). The ceiling is the widest host's, so no real row is refused.
+# NPU1's Phoenix: LPDDR5X-7500, 128-bit, 120 GB/s.
+DDR_BANDWIDTH_BYTES_S = {"npu2": 8000e6 * 32, "npu1": 7500e6 * 16}
+PEAK_FLOPS = {"npu2": NPU2_PEAK_BF16_FLOPS, "npu1": NPU1_PEAK_BF16_FLOPS}
+
+# A printed tolerance is the contract's when it rounds to the same value at the precision harnesses print
+# (`rtol=1.6e-02`: three significant digits).
+PRINTED_TOLERANCE_REL = 5e-3
+
+# --- model configs: sizes a deployable decoder can have ----------------------------------------------------
+
+# Every size in a config.json (layers, width, heads, head_dim, intermediate, vocab) is a positive JSON integer
+# no larger than this: XRT buffer objects and the shim DMA's buffer descriptors address 32-bit sizes, so
+# no dimension of a model NPU2 runs exceeds 2^31 - 1 (a vocab of 1e12 is a typo, not a model).
+CONFIG_SIZE_MAX = 2**31 - 1
