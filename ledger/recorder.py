@@ -469,8 +469,8 @@ def _has_schema(engine: Engine) -> bool:
         with engine.connect() as conn:
             return conn.exec_driver_sql("SELECT to_regclass('events')").scalar() is not None
     path = _sqlite_file(engine)
-    if path is not None and not path.exists():
-        return False
+    if path is not None and (not path.exists() or path.stat().st_size == 0):
+        return False  # connecting would switch an empty file to WAL, i.e. write to it
     with engine.connect().execution_options(sqlite_begin="DEFERRED") as conn:
         return conn.exec_driver_sql(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").first() is not None
