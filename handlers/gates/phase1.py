@@ -74,7 +74,8 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
 
         run = MlirAirExecutor(state.target).run_harness(row.kernel, row.shape, tile)
         fields = run.kernel_verified_kwargs(state.target)
-        check_measurement(row.kernel, row.shape, fields["contract"], target=state.target, **fields)
+        check_measurement(row.kernel, row.shape, fields["contract"],
+                          **{k: v for k, v in fields.items() if k not in ("kernel", "shape", "contract")})
         fields["provenance"] = {**fields["provenance"], "attempt": attempt}
         return KernelVerified(**fields, role=row.role, stage=row.phase, note=note), run.transcript
     from kernels.run import run_kernel
