@@ -84,3 +84,31 @@ def test_an_advance_killed_after_its_evidence_batch_resumes_and_is_judged_with_i
                    if e.type == "PhaseStarted" and e.payload["phase"] == 1)
     assert {row["kernel"] for row in started.payload["plan"]} >= {"gemm", "gemv", "rope", "flash_attention"}
     assert json.dumps(started.payload["plan"])  # plain JSON in the stream
+
+
+def test_audit_of_a_model_with_a_missing_tensor_records_its_fail(tmp_path, tiny_llama):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_llama, model)
+    weights = next(model.glob("*.safetensors"))
+    tensors = {k: v for k, v in load_file(weights).items() if not k.endswith("layers.0.mlp.down_proj.weight")}
+    save_file(tensors, weights, metadata={"format": "pt"})
+    url = f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}"
+    lg = open_ledger(url)
+    stream = "deployment:m"
+    lg.append(stream, 0, [DeploymentRequested(model_path=str(model), name="m"),
+                          ArchitectureAssessed(architecture="LlamaForCausalLM", in_scope=True),
+                          ConfigResolved(**{**CONFIG, "n_layers": 2})])
+    for phase in range(7):  # the stream as a deployment at Phase 7 holds it
+        lg.append(stream, lg.stream_version(stream), [PhaseStarted(phase=phase, attempt=1),
+                                                     PhasePassed(phase=phase, attempt=1)])
+    lg.close()
+    proc = cli(tmp_path, "audit", "m")
+    assert proc.returncode == 1, proc.stderr
+    recorded = [e for e in open_ledger(url).read_stream(stream) if e.type == "EvaluationRecorded"]
+    assert len(recorded) == 1 and recorded[0].payload["verdict"] == "FAIL"
+    assert any("cannot re-run the token gate" in f["message"] and "down_proj" in f["message"]
+               for f in recorded[0].payload["findings"])
