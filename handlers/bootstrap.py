@@ -6,6 +6,7 @@ themselves.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import structlog
 
-from ledger import Ledger, default_url, open_ledger
+from ledger import Checkpoint, Ledger, default_url, open_ledger
+from sqlalchemy.engine import make_url
 
 
 def configure_logging(verbosity: int = 0) -> None:
@@ -54,6 +56,44 @@ class App:
 
     def open_ledger(self) -> Ledger:
         return self.ledger
+
+    # --- the last checkpoint this workspace printed or wrote, per database (.ledger/checkpoints.json) ---
+
+    @property
+    def _checkpoints_file(self) -> Path:
+        return self.workspace / ".ledger" / "checkpoints.json"
+
+    def _db_key(self) -> str:
+        try:
+            return make_url(self.db_url).render_as_string(hide_password=True)
+        except Exception:  # noqa: BLE001 - an unparsable URL fails when the ledger opens
+            return self.db_url
+
+    def remembered_checkpoint(self) -> Checkpoint | None:
+        """The largest checkpoint this workspace has seen of its database (None: never any event)."""
+        try:
+            text = json.loads(self._checkpoints_file.read_text(encoding="utf-8")).get(self._db_key())
+            return Checkpoint.parse(text) if text else None
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def remember_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Keep `checkpoint` if it is larger than the one remembered (a ledger only grows)."""
+        known = self.remembered_checkpoint()
+        if checkpoint.size == 0 or (known is not None and known.size >= checkpoint.size):
+            return
+        try:
+            data = json.loads(self._checkpoints_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        data[self._db_key()] = str(checkpoint)
+        self._checkpoints_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._checkpoints_file.with_name(f".checkpoints.json.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            tmp.replace(self._checkpoints_file)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     # helpers' commands read these keys from ctx.obj
     def __getitem__(self, key: str):

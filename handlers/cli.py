@@ -79,6 +79,7 @@ def head_cmd(app: App, as_json: bool) -> None:
     """Print a checkpoint SIZE:HASH of the ledger (keep it elsewhere; `verify --against` checks it)."""
     cp = app.ledger.head()
     click.echo(json.dumps({"size": cp.size, "hash": cp.hash}) if as_json else str(cp))
+    app.remember_checkpoint(cp)
 
 
 @cli.command("verify")
@@ -86,19 +87,31 @@ def head_cmd(app: App, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
-    """Walk the hash chain; exit non-zero naming the first bad seq."""
+    """Walk the hash chain and check the immutability triggers; exit non-zero naming the first bad seq.
+
+    Without --against, the last checkpoint this workspace printed (kept in .ledger/checkpoints.json) is
+    checked: a ledger emptied or truncated since then is not intact."""
     try:
         checkpoint = Checkpoint.parse(against) if against else None
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--against") from e
-    result = app.ledger.verify(against=checkpoint)
+    remembered = None if checkpoint else app.remembered_checkpoint()
+    result = app.ledger.verify(against=checkpoint or remembered)
     if as_json:
         click.echo(json.dumps({"ok": result.ok, "first_bad_seq": result.first_bad_seq, "reason": result.reason,
-                               "checked": result.checked}))
+                               "checked": result.checked, "missing_triggers": list(result.missing_triggers)}))
     elif result.ok:
-        click.echo(f"ledger intact: {result.checked} events, head {app.ledger.head()}")
+        head = app.ledger.head()
+        click.echo(f"ledger intact: {result.checked} events, head {head}")
+        app.remember_checkpoint(head)
     else:
-        click.echo(f"ledger BROKEN at seq {result.first_bad_seq}: {result.reason}", err=True)
+        since = f" (this workspace's last checkpoint {remembered.size}:{remembered.hash[:12]}..., in " \
+                f".ledger/checkpoints.json)" if remembered and result.first_bad_seq is not None else ""
+        if result.first_bad_seq is not None:
+            click.echo(f"ledger BROKEN at seq {result.first_bad_seq}: {result.reason}{since}", err=True)
+        for name in result.missing_triggers:
+            click.echo(f"ledger BROKEN: immutability trigger {name} is missing ({app.ledger.dialect}): "
+                       "rows can be updated or deleted", err=True)
     if not result.ok:
         sys.exit(2)
 

@@ -11,15 +11,26 @@ import click
 from handlers import deploy
 from handlers.bootstrap import App
 from handlers.narrate import TerminalProgress, describe
+from ledger import Checkpoint
 
 
 def _refresh_projections(app: App) -> None:
-    """Rebuild the registry and model docs after a change (no-op until the projections exist)."""
+    """Rebuild the registry and model docs after a change, and remember the ledger's new checkpoint.
+
+    The command's events are committed already: a refresh that fails (a full disk, a path in the way) is a
+    warning, not a failure -- the projections are rebuilt in full by the next command (or `ledger registry
+    build`), and no temporary file is left behind."""
+    from handlers.registry_ops import build_projections
+
     try:
-        from handlers.registry_ops import build_projections
-    except ImportError:
-        return
-    build_projections(app.ledger.read_all(), app.workspace)
+        events = app.ledger.read_all()
+        build_projections(events, app.workspace)
+        if events:
+            app.remember_checkpoint(Checkpoint(events[-1].seq, events[-1].hash))
+    except Exception as e:  # noqa: BLE001 - the commit stands; say what failed and move on
+        line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        click.echo(f"warning: recorded, but refreshing the projections failed ({line}); they are rebuilt on the "
+                   "next command or by `ledger registry build`", err=True)
 
 
 @click.command("init")
@@ -103,12 +114,18 @@ def lesson_cmd(app: App, name: str, text: str, phase: int | None) -> None:
 def status_cmd(app: App, name: str | None, as_json: bool) -> None:
     """Every deployment (or NAME) with its phase, last verdict, blockers and triage."""
     rows = deploy.status(app.ledger, name)
+    broken = [r for r in rows if r["status"] == "unreplayable"]
     if as_json:
         click.echo(json.dumps(rows if name is None else rows[0], indent=1))
+        if broken:
+            sys.exit(1)
         return
     if not rows:
         click.echo("no deployments yet (ledger init MODEL)")
     for r in rows:
+        if r["status"] == "unreplayable":
+            click.echo(f"{r['name']:<28} unreplayable: {r['error']}", err=True)
+            continue
         passed = ",".join(map(str, r["phases_passed"])) or "-"
         click.echo(f"{r['name']:<28} {r['status']:<20} passed [{passed}]  {r['executor']}/{r['target']}  {r['last_verdict']}")
         for b in r["blockers"]:
@@ -117,6 +134,8 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
             click.echo(f"    triage of seq {r['triage']['subject_seq']}: {r['triage']['summary']}")
             for m in r["triage"]["matches"]:
                 click.echo(f"      - {m['rule_id']} ({m['confidence']:.2f}): {m['root_cause']} -> {m['remedy']}")
+    if broken:
+        sys.exit(1)
 
 
 @click.command("history")
@@ -344,30 +363,11 @@ def record_group() -> None:
 @click.pass_obj
 def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str) -> None:
     """Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness)."""
-    from datetime import datetime, timezone
-
-    from handlers.uow import DeploymentUnit
-    from kernels.mlir_air.transcript import parse_harness_transcript, sha256_text
-    from ledger.events import KernelVerified
+    from handlers.record import record_harness
 
     text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")
-    parsed = {}
-    for part in shape.split(","):
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{part!r} is not KEY=VALUE", param_hint="--shape")
-        parsed[key.strip()] = int(value) if value.strip().lstrip("-").isdigit() else value.strip()
-    result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded
-    unit = DeploymentUnit(app.ledger, name)
-    default_contract = "bf16-out-high" if kernel == "gemm" else "bf16"
-    event = KernelVerified(
-        kernel=kernel, shape=parsed, contract=contract or default_contract, executor="mlir-air",
-        target=unit.state.target, source="harness", role=role,
-        measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        provenance={"file": Path(file_).name if file_ != "-" else "<stdin>", "output_sha256": sha256_text(text)},
-        **{k: v for k, v in result.kernel_verified_fields().items() if v is not None or k in ("mean_rel_L1",)},
-    )
-    seq = unit.commit([event])[0]
+    seq, event = record_harness(app.ledger, name, kernel=kernel, shape=shape, contract=contract, text=text,
+                                file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role)
     click.echo(f"{kernel} {shape}: {event.verdict} recorded at seq {seq} (sha256 {event.provenance['output_sha256'][:12]})")
     _refresh_projections(app)
 

@@ -158,9 +158,14 @@ def build_cmd(ctx, out_dir, check) -> None:
     if check:
         for rel in result.differing:
             click.echo(f"{'missing' if rel in result.missing else 'differs'}: {rel}", err=True)
+        for rel in result.stray:
+            click.echo(f"stray: {rel} (no projection writes it)", err=True)
+        for clash in result.clashes:
+            click.echo(f"clash: {clash}", err=True)
         if not result.clean:
-            click.echo(f"{len(result.differing)} of {result.total} projected files differ from the ledger; "
-                       "rebuild with `ledger registry build`", err=True)
+            click.echo(f"{len(result.differing)} of {result.total} projected files differ from the ledger, "
+                       f"{len(result.stray)} stray file(s), {len(result.clashes)} folder clash(es); "
+                       "rebuild with `ledger registry build` and remove the stray files", err=True)
             ctx.exit(1)
         click.echo(f"all {result.total} projected files match the ledger")
         return

@@ -59,6 +59,7 @@ def init(
     unit = DeploymentUnit(ledger, name, must_exist=False)
     if unit.events:
         raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
+    _refuse_folder_clash(ledger, name)
     folder = path if path.is_dir() else path.parent
     requested = DeploymentRequested(
         model_path=str(folder), name=name, target=target, dtype=dtype, executor=executor,
@@ -75,6 +76,17 @@ def init(
     if not assessment.in_scope:
         raise OutOfScope(f"{name}: {assessment.architecture} is out of scope: " + " ".join(assessment.reasons))
     return name
+
+
+def _refuse_folder_clash(ledger: Ledger, name: str) -> None:
+    """Two deployments must not project to one llms/<folder>/ (compared case-insensitively: macOS, Windows)."""
+    from registry.model_docs import model_dir_name
+
+    folder = model_dir_name(name)
+    for other in (s.split(":", 1)[1] for s in ledger.streams("deployment:")):
+        if other != name and model_dir_name(other).lower() == folder.lower():
+            raise DeploymentError(f"deployment name {name!r} projects to llms/{folder}/, the folder of deployment "
+                                  f"{other!r}; choose another --name")
 
 
 # --- advance -------------------------------------------------------------------------------------------------
@@ -127,7 +139,7 @@ def advance(
             attempt = state.attempts.get(phase, 0) + 1
             progress(f"phase {int(phase)} ({phase.title}), attempt {attempt}")
             outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress, options=options or {}))
-            unit.commit([PhaseStarted(phase=int(phase), attempt=attempt), *outcome.events])
+            unit.commit([PhaseStarted(phase=int(phase), attempt=attempt, plan=_plan_of(outcome)), *outcome.events])
         attempt = unit.state.open_attempt.number
         passed = _judge(unit, phase, attempt, outcome)
         report.ran.append(passed)
@@ -137,12 +149,26 @@ def advance(
     return report
 
 
+def _plan_of(outcome) -> list[dict[str, Any]] | None:
+    """The gate context's planned (kernel, shape) rows as PhaseStarted records them (None: no plan)."""
+    import json
+
+    planned = outcome.context.planned_kernels
+    if planned is None:
+        return None
+    return [{"kernel": kernel, "shape": json.loads(shape)} for kernel, shape in sorted(planned)]
+
+
 def _judge(unit: DeploymentUnit, phase: Phase, attempt: int, outcome) -> dict[str, Any]:
-    """Ask the state machine; record PhasePassed, or PhaseFailed (+ BlockerRaised, + FailureTriaged)."""
+    """Ask the state machine; record PhasePassed, or PhaseFailed (+ BlockerRaised, + FailureTriaged).
+
+    Without an outcome (an attempt interrupted after its evidence, judged now), the gate context is the
+    one the attempt's PhaseStarted recorded: the attempt is judged with its own plan."""
     from handlers.gates import GateOutcome
     from statemachine.machine import GateContext
 
-    outcome = outcome or GateOutcome(events=[], context=GateContext())
+    plan = unit.state.open_attempt.plan
+    outcome = outcome or GateOutcome(events=[], context=GateContext(planned_kernels=plan))
     state = unit.state
     evidence = [e.seq for e in state.open_attempt.evidence]
     machine = DeploymentMachine(state, outcome.context)
@@ -207,9 +233,17 @@ def lesson(ledger: Ledger, name: str, text: str, phase: int | None = None) -> in
 
 def status(ledger: Ledger, name: str | None = None) -> list[dict[str, Any]]:
     names = [name] if name else [s.split(":", 1)[1] for s in ledger.streams("deployment:")]
+    from statemachine.fold import FoldError
+
     rows = []
     for n in names:
-        state = DeploymentUnit(ledger, n).state
+        try:
+            state = DeploymentUnit(ledger, n).state
+        except FoldError as e:  # one impossible stream is reported; every other deployment is still listed
+            rows.append({"name": n, "status": "unreplayable", "error": str(e), "next_phase": None,
+                         "phases_passed": [], "executor": "", "target": "", "last_verdict": "", "blockers": [],
+                         "triage": None, "evaluation": None, "version": None})
+            continue
         triage = state.last_triage
         rows.append({
             "name": n,

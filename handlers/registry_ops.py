@@ -5,8 +5,10 @@ name) to the `registry:import` stream and returns how many were new: ids are det
 ledger already holds are left out and a second import of the same files appends nothing.
 
 `build_projections(events, out_dir, check=False)` writes `project_all(events)` under `out_dir` (creating
-directories; a file is rewritten only when its bytes changed), or with `check=True` writes nothing and
-lists every projected file that is missing or differs on disk (a hand edit).
+directories; a file is rewritten only when its bytes changed; a write that fails leaves no temporary file),
+or with `check=True` writes nothing and lists every projected file that is missing or differs on disk (a
+hand edit), every file in a projection folder that no projection writes (`stray`: a leftover, a deleted
+deployment's page, a temporary file), and deployments whose names project to one llms/ folder (`clashes`).
 """
 
 from __future__ import annotations
@@ -30,10 +32,43 @@ class BuildResult:
     differing: tuple[str, ...]  # relpaths missing or different on disk (before writing, or in check mode)
     missing: tuple[str, ...] = field(default=())  # the subset of `differing` not on disk at all
     total: int = 0  # files in the projection
+    stray: tuple[str, ...] = ()  # check mode: files in projection folders that no projection writes
+    clashes: tuple[str, ...] = ()  # check mode: "llms/<folder>/: 'a', 'b'" for names sharing a folder
 
     @property
     def clean(self) -> bool:
-        return not self.differing
+        return not self.differing and not self.stray and not self.clashes
+
+
+def _projection_folders(out: Path, files) -> set[Path]:
+    """The folders projections write into: those of the projected files, plus every llms/<x>/ on disk."""
+    folders = {out.joinpath(*rel.split("/")).parent for rel in files}
+    llms = out / "llms"
+    if llms.is_dir():
+        for model in llms.iterdir():
+            if model.is_dir():
+                folders |= {model, model / "docs", model / "docs" / "development_progress"}
+    return folders
+
+
+def _stray(out: Path, files) -> list[str]:
+    projected = {out.joinpath(*rel.split("/")) for rel in files}
+    found = []
+    for folder in _projection_folders(out, files):
+        if folder.is_dir():
+            found += [p.relative_to(out).as_posix() for p in folder.iterdir() if p.is_file() and p not in projected]
+    return sorted(found)
+
+
+def _clashes(events) -> list[str]:
+    from registry.model_docs import model_dir_name
+    from registry.projections import deployments
+
+    by_folder: dict[str, list[str]] = {}
+    for name in deployments(events):
+        by_folder.setdefault(model_dir_name(name).lower(), []).append(name)
+    return [f"llms/{model_dir_name(names[0])}/ is the folder of {len(names)} deployments: "
+            + ", ".join(repr(n) for n in names) for names in by_folder.values() if len(names) > 1]
 
 
 def import_registry(ledger, directory: str | Path) -> int:
@@ -73,7 +108,13 @@ def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, chec
             # a name of this writer's own: two processes refreshing the projections at once (a racing
             # `ledger advance`) must not rename each other's temporary file away
             tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(target)
+            try:
+                tmp.write_bytes(data)
+                tmp.replace(target)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
             written.append(rel)
-    return BuildResult(written=tuple(written), differing=tuple(differing), missing=tuple(missing), total=len(files))
+    extra = {"stray": tuple(_stray(out, files)), "clashes": tuple(_clashes(events))} if check else {}
+    return BuildResult(written=tuple(written), differing=tuple(differing), missing=tuple(missing), total=len(files),
+                       **extra)

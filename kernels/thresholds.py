@@ -92,3 +92,28 @@ TOKEN_GATE_TOP_K = 5
 TOKEN_GATE_STEPS = 32  # greedy tokens per prompt
 TOKEN_GATE_PROMPTS = 2  # prompts of the default gate; `--full` runs all of a set
 TOKEN_GATE_PROMPTS_FULL = 8
+
+# --- physical ceilings of the target: what a recorded throughput / latency can possibly be -----------------
+#
+# A harness transcript or an imported registry row is evidence only if it is physically possible on NPU2.
+# Compute: the target's peak is the performance model's named constant (`kernels.perf.constants`: tiles x
+# MACs/cycle x clock, with its derivation); `kernels.evidence` checks throughput against it.
+#
+# Memory. Every input of a kernel is read from DDR at least once and its output written once, so
+# bytes(shape) / latency cannot exceed the memory system's bandwidth. The widest NPU2 host is Strix Halo
+# (Ryzen AI Max+ 395, the same XDNA 2 NPU): LPDDR5X-8000 on a 256-bit bus (AMD's product specification),
+# 8000e6 transfers/s x 32 bytes = 256 GB/s, shared with the CPU and GPU; Strix Point (Ryzen AI 300) has half
+# of it (LPDDR5X-7500, 128-bit: 120 GB/s). The ceiling is the widest host's, so no real row is refused.
+# NPU1's Phoenix: LPDDR5X-7500, 128-bit, 120 GB/s.
+DDR_BANDWIDTH_BYTES_S = {"npu2": 8000e6 * 32, "npu1": 7500e6 * 16}
+
+# A printed tolerance is the contract's when it rounds to the same value at the precision harnesses print
+# (`rtol=1.6e-02`: three significant digits).
+PRINTED_TOLERANCE_REL = 5e-3
+
+# --- model configs: sizes a deployable decoder can have ----------------------------------------------------
+
+# Every size in a config.json (layers, width, heads, head_dim, intermediate, vocab) is a positive JSON integer
+# no larger than this: XRT buffer objects and the shim DMA's buffer descriptors address 32-bit sizes, so
+# no dimension of a model NPU2 runs exceeds 2^31 - 1 (a vocab of 1e12 is a typo, not a model).
+CONFIG_SIZE_MAX = 2**31 - 1

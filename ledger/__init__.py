@@ -7,6 +7,7 @@ from ledger.recorder import (  # noqa: F401
     Ledger,
     LedgerError,
     LedgerUnavailable,
+    LedgerWriteError,
     VerifyResult,
     default_url,
     open_ledger,

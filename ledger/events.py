@@ -89,6 +89,9 @@ class ConfigResolved(Event):
 class PhaseStarted(Event):
     phase: int = Field(ge=0, le=7)
     attempt: int = Field(ge=1)
+    # the (kernel, shape) rows the attempt must cover ([{"kernel", "shape"}], Phase 1), recorded with its
+    # evidence so an interrupted attempt is judged with its own plan; None: no plan (other phases, old ledgers)
+    plan: list[dict[str, Any]] | None = None
 
 
 class PhasePassed(Event):

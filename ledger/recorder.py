@@ -15,6 +15,11 @@ Promises (each has a test in the shared contract suite, run on both dialects):
    kept elsewhere catches that.
 6. SQLite runs in WAL mode with `synchronous=FULL` and a busy timeout: a process killed mid-append
    leaves the whole batch or nothing.
+7. Opening never writes: the schema (table + triggers) is created by the first `append`, so read-only
+   commands leave a database without one as it was (a missing SQLite file is not even created). A
+   database that has the table but lacks a trigger is not repaired silently: `verify()` fails naming it.
+8. A database error while writing (disk full, I/O error) is raised as `LedgerWriteError` naming the
+   database's own error; the batch is not recorded.
 """
 
 from __future__ import annotations
@@ -49,6 +54,10 @@ class ConcurrencyError(LedgerError):
 
 class LedgerUnavailable(LedgerError):
     """Raised when the database URL is unsupported, the server cannot be reached or the file is not a ledger."""
+
+
+class LedgerWriteError(LedgerUnavailable):
+    """Raised when the database refuses a write (disk full, I/O error, read-only file); nothing was recorded."""
 
 
 class EventsRow(SQLModel, table=True):
@@ -86,6 +95,11 @@ _PG_TRIGGERS = (
     "CREATE OR REPLACE TRIGGER events_no_truncate BEFORE TRUNCATE ON events "
     "FOR EACH STATEMENT EXECUTE FUNCTION events_immutable()",
 )
+# the immutability triggers `verify()` requires on each dialect (promise 3)
+REQUIRED_TRIGGERS = {
+    "sqlite": ("events_no_update", "events_no_delete"),
+    "postgresql": ("events_no_update_delete", "events_no_truncate"),
+}
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,7 @@ class VerifyResult:
     first_bad_seq: int | None = None
     reason: str = ""
     checked: int = 0
+    missing_triggers: tuple[str, ...] = ()  # immutability triggers the database lacks (then ok is False)
 
 
 def _new_event_id() -> str:
@@ -130,7 +145,16 @@ def _utcnow() -> str:
 def _first_line(exc: BaseException) -> str:
     inner = getattr(exc, "orig", None) or exc
     text = str(inner).strip().splitlines()
-    return text[0] if text else type(inner).__name__
+    line = text[0] if text else type(inner).__name__
+    code = getattr(inner, "sqlite_errorname", None) or getattr(inner, "sqlstate", None)
+    return f"{line} ({code})" if code and str(code) not in line else line
+
+
+def _safe_close(cur) -> None:
+    try:
+        cur.close()
+    except Exception:  # the connection is gone already; the caller reports the original error
+        pass
 
 
 def _row_to_event(row: Sequence) -> RecordedEvent:
@@ -151,6 +175,7 @@ class Ledger:
         marks = ",".join([self._mark] * len(_COLS))
         self._sql_insert = f"INSERT INTO events ({', '.join(_COLS)}) VALUES ({marks})"
         self._sql_begin = "BEGIN IMMEDIATE" if self.dialect == "sqlite" else "LOCK TABLE events IN EXCLUSIVE MODE"
+        self._schema_ready = False  # set by open_ledger; the first append creates the schema when False
         self._sql_state = (
             f"SELECT (SELECT MAX(version) FROM events WHERE stream_id = {self._mark}), "
             "(SELECT seq FROM events ORDER BY seq DESC LIMIT 1), (SELECT hash FROM events ORDER BY seq DESC LIMIT 1)"
@@ -178,6 +203,8 @@ class Ledger:
         ids = [eid for eid, _, _ in encoded]
         dbapi = self.engine.dialect.dbapi
         with self._lock:
+            if not self._schema_ready:
+                self._create_schema()
             conn = self._writer()
             cur = conn.cursor()
             try:
@@ -213,14 +240,17 @@ class Ledger:
                     return already
                 raise ConcurrencyError(f"stream {stream_id} moved past version {expected_version}: {_first_line(e)}") from e
             except dbapi.Error as e:
+                # the cursor first: once the connection is dropped, closing it would raise "Cannot operate on
+                # a closed database" and hide the database's own error (disk full, I/O)
+                _safe_close(cur)
                 _safe_rollback(conn)
                 self._drop_writer()
-                raise LedgerUnavailable(f"could not write to the ledger: {_first_line(e)}") from e
+                raise LedgerWriteError(f"could not write to the ledger: {_first_line(e)}; nothing was recorded") from e
             except BaseException:
                 _safe_rollback(conn)
                 raise
             finally:
-                cur.close()
+                _safe_close(cur)
 
     def _recorded_seqs(self, conn, ids: list[str]) -> list[int] | None:
         """Seqs of `ids` if every one is recorded already (an idempotent retry); None if none is.
@@ -240,6 +270,33 @@ class Ledger:
             raise LedgerError(f"batch is partly recorded already ({len(found)} of {len(ids)} event ids)")
         return [int(found[i]) for i in ids]
 
+    def _create_schema(self) -> None:
+        try:
+            _create_schema(self.engine)
+        except DBAPIError as e:
+            raise LedgerWriteError(f"could not create the ledger's schema: {_first_line(e)}") from e
+        self._schema_ready = True
+
+    def has_schema(self) -> bool:
+        """Whether the events table exists (without creating anything)."""
+        if not self._schema_ready:
+            self._schema_ready = _has_schema(self.engine)
+        return self._schema_ready
+
+    def missing_triggers(self) -> tuple[str, ...]:
+        """The immutability triggers (REQUIRED_TRIGGERS) the events table lacks; () for a ledger without one."""
+        if not self.has_schema():
+            return ()
+        with self._read() as conn:
+            if self.dialect == "postgresql":
+                rows = conn.execute(sa.text(
+                    "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('events') AND NOT tgisinternal")).all()
+            else:
+                rows = conn.execute(sa.text(
+                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'")).all()
+        present = {r[0] for r in rows}
+        return tuple(t for t in REQUIRED_TRIGGERS.get(self.dialect, ()) if t not in present)
+
     def _writer(self):
         """The driver connection appends run on, kept open (SQLite: autocommit mode with explicit BEGIN)."""
         if self._raw is None:
@@ -256,11 +313,15 @@ class Ledger:
     # --- reading ------------------------------------------------------------------------------------
 
     def read_stream(self, stream_id: str, after_version: int = 0) -> list[RecordedEvent]:
+        if not self.has_schema():
+            return []
         return self._query(
             f"{_SELECT} WHERE stream_id = :s AND version > :v ORDER BY version", {"s": stream_id, "v": after_version}
         )
 
     def read_all(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
+        if not self.has_schema():
+            return []
         sql = f"{_SELECT} WHERE seq > :a ORDER BY seq"
         params: dict = {"a": after}
         if limit is not None:
@@ -269,11 +330,15 @@ class Ledger:
         return self._query(sql, params)
 
     def stream_version(self, stream_id: str) -> int:
+        if not self.has_schema():
+            return 0
         with self._read() as conn:
             v = conn.execute(sa.text("SELECT MAX(version) FROM events WHERE stream_id = :s"), {"s": stream_id}).scalar()
         return int(v or 0)
 
     def streams(self, prefix: str = "") -> list[str]:
+        if not self.has_schema():
+            return []
         with self._read() as conn:
             rows = conn.execute(
                 sa.text("SELECT stream_id, MIN(seq) AS first FROM events WHERE stream_id LIKE :p GROUP BY stream_id ORDER BY first"),
@@ -282,6 +347,8 @@ class Ledger:
         return [r[0] for r in rows]
 
     def head(self) -> Checkpoint:
+        if not self.has_schema():
+            return Checkpoint(0, GENESIS_HASH)
         with self._read() as conn:
             row = conn.execute(sa.text("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1")).first()
         return Checkpoint(int(row[0]), row[1]) if row else Checkpoint(0, GENESIS_HASH)
@@ -298,6 +365,8 @@ class Ledger:
 
     def _raw_chunks(self, chunk: int = 20000) -> Iterator[list[tuple]]:
         """Every row in seq order, in chunks, straight from the driver (no per-row SQLAlchemy processing)."""
+        if not self.has_schema():
+            return
         raw = self.engine.raw_connection()
         try:
             cur = raw.driver_connection.cursor()
@@ -335,13 +404,19 @@ class Ledger:
         except self.engine.dialect.dbapi.Error as e:
             raise LedgerUnavailable(f"could not read the ledger: {_first_line(e)}") from e
         n = expect_seq - 1
+        missing = self.missing_triggers()
         if against is not None and against.size > 0:
             if n < against.size:
-                return VerifyResult(False, n + 1, f"ledger holds {n} events, checkpoint says {against.size}: truncated", n)
+                return VerifyResult(False, n + 1, f"ledger holds {n} events, checkpoint says {against.size}: truncated",
+                                    n, missing)
             if checkpoint_hash != against.hash:
                 return VerifyResult(
-                    False, against.size, f"event {against.size} differs from the checkpoint: history rewritten", n
+                    False, against.size, f"event {against.size} differs from the checkpoint: history rewritten", n,
+                    missing,
                 )
+        if missing:
+            return VerifyResult(False, None, f"immutability trigger {', '.join(missing)} is missing: rows can be "
+                                             "rewritten", n, missing)
         return VerifyResult(True, None, "intact", n)
 
     def close(self) -> None:
@@ -361,7 +436,6 @@ def _safe_rollback(conn) -> None:
 def _sqlite_engine(url) -> Engine:
     db = url.database
     if db and db != ":memory:":
-        Path(db).parent.mkdir(parents=True, exist_ok=True)
         if Path(db).exists() and Path(db).stat().st_size > 0:
             with open(db, "rb") as f:
                 if f.read(16) != b"SQLite format 3\x00":
@@ -384,7 +458,28 @@ def _sqlite_engine(url) -> Engine:
     return engine
 
 
+def _sqlite_file(engine: Engine) -> Path | None:
+    db = engine.url.database
+    return Path(db) if db and db != ":memory:" else None
+
+
+def _has_schema(engine: Engine) -> bool:
+    """Whether the events table exists; never creates anything (a missing SQLite file stays missing)."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            return conn.exec_driver_sql("SELECT to_regclass('events')").scalar() is not None
+    path = _sqlite_file(engine)
+    if path is not None and (not path.exists() or path.stat().st_size == 0):
+        return False  # connecting would switch an empty file to WAL, i.e. write to it
+    with engine.connect().execution_options(sqlite_begin="DEFERRED") as conn:
+        return conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").first() is not None
+
+
 def _create_schema(engine: Engine) -> None:
+    path = _sqlite_file(engine) if engine.dialect.name == "sqlite" else None
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7345901)")  # concurrent first opens
@@ -393,14 +488,16 @@ def _create_schema(engine: Engine) -> None:
                 EVENTS.create(conn)
                 for ddl in _PG_TRIGGERS:
                     conn.exec_driver_sql(ddl)
-        else:
-            EVENTS.create(conn, checkfirst=True)
+        elif conn.exec_driver_sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").first() is None:
+            EVENTS.create(conn)
             for ddl in _SQLITE_TRIGGERS:
                 conn.exec_driver_sql(ddl)
 
 
-def open_ledger(url: str) -> Ledger:
-    """Open (creating if needed) the ledger at `url`: `sqlite:///path` or `postgresql+psycopg://...`."""
+def open_ledger(url: str, *, create: bool = False) -> Ledger:
+    """Open the ledger at `url`: `sqlite:///path` or `postgresql+psycopg://...`.
+
+    Nothing is written until the first append creates the schema, unless `create` asks for it now."""
     try:
         parsed = make_url(url)
     except ArgumentError as e:
@@ -417,13 +514,17 @@ def open_ledger(url: str) -> Ledger:
             raise LedgerUnavailable(
                 f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:///PATH or postgresql+psycopg://..."
             )
-        _create_schema(engine)
+        schema = _has_schema(engine)  # connects: an unreachable server or foreign file fails here
     except (OperationalError, DBAPIError) as e:
         where = parsed.render_as_string(hide_password=True)
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {_first_line(e)}") from e
     except NoSuchModuleError as e:
         raise LedgerUnavailable(f"no driver for {parsed.drivername!r}") from e
-    return Ledger(engine, parsed.render_as_string(hide_password=False))
+    ledger = Ledger(engine, parsed.render_as_string(hide_password=False))
+    ledger._schema_ready = schema
+    if create and not schema:
+        ledger._create_schema()
+    return ledger
 
 
 def default_url(workspace: str | os.PathLike | None = None) -> str:

@@ -12,6 +12,11 @@
   shape and method `_note` texts and any other upstream method fields (e.g. `correlation`) verbatim} so
   the JSON projection can write back what upstream wrote.
 
+Validated on the way in, like a harness transcript (kernels.evidence): every shape is positive integers,
+every contract's tolerances are the catalog's, mean_rel_L1 is non-negative and finite, GFLOP/s is
+physically possible on the file's target (at most its peak), and the file's `measured` date is not in the
+future. One bad row refuses the whole file (UpstreamFormatError naming the file, shape and figure).
+
 Event ids are uuid5 of (file sha256, output dtype, shape, method): importing the same file twice yields the
 same ids, and the ledger's UNIQUE(event_id) makes the second import add nothing.
 """
@@ -20,10 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kernels.evidence import EvidenceError, check_measurement
 from ledger.events import KernelVerified
 from registry.catalog import fallback_tolerance
 
@@ -47,9 +55,32 @@ def _contract(output_dtype: str, tier: str) -> str:
     return f"bf16-out-{tier}"
 
 
-def events_from_upstream(path: str | Path) -> list[tuple[str, KernelVerified]]:
-    """(event_id, KernelVerified) for every (shape, method) in one upstream GEMM registry file, in file order."""
+_DATE = re.compile(r"^(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?$")
+
+
+def _measured(path: Path, text: object, today: date) -> str:
+    """The file's `measured` date as written; refused when unreadable or later than `today`."""
+    text = str(text or "")
+    if not text:
+        return ""
+    m = _DATE.match(text)
+    try:
+        first_day = date(int(m[1]), int(m[2] or 1), int(m[3] or 1)) if m else None
+    except ValueError:
+        first_day = None
+    if first_day is None:
+        raise UpstreamFormatError(f"{path.name}: measured {text!r} is not a date (YYYY-MM or YYYY-MM-DD)")
+    if first_day > today:
+        raise UpstreamFormatError(f"{path.name}: measured {text!r} is in the future (today is {today.isoformat()})")
+    return text
+
+
+def events_from_upstream(path: str | Path, today: date | None = None) -> list[tuple[str, KernelVerified]]:
+    """(event_id, KernelVerified) for every (shape, method) in one upstream GEMM registry file, in file order.
+
+    `today` (default: the UTC date now) is the latest `measured` date accepted."""
     path = Path(path)
+    today = today or datetime.now(timezone.utc).date()
     raw = path.read_bytes()
     sha = hashlib.sha256(raw).hexdigest()
     try:
@@ -64,13 +95,28 @@ def events_from_upstream(path: str | Path) -> list[tuple[str, KernelVerified]]:
     if output_dtype not in ("bf16", "f32"):
         raise UpstreamFormatError(f"{path.name}: output_dtype must be 'bf16' or 'f32', got {output_dtype!r}")
     file_herd = doc.get("herd")
+    target = doc.get("target", "npu2")
+    measured = _measured(path, doc.get("measured"), today)
     out: list[tuple[str, KernelVerified]] = []
     for s in doc["shapes"]:
-        dims = (int(s["M"]), int(s["K"]), int(s["N"]))
+        try:
+            raw_shape = {k: s[k] for k in ("M", "K", "N")}
+            dims = tuple(check_measurement("gemm", raw_shape, "bf16-out-high", verdict="PASS",
+                                           require_count=False)["shape"].values())
+        except (KeyError, TypeError) as e:
+            raise UpstreamFormatError(f"{path.name}: a shape without M, K and N ({e})") from None
+        except EvidenceError as e:
+            raise UpstreamFormatError(f"{path.name}: {e}") from None
         for name, meth in s["methods"].items():
             tier = meth.get("tier") or "high"
             contract = _contract(output_dtype, tier)
             tol = fallback_tolerance("gemm", contract)
+            try:
+                check_measurement("gemm", raw_shape, contract, target=target, verdict="PASS", rtol=tol.rtol,
+                                  atol=tol.atol, mean_rel_L1=meth.get("mean_rel_L1"), gflops=meth.get("gflops"),
+                                  require_count=False)
+            except EvidenceError as e:
+                raise UpstreamFormatError(f"{path.name}: method {name}: {e}") from None
             herd = meth.get("herd", file_herd)
             provenance: dict[str, Any] = {
                 "file": path.name,
@@ -90,7 +136,7 @@ def events_from_upstream(path: str | Path) -> list[tuple[str, KernelVerified]]:
                 shape={"M": dims[0], "K": dims[1], "N": dims[2]},
                 contract=contract,
                 executor="mlir-air",
-                target=doc.get("target", "npu2"),
+                target=target,
                 verdict="PASS",
                 rtol=tol.rtol,
                 atol=tol.atol,
@@ -103,7 +149,7 @@ def events_from_upstream(path: str | Path) -> list[tuple[str, KernelVerified]]:
                 method=name,
                 tier=tier,
                 provenance=provenance,
-                measured_at=str(doc.get("measured", "")),
+                measured_at=measured,
                 note=note,
             )
             out.append((event_id_for(sha, output_dtype, dims, name), event))

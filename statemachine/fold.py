@@ -168,7 +168,9 @@ def _started(state: DeploymentState, rec: RecordedEvent, e: PhaseStarted) -> Dep
     if e.attempt != expected:
         raise FoldError(rec, f"attempt {e.attempt} of phase {int(phase)}: expected attempt {expected}")
     return replace(state, attempts={**state.attempts, phase: e.attempt},
-                   open_attempt=Attempt(phase=phase, number=e.attempt, started_seq=rec.seq))
+                   open_attempt=Attempt(phase=phase, number=e.attempt, started_seq=rec.seq,
+                                        plan=None if e.plan is None else
+                                        tuple((row["kernel"], dict(row["shape"])) for row in e.plan)))
 
 
 def _open_attempt(state: DeploymentState, rec: RecordedEvent, phase: Phase, attempt: int) -> Attempt:

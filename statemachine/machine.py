@@ -253,6 +253,15 @@ def gate_1_all_kernels_pass(state: DeploymentState, context: GateContext) -> Gat
     latest: dict[tuple[str, str, str], Evidence] = {}
     for row in rows:  # a later verdict for the same (kernel, shape, contract) replaces the earlier one
         latest[(*kernel_key(row.event.kernel, row.event.shape), row.event.contract)] = row
+    evidence_of: dict[str, tuple[int, tuple[str, str, str]]] = {}  # transcript sha256 -> (seq, row)
+    for row in rows:  # one harness transcript is evidence for one (kernel, shape, contract) only
+        digest = (row.event.provenance or {}).get("output_sha256")
+        key = (*kernel_key(row.event.kernel, row.event.shape), row.event.contract)
+        if digest:
+            seq, first = evidence_of.setdefault(digest, (row.seq, key))
+            if first != key:
+                return _no(f"KernelVerified seq {row.seq} {key[0]} {key[1]} {key[2]}: its transcript (sha256 "
+                           f"{digest[:12]}) is already the evidence of seq {seq} {first[0]} {first[1]}")
     for (kernel, shape, contract), row in latest.items():
         problem = _kernel_problem(row.event)
         if problem:

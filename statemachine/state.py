@@ -38,6 +38,7 @@ class Attempt:
     number: int
     started_seq: int
     evidence: tuple[Evidence, ...] = ()
+    plan: tuple[tuple[str, dict[str, Any]], ...] | None = None  # PhaseStarted's (kernel, shape) rows, if any
 
     def of_type(self, event_type: type[Event]) -> list[Evidence]:
         """The evidence of one event type, in stream order."""

@@ -11,6 +11,7 @@ import platform
 from datetime import datetime, timezone
 
 from handlers.gates import GateOutcome, GateRun
+from kernels.evidence import EvidenceError, check_measurement
 from kernels.tiles import TileRuleViolation
 from statemachine.machine import atol_artifact
 from ledger.events import KernelVerified
@@ -27,6 +28,7 @@ def run(ctx: GateRun) -> GateOutcome:
     failures: list[str] = []
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     host = platform.node() or "unknown"
+    evidence_of: dict[str, str] = {}  # transcript sha256 -> the row it is evidence for
     for i, row in enumerate(rows, start=1):
         shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
         ctx.progress(f"[{i}/{len(rows)}] {row.kernel} {shape_text} ({row.role}, {row.phase})")
@@ -40,6 +42,17 @@ def run(ctx: GateRun) -> GateOutcome:
             failures.append(f"{row.kernel} {shape_text}: not run, {e}")
             triage.append({"kind": "kernel", "kernel": row.kernel, "shape": row.shape, "transcript": str(e)})
             continue
+        except EvidenceError as e:  # a harness transcript that cannot be this row's evidence: nothing recorded
+            failures.append(f"{row.kernel} {shape_text}: transcript refused: {e}")
+            continue
+        digest = event.provenance.get("output_sha256")
+        if digest:
+            row_text = f"{row.kernel} {shape_text} {event.contract}"
+            if evidence_of.setdefault(digest, row_text) != row_text:
+                failures.append(f"{row_text}: transcript refused: the same transcript (sha256 {digest[:12]}) is "
+                                f"already the evidence of {evidence_of[digest]}")
+                events.pop()
+                continue
         if event.verdict != "PASS" and not event.caveat:
             failures.append(f"{row.kernel} {shape_text}: mismatches {event.mismatches}/{event.n_elements}, "
                             f"max_abs {event.max_abs} vs atol {event.atol}")
@@ -61,6 +74,8 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
 
         run = make_executor("mlir-air", state.target).run_harness(row.kernel, row.shape, tile)
         fields = run.kernel_verified_kwargs(state.target)
+        check_measurement(row.kernel, row.shape, fields["contract"],
+                          **{k: v for k, v in fields.items() if k not in ("kernel", "shape", "contract")})
         fields["provenance"] = {**fields["provenance"], "attempt": attempt}
         return KernelVerified(**fields, role=row.role, stage=row.phase, note=note), run.transcript
     from kernels.run import run_kernel

@@ -35,7 +35,12 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, Evaluat
     from handlers.gates.phase23 import token_gate_events
     from handlers.gates.runtime import model_backend
 
-    rerun = token_gate_events(ctx, model_backend(state, cfg), "audit", full=False)
+    try:
+        rerun = token_gate_events(ctx, model_backend(state, cfg), "audit", full=False)
+    except Exception as e:  # noqa: BLE001 - a model that cannot even run (a missing tensor) is a FAIL, recorded
+        line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        findings.append(audit.Finding("error", None, "rerun", f"cannot re-run the token gate: {line}"))
+        rerun = []
     recorded = {e.payload["prompt_index"]: e for e in events
                 if e.type == "TokenGateChecked" and e.payload.get("context") == "phase3"}
     for g in rerun:

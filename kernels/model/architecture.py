@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.model.config import ModelConfig
+from kernels.thresholds import CONFIG_SIZE_MAX
 
 # architecture name -> (qkv bias implied, q/k norm implied)
 IN_SCOPE = {
@@ -187,8 +188,58 @@ def rope_scaling(raw: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+_SIZES = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+          "intermediate_size", "vocab_size")
+
+
+def config_problems(raw: dict[str, Any]) -> list[str]:
+    """Every value of config.json the resolver cannot use, one sentence each (empty: all usable).
+
+    Sizes are positive JSON integers (not 1024.7, not 1e12, not true) no larger than CONFIG_SIZE_MAX; the
+    width divides by the heads where head_dim is derived from it; heads divide by the kv heads; head_dim is
+    even (half-split RoPE); rope_theta and rms_norm_eps are positive finite numbers."""
+    problems: list[str] = []
+    ok: dict[str, int] = {}
+    for key in _SIZES:
+        value = raw.get(key)
+        if value is None:
+            if key not in ("num_key_value_heads", "head_dim"):
+                problems.append(f"config.json has no '{key}', which the resolver needs")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            problems.append(f"{key} {value!r} is not an integer")
+        elif value <= 0:
+            problems.append(f"{key} {value} must be positive")
+        elif value > CONFIG_SIZE_MAX:
+            problems.append(f"{key} {value} exceeds {CONFIG_SIZE_MAX} (no NPU2 buffer holds it)")
+        else:
+            ok[key] = value
+    width, heads = ok.get("hidden_size"), ok.get("num_attention_heads")
+    kv_heads = ok.get("num_key_value_heads", heads)
+    if width and heads and raw.get("head_dim") is None and width % heads:
+        problems.append(f"hidden_size {width} is not divisible by num_attention_heads {heads} "
+                        "(head_dim is derived from them)")
+    if heads and kv_heads and heads % kv_heads:
+        problems.append(f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}")
+    head_dim = ok.get("head_dim") or (width // heads if width and heads and not width % heads else None)
+    if head_dim and head_dim % 2:
+        problems.append(f"head_dim {head_dim} is odd (half-split RoPE needs an even head_dim)")
+    for key in ("rope_theta", "rms_norm_eps"):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            problems.append(f"{key} {value!r} must be a positive finite number")
+    return problems
+
+
 def resolve(raw: dict[str, Any]) -> ModelConfig:
-    """The ModelConfig of an in-scope config.json (head_dim defaults to hidden / heads)."""
+    """The ModelConfig of an in-scope config.json (head_dim defaults to hidden / heads).
+
+    Refuses (ModelConfigError, one line naming every unusable value) what `config_problems` finds."""
+    problems = config_problems(raw)
+    if problems:
+        raise ModelConfigError("invalid config.json: " + "; ".join(problems) + ".")
     arch = architecture_name(raw)
     emb = int(_require(raw, "hidden_size"))
     heads = int(_require(raw, "num_attention_heads"))

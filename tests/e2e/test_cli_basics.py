@@ -7,11 +7,11 @@ from tests.e2e.cli import ledger, ledger_json
 CONFIGS = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "configs"
 
 
-def test_a_fresh_workspace_verifies_and_prints_a_genesis_checkpoint(tmp_path):
+def test_a_fresh_workspace_verifies_and_prints_a_genesis_checkpoint_without_creating_a_database(tmp_path):
     assert ledger(tmp_path, "verify").returncode == 0
     head = ledger_json(tmp_path, "head")
     assert head["size"] == 0 and len(head["hash"]) == 64
-    assert (tmp_path / ".ledger" / "ledger.db").exists()
+    assert not (tmp_path / ".ledger" / "ledger.db").exists()  # read-only commands write nothing
 
 
 def test_log_json_lists_events_with_their_envelope(tmp_path):

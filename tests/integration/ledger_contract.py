@@ -54,7 +54,7 @@ class LedgerContract:
         assert ledger.verify().ok
 
     def test_eight_processes_racing_for_the_same_version_exactly_one_wins(self, tmp_path):
-        open_ledger(self.url)  # schema exists before the race
+        open_ledger(self.url, create=True)  # schema exists before the race
         go = tmp_path / "go"
         procs = [_spawn(self.url, "race", "deployment:race", str(go)) for _ in range(8)]
         time.sleep(1.0)
@@ -68,7 +68,7 @@ class LedgerContract:
     # --- promise 2: global order = commit order -------------------------------------------------------
 
     def test_two_writers_of_1000_events_never_interleave_inside_a_batch(self, tmp_path):
-        open_ledger(self.url)
+        open_ledger(self.url, create=True)
         go = tmp_path / "go"
         procs = [_spawn(self.url, "batches", f"deployment:w{i}", "50", "20", str(go)) for i in range(2)]
         time.sleep(1.0)
@@ -85,7 +85,7 @@ class LedgerContract:
         assert ledger.verify().ok
 
     def test_a_reader_tailing_while_writers_append_sees_every_seq_once(self, tmp_path):
-        open_ledger(self.url)
+        open_ledger(self.url, create=True)
         go = tmp_path / "go"
         procs = [_spawn(self.url, "batches", f"deployment:t{i}", "40", "5", str(go)) for i in range(2)]
         reader = open_ledger(self.url)
@@ -180,7 +180,7 @@ class LedgerContract:
     # --- promise 6: durability ------------------------------------------------------------------------
 
     def test_a_writer_killed_mid_batch_leaves_whole_batches_only(self):
-        open_ledger(self.url)
+        open_ledger(self.url, create=True)
         proc = _spawn(self.url, "forever", "deployment:k", "500")
         committed = 0
         deadline = time.monotonic() + 60

@@ -62,7 +62,7 @@ class TestPostgresLedger(LedgerContract):
 def test_truncate_is_refused_on_postgres(pg_schema):
     import sqlalchemy as sa
 
-    ledger = open_ledger(_schema_url(pg_schema))
+    ledger = open_ledger(_schema_url(pg_schema), create=True)
     with pytest.raises(sa.exc.DBAPIError, match="immutable"):
         with ledger.engine.begin() as conn:
             conn.exec_driver_sql("TRUNCATE events")

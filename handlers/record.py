@@ -1,0 +1,65 @@
+"""`ledger record harness`: a transcript from an NPU2 machine becomes one KernelVerified(source=harness).
+
+Validated on the way in (kernels.evidence): the shape is the kernel's, the transcript's element count is the
+shape's output size, its printed rtol/atol are the contract's, its figures are non-negative (finite for a
+PASS) and its latency/throughput physically possible on the target. The same transcript bytes are never
+evidence for two different (kernel, shape, contract) rows: a sha256 already recorded for another row is
+refused. Anything refused raises `EvidenceError` and records nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from handlers.uow import DeploymentUnit
+from kernels.evidence import EvidenceError, check_measurement
+from kernels.mlir_air.transcript import parse_harness_transcript, sha256_text
+from ledger import Ledger
+from ledger.events import KernelVerified
+from statemachine.machine import kernel_key
+
+
+def parse_shape(text: str) -> dict:
+    """`M=2048,K=2048,N=2048` -> {"M": 2048, ...}; values that are not integers stay text (refused later)."""
+    shape: dict = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise EvidenceError(f"shape item {part!r} is not KEY=VALUE (e.g. M=2048)")
+        value = value.strip()
+        shape[key.strip()] = int(value) if value.lstrip("-").isdigit() else value
+    return shape
+
+
+def reused_by(ledger: Ledger, sha256: str, row: tuple) -> str | None:
+    """A description of the recorded row (not `row`) whose evidence is the transcript `sha256`, if any."""
+    for rec in ledger.read_all():
+        if rec.type != "KernelVerified" or (rec.payload.get("provenance") or {}).get("output_sha256") != sha256:
+            continue
+        p = rec.payload
+        other = (*kernel_key(p["kernel"], p["shape"]), p["contract"])
+        if other != row:
+            return f"seq {rec.seq} ({p['kernel']} {other[1]} {p['contract']})"
+    return None
+
+
+def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contract: str | None, text: str,
+                   file_label: str, role: str = "") -> tuple[int, KernelVerified]:
+    """Validate the transcript for (kernel, shape, contract) and record it; return (seq, event)."""
+    result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded
+    unit = DeploymentUnit(ledger, name)
+    fields = {k: v for k, v in result.kernel_verified_fields().items() if v is not None or k == "mean_rel_L1"}
+    checked = check_measurement(kernel, parse_shape(shape), contract, target=unit.state.target, **fields)
+    digest = sha256_text(text)
+    row = (*kernel_key(kernel, checked["shape"]), checked["contract"])
+    other = reused_by(ledger, digest, row)
+    if other:
+        raise EvidenceError(f"this transcript (sha256 {digest[:12]}) is already the evidence of {other}; "
+                            "one harness run is evidence for one (kernel, shape, contract) only")
+    event = KernelVerified(
+        kernel=kernel, shape=checked["shape"], contract=checked["contract"], executor="mlir-air",
+        target=unit.state.target, source="harness", role=role,
+        measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        provenance={"file": file_label, "output_sha256": digest}, **fields,
+    )
+    return unit.commit([event])[0], event
