@@ -51,7 +51,7 @@ def _refused(proc, says):
 @pytest.mark.parametrize("text, shape, says", [
     (BOGUS, "M=4096,K=8192,N=4096", "printed rtol=0.5 is not the contract's rtol=0.016"),
     (_gemm_pass(10), "M=4096,K=8192,N=4096", "checked 10 elements but the output has 16777216"),
-    (_gemm_pass(16777216, gflops="9.900e+12"), "M=4096,K=8192,N=4096", "exceeds npu2's peak of 5e+04 GFLOP/s"),
+    (_gemm_pass(16777216, gflops="9.900e+12"), "M=4096,K=8192,N=4096", "exceeds npu2's peak of 4.915e+04 GFLOP/s"),
     (_gemm_pass(16777216), "M=-5,K=0,N=abc", "gemm: M=-5 must be positive"),
 ])
 def test_record_harness_refuses_a_transcript_that_cannot_be_that_rows_evidence(workspace, text, shape, says):

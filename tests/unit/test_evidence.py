@@ -22,7 +22,7 @@ def test_a_real_npu2_gemm_measurement_is_accepted():
     ({"n_elements": 10}, "checked 10 elements but the output has 4194304"),
     ({"rtol": 0.5}, "printed rtol=0.5 is not the contract's rtol=0.016"),
     ({"atol": 0.5}, "printed atol=0.5 is not the contract's atol=0.0015"),
-    ({"gflops": 9.9e12}, "exceeds npu2's peak of 5e+04 GFLOP/s"),
+    ({"gflops": 9.9e12}, "exceeds npu2's peak of 4.915e+04 GFLOP/s"),
     ({"latency_us": 1.0}, "latency 1 us is impossible"),
     ({"mean_rel_L1": -0.1}, "mean_rel_L1=-0.1 is negative"),
     ({"max_abs": float("nan")}, "max_abs is NaN but the verdict is PASS"),
