@@ -63,7 +63,7 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
         fields = run.kernel_verified_kwargs(state.target)
         fields["provenance"] = {**fields["provenance"], "attempt": attempt}
         return KernelVerified(**fields, role=row.role, stage=row.phase, note=note), run.transcript
-    from kernels.run import run_kernel
+    from kernels.run import blas_threads, run_kernel
 
     forced = (state.pipeline or {}).get("forced_tiles", {}).get(row.kernel)
     if forced:  # fault injection: a tile forced past the planner (tests of the gate and of triage)
@@ -73,7 +73,8 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
     command = f"ledger kernel run {row.kernel} --shape {shape_text} --executor {state.executor} --target {state.target}"
     event = KernelVerified(
         **result.event_fields(), source=_source(state.executor), role=row.role, stage=row.phase, measured_at=when,
-        provenance={"command": command, "host": host, "attempt": attempt, "seed": 0}, note=note,
+        provenance={"command": command, "host": host, "attempt": attempt, "seed": 0,
+                    "blas_threads": blas_threads()}, note=note,
     )
     artifact = atol_artifact(event)
     if artifact:  # recorded as what it is: a FAIL verdict with the documented caveat
