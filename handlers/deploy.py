@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,8 +23,11 @@ from ledger.events import (
     ConfigResolved,
     DeploymentRequested,
     DeploymentResumed,
+    Event,
     FailureTriaged,
     LessonRecorded,
+    Measured,
+    ModelDigested,
     PhaseFailed,
     PhasePassed,
     PhaseStarted,
@@ -136,10 +140,15 @@ def advance(
             break
         outcome = None
         if not state.attempt_open(phase):  # the normal case; an open attempt means a crash after its evidence
+            if phase is not Phase.EVALUATION:  # the evaluator re-hashes itself; its FAIL blocks the deployment
+                stop_if_model_changed(unit, progress)
             attempt = state.attempts.get(phase, 0) + 1
             progress(f"phase {int(phase)} ({phase.title}), attempt {attempt}")
+            started_at = _now()
             outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress, options=options or {}))
-            unit.commit([PhaseStarted(phase=int(phase), attempt=attempt, plan=_plan_of(outcome)), *outcome.events])
+            digest = next((e.digest for e in outcome.events if isinstance(e, ModelDigested)), state.model_digest)
+            unit.commit([PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at, plan=_plan_of(outcome)),
+                         *bind(outcome.events, digest)])
         attempt = unit.state.open_attempt.number
         passed = _judge(unit, phase, attempt, outcome)
         report.ran.append(passed)
@@ -157,6 +166,49 @@ def _plan_of(outcome) -> list[dict[str, Any]] | None:
     if planned is None:
         return None
     return [{"kernel": kernel, "shape": json.loads(shape)} for kernel, shape in sorted(planned)]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def bind(events: list[Event], digest: str | None) -> list[Event]:
+    """The evidence events stamped with the model digest they were measured against."""
+    if not digest:
+        return list(events)
+    return [e.model_copy(update={"model_digest": digest}) if isinstance(e, Measured) and not isinstance(e, ModelDigested)
+            else e for e in events]
+
+
+class ModelChanged(DeploymentError):
+    """Raised when the model folder no longer hashes to the digest Phase 0 recorded (a blocker is recorded)."""
+
+
+def stop_if_model_changed(unit: DeploymentUnit, progress: Callable[[str], None] = lambda m: None) -> None:
+    """Re-hash the model folder; if it changed since Phase 0, record a blocker naming the changed files and
+    the phases whose evidence they invalidate, and raise `ModelChanged`."""
+    from kernels.model.digest import changed_files, invalidated_phases, model_digest
+
+    state = unit.state
+    if state.digest is None:
+        return
+    progress("re-hashing the model folder (config.json and weights)")
+    recorded = state.digest.event
+    try:
+        now = model_digest(state.model_path)
+        changed = changed_files(recorded.files, now.files)
+        if not changed and now.digest != recorded.digest:
+            changed = ["config.json"]  # same bytes cannot resolve differently; a resolver change is a config change
+    except Exception as e:  # noqa: BLE001 - an unreadable folder stops the deployment like a changed one
+        now, changed = None, [f"the folder itself ({e})"]
+    if now is not None and now.digest == recorded.digest:
+        return
+    phases = invalidated_phases(changed, [int(p) for p in state.passed])
+    reason = (f"model folder changed since Phase 0 (ModelDigested seq {state.digest.seq}): {', '.join(changed)}; "
+              f"invalidates the evidence of phase(s) {', '.join(map(str, phases)) or 'none passed yet'}. "
+              "Restore the files, or deploy the changed model as a new deployment (`ledger init --name ...`)")
+    unit.commit([BlockerRaised(phase=int(state.next_phase), reason=reason)])
+    raise ModelChanged(f"{unit.name}: {reason}")
 
 
 def _judge(unit: DeploymentUnit, phase: Phase, attempt: int, outcome) -> dict[str, Any]:
@@ -311,7 +363,7 @@ def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None 
             # an evaluation interrupted before its verdict: its evidence is not trusted, evaluate afresh
             ctx = GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress)
             rerun, evaluation = evaluate_in_fresh_process(ctx, checkpoint)
-            unit.commit([*rerun, evaluation])
+            unit.commit([*bind(rerun, state.model_digest), evaluation])
             from handlers.gates import GateOutcome
 
             _judge(unit, Phase.EVALUATION, unit.state.open_attempt.number, GateOutcome(events=[]))
@@ -327,7 +379,7 @@ def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None 
         raise DeploymentError(f"{name} is at {state.status.value}: the evaluator runs once Phase 6 has passed")
     ctx = GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress)
     rerun, evaluation = evaluate_in_fresh_process(ctx, checkpoint)
-    unit.commit([*rerun, evaluation])
+    unit.commit([*bind(rerun, state.model_digest), evaluation])
     if evaluation.verdict == "FAIL":
         first = next((f["message"] for f in evaluation.findings if f["severity"] == "error"), "re-audit failed")
         unit.commit([BlockerRaised(phase=7, reason=f"re-audit FAIL: {first}")])

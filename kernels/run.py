@@ -87,6 +87,21 @@ class KernelResult:
         return {k: d[k] for k in EVENT_FIELDS}
 
 
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def blas_threads() -> int:
+    """The BLAS thread count this process runs with (fp32 accumulation order depends on it): the first of
+    BLAS_THREAD_VARS that is set, else the CPUs this process may use (OpenBLAS's default)."""
+    import os
+
+    for var in BLAS_THREAD_VARS:
+        value = os.environ.get(var, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _executor(executor: str | Executor, target: str) -> Executor:
     return make_executor(executor, target) if isinstance(executor, str) else executor
 

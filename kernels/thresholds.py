@@ -117,3 +117,21 @@ PRINTED_TOLERANCE_REL = 5e-3
 # no larger than this: XRT buffer objects and the shim DMA's buffer descriptors address 32-bit sizes, so
 # no dimension of a model NPU2 runs exceeds 2^31 - 1 (a vocab of 1e12 is a typo, not a model).
 CONFIG_SIZE_MAX = 2**31 - 1
+
+# --- Phase 7: what the evaluator's re-measurements must reproduce ---------------------------------------
+
+# Phase 1 rows re-measured per audit, chosen by a seed taken from the ledger's head hash at audit time
+KERNEL_REMEASURE_SAMPLE = 3
+# Emulated / torch executors: the same kernel on the same inputs gives bit-identical mean_rel_L1 at the
+# same BLAS thread count (recorded in the row's provenance and pinned for the re-run); a different thread
+# count changes fp32 accumulation order, i.e. the 7th digit. 1e-5 relative admits that and no forged figure.
+KERNEL_REMEASURE_RTOL = 1e-5
+# max_abs is one element: one bf16 rounding flip (2^-8 relative) may move it
+KERNEL_REMEASURE_MAX_ABS_RTOL = 1e-2
+# mlir-air (hardware): a re-run's mean_rel_L1 must sit within the kernel's rtol band of the recorded one
+# (|delta| <= KERNEL_REMEASURE_HW_BAND * rtol) and give the same verdict
+KERNEL_REMEASURE_HW_BAND = 1.0
+# Phase 2 block gate re-run: cosine figures agree to this (absolute; bf16 flips move them ~1e-6)
+BLOCK_REMEASURE_ATOL = 1e-4
+# figures re-derived from their own samples (medians, means, counts): float round-off only
+FIGURE_RTOL = 1e-9

@@ -87,11 +87,15 @@ class ConfigResolved(Event):
 
 
 class PhaseStarted(Event):
+    """Opens an attempt. It is recorded in one batch with the attempt's evidence, after the work, so
+    `started_at` (UTC, ISO 8601) says when the work began; "" in ledgers written before it existed."""
+
     phase: int = Field(ge=0, le=7)
     attempt: int = Field(ge=1)
     # the (kernel, shape) rows the attempt must cover ([{"kernel", "shape"}], Phase 1), recorded with its
     # evidence so an interrupted attempt is judged with its own plan; None: no plan (other phases, old ledgers)
     plan: list[dict[str, Any]] | None = None
+    started_at: str = ""
 
 
 class PhasePassed(Event):
@@ -124,10 +128,29 @@ class LessonRecorded(Event):
     phase: int | None = None
 
 
+# --- evidence bound to the model it measured -------------------------------------------------------------
+
+
+class Measured(Event):
+    """Base of every evidence event: `model_digest` is the `ModelDigested.digest` of the model folder the
+    evidence was measured against ("" in ledgers written before the binding, and in imported rows)."""
+
+    model_digest: str = ""
+
+
 # --- Phase 0 evidence --------------------------------------------------------------------------------
 
 
-class WeightsChecked(Event):
+class ModelDigested(Measured):
+    """Phase 0: sha256 of config.json and of every weight file, and the resolved fields that affect numerics
+    (kernels.model.digest). `digest` hashes all of it; later evidence carries it as `model_digest`."""
+
+    digest: str
+    files: dict[str, str]
+    numerics: dict[str, Any] = Field(default_factory=dict)
+
+
+class WeightsChecked(Measured):
     ok: bool
     n_tensors: int
     expected: int
@@ -135,7 +158,7 @@ class WeightsChecked(Event):
     misshaped: list[str] = Field(default_factory=list)
 
 
-class ReferenceBaselineRecorded(Event):
+class ReferenceBaselineRecorded(Measured):
     """HF transformers bf16 on the canonical prompt (Phase 0)."""
 
     prompt: str
@@ -157,7 +180,7 @@ class ReferenceBaselineRecorded(Event):
 # --- Phase 1 evidence --------------------------------------------------------------------------------
 
 
-class KernelVerified(Event):
+class KernelVerified(Measured):
     kernel: str
     shape: dict[str, Any]
     contract: str
@@ -204,7 +227,7 @@ class KernelVerified(Event):
 # --- Phase 2 / 3 evidence ----------------------------------------------------------------------------
 
 
-class BlockValidated(Event):
+class BlockValidated(Measured):
     layer: int
     executor: str
     n_positions: int
@@ -221,7 +244,7 @@ class BlockValidated(Event):
     culprit: str | None = None
 
 
-class LayerDiagnosed(Event):
+class LayerDiagnosed(Measured):
     layer: int
     executor: str
     cos_min: float
@@ -233,7 +256,7 @@ class LayerDiagnosed(Event):
     prompt_index: int = 0
 
 
-class TokenGateChecked(Event):
+class TokenGateChecked(Measured):
     prompt_index: int
     prompt: str
     executor: str
@@ -262,7 +285,7 @@ class TokenGateChecked(Event):
 # --- Phases 4-7 ----------------------------------------------------------------------------------------
 
 
-class OptimizationTried(Event):
+class OptimizationTried(Measured):
     phase: int
     optimisation: str
     outcome: Literal["applied", "skipped", "reverted"]
@@ -273,7 +296,7 @@ class OptimizationTried(Event):
     samples: dict[str, Any] = Field(default_factory=dict)
 
 
-class PerformanceMeasured(Event):
+class PerformanceMeasured(Measured):
     phase: int
     executor: str
     pipeline: dict[str, Any] = Field(default_factory=dict)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timezone
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Sequence
 
@@ -131,6 +132,13 @@ def render_todo(v: DeploymentView) -> str:
         text += _triage_table(triage) if triage is not None else "No triage recorded.\n"
         blocks.append(text)
     parts.append("\n".join(blocks) if blocks else "(none)\n")
+    evaluation = v.latest("EvaluationRecorded")
+    warnings = [f for f in (evaluation.event.findings if evaluation else []) if f.get("severity") == "warning"]
+    if warnings:
+        parts.append(f"## Follow-ups (evaluation {evaluation.event.verdict}, EvaluationRecorded seq {evaluation.seq})\n")
+        parts.append("".join("- [ ] " + (f"seq {f['seq']} " if f.get("seq") is not None else "")
+                             + (f"[{f['check']}] " if f.get("check") else "") + f"{cell(f.get('message', ''))}\n"
+                             for f in warnings))
     cfg = v.latest("ConfigResolved")
     parts.append("## Resolved config" + (f" (ConfigResolved seq {cfg.seq})\n" if cfg else "\n"))
     if cfg is None:
@@ -240,27 +248,62 @@ def render_progress(v: DeploymentView) -> str:
     return "\n".join(parts)
 
 
+def _epoch(t) -> str | None:
+    return None if t is None else f"{t.timestamp():.0f} ({t.astimezone(timezone.utc).strftime('%H:%M:%S')}Z)"
+
+
+def _npu_runtime_s(v: DeploymentView, a) -> float | None:
+    """Sum of the device latencies of the attempt's harness rows (mlir-air only; None elsewhere)."""
+    if a.started is None or a.ended is None:
+        return None
+    us = [r.event.latency_us for r in v.of("KernelVerified") if a.started.seq < r.seq < a.ended.seq
+          and r.event.source == "harness" and r.event.latency_us is not None]
+    return sum(us) / 1e6 if us else None
+
+
 def render_timing(v: DeploymentView) -> str:
-    parts = [header(v, "phase_timing.md"), f"# Phase timing — {v.name}\n",
-             "Wall time per attempt, from the `recorded_at` of PhaseStarted to that of the PhasePassed / PhaseFailed "
-             "closing it.\n"]
-    rows, totals = [], []
+    """The playbook's per-phase wall-clock log: start/end (epoch and UTC), wall_min, the NPU parts, dev_min."""
+    parts = [header(v, "phase_timing.md"), f"# {v.name} deployment — per-phase wall-clock log\n",
+             "Each attempt runs from when its work began (`PhaseStarted.started_at`) to the `recorded_at` of the "
+             "PhasePassed / PhaseFailed closing it. On the emulated and torch executors nothing is compiled for or "
+             "run on an NPU, so npu_compile_min and npu_runtime_s are blank and dev_min is the wall time.\n"]
+    first = next((a.start_time for p in v.phases for a in p.attempts if a.start_time), None)
+    req = v.latest("DeploymentRequested")
+    parts.append("## Baselines\n")
+    parts.append(f"- Deployment requested: {show_time(req.recorded_at) if req else DASH}\n"
+                 f"- First phase work began: {first.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M:%SZ') if first else DASH}\n")
+    parts.append("## Phase log\n")
+    rows, summary, legacy = [], [], False
     for p in v.phases:
-        walls = [a.wall_minutes for a in p.attempts if a.wall_minutes is not None]
+        walls, runtimes = [], []
         for a in p.attempts:
-            rows.append([p.phase, p.title, a.attempt, show_time(a.started.recorded_at) if a.started else None,
-                         show_time(a.ended.recorded_at) if a.ended else None, fixed(a.wall_minutes, 1), a.outcome,
+            legacy = legacy or (a.started is not None and not a.start_recorded)
+            runtime = _npu_runtime_s(v, a)
+            if a.wall_minutes is not None:
+                walls.append(a.wall_minutes)
+            if runtime is not None:
+                runtimes.append(runtime)
+            rows.append([p.phase, p.title, a.attempt, _epoch(a.start_time), _epoch(a.end_time),
+                         fixed(a.wall_minutes, 2), fixed(a.wall_minutes * 60, 1) if a.wall_minutes is not None else None,
+                         a.outcome + ("" if a.start_recorded or a.started is None else " (start not recorded)"),
                          ", ".join(str(r.seq) for r in (a.started, a.ended) if r is not None)])
         if p.attempts:
-            totals.append([p.phase, p.title, len(p.attempts), fixed(sum(walls), 1) if walls else None,
-                           f"{GLYPH[p.status]} {p.status}"])
-    parts.append(table(["phase", "title", "attempt", "start (UTC)", "end (UTC)", "wall (min)", "outcome", "seqs"], rows)
+            wall = sum(walls) if walls else None
+            runtime = sum(runtimes) if runtimes else None
+            dev = None if wall is None else wall - (runtime or 0.0) / 60.0
+            summary.append([f"{p.phase}: {p.title}", fixed(wall, 2), None, fixed(runtime, 2), fixed(dev, 2),
+                            f"{len(p.attempts)} attempt(s), {GLYPH[p.status]} {p.status}"])
+    parts.append(table(["phase", "title", "attempt", "start_ts", "end_ts", "wall_min", "wall_s", "outcome", "seqs"], rows)
                  if rows else "No phase started yet.\n")
-    if totals:
-        parts.append("## Per phase\n")
-        parts.append(table(["phase", "title", "attempts", "wall total (min)", "status"], totals))
-        all_walls = [a.wall_minutes for p in v.phases for a in p.attempts if a.wall_minutes is not None]
-        parts.append(f"Total wall time over closed attempts: {fixed(sum(all_walls), 1)} min.\n")
+    if legacy:
+        parts.append("Attempts marked \"start not recorded\" come from a ledger written before `started_at`: their "
+                     "start is when PhaseStarted was recorded, together with the finished evidence, so their wall time "
+                     "reads near zero.\n")
+    if summary:
+        parts.append("## Summary table\n")
+        walls = [float(r[1]) for r in summary if r[1] is not None]
+        summary.append(["**Total**", fixed(sum(walls), 2) if walls else None, None, None, None, ""])
+        parts.append(table(["Phase", "wall_min", "npu_compile_min", "npu_runtime_s", "dev_min", "notes"], summary))
     return "\n".join(parts)
 
 

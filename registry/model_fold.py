@@ -3,7 +3,8 @@
 `fold_deployment(events, name)` keeps the events of stream `deployment:<name>` (seq order) and derives:
 
 * per phase 0-7 a status from the latest PhaseStarted / PhasePassed / PhaseFailed (`passed`, `failed`,
-  `in progress`, `pending`) with every attempt's start, end and wall time (from `recorded_at`);
+  `in progress`, `pending`) with every attempt's start (PhaseStarted.started_at: when the work began),
+  end (the closing event's `recorded_at`) and wall time;
 * blockers: each `BlockerRaised`, resolved by the first later `DeploymentResumed` of the same phase;
 * the latest `FailureTriaged` per subject seq (a PhaseFailed or a KernelVerified);
 * the evidence events by type, in seq order.
@@ -58,10 +59,25 @@ class Attempt:
         return "passed" if self.ended.type == "PhasePassed" else "failed"
 
     @property
-    def wall_minutes(self) -> float | None:
-        if self.started is None or self.ended is None:
+    def start_recorded(self) -> bool:
+        """True when PhaseStarted says when the work began (`started_at`); older ledgers do not."""
+        return self.started is not None and bool(self.started.payload.get("started_at"))
+
+    @property
+    def start_time(self) -> datetime | None:
+        """When the attempt's work began: PhaseStarted.started_at, else its recorded_at (older ledgers,
+        where PhaseStarted was written with the finished evidence)."""
+        if self.started is None:
             return None
-        a, b = parse_time(self.started.recorded_at), parse_time(self.ended.recorded_at)
+        return parse_time(self.started.payload.get("started_at") or self.started.recorded_at)
+
+    @property
+    def end_time(self) -> datetime | None:
+        return parse_time(self.ended.recorded_at) if self.ended is not None else None
+
+    @property
+    def wall_minutes(self) -> float | None:
+        a, b = self.start_time, self.end_time
         return None if a is None or b is None else (b - a).total_seconds() / 60.0
 
 

@@ -19,7 +19,8 @@ Rules beyond the table:
   without a human) -- moves the deployment to `needs_human_review` at once. From there only
   `BlockerRaised` (for that phase) and then `DeploymentResumed` (which needs an active blocker) lead back.
 * `PhasePassed(7)` needs the attempt's last EvaluationRecorded to say PASS or PASS-with-warnings.
-* `ConfigResolved` is refused once Phase 0 has passed: the later gates' evidence was judged against it.
+* `ConfigResolved` and `ModelDigested` are refused once Phase 0 has passed: the later gates' evidence was
+  judged against them. The last `ModelDigested` is the deployment's digest (`state.digest`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from ledger.events import (
     KernelVerified,
     LayerDiagnosed,
     LessonRecorded,
+    ModelDigested,
     OptimizationTried,
     PerformanceMeasured,
     PhaseFailed,
@@ -56,6 +58,7 @@ from statemachine.phases import Phase, Status
 from statemachine.state import EVALUATION_PASSES, Attempt, Blocker, DeploymentState, Evidence, PassedPhase
 
 EVIDENCE_TYPES: tuple[type[Event], ...] = (
+    ModelDigested,
     KernelVerified,
     BlockValidated,
     LayerDiagnosed,
@@ -240,11 +243,15 @@ def _resumed(state: DeploymentState, rec: RecordedEvent, e: DeploymentResumed) -
 def _evidence(state: DeploymentState, rec: RecordedEvent, e: Event) -> DeploymentState:
     if isinstance(e, ConfigResolved) and Phase.REFERENCE in state.passed:
         raise FoldError(rec, "the config cannot change after Phase 0 passed")
+    if isinstance(e, ModelDigested) and Phase.REFERENCE in state.passed:
+        raise FoldError(rec, "the model digest cannot change after Phase 0 passed")
     if state.open_attempt is not None:
         attempt = state.open_attempt
         state = replace(state, open_attempt=replace(attempt, evidence=(*attempt.evidence, Evidence(rec.seq, e))))
     if isinstance(e, ConfigResolved):
         return replace(state, config=e.to_payload())
+    if isinstance(e, ModelDigested):
+        return replace(state, digest=Evidence(rec.seq, e))
     if isinstance(e, OptimizationTried) and e.outcome != "skipped":
         applied = {k: v for k, v in state.applied_optimisations.items() if k != e.optimisation}
         if e.outcome == "applied":

@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, wraps
 from typing import Any, NamedTuple
 
 from transitions import Machine
@@ -31,6 +31,8 @@ from ledger.events import (
     Event,
     KernelVerified,
     LayerDiagnosed,
+    Measured,
+    ModelDigested,
     OptimizationTried,
     PerformanceMeasured,
     ReferenceBaselineRecorded,
@@ -174,10 +176,30 @@ def _finite(x: float | None) -> bool:
 # --- the gate predicates ---------------------------------------------------------------------------------
 
 
+def _config_drift(state: DeploymentState, digested: Evidence) -> str | None:
+    """Why the digested model folder is not the config the deployment resolved at init (None: it is)."""
+    d, cfg = digested.event, state.config or {}
+    recorded_sha, now_sha = cfg.get("source_sha256") or "", d.files.get("config.json")
+    fields = sorted(k for k, v in cfg.items() if k in d.numerics and d.numerics[k] != v)
+    if recorded_sha and now_sha != recorded_sha:
+        detail = f" (fields {', '.join(f'{k} {cfg[k]!r} -> {d.numerics[k]!r}' for k in fields)})" if fields else ""
+        return (f"config.json changed since init: ConfigResolved recorded sha256 {recorded_sha[:12]}, "
+                f"ModelDigested seq {digested.seq} hashed {str(now_sha)[:12]}{detail}; start a new deployment "
+                "(`ledger init`) for the edited config, or restore the file")
+    if fields:
+        return f"ModelDigested seq {digested.seq}: config.json resolves differently from ConfigResolved in {fields}"
+    return None
+
+
 def gate_0_reference_ok(state: DeploymentState, context: GateContext) -> GateResult:
-    """Config resolved, every expected weight present and well-shaped, the HF bf16 baseline sane."""
+    """Config resolved and equal to config.json as digested, every expected weight present and well-shaped,
+    the model digested, the HF bf16 baseline sane."""
     if state.config is None:
         return _no("no ConfigResolved in the stream")
+    digested = _latest(state, ModelDigested)
+    drift = _config_drift(state, digested) if digested else None
+    if drift:
+        return _no(drift)
     weights = _latest(state, WeightsChecked)
     if weights is None:
         return _no("no WeightsChecked in the attempt")
@@ -196,6 +218,8 @@ def gate_0_reference_ok(state: DeploymentState, context: GateContext) -> GateRes
     if b.config_mismatches:
         return _no(f"ReferenceBaselineRecorded seq {baseline.seq}: config differs from config.json in "
                    f"{b.config_mismatches}")
+    if digested is None:
+        return _no("no ModelDigested in the attempt: the evidence is bound to no model")
     return _yes(f"config resolved; {w.n_tensors} weight tensors (seq {weights.seq}); HF bf16 top-1 "
                 f"{b.top1_text!r} p={b.top1_prob:.3f} (seq {baseline.seq})")
 
@@ -385,15 +409,44 @@ def gate_7_evaluation_passed(state: DeploymentState, context: GateContext) -> Ga
     return _yes(f"independent evaluation {found.event.verdict} (seq {found.seq})")
 
 
+def unbound_evidence(state: DeploymentState) -> str | None:
+    """The first evidence of the open attempt measured against another model than the deployment's (None:
+    all of it carries the deployment's digest, or no digest was recorded yet - a ledger older than it)."""
+    digest = state.model_digest
+    if digest is None or state.open_attempt is None:
+        return None
+    for found in state.open_attempt.evidence:
+        e = found.event
+        if isinstance(e, Measured) and not isinstance(e, ModelDigested) and e.model_digest != digest:
+            measured = f"was measured against model digest {e.model_digest[:12]}" if e.model_digest else \
+                "carries no model digest"
+            return (f"{type(e).__name__} seq {found.seq} {measured}, not the deployment's {digest[:12]} "
+                    f"(ModelDigested seq {state.digest.seq})")
+    return None
+
+
+def bound_to_digest(predicate: Predicate) -> Predicate:
+    """A gate that first refuses evidence whose model digest is not the deployment's."""
+
+    @wraps(predicate)
+    def gate(state: DeploymentState, context: GateContext) -> GateResult:
+        problem = unbound_evidence(state)
+        return _no(problem) if problem else predicate(state, context)
+
+    return gate
+
+
 GATES: dict[Phase, Predicate] = {
-    Phase.REFERENCE: gate_0_reference_ok,
-    Phase.KERNELS: gate_1_all_kernels_pass,
-    Phase.BLOCK: gate_2_block_ok,
-    Phase.FULL_MODEL: gate_3_token_gate_ok,
-    Phase.PREFILL_OPT: gate_4_prefill_faster_and_gate_kept,
-    Phase.DECODE_OPT: gate_5_decode_faster_and_gate_kept,
-    Phase.FINALIZE: gate_6_finalized,
-    Phase.EVALUATION: gate_7_evaluation_passed,
+    phase: bound_to_digest(predicate) for phase, predicate in {
+        Phase.REFERENCE: gate_0_reference_ok,
+        Phase.KERNELS: gate_1_all_kernels_pass,
+        Phase.BLOCK: gate_2_block_ok,
+        Phase.FULL_MODEL: gate_3_token_gate_ok,
+        Phase.PREFILL_OPT: gate_4_prefill_faster_and_gate_kept,
+        Phase.DECODE_OPT: gate_5_decode_faster_and_gate_kept,
+        Phase.FINALIZE: gate_6_finalized,
+        Phase.EVALUATION: gate_7_evaluation_passed,
+    }.items()
 }
 
 

@@ -100,6 +100,12 @@ class DeploymentState:
     last_verdict: str = ""
     last_triage: FailureTriaged | None = None
     evaluation: str | None = None  # verdict of the last EvaluationRecorded
+    digest: Evidence | None = None  # the last ModelDigested: what the deployment's evidence must be bound to
+
+    @property
+    def model_digest(self) -> str | None:
+        """The deployment's model digest (None before Phase 0 recorded one)."""
+        return self.digest.event.digest if self.digest else None
 
     @property
     def evidence(self) -> tuple[Evidence, ...]:

@@ -1,15 +1,22 @@
-"""Phase 0 — reference: config resolved and equal to config.json, weights complete, HF bf16 baseline sane."""
+"""Phase 0 — reference: the model digested, config resolved and equal to config.json, weights complete, HF
+bf16 baseline sane."""
 
 from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
-from kernels.model.architecture import load_raw_config
+from kernels.model.architecture import ModelConfigError, load_raw_config
+from kernels.model.digest import model_digest
 from kernels.model.weights import WeightsError, check_weights, expected_tensors
-from ledger.events import ReferenceBaselineRecorded, WeightsChecked
+from ledger.events import ModelDigested, ReferenceBaselineRecorded, WeightsChecked
 
 
 def run(ctx: GateRun) -> GateOutcome:
     cfg = ctx.config
+    ctx.progress("hashing config.json and the weight files")
+    try:
+        digested = [ModelDigested(**model_digest(ctx.model_path).event_fields())]
+    except ModelConfigError:  # no config.json beside the weights (a bare config file): the weights check says so
+        digested = []
     ctx.progress("checking weights")
     try:
         report = check_weights(ctx.model_path, cfg)
@@ -19,7 +26,7 @@ def run(ctx: GateRun) -> GateOutcome:
         fields = {"ok": False, "n_tensors": 0, "expected": len(expected), "missing": expected, "misshaped": []}
         report = None
         reason = f"weights missing: {e} (first missing tensor: {expected[0]})"
-    events: list = [WeightsChecked(**fields)]
+    events: list = [*digested, WeightsChecked(**fields)]
     if report is None:
         return GateOutcome(events=events, reasons=[reason])
     if not report.ok:

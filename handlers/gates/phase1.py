@@ -78,7 +78,7 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
                           **{k: v for k, v in fields.items() if k not in ("kernel", "shape", "contract")})
         fields["provenance"] = {**fields["provenance"], "attempt": attempt}
         return KernelVerified(**fields, role=row.role, stage=row.phase, note=note), run.transcript
-    from kernels.run import run_kernel
+    from kernels.run import blas_threads, run_kernel
 
     forced = (state.pipeline or {}).get("forced_tiles", {}).get(row.kernel)
     if forced:  # fault injection: a tile forced past the planner (tests of the gate and of triage)
@@ -90,7 +90,8 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
 
     event = KernelVerified(
         **result.event_fields(), source=_source(state.executor), role=row.role, stage=row.phase, measured_at=when,
-        provenance={"command": command, "host": host, "attempt": attempt, "seed": 0}, note=note,
+        provenance={"command": command, "host": host, "attempt": attempt, "seed": 0,
+                    "blas_threads": blas_threads()}, note=note,
         modelled_npu2=modelled_kernel_figures(row.kernel, row.shape, tile) if state.target == "npu2" else {},
     )
     artifact = atol_artifact(event)

@@ -1,9 +1,12 @@
-"""Phase 7 — the independent evaluation, recorded as the last gate (see handlers.audit)."""
+"""Phase 7 — the independent evaluation, recorded as the last gate (see handlers.audit, handlers.audit_replay,
+handlers.remeasure). It runs in a fresh process with the BLAS thread count of the Phase 1 rows pinned."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from collections import Counter
 
 from handlers import audit
 from handlers.gates import GateOutcome, GateRun
@@ -12,14 +15,18 @@ from ledger.events import EvaluationRecorded, TokenGateChecked
 
 
 def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, EvaluationRecorded]:
-    """Replay, re-derive and re-run; return the audit's TokenGateChecked events and its EvaluationRecorded."""
+    """Replay, re-judge, re-derive, re-hash and re-measure; return the audit's TokenGateChecked events and
+    its EvaluationRecorded (see handlers.audit, handlers.audit_replay, handlers.remeasure)."""
+    from handlers import audit_replay, remeasure
     from kernels.model.architecture import load_raw_config, resolve
+    from kernels.model.digest import model_digest
     from kernels.model.plan import plan
 
     ledger, state = ctx.ledger, ctx.state
     events = ledger.read_stream(state.stream_id)
     ctx.progress(f"verifying the hash chain and replaying {len(events)} events of {state.name}")
     findings = audit.chain_findings(ledger, checkpoint, {e.seq for e in events})
+    head = ledger.head()  # the sample seed: unknown to whoever wrote the evidence
     try:  # the plan is re-derived from config.json itself, not from what the ledger says the config was
         cfg = resolve(load_raw_config(ctx.model_path))
         planned = [(r.kernel, r.shape) for r in plan(cfg, target=state.target)]
@@ -31,10 +38,62 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, Evaluat
         seq = next((e.seq for e in events if e.type == "ConfigResolved"), None)
         findings.append(audit.Finding("error", seq, "config", "ConfigResolved differs from config.json"))
 
-    ctx.progress("re-running the Phase 3 token gate on the production pipeline")
+    ctx.progress("re-hashing the model folder; re-judging every attempt on all of its evidence")
+    try:
+        now, digest_error = model_digest(ctx.model_path), None
+    except Exception as e:  # noqa: BLE001 - reported as a finding
+        now, digest_error = None, str(e)
+    states = audit_replay.replay_states(events)
+    findings += audit_replay.digest_findings(state, events, now, digest_error)
+    findings += audit_replay.rejudge_attempts(events, states, planned)
+    findings += audit_replay.figure_findings(events, states)
+    bound = not any(f.check == "model-digest" for f in findings)
+
+    kernel_rows, block_row, rerun = [], None, []
+    if bound:  # re-measuring a folder that is not the deployment's model would compare other weights
+        ctx.progress("re-measuring a sample of Phase 1 rows chosen by the ledger's head hash")
+        found, kernel_rows = remeasure.kernel_sample(state, cfg, head.hash, ctx.progress)
+        findings += found
+        if state.executor != "mlir-air":
+            found, block_row = remeasure.block_gate(state, cfg, events, ctx.progress)
+            findings += found
+        ctx.progress("re-running the Phase 3 token gate on the production pipeline")
+        rerun, found = _rerun_token_gate(ctx, state, cfg, events)
+        findings += found
+    verdict = audit.verdict_of(findings)
+    recorded = {e.payload["prompt_index"]: e for e in events
+                if e.type == "TokenGateChecked" and e.payload.get("context") == "phase3"}
+    remeasured = {
+        "token_gate": [{"prompt_index": g.prompt_index, "passed": g.passed, "divergence_step": g.divergence_step,
+                        "agreed_prefix": g.agreed_prefix, "kl_divergence": g.kl_divergence,
+                        "recorded_seq": recorded[g.prompt_index].seq if g.prompt_index in recorded else None,
+                        "recorded_divergence_step": recorded[g.prompt_index].payload["divergence_step"]
+                        if g.prompt_index in recorded else None} for g in rerun],
+        "kernel_sample": kernel_rows,
+        "block_gate": block_row or {},
+        "model_digest": {"recorded": state.digest.event.digest if state.digest else "",
+                         "recorded_seq": state.digest.seq if state.digest else None,
+                         "now": now.digest if now else "", "files": now.files if now else {}},
+        "events_replayed": len(events), "checkpoint": checkpoint or "", "head": str(head),
+        "executor": state.executor, "pipeline": _pipeline_text(state),
+    }
+    report = f"llms/{state.name}/docs/evaluation_report.md"
+    return rerun, EvaluationRecorded(verdict=verdict, findings=[f.to_json() for f in findings],
+                                     remeasured=remeasured, report_path=report)
+
+
+def _pipeline_text(state) -> dict:
+    from handlers.gates.runtime import pipeline_options
+
+    return pipeline_options(state).to_dict()
+
+
+def _rerun_token_gate(ctx: GateRun, state, cfg, events) -> tuple[list, list]:
+    """The Phase 3 token gate re-run on the production pipeline, compared prompt by prompt with the record."""
     from handlers.gates.phase23 import token_gate_events
     from handlers.gates.runtime import model_backend
 
+    findings = []
     try:
         rerun = token_gate_events(ctx, model_backend(state, cfg), "audit", full=False)
     except Exception as e:  # noqa: BLE001 - a model that cannot even run (a missing tensor) is a FAIL, recorded
@@ -49,6 +108,16 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, Evaluat
         old = recorded.get(g.prompt_index)
         if old is None:
             findings.append(audit.Finding("error", None, "rerun", f"no Phase 3 record for prompt {g.prompt_index}"))
+            continue
+        if old.payload["prompt"] != g.prompt:
+            findings.append(audit.Finding("error", old.seq, "rerun",
+                                          f"TokenGateChecked seq {old.seq} records prompt {old.payload['prompt']!r}; "
+                                          f"prompt {g.prompt_index} of the gate is {g.prompt!r}"))
+        if old.payload["tokens_ref"] != g.tokens_ref:
+            findings.append(audit.Finding("error", old.seq, "rerun",
+                                          f"TokenGateChecked seq {old.seq}: the HF reference decodes other tokens "
+                                          f"now ({g.tokens_ref[:6]}... vs recorded {old.payload['tokens_ref'][:6]}...): "
+                                          "the evidence was measured on another model or prompt"))
         elif (old.payload["passed"], old.payload["divergence_step"], old.payload["tokens_ours"]) != (
                 g.passed, g.divergence_step, g.tokens_ours):
             severity = "error" if old.payload["passed"] != g.passed else "warning"
@@ -56,22 +125,23 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, Evaluat
                                           f"recorded Phase 3 result (divergence {old.payload['divergence_step']}) is not "
                                           f"reproduced by the re-run (divergence {g.divergence_step}) on the pipeline "
                                           f"as deployed {g.pipeline}"))
-    verdict = audit.verdict_of(findings)
-    remeasured = {"token_gate": [{"prompt_index": g.prompt_index, "passed": g.passed,
-                                  "divergence_step": g.divergence_step, "agreed_prefix": g.agreed_prefix,
-                                  "kl_divergence": g.kl_divergence} for g in rerun],
-                  "events_replayed": len(events), "checkpoint": checkpoint or ""}
-    report = f"llms/{state.name}/docs/evaluation_report.md"
-    return rerun, EvaluationRecorded(verdict=verdict, findings=[f.to_json() for f in findings],
-                                     remeasured=remeasured, report_path=report)
+    return rerun, findings
 
 
 def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[list, EvaluationRecorded]:
     """Run `evaluate` in a new interpreter that sees only the ledger URL and the deployment name."""
+    from handlers.remeasure import phase1_rows
+    from kernels.run import BLAS_THREAD_VARS
+
     cmd = [sys.executable, "-m", "handlers.cli", "--db", ctx.ledger.url, "evaluate", ctx.state.name]
     if checkpoint:
         cmd += ["--against", checkpoint]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, cwd=str(ctx.workspace))
+    env = dict(os.environ)
+    threads = Counter(ev.event.provenance.get("blas_threads") for ev in phase1_rows(ctx.state))
+    threads.pop(None, None)
+    if threads:  # pin the BLAS thread count the Phase 1 rows were measured at (fp32 accumulation order)
+        env.update({var: str(threads.most_common(1)[0][0]) for var in BLAS_THREAD_VARS})
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, cwd=str(ctx.workspace), env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"the independent evaluator exited with status {proc.returncode}")
     out = loads(proc.stdout)

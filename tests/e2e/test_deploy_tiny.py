@@ -65,16 +65,22 @@ def _clone(ws: Path, src: str, dst: str, change) -> dict[int, int]:
     mapping: dict[int, int] = {}
     version = 0
     for rec in led.read_stream(f"deployment:{src}"):
-        payload = change(rec.type, dict(rec.payload), rec.seq)
-        if payload is None:
+        result = change(rec.type, dict(rec.payload), rec.seq)
+        if result is None:
             continue
-        if rec.type == "DeploymentRequested":
-            payload["name"] = dst
-        if rec.type == "PhasePassed":
-            payload["evidence_seqs"] = [mapping[s] for s in payload["evidence_seqs"] if s in mapping]
-        [seq] = led.append(f"deployment:{dst}", version, [parse_event(rec.type, payload)])
-        mapping[rec.seq] = seq
-        version += 1
+        # a list appends extra (type, payload) events after this one (evidence the PhasePassed does not cite)
+        items = [(rec.type, result)] if isinstance(result, dict) else result
+        for i, (kind, payload) in enumerate(items):
+            if kind == "DeploymentRequested":
+                payload["name"] = dst
+            if kind == "PhasePassed":
+                payload["evidence_seqs"] = [mapping[s] for s in payload["evidence_seqs"] if s in mapping]
+            [seq] = led.append(f"deployment:{dst}", version, [parse_event(kind, payload)])
+            if i == 0:
+                mapping[rec.seq] = seq
+            else:
+                mapping.setdefault(-1, []).append(seq)
+            version += 1
     return mapping
 
 
@@ -237,3 +243,158 @@ def test_ledger_predict_answers_for_a_deployment_by_name(deployed):
     out = ledger_json(deployed, "predict", "tiny")
     assert out["modelled"] is True and out["ttft_s"] > 0 and out["decode_tokens_per_s"] > 0
     assert (deployed / "llms" / "tiny" / "docs" / "development_progress" / "phase6_npu2_breakdown.png").exists()
+
+
+# --- forgeries the evaluator catches since evidence is bound to the model and re-measured -----------------
+
+
+def _other_weights(src: Path, dst: Path, permute: bool = True) -> Path:
+    """A copy of a model folder; with `permute`, layer 0's gate projection rows are shuffled (other weights)."""
+    import numpy as np
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dst)
+    if permute:
+        file = dst / "model.safetensors"
+        tensors = load_file(file)
+        name = "model.layers.0.mlp.gate_proj.weight"
+        order = np.random.default_rng(1).permutation(tensors[name].shape[0])
+        tensors[name] = tensors[name][order].contiguous()
+        save_file(tensors, file, metadata={"format": "pt"})
+    return dst
+
+
+def _before_phase_7(seqs: list[int]):
+    """A `change` that keeps Phases 0-6 only (drops PhaseStarted(7) and everything after it)."""
+    cut = min(seqs)
+
+    def keep(t, p, seq):
+        return None if seq >= cut else p
+    return keep
+
+
+def _phase7_start(ws: Path, name: str = "tiny") -> list[int]:
+    led = open_ledger(f"sqlite:///{ws / '.ledger' / 'ledger.db'}")
+    return [e.seq for e in led.read_stream(f"deployment:{name}") if e.type == "PhaseStarted" and e.payload["phase"] == 7]
+
+
+def _digest_seq(ws: Path, name: str) -> int:
+    led = open_ledger(f"sqlite:///{ws / '.ledger' / 'ledger.db'}")
+    return next(e.seq for e in led.read_stream(f"deployment:{name}") if e.type == "ModelDigested")
+
+
+def _errors(report: dict, check: str) -> list[dict]:
+    return [f for f in report["findings"] if f["severity"] == "error" and f["check"] == check]
+
+
+def test_a_deployment_replayed_onto_other_weights_fails_the_audit_on_the_model_digest(deployed, tmp_path, tiny_llama):
+    ws = _copy(deployed, tmp_path)
+    other = _other_weights(tiny_llama, tmp_path / "other-weights")
+    keep = _before_phase_7(_phase7_start(ws))
+
+    def onto_other_weights(t, p, seq):
+        if t == "DeploymentRequested":
+            p["model_path"] = str(other)
+        return keep(t, p, seq)
+
+    _clone(ws, "tiny", "replay", onto_other_weights)
+    report = _audit_fails_naming(ws, "replay", _digest_seq(ws, "replay"))
+    [finding] = _errors(report, "model-digest")
+    assert "model.safetensors" in finding["message"] and "phase(s) 0, 2, 3, 4, 5, 6" in finding["message"]
+
+
+def test_kernel_rows_rewritten_with_better_self_consistent_figures_fail_the_re_measured_sample(deployed, tmp_path):
+    ws = _copy(deployed, tmp_path)
+    keep = _before_phase_7(_phase7_start(ws))
+    forged: list[int] = []
+
+    def invent(t, p, seq):
+        if t == "KernelVerified":
+            forged.append(seq)
+            p.update({k: p[k] * 0.5 for k in ("mean_rel_L1", "max_abs", "max_rel", "worst_ratio") if p.get(k)})
+        return keep(t, p, seq)
+
+    mapping = _clone(ws, "tiny", "invented", invent)
+    proc = ledger(ws, "audit", "invented", "--json")
+    assert proc.returncode != 0
+    import json
+
+    report = json.loads(proc.stdout)
+    caught = _errors(report, "remeasure-kernel")
+    assert caught and {f["seq"] for f in caught} <= {mapping[s] for s in forged}
+    assert all(f"KernelVerified seq {f['seq']}" in f["message"] for f in caught)
+
+
+@pytest.mark.parametrize("kind", ["KernelVerified", "BlockValidated", "TokenGateChecked"])
+def test_a_later_fail_left_uncited_in_the_attempt_fails_the_audit_naming_it(deployed, tmp_path, kind):
+    ws = _copy(deployed, tmp_path)
+    keep = _before_phase_7(_phase7_start(ws))
+    led = open_ledger(f"sqlite:///{ws / '.ledger' / 'ledger.db'}")
+    last = [e.seq for e in led.read_stream("deployment:tiny") if e.type == kind
+            and (kind != "TokenGateChecked" or e.payload["context"] == "phase3")][-1]
+
+    def add_later_fail(t, p, seq):
+        if seq != last:
+            return keep(t, p, seq)
+        fail = dict(p)
+        if kind == "KernelVerified":
+            fail.update(verdict="FAIL", mismatches=17, worst_ratio=3.0)
+        elif kind == "BlockValidated":
+            fail.update(passed=False, cosine=0.5, per_position_min=0.2)
+        else:
+            fail.update(passed=False)
+        return [(t, p), (t, fail)]
+
+    mapping = _clone(ws, "tiny", "chosen", add_later_fail)
+    [injected] = mapping[-1]
+    report = _audit_fails_naming(ws, "chosen", injected)
+    [line] = [f for f in _errors(report, "rejudge") if f["seq"] == injected]
+    assert f"{kind} seq {injected}" in line["message"]
+
+
+def test_weights_changed_after_deployment_fail_the_re_audit_and_block_it(deployed, tmp_path, tiny_llama):
+    ws = _copy(deployed, tmp_path)
+    folder = _other_weights(tiny_llama, tmp_path / "model", permute=False)  # same bytes: same digest
+
+    def moved(t, p, seq):
+        if t == "DeploymentRequested":
+            p["model_path"] = str(folder)
+        return p
+
+    _clone(ws, "tiny", "stale", moved)
+    assert ledger(ws, "audit", "stale", "--json").returncode == 0
+    shutil.rmtree(folder)
+    _other_weights(tiny_llama, folder)  # now permuted
+    report = _audit_fails_naming(ws, "stale", _digest_seq(ws, "stale"))
+    assert "model.safetensors" in _errors(report, "model-digest")[0]["message"]
+    assert ledger_json(ws, "status", "stale")["status"] == "needs_human_review"
+
+
+def test_weights_changed_after_phase_3_stop_the_next_advance_with_a_blocker_naming_the_file(tmp_path, tiny_llama):
+    folder = _other_weights(tiny_llama, tmp_path / "model", permute=False)
+    assert ledger(tmp_path, "init", str(folder), "--name", "stale3").returncode == 0
+    assert ledger(tmp_path, "advance", "stale3", "--until", "3").returncode == 0
+    shutil.rmtree(folder)
+    _other_weights(tiny_llama, folder)
+    proc = ledger(tmp_path, "advance", "stale3")
+    assert proc.returncode != 0
+    status = ledger_json(tmp_path, "status", "stale3")
+    assert status["status"] == "needs_human_review"
+    [blocker] = status["blockers"]
+    assert "model.safetensors" in blocker["reason"] and "phase(s) 0, 2, 3" in blocker["reason"]
+    assert f"ModelDigested seq {_digest_seq(tmp_path, 'stale3')}" in blocker["reason"]
+
+
+def test_a_config_json_edited_after_init_fails_phase_0_saying_so(tmp_path, tiny_llama):
+    import json
+
+    folder = _other_weights(tiny_llama, tmp_path / "model", permute=False)
+    assert ledger(tmp_path, "init", str(folder), "--name", "edited").returncode == 0
+    config = json.loads((folder / "config.json").read_text())
+    config["rms_norm_eps"] = 0.1
+    (folder / "config.json").write_text(json.dumps(config))
+    assert ledger(tmp_path, "advance", "edited", "--until", "0").returncode != 0
+    events = ledger_json(tmp_path, "log", "--stream", "deployment:edited")
+    failed = next(e["payload"] for e in events if e["type"] == "PhaseFailed")
+    assert failed["phase"] == 0 and failed["reasons"][0].startswith("config.json changed since init")
+    assert "rms_norm_eps" in failed["reasons"][0]

@@ -23,6 +23,7 @@ from ledger.events import (
     ReferenceBaselineRecorded,
     TokenGateChecked,
     WeightsChecked,
+    ModelDigested,
 )
 from ledger.record import RecordedEvent
 from statemachine import (
@@ -38,6 +39,7 @@ from statemachine import (
     fold,
     mermaid,
 )
+from statemachine.fold import FoldError
 from statemachine.machine import CONDITIONS, STATES, edges
 
 
@@ -74,11 +76,12 @@ def check(phase: int, *evidence: Event, context: GateContext | None = None, **kw
 
 # --- good evidence, one phase at a time ------------------------------------------------------------------
 
-WEIGHTS = WeightsChecked(ok=True, n_tensors=21, expected=21)
+WEIGHTS = WeightsChecked(ok=True, n_tensors=21, expected=21, model_digest="d" * 64)
+DIGEST = ModelDigested(digest="d" * 64, files={"config.json": "c" * 64, "model.safetensors": "w" * 64})
 BASELINE = ReferenceBaselineRecorded(
     prompt="The capital of France is", n_prompt_tokens=6, top1_token=42, top1_text=" Paris", top1_prob=0.6,
     entropy=2.0, logits_finite=True, logit_max=20.0, logit_min=-10.0, logit_mean=0.0, logit_std=3.0,
-    thresholds={"top1_prob_min": 0.01}, passed=True)
+    thresholds={"top1_prob_min": 0.01}, passed=True, model_digest="d" * 64)
 GEMM_SHAPE = {"M": 2048, "K": 256, "N": 256}
 
 
@@ -120,7 +123,7 @@ def optimisation(phase: int, gate_passed: bool | None = True, outcome: str = "ap
 
 
 GOOD_EVIDENCE: dict[int, tuple[Event, ...]] = {
-    0: (WEIGHTS, BASELINE),
+    0: (DIGEST, WEIGHTS, BASELINE),
     1: (kernel(),),
     2: (block(),),
     3: (tokens(), tokens(prompt_index=1, divergence_step=None, agreed_prefix=32), LAYER),
@@ -142,7 +145,10 @@ def test_a_stream_of_good_evidence_passes_every_gate_in_order() -> None:
     events: list[Event] = [DeploymentRequested(model_path="/m", name="x"),
                            ArchitectureAssessed(architecture="LlamaForCausalLM", in_scope=True), config()]
     for phase in Phase:
-        events += [PhaseStarted(phase=phase, attempt=1), *GOOD_EVIDENCE[phase]]
+        # every evidence event bound to the model Phase 0 digested
+        events += [PhaseStarted(phase=phase, attempt=1),
+                   *(e.model_copy(update={"model_digest": DIGEST.digest}) if "model_digest" in type(e).model_fields
+                     and not isinstance(e, ModelDigested) else e for e in GOOD_EVIDENCE[phase])]
         machine = DeploymentMachine(fold(recorded(*events)), PLAN)
         result = machine.try_pass(phase)
         assert machine.status is (Status.DEPLOYED if phase is Phase.EVALUATION else Phase(phase + 1).status)
@@ -366,3 +372,43 @@ def test_mermaid_contains_every_trigger_and_guard_and_is_deterministic() -> None
     assert "phase2 --> phase3: pass_phase_2 [gate_2_block_ok]" in text
     assert "phase2 --> phase2: fail_phase_2 [not no_retry_left]" in text
     assert "deployed --> needs_human_review: raise_blocker" in text and "[*] --> requested" in text
+
+
+# --- evidence bound to the model it measured -------------------------------------------------------------
+
+
+def _digested_stream(phase: int, *evidence: Event, config_sha: str = "c" * 64) -> list[Event]:
+    cfg = ConfigResolved(n_layers=1, emb_dim=8, n_heads=2, n_kv_heads=1, head_dim=4, hidden_dim=16, vocab_size=32,
+                         rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, qkv_bias=False,
+                         qk_norm=False, source_sha256=config_sha)
+    events: list[Event] = [DeploymentRequested(model_path="/m", name="x"),
+                           ArchitectureAssessed(architecture="LlamaForCausalLM", in_scope=True), cfg]
+    if phase > 0:
+        events += [PhaseStarted(phase=0, attempt=1), DIGEST, PhasePassed(phase=0, attempt=1)]
+        for p in range(1, phase):
+            events += [PhaseStarted(phase=p, attempt=1), PhasePassed(phase=p, attempt=1)]
+    return [*events, PhaseStarted(phase=phase, attempt=1), *evidence]
+
+
+def test_a_gate_refuses_evidence_measured_against_another_model_digest() -> None:
+    state = fold(recorded(*_digested_stream(2, block(model_digest="e" * 64))))
+    result = DeploymentMachine(state).check(2)
+    assert not result.ok and "measured against model digest eeeeeeeeeeee" in result.reason
+    bound = fold(recorded(*_digested_stream(2, block(model_digest="d" * 64))))
+    assert DeploymentMachine(bound).check(2).ok
+
+
+def test_a_gate_refuses_evidence_that_carries_no_digest_once_the_model_was_digested() -> None:
+    state = fold(recorded(*_digested_stream(3, tokens())))
+    assert "carries no model digest" in DeploymentMachine(state).check(3).reason
+
+
+def test_gate_0_refuses_a_config_json_edited_since_init_naming_the_change() -> None:
+    state = fold(recorded(*_digested_stream(0, DIGEST, WEIGHTS, BASELINE, config_sha="0" * 64)))
+    result = DeploymentMachine(state).check(0)
+    assert not result.ok and result.reason.startswith("config.json changed since init")
+
+
+def test_the_model_digest_cannot_change_after_phase_0_passed() -> None:
+    with pytest.raises(FoldError, match="model digest cannot change"):
+        fold(recorded(*_digested_stream(1, DIGEST)))
