@@ -92,3 +92,75 @@ TOKEN_GATE_TOP_K = 5
 TOKEN_GATE_STEPS = 32  # greedy tokens per prompt
 TOKEN_GATE_PROMPTS = 2  # prompts of the default gate; `--full` runs all of a set
 TOKEN_GATE_PROMPTS_FULL = 8
+
+# --- the teacher-forced walk of the token gate (issue #15) -------------------------------------------------
+# Both sides are fed the reference's greedy tokens for all TOKEN_GATE_STEPS steps. At every step each side's
+# argmax must be in the other side's top-TOKEN_GATE_TOP_K, and the per-step KL(reference || ours) of the
+# next-token distributions and the perplexity ratio of the reference continuation must stay under these.
+# Measured (notes/tokengate_*.txt; 32 steps per prompt): see each value.
+
+TF_KL_MAX = 1.0  # provisional until measured
+TF_KL_MEAN = 0.2
+TF_PPL_RATIO_MAX = 1.2
+
+
+def teacher_forced_thresholds() -> dict[str, float]:
+    """The thresholds a `TokenGateChecked` records for its teacher-forced walk (and is re-judged against)."""
+    return {"top_k": TOKEN_GATE_TOP_K, "steps": TOKEN_GATE_STEPS, "kl_max": TF_KL_MAX, "kl_mean": TF_KL_MEAN,
+            "ppl_ratio_max": TF_PPL_RATIO_MAX}
+
+
+def perplexity_ratio(logprob_ours, logprob_ref) -> float | None:
+    """PPL(ours) / PPL(ref) of the reference continuation: exp(mean(log p_ref(t) - log p_ours(t)))."""
+    import math
+
+    if not logprob_ours or len(logprob_ours) != len(logprob_ref):
+        return None
+    mean = sum(r - o for o, r in zip(logprob_ours, logprob_ref)) / len(logprob_ours)
+    return math.exp(mean) if mean < 700 else math.inf
+
+
+def teacher_forced_problems(topk_ours, topk_ref, kls, ppl_ratio, n_steps: int,
+                            thresholds: dict[str, float] | None = None) -> list[str]:
+    """Why a teacher-forced walk fails (empty list: it holds), from its recorded numbers only.
+
+    `thresholds` defaults to this module's; a caller re-judging a recorded walk passes the stricter of the
+    recorded and the current values (`strictest_teacher_forced`)."""
+    import math
+
+    t = thresholds or teacher_forced_thresholds()
+    k = int(t["top_k"])
+    problems = []
+    if len(kls) < n_steps or len(topk_ours) < n_steps or len(topk_ref) < n_steps:
+        problems.append(f"teacher-forced walk covers {min(len(kls), len(topk_ours), len(topk_ref))} of {n_steps} steps")
+    for step, (o, r) in enumerate(zip(topk_ours, topk_ref)):
+        if not o or not r or o[0] not in r[:k] or r[0] not in o[:k]:
+            problems.append(f"teacher-forced step {step}: our argmax {o[:1]} / reference argmax {r[:1]} not in the "
+                            f"other side's top-{k} ({r[:k]} / {o[:k]})")
+            break
+    if kls:
+        if not all(math.isfinite(x) for x in kls):
+            problems.append("teacher-forced KL is not finite")
+        else:
+            worst = max(kls)
+            mean = sum(kls) / len(kls)
+            if not worst <= t["kl_max"]:
+                problems.append(f"teacher-forced KL max {worst:.4g} > {t['kl_max']} (step {kls.index(worst)})")
+            if not mean <= t["kl_mean"]:
+                problems.append(f"teacher-forced KL mean {mean:.4g} > {t['kl_mean']}")
+    if ppl_ratio is None or not ppl_ratio <= t["ppl_ratio_max"]:
+        problems.append(f"perplexity ratio {ppl_ratio} > {t['ppl_ratio_max']}")
+    return problems
+
+
+def strictest_teacher_forced(recorded: dict[str, float] | None) -> dict[str, float]:
+    """The stricter of a recorded walk's thresholds and this module's (a verdict is never re-judged looser)."""
+    now = teacher_forced_thresholds()
+    rec = recorded or {}
+    out = dict(now)
+    for key in ("kl_max", "kl_mean", "ppl_ratio_max"):
+        if isinstance(rec.get(key), (int, float)):
+            out[key] = min(rec[key], now[key])
+    if isinstance(rec.get("top_k"), (int, float)):
+        out["top_k"] = min(int(rec["top_k"]), now["top_k"])
+    return out
