@@ -96,12 +96,24 @@ TOKEN_GATE_PROMPTS_FULL = 8
 # --- the teacher-forced walk of the token gate (issue #15) -------------------------------------------------
 # Both sides are fed the reference's greedy tokens for all TOKEN_GATE_STEPS steps. At every step each side's
 # argmax must be in the other side's top-TOKEN_GATE_TOP_K, and the per-step KL(reference || ours) of the
-# next-token distributions and the perplexity ratio of the reference continuation must stay under these.
-# Measured (notes/tokengate_*.txt; 32 steps per prompt): see each value.
+# next-token distributions (max and mean over the steps) and the perplexity ratio PPL(ours)/PPL(ref) of the
+# reference continuation must stay at or under these. Per prompt, 32 steps.
+#
+# Measured on SmolLM2-135M-Instruct (2026-12-01, notes/tokengate_measure.{py,txt,json}), per-prompt values:
+#                              KL max         KL mean          PPL ratio        top-5 inclusion (min)
+#   faithful emulated, 16      0.106 .. 1.295  0.017 .. 0.133   0.999 .. 1.0897  0.969 (base 1, base 3)
+#   faithful torch, 16         0.0035 .. 0.014 0.0004 .. 0.0016 0.993 .. 1.0103  1.000
+#   kv_cache_off_by_one, 8     0.47 .. 4.0     0.092 .. 0.33    1.119 .. 1.449   0.906
+#   (rope_interleaved, stale_decode_buffer, lm_head_partition_offset, kv_head_group_mismap: KL mean >= 1.9,
+#    PPL ratio >= 8; see the closing note of issue #15)
+# The faithful emulated runs and kv_cache_off_by_one overlap on KL max and KL mean; only the PPL ratio
+# separates them on every prompt (gap 1.0897 .. 1.119), so it is the tight threshold and the KL ones sit
+# 1.5x above the faithful maxima (they catch the gross faults; never loosen them to pass a faithful run).
+# Tiny random-init models (faithful emulated, 8 prompts): KL max <= 0.087, KL mean <= 0.022, PPL <= 1.065.
 
-TF_KL_MAX = 1.0  # provisional until measured
-TF_KL_MEAN = 0.2
-TF_PPL_RATIO_MAX = 1.2
+TF_KL_MAX = 2.0  # faithful emulated max 1.295 (base prompt 5, step 10): margin 1.54x
+TF_KL_MEAN = 0.2  # faithful emulated max 0.133 (base prompt 5): margin 1.50x
+TF_PPL_RATIO_MAX = 1.10  # faithful max 1.0897 (emulated, instruct 1): 0.9 % above; kv_cache_off_by_one min 1.119: 1.7 % below
 
 
 def teacher_forced_thresholds() -> dict[str, float]:
