@@ -3,8 +3,10 @@
 block_gate      layer-0 block output vs the reference: whole-tensor cosine and per-position cosine min.
 bisect_block    on a failed block: swap the executor's kernels for FP32 ones, cumulatively in block order;
                 the first swap that clears the gate names the culprit kernel.
-token_gate      both runners greedy-decode with their own KV caches in lockstep; at the first divergence
-                each side's token must be in the other side's top-k (vLLM `check_logprobs_close`).
+token_gate      two walks in one pass, both runners fed the reference's greedy tokens with their own KV
+                caches: the first-divergence check (at the first step the argmaxes differ, each side's token
+                must be in the other side's top-k, then it stops: vLLM `check_logprobs_close`) and the
+                teacher-forced walk over every step (top-k inclusion, KL, perplexity ratio; issue #15).
 diagnose_layers per-layer per-position cosine statistics (localisation only, never a verdict).
 
 Every result carries its numbers and the thresholds (from `kernels.thresholds`) it was judged against; `event_fields()` gives exactly the fields of the
