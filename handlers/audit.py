@@ -129,7 +129,7 @@ def check_token_gate(rec: RecordedEvent) -> list[str]:
     if step is None:
         if ours != ref:
             problems.append("says no divergence but the two token sequences differ")
-        return problems
+        return problems + _teacher_forced(rec)
     if p.get("top_k", 5) > 5:
         problems.append(f"top-{p['top_k']} set is wider than the gate's top-5")
     if p["chosen_ours"] not in p["topk_ref"] or p["chosen_ref"] not in p["topk_ours"]:
@@ -139,7 +139,18 @@ def check_token_gate(rec: RecordedEvent) -> list[str]:
         problems.append(f"agreed prefix {p.get('agreed_prefix')} does not equal the divergence step {step}")
     if ours[:step] != ref[:step]:
         problems.append(f"token sequences differ before the recorded divergence step {step}")
-    return problems
+    return problems + _teacher_forced(rec)
+
+
+def _teacher_forced(rec: RecordedEvent) -> list[str]:
+    """A passed gate that recorded its teacher-forced walk must re-derive from the walk's numbers (ledgers
+    from before the walk existed carry none and are judged on the first divergence alone)."""
+    from statemachine.machine import teacher_forced_problem
+
+    if not rec.payload.get("tf_steps"):
+        return []
+    problem = teacher_forced_problem(rec.event)
+    return [problem] if problem else []
 
 
 def check_baseline(rec: RecordedEvent) -> list[str]:
@@ -227,6 +238,9 @@ def audit_stream(
         missing = [t for t in REQUIRED_EVIDENCE.get(phase, ()) if t not in types]
         if missing:
             findings.append(Finding("error", rec.seq, "evidence", f"PhasePassed({phase}) without {', '.join(missing)} evidence"))
+        drills = [c.seq for c in cited if c.type == "TokenGateChecked" and c.payload.get("context", "").startswith("drill")]
+        if drills:
+            findings.append(Finding("error", rec.seq, "evidence", f"PhasePassed({phase}) cites gate drills {drills}"))
         failing = [c.seq for c in cited if _says_fail(c)]
         if failing and phase not in (4, 5):  # phases 4/5 may cite reverted optimisations
             findings.append(Finding("error", rec.seq, "evidence", f"PhasePassed({phase}) cites failing evidence {failing}"))

@@ -306,24 +306,48 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
 @click.command("verify-model")
 @click.argument("name")
 @click.option("--full", is_flag=True, help="all 8 prompts")
+@click.option("--inject", metavar="FAULT", default=None,
+              help="a gate drill: the same gate with one test fault switched on ('--inject list' names them); "
+                   "recorded as context drill:FAULT, never as the deployment's evidence")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def verify_model_cmd(app: App, name: str, full: bool, as_json: bool) -> None:
-    """The token gate on demand (upstream's `make verify`), recorded in the ledger."""
+def verify_model_cmd(app: App, name: str, full: bool, inject: str | None, as_json: bool) -> None:
+    """The token gate on demand (upstream's `make verify` plus the teacher-forced walk), recorded in the ledger.
+
+    With --inject FAULT it is a drill: the exit status is 0 when the gate failed on every prompt (it caught
+    the fault), 1 when some prompt passed."""
     from handlers.gates.phase23 import token_gate_events
     from handlers.gates.runtime import model_backend
+    from kernels.model.compare import token_gate_failure
+    from kernels.model.pipeline import FAULT_HELP, FAULTS
 
+    if inject == "list":
+        for fault in sorted(FAULTS):
+            click.echo(f"{fault:<26} {FAULT_HELP[fault]}")
+        return
+    if inject is not None and inject not in FAULTS:
+        raise click.BadParameter(f"unknown fault {inject!r}; known: {', '.join(sorted(FAULTS))}", param_hint="--inject")
     unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
-    gates = token_gate_events(ctx, model_backend(ctx.state, ctx.config), "verify-model", full=full)
+    backend = model_backend(ctx.state, ctx.config, {"faults": [inject]} if inject else None)
+    gates = token_gate_events(ctx, backend, f"drill:{inject}" if inject else "verify-model", full=full)
     unit.commit(gates)
     ok = all(g.passed for g in gates)
+    caught = sum(1 for g in gates if not g.passed)
+    caught_first = sum(1 for g in gates if g.first_divergence_passed is False)
     if as_json:
-        click.echo(json.dumps({"passed": ok, "prompts": [g.to_payload() for g in gates]}, default=str))
+        click.echo(json.dumps({"passed": ok, "drill": inject, "caught": caught if inject else None,
+                               "prompts": [g.to_payload() for g in gates]}, default=str))
     else:
         for g in gates:
             click.echo(describe("TokenGateChecked", g.to_payload()))
-        click.echo(f"[verify] {'PASS' if ok else 'FAIL'}")
-    if not ok:
+            if not g.passed:
+                click.echo(f"    why: {token_gate_failure(g)}")
+        if inject:
+            click.echo(f"[drill] {inject}: the gate failed {caught}/{len(gates)} prompts "
+                       f"(first divergence alone {caught_first}/{len(gates)})")
+        else:
+            click.echo(f"[verify] {'PASS' if ok else 'FAIL'}")
+    if (inject and caught < len(gates)) or (not inject and not ok):
         sys.exit(1)
 
 

@@ -54,8 +54,17 @@ def describe(type_: str, p: dict[str, Any]) -> str:
             f"diverged at step {p['divergence_step']}: ours {p['chosen_ours']} (rank {p['rank_ours_in_ref']} in ref top-5) "
             f"vs ref {p['chosen_ref']} (rank {p['rank_ref_in_ours']} in our top-5)")
         kl = f", KL {p['kl_divergence']:.3g}" if p.get("kl_divergence") is not None else ""
+        tf = ""
+        if p.get("tf_steps"):
+            kls = p.get("tf_kl_per_step") or [0.0]
+            incl = sum(1 for o, r in zip(p.get("tf_topk_ours", []), p.get("tf_topk_ref", []))
+                       if o and r and o[0] in r and r[0] in o)
+            ppl = p.get("tf_ppl_ratio")
+            tf = (f"; first divergence {'PASS' if p.get('first_divergence_passed') else 'FAIL'}, teacher-forced "
+                  f"{'PASS' if p.get('tf_passed') else 'FAIL'} (KL max {max(kls):.3g} mean {sum(kls) / len(kls):.3g}, "
+                  f"top-5 inclusion {incl}/{p['tf_steps']}, PPL ratio {ppl:.4g})" if ppl is not None else "")
         return (f"token gate [{p['context']}] prompt {p['prompt_index']}: {'PASS' if p['passed'] else 'FAIL'}, {where}"
-                f"{kl}; ours {p['text_ours'][:60]!r}")
+                f"{kl}{tf}; ours {p['text_ours'][:60]!r}")
     if type_ == "OptimizationTried":
         return (f"phase {p['phase']} {p['optimisation']}: {p['outcome']} ({_f(p.get('before_s'), '.4f')}s -> "
                 f"{_f(p.get('after_s'), '.4f')}s, gate {'kept' if p.get('gate_passed') else 'BROKEN' if p.get('gate_passed') is False else 'n/a'}) {p.get('reason', '')}")

@@ -279,7 +279,21 @@ class TokenGateChecked(Measured):
     text_ours: str = ""
     text_ref: str = ""
     nan_count: int = 0
-    context: str = "phase3"  # phase3 / phase4:<opt> / phase6 / audit / verify-model
+    context: str = "phase3"  # phase3 / phase4:<opt> / phase6 / audit / verify-model / drill:<fault>
+    # issue #15: `passed` = first_divergence_passed (the fields above, vLLM's check) and tf_passed (the
+    # teacher-forced walk: both sides fed tf_tokens, the reference's greedy tokens, for tf_steps steps).
+    # Defaults keep ledgers written before the walk existed readable.
+    first_divergence_passed: bool | None = None
+    tf_steps: int = 0
+    tf_tokens: list[int] = Field(default_factory=list)
+    tf_topk_ours: list[list[int]] = Field(default_factory=list)  # per step, highest first
+    tf_topk_ref: list[list[int]] = Field(default_factory=list)
+    tf_kl_per_step: list[float] = Field(default_factory=list)  # KL(reference || ours), nats
+    tf_logprob_ours: list[float] = Field(default_factory=list)  # log p(tf_tokens[i]) on each side
+    tf_logprob_ref: list[float] = Field(default_factory=list)
+    tf_ppl_ratio: float | None = None  # PPL(ours) / PPL(ref) of the reference continuation
+    tf_passed: bool | None = None
+    thresholds: dict[str, float] = Field(default_factory=dict)  # kernels.thresholds.teacher_forced_thresholds()
 
 
 # --- Phases 4-7 ----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The per-layer cosine chart of phase3_full.md, as PNG bytes that are identical on every rebuild.
+"""The charts of phase3_full.md (per-layer cosine, per-step teacher-forced KL), as PNG bytes that are identical on every rebuild.
 
 Determinism: matplotlib's default style inside a style context (whatever the caller configured), the Agg
 canvas, fixed figure size and dpi, and PNG metadata with `Software` removed (PNG carries no timestamp
@@ -15,6 +15,17 @@ WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.0, 100
 
 def layer_cosine_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]], title: str) -> bytes:
     """A line chart: one (label, layers, cosines) series per line; y is per-position cosine."""
+    return line_chart_png(series, title, "layer", "per-position cosine (vs HF bf16)", legend="lower left")
+
+
+def step_kl_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]], title: str) -> bytes:
+    """A line chart: one (label, steps, KL) series per prompt; y is the teacher-forced KL(reference || ours)."""
+    return line_chart_png(series, title, "teacher-forced step", "KL(reference || ours), nats", legend="upper left")
+
+
+def line_chart_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]], title: str, xlabel: str,
+                   ylabel: str, *, legend: str = "best") -> bytes:
+    """A deterministic line chart (see the module docstring), one series per line."""
     import matplotlib.style
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -25,12 +36,12 @@ def layer_cosine_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]
         ax = fig.add_subplot(1, 1, 1)
         for label, xs, ys in series:
             ax.plot(list(xs), list(ys), marker="o", markersize=3, linewidth=1.2, label=label)
-        ax.set_xlabel("layer")
-        ax.set_ylabel("per-position cosine (vs HF bf16)")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.grid(True, linewidth=0.4, alpha=0.6)
         if series:
-            ax.legend(loc="lower left", fontsize=8)
+            ax.legend(loc=legend, fontsize=8)
         fig.tight_layout()
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})

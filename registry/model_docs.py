@@ -9,6 +9,7 @@
     docs/development_progress/phase2_block.md     BlockValidated + bisect tables
     docs/development_progress/phase3_full.md      token gate per prompt, per-layer cosine (+ PNG chart)
     docs/development_progress/phase3_layer_cosine.png   (only when LayerDiagnosed events exist)
+    docs/development_progress/phase3_step_kl.png        (only when a Phase 3 token gate recorded its teacher-forced walk)
     docs/development_progress/phase4_prefill.md, phase5_decode.md   OptimizationTried + baselines
     docs/development_progress/phase6_finalize.md  TTFT, tokens/s, profile
     docs/development_progress/LESSONS.md          LessonRecorded
@@ -29,7 +30,6 @@ from typing import Sequence
 from ledger.record import RecordedEvent
 from registry.model_fold import DeploymentView, PhaseView, fold_deployment, show_time
 from registry.model_pages import (
-    CHART,
     ELF_CHART,
     GLYPH,
     header,
@@ -310,7 +310,7 @@ def render_timing(v: DeploymentView) -> str:
 def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, bytes]:
     """Every doc of deployment `name`, keyed by path under `llms/<name>/`, sorted."""
     v = fold_deployment(events, name)
-    phase3, png = render_phase3(v)
+    phase3, charts = render_phase3(v)
     phase6, elf_png = render_phase6(v)
     docs = {
         "TODO.md": render_todo(v),
@@ -326,8 +326,7 @@ def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, 
         "docs/evaluation_report.md": render_evaluation(v),
     }
     out: dict[str, bytes] = {rel: text.encode("utf-8") for rel, text in docs.items()}
-    if png is not None:
-        out[f"{PROGRESS}/{CHART}"] = png
+    out.update({f"{PROGRESS}/{file}": png for file, png in charts.items()})
     if elf_png is not None:
         out[f"{PROGRESS}/{ELF_CHART}"] = elf_png
     prefix = f"llms/{model_dir_name(name)}/"

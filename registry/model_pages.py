@@ -1,7 +1,8 @@
 """The phase pages of the per-model docs (phases 1-6, lessons, evaluation report) and their shared helpers.
 
 Each `render_*` takes a `DeploymentView` (registry.model_fold) and returns markdown text; `render_phase3`
-also returns the PNG bytes of the per-layer cosine chart (None when no layer was diagnosed). Pure.
+also returns its charts' PNG bytes by file name (the per-layer cosine chart when a layer was diagnosed, the
+per-step teacher-forced KL chart when a Phase 3 token gate recorded its walk). Pure.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Sequence
 
 from ledger.record import RecordedEvent
 from registry.catalog import shape_key, spec_for
-from registry.chart import elf_breakdown_png, layer_cosine_png
+from registry.chart import elf_breakdown_png, layer_cosine_png, step_kl_png
 from registry.model_fold import PHASE_TITLES, DeploymentView, show_time
 from registry.render_markdown import tile_text
 from registry.text import DASH, cell, fixed, num, sci, shape_args, table
@@ -20,6 +21,7 @@ from registry.text import DASH, cell, fixed, num, sci, shape_args, table
 GLYPH = {"passed": "✅", "failed": "❌", "in progress": "⏳", "pending": "⏳"}
 CHART = "phase3_layer_cosine.png"
 ELF_CHART = "phase6_npu2_breakdown.png"
+KL_CHART = "phase3_step_kl.png"
 
 
 def val(v: Any) -> str:
@@ -153,11 +155,41 @@ def _layer_rows(v: DeploymentView) -> dict[int, dict[int, RecordedEvent]]:
     return {p: dict(sorted(out[p].items())) for p in sorted(out)}
 
 
-def render_phase3(v: DeploymentView) -> tuple[str, bytes | None]:
+def _is_drill(g) -> bool:
+    return g.context.startswith("drill")
+
+
+def _walk_cells(g) -> list[Any]:
+    """first-divergence verdict, teacher-forced verdict, KL max / mean, inclusion, PPL ratio of one gate."""
+    if not g.tf_steps:
+        return [None] * 6
+    kls = g.tf_kl_per_step or [float("nan")]
+    incl = sum(1 for o, r in zip(g.tf_topk_ours, g.tf_topk_ref) if o and r and o[0] in r and r[0] in o)
+    return ["PASS" if g.first_divergence_passed else "FAIL", "PASS" if g.tf_passed else "FAIL", sci(max(kls)),
+            sci(sum(kls) / len(kls)), f"{incl}/{g.tf_steps}", fixed(g.tf_ppl_ratio, 4)]
+
+
+def _latest_phase3_walks(gates: Sequence[RecordedEvent]) -> dict[int, RecordedEvent]:
+    """prompt index -> the latest Phase 3 TokenGateChecked that recorded a teacher-forced walk."""
+    out: dict[int, RecordedEvent] = {}
+    for rec in gates:
+        if rec.event.context == "phase3" and rec.event.tf_steps:
+            out[rec.event.prompt_index] = rec
+    return dict(sorted(out.items()))
+
+
+def render_phase3(v: DeploymentView) -> tuple[str, dict[str, bytes]]:
     parts = [header(v, "phase3_full.md"), f"# Phase 3 — Full-Model Validation — {v.name}\n", "## Token gate\n",
-             "Greedy decode on both sides, top-5 kept per step; at the first divergence each side's chosen token "
-             "must be in the other's top-5.\n"]
-    gates = v.of("TokenGateChecked")
+             "Two walks per prompt. First divergence (vLLM's check, what mlir-air's `make verify` decides): greedy "
+             "decode on both sides, top-5 kept per step; at the first divergence each side's chosen token must be in "
+             "the other's top-5. Teacher-forced: both sides are fed the reference's greedy tokens for every step; at "
+             "every step each side's argmax must be in the other's top-5, and the per-step KL(reference || ours) and "
+             "the perplexity ratio of the reference continuation must stay under the recorded thresholds. A prompt "
+             "passes when both walks do.\n"]
+    all_gates = v.of("TokenGateChecked")
+    gates = [r for r in all_gates if not _is_drill(r.event)]
+    drills = [r for r in all_gates if _is_drill(r.event)]
+    charts: dict[str, bytes] = {}
     rows = []
     for rec in gates:
         g = rec.event
@@ -168,13 +200,35 @@ def render_phase3(v: DeploymentView) -> tuple[str, bytes | None]:
                      f"{g.chosen_ref} (#{g.rank_ref_in_ours if g.rank_ref_in_ours is not None else 'absent'})"
                      if g.chosen_ref is not None else None,
                      val(g.topk_ours) if g.topk_ours else None, val(g.topk_ref) if g.topk_ref else None,
-                     sci(g.kl_divergence), g.nan_count])
+                     sci(g.kl_divergence), *_walk_cells(g), g.nan_count])
     parts.append(table(["seq", "context", "prompt #", "prompt", "executor", "tokens", "verdict", "divergence step",
                         "agreed prefix", "ours (rank in ref)", "ref (rank in ours)", "top-k ours", "top-k ref", "KL",
-                        "NaN"], rows) if rows else "No TokenGateChecked recorded yet.\n")
+                        "first divergence", "teacher-forced", "TF KL max", "TF KL mean", "TF top-5 inclusion",
+                        "PPL ratio", "NaN"], rows) if rows else "No TokenGateChecked recorded yet.\n")
+    walks = _latest_phase3_walks(gates)
+    if walks:
+        t = next(iter(walks.values())).event.thresholds
+        parts.append("## Teacher-forced KL per step (latest Phase 3 walk per prompt)\n")
+        parts.append(f"Thresholds recorded with the walk: KL max {val(t.get('kl_max'))}, KL mean "
+                     f"{val(t.get('kl_mean'))}, PPL ratio {val(t.get('ppl_ratio_max'))}, top-{val(t.get('top_k'))} "
+                     "inclusion at every step.\n")
+        series = [(f"prompt {p}", list(range(len(r.event.tf_kl_per_step))), r.event.tf_kl_per_step)
+                  for p, r in walks.items()]
+        last = max(r.seq for r in walks.values())
+        charts[KL_CHART] = step_kl_png(series, f"{v.name}: teacher-forced KL per step (TokenGateChecked, seq <= {last})")
+        parts.append(f"![teacher-forced KL per step]({KL_CHART})\n")
+        n_steps = max(len(r.event.tf_kl_per_step) for r in walks.values())
+        krows = [[step, *[sci(r.event.tf_kl_per_step[step]) if step < len(r.event.tf_kl_per_step) else None
+                          for r in walks.values()]] for step in range(n_steps)]
+        parts.append(table(["step", *[f"prompt {p} (seq {r.seq})" for p, r in walks.items()]], krows))
+    if drills:
+        parts.append("## Gate drills (an injected fault; never evidence)\n")
+        drows = [[rec.seq, rec.event.context.partition(":")[2], rec.event.prompt_index, rec.event.executor,
+                  "caught" if not rec.event.passed else "MISSED", *_walk_cells(rec.event)] for rec in drills]
+        parts.append(table(["seq", "fault", "prompt #", "executor", "gate", "first divergence", "teacher-forced",
+                            "TF KL max", "TF KL mean", "TF top-5 inclusion", "PPL ratio"], drows))
     parts.append("## Per-layer cosine (diagnosis, informational — never a gate)\n")
     layers = _layer_rows(v)
-    png = None
     if not layers:
         parts.append("No LayerDiagnosed recorded yet.\n")
     else:
@@ -184,7 +238,7 @@ def render_phase3(v: DeploymentView) -> tuple[str, bytes | None]:
             xs = list(per)
             series.append((f"prompt {prompt} median", xs, [per[x].event.cos_median for x in xs]))
             series.append((f"prompt {prompt} min", xs, [per[x].event.cos_min for x in xs]))
-        png = layer_cosine_png(series, f"{v.name}: per-layer cosine (LayerDiagnosed, seq <= {last})")
+        charts[CHART] = layer_cosine_png(series, f"{v.name}: per-layer cosine (LayerDiagnosed, seq <= {last})")
         parts.append(f"![per-layer cosine]({CHART})\n")
         rows = []
         for prompt, per in layers.items():
@@ -194,7 +248,7 @@ def render_phase3(v: DeploymentView) -> tuple[str, bytes | None]:
                              fixed(d.cos_mean, 5), sci(d.max_abs), sci(d.mean_abs), d.executor, rec.seq])
         parts.append(table(["prompt #", "layer", "cos min", "cos p5", "cos median", "cos mean", "max_abs", "mean_abs",
                             "executor", "seq"], rows))
-    return "\n".join(parts), png
+    return "\n".join(parts), charts
 
 
 def _perf_table(recs: Sequence[RecordedEvent]) -> str:

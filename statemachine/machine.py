@@ -39,7 +39,15 @@ from ledger.events import (
     TokenGateChecked,
     WeightsChecked,
 )
-from kernels.thresholds import ATOL_ARTIFACT, BLOCK_COSINE_MIN, TOKEN_GATE_TOP_K, per_position_threshold
+from kernels.thresholds import (
+    ATOL_ARTIFACT,
+    BLOCK_COSINE_MIN,
+    TOKEN_GATE_TOP_K,
+    per_position_threshold,
+    perplexity_ratio,
+    strictest_teacher_forced,
+    teacher_forced_problems,
+)
 from statemachine.phases import Phase, Status
 from statemachine.state import EVALUATION_PASSES, DeploymentState, Evidence
 
@@ -320,12 +328,21 @@ def gate_2_block_ok(state: DeploymentState, context: GateContext) -> GateResult:
 
 
 def _token_gate_problem(t: TokenGateChecked) -> str | None:
+    """Why a TokenGateChecked cannot open a gate: re-derived from its own numbers, both walks."""
+    if t.context.startswith("drill"):
+        return f"a gate drill ({t.context}) is never a deployment's evidence"
     if t.nan_count or not _finite(t.kl_divergence) or not all(map(math.isfinite, t.kl_per_step)):
         return f"NaN in the logits ({t.nan_count} NaN, KL {t.kl_divergence})"
     if not t.passed:
         return f"failed at step {t.divergence_step}: ours {t.chosen_ours} vs reference {t.chosen_ref}"
     if t.top_k > TOKEN_GATE_TOP_K:
         return f"judged against top-{t.top_k}; the gate is top-{TOKEN_GATE_TOP_K}"
+    problem = _first_divergence_problem(t)
+    return problem or teacher_forced_problem(t)
+
+
+def _first_divergence_problem(t: TokenGateChecked) -> str | None:
+    """vLLM's check_logprobs_close, as mlir-air's `make verify` decides it."""
     if t.divergence_step is None:
         if t.tokens_ours and t.tokens_ref and t.tokens_ours != t.tokens_ref:
             return "recorded no divergence but the two token sequences differ"
@@ -337,6 +354,23 @@ def _token_gate_problem(t: TokenGateChecked) -> str | None:
     return None
 
 
+def teacher_forced_problem(t: TokenGateChecked) -> str | None:
+    """The teacher-forced walk over every step (issue #15), judged against the stricter of its recorded
+    thresholds and kernels.thresholds; its perplexity ratio is re-derived from the recorded log-probs."""
+    if t.tf_steps < t.n_tokens or len(t.tf_tokens) != t.tf_steps:
+        return f"teacher-forced walk covers {t.tf_steps} of {t.n_tokens} steps"
+    if any(not top or tok != top[0] for tok, top in zip(t.tf_tokens, t.tf_topk_ref)):
+        return "teacher-forced tokens are not the reference's argmax at every step"
+    if t.tokens_ref and t.tokens_ref != t.tf_tokens[: len(t.tokens_ref)]:
+        return "the greedy reference tokens are not a prefix of the teacher-forced tokens"
+    ratio = perplexity_ratio(t.tf_logprob_ours, t.tf_logprob_ref)
+    if ratio is None or t.tf_ppl_ratio is None or not math.isclose(ratio, t.tf_ppl_ratio, rel_tol=1e-9):
+        return f"recorded perplexity ratio {t.tf_ppl_ratio} does not re-derive from the log-probs ({ratio})"
+    problems = teacher_forced_problems(t.tf_topk_ours, t.tf_topk_ref, t.tf_kl_per_step, ratio, t.n_tokens,
+                                       strictest_teacher_forced(t.thresholds))
+    return f"passed, but {problems[0]}" if problems else None
+
+
 def _token_gates_ok(state: DeploymentState) -> GateResult:
     checks = _all(state, TokenGateChecked)
     if not checks:
@@ -345,12 +379,13 @@ def _token_gates_ok(state: DeploymentState) -> GateResult:
         problem = _token_gate_problem(found.event)
         if problem:
             return _no(f"TokenGateChecked seq {found.seq} (prompt {found.event.prompt_index}): {problem}")
-    return _yes(f"{len(checks)} prompt(s) pass the top-{TOKEN_GATE_TOP_K} token gate "
-                f"(seqs {[c.seq for c in checks]})")
+    return _yes(f"{len(checks)} prompt(s) pass the top-{TOKEN_GATE_TOP_K} token gate, first divergence and "
+                f"teacher-forced (seqs {[c.seq for c in checks]})")
 
 
 def gate_3_token_gate_ok(state: DeploymentState, context: GateContext) -> GateResult:
-    """At least one TokenGateChecked; every one passed, is consistent with its top-k lists, and has no NaN."""
+    """At least one TokenGateChecked; every one passed both walks (re-derived from its numbers), has no NaN,
+    and none is a drill."""
     return _token_gates_ok(state)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.runtime import model_backend
+from kernels.model.compare import token_gate_failure
 from kernels.thresholds import PREFILL_HEALTHY_COS_MIN
 from ledger.events import BlockValidated, LayerDiagnosed, TokenGateChecked
 
@@ -57,14 +58,16 @@ def run_full(ctx: GateRun) -> GateOutcome:
     triage = []
     reasons = []
     for g in failed:
-        reasons.append(f"prompt {g.prompt_index}: diverged at step {g.divergence_step}, ours {g.chosen_ours} "
-                       f"(rank {g.rank_ours_in_ref} in reference top-5) vs reference {g.chosen_ref}")
+        reasons.append(f"prompt {g.prompt_index}: {token_gate_failure(g)}")
         triage.append({"kind": "token_gate", "divergence_step": g.divergence_step, "nan_count": g.nan_count,
                        "layer_cosines": [layer.cos_min for layer in layers], "token_gate_passed": g.passed,
                        "rank_ours_in_ref": g.rank_ours_in_ref, "rank_ref_in_ours": g.rank_ref_in_ours,
-                       "prefill_ok": prefill_ok, "kl_divergence": g.kl_divergence})
+                       "prefill_ok": prefill_ok, "kl_divergence": g.kl_divergence,
+                       "first_divergence_passed": g.first_divergence_passed, "tf_passed": g.tf_passed,
+                       "tf_kl_max": max(g.tf_kl_per_step, default=None), "tf_ppl_ratio": g.tf_ppl_ratio})
     worst = min((layer.cos_min for layer in layers), default=float("nan"))
     n_agree = sum(1 for g in gates if g.divergence_step is None)
     return GateOutcome(events=[*gates, *layers], reasons=reasons, triage=triage,
-                       summary=f"{len(gates) - len(failed)}/{len(gates)} prompts pass the top-5 gate "
-                               f"({n_agree} identical over 32 tokens); worst per-layer cosine min {worst:.4f}")
+                       summary=f"{len(gates) - len(failed)}/{len(gates)} prompts pass the token gate (top-5 at the "
+                               f"first divergence and teacher-forced over every step; {n_agree} identical over 32 "
+                               f"tokens); worst per-layer cosine min {worst:.4f}")

@@ -3,8 +3,10 @@
 block_gate      layer-0 block output vs the reference: whole-tensor cosine and per-position cosine min.
 bisect_block    on a failed block: swap the executor's kernels for FP32 ones, cumulatively in block order;
                 the first swap that clears the gate names the culprit kernel.
-token_gate      both runners greedy-decode with their own KV caches in lockstep; at the first divergence
-                each side's token must be in the other side's top-k (vLLM `check_logprobs_close`).
+token_gate      two walks in one pass, both runners fed the reference's greedy tokens with their own KV
+                caches: the first-divergence check (at the first step the argmaxes differ, each side's token
+                must be in the other side's top-k, then it stops: vLLM `check_logprobs_close`) and the
+                teacher-forced walk over every step (top-k inclusion, KL, perplexity ratio; issue #15).
 diagnose_layers per-layer per-position cosine statistics (localisation only, never a verdict).
 
 Every result carries its numbers and the thresholds (from `kernels.thresholds`) it was judged against; `event_fields()` gives exactly the fields of the
@@ -20,7 +22,14 @@ import numpy as np
 
 from kernels.model.pipeline import BLOCK_KERNEL_ORDER
 from kernels.model.runner import Runner
-from kernels.thresholds import TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K, block_thresholds
+from kernels.thresholds import (
+    TOKEN_GATE_STEPS,
+    TOKEN_GATE_TOP_K,
+    block_thresholds,
+    perplexity_ratio,
+    teacher_forced_problems,
+    teacher_forced_thresholds,
+)
 
 REL_FLOOR = 1e-6  # denominator floor of max_rel (as mlir-air's comparators)
 
@@ -153,7 +162,11 @@ def kl_divergence(ref_logits: np.ndarray, ours_logits: np.ndarray) -> float:
 
 @dataclass
 class TokenGateResult:
-    """Field names match the `TokenGateChecked` event. Ranks are 1-based (None: absent from the top-k)."""
+    """Field names match the `TokenGateChecked` event. Ranks are 1-based (None: absent from the top-k).
+
+    The first-divergence fields (divergence_step ... kl_per_step, tokens_*) are vLLM's check as mlir-air's
+    `make verify` decides it; the `tf_*` fields are the teacher-forced walk over every step. `passed` is
+    both: `first_divergence_passed and tf_passed`."""
 
     prompt_index: int
     prompt: str
@@ -178,6 +191,17 @@ class TokenGateResult:
     text_ref: str = ""
     nan_count: int = 0
     context: str = "phase3"
+    first_divergence_passed: bool | None = None
+    tf_steps: int = 0
+    tf_tokens: list[int] = field(default_factory=list)
+    tf_topk_ours: list[list[int]] = field(default_factory=list)
+    tf_topk_ref: list[list[int]] = field(default_factory=list)
+    tf_kl_per_step: list[float] = field(default_factory=list)
+    tf_logprob_ours: list[float] = field(default_factory=list)
+    tf_logprob_ref: list[float] = field(default_factory=list)
+    tf_ppl_ratio: float | None = None
+    tf_passed: bool | None = None
+    thresholds: dict[str, float] = field(default_factory=dict)
     reason: str = ""  # why it failed, one sentence (not an event field)
 
     def event_fields(self) -> dict[str, Any]:
@@ -185,68 +209,114 @@ class TokenGateResult:
         d.pop("reason")
         return d
 
+    def tf_stats(self) -> dict[str, float | None]:
+        """Summary of the teacher-forced walk (reports, the drill's table)."""
+        return teacher_forced_stats(self.tf_kl_per_step, self.tf_topk_ours, self.tf_topk_ref, self.tf_ppl_ratio)
+
 
 def _rank(token: int, top: list[int]) -> int | None:
     return top.index(token) + 1 if token in top else None
 
 
+def teacher_forced_stats(kls, topk_ours, topk_ref, ppl_ratio) -> dict[str, float | None]:
+    """kl max / p95 / mean, the fraction of steps where both argmaxes sit in the other side's top-k, and the
+    perplexity ratio, of one prompt's teacher-forced walk."""
+    kl = np.asarray(kls, np.float64)
+    both = [o[0] in r and r[0] in o for o, r in zip(topk_ours, topk_ref)]
+    return {"kl_max": float(kl.max()) if kl.size else None, "kl_p95": float(np.percentile(kl, 95)) if kl.size else None,
+            "kl_mean": float(kl.mean()) if kl.size else None,
+            "inclusion": float(np.mean(both)) if both else None, "ppl_ratio": ppl_ratio}
+
+
 def token_gate(ours: Runner, ref: Runner, prompt_tokens, n_tokens: int = TOKEN_GATE_STEPS, k: int = TOKEN_GATE_TOP_K, *, prompt_index: int = 0,
                prompt: str = "", tokenizer=None, context: str = "phase3") -> TokenGateResult:
-    """Greedy-decode `n_tokens` on both runners in lockstep (each with its own KV cache) and check the
-    top-k set inclusion at the first divergence; stop there. NaN in our logits fails the gate."""
+    """Both walks of the token gate in one pass over `n_tokens` steps.
+
+    Every step feeds both runners the reference's greedy token (prefill, then KV-cached decode, as
+    production decodes). Up to the first step where the two argmaxes differ this *is* the lockstep greedy
+    walk, so the first-divergence check (top-k set inclusion of both chosen tokens, then stop: vLLM's
+    `check_logprobs_close`, what mlir-air's `make verify` decides) reads its numbers from the same steps.
+    The walk then goes on teacher-forced to the last step, recording at every step both top-k lists, the
+    KL(reference || ours) of the next-token distributions and both sides' log-probability of the
+    reference token (-> the perplexity ratio); `thresholds.teacher_forced_problems` judges it. NaN in
+    either side's logits stops the walk and fails the gate."""
     tokens = np.asarray(prompt_tokens, np.int64)
     pos = len(tokens)
     logits_o = ours.prefill(tokens).logits_at_pred
     logits_r = ref.prefill(tokens).logits_at_pred
-    toks_o: list[int] = []
-    toks_r: list[int] = []
-    kls: list[float] = []
-    divergence = None
-    nan_count = 0
-    reason = ""
-    passed = True
-    top_o: list[int] = []
-    top_r: list[int] = []
+    greedy = {"divergence": None, "passed": True, "reason": "", "top_o": [], "top_r": [], "toks_o": [], "toks_r": [],
+              "kls": [], "done": False}
+    tf = {"tokens": [], "top_o": [], "top_r": [], "kls": [], "lp_o": [], "lp_r": []}
+    nan_count, nan_reason = 0, ""
     for step in range(n_tokens):
         nan_count = int(np.count_nonzero(np.isnan(logits_o)))
         if nan_count or np.isnan(logits_r).any():
-            passed, divergence = False, step
-            reason = f"NaN in the logits at step {step} ({nan_count} in ours)"
+            nan_reason = f"NaN in the logits at step {step} ({nan_count} in ours)"
+            if not greedy["done"]:
+                greedy.update(passed=False, divergence=step, done=True)
             break
         top_o, top_r = topk_ids(logits_o, k), topk_ids(logits_r, k)
-        chosen_o, chosen_r = top_o[0], top_r[0]
-        toks_o.append(chosen_o)
-        toks_r.append(chosen_r)
-        kls.append(kl_divergence(logits_r, logits_o))
-        if chosen_o != chosen_r:
-            divergence = step
-            missing = []
-            if chosen_o not in top_r:
-                missing.append(f"ours chose {chosen_o}, not in the reference top-{k} {top_r}")
-            if chosen_r not in top_o:
-                missing.append(f"the reference chose {chosen_r}, not in our top-{k} {top_o}")
-            passed = not missing
-            reason = "; ".join(missing)
-            break
+        lp_o, lp_r = log_softmax(logits_o), log_softmax(logits_r)
+        kl = float(np.sum(np.exp(lp_r) * (lp_r - lp_o)))
+        forced = top_r[0]
+        tf["tokens"].append(forced)
+        tf["top_o"].append(top_o)
+        tf["top_r"].append(top_r)
+        tf["kls"].append(kl)
+        tf["lp_o"].append(float(lp_o[forced]))
+        tf["lp_r"].append(float(lp_r[forced]))
+        if not greedy["done"]:
+            _greedy_step(greedy, step, top_o, top_r, kl, k)
         if step + 1 < n_tokens:
-            logits_o = ours.decode_step(chosen_o, pos).lm_head_logits
-            logits_r = ref.decode_step(chosen_r, pos).lm_head_logits
+            logits_o = ours.decode_step(forced, pos).lm_head_logits
+            logits_r = ref.decode_step(forced, pos).lm_head_logits
             pos += 1
+    thresholds = teacher_forced_thresholds()
+    ppl_ratio = perplexity_ratio(tf["lp_o"], tf["lp_r"])
+    tf_problems = ([nan_reason] if nan_reason else
+                   teacher_forced_problems(tf["top_o"], tf["top_r"], tf["kls"], ppl_ratio, n_tokens, thresholds))
+    tf_passed = not tf_problems
+    first_passed = greedy["passed"]  # a NaN after a passed divergence is the teacher-forced walk's to judge
+    divergence = greedy["divergence"]
+    toks_o, toks_r = greedy["toks_o"], greedy["toks_r"]
     agreed = divergence if divergence is not None else len(toks_o)
     decode = (lambda ids: tokenizer.decode(ids)) if tokenizer is not None else (lambda ids: "")
     chosen_o = toks_o[-1] if toks_o else None
     chosen_r = toks_r[-1] if toks_r else None
+    top_o, top_r = greedy["top_o"], greedy["top_r"]
+    reasons = [r for r in (greedy["reason"], nan_reason) if r] + [p for p in tf_problems if p != nan_reason]
     pipeline = getattr(ours, "options", None)
     return TokenGateResult(
         prompt_index=prompt_index, prompt=prompt, executor=_executor_name(ours),
         pipeline=pipeline.to_dict() if hasattr(pipeline, "to_dict") else {}, n_tokens=n_tokens, top_k=k,
-        passed=passed, divergence_step=divergence, agreed_prefix=agreed,
+        passed=bool(first_passed and tf_passed), divergence_step=divergence, agreed_prefix=agreed,
         chosen_ours=chosen_o, chosen_ref=chosen_r, topk_ours=top_o, topk_ref=top_r,
         rank_ours_in_ref=_rank(chosen_o, top_r) if chosen_o is not None else None,
         rank_ref_in_ours=_rank(chosen_r, top_o) if chosen_r is not None else None,
-        kl_divergence=kls[-1] if kls else None, kl_per_step=kls, tokens_ours=toks_o, tokens_ref=toks_r,
-        text_ours=decode(toks_o), text_ref=decode(toks_r), nan_count=nan_count, context=context, reason=reason,
+        kl_divergence=greedy["kls"][-1] if greedy["kls"] else None, kl_per_step=greedy["kls"], tokens_ours=toks_o,
+        tokens_ref=toks_r, text_ours=decode(toks_o), text_ref=decode(toks_r), nan_count=nan_count, context=context,
+        first_divergence_passed=bool(first_passed), tf_steps=len(tf["tokens"]), tf_tokens=tf["tokens"],
+        tf_topk_ours=tf["top_o"], tf_topk_ref=tf["top_r"], tf_kl_per_step=tf["kls"], tf_logprob_ours=tf["lp_o"],
+        tf_logprob_ref=tf["lp_r"], tf_ppl_ratio=ppl_ratio, tf_passed=tf_passed, thresholds=thresholds,
+        reason="; ".join(reasons),
     )
+
+
+def _greedy_step(g: dict[str, Any], step: int, top_o: list[int], top_r: list[int], kl: float, k: int) -> None:
+    """One step of the lockstep greedy walk (vLLM's check): record it; at the first divergence judge and stop."""
+    chosen_o, chosen_r = top_o[0], top_r[0]
+    g["toks_o"].append(chosen_o)
+    g["toks_r"].append(chosen_r)
+    g["kls"].append(kl)
+    g["top_o"], g["top_r"] = top_o, top_r
+    if chosen_o == chosen_r:
+        return
+    missing = []
+    if chosen_o not in top_r:
+        missing.append(f"ours chose {chosen_o}, not in the reference top-{k} {top_r}")
+    if chosen_r not in top_o:
+        missing.append(f"the reference chose {chosen_r}, not in our top-{k} {top_o}")
+    g.update(divergence=step, passed=not missing, reason="; ".join(missing), done=True)
 
 
 def _executor_name(runner) -> str:
@@ -272,3 +342,19 @@ def diagnose_layers(ours_prefill, ref_prefill, *, executor: str = "", prompt_ind
                     "cos_mean": float(np.mean(pos)), "max_abs": float(diff.max()), "mean_abs": float(diff.mean()),
                     "prompt_index": prompt_index})
     return out
+
+
+def token_gate_failure(g: Any) -> str:
+    """One sentence on why a recorded token gate failed (a TokenGateChecked or TokenGateResult), from its
+    fields: the first-divergence check first, then the teacher-forced walk."""
+    parts = []
+    if g.nan_count:
+        parts.append(f"NaN in the logits ({g.nan_count})")
+    if g.first_divergence_passed is False or (g.first_divergence_passed is None and not g.passed):
+        parts.append(f"diverged at step {g.divergence_step}, ours {g.chosen_ours} (rank {g.rank_ours_in_ref} in "
+                     f"reference top-{g.top_k}) vs reference {g.chosen_ref} (rank {g.rank_ref_in_ours} in ours)")
+    if g.tf_passed is False:
+        problems = teacher_forced_problems(g.tf_topk_ours, g.tf_topk_ref, g.tf_kl_per_step, g.tf_ppl_ratio,
+                                           g.n_tokens, g.thresholds or None)
+        parts.append("teacher-forced: " + "; ".join(problems or ["failed"]))
+    return "; ".join(parts) or "passed"

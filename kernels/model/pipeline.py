@@ -18,9 +18,12 @@ numbers (tests assert bit-identical outputs):
   seq_first         activations stay (seq, heads, D) end to end: RoPE/q-k-norm rows and the attention
                     inputs are views, the KV cache is seq-first. The baseline copies to head-major before
                     RoPE and attention, like a pipeline whose kernels disagree on layout.
-`faults` deliberately breaks the pipeline for tests: "rope_interleaved" (the rope kernel uses the
-interleaved convention), "kv_cache_off_by_one" (decode writes the KV cache one position late),
-"down_bf16_accumulate" (the down projection accumulates in bf16 over K chunks).
+`faults` deliberately breaks the pipeline for tests and gate drills (`FAULTS`, described in FAULT_HELP):
+"rope_interleaved" (the rope kernel uses the interleaved convention), "kv_cache_off_by_one" (decode writes
+the KV cache one position late), "down_bf16_accumulate" (the down projection accumulates in bf16 over K
+chunks), "stale_decode_buffer" (a decode step reads the previous step's O-projection output),
+"lm_head_partition_offset" (decode's first LM-head partition streams its rows one row late),
+"kv_head_group_mismap" (query head h attends with K/V head h % Hkv instead of h // (H / Hkv)).
 
 Every stage runs inside `stage_timer` under "<prefill|decode>:<stage>", and `stage_kernels` maps each
 stage to the leaf kernel it uses ("host" for gathers, bias adds and layout copies): `profile()` joins them
@@ -43,8 +46,17 @@ from kernels.model.runner import DecodeStepRecord, PrefillRecord
 from kernels.model.weights import ModelWeights
 
 KERNEL_FAULTS = frozenset({"rope_interleaved"})
-PIPELINE_FAULTS = frozenset({"kv_cache_off_by_one", "down_bf16_accumulate"})
+PIPELINE_FAULTS = frozenset({"kv_cache_off_by_one", "down_bf16_accumulate", "stale_decode_buffer",
+                             "lm_head_partition_offset", "kv_head_group_mismap"})
 FAULTS = KERNEL_FAULTS | PIPELINE_FAULTS
+FAULT_HELP = {
+    "rope_interleaved": "RoPE rotates interleaved pairs (x[2i], x[2i+1]) instead of HF's half-split halves",
+    "kv_cache_off_by_one": "decode writes each step's K/V one cache position late",
+    "down_bf16_accumulate": "the down projection keeps its partial sum in bf16 between K chunks of 32",
+    "stale_decode_buffer": "a decode step reads the previous step's O-projection output (a stale buffer)",
+    "lm_head_partition_offset": "decode's first LM-head partition streams its rows one row late",
+    "kv_head_group_mismap": "query head h attends with K/V head h % Hkv instead of h // (H / Hkv)",
+}
 SWITCHES = ("weight_residency", "fusion", "seq_first")
 # the leaf kernels of one prefill block, in the order the block first uses them (the bisect's order)
 BLOCK_KERNEL_ORDER = ("rmsnorm", "gemm", "rope", "flash_attention", "eltwise_add", "silu_mul")
@@ -229,6 +241,8 @@ class NpuPipeline:
         self._fused = self.options.fusion
         self._cache: _KVCache | None = None
         self._phase = "prefill"
+        self._n_real = 0
+        self._stale: dict[int, np.ndarray] = {}  # "stale_decode_buffer": layer -> the previous step's output
 
     # --- setup ------------------------------------------------------------------------------------
 
@@ -323,6 +337,8 @@ class NpuPipeline:
         S = int(tokens.shape[0])
         c = self.config
         self._phase = "prefill"
+        self._n_real = n_real
+        self._stale.clear()
         if not self.options.weight_residency:
             self._row_luts.clear()
         if self._cache is None or not self.options.weight_residency or self._cache.seq_first != self.options.seq_first:
@@ -357,10 +373,34 @@ class NpuPipeline:
             normed = k.rmsnorm(x, self.weights.final_norm, c.rms_norm_eps)[0]  # (E,)
         with self._stage("lm_head", "gemv"):
             head = self.weights.lm_head  # (V, E)
-            parts = [k.gemv(head[p0 : p0 + LM_HEAD_PARTITION], normed, static_key=self._key(f"lm_head[{p0}]"))
+            parts = [k.gemv(self._lm_head_rows(p0), normed, static_key=self._key(f"lm_head[{p0}]"))
                      for p0 in range(0, head.shape[0], LM_HEAD_PARTITION)]
             logits = np.concatenate(parts) if len(parts) > 1 else parts[0]
         return DecodeStepRecord(lm_head_logits=logits, top1_token=int(np.argmax(logits)))
+
+    def _lm_head_rows(self, p0: int) -> np.ndarray:
+        """The rows (n, E) one LM-head GEMV partition streams; the "lm_head_partition_offset" fault has the
+        first partition start one row late (row p0 + i + 1 lands in logit p0 + i; the last wraps to p0)."""
+        rows = self.weights.lm_head[p0 : p0 + LM_HEAD_PARTITION]
+        if p0 != 0 or "lm_head_partition_offset" not in self.options.faults:
+            return rows
+        return self.weights.derive(("lm_head_offset", p0), lambda: np.ascontiguousarray(np.roll(rows, -1, axis=0)))
+
+    def _group_mismap(self, attention, q: np.ndarray, *args, **kw) -> np.ndarray:
+        """flash_attention with the "kv_head_group_mismap" fault: query head h meets K/V head h % Hkv. The
+        kernel maps head j to K/V head j // (H / Hkv), so the query heads go in sorted by h % Hkv and the
+        outputs come back in head order."""
+        H, Hkv = self.config.n_heads, self.config.n_kv_heads
+        perm = np.argsort(np.arange(H) % Hkv, kind="stable")  # kernel slot j <- query head perm[j]
+        out = attention(q[perm], *args, **kw)  # (H, S, D) in slot order
+        res = np.empty_like(out)
+        res[perm] = out
+        return res
+
+    def _attention(self, q: np.ndarray, k_all: np.ndarray, v_all: np.ndarray, **kw) -> np.ndarray:
+        if "kv_head_group_mismap" in self.options.faults:
+            return self._group_mismap(self.k.flash_attention, q, k_all, v_all, **kw)
+        return self.k.flash_attention(q, k_all, v_all, **kw)
 
     # --- one block ------------------------------------------------------------------------------------
 
@@ -497,6 +537,11 @@ class NpuPipeline:
         with self._stage("o_proj", "gemv" if decode else "gemm"):
             o = (self._gemv(layer, "wo", o_in) if decode
                  else k.gemm(o_in, lw.wo, static_key=self._key(f"L{layer}.wo")))
+        if "stale_decode_buffer" in self.options.faults:
+            # fault: the buffer this step reads still holds the previous step's output (after a prefill:
+            # the last real position's); this step's output lands in it for the next step
+            fresh = o[self._n_real - 1 : self._n_real] if not decode else o
+            o, self._stale[layer] = (self._stale.get(layer, fresh) if decode else o), fresh
         with self._stage("attn_residual", "eltwise_add"):
             return k.eltwise_add(x, o)
 
@@ -517,7 +562,7 @@ class NpuPipeline:
                 v_att = np.ascontiguousarray(v.reshape(S, Hkv, c.head_dim).transpose(1, 0, 2))
             self._cache.write(layer, 0, k_att, v_att)
         with self._stage("attention", "flash_attention"):
-            attn = k.flash_attention(q_att, k_att, v_att, causal=True)  # (H, S, D)
+            attn = self._attention(q_att, k_att, v_att, causal=True)  # (H, S, D)
         x = self._attention_out(layer, x, attn)
         return self._mlp(layer, x)
 
@@ -535,6 +580,6 @@ class NpuPipeline:
             self._cache.write(layer, slot, k_rows.reshape(Hkv, 1, D), v.reshape(Hkv, 1, D))
         k_all, v_all = self._cache.read(layer, pos + 1)  # (Hkv, pos+1, D)
         with self._stage("attention", "flash_attention"):
-            attn = k.flash_attention(q_rows.reshape(H, 1, D), k_all, v_all, causal=True, q_offset=pos)
+            attn = self._attention(q_rows.reshape(H, 1, D), k_all, v_all, causal=True, q_offset=pos)
         x = self._attention_out(layer, x, attn)
         return self._mlp(layer, x)

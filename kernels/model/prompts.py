@@ -80,12 +80,23 @@ def canonical_tokens(tokenizer_or_folder: Any) -> list[int]:
 def prompts_for(tokenizer_or_folder: Any, full: bool = False) -> list[Prompt]:
     """The token-gate prompts for a model: instruct set through its chat template, else the base set."""
     tok = _tokenizer(tokenizer_or_folder)
-    count = FULL_COUNT if full else DEFAULT_COUNT
-    if getattr(tok, "chat_template", None):
+    kind = "instruct" if getattr(tok, "chat_template", None) else "base"
+    return prompt_set(tok, kind, FULL_COUNT if full else DEFAULT_COUNT)
+
+
+def prompt_set(tokenizer_or_folder: Any, kind: str, count: int = FULL_COUNT) -> list[Prompt]:
+    """The first `count` prompts of one set: "instruct" through the model's chat template (which it must
+    have), "base" as raw text. Measurements over both sets of an instruct model use this."""
+    tok = _tokenizer(tokenizer_or_folder)
+    if kind == "instruct":
+        if not getattr(tok, "chat_template", None):
+            raise ValueError("the instruct prompts need a tokenizer with a chat template")
         out = []
         for i, text in enumerate(INSTRUCT_PROMPTS[:count]):
             ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                           tokenize=True)
             out.append(Prompt(i, text, _ids(ids), "instruct"))
         return out
-    return [Prompt(i, text, _ids(tok(text)), "base") for i, text in enumerate(BASE_PROMPTS[:count])]
+    if kind == "base":
+        return [Prompt(i, text, _ids(tok(text)), "base") for i, text in enumerate(BASE_PROMPTS[:count])]
+    raise ValueError(f"unknown prompt set {kind!r}; known: instruct, base")

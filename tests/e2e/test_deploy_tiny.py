@@ -398,3 +398,23 @@ def test_a_config_json_edited_after_init_fails_phase_0_saying_so(tmp_path, tiny_
     failed = next(e["payload"] for e in events if e["type"] == "PhaseFailed")
     assert failed["phase"] == 0 and failed["reasons"][0].startswith("config.json changed since init")
     assert "rms_norm_eps" in failed["reasons"][0]
+
+def test_a_gate_drill_names_its_faults_catches_an_injected_one_and_is_recorded_as_a_drill(deployed, tmp_path):
+    ws = _copy(deployed, tmp_path)
+    listed = ledger(ws, "verify-model", "tiny", "--inject", "list")
+    assert listed.returncode == 0 and "kv_cache_off_by_one" in listed.stdout and "stale_decode_buffer" in listed.stdout
+    assert ledger(ws, "verify-model", "tiny", "--inject", "no_such_fault").returncode != 0
+    before = ledger_json(ws, "status", "tiny")
+    report = ledger_json(ws, "verify-model", "tiny", "--inject", "lm_head_partition_offset", "--json")
+    assert report["drill"] == "lm_head_partition_offset" and report["caught"] == len(report["prompts"]) == 2
+    for p in report["prompts"]:
+        assert p["context"] == "drill:lm_head_partition_offset" and not p["passed"] and not p["tf_passed"]
+        assert p["pipeline"]["faults"] == ["lm_head_partition_offset"] and p["tf_steps"] == 32
+    after = ledger_json(ws, "status", "tiny")  # two more events in the stream, nothing else moved
+    assert {k: v for k, v in after.items() if k not in ("version", "last_seq")} == \
+        {k: v for k, v in before.items() if k not in ("version", "last_seq")}
+    assert ledger(ws, "registry", "build").returncode == 0
+    progress = ws / "llms" / "tiny" / "docs" / "development_progress"
+    page = (progress / "phase3_full.md").read_text()
+    assert "## Gate drills" in page and "lm_head_partition_offset" in page
+    assert "Teacher-forced KL per step" in page and (progress / "phase3_step_kl.png").exists()

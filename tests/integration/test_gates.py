@@ -125,3 +125,30 @@ def test_diagnose_layers_gives_one_layer_diagnosed_per_layer(llama):
     for r in rows:
         LayerDiagnosed(**r)
         assert r["cos_min"] <= r["cos_p5"] <= r["cos_median"] and r["cos_min"] > 0.99
+
+
+def test_the_teacher_forced_walk_of_the_reference_against_itself_is_exact(llama):
+    folder, _, _ = llama
+    prompt = prompts_for(folder)[0]
+    res = token_gate(HfRunner(folder), HfRunner(folder), prompt.tokens, n_tokens=32)
+    assert res.passed and res.first_divergence_passed and res.tf_passed
+    assert res.tf_steps == 32 and res.tf_tokens == res.tokens_ref
+    assert res.tf_kl_per_step == [0.0] * 32 and res.tf_ppl_ratio == pytest.approx(1.0, abs=1e-12)
+    assert res.tf_topk_ours == res.tf_topk_ref and res.thresholds["kl_max"] > 0
+    TokenGateChecked(**res.event_fields())
+
+
+def test_the_teacher_forced_walk_continues_past_the_first_divergence(llama):
+    """The greedy walk is the teacher-forced walk's prefix; past the divergence both sides are still fed the
+    reference's tokens, so every one of the 32 steps runs our decode path."""
+    folder, cfg, weights = llama
+    broken = NpuPipeline(weights, cfg, Fp32Executor(), PipelineOptions(faults={"rope_interleaved"}))
+    prompt = prompts_for(folder)[0]
+    res = token_gate(broken, HfRunner(folder), prompt.tokens)
+    d = res.divergence_step
+    assert d is not None and d < 31 and res.tf_steps == 32 and len(res.tf_topk_ours) == 32
+    assert res.tf_kl_per_step[: d + 1] == res.kl_per_step
+    assert res.tf_tokens[: d + 1] == res.tokens_ref and res.tf_tokens == [t[0] for t in res.tf_topk_ref]
+    assert not res.tf_passed and not res.passed and "teacher-forced" in res.reason
+    event = TokenGateChecked(**res.event_fields())
+    assert event.tf_ppl_ratio > 1 and event.first_divergence_passed is False

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from kernels.thresholds import TF_KL_MAX, perplexity_ratio, teacher_forced_thresholds
 from ledger.events import (
     ArchitectureAssessed,
     BlockValidated,
@@ -102,10 +103,20 @@ def block(cosine: float = 0.995, per_position_min: float = 0.992, **kw) -> Block
     return BlockValidated(**{**fields, **kw})
 
 
+def walk(steps: int = 32, kl: float = 0.01, **kw) -> dict:
+    """A teacher-forced walk that holds: the reference's argmax 9 is our second choice at every step."""
+    lp_ref, lp_ours = [-0.5] * steps, [-0.52] * steps
+    fields = dict(first_divergence_passed=True, tf_passed=True, tf_steps=steps, tf_tokens=[9] * steps,
+                  tf_topk_ours=[[7, 9, 1, 2, 3]] * steps, tf_topk_ref=[[9, 7, 4, 5, 6]] * steps,
+                  tf_kl_per_step=[kl] * steps, tf_logprob_ours=lp_ours, tf_logprob_ref=lp_ref,
+                  tf_ppl_ratio=perplexity_ratio(lp_ours, lp_ref), thresholds=teacher_forced_thresholds())
+    return {**fields, **kw}
+
+
 def tokens(**kw) -> TokenGateChecked:
     fields = dict(prompt_index=0, prompt="hello", executor="emulated", n_tokens=32, passed=True,
                   divergence_step=20, agreed_prefix=20, chosen_ours=7, chosen_ref=9,
-                  topk_ours=[7, 9, 1, 2, 3], topk_ref=[9, 7, 4, 5, 6], kl_divergence=0.01)
+                  topk_ours=[7, 9, 1, 2, 3], topk_ref=[9, 7, 4, 5, 6], kl_divergence=0.01, **walk())
     return TokenGateChecked(**{**fields, **kw})
 
 
@@ -199,6 +210,19 @@ REJECTIONS = [
                  id="3: judged against a wider top-k"),
     pytest.param(3, (tokens(divergence_step=None, tokens_ours=[1, 2], tokens_ref=[1, 3]),),
                  "two token sequences differ", id="3: no divergence claimed but tokens differ"),
+    pytest.param(3, (tokens(**walk(steps=0)),), "teacher-forced walk covers 0 of 32 steps",
+                 id="3: no teacher-forced walk"),
+    pytest.param(3, (tokens(**walk(kl=TF_KL_MAX * 1.5)),), "teacher-forced KL max",
+                 id="3: passed but a step's KL is over the threshold"),
+    pytest.param(3, (tokens(**walk(thresholds={**teacher_forced_thresholds(), "kl_max": 1e9, "kl_mean": 1e9},
+                                   kl=TF_KL_MAX * 1.5)),), "teacher-forced KL max",
+                 id="3: a walk recorded with looser thresholds is judged on the current ones"),
+    pytest.param(3, (tokens(**walk(tf_topk_ours=[[7, 1, 2, 3, 4]] * 32)),), "not in the other side's top-5",
+                 id="3: passed but the reference argmax left our top-5"),
+    pytest.param(3, (tokens(**walk(tf_ppl_ratio=1.0)),), "does not re-derive",
+                 id="3: a recorded perplexity ratio that does not re-derive"),
+    pytest.param(3, (tokens(context="drill:kv_cache_off_by_one"),), "never a deployment's evidence",
+                 id="3: a gate drill is never evidence"),
     pytest.param(4, (perf(4, 2.0), optimisation(4, gate_passed=False), perf(4, 1.5)),
                  "applied 'seq_first' with gate_passed False", id="4: optimisation applied with gate failed"),
     pytest.param(4, (perf(4, 2.0), optimisation(4, gate_passed=None), perf(4, 1.5)),
