@@ -68,7 +68,7 @@ def emulate_line(line: dict, ex: EmulatedExecutor) -> dict:
     tile = gemm_tile(line) if line["kernel"] == "gemm" else None
     out = spec.call(ex, case.inputs, shape, line["contract"], tile)
     ours = precision_stats(out, case.reference, case.out_dtype)
-    row = {"id": line["id"], "ours": {}, "npu2": {}, "digits": {}, "printed_digits": {}}
+    row = {"id": line["id"], "kernel": line["kernel"], "ours": {}, "npu2": {}, "digits": {}, "printed_digits": {}}
     for stat in STATS:
         mine = getattr(ours, stat)
         row["ours"][stat] = mine
@@ -108,6 +108,10 @@ def main(argv=None) -> int:
         print(f"{r['id']:<30} " + " ".join(f"{_cell(r, s):<32}" for s in STATS) + ("  exact" if r["exact"] else ""))
     for s in skipped:
         print(f"{s['id']:<30} not emulated: {s['why']}")
+    by_kernel: dict[str, list[dict]] = {}
+    for r in rows:
+        by_kernel.setdefault(r["kernel"], []).append(r)
+    print("\n" + "  ".join(f"{k} {sum(x['exact'] for x in v)}/{len(v)}" for k, v in by_kernel.items()))
     exact = sum(r["exact"] for r in rows)
     print(f"\n{exact} of {len(rows)} emulated lines agree in every printed digit ({len(skipped)} not emulated)")
     if args.out:

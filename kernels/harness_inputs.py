@@ -24,10 +24,27 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
         python/air/api/ops.py:415-416.
   SiLU-and-Mul  programming_examples/silu_and_mul/silu_and_mul.py:318-320 `default_rng(0)`, gate then up;
         :249-252 `x*(1/(1+exp(-x)))` in f32; :327-328 `(silu(gate) * up).astype(bf16)`.
+  RMSNorm  programming_examples/weighted_rms_norm/weighted_rms_norm.py:388-390 `np.random.seed(0)`,
+        `randn(M, N).astype(bf16)` then `randn(N)` (float64 draws, legacy generator); :325-329 ref
+        `x/sqrt(mean(x**2) + eps)*w` in f32 -> bf16 with eps 1e-5 (:40).
+  LayerNorm  programming_examples/layer_norm/layer_norm.py:336-339 `np.random.seed(0)`, x (M, N), weight
+        (N), bias (N), float64 randn -> bf16; :273-280 the f32 reference (mean, mean of squared deviations,
+        `1/sqrt(var + 1e-5)`, `* w + b`) -> bf16.
+  RoPE  programming_examples/rope_halfsplit/rope_halfsplit.py:282-285 `default_rng(0)`,
+        `standard_normal((rows, head_dim), float32)` -> bf16; :191-211 the LUT (position = row index,
+        theta 500000 (:216, passed at :286), float64 cos/sin -> float32 -> bf16); :167-188 the f32 rotate-half ref -> bf16.
+  GEMV  programming_examples/matrix_vector_multiplication/bf16/matvec.py:286-291 `np.random.seed(42)`,
+        `(randn(M, K)*4).astype(bf16)`, `(randn(K)*4)`; ref `np.dot(A.f32, x.f32).astype(bf16)`.
+  FlashAttention  programming_examples/flash_attention/kernel_fusion_based/attn_npu2.py:1439-1445
+        `default_rng(42)`, `standard_normal((H, LQ, DK))` (float64) -> bf16 for Q, then K (Hkv, LK, DK), then
+        V (Hkv, LK, DV); :1458-1473 the f32 reference per head (scores * 1/sqrt(dk), causal mask -1e9,
+        max-subtracted exp, normalise, P @ V) -> bf16 (kernels.catalog.attention_reference is that
+        computation). The precision line is the compile-and-run pass (`--perf-iters` 0 by default); a
+        latency run is a separate invocation and changes no input.
 Statistics: python/air/backend/xrt_runner.py:375-392 (`abs_err = |a - e|`, `rel_err = abs_err/(|e| +
   1e-30)`, `mean_rel_L1 = mean(abs_err)/(mean|e| + 1e-30)`, printed `%.3e`), over the full output; bf16
   outputs are upcast to float64 first (:412-415), float32 outputs stay float32 (numpy's float32 means).
-Every other kernel raises `HarnessNotReproduced`: its script has not been transcribed yet.
+Every kernel of the catalog has a builder; an unknown name raises `HarnessNotReproduced`.
 """
 
 from __future__ import annotations
@@ -39,10 +56,16 @@ import numpy as np
 from ml_dtypes import bfloat16
 
 GEMM_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
-ELEMENTWISE_SEED = 0  # eltwise_add.py:223, gelu.py:248, silu_and_mul.py:318
+ELEMENTWISE_SEED = 0  # eltwise_add.py:223, gelu.py:248, silu_and_mul.py:318, rope_halfsplit.py:282
+NORM_SEED = 0  # weighted_rms_norm.py:388, layer_norm.py:336 (np.random.seed)
+GEMV_SEED = 42  # matvec.py:286 (np.random.seed)
+GEMV_SCALE = 4.0  # matvec.py:287-288
+FA_SEED = 42  # attn_npu2.py:1439 (default_rng)
+NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
+ROPE_THETA = 500000.0  # rope_halfsplit.py:216
 GELU_SQRT_2_OVER_PI = 0.7978845608  # python/air/api/ops.py:415
 GELU_BETA = 0.044715  # python/air/api/ops.py:416
-HARNESS_KERNELS = ("gemm", "eltwise_add", "gelu", "silu_mul")
+HARNESS_KERNELS = ("gemm", "eltwise_add", "gelu", "silu_mul", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention")
 
 
 class HarnessNotReproduced(KeyError):
@@ -115,7 +138,74 @@ def _silu_mul(shape: dict, contract: str) -> HarnessCase:
     return HarnessCase({"g": g, "u": u}, _bf16(silu * u), "bf16", "silu_and_mul/silu_and_mul.py:249-252,318-328")
 
 
-_BUILDERS = {"gemm": _gemm, "eltwise_add": _eltwise_add, "gelu": _gelu, "silu_mul": _silu_mul}
+def _rmsnorm(shape: dict, contract: str) -> HarnessCase:
+    m, n = shape["M"], shape["N"]
+    rs = np.random.RandomState(NORM_SEED)
+    x = _bf16(rs.randn(m, n))
+    w = _bf16(rs.randn(n))
+    rms = np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + np.float32(NORM_EPS))
+    return HarnessCase({"x": x, "w": w}, _bf16((x / rms) * w), "bf16", "weighted_rms_norm/weighted_rms_norm.py:40,325-329,388-390")
+
+
+def _layernorm(shape: dict, contract: str) -> HarnessCase:
+    m, n = shape["M"], shape["N"]
+    rs = np.random.RandomState(NORM_SEED)
+    x = _bf16(rs.randn(m, n))
+    w = _bf16(rs.randn(n))
+    b = _bf16(rs.randn(n))
+    mean = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
+    rstd = np.float32(1.0) / np.sqrt(var + np.float32(NORM_EPS))
+    ref = (x - mean) * rstd * w + b
+    return HarnessCase({"x": x, "w": w, "b": b}, _bf16(ref), "bf16", "layer_norm/layer_norm.py:52,273-280,336-339")
+
+
+def _rope(shape: dict, contract: str) -> HarnessCase:
+    rows, hd = shape["rows"], shape["head_dim"]
+    half = hd // 2
+    x = _bf16(np.random.default_rng(ELEMENTWISE_SEED).standard_normal((rows, hd), dtype=np.float32))
+    freqs = 1.0 / (ROPE_THETA ** (2.0 * np.arange(half, dtype=np.float64) / hd))
+    angles = np.outer(np.arange(rows, dtype=np.float64), freqs)
+    cos = _bf16(np.cos(angles).astype(np.float32))  # float64 -> float32 -> bf16, as the LUT is built
+    sin = _bf16(np.sin(angles).astype(np.float32))
+    x1, x2 = x[:, :half], x[:, half:]
+    ref = np.empty_like(x)
+    ref[:, :half] = x1 * cos - x2 * sin
+    ref[:, half:] = x1 * sin + x2 * cos
+    return HarnessCase({"x": x, "cos": cos, "sin": sin}, _bf16(ref), "bf16", "rope_halfsplit/rope_halfsplit.py:167-211,216,282-286")
+
+
+def _gemv(shape: dict, contract: str) -> HarnessCase:
+    m, k = shape["M"], shape["K"]
+    rs = np.random.RandomState(GEMV_SEED)
+    a = _bf16(rs.randn(m, k) * GEMV_SCALE)
+    x = _bf16(rs.randn(k) * GEMV_SCALE)
+    return HarnessCase({"a": a, "x": x}, _bf16(np.dot(a, x)), "bf16", "matrix_vector_multiplication/bf16/matvec.py:286-291")
+
+
+def _flash_attention(shape: dict, contract: str) -> HarnessCase:
+    from kernels.catalog import attention_reference
+
+    rng = np.random.default_rng(FA_SEED)
+    hq, hkv = shape["heads_q"], shape["heads_kv"]
+    q = _bf16(rng.standard_normal((hq, shape["lq"], shape["dk"])))  # float64 draws cast straight to bf16
+    k = _bf16(rng.standard_normal((hkv, shape["lk"], shape["dk"])))
+    v = _bf16(rng.standard_normal((hkv, shape["lk"], shape["dv"])))
+    ref = attention_reference(q, k, v, bool(shape["causal"]))
+    return HarnessCase({"q": q, "k": k, "v": v}, _bf16(ref), "bf16", "flash_attention/kernel_fusion_based/attn_npu2.py:1439-1473")
+
+
+_BUILDERS = {
+    "gemm": _gemm,
+    "eltwise_add": _eltwise_add,
+    "gelu": _gelu,
+    "silu_mul": _silu_mul,
+    "rmsnorm": _rmsnorm,
+    "layernorm": _layernorm,
+    "rope": _rope,
+    "gemv": _gemv,
+    "flash_attention": _flash_attention,
+}
 
 
 def harness_case(kernel: str, shape: dict, contract: str | None = None) -> HarnessCase:

@@ -6,7 +6,7 @@ force_tile=False, inputs="project") -> KernelResult`:
      raises TileRuleViolation unless force_tile - fault injection only);
   2. build the inputs: `inputs="project"` the project's own fixed-seed inputs (catalog, `seed`);
      `inputs="harness"` exactly what mlir-air's harness script draws, with its reference
-     (kernels.harness_inputs; raises HarnessNotReproduced for a kernel not transcribed yet);
+     (kernels.harness_inputs; every catalog kernel has one, HarnessNotReproduced names them otherwise);
   3. time the executor's kernel call alone (inputs and reference excluded);
   4. compute the FP32 reference and judge the full output against the contract's rtol/atol.
 `KernelResult.event_fields()` is exactly the subset of `ledger.events.KernelVerified` fields it determines,

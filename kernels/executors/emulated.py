@@ -51,6 +51,19 @@ NLF unit. exp2: the AIE-ML v2 intrinsics guide documents that VEXP2 truncates it
   4.48e-2 / 5.49e-2 (4.5e-2 / 5.5e-2). tanh(x) = sign(x) * (1 - 2 / (1 + exp2(2 log2(e) |x|))) on that
   exp2, rounded to nearest bf16 (again an inference: the same unit): SiLU-and-Mul 1.05e-2 (NPU2 1.0e-2),
   GELU 7.9e-3 (8.4e-3). An exact exp2/tanh gives 1.6e-2 (FA) / 5.1e-3 (SiLU) / 6.8e-3 (GELU) instead.
+  The hardware tanh is its own instruction (`__builtin_aie2p_tanh`, v16accfloat -> v16bfloat16: llvm-aie
+  clang/lib/Headers/aie2p_nlf_vector.h; aie::tanh and math.tanh both reach it, aie_api
+  detail/aie2p/elementary.hpp and mlir-aie PR #2909), documented in UG1639 only as "Hyperbolic tangent".
+  Against mlir-air's own harness inputs (issue #17, GELU 65536 / 3145728, SiLU 16777216) no parameter-free
+  alternative does better on all lines: exact tanh rounded to nearest / floor / toward zero, exp2 with the
+  11-bit input truncation but an exact 2^z, and this construction on 2^(-2 log2e |x|) or with a floor /
+  toward-zero output all leave GELU's or SiLU's mean further off, and every floored tanh doubles GELU's
+  abs_err max (3.1e-2 vs NPU2's 1.562e-2, which a nearest rounding gives). What stays unexplained: GELU's
+  mean 5.7% low, SiLU's 2.7% high, and SiLU's rel_err max (NPU2 0.411; 0.234 here, set by g = -5.97 - a
+  0.411 needs a tanh off by ~1.5 bf16 ULP near |x| = 2.5) and abs_err max at N=655360 (0.125 vs 6.25e-2).
+  Rounding of the bf16 chains around it is the core's crRnd: mlir-aie AIECoreToStandard sets floor for a
+  core whose only narrowing ops are float SRS (mlir-aie PR #2912; its conv_even successor #3587 is not
+  merged), which is every direct-codegen elementwise core and the core calling silu_and_mul.o.
 SiLU-and-Mul (silu_and_mul.cc, floor): g/2, tanh, 1+t, 0.5*(.), g*sigmoid, *u - each rounded.
 GELU (gelu.py, direct codegen, floor): x*x, *x, *beta, +x, *sqrt(2/pi), tanh, +1, 0.5*x, * - each rounded,
   the constants themselves bf16 (MLIR constants of bf16 type).

@@ -98,6 +98,7 @@ def test_kernel_run_with_harness_inputs_prints_npu2s_published_512_cubed_figures
     assert "9.273e-03" in res.output and "1.969e-03 / 1.108e+03" in res.output  # mlir-air PR #1841's line
 
 
-def test_kernel_run_with_harness_inputs_for_an_untranscribed_kernel_is_one_error_line():
-    res = _run("run", "rmsnorm", "--shape", "M=64,N=256", "--inputs", "harness")
-    assert res.exit_code == 1 and "not reproduced yet" in res.output
+def test_kernel_run_with_harness_inputs_prints_npu2s_published_rope_figures_for_256_rows():
+    res = _run("run", "rope", "--shape", "rows=256,head_dim=64", "--inputs", "harness")
+    # RoPE_bf16.md:187 publishes 2.8e-3 | abs_err max 3.1e-2 for 256x64
+    assert res.exit_code == 0 and "2.778e-03" in res.output and "3.125e-02 / 7.812e-03" in res.output

@@ -19,12 +19,34 @@ from kernels.run import run_kernel
 
 EX = EmulatedExecutor("npu2")
 LINES = load_lines()
-# the lines the emulator reproduces in every printed digit (see the closing note of issue #17 for the rest)
-MATCHED = [ln for ln in LINES if not reproducible(ln) and ln["kernel"] in ("gemm", "eltwise_add")]
+# Emulated lines the model does NOT yet reproduce in every printed digit, with the gap (issue #17's closing
+# note has the experiments). Every other emulated line must match to the printed digit.
+UNMATCHED = {
+    "gelu-65536-ab": "mean 7.94e-3 vs 8.425e-3: the hardware tanh (__builtin_aie2p_tanh) is undocumented",
+    "gelu-3145728": "mean 7.92e-3 vs 8.41e-3: hardware tanh",
+    "gelu-1048576": "mean 7.91e-3 vs 8.4e-3: hardware tanh",
+    "silu-mul-16777216": "mean 1.048e-2 vs 1.02e-2: hardware tanh",
+    "silu-mul-16777216-registry": "mean 1.048e-2 vs 1.024e-2, rel max 0.234 vs 0.411: hardware tanh",
+    "silu-mul-655360": "abs max 6.25e-2 vs 0.125: hardware tanh",
+    "rmsnorm-2048x2048": "mean 3.89e-3 vs 4.2e-3 (8% low on every RMSNorm line; max statistics match)",
+    "rmsnorm-2048x1024": "mean 3.97e-3 vs 4.3e-3",
+    "rmsnorm-2048x128": "mean 4.25e-3 vs 4.6e-3",
+    "rmsnorm-2048x896": "mean 3.85e-3 vs 4.2e-3",
+    "rmsnorm-256x960": "mean 3.89e-3 vs 4.2e-3",
+    "layernorm-1024x768": "mean 4.63e-3 vs 4.4e-3, abs max 0.25 vs 0.19",
+    "gemv-2048x2048": "ours 0 | 0 | 0 vs 1.6e-9 | 4.4e-3 | 2.0e-3: one output's FP32 summation order",
+    "fa-512-12-6": "abs max 3.5e-2 vs 3.9e-2",
+    "fa-512-64-8": "abs max 5.3e-2 vs 5.9e-2",
+    "fa-512-dk128-32-8": "mean 4.34e-2 vs 4.4e-2",
+    "fa-512-dk128-28-4": "mean 4.35e-2 vs 4.4e-2, abs max 3.5e-2 vs 3.6e-2",
+    "fa-1024-12-12": "abs max 2.93e-2 vs 3.0e-2",
+}
+EMULATED = [ln for ln in LINES if not reproducible(ln)]
+MATCHED = [ln for ln in EMULATED if ln["id"] not in UNMATCHED]
 
 
 def test_every_published_line_names_its_source_and_keeps_the_printed_digits():
-    assert len(LINES) >= 30
+    assert len(LINES) >= 55
     for ln in LINES:
         assert ln["source"] and ln["kernel"] and ln["shape"]
         assert any(isinstance(ln.get(s), str) for s in ("mean_rel_L1", "rel_err_max", "abs_err_max"))
@@ -34,6 +56,19 @@ def test_every_published_line_names_its_source_and_keeps_the_printed_digits():
 def test_the_emulator_prints_npu2s_precision_line_to_every_printed_digit(line):
     row = emulate_line(line, EX)
     assert row["digits"] == row["printed_digits"], (row["ours"], row["npu2"])
+
+
+def test_the_unmatched_list_names_only_emulated_lines_and_every_kernel_has_a_matched_line():
+    assert set(UNMATCHED) <= {ln["id"] for ln in EMULATED}
+    assert {"gemm", "eltwise_add", "rope", "gemv", "flash_attention"} <= {ln["kernel"] for ln in MATCHED}
+
+
+def test_registry_wide_fidelity_still_holds_on_every_kernel_row():
+    from benchmarks.bench_kernels import fidelity_rows
+
+    rows = fidelity_rows(EmulatedExecutor("npu2"), quick=True)
+    assert len(rows) >= 12
+    assert all(r["within_band"] for r in rows), [(r["kernel"], r["contract"], r["ratio"]) for r in rows if not r["within_band"]]
 
 
 def test_the_six_bf16_to_f32_lines_publish_all_three_statistics_and_are_all_matched():
@@ -81,8 +116,32 @@ def test_run_kernel_with_harness_inputs_judges_against_the_harness_reference():
     assert run_kernel("eltwise_add", {"N": 65536}, inputs="harness").mean_rel_L1 > 0
 
 
-def test_a_kernel_whose_harness_is_not_transcribed_raises_naming_those_that_are():
+def test_the_norm_and_gemv_harnesses_draw_from_the_legacy_generator_in_order():
+    rs = np.random.RandomState(0)
+    x, w = rs.randn(4, 32).astype(bfloat16), rs.randn(32).astype(bfloat16)
+    case = harness_case("rmsnorm", {"M": 4, "N": 32})
+    assert np.array_equal(case.inputs["x"], x.astype(np.float32)) and np.array_equal(case.inputs["w"], w.astype(np.float32))
+    b = np.random.RandomState(0)
+    ln = harness_case("layernorm", {"M": 4, "N": 32})
+    assert np.array_equal(ln.inputs["b"], [b.randn(4, 32), b.randn(32), b.randn(32)][2].astype(bfloat16).astype(np.float32))
+    g = np.random.RandomState(42)
+    gv = harness_case("gemv", {"M": 8, "K": 16})
+    assert np.array_equal(gv.inputs["a"], (g.randn(8, 16) * 4).astype(bfloat16).astype(np.float32))
+
+
+def test_rope_harness_positions_are_row_indices_and_flash_attention_draws_float64_q_then_k_then_v():
+    rope = harness_case("rope", {"rows": 3, "head_dim": 8})
+    assert np.all(rope.inputs["cos"][0] == 1.0) and np.all(rope.inputs["sin"][0] == 0.0)  # row 0 = position 0
+    assert rope.inputs["sin"][2, 0] == np.float32(np.sin(2.0)).astype(bfloat16)  # freq_0 = 1, position 2
+    shape = {"lq": 4, "lk": 4, "dk": 8, "dv": 8, "heads_q": 2, "heads_kv": 1, "causal": True}
+    fa = harness_case("flash_attention", shape)
+    rng = np.random.default_rng(42)
+    q, k, v = (rng.standard_normal(s).astype(bfloat16).astype(np.float32) for s in ((2, 4, 8), (1, 4, 8), (1, 4, 8)))
+    assert all(np.array_equal(fa.inputs[n], a) for n, a in (("q", q), ("k", k), ("v", v)))
+
+
+def test_a_kernel_without_a_harness_builder_raises_naming_those_that_have_one():
     with pytest.raises(HarnessNotReproduced, match="gemm, eltwise_add"):
-        run_kernel("rmsnorm", {"M": 64, "N": 256}, inputs="harness")
+        harness_case("softmax", {"N": 64})
     with pytest.raises(ValueError, match="unknown inputs"):
         run_kernel("gemm", {"M": 64, "K": 2048, "N": 64}, inputs="random")
