@@ -102,8 +102,12 @@ def test_audit_of_a_model_with_a_missing_tensor_records_its_fail(tmp_path, tiny_
     lg.append(stream, 0, [DeploymentRequested(model_path=str(model), name="m"),
                           ArchitectureAssessed(architecture="LlamaForCausalLM", in_scope=True),
                           ConfigResolved(**{**CONFIG, "n_layers": 2})])
-    for phase in range(7):  # the stream as a deployment at Phase 7 holds it
-        lg.append(stream, lg.stream_version(stream), [PhaseStarted(phase=phase, attempt=1),
+    from kernels.model.digest import model_digest
+    from ledger.events import ModelDigested
+
+    for phase in range(7):  # the stream as a deployment at Phase 7 holds it; Phase 0 digested this very folder
+        evidence = [ModelDigested(**model_digest(model).event_fields())] if phase == 0 else []
+        lg.append(stream, lg.stream_version(stream), [PhaseStarted(phase=phase, attempt=1), *evidence,
                                                      PhasePassed(phase=phase, attempt=1)])
     lg.close()
     proc = cli(tmp_path, "audit", "m")
