@@ -48,4 +48,32 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
                       stalled_s=stalled_s or runner.STALLED_S, burst=burst)
 
 
-commands = [worker_cmd]
+@click.command("reverify")
+@click.option("--all", "all_", is_flag=True, required=True, help="every deployed model (the only mode today)")
+@click.option("--executor", type=click.Choice(["emulated", "torch", "mlir-air"]), default=None,
+              help="re-run on this executor (default: each deployment's own)")
+@click.option("--standin-fault", default=None, hidden=True, metavar="KERNEL[:k=v,...]",
+              help="test seam: the emulated stand-in harness of the matching rows fails (kernels.executors.standin)")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str | None, as_json: bool) -> None:
+    """Re-run every deployed model's token gate and its Phase 1 rows whose toolchain changed; block regressions."""
+    from handlers.cli_deploy import _refresh_projections
+    from handlers.narrate import TerminalProgress
+    from handlers.reverify import render_table, reverify_all
+
+    progress = (lambda m: None) if as_json else TerminalProgress()
+    try:
+        results = reverify_all(app.ledger, workspace=app.workspace, executor=executor, standin_fault=standin_fault,
+                               progress=progress)
+    finally:
+        _refresh_projections(app)
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in results], indent=1))
+    else:
+        click.echo(render_table(results))
+    if any(r.regressions for r in results):
+        sys.exit(1)
+
+
+commands = [worker_cmd, reverify_cmd]

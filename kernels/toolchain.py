@@ -103,5 +103,5 @@ def toolchain_changes(recorded: Mapping[str, Any] | None, current: Mapping[str, 
     """What differs between a recorded toolchain and the current one, as 'key: old -> new' lines."""
     if not recorded:
         return ["no toolchain recorded (a row written before provenance existed)"]
-    keys = [k for k in KEYS if k in recorded or k in current] + sorted(set(recorded) | set(current) - set(KEYS))
+    keys = [k for k in KEYS if k in recorded or k in current] + sorted((set(recorded) | set(current)) - set(KEYS))
     return [f"{k}: {recorded.get(k)} -> {current.get(k)}" for k in keys if recorded.get(k) != current.get(k)]
