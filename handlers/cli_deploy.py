@@ -277,6 +277,7 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
     import numpy as np
 
     from handlers.gates.runtime import model_backend
+    from kernels.toolchain import current_toolchain
     from ledger.events import PerformanceMeasured
 
     unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
@@ -294,7 +295,8 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
                                      n_prompt_tokens=len(ids), n_tokens=n_tokens, ttft_s=r["ttft_s"],
                                      tokens_per_s=r["tokens_per_s"], ms_per_token=r["ms_per_token"],
                                      prefill_s=r["prefill_s"], setup_s=r["setup_s"],
-                                     profile=r["profile"] if profile else {})])
+                                     profile=r["profile"] if profile else {},
+                                     toolchain=current_toolchain(ctx.state.executor))])
     if as_json:
         click.echo(json.dumps({"text": text, **{k: r[k] for k in ("tokens", "setup_s", "ttft_s", "tokens_per_s",
                                                                     "ms_per_token")},
