@@ -164,7 +164,7 @@ def run_finalize(ctx: GateRun) -> GateOutcome:
     r = backend.integrated_run(tokens, TOKEN_GATE_STEPS)
     npu2 = backend.npu2_figures()
     perf = PerformanceMeasured(
-        phase=6, executor=ctx.state.executor, pipeline=backend.options, n_prompt_tokens=npu2["seq"],
+        phase=6, executor=ctx.state.executor, pipeline=r["pipeline"], n_prompt_tokens=npu2["seq"],
         n_tokens=TOKEN_GATE_STEPS, ttft_s=npu2["ttft_s"], tokens_per_s=npu2["tokens_per_s"],
         ms_per_token=npu2["ms_per_token"], prefill_s=npu2["prefill_s"], setup_s=r["setup_s"],
         profile={"source": npu2["source"], "npu2": npu2,
