@@ -83,11 +83,9 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, Evaluat
 
 
 def _pipeline_text(state) -> dict:
-    """The deployment's declared switches and test faults, as the evaluation report shows them."""
-    from handlers.gates.runtime import declared_options
+    from handlers.gates.runtime import pipeline_options
 
-    switches, faults = declared_options(state)
-    return {**dict(sorted(switches.items())), "faults": sorted(faults)}
+    return pipeline_options(state).to_dict()
 
 
 def _rerun_token_gate(ctx: GateRun, state, cfg, events) -> tuple[list, list]:
