@@ -267,7 +267,7 @@ class InProcessBackend:
             "tokens_per_s": (len(step_s) / decode_total) if decode_total > 0 else None,
             "profile": {"setup_s": setup_s, "prefill_s": prefill_s, "decode_s_per_token": step_s,
                         "lm_head_s": lm_head, "top_kernels": [{"kernel": k, **v} for k, v in top], "stages": stages},
-            "pipeline": pipe.options.to_dict(),
+            "pipeline": self.options,
         }
 
 
