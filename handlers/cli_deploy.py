@@ -57,14 +57,26 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, ex
 @click.option("--full", is_flag=True, help="token gate on all 8 prompts instead of 2")
 @click.option("--prefill-len", type=click.IntRange(8, 8192), default=None,
               help="prompt length of the Phase 4 prefill timings (default 128)")
+@click.option("--distribute", is_flag=True,
+              help="Phase 1 rows as jobs for `ledger worker` hosts (PostgreSQL ledger); judged when all are in")
+@click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=None,
+              help="with --distribute: give up watching after this many seconds (the jobs go on)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len: int | None, as_json: bool) -> None:
+def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len: int | None, distribute: bool,
+                wait_s: float | None, as_json: bool) -> None:
     """Run the next phase gate(s) of NAME, as far as the gates go or up to --until."""
     progress = (lambda m: None) if as_json else TerminalProgress()
+    options = {"full": full, "prefill_len": prefill_len}
     try:
-        report = deploy.advance(app.ledger, name, until=until, workspace=app.workspace, progress=progress,
-                                options={"full": full, "prefill_len": prefill_len})
+        if distribute:
+            from handlers.workers.coordinator import advance_distributed
+
+            report = advance_distributed(app.ledger, name, until=until, workspace=app.workspace, progress=progress,
+                                         options=options, wait_s=wait_s)
+        else:
+            report = deploy.advance(app.ledger, name, until=until, workspace=app.workspace, progress=progress,
+                                    options=options)
     finally:
         _refresh_projections(app)
     if as_json:
@@ -265,6 +277,7 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
     import numpy as np
 
     from handlers.gates.runtime import model_backend
+    from kernels.toolchain import current_toolchain
     from ledger.events import PerformanceMeasured
 
     unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
@@ -282,7 +295,8 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
                                      n_prompt_tokens=len(ids), n_tokens=n_tokens, ttft_s=r["ttft_s"],
                                      tokens_per_s=r["tokens_per_s"], ms_per_token=r["ms_per_token"],
                                      prefill_s=r["prefill_s"], setup_s=r["setup_s"],
-                                     profile=r["profile"] if profile else {})])
+                                     profile=r["profile"] if profile else {},
+                                     toolchain=current_toolchain(ctx.state.executor))])
     if as_json:
         click.echo(json.dumps({"text": text, **{k: r[k] for k in ("tokens", "setup_s", "ttft_s", "tokens_per_s",
                                                                     "ms_per_token")},

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import structlog
 
 from handlers.gates import GateRun, gate_for
+from handlers.provenance import stamp_toolchain
 from handlers.uow import DeploymentError, DeploymentUnit, stream_id
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
 from ledger import Ledger
@@ -148,7 +149,7 @@ def advance(
             outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress, options=options or {}))
             digest = next((e.digest for e in outcome.events if isinstance(e, ModelDigested)), state.model_digest)
             unit.commit([PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at, plan=_plan_of(outcome)),
-                         *bind(outcome.events, digest)])
+                         *bind(stamp_toolchain(outcome.events, state.executor), digest)])
         attempt = unit.state.open_attempt.number
         passed = _judge(unit, phase, attempt, outcome)
         report.ran.append(passed)

@@ -324,6 +324,9 @@ class PerformanceMeasured(Measured):
     warmup: int = 0
     runs: int = 0
     profile: dict[str, Any] = Field(default_factory=dict)
+    # the toolchain the figures came from (kernels.toolchain: npu-ledger version, the perf model's version on
+    # emulated/torch, mlir-air commit and aie/peano/XRT versions on hardware); {} in ledgers written before it
+    toolchain: dict[str, Any] = Field(default_factory=dict)
 
 
 class EvaluationRecorded(Event):

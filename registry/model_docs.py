@@ -7,6 +7,7 @@
     docs/development_progress/phase_timing.md per attempt: start, end, wall minutes
     docs/development_progress/phase1_kernels.md   kernel x shape x verdict x mean_rel_L1 x tile x tiles
     docs/development_progress/phase2_block.md     BlockValidated + bisect tables
+    docs/perf_history.md (+ perf_history.png)     TTFT, tokens/s and verify status per toolchain (registry.perf_history)
     docs/development_progress/phase3_full.md      token gate per prompt, per-layer cosine (+ PNG chart)
     docs/development_progress/phase3_layer_cosine.png   (only when LayerDiagnosed events exist)
     docs/development_progress/phase3_step_kl.png        (only when a Phase 3 token gate recorded its teacher-forced walk)
@@ -329,5 +330,8 @@ def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, 
     out.update({f"{PROGRESS}/{file}": png for file, png in charts.items()})
     if elf_png is not None:
         out[f"{PROGRESS}/{ELF_CHART}"] = elf_png
+    from registry.perf_history import project_history
+
+    out.update(project_history(events, name))  # docs/perf_history.md (+ .png): figures per toolchain
     prefix = f"llms/{model_dir_name(name)}/"
     return {prefix + rel: out[rel] for rel in sorted(out)}

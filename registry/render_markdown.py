@@ -105,11 +105,18 @@ def index_table(data: RegistryData) -> str:
     return table(["Kernel", "Detail", "Best measured throughput (NPU2)", "Shapes", "Status"], rows)
 
 
+def toolchain_text(m: Measurement) -> str:
+    """Which toolchain measured the row (kernels.toolchain label; "unrecorded" for rows older than provenance)."""
+    from kernels.toolchain import toolchain_label
+
+    return toolchain_label(m.provenance.get("toolchain"))
+
+
 def shapes_table(page: KernelPage) -> str:
     unit = page.spec.unit
     headers = _shape_headers(page) + [
         "best method", "best tile", f"throughput ({unit})", "mean_rel_L1", "max_abs", "contracts",
-        "methods measured", "executor", "Used by", "measured", "Status",
+        "methods measured", "executor", "Used by", "measured", "toolchain", "Status",
     ]
     rows = []
     for row in page.rows:
@@ -125,6 +132,7 @@ def shapes_table(page: KernelPage) -> str:
             b.executor if b else ", ".join(sorted({m.executor for m in row.measurements})),
             " + ".join(row.used_by),
             row.measured,
+            toolchain_text(b) if b else None,
             status_text(row),
         ])
     return table(headers, rows)

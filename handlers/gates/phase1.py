@@ -33,11 +33,9 @@ def run(ctx: GateRun) -> GateOutcome:
         shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
         ctx.progress(f"[{i}/{len(rows)}] {row.kernel} {shape_text} ({row.role}, {row.phase})")
         try:
-            for attempt in (1, 2):  # one retry per failing shape
-                event, transcript = _verify(state, row, shape_text, when, host, attempt)
-                events.append(event)
-                if event.verdict == "PASS" or event.caveat:  # the same seed would give the same artifact
-                    break
+            tries, transcript = verify_row(state, row, when=when, host=host)
+            events.extend(tries)
+            event = tries[-1]
         except TileRuleViolation as e:  # a hard hardware constraint: the shape cannot run as planned
             failures.append(f"{row.kernel} {shape_text}: not run, {e}")
             triage.append({"kind": "kernel", "kernel": row.kernel, "shape": row.shape, "transcript": str(e)})
@@ -65,25 +63,52 @@ def run(ctx: GateRun) -> GateOutcome:
                                + (f" ({n_caveat} GEMM rows FAIL only by the near-zero atol artifact)" if n_caveat else ""))
 
 
-def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> tuple[KernelVerified, str | None]:
+def verify_row(state, row, *, when: str | None = None, host: str | None = None, executor=None,
+               toolchain: dict | None = None) -> tuple[list[KernelVerified], str | None]:
+    """Every verification of one planned row: the first, and one retry when it FAILs without the documented
+    caveat (the gate reads the latest verdict per shape); the last transcript when a harness ran.
+
+    This is what a distributed Phase 1 job runs (handlers.workers): `executor` is an executor instance to
+    use instead of the deployment's by name (a worker's MlirAirExecutor with its own NPU lock, a stand-in),
+    `toolchain` replaces the recorded toolchain of emulated/torch rows (a declared stand-in fault). Raises
+    TileRuleViolation / EvidenceError like the gate (nothing to record)."""
+    when = when or datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    host = host or platform.node() or "unknown"
+    shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
+    tries: list[KernelVerified] = []
+    transcript = None
+    for attempt in (1, 2):  # one retry per failing shape
+        event, transcript = _verify(state, row, shape_text, when, host, attempt, executor=executor,
+                                    toolchain=toolchain)
+        tries.append(event)
+        if event.verdict == "PASS" or event.caveat:  # the same seed would give the same artifact
+            break
+    return tries, transcript
+
+
+def _verify(state, row, shape_text: str, when: str, host: str, attempt: int, *, executor=None,
+            toolchain: dict | None = None) -> tuple[KernelVerified, str | None]:
     """One verification of a planned row on the deployment's executor; the transcript when a harness ran."""
+    from kernels.toolchain import current_toolchain, with_npu_ledger
+
     tile = dict(row.tile.tile) or None  # the planner's TilePlan
     note = "; ".join(row.warnings)
     if state.executor == "mlir-air":
         from kernels.executors import make_executor
 
-        run = make_executor("mlir-air", state.target).run_harness(row.kernel, row.shape, tile)
+        run = (executor or make_executor("mlir-air", state.target)).run_harness(row.kernel, row.shape, tile)
         fields = run.kernel_verified_kwargs(state.target)
         check_measurement(row.kernel, row.shape, fields["contract"],
                           **{k: v for k, v in fields.items() if k not in ("kernel", "shape", "contract")})
-        fields["provenance"] = {**fields["provenance"], "attempt": attempt}
+        fields["provenance"] = {**fields["provenance"], "attempt": attempt,
+                                "toolchain": with_npu_ledger(fields["provenance"].get("toolchain"), "mlir-air")}
         return KernelVerified(**fields, role=row.role, stage=row.phase, note=note), run.transcript
     from kernels.run import blas_threads, run_kernel
 
     forced = (state.pipeline or {}).get("forced_tiles", {}).get(row.kernel)
     if forced:  # fault injection: a tile forced past the planner (tests of the gate and of triage)
         tile = {**(tile or {}), **forced}
-    result = run_kernel(row.kernel, row.shape, executor=state.executor, target=state.target, tile=tile,
+    result = run_kernel(row.kernel, row.shape, executor=executor or state.executor, target=state.target, tile=tile,
                         force_tile=bool(forced))
     command = f"ledger kernel run {row.kernel} --shape {shape_text} --executor {state.executor} --target {state.target}"
     from kernels.perf import modelled_kernel_figures
@@ -91,7 +116,8 @@ def _verify(state, row, shape_text: str, when: str, host: str, attempt: int) -> 
     event = KernelVerified(
         **result.event_fields(), source=_source(state.executor), role=row.role, stage=row.phase, measured_at=when,
         provenance={"command": command, "host": host, "attempt": attempt, "seed": 0,
-                    "blas_threads": blas_threads()}, note=note,
+                    "blas_threads": blas_threads(), "toolchain": toolchain or current_toolchain(state.executor)},
+        note=note,
         modelled_npu2=modelled_kernel_figures(row.kernel, row.shape, tile) if state.target == "npu2" else {},
     )
     artifact = atol_artifact(event)

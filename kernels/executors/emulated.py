@@ -85,6 +85,10 @@ threads, flash attention its cascade stages - numpy releases the GIL, and the sp
 
 from __future__ import annotations
 
+# The version of the emulated NPU2 numerics above: bump it whenever a datapath step changes what a kernel returns,
+# so `ledger reverify` re-runs the Phase 1 rows measured on the previous model (kernels.toolchain).
+EMULATED_NUMERICS_VERSION = "emulated-npu2/1"
+
 import math
 from contextlib import contextmanager
 from typing import Iterator

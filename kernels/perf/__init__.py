@@ -10,10 +10,14 @@
 Everything is a pure, deterministic function of its inputs.
 """
 
-from kernels.perf.constants import NPU2_PEAK_BF16_FLOPS
+# The version of this performance model: bump it when a fitted constant, a launch rule or the dispatch plan
+# changes a modelled figure (kernels.toolchain records it beside every modelled PerformanceMeasured / KernelVerified).
+PERF_MODEL_VERSION = "npu2-perf/1"
+
+from kernels.perf.constants import NPU2_PEAK_BF16_FLOPS  # noqa: E402
 from kernels.perf.dispatch import SWITCHES, dispatch_plan
 from kernels.perf.kernel_model import kernel_latency_s, modelled_kernel_figures
 from kernels.perf.predict import Prediction, predict, render_table, write_png
 
-__all__ = ["NPU2_PEAK_BF16_FLOPS", "SWITCHES", "Prediction", "dispatch_plan", "kernel_latency_s",
+__all__ = ["NPU2_PEAK_BF16_FLOPS", "PERF_MODEL_VERSION", "SWITCHES", "Prediction", "dispatch_plan", "kernel_latency_s",
            "modelled_kernel_figures", "predict", "render_table", "write_png"]

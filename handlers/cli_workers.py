@@ -1,0 +1,79 @@
+"""CLI commands of team scale: `ledger worker` (an NPU host serving Phase 1 jobs) and `ledger reverify`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from handlers.bootstrap import App
+
+WORKER_EXECUTORS = ["emulated", "torch", "mlir-air", "sleep"]
+
+
+@click.command("worker")
+@click.option("--executor", type=click.Choice(WORKER_EXECUTORS), default="emulated", show_default=True,
+              help="this host's executor; `sleep` is the test/bench stand-in (emulated + NPU_LEDGER_STANDIN_SLEEP_S)")
+@click.option("--lock", "lock_path", default=None, help="this host's NPU lock file (default /tmp/mlir-air-npu.lock)")
+@click.option("--concurrency", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="rows at once (one NPU: keep 1)")
+@click.option("--name", default=None, help="this worker's name in the rows' provenance (default: the host name)")
+@click.option("--heartbeat", "heartbeat_s", type=click.FloatRange(min=0.2), default=None,
+              help="seconds between heartbeats (default 5)")
+@click.option("--stalled-after", "stalled_s", type=click.FloatRange(min=1), default=None,
+              help="re-queue the jobs of workers silent this long (default 20 s)")
+@click.option("--burst", is_flag=True, help="exit once the queue is empty")
+@click.pass_obj
+def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int, name: str | None,
+               heartbeat_s: float | None, stalled_s: float | None, burst: bool) -> None:
+    """Serve Phase 1 row jobs of the shared PostgreSQL ledger on this NPU host (`advance --distribute` queues them)."""
+    import platform
+
+    from handlers.workers import runner
+    from handlers.workers.job import WorkerHost
+    from handlers.workers.queue import conninfo
+    from kernels.executors.standin import standin_sleep_s
+    from kernels.mlir_air.lock import DEFAULT_LOCK_PATH
+
+    conninfo(app.ledger.url)  # a SQLite ledger: one clear line, before anything starts
+    sleep_s = standin_sleep_s() if executor == "sleep" else 0.0
+    host = WorkerHost(ledger_url=app.ledger.url, executor=executor, lock_path=lock_path or DEFAULT_LOCK_PATH,
+                      name=name or f"{platform.node() or 'worker'}:{os.getpid()}", sleep_s=sleep_s,
+                      mlir_air_dir=os.environ.get("MLIR_AIR_DIR"))
+    click.echo(f"worker {host.name}: {executor} rows from queue phase1.{host.serves}, NPU lock {host.lock_path}",
+               err=True)
+    runner.run_worker(host, concurrency=concurrency, heartbeat_s=heartbeat_s or runner.HEARTBEAT_S,
+                      stalled_s=stalled_s or runner.STALLED_S, burst=burst)
+
+
+@click.command("reverify")
+@click.option("--all", "all_", is_flag=True, required=True, help="every deployed model (the only mode today)")
+@click.option("--executor", type=click.Choice(["emulated", "torch", "mlir-air"]), default=None,
+              help="re-run on this executor (default: each deployment's own)")
+@click.option("--standin-fault", default=None, hidden=True, metavar="KERNEL[:k=v,...]",
+              help="test seam: the emulated stand-in harness of the matching rows fails (kernels.executors.standin)")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str | None, as_json: bool) -> None:
+    """Re-run every deployed model's token gate and its Phase 1 rows whose toolchain changed; block regressions."""
+    from handlers.cli_deploy import _refresh_projections
+    from handlers.narrate import TerminalProgress
+    from handlers.reverify import render_table, reverify_all
+
+    progress = (lambda m: None) if as_json else TerminalProgress()
+    try:
+        results = reverify_all(app.ledger, workspace=app.workspace, executor=executor, standin_fault=standin_fault,
+                               progress=progress)
+    finally:
+        _refresh_projections(app)
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in results], indent=1))
+    else:
+        click.echo(render_table(results))
+    if any(r.regressions for r in results):
+        sys.exit(1)
+
+
+commands = [worker_cmd, reverify_cmd]

@@ -1,0 +1,154 @@
+"""One Phase 1 row as a job: verify it on this host and record its KernelVerified once, whatever happens.
+
+A job carries (deployment, attempt, kernel, shape) and nothing else: the worker folds the deployment's
+stream, finds the row in the deployment's own plan (tile plan included) and runs exactly what the local
+gate runs (`handlers.gates.phase1.verify_row`). Recording is safe to repeat:
+
+* each event's id is `row_event_id(deployment, attempt, kernel, shape, contract, try)`, a UUID5 of that
+  tuple, and the ledger's UNIQUE(event_id) turns a re-append into a no-op returning the original seqs: a
+  job re-run after its worker died between the append and procrastinate's "succeeded" records nothing new;
+* before running and before each append the worker re-folds: a row already recorded (by an earlier run
+  of this job, or a duplicate job) is not run again, and a closed attempt (judged meanwhile) takes nothing;
+* appends that race another worker on the deployment stream retry on the version conflict
+  (`SomeoneElseAdvanced`), re-folding each time.
+A row that cannot be this plan's evidence (not in the plan, a tile rule violation, a refused transcript)
+raises `RowRefused`, which is never retried; the coordinator then judges the attempt without that row.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import random
+import time
+import uuid
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from handlers.uow import DeploymentUnit, SomeoneElseAdvanced
+from ledger import NewEvent, open_ledger
+from ledger.events import KernelVerified
+from statemachine.machine import kernel_key
+from statemachine.phases import Phase
+
+log = logging.getLogger("npu_ledger.workers")
+
+ROW_ID_NAMESPACE = uuid.UUID("5b1e8f0e-6c1d-4b53-9a53-7f0e4c6a1d16")  # npu-ledger Phase 1 row keys
+APPEND_RETRIES = 200
+
+
+class RowRefused(Exception):
+    """Raised when a job's row cannot be recorded as this plan's evidence (never retried)."""
+
+
+def row_event_id(deployment: str, attempt: int, kernel: str, shape: dict[str, Any], contract: str, try_: int) -> str:
+    """The idempotency key of one verification of a planned row (the KernelVerified's event_id)."""
+    _, shape_key = kernel_key(kernel, shape)
+    return str(uuid.uuid5(ROW_ID_NAMESPACE, f"{deployment}|{attempt}|{kernel}|{shape_key}|{contract}|{try_}"))
+
+
+@dataclass
+class WorkerHost:
+    """What one `ledger worker` brings: its ledger, executor (emulated | torch | mlir-air | sleep), NPU lock."""
+
+    ledger_url: str
+    executor: str
+    lock_path: str
+    name: str = field(default_factory=lambda: platform.node() or "worker")
+    sleep_s: float = 0.0  # the sleep stand-in's seconds per row (kernels.executors.standin)
+    mlir_air_dir: str | None = None
+    _ledger: Any = None
+    _executors: dict = field(default_factory=dict)
+
+    @property
+    def serves(self) -> str:
+        """The deployment executor whose jobs this host runs (the sleep stand-in serves emulated ones)."""
+        return "emulated" if self.executor == "sleep" else self.executor
+
+    def ledger(self):
+        if self._ledger is None:
+            self._ledger = open_ledger(self.ledger_url)
+        return self._ledger
+
+    def executor_for(self, target: str):
+        """The executor instance a row runs on (None: the deployment's executor by name, as the gate does)."""
+        if self.executor != "mlir-air":
+            return None
+        if target not in self._executors:
+            from kernels.mlir_air.executor import MlirAirExecutor
+
+            self._executors[target] = MlirAirExecutor(target, lock_path=self.lock_path)
+        return self._executors[target]
+
+
+def _open_attempt(unit: DeploymentUnit, attempt: int) -> bool:
+    state = unit.state
+    return state is not None and state.attempt_open(Phase.KERNELS) and state.open_attempt.number == attempt
+
+
+def _recorded(unit: DeploymentUnit, kernel: str, shape: dict[str, Any]) -> bool:
+    key = kernel_key(kernel, shape)
+    return any(isinstance(e.event, KernelVerified) and kernel_key(e.event.kernel, e.event.shape) == key
+               for e in unit.state.open_attempt.evidence)
+
+
+def _planned_row(state, kernel: str, shape: dict[str, Any]):
+    from handlers.gates import GateRun
+    from kernels.model.plan import plan
+
+    key = kernel_key(kernel, shape)
+    for row in plan(GateRun(state=state, workspace=None).config, target=state.target):
+        if kernel_key(row.kernel, row.shape) == key:
+            return row
+    raise RowRefused(f"{kernel} {key[1]} is not in the plan of {state.name}")
+
+
+def run_row_job(host: WorkerHost, deployment: str, attempt: int, kernel: str, shape: dict[str, Any]) -> str:
+    """Verify and record one planned row; returns what happened (recorded / already recorded / stale)."""
+    from handlers.deploy import bind
+    from handlers.gates.phase1 import verify_row
+    from kernels.evidence import EvidenceError
+    from kernels.mlir_air.lock import npu_lock
+    from kernels.tiles import TileRuleViolation
+
+    ledger = host.ledger()
+    unit = DeploymentUnit(ledger, deployment)
+    if not _open_attempt(unit, attempt):
+        return "stale"  # the attempt was judged (or never opened): nothing to add to it
+    if _recorded(unit, kernel, shape):
+        return "already recorded"
+    state = unit.state
+    if state.executor != host.serves:
+        raise RowRefused(f"{deployment} runs on {state.executor}; this worker serves {host.serves}")
+    row = _planned_row(state, kernel, shape)
+    # the mlir-air executor takes the NPU lock itself, around the harness alone
+    lock = nullcontext(0.0) if host.executor == "mlir-air" else npu_lock(host.lock_path)
+    t0 = time.monotonic()
+    try:
+        with lock as waited:
+            tries, _ = verify_row(state, row, executor=host.executor_for(state.target))
+            if host.sleep_s:
+                time.sleep(host.sleep_s)
+    except (TileRuleViolation, EvidenceError) as e:
+        raise RowRefused(f"{kernel} {kernel_key(kernel, shape)[1]}: {e}") from e
+    extra = {"worker": host.name, "lock_path": host.lock_path, "lock_wait_s": round(waited or 0.0, 3),
+             "job_seconds": round(time.monotonic() - t0, 3)}
+    if host.executor == "sleep":
+        extra["standin_sleep_s"] = host.sleep_s
+    events = [NewEvent(e, row_event_id(deployment, attempt, kernel, shape, e.contract, i))
+              for i, e in enumerate(bind([t.model_copy(update={"provenance": {**t.provenance, **extra}})
+                                          for t in tries], state.model_digest), start=1)]
+    for _ in range(APPEND_RETRIES):
+        if not _open_attempt(unit, attempt):
+            return "stale"
+        if _recorded(unit, kernel, shape):
+            return "already recorded"
+        try:
+            unit.commit(events)
+            log.info("recorded %s %s for %s attempt %d on %s", kernel, shape, deployment, attempt, host.name)
+            return "recorded"
+        except SomeoneElseAdvanced:  # another worker appended first: re-fold and try again
+            time.sleep(random.uniform(0.005, 0.05))
+            unit = DeploymentUnit(ledger, deployment)
+    raise RuntimeError(f"could not append {kernel} {shape} to {deployment} after {APPEND_RETRIES} version races")
