@@ -38,6 +38,7 @@ bench: install
 	-$(BIN)/python benchmarks/bench_registry.py --out bench-results/registry.json
 	-$(BIN)/python benchmarks/bench_perf_model.py --out bench-results/perf_model.json
 	-$(BIN)/python benchmarks/bench_precision_lines.py --out bench-results/precision_lines.json
+	-$(BIN)/python benchmarks/bench_workers.py --out bench-results/workers.json
 
 clean:
 	rm -rf $(VENV) bench-results $(DEMO) *.egg-info

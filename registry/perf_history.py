@@ -99,7 +99,7 @@ def render_history(name: str, rows: Sequence[ToolchainRow]) -> str:
     parts.append(table(["#", "toolchain", "first seq", "TTFT (ms)", "tokens/s", "figures", "Phase 1 PASS",
                         "token gate PASS", "verify"], cells))
     if any(r.ttft_s is not None for r in rows):
-        parts.append(f"![TTFT and tokens/s per toolchain](perf_history.png)\n")
+        parts.append("![TTFT and tokens/s per toolchain](perf_history.png)\n")
     return "\n".join(parts)
 
 
