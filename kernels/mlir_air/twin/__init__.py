@@ -4,7 +4,7 @@
 harness directory `kernels/mlir_air/harnesses.toml` uses, each with a Makefile taking the variables (and
 defaults) of mlir-air's own Makefile and forwarding them as the same flags (mlir_air_contract.md §1, each
 cited in the generated Makefile), `programming_examples/weighted_rms_norm/weighted_rms_norm.py` (the table
-calls that script directly), `programming_examples/llms/verify/verify_runner.py` with the part of mlir-air's
+calls that script directly), `programming_examples/layer_norm/layer_norm.py` (likewise), `programming_examples/llms/verify/verify_runner.py` with the part of mlir-air's
 CLI the model Makefiles use, `programming_examples/llms/verify/prompts/{instruct,base}.txt` (npu-ledger's
 own prompt sets, one per line, written here - mlir-air's prompts are never copied), a README saying the
 latency figures are modelled, and a git repository with one commit (the "mlir-air commit" the tool records).
@@ -174,6 +174,9 @@ def write_twin(directory: str | Path) -> Path:
     rms = pe / "weighted_rms_norm" / "weighted_rms_norm.py"
     rms.write_text(_script("rmsnorm", root))
     rms.chmod(0o755)
+    ln = pe / "layer_norm" / "layer_norm.py"
+    ln.write_text(_script("layernorm", root))
+    ln.chmod(0o755)
     verify = pe / "llms" / "verify"
     (verify / "prompts").mkdir(parents=True, exist_ok=True)
     runner = verify / "verify_runner.py"
