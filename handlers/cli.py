@@ -123,6 +123,7 @@ _COMMAND_MODULES = (
     "handlers.cli_triage",
     "handlers.cli_registry",
     "handlers.cli_predict",
+    "handlers.cli_mlir_air",
 )
 
 

@@ -83,9 +83,10 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, Evaluat
 
 
 def _pipeline_text(state) -> dict:
-    from handlers.gates.runtime import pipeline_options
+    from handlers.gates.runtime import declared_options  # (runtime has no pipeline_options since the seam)
 
-    return pipeline_options(state).to_dict()
+    switches, faults = declared_options(state)
+    return {"switches": dict(sorted(switches.items())), "faults": sorted(faults)}
 
 
 def _rerun_token_gate(ctx: GateRun, state, cfg, events) -> tuple[list, list]:

@@ -164,7 +164,8 @@ class MlirAirExecutor(Executor):
         super().__init__(target)
         self.table = load_harness_table(harness_table)
         self.mlir_air_dir = mlir_air_dir if mlir_air_dir is not None else os.environ.get(ENV_MLIR_AIR) or None
-        self.lock_path = lock_path
+        # LEDGER_NPU_LOCK overrides the default lock file (tests, a machine whose lock lives elsewhere)
+        self.lock_path = os.environ.get("LEDGER_NPU_LOCK") or lock_path if lock_path == DEFAULT_LOCK_PATH else lock_path
         self.lock_timeout_s = lock_timeout_s if lock_timeout_s is not None else self.table.lock_timeout_s
         self.timeout_s = timeout_s
         self._toolchain: dict[str, str | None] | None = None
@@ -330,10 +331,38 @@ class MlirAirExecutor(Executor):
             command += f" {key}={shlex.quote(render_value(value))}"
         limit = timeout_s or self.timeout_s or float(self.table.model.get("timeout_s", self.table.timeout_s))
         started = time.time()
-        with npu_lock(self.lock_path, self.lock_timeout_s) as waited:
+        if self.recipe_takes_lock(command):  # holding it too would deadlock the recipe's own flock
             returncode, transcript = run_command(command, limit)
+            waited = 0.0
+        else:
+            with npu_lock(self.lock_path, self.lock_timeout_s) as waited:
+                returncode, transcript = run_command(command, limit)
         report_path = self._find_report(target, transcript, model_dir, variables, started)
-        return command, returncode, transcript, report_path, self._provenance(command, transcript, returncode, waited)
+        prov = self._provenance(command, transcript, returncode, waited)
+        if self.recipe_takes_lock(command):
+            prov["lock_held_by"] = "recipe"
+        return command, returncode, transcript, report_path, prov
+
+    def recipe_takes_lock(self, command: str) -> bool:
+        """Whether a `make ...` command's recipe takes the NPU lock itself: `make -n` prints a flock on it."""
+        if not command.startswith("make "):
+            return False
+        cached = getattr(self, "_lock_recipes", None)
+        if cached is None:
+            cached = self._lock_recipes = {}
+        if command not in cached:
+            try:
+                rc, text = run_command("make -n " + command[len("make "):], 60)
+            except HarnessTimeout:
+                rc, text = 1, ""
+            cached[command] = rc == 0 and any("flock" in line and self.lock_path in line for line in text.splitlines())
+        return cached[command]
+
+    def run_model_target(self, target: str, model_dir: str | os.PathLike, *, make_vars: dict[str, Any] | None = None,
+                         timeout_s: float | None = None) -> tuple[str, int, str, dict[str, Any]]:
+        """`make run` / `make profile` (no report file): (command, exit status, transcript, provenance)."""
+        command, rc, transcript, _, prov = self._run_model(target, model_dir, make_vars, timeout_s)
+        return command, rc, transcript, prov
 
     @staticmethod
     def _parse_model_run(command: str, rc: int, transcript: str, report_path: str | None, parse):
@@ -351,6 +380,8 @@ class MlirAirExecutor(Executor):
             raise TranscriptError(f"`{command}` (exit status {rc}): {e}", transcript) from e
 
     def _find_report(self, target: str, transcript: str, model_dir: str, variables: dict, started: float) -> str | None:
+        if target not in ("verify", "verify_full", "diagnosis"):
+            return None
         prefix = "diagnosis_" if target == "diagnosis" else "verify_topk_token_"
         named = [
             line.split("JSON:", 1)[1].strip() for line in transcript.splitlines() if line.startswith("[verify] JSON:")
