@@ -251,7 +251,9 @@ class MlirAirBackend:
                 raise MlirAirBackendError(f"`{command}` printed no `End-to-end (prefill, per query)` / "
                                           "`End-to-end (per token)` line")
             seq = [int(m) for m in _PROMPT_LEN.findall(text)]
-            elfs = [(m.group(1).strip(), float(m.group(2)), int(m.group(3))) for m in _ELF_ROW.finditer(text)]
+            head, _, tail = text.partition("--- DECODE")
+            elfs = {path: {m.group(1).strip(): {"total_ms": float(m.group(2)), "calls": int(m.group(3))}
+                           for m in _ELF_ROW.finditer(part)} for path, part in (("prefill", head), ("decode", tail))}
             self._cache["profile"] = {"prefill_s": float(pre.group(1)) / 1e3, "s_per_token": float(tok.group(1)) / 1e3,
                                       "seq": seq[-1] if seq else NPU2_PREFILL_SEQ, "per_elf": elfs,
                                       "provenance": self._provenance(command, prov, None, text)}
