@@ -124,6 +124,7 @@ _COMMAND_MODULES = (
     "handlers.cli_registry",
     "handlers.cli_predict",
     "handlers.cli_workers",
+    "handlers.cli_mlir_air",
 )
 
 

@@ -242,6 +242,7 @@ class BlockValidated(Measured):
     passed: bool
     bisect: list[dict[str, Any]] = Field(default_factory=list)  # [{swapped: [...], cosine, per_position_min}]
     culprit: str | None = None
+    provenance: dict[str, Any] = Field(default_factory=dict)  # mlir-air: command, report sha256, checkout commit
 
 
 class LayerDiagnosed(Measured):
@@ -254,6 +255,7 @@ class LayerDiagnosed(Measured):
     max_abs: float
     mean_abs: float
     prompt_index: int = 0
+    provenance: dict[str, Any] = Field(default_factory=dict)  # mlir-air: command, report sha256, checkout commit
 
 
 class TokenGateChecked(Measured):
@@ -294,6 +296,7 @@ class TokenGateChecked(Measured):
     tf_ppl_ratio: float | None = None  # PPL(ours) / PPL(ref) of the reference continuation
     tf_passed: bool | None = None
     thresholds: dict[str, float] = Field(default_factory=dict)  # kernels.thresholds.teacher_forced_thresholds()
+    provenance: dict[str, Any] = Field(default_factory=dict)  # mlir-air: command, report sha256, checkout commit
 
 
 # --- Phases 4-7 ----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from kernels.model.backend import DECODE, FAULTS, SWITCHES, ModelBackend, make_backend
 from kernels.model.config import ModelConfig
+from registry.model_docs import model_dir_name
 from statemachine.state import DeploymentState
 
 __all__ = ["DECODE", "FAULTS", "SWITCHES", "declared_options", "model_backend"]
@@ -31,4 +32,4 @@ def model_backend(state: DeploymentState, config: ModelConfig, overrides: dict[s
     """The deployment's model backend with its declared options (+ `overrides`)."""
     switches, faults = declared_options(state, overrides)
     return make_backend(state.executor, state.model_path, config, target=state.target, switches=switches,
-                        faults=faults)
+                        faults=faults, deployment=model_dir_name(state.name))

@@ -32,7 +32,16 @@ import structlog
 
 from kernels.executors.base import KERNEL_NAMES, Executor
 from kernels.mlir_air.diagnosis_report import DiagnosisResult, parse_diagnosis_output
-from kernels.mlir_air.lock import DEFAULT_LOCK_PATH, npu_lock, probe_device, probe_toolchain, run_command
+from kernels.mlir_air.lock import (
+    DEFAULT_LOCK_PATH,
+    HarnessTimeout,
+    NpuLockTimeout,
+    npu_lock,
+    probe_device,
+    probe_toolchain,
+    run_command,
+)
+from kernels.mlir_air.profile import parse_profile_output
 from kernels.mlir_air.table import (
     ENV_MLIR_AIR,
     HarnessConfigError,
@@ -65,6 +74,25 @@ class HarnessRun:
     provenance: dict[str, Any]
     seconds: float
     measured_at: str
+    latency_us: float | None = None  # from the checked run, or from the timing-only run when the entry has one
+    gflops: float | None = None
+
+    def method_tier(self) -> tuple[str, str]:
+        """(method, tier) the run used, in mlir-air's registry names: GEMM bf16-out high -> fused-cast / drain
+        (auto resolved as run.py:1147-1151 does), bf16-out low -> direct (tier low), f32-out -> external / direct
+        (the CODEGEN, tier high); other kernels have neither ("", "")."""
+        if self.kernel != "gemm":
+            return "", ""
+        t = {k.lower(): v for k, v in self.tile.items()}
+        if self.contract == "bf16-out-low":
+            return "direct", "low"
+        if self.contract == "f32-out":
+            return str(t.get("codegen") or "external"), "high"
+        method = str(t.get("method") or "auto")
+        if method == "auto":
+            s = self.shape
+            method = "fused-cast" if s["M"] * s["K"] * s["N"] >= 4e9 else "drain"
+        return method, "high"
 
     def herd(self) -> list[int] | None:
         t = {k.lower(): v for k, v in self.tile.items()}
@@ -87,6 +115,10 @@ class HarnessRun:
             "executor": "mlir-air",
             "target": target,
             **self.result.kernel_verified_fields(),
+            "latency_us": self.latency_us,
+            "gflops": self.gflops,
+            "method": self.method_tier()[0],
+            "tier": self.method_tier()[1],
             "tile": dict(self.tile),
             "herd": herd,
             "tiles_in_flight": herd[0] * herd[1] if herd else None,
@@ -132,7 +164,8 @@ class MlirAirExecutor(Executor):
         super().__init__(target)
         self.table = load_harness_table(harness_table)
         self.mlir_air_dir = mlir_air_dir if mlir_air_dir is not None else os.environ.get(ENV_MLIR_AIR) or None
-        self.lock_path = lock_path
+        # LEDGER_NPU_LOCK overrides the default lock file (tests, a machine whose lock lives elsewhere)
+        self.lock_path = os.environ.get("LEDGER_NPU_LOCK") or lock_path if lock_path == DEFAULT_LOCK_PATH else lock_path
         self.lock_timeout_s = lock_timeout_s if lock_timeout_s is not None else self.table.lock_timeout_s
         self.timeout_s = timeout_s
         self._toolchain: dict[str, str | None] | None = None
@@ -177,7 +210,9 @@ class MlirAirExecutor(Executor):
         variables: dict[str, Any] = {**self._base_vars(spec.command), **spec.defaults, **shape, **tile}
         lowered = {str(k).lower(): v for k, v in variables.items()}
         on = [text for var, text in spec.switches.items() if lowered.get(var.lower()) is True]
+        on += _value_flags(spec.flags, lowered)
         variables["switches"] = " ".join(on)
+        variables["latency_switches"] = " ".join(on + _value_flags(spec.latency_flags, lowered))
         command = render_command(spec.command, variables, spec.aliases)
         used_tile = {k: v for k, v in spec.defaults.items() if k in spec.tile_keys}
         used_tile.update(tile)
@@ -200,19 +235,31 @@ class MlirAirExecutor(Executor):
         limit = timeout_s or self.timeout_s or spec.timeout_s or self.table.timeout_s
         measured_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         log.info("mlir_air.harness.start", kernel=kernel, contract=contract, command=command)
-        with npu_lock(self.lock_path, self.lock_timeout_s) as waited:
-            t0 = time.monotonic()
-            returncode, transcript = run_command(command, limit, cwd=spec.cwd)
-            seconds = time.monotonic() - t0
+        try:
+            with npu_lock(self.lock_path, self.lock_timeout_s) as waited:
+                t0 = time.monotonic()
+                returncode, transcript = run_command(command, limit, cwd=spec.cwd)
+                seconds = time.monotonic() - t0
+        except NpuLockTimeout as e:
+            e.command = command  # type: ignore[attr-defined]
+            raise
         try:
             result = parse_harness_transcript(transcript)
         except TranscriptError as e:
-            raise TranscriptError(f"`{command}` (exit status {returncode}): {e}", transcript) from e
+            err = TranscriptError(f"`{command}` (exit status {returncode}): {e}", transcript)
+            err.command, err.returncode = command, returncode  # type: ignore[attr-defined]
+            raise err from e
         if result.verdict == "PASS" and returncode != 0:
-            raise TranscriptError(
+            err = TranscriptError(
                 f"`{command}` printed PASS! but exited with status {returncode}: the run is not a pass.", transcript
             )
+            err.command, err.returncode = command, returncode  # type: ignore[attr-defined]
+            raise err
         log.info("mlir_air.harness.done", kernel=kernel, verdict=result.verdict, seconds=round(seconds, 1))
+        provenance = self._provenance(command, transcript, returncode, waited)
+        latency = (result.latency_us, result.gflops)
+        if spec.latency_command and result.verdict == "PASS":
+            latency, provenance["latency_run"] = self._latency_run(spec, kernel, shape, tile, limit)
         return HarnessRun(
             kernel=kernel,
             contract=contract or (spec.contracts[0] if spec.contracts else ""),
@@ -222,10 +269,54 @@ class MlirAirExecutor(Executor):
             returncode=returncode,
             transcript=transcript,
             result=result,
-            provenance=self._provenance(command, transcript, returncode, waited),
+            provenance=provenance,
             seconds=seconds,
             measured_at=measured_at,
+            latency_us=latency[0],
+            gflops=latency[1],
         )
+
+    def latency_command(self, kernel: str, shape: dict[str, Any], tile: dict[str, Any] | None = None,
+                        contract: str | None = None) -> str | None:
+        """The rendered timing-only command of (kernel, contract), or None when its checked run times itself."""
+        spec = self.table.lookup(kernel, contract)
+        if not spec.latency_command:
+            return None
+        variables: dict[str, Any] = {**self._base_vars(spec.latency_command), **spec.defaults, **shape, **(tile or {})}
+        lowered = {str(k).lower(): v for k, v in variables.items()}
+        on = [text for var, text in spec.switches.items() if lowered.get(var.lower()) is True]
+        on += _value_flags(spec.flags, lowered)
+        variables["switches"] = " ".join(on)
+        variables["latency_switches"] = " ".join(on + _value_flags(spec.latency_flags, lowered))
+        return render_command(spec.latency_command, variables, spec.aliases)
+
+    def _latency_run(self, spec: HarnessSpec, kernel, shape, tile, limit) -> tuple[tuple, dict[str, Any]]:
+        """Run the timing-only command; ((latency_us, gflops), its provenance). A failed timing run leaves the
+        latency absent (None) and says why; it never changes the verdict of the checked run."""
+        command = self.latency_command(kernel, shape, tile)
+        assert command is not None
+        record: dict[str, Any] = {"command": command, "format": spec.latency_format}
+        try:
+            with npu_lock(self.lock_path, self.lock_timeout_s):
+                rc, text = run_command(command, limit, cwd=spec.cwd)
+        except (NpuLockTimeout, HarnessTimeout) as e:
+            record["error"] = str(e)
+            return (None, None), record
+        record.update(returncode=rc, output_sha256=sha256_text(text))
+        try:
+            if rc != 0:
+                raise TranscriptError(f"exit status {rc}")
+            if spec.latency_format == "profile":
+                prof = parse_profile_output(text)
+                record.update(min_us=prof.min_us, max_us=prof.max_us, bandwidth_gbps=prof.bandwidth_gbps)
+                return (prof.latency_us, prof.gflops), record
+            timed = parse_harness_transcript(text)  # its [precision] figures are not this row's (buffer reuse)
+            if timed.latency_us is None:
+                raise TranscriptError("no `Latency (us):` line")
+            return (timed.latency_us, timed.gflops), record
+        except TranscriptError as e:
+            record["error"] = str(e).split("\n")[0]
+            return (None, None), record
 
     # models -------------------------------------------------------------------------------------------
 
@@ -240,10 +331,38 @@ class MlirAirExecutor(Executor):
             command += f" {key}={shlex.quote(render_value(value))}"
         limit = timeout_s or self.timeout_s or float(self.table.model.get("timeout_s", self.table.timeout_s))
         started = time.time()
-        with npu_lock(self.lock_path, self.lock_timeout_s) as waited:
+        if self.recipe_takes_lock(command):  # holding it too would deadlock the recipe's own flock
             returncode, transcript = run_command(command, limit)
+            waited = 0.0
+        else:
+            with npu_lock(self.lock_path, self.lock_timeout_s) as waited:
+                returncode, transcript = run_command(command, limit)
         report_path = self._find_report(target, transcript, model_dir, variables, started)
-        return command, returncode, transcript, report_path, self._provenance(command, transcript, returncode, waited)
+        prov = self._provenance(command, transcript, returncode, waited)
+        if self.recipe_takes_lock(command):
+            prov["lock_held_by"] = "recipe"
+        return command, returncode, transcript, report_path, prov
+
+    def recipe_takes_lock(self, command: str) -> bool:
+        """Whether a `make ...` command's recipe takes the NPU lock itself: `make -n` prints a flock on it."""
+        if not command.startswith("make "):
+            return False
+        cached = getattr(self, "_lock_recipes", None)
+        if cached is None:
+            cached = self._lock_recipes = {}
+        if command not in cached:
+            try:
+                rc, text = run_command("make -n " + command[len("make "):], 60)
+            except HarnessTimeout:
+                rc, text = 1, ""
+            cached[command] = rc == 0 and any("flock" in line and self.lock_path in line for line in text.splitlines())
+        return cached[command]
+
+    def run_model_target(self, target: str, model_dir: str | os.PathLike, *, make_vars: dict[str, Any] | None = None,
+                         timeout_s: float | None = None) -> tuple[str, int, str, dict[str, Any]]:
+        """`make run` / `make profile` (no report file): (command, exit status, transcript, provenance)."""
+        command, rc, transcript, _, prov = self._run_model(target, model_dir, make_vars, timeout_s)
+        return command, rc, transcript, prov
 
     @staticmethod
     def _parse_model_run(command: str, rc: int, transcript: str, report_path: str | None, parse):
@@ -261,6 +380,8 @@ class MlirAirExecutor(Executor):
             raise TranscriptError(f"`{command}` (exit status {rc}): {e}", transcript) from e
 
     def _find_report(self, target: str, transcript: str, model_dir: str, variables: dict, started: float) -> str | None:
+        if target not in ("verify", "verify_full", "diagnosis"):
+            return None
         prefix = "diagnosis_" if target == "diagnosis" else "verify_topk_token_"
         named = [
             line.split("JSON:", 1)[1].strip() for line in transcript.splitlines() if line.startswith("[verify] JSON:")
@@ -304,6 +425,17 @@ class MlirAirExecutor(Executor):
         if rc != 0:
             raise TranscriptError(f"`{command}` printed [verify] PASS but exited with status {rc}.", transcript)
         return ModelRun("diagnosis", command, rc, transcript, str(path), report, result, prov)
+
+
+def _value_flags(flags: dict[str, str], lowered: dict[str, Any]) -> list[str]:
+    """The [flags] texts whose variable has a value (not None/False), each `{}` filled with it."""
+    out = []
+    for var, text in flags.items():
+        value = lowered.get(var.lower())
+        if value is None or value is False:
+            continue
+        out.append(text.replace("{}", render_value(value)))
+    return out
 
 
 def _leaf(kernel: str):

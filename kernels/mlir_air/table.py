@@ -38,6 +38,10 @@ class HarnessSpec:
     contracts: tuple[str, ...] = ()
     defaults: dict[str, Any] = field(default_factory=dict)
     switches: dict[str, str] = field(default_factory=dict)
+    flags: dict[str, str] = field(default_factory=dict)  # variable -> "--flag {}" (value flags into {switches})
+    latency_flags: dict[str, str] = field(default_factory=dict)  # the same, into {latency_switches} only
+    latency_command: str | None = None  # a second, timing-only run (its `profile` target, or --perf-iters)
+    latency_format: str = "transcript"  # "transcript" (XRTRunner's Latency line) or "profile" (profile.py)
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tile_keys: tuple[str, ...] = ()
     timeout_s: float | None = None
@@ -76,7 +80,7 @@ def _merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     harness = {k: dict(v) for k, v in out.get("harness", {}).items()}
     for key, entry in over.get("harness", {}).items():
         merged = {**harness.get(key, {}), **entry}
-        for sub in ("defaults", "switches", "aliases"):
+        for sub in ("defaults", "switches", "flags", "latency_flags", "aliases"):
             if sub in entry or sub in harness.get(key, {}):
                 merged[sub] = {**harness.get(key, {}).get(sub, {}), **entry.get(sub, {})}
         harness[key] = merged
@@ -102,6 +106,10 @@ def load_harness_table(path: str | os.PathLike | None = None) -> HarnessTable:
             contracts=tuple(entry.get("contracts", ())),
             defaults=dict(entry.get("defaults", {})),
             switches={k: str(v) for k, v in entry.get("switches", {}).items()},
+            flags={k: str(v) for k, v in entry.get("flags", {}).items()},
+            latency_flags={k: str(v) for k, v in entry.get("latency_flags", {}).items()},
+            latency_command=entry.get("latency_command"),
+            latency_format=_latency_format(key, entry.get("latency_format", "transcript")),
             aliases={k: tuple(v) for k, v in entry.get("aliases", {}).items()},
             tile_keys=tuple(entry.get("tile_keys", ())),
             timeout_s=entry.get("timeout_s"),
@@ -115,6 +123,12 @@ def load_harness_table(path: str | os.PathLike | None = None) -> HarnessTable:
         lock_timeout_s=float(settings.get("lock_timeout_s", 1800)),
         sources=tuple(sources),
     )
+
+
+def _latency_format(key: str, value: Any) -> str:
+    if value not in ("transcript", "profile"):
+        raise HarnessConfigError(f"harness entry {key!r}: latency_format must be 'transcript' or 'profile', not {value!r}.")
+    return str(value)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

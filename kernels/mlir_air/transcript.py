@@ -69,6 +69,19 @@ _MISMATCHES = re.compile(
     r"^Mismatches:\s*(?P<bad>\d+)\s*/\s*(?P<total>\d+)(?:\s+elements)?\s*\((?:[-+\d.eE]+%|empty array)\)$"
 )
 _SHAPE = re.compile(r"^Shape:\s*(?P<shape>\(.*\)|\[.*\])$")
+# `  Index {idx}: expected={e}, actual={a}, diff={d}` (xrt_runner.py:459-463); idx is a tuple of numpy ints,
+# `(np.int64(0), np.int64(5))` under numpy 2 and `(0, 5)` under numpy 1; integer outputs print no diff
+_INDEX = re.compile(
+    rf"^Index\s+(?P<idx>\(.*?\)|\S+):\s*expected=(?P<e>{_NUM}),\s*actual=(?P<a>{_NUM})(?:,\s*diff=(?P<d>{_NUM}))?$",
+    re.IGNORECASE,
+)
+_MORE = re.compile(r"^\.\.\. and (?P<n>\d+) more mismatches$")
+_FIRST = re.compile(r"^First (?P<n>\d+) mismatched locations:$")
+_MAX_ACCEPTABLE = re.compile(r"^Max acceptable:\s*(?P<n>\d+)\s*\(")
+_SAMPLED = re.compile(r"^Stochastic check:\s*(?P<n>\d+) sampled elements$")
+# what a harness prints instead of a check when it only compiled (run.py:1268-1281, attn_npu2.py:1524,
+# eltwise_add.py:219-220): never a verdict
+_COMPILE_ONLY = ("Compile-only done.", "Compilation complete.", "Compiled successfully.")
 _VERDICT_PASS = "PASS!"
 _VERDICT_FAIL = "failed."
 
@@ -88,6 +101,13 @@ class OutputCheck:
     mismatches: int | None  # 0 for a passing output; the printed count for the failing one
     shape: str | None = None
     correlation: float | None = None
+    # the printed `Index` lines (at most 20, row-major order): max |expected| and max diff over them, how many
+    # were listed, and whether that is every mismatch (then they are the maxima over all mismatching elements)
+    listed_ref_max: float | None = None
+    listed_err_max: float | None = None
+    listed: int = 0
+    listed_all: bool = False
+    sampled: int | None = None  # a stochastic (sampled) check over this many elements, not the full output
 
 
 @dataclass(frozen=True)
@@ -113,6 +133,8 @@ class HarnessResult:
         bad = [o.mismatches for o in outs]
         known_counts = bool(counts) and all(c is not None for c in counts)
         known_bad = bool(bad) and all(b is not None for b in bad)
+        failing = [o for o in outs if o.passed is False]
+        complete = bool(failing) and all(o.listed_all and o.listed_ref_max is not None for o in failing)
         return {
             "verdict": self.verdict,
             "rtol": first.rtol if first else None,
@@ -124,6 +146,10 @@ class HarnessResult:
             "n_elements": sum(counts) if known_counts else None,  # type: ignore[arg-type]
             "latency_us": self.latency_us,
             "gflops": self.gflops,
+            # over every mismatching element only when every one was listed (<= 20 of them): a max over the
+            # first 20 of more is a lower bound and is not recorded as the maximum
+            "mismatch_ref_max": _worst(o.listed_ref_max for o in failing) if complete else None,
+            "mismatch_err_max": _worst(o.listed_err_max for o in failing) if complete else None,
         }
 
 
@@ -138,6 +164,14 @@ def _worst(values) -> float | None:
 
 def _clean_lines(text: str) -> list[str]:
     return [_ANSI.sub("", line).strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+
+
+def _exception_line(lines: list[str]) -> str:
+    """The exception a Python traceback ends with (`AssertionError: ...`), else the last line."""
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b", line):
+            return line if len(line) <= 200 else line[:197] + "..."
+    return _last_words(lines)
 
 
 def _last_words(lines: list[str]) -> str:
@@ -169,6 +203,11 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
     correlations: dict[int, float] = {}
     latency: tuple[float, float | None] | None = None
     verdicts: list[tuple[int, str]] = []
+    listed: dict[int, list[tuple[float, float | None]]] = {}  # output -> [(|expected|, diff)] of its Index lines
+    more: dict[int, int] = {}
+    sampled: dict[int, int] = {}
+    compile_only: str | None = None
+    traceback_at: str | None = None
     current_error: int | None = None
     check_after_verdict: str | None = None
 
@@ -227,11 +266,40 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
             is_check_line = True
         elif (m := _SHAPE.match(line)) and current_error is not None and current_error not in shapes:
             shapes[current_error] = m["shape"]
+        elif line.startswith("Index ") and current_error is not None:
+            m = _INDEX.match(line)
+            if not m:
+                raise TranscriptError(f"malformed mismatch location line: {line!r}.", text)
+            e, a = float(m["e"]), float(m["a"])
+            d = float(m["d"]) if m["d"] is not None else abs(a - e)
+            listed.setdefault(current_error, []).append((abs(e), d))
+            is_check_line = True
+        elif (m := _MORE.match(line)) and current_error is not None:
+            more[current_error] = int(m["n"])
+        elif (m := _SAMPLED.match(line)) and current_error is not None:
+            sampled[current_error] = int(m["n"])
+        elif _FIRST.match(line) or _MAX_ACCEPTABLE.match(line):
+            pass
+        elif line in _COMPILE_ONLY:
+            compile_only = line
+        elif line.startswith("Traceback (most recent call last)"):
+            traceback_at = traceback_at or line
         elif line in (_VERDICT_PASS, _VERDICT_FAIL):
             verdicts.append((lineno, line))
         if is_check_line and verdicts and check_after_verdict is None:
             check_after_verdict = line
 
+    if traceback_at is not None and not verdicts:
+        raise TranscriptError(
+            f"the harness raised a Python exception before its verdict ({_exception_line(lines)!r}): a compile or "
+            "shape-assertion failure, not a measurement.",
+            text,
+        )
+    if compile_only is not None and not verdicts and not precisions:
+        raise TranscriptError(
+            f"the harness only compiled ({compile_only!r}): no output was checked, so there is nothing to record.",
+            text,
+        )
     if not verdicts:
         if precisions or errors:
             raise TranscriptError(
@@ -279,6 +347,14 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
                     text,
                 )
 
+    for idx, rows in listed.items():
+        bad = mismatch.get(idx, (None, None))[0]
+        if bad is not None and len(rows) + more.get(idx, 0) != bad:
+            raise TranscriptError(
+                f"output {idx} lists {len(rows)} mismatch locations and {more.get(idx, 0)} more, but reports {bad} "
+                "mismatches: the transcript is truncated or contradicts itself.",
+                text,
+            )
     for idx, (_, total) in mismatch.items():
         n = precisions.get(idx, {}).get("n")
         if n is not None and n != total:
@@ -314,6 +390,11 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
                 mismatches=bad,
                 shape=shapes.get(idx),
                 correlation=correlations.get(idx),
+                listed_ref_max=_worst(r for r, _ in listed[idx]) if listed.get(idx) else None,
+                listed_err_max=_worst(d for _, d in listed[idx]) if listed.get(idx) else None,
+                listed=len(listed.get(idx, ())),
+                listed_all=bool(listed.get(idx)) and idx not in more,
+                sampled=sampled.get(idx),
             )
         )
     reasons: list[str] = []

@@ -161,9 +161,11 @@ class InProcessBackend:
     # -- Phases 3, 6, 7 --
 
     def prompts(self, full: bool) -> list:
+        from kernels.mlir_air.model_backend import mlir_air_prompts
         from kernels.model.prompts import prompts_for
 
-        return prompts_for(self.tokenizer(), full=full)
+        # an mlir-air checkout's own prompt files when MLIR_AIR_DIR has them (comparable with its make verify)
+        return mlir_air_prompts(self.tokenizer(), full) or prompts_for(self.tokenizer(), full=full)
 
     def token_gate(self, prompt, context: str):
         from kernels.model.compare import token_gate
@@ -272,11 +274,17 @@ class InProcessBackend:
 
 
 def make_backend(executor: str, model_path: str | Path, config: ModelConfig, *, target: str = "npu2",
-                 switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset()) -> ModelBackend:
-    """The model backend of a deployment's executor."""
+                 switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
+                 deployment: str | None = None) -> ModelBackend:
+    """The model backend of a deployment's executor: mlir-air's model directory (`make verify / diagnosis /
+    profile`, kernels.mlir_air.model_backend) for "mlir-air", the in-process pipeline otherwise."""
     if executor == "mlir-air":
-        raise BackendUnavailable(
-            "the mlir-air executor has no model backend yet: Phases 2-7 on hardware run an mlir-air model "
-            "directory's `make verify` / `make diagnosis` / `make profile`; the in-process pipeline runs on "
-            "emulated or torch")
+        from kernels.mlir_air.model_backend import MlirAirBackend, MlirAirBackendError
+
+        if not deployment:
+            raise BackendUnavailable("the mlir-air backend needs the deployment's name (its model directory)")
+        try:
+            return MlirAirBackend(model_path, config, deployment, target, switches, faults)
+        except MlirAirBackendError as e:
+            raise BackendUnavailable(str(e)) from e
     return InProcessBackend(model_path, config, executor, target, switches, faults)

@@ -71,6 +71,7 @@ class BlockResult:
     passed: bool
     bisect: list[dict[str, Any]] = field(default_factory=list)
     culprit: str | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)  # command, report sha256, mlir-air commit (mlir-air)
 
     def event_fields(self) -> dict[str, Any]:
         return asdict(self)
@@ -202,6 +203,7 @@ class TokenGateResult:
     tf_ppl_ratio: float | None = None
     tf_passed: bool | None = None
     thresholds: dict[str, float] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)  # command, report sha256, mlir-air commit (mlir-air)
     reason: str = ""  # why it failed, one sentence (not an event field)
 
     def event_fields(self) -> dict[str, Any]:

@@ -44,7 +44,8 @@ def test_a_passing_gemm_transcript_gives_its_numbers_and_thresholds():
 def test_kernel_verified_fields_build_a_valid_event():
     fields = parse_harness_transcript(text("gemm_pass.txt")).kernel_verified_fields()
     assert set(fields) == {
-        "verdict", "rtol", "atol", "mean_rel_L1", "max_abs", "max_rel", "mismatches", "n_elements", "latency_us", "gflops"
+        "verdict", "rtol", "atol", "mean_rel_L1", "max_abs", "max_rel", "mismatches", "n_elements", "latency_us", "gflops",
+        "mismatch_ref_max", "mismatch_err_max",
     }
     event = KernelVerified(kernel="gemm", shape={"M": 2048, "K": 2048, "N": 2048}, contract="bf16-out-high",
                            executor="mlir-air", source="harness", **fields)

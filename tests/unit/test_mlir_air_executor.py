@@ -145,10 +145,26 @@ def test_the_default_table_fills_the_mlir_air_make_variables():
     assert tile["tile_n"] == 64 and "perf_iters" not in tile
     _, cmd, _ = ex.harness_command("gemm", {"M": 64, "K": 64, "N": 64}, contract="f32-out")
     assert "bf16_in_fp32_out" in cmd and "CODEGEN=external" in cmd
-    _, cmd, _ = ex.harness_command(
-        "flash_attention", {"seq": 2048, "head_dim": 64, "n_heads": 32, "n_kv_heads": 8, "causal": True}
-    )
-    assert "LQ=2048 LK=2048 LQP=256 LKP=64 DK=64 DV=64 NUM_HEADS=32 NUM_KV_HEADS=8 EXTRA_PY_FLAGS=--causal" in cmd
+
+
+def test_the_planned_flash_attention_row_renders_with_heads_per_unroll_dividing_the_heads():
+    """The planner's spelling (heads_q / heads_kv) fills NUM_HEADS / NUM_KV_HEADS; SmolLM2's 9 query heads get
+    --num-heads-per-unroll 1 through EXTRA_PY_FLAGS (attn_npu2.py asserts num_heads % it == 0; its default is 2)."""
+    from kernels.model.plan import plan
+    from kernels.model.config import ModelConfig
+
+    smol = ModelConfig(n_layers=30, emb_dim=576, n_heads=9, n_kv_heads=3, head_dim=64, hidden_dim=1536,
+                       vocab_size=49152)
+    row = next(r for r in plan(smol) if r.kernel == "flash_attention")
+    ex = MlirAirExecutor(mlir_air_dir="/src")
+    _, cmd, tile = ex.harness_command(row.kernel, row.shape, row.tile.tile)
+    assert ("LQ=2048 LK=2048 LQP=256 LKP=64 DK=64 DV=64 NUM_HEADS=9 NUM_KV_HEADS=3 NUM_Q_TILES=4 "
+            "EXTRA_PY_FLAGS='--causal --num-heads-per-unroll 1 --num-q-tiles 4 --num-cascade-stages 4'") in cmd
+    assert row.shape["heads_q"] % tile["num_heads_per_unroll"] == 0
+    assert "--perf-iters" not in cmd  # precision and latency are separate runs
+    timing = ex.latency_command(row.kernel, row.shape, row.tile.tile)
+    assert timing.endswith("EXTRA_PY_FLAGS='--causal --num-heads-per-unroll 1 --num-q-tiles 4 --num-cascade-stages 4 "
+                           "--perf-iters 20'")
 
 
 def test_an_unlisted_contract_or_kernel_is_an_error_not_a_fallback():

@@ -1,0 +1,97 @@
+"""`ledger twin DIR`, `ledger scaffold NAME [--stand-in emulated]`, `ledger optimise NAME --what TEXT`."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from handlers.bootstrap import App
+
+
+@click.command("twin")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.pass_obj
+def twin_cmd(app: App, directory: str) -> None:
+    """Write an mlir-air stand-in (harness Makefiles, verify runner, prompts) into DIRECTORY; point
+    MLIR_AIR_DIR at it to rehearse the hardware workflow on this machine."""
+    from kernels.mlir_air.twin import write_twin
+
+    root = write_twin(directory)
+    click.echo(f"mlir-air twin written to {root}; export MLIR_AIR_DIR={root}")
+
+
+def _mlir_air_dir() -> str:
+    root = os.environ.get("MLIR_AIR_DIR")
+    if not root:
+        raise click.ClickException("MLIR_AIR_DIR is not set: point it at an mlir-air checkout (or `ledger twin DIR`)")
+    return root
+
+
+@click.command("scaffold")
+@click.argument("name")
+@click.option("--stand-in", "stand_in", type=click.Choice(["emulated"]), default=None,
+              help="the adapter wraps npu-ledger's emulated pipeline (mlir-air's verify runner judges it on a CPU)")
+@click.pass_obj
+def scaffold_cmd(app: App, name: str, stand_in: str | None) -> None:
+    """Write programming_examples/llms/NAME/ inside MLIR_AIR_DIR (Makefile, verify_adapter.py, NAME_inference.py,
+    README.md, ARCHITECTURE.md, .gitignore); files the engineer changed are kept."""
+    from handlers.gates import GateRun
+    from handlers.uow import DeploymentUnit
+    from kernels.mlir_air.scaffold import ScaffoldError, scaffold
+    from registry.model_docs import model_dir_name
+
+    unit = DeploymentUnit(app.ledger, name)
+    state = unit.state
+    if not state.config:
+        raise click.ClickException(f"deployment {name!r} has no resolved config (is it in scope?)")
+    config = GateRun(state=state, workspace=app.workspace).config
+    try:
+        out = scaffold(_mlir_air_dir(), model_dir_name(name), state.model_path, config, stand_in)
+    except ScaffoldError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"{out['dir']}: wrote {', '.join(out['written']) or 'nothing'}"
+               + (f"; kept the engineer's {', '.join(out['kept'])}" if out["kept"] else ""))
+
+
+@click.command("optimise")
+@click.argument("name")
+@click.option("--what", required=True, help="what the engineer changed (recorded as the optimisation)")
+@click.option("--phase", type=click.Choice(["4", "5"]), default="4", show_default=True)
+@click.pass_obj
+def optimise_cmd(app: App, name: str, what: str, phase: str) -> None:
+    """On hardware: after changing the model directory's code, measure (`make profile`), re-run `make verify`
+    and record the OptimizationTried against the phase's last measured figure."""
+    from handlers.gates.phase23 import token_gate_events
+    from handlers.gates.phase456 import _perf, measure
+    from handlers.cli_deploy import _ctx
+    from handlers.narrate import TerminalProgress
+    from handlers.gates.runtime import model_backend
+    from ledger.events import OptimizationTried
+
+    p = int(phase)
+    unit, ctx = _ctx(app, name, TerminalProgress())
+    if ctx.state.executor != "mlir-air":
+        raise click.ClickException("`ledger optimise` records an engineer's change on the mlir-air path; "
+                                   "emulated and torch deployments optimise inside `ledger advance`")
+    before = [e for e in app.ledger.read_stream(f"deployment:{name}")
+              if e.type == "PerformanceMeasured" and e.payload.get("phase") == p]
+    if not before:
+        raise click.ClickException(f"no phase {p} PerformanceMeasured to compare with: `ledger advance {name}` first")
+    key = "prefill_s" if p == 4 else "ms_per_token"
+    before_s = before[-1].payload[key] / (1 if p == 4 else 1e3)
+    backend = model_backend(ctx.state, ctx.config)
+    m = measure(backend, p, ctx)
+    gates = token_gate_events(ctx, backend, f"phase{p}:{what}", full=False)
+    ok = all(g.passed for g in gates)
+    outcome = "applied" if ok and m.median_s < before_s else "reverted"
+    event = OptimizationTried(phase=p, optimisation=what, outcome=outcome, before_s=before_s, after_s=m.median_s,
+                              gate_passed=ok, reason=f"engineer's change; {key} {before_s:.6g} -> {m.median_s:.6g} s "
+                                                     f"({m.source}), token gate {'kept' if ok else 'broken'}",
+                              samples={"after_samples_s": m.samples_s, "metric": m.metric, "source": m.source,
+                                       "detail": m.detail})
+    unit.commit([*gates, _perf(ctx, p, backend, m, "engineer"), event])
+    click.echo(f"{what}: {outcome} ({before_s:.6g} -> {m.median_s:.6g} s, token gate {'kept' if ok else 'broken'})")
+
+
+commands = [twin_cmd, scaffold_cmd, optimise_cmd]

@@ -1,0 +1,304 @@
+"""The mlir-air model backend: Phases 2-7 through an mlir-air model directory's make targets.
+
+`MlirAirBackend` implements `kernels.model.backend.ModelBackend` over
+`$MLIR_AIR_DIR/programming_examples/llms/<name>/` (written by `ledger scaffold`):
+
+  block_gate / diagnose   `make diagnosis PROMPT=<canonical prompt>`: the diagnosis report's layer-0 `ffn_out`
+                          row gives the per-position minimum (cosine.min), p5, median, max_abs, max_rel; the
+                          whole-tensor cosine is the twin's `npu_ledger.cosine` key, and on a real checkout
+                          (no such key) the mean per-position cosine, said in the result's thresholds note.
+  token_gate              `make verify` (`make verify-full` with --full): one result per row of
+                          reports/verify_topk_token_*.json. The teacher-forced walk the Phase 3/6 predicate
+                          requires comes from the row's `npu_ledger_teacher_forced` key, which the twin's
+                          verify runner writes; mlir-air's own runner has no such walk, so on a real checkout
+                          the result carries no walk, says so in its reason, and the predicate refuses it
+                          ("teacher-forced walk covers 0 of 32 steps"): the first-divergence result alone is
+                          mlir-air's `make verify` verdict, recorded, not a pass of npu-ledger's gate.
+  prompts                 mlir-air's prompt file (programming_examples/llms/verify/prompts/instruct.txt, raw
+                          `tokenizer.encode`, read at run time) when the checkout has one, else npu-ledger's.
+  measure_prefill/decode  `make profile`: `End-to-end (prefill, per query)` / `End-to-end (per token)` (the lines
+                          of llama32_1b_inference.py and bench/extract_perf.py); the NPU2 model's figures
+                          beside them. The printed figure is the judge (source "mlir-air-profile").
+  integrated_run          `make run N_TOKENS=32`: TTFT, Tokens/second, Time/token.
+  with_options            a copy whose make calls carry NPU_LEDGER_SWITCHES / NPU_LEDGER_FAULTS (the stand-in's
+                          adapter switches the optimisation itself; a hardware model directory ignores them:
+                          there `ledger optimise NAME --what TEXT` records what the engineer changed).
+
+Every result's provenance holds the command, the report's (or transcript's) sha256 and the checkout's commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernels.model.backend import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, Measurement
+from kernels.model.pipeline import SWITCHES as PIPELINE_SWITCHES
+from kernels.perf.dispatch import SWITCHES
+from kernels.thresholds import TOKEN_GATE_PROMPTS, TOKEN_GATE_PROMPTS_FULL, TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
+
+PROMPTS_DIR = "programming_examples/llms/verify/prompts"
+_E2E_PREFILL = re.compile(r"End-to-end \(prefill, per query\)\s+([\d.]+)\s*ms")
+_E2E_TOKEN = re.compile(r"End-to-end \(per token\)\s+([\d.]+)\s*ms")
+_TTFT = re.compile(r"^\s*(?:Warm time|Time) to first token \(TTFT\):\s*([\d.]+)\s*s.*?(?:First token:\s*(\d+))?$", re.M)
+_TPS = re.compile(r"Tokens/second:\s*([\d.]+)")
+_TPT = re.compile(r"Time/token:\s*([\d.]+)\s*ms")
+_ELF_ROW = re.compile(r"^  (\S+\.elf|[\w:/ .-]+?)\s{2,}NPU\s+([\d.]+) ms\s+x(\d+)", re.M)
+_PROMPT_LEN = re.compile(r"prompt_len[=:]\s*(\d+)")
+
+
+class MlirAirBackendError(RuntimeError):
+    pass
+
+
+def mlir_air_prompts(tokenizer, full: bool, mlir_air_dir: str | None = None):
+    """mlir-air's verify prompts (instruct.txt, the style its model Makefiles use: they never pass
+    --prompt-style) as `Prompt`s, tokenised the way verify_runner.py:75-86 does (raw encode); None when
+    MLIR_AIR_DIR holds no prompt files. Read at run time, never copied."""
+    from kernels.model.prompts import Prompt
+
+    root = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
+    path = Path(root) / PROMPTS_DIR / "instruct.txt" if root else None
+    if path is None or not path.is_file():
+        return None
+    lines = [x.strip() for x in path.read_text().splitlines() if x.strip() and not x.strip().startswith("#")]
+    count = TOKEN_GATE_PROMPTS_FULL if full else TOKEN_GATE_PROMPTS
+    return [Prompt(i, text, [int(t) for t in tokenizer.encode(text)], "mlir-air") for i, text in enumerate(lines[:count])]
+
+
+def _sha_file(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+class MlirAirBackend:
+    """See the module docstring."""
+
+    name = "mlir-air"
+
+    def __init__(self, model_path: str | Path, config, deployment: str, target: str = "npu2",
+                 switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
+                 mlir_air_dir: str | None = None) -> None:
+        from kernels.mlir_air.executor import MlirAirExecutor
+
+        self.model_path, self.config, self.deployment, self.target = str(model_path), config, deployment, target
+        self.mlir_air_dir = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
+        if not self.mlir_air_dir:
+            raise MlirAirBackendError("the mlir-air backend needs MLIR_AIR_DIR (an mlir-air checkout, or `ledger twin DIR`)")
+        self.model_dir = Path(self.mlir_air_dir) / "programming_examples" / "llms" / deployment
+        if not (self.model_dir / "Makefile").is_file():
+            raise MlirAirBackendError(f"no model directory {self.model_dir}: run `ledger scaffold {deployment}` first")
+        known = {*SWITCHES, *(DECODE + k for k in SWITCHES)}
+        self._switches = {k: bool(v) for k, v in (switches or {}).items() if k in known}
+        self._faults = frozenset(faults)
+        self.executor = MlirAirExecutor(target, mlir_air_dir=self.mlir_air_dir)
+        self._cache: dict[str, Any] = {}
+        self._tok = None
+        from kernels.mlir_air.twin import is_twin
+
+        self.stand_in = is_twin(self.mlir_air_dir)
+
+    # -- options --
+
+    @property
+    def options(self) -> dict[str, Any]:
+        from kernels.model.pipeline import PipelineOptions
+
+        numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
+        return {**PipelineOptions(**numerics, faults=self._faults).to_dict(),
+                "switches": dict(sorted(self._switches.items()))}
+
+    def with_options(self, switches: dict[str, bool], faults: frozenset[str] = frozenset()) -> "MlirAirBackend":
+        return MlirAirBackend(self.model_path, self.config, self.deployment, self.target, switches, faults,
+                              self.mlir_air_dir)
+
+    def _make_vars(self, **extra) -> dict[str, Any]:
+        on = ",".join(k for k, v in sorted(self._switches.items()) if v)
+        return {"NPU_LEDGER_SWITCHES": on, "NPU_LEDGER_FAULTS": ",".join(sorted(self._faults)), **extra}
+
+    def _provenance(self, command: str, prov: dict, report_path: str | None, transcript: str) -> dict[str, Any]:
+        from kernels.mlir_air.transcript import sha256_text
+
+        return {"command": command, "report_path": report_path or "",
+                "report_sha256": _sha_file(report_path) if report_path else "",
+                "transcript_sha256": sha256_text(transcript), "returncode": prov.get("returncode"),
+                "mlir_air_commit": (prov.get("toolchain") or {}).get("mlir_air_commit"),
+                "mlir_air_dir": str(self.mlir_air_dir), "stand_in": self.stand_in,
+                "lock": prov.get("lock_held_by", "tool")}
+
+    # -- tokenizer and prompts --
+
+    def tokenizer(self):
+        if self._tok is None:
+            from kernels.model.hf_reference import load_tokenizer
+
+            self._tok = load_tokenizer(self.model_path)
+        return self._tok
+
+    def _canonical_text(self) -> str:
+        from kernels.model.prompts import CANONICAL_PROMPT
+
+        return CANONICAL_PROMPT
+
+    def prompts(self, full: bool) -> list:
+        from kernels.model.prompts import prompts_for
+
+        self._full = bool(full)
+        return mlir_air_prompts(self.tokenizer(), full, self.mlir_air_dir) or prompts_for(self.tokenizer(), full=full)
+
+    # -- Phase 2 and diagnosis: make diagnosis --
+
+    def _diagnosis(self):
+        if "diagnosis" not in self._cache:
+            run = self.executor.run_model_diagnosis(self.model_dir, make_vars=self._make_vars(PROMPT=self._canonical_text()))
+            self._cache["diagnosis"] = (run, self._provenance(run.command, run.provenance, run.report_path, run.transcript))
+        return self._cache["diagnosis"]
+
+    def block_gate(self):
+        from kernels.model.compare import BlockResult
+        from kernels.thresholds import block_thresholds
+
+        run, prov = self._diagnosis()
+        rows = [r for r in run.report_json.get("per_layer") or [] if r.get("name") == "ffn_out" and r.get("layer") == 0]
+        if not rows:
+            raise MlirAirBackendError(f"`{run.command}`: the diagnosis report {run.report_path} has no layer-0 ffn_out row")
+        row = rows[0]
+        ext = row.get("npu_ledger") or {}
+        cos, err = row["cosine"], row["errors"]
+        whole = ext.get("cosine", cos["mean"])
+        n = ext.get("n_positions") or len(self.tokenizer().encode(self._canonical_text()))
+        nan = int(ext.get("nan_count", 0)) + sum(1 for v in (*cos.values(), *err.values()) if isinstance(v, float) and math.isnan(v))
+        th = block_thresholds(self.config.head_dim)
+        passed = not nan and whole >= th["cosine"] and cos["min"] >= th["per_position_min"]
+        result = BlockResult(layer=0, executor=self.name, n_positions=int(n), cosine=float(whole),
+                             per_position_min=float(cos["min"]), p5=float(cos["p5"]), median=float(cos["median"]),
+                             max_abs=float(err["max_abs"]), max_rel=float(err.get("max_rel", float("nan"))),
+                             nan_count=nan, thresholds=th, passed=bool(passed))
+        result.provenance = {**prov, "cosine_source": "whole-tensor" if "cosine" in ext else "mean per-position cosine"}
+        return result
+
+    def bisect_block(self):
+        from kernels.model.compare import BisectResult
+
+        return BisectResult(steps=[], culprit=None)  # no FP32 kernel swap through make targets
+
+    def diagnose(self) -> list[dict[str, Any]]:
+        run, prov = self._diagnosis()
+        return [{**row, "provenance": prov} for row in run.result.layers]
+
+    # -- Phases 3, 6, 7: make verify --
+
+    def _verify(self, full: bool):
+        key = "verify_full" if full else "verify"
+        if key not in self._cache:
+            run = self.executor.run_model_verify(self.model_dir, full=full, make_vars=self._make_vars())
+            self._cache[key] = (run, self._provenance(run.command, run.provenance, run.report_path, run.transcript))
+        return self._cache[key]
+
+    def token_gate(self, prompt, context: str):
+        from kernels.model.compare import TokenGateResult, token_gate_failure
+        from kernels.thresholds import teacher_forced_thresholds
+
+        full = getattr(self, "_full", False)
+        run, prov = self._verify(full)
+        by_index = {p.prompt_index: p for p in run.result.prompts}
+        raw = {r.get("prompt_idx"): r for r in run.report_json.get("topk_checks") or [] if r.get("pair", "npu_vs_hf") == "npu_vs_hf"}
+        p = by_index.get(prompt.index)
+        if p is None or p.prompt != prompt.text:
+            raise MlirAirBackendError(f"`{run.command}`: its report {run.report_path} has no row for prompt "
+                                      f"{prompt.index} {prompt.text!r} (the checkout's prompt file and the gate's differ)")
+        tf = (raw.get(prompt.index) or {}).get("npu_ledger_teacher_forced")
+        fields: dict[str, Any] = dict(
+            prompt_index=p.prompt_index, prompt=p.prompt, executor=self.name, pipeline=self.options, n_tokens=p.n_tokens,
+            top_k=p.top_k, passed=p.passed, divergence_step=p.divergence_step, agreed_prefix=p.agreed_prefix,
+            chosen_ours=p.chosen_ours, chosen_ref=p.chosen_ref, topk_ours=p.topk_ours, topk_ref=p.topk_ref,
+            rank_ours_in_ref=p.rank_ours_in_ref, rank_ref_in_ours=p.rank_ref_in_ours, context=context,
+            first_divergence_passed=p.passed)
+        reason = ""
+        if tf:
+            fields.update({k: v for k, v in tf.items() if k in TokenGateResult.__dataclass_fields__})
+            fields["passed"] = bool(p.passed and tf.get("tf_passed"))
+        else:
+            fields.update(tf_passed=None, thresholds=teacher_forced_thresholds())
+            reason = ("mlir-air's verify report has no teacher-forced walk (it is an npu-ledger extension the twin's "
+                      "verify runner writes): this is mlir-air's first-divergence verdict only, and npu-ledger's "
+                      "token gate refuses it without the walk")
+        if not fields.get("kl_divergence") and fields.get("kl_per_step"):
+            fields["kl_divergence"] = fields["kl_per_step"][-1]
+        result = TokenGateResult(**fields)
+        result.reason = reason or ("" if result.passed else token_gate_failure(result))
+        result.provenance = prov
+        if tf:
+            tokenizer = self.tokenizer()
+            result.text_ours, result.text_ref = tokenizer.decode(result.tokens_ours), tokenizer.decode(result.tokens_ref)
+        return result
+
+    # -- Phases 4-6: make profile / make run --
+
+    def _profile(self) -> dict[str, Any]:
+        if "profile" not in self._cache:
+            command, rc, text, prov = self.executor.run_model_target(
+                "profile", self.model_dir, make_vars=self._make_vars(N_TOKENS=2, PROMPT=self._canonical_text()))
+            if rc != 0:
+                raise MlirAirBackendError(f"`{command}` exited with status {rc}: {text.strip().splitlines()[-1:] }")
+            pre, tok = _E2E_PREFILL.search(text), _E2E_TOKEN.search(text)
+            if not pre or not tok:
+                raise MlirAirBackendError(f"`{command}` printed no `End-to-end (prefill, per query)` / "
+                                          "`End-to-end (per token)` line")
+            seq = [int(m) for m in _PROMPT_LEN.findall(text)]
+            head, _, tail = text.partition("--- DECODE")
+            elfs = {path: {m.group(1).strip(): {"total_ms": float(m.group(2)), "calls": int(m.group(3))}
+                           for m in _ELF_ROW.finditer(part)} for path, part in (("prefill", head), ("decode", tail))}
+            self._cache["profile"] = {"prefill_s": float(pre.group(1)) / 1e3, "s_per_token": float(tok.group(1)) / 1e3,
+                                      "seq": seq[-1] if seq else NPU2_PREFILL_SEQ, "per_elf": elfs,
+                                      "provenance": self._provenance(command, prov, None, text)}
+        return self._cache["profile"]
+
+    def _modelled(self) -> dict[str, Any]:
+        from kernels.model.backend import InProcessBackend
+
+        b = object.__new__(InProcessBackend)
+        b.config, b._switches = self.config, dict(self._switches)
+        f = InProcessBackend.npu2_figures(b)
+        return {k: f[k] for k in ("source", "seq", "ctx", "ttft_s", "prefill_s", "ms_per_token", "tokens_per_s", "switches")}
+
+    def measure_prefill(self, info_tokens: int) -> Measurement:
+        prof = self._profile()
+        return Measurement("prefill_s", prof["prefill_s"], [prof["prefill_s"]], prof["seq"], "mlir-air-profile", 0, {
+            "per_elf_ms": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"],
+            "switches": {k: bool(self._switches.get(k, False)) for k in SWITCHES}})
+
+    def measure_decode(self, info_tokens: int, steps: int) -> Measurement:
+        prof = self._profile()
+        return Measurement("s_per_token", prof["s_per_token"], [prof["s_per_token"]], NPU2_DECODE_CTX,
+                           "mlir-air-profile", 0, {
+                               "per_elf_ms": prof["per_elf"], "modelled_npu2": self._modelled(),
+                               "provenance": prof["provenance"],
+                               "switches": {k: bool(self._switches.get(DECODE + k, False)) for k in SWITCHES}})
+
+    def npu2_figures(self) -> dict[str, Any]:
+        prof = self._profile()
+        return {"source": "mlir-air-profile", "seq": prof["seq"], "ctx": NPU2_DECODE_CTX,
+                "ttft_s": prof["prefill_s"], "prefill_s": prof["prefill_s"], "ms_per_token": prof["s_per_token"] * 1e3,
+                "tokens_per_s": 1.0 / prof["s_per_token"] if prof["s_per_token"] > 0 else None,
+                "per_elf": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"]}
+
+    def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> dict[str, Any]:
+        command, rc, text, prov = self.executor.run_model_target(
+            "run", self.model_dir, make_vars=self._make_vars(N_TOKENS=n_tokens, PROMPT=self._canonical_text()))
+        ttft, tps, tpt = _TTFT.search(text), _TPS.search(text), _TPT.search(text)
+        if rc != 0 or not ttft or not tps:
+            raise MlirAirBackendError(f"`{command}` (exit status {rc}) printed no TTFT / Tokens/second line")
+        ms = float(tpt.group(1)) if tpt else 1e3 / float(tps.group(1))
+        first = [int(ttft.group(2))] if ttft.group(2) else []
+        steps = [ms / 1e3] * (n_tokens - 1)  # mlir-air prints the average only; each step is that average
+        return {"tokens": first, "setup_s": 0.0, "prefill_s": float(ttft.group(1)), "ttft_s": float(ttft.group(1)),
+                "ms_per_token": ms, "tokens_per_s": float(tps.group(1)),
+                "profile": {"decode_s_per_token": steps, "decode_s_per_token_note": "Time/token average",
+                            "provenance": self._provenance(command, prov, None, text)},
+                "pipeline": self.options}

@@ -1,0 +1,242 @@
+"""`ledger scaffold NAME [--stand-in emulated]`: the model directory of mlir-air's Phase 6 playbook.
+
+Writes `programming_examples/llms/<name>/` inside MLIR_AIR_DIR the way deploy-new-llm/SKILL.md:133-147 and
+phase-6-finalize-and-learn/SKILL.md:46-76 lay it out: Makefile (compile / run / profile / verify /
+verify-full / diagnosis / clean, the recipes of mlir-air's own model Makefiles, PE/llms/llama32_1b/Makefile:
+73-129, calling `../verify/verify_runner.py --runner=<name>.verify_adapter`), verify_adapter.py (the
+adapter protocol, verify_runner.py:265-338), `<name>_inference.py`, README.md, ARCHITECTURE.md (the
+per-layer ELF sequence of `kernels.perf.dispatch.dispatch_plan`), .gitignore.
+
+The recipes are lock-free: npu-ledger holds the NPU lock (flock /tmp/mlir-air-npu.lock) around each make
+call, and the playbook template's inner `flock -x -w 1800 /tmp/mlir-air-npu.lock` inside a recipe would wait
+on the tool's own lock for 1800 s (phase-6-finalize-and-learn/SKILL.md:162-185 vs :194).
+
+`--stand-in emulated`: the adapter and `<name>_inference.py` wrap npu-ledger's emulated pipeline
+(`kernels.mlir_air.twin.stand_in`), so mlir-air's verify runner judges the emulator on a CPU; the Makefile
+exports NPU_LEDGER_SWITCHES / NPU_LEDGER_FAULTS so the tool switches optimisations itself. Without it the
+adapter and inference files are skeletons for the engineer.
+
+Never overwrites a file the engineer changed: `.npu-ledger-scaffold.json` keeps the sha256 of every file
+written; a file whose content differs from its recorded hash (or that the scaffold did not write) is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+from kernels.mlir_air.twin import ROOT
+
+MANIFEST = ".npu-ledger-scaffold.json"
+
+
+class ScaffoldError(ValueError):
+    pass
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _makefile(name: str, stand_in: bool) -> str:
+    python = sys.executable if stand_in else "python3"
+    extra = ("# the stand-in's optimisation switches and test faults (comma-separated), exported to the scripts\n"
+             "NPU_LEDGER_SWITCHES ?=\nNPU_LEDGER_FAULTS ?=\nexport NPU_LEDGER_SWITCHES NPU_LEDGER_FAULTS\n") if stand_in else ""
+    inf = f"$(srcdir)/{name}_inference.py"
+    return f"""# {name}: mlir-air model directory (npu-ledger scaffold; recipes as PE/llms/llama32_1b/Makefile:73-129).
+# No recipe takes the NPU lock: run targets under `flock -x -w 1800 /tmp/mlir-air-npu.lock make <target>`.
+srcdir := $(shell dirname $(realpath $(firstword $(MAKEFILE_LIST))))
+PYTHON ?= {python}
+BUILD_DIR ?= build_peano
+N_TOKENS ?= 100
+PROMPT ?= What is the capital of France?
+MODEL ?= local
+VERIFY_RUNNER = $(srcdir)/../verify/verify_runner.py
+RUNNER_ADAPTER = {name}.verify_adapter
+{extra}
+.PHONY: help compile run profile all verify verify-full diagnosis clean
+help:
+\t@echo "targets: compile run profile verify verify-full diagnosis clean (PROMPT, N_TOKENS, MODEL)"
+
+compile:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(PYTHON) {inf} --compile-only
+
+run:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(PYTHON) {inf} --run-only --n-tokens $(N_TOKENS) --prompt "$(PROMPT)" --model $(MODEL)
+
+profile:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(PYTHON) {inf} --run-only --n-tokens $(N_TOKENS) --prompt "$(PROMPT)" --model $(MODEL) --profile
+
+all: compile profile
+
+verify:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(PYTHON) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts topk_token --model $(MODEL) --max-prompts 2
+
+verify-full:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(PYTHON) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts topk_token --model $(MODEL)
+
+diagnosis:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(PYTHON) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts single --prompt "$(PROMPT)" --model $(MODEL)
+
+clean:
+\trm -rf $(srcdir)/$(BUILD_DIR) $(srcdir)/*kernel_cache $(srcdir)/air_project $(srcdir)/../verify/reports
+"""
+
+
+_PATH = "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\nif {root!r} not in sys.path:\n    sys.path.insert(0, {root!r})\n"
+
+
+def _adapter(name: str, model_path: str, stand_in: bool) -> str:
+    if stand_in:
+        return f'''"""{name}: mlir-air verify adapter (verify_runner.py:265-338) over npu-ledger's emulated pipeline (stand-in)."""
+{_PATH.format(root=str(ROOT))}
+from kernels.mlir_air.twin import stand_in
+
+MODEL_CHOICES = {{"local": stand_in.settings(HERE)["model_path"]}}
+DEFAULT_MODEL = "local"
+
+
+def resolve_model(choice):
+    return MODEL_CHOICES.get(choice, choice)
+
+
+def hf_reference(model_name):
+    return model_name
+
+
+def build_config():
+    return stand_in.build_config(MODEL_CHOICES["local"])
+
+
+def build_runner(model_name=None, config=None, max_seq=2048, tokenizer=None, npu_attn=True, lite_mode=True):
+    return stand_in.build_runner(resolve_model(model_name or DEFAULT_MODEL))
+'''
+    return f'''"""{name}: mlir-air verify adapter (verify_runner.py:265-338) over {name}_inference.py (the engineer's)."""
+import numpy as np
+
+MODEL_CHOICES = {{"local": {model_path!r}}}
+DEFAULT_MODEL = "local"
+
+
+def resolve_model(choice):
+    return MODEL_CHOICES.get(choice, choice)
+
+
+def hf_reference(model_name):
+    return model_name
+
+
+def build_config():
+    from {name}_inference import build_config as build  # the engineer's config object (n_layers, emb_dim, ...)
+    return build()
+
+
+class NpuRunner:
+    name = "npu_bf16"
+
+    def __init__(self, config, max_seq, lite_mode):
+        from {name}_inference import setup
+        self.state = setup(config, max_seq=max_seq)
+        self.lite = lite_mode
+
+    def prefill(self, prompt_tokens):
+        from {name}_inference import run_npu_prefill
+        return run_npu_prefill(self.state, np.asarray(prompt_tokens), lite=self.lite)
+
+    def decode_step(self, input_token, current_pos):
+        from {name}_inference import run_npu_decode_step
+        return run_npu_decode_step(self.state, int(input_token), int(current_pos))
+
+
+def build_runner(model_name=None, config=None, max_seq=2048, tokenizer=None, npu_attn=True, lite_mode=True):
+    return NpuRunner(config or build_config(), max_seq, lite_mode)
+'''
+
+
+def _inference(name: str, stand_in: bool) -> str:
+    if stand_in:
+        return (f'"""{name}: make run / make profile (npu-ledger stand-in: emulated tokens, modelled NPU2 figures)."""\n'
+                + _PATH.format(root=str(ROOT)) +
+                "from kernels.mlir_air.twin.stand_in import main\n\n"
+                "if __name__ == \"__main__\":\n    sys.exit(main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
+    return (f'"""{name}: production inference (the engineer writes it: setup(), run_npu_prefill, run_npu_decode_step,\n'
+            "and a CLI --compile-only / --run-only --n-tokens N --prompt P --model M [--profile] printing the lines\n"
+            'of PE/llms/llama32_1b/llama32_1b_inference.py:672-756 and :801-934)."""\n'
+            "raise SystemExit('not written yet: see the docstring')\n")
+
+
+def _architecture(name: str, config) -> str:
+    from kernels.perf.dispatch import dispatch_plan
+
+    p = dispatch_plan(config)
+    lines = [f"# {name}: architecture", "", f"{p.n_layers} decoder layers; per layer, in dispatch order "
+             "(`kernels.perf.dispatch.dispatch_plan`, no optimisation switched on):", "", "## Prefill (per layer)", ""]
+    for call in p.prefill_layer:
+        lines.append(f"- `{call.elf}.elf`: " + ", ".join(f"{x.role} ({x.kernel})" for x in call.launches))
+    lines += [f"- host: {h.name}" for h in p.prefill_host_layer]
+    lines += ["", f"After the layers: `{p.lm_head.elf}.elf` (" + ", ".join(x.role for x in p.lm_head.launches) + ")",
+              "", "## Decode (per layer, per token)", ""]
+    for call in p.decode_layer:
+        lines.append(f"- `{call.elf}.elf`: " + ", ".join(f"{x.role} ({x.kernel})" for x in call.launches))
+    lines += [f"- host: {h.name}" for h in p.decode_host_layer]
+    return "\n".join(lines) + "\n"
+
+
+def _readme(name: str, stand_in: bool) -> str:
+    kind = ("an npu-ledger stand-in: the adapter runs npu-ledger's emulated pipeline; every figure `make run` / "
+            "`make profile` prints is modelled (NPU2 performance model)") if stand_in else "the NPU2 deployment"
+    return (f"# {name}\n\nmlir-air model directory written by `ledger scaffold` ({kind}).\n\n"
+            "    make verify       # top-k token gate, 2 prompts (make verify-full: all)\n"
+            "    make diagnosis    # per-layer ffn_out cosine on PROMPT\n"
+            "    make run          # TTFT and tokens/s\n    make profile      # + per-ELF breakdown\n\n"
+            "Run each under `flock -x -w 1800 /tmp/mlir-air-npu.lock make <target>`; no recipe takes the lock.\n")
+
+
+def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand_in: str | None = None) -> dict:
+    """Write (or refresh) the model directory; return {"dir", "written", "kept"}."""
+    if stand_in not in (None, "emulated"):
+        raise ScaffoldError(f"unknown stand-in {stand_in!r}; the one stand-in is 'emulated'")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ScaffoldError(f"{name!r} cannot be an mlir-air model directory: verify_runner imports "
+                            f"`{name}.verify_adapter`, so the name must be a Python identifier")
+    root = Path(mlir_air_dir).expanduser().resolve()
+    if not (root / "programming_examples" / "llms" / "verify" / "verify_runner.py").is_file():
+        raise ScaffoldError(f"{root} is not an mlir-air checkout (no programming_examples/llms/verify/verify_runner.py)")
+    d = root / "programming_examples" / "llms" / name
+    d.mkdir(parents=True, exist_ok=True)
+    files = {
+        "Makefile": _makefile(name, bool(stand_in)),
+        "verify_adapter.py": _adapter(name, str(model_path), bool(stand_in)),
+        f"{name}_inference.py": _inference(name, bool(stand_in)),
+        "README.md": _readme(name, bool(stand_in)),
+        "ARCHITECTURE.md": _architecture(name, config),
+        ".gitignore": "build_peano/\n*kernel_cache/\nair_project/\n__pycache__/\n",
+        "__init__.py": "",
+    }
+    if stand_in:
+        files["stand_in.json"] = json.dumps({"model_path": str(model_path), "stand_in": stand_in}, indent=1) + "\n"
+    mpath = d / MANIFEST
+    manifest = json.loads(mpath.read_text()) if mpath.is_file() else {}
+    written, kept = [], []
+    for rel, text in files.items():
+        path = d / rel
+        if path.exists():
+            now = _sha(path.read_text())
+            if manifest.get(rel) != now:  # the engineer's file, or one the engineer changed
+                if now != _sha(text):
+                    kept.append(rel)
+                continue
+        path.write_text(text)
+        manifest[rel] = _sha(text)
+        written.append(rel)
+    mpath.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return {"dir": str(d), "written": written, "kept": kept}
