@@ -151,14 +151,23 @@ FIGURE_RTOL = 1e-9
 #   stale_decode_buffer, 8     10.8 .. 18.4     4.33 .. 6.48     92.8 .. 1291     0.094
 #   lm_head_partition_offset   19.3 .. 37.3     9.96 .. 20.9     1.6e4 .. 1.9e9   0.031
 #   kv_head_group_mismap, 8    16.0 .. 24.6     9.52 .. 12.6     4.4e4 .. 6.7e5   0.000
-# The faithful emulated runs and kv_cache_off_by_one overlap on KL max and KL mean; only the PPL ratio
-# separates them on every prompt (gap 1.0897 .. 1.119), so it is the tight threshold and the KL ones sit
-# 1.5x above the faithful maxima (they catch the gross faults; never loosen them to pass a faithful run).
+# Re-measured after the BFP16 overflow change to the emulator (kernels/bf16.py, issue #17), same prompts:
+#                              KL max         KL mean          PPL ratio        top-5 inclusion failures
+#   faithful emulated, instr 8 0.085 .. 0.283  0.013 .. 0.044   0.981 .. 1.0914  none
+#   faithful emulated, base 8  0.094 .. 1.243  0.036 .. 0.126   1.037 .. 1.1088  base 1 (step 5), base 3 (step 24)
+#   faithful torch, base 8     <= 0.014        <= 0.0016        0.995 .. 1.0103  none
+#   kv_cache_off_by_one, instr 0.48 .. 4.75    0.087 .. 0.351   1.097 .. 1.477   -
+# kv_cache_off_by_one and the faithful emulated base prompts OVERLAP on every statistic (KL mean 0.087 vs
+# 0.126, PPL 1.097 vs 1.1088, KL max 0.48 vs 1.243): no threshold separates them, and the faithful emulated
+# base set does not pass 8/8 (base 1 and 3 fail top-5 inclusion, base 7 the PPL ratio) -- reported, not hidden.
+# On the instruct set (the set an instruct model's gate runs) they separate on KL mean: faithful max 0.044,
+# fault min 0.087. So KL mean is the tight threshold, 1.5x above the faithful instruct maximum; it was tightened
+# from 0.2 when the re-measurement showed the PPL ratio no longer separated (kv prompt 5: 1.097 < 1.10).
 # Tiny random-init models (faithful emulated, 8 prompts): KL max <= 0.087, KL mean <= 0.022, PPL <= 1.065.
 
-TF_KL_MAX = 2.0  # faithful emulated max 1.295 (base prompt 5, step 10): margin 1.54x
-TF_KL_MEAN = 0.2  # faithful emulated max 0.133 (base prompt 5): margin 1.50x
-TF_PPL_RATIO_MAX = 1.10  # faithful max 1.0897 (emulated, instruct 1): 0.9 % above; kv_cache_off_by_one min 1.119: 1.7 % below
+TF_KL_MAX = 2.0  # faithful emulated max 1.295 (base prompt 5, step 10): margin 1.54x (catches the gross faults)
+TF_KL_MEAN = 0.065  # faithful emulated instruct max 0.044 (1.5x); kv_cache_off_by_one instruct min 0.087 (1.3x above)
+TF_PPL_RATIO_MAX = 1.10  # faithful instruct max 1.0914 (emulated instruct 1); faithful base 7 is 1.1088 (fails)
 
 
 def teacher_forced_thresholds() -> dict[str, float]:
