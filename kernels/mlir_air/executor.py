@@ -54,6 +54,7 @@ from kernels.mlir_air.transcript import HarnessResult, TranscriptError, parse_ha
 from kernels.mlir_air.verify_report import VerifyResult, parse_verify_output
 
 log = structlog.get_logger(__name__)
+ENV_LOCK = "LEDGER_NPU_LOCK"
 
 
 # --- results -------------------------------------------------------------------------------------------
@@ -157,14 +158,15 @@ class MlirAirExecutor(Executor):
         *,
         harness_table: str | os.PathLike | None = None,
         mlir_air_dir: str | None = None,
-        lock_path: str = DEFAULT_LOCK_PATH,
+        lock_path: str | None = None,
         lock_timeout_s: float | None = None,
         timeout_s: float | None = None,
     ) -> None:
         super().__init__(target)
         self.table = load_harness_table(harness_table)
         self.mlir_air_dir = mlir_air_dir if mlir_air_dir is not None else os.environ.get(ENV_MLIR_AIR) or None
-        self.lock_path = lock_path
+        # env LEDGER_NPU_LOCK overrides the default /tmp/mlir-air-npu.lock (tests, a second NPU)
+        self.lock_path = lock_path or os.environ.get(ENV_LOCK) or DEFAULT_LOCK_PATH
         self.lock_timeout_s = lock_timeout_s if lock_timeout_s is not None else self.table.lock_timeout_s
         self.timeout_s = timeout_s
         self._toolchain: dict[str, str | None] | None = None
