@@ -36,7 +36,7 @@ def _table(tmp_path: Path, broken: Path, log: Path) -> Path:
         if kernel == "gemv":
             cmd += (f" --broken-if {shlex.quote(str(broken))} --broken-text "
                     f"{shlex.quote(str(FIXTURES / 'triage' / 'gemv-bd-repeat-count.log'))} --broken-exit 2")
-        lines += [f"[harness.{kernel}]", f"command = {cmd!r}", 'latency_command = ""']
+        lines += [f"[harness.{kernel}]", f"command = {cmd!r}"]
     path = tmp_path / "harnesses.toml"
     text = "\n".join(lines) + "\n"
     path.write_text(text)
