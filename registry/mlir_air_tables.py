@@ -522,7 +522,7 @@ def merge_into_mlir_air(directory: str | Path, data: RegistryData) -> dict[str, 
                             for c in existing}
                     new = []
                     for r in rows:
-                        ident = (tuple(r.shape[k] for k in ("M", "K", "N")) if key.startswith("gemm")
+                        ident = (tuple(dict(r.shape)[k] for k in ("M", "K", "N")) if key.startswith("gemm")
                                  else tuple(sorted(dict(r.shape).items())))
                         if key == "flash_attention":
                             s = dict(r.shape)
@@ -555,7 +555,7 @@ def merge_into_mlir_air(directory: str | Path, data: RegistryData) -> dict[str, 
             ours = [m for m in row.measurements if m.on_hardware and m.passed and m.evidence != "imported"]
             if not ours:
                 continue
-            mkn = tuple(row.shape[k] for k in ("M", "K", "N"))
+            mkn = tuple(dict(row.shape)[k] for k in ("M", "K", "N"))
             if mkn not in index:
                 entry = _shape_entry(dataclasses.replace(row, measurements=tuple(ours)))
                 if entry:
@@ -568,6 +568,7 @@ def merge_into_mlir_air(directory: str | Path, data: RegistryData) -> dict[str, 
                     shape["methods"][m.method] = _method_entry(m)
                     n += 1
         if n:
-            path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+            # upstream writes \\u escapes (ensure_ascii): dumping the same way leaves its bytes unchanged
+            path.write_text(json.dumps(doc, indent=2, ensure_ascii=True) + "\n")
             added[f"details/{name}"] = n
     return added
