@@ -263,7 +263,7 @@ class MlirAirExecutor(Executor):
             latency, provenance["latency_run"] = self._latency_run(spec, kernel, shape, tile, limit)
         return HarnessRun(
             kernel=kernel,
-            contract=contract or (spec.contracts[0] if spec.contracts else ""),
+            contract=contract or (spec.contracts[0] if spec.contracts else _default_contract(kernel)),
             shape=dict(shape),
             tile=used_tile,
             command=command,
@@ -396,6 +396,16 @@ class MlirAirExecutor(Executor):
         if rc != 0:
             raise TranscriptError(f"`{command}` printed [verify] PASS but exited with status {rc}.", transcript)
         return ModelRun("diagnosis", command, rc, transcript, str(path), report, result, prov)
+
+
+def _default_contract(kernel: str) -> str:
+    """The catalog's contract name for a kernel (so a row never records '' or a bare 'bf16')."""
+    from kernels.catalog import UnknownKernel, get_spec
+
+    try:
+        return get_spec(kernel).default_contract
+    except UnknownKernel:
+        return ""
 
 
 def _value_flags(flags: dict[str, str], lowered: dict[str, Any]) -> list[str]:
