@@ -81,3 +81,35 @@ def test_a_harness_that_fails_to_build_mid_phase_1_fails_that_kernel_only_and_th
     carried = [ev.event for ev in passed.evidence if getattr(ev.event, "carried_from_seq", None)]
     assert len(carried) == len(others) and all("carried, not re-run" in e.note for e in carried)
     assert "carried from the failed attempt, not re-run" in passed.summary
+
+
+def test_a_traceback_and_a_timeout_are_fail_rows_saying_which_and_the_other_rows_stand(tmp_path, monkeypatch):
+    """A shape assertion (Python traceback, exit 1) and a hang killed at the harness timeout each leave a FAIL row
+    with `not_measured` naming the outcome; nothing else is lost."""
+    log = tmp_path / "runs.log"
+    table = _table(tmp_path, tmp_path / "never", log).read_text()
+    fa = [sys.executable, str(FIXTURES / "fake_harness.py"), str(FIXTURES / "triage" / "flash-attention-shape-assert.log"),
+          "--exit", "1"]
+    hang = [sys.executable, str(FIXTURES / "fake_harness.py"), str(FIXTURES / "rmsnorm_pass.txt"), "--sleep", "30"]
+    table = table.replace("[harness.flash_attention]", "[harness.flash_attention_unused]")
+    table = table.replace("[harness.rmsnorm]", "[harness.rmsnorm_unused]")
+    table += (f"[harness.flash_attention]\ncommand = {' '.join(shlex.quote(a) for a in fa)!r}\n"
+              f"[harness.rmsnorm]\ncommand = {' '.join(shlex.quote(a) for a in hang)!r}\ntimeout_s = 2\n")
+    path = tmp_path / "harnesses.toml"
+    path.write_text(table)
+    monkeypatch.setenv("NPU_LEDGER_HARNESSES", str(path))
+    monkeypatch.setenv("LEDGER_NPU_LOCK", str(tmp_path / "npu.lock"))
+    url = f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}"
+    _at_phase1(url, "m", "mlir-air", str(tmp_path))
+    proc = cli(tmp_path, "advance", "m", "--until", "1")
+    assert "phase 1 FAILED (attempt 1)" in proc.stdout + proc.stderr
+    state = DeploymentUnit(open_ledger(url), "m").state
+    rows = [ev.event for ev in state.failed_attempts[1][0].evidence if type(ev.event).__name__ == "KernelVerified"]
+    kinds = {r.kernel: r.not_measured for r in rows if r.not_measured}
+    assert kinds == {"flash_attention": "traceback", "rmsnorm": "timeout"}
+    fa_row = next(r for r in rows if r.kernel == "flash_attention")
+    assert fa_row.provenance["returncode"] == 1 and "num_heads_per_unroll" in fa_row.note
+    assert all(r.verdict == "PASS" for r in rows if r.kernel not in kinds)
+    assert "failing kernel(s): rmsnorm, flash_attention" in state.last_verdict
+    triaged = [e for e in open_ledger(url).read_stream("deployment:m") if e.type == "FailureTriaged"][-1]
+    assert "flash-attention-shape-assert" in [m["rule_id"] for m in triaged.payload["matches"]]
