@@ -1,6 +1,6 @@
 """`ledger kernel ...`: run one leaf kernel at one shape and judge it (kernels.run.run_kernel).
 
-    ledger kernel run gemm --shape M=2048,K=2048,N=2048 [--executor emulated|torch|fp32] [--target npu2|npu1]
+    ledger kernel run gemm --shape M=2048,K=2048,N=2048 [--executor emulated|torch|fp32|mlir-air] [--target npu2|npu1]
                       [--contract bf16-out-low] [--tile tile_m=64,tile_n=128] [--seed 0]
                       [--inputs project|harness] [--json]
 
@@ -20,6 +20,8 @@ import click
 
 from kernels.catalog import KERNELS, ShapeError, UnknownKernel, get_spec
 from kernels.harness_inputs import HarnessNotReproduced
+from kernels.mlir_air.table import HarnessError
+from kernels.mlir_air.transcript import TranscriptError
 from kernels.tiles import TileRuleViolation
 
 
@@ -64,7 +66,8 @@ def kernel() -> None:
 @kernel.command("run")
 @click.argument("kernel_name", metavar="KERNEL")
 @click.option("--shape", required=True, help="named sizes, e.g. M=2048,K=2048,N=2048")
-@click.option("--executor", type=click.Choice(["emulated", "torch", "fp32"]), default="emulated", show_default=True)
+@click.option("--executor", type=click.Choice(["emulated", "torch", "fp32", "mlir-air"]), default="emulated",
+              show_default=True, help="mlir-air: run mlir-air's own harness (MLIR_AIR_DIR, under the NPU lock)")
 @click.option("--target", type=click.Choice(["npu2", "npu1"]), default="npu2", show_default=True)
 @click.option("--contract", default=None, help="e.g. f32-out | bf16-out-high | bf16-out-low (gemm)")
 @click.option("--tile", "tile_text", default=None, help="tile overrides, e.g. tile_m=64,tile_n=128")
@@ -85,6 +88,8 @@ def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_til
                             seed=seed, force_tile=force_tile, inputs=input_mode)
     except (UnknownKernel, HarnessNotReproduced) as e:
         raise click.ClickException(str(e)) from None
+    except (HarnessError, TranscriptError) as e:  # mlir-air: no command, no lock, a timeout, an unreadable run
+        raise click.ClickException(str(e).splitlines()[0]) from None
     except (ShapeError, TileRuleViolation) as e:
         raise click.ClickException(str(e)) from None
     except ValueError as e:  # unknown contract / target

@@ -139,7 +139,8 @@ def _row_json(r) -> dict:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.pass_context
 def import_cmd(ctx, directory) -> None:
-    """Import mlir-air registry JSON files (details/*.json) as KernelVerified events (idempotent)."""
+    """Import an mlir-air kernel_registry/ folder as it is (details/*.json and the tested-shapes tables of the
+    kernels without JSON, each row's status kept), or a details/ folder of JSON files (idempotent)."""
     try:
         added = import_registry(_ledger(ctx), directory)
     except (ValueError, FileNotFoundError) as e:
@@ -150,9 +151,23 @@ def import_cmd(ctx, directory) -> None:
 @registry.command("build")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="output root (default: the workspace)")
 @click.option("--check", is_flag=True, help="write nothing; exit 1 if any file on disk differs from the projection")
+@click.option("--into-mlir-air", "into", type=click.Path(exists=True, file_okay=False),
+              help="add the ledger's new hardware rows to this mlir-air checkout's kernel_registry/ (its tables' own "
+                   "columns, its GEMM JSON), leaving its prose and rows as they are")
 @click.pass_context
-def build_cmd(ctx, out_dir, check) -> None:
+def build_cmd(ctx, out_dir, check, into) -> None:
     """Rebuild the registry and every model's docs from the ledger (or --check them)."""
+    if into:
+        from handlers.registry_ops import merge_into_mlir_air
+
+        try:
+            added = merge_into_mlir_air(_ledger(ctx).read_all(), into)
+        except FileNotFoundError as e:
+            raise click.ClickException(str(e)) from None
+        for rel, n in sorted(added.items()):
+            click.echo(f"{rel}: {n} row(s) added")
+        click.echo(f"added {sum(added.values())} row(s) to {into}" if added else f"nothing new for {into}")
+        return
     out = Path(out_dir) if out_dir else _workspace(ctx)
     result = build_projections(_ledger(ctx).read_all(), out, check=check)
     if check:

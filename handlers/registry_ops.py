@@ -72,21 +72,44 @@ def _clashes(events) -> list[str]:
 
 
 def import_registry(ledger, directory: str | Path) -> int:
-    """Import every upstream registry JSON in `directory`; return the number of events added."""
+    """Import an mlir-air registry: its `kernel_registry/` folder as it is (details/*.json for GEMM, and the
+    tested-shapes markdown tables of the eight kernels without JSON, registry.mlir_air_tables), or a folder of
+    registry JSON files (details/ itself). Returns the number of events added (idempotent)."""
+    from registry.mlir_air_tables import events_from_markdown
+
     directory = Path(directory)
-    files = sorted(p for p in directory.glob("*.json") if p.is_file())
-    if not files:
-        raise FileNotFoundError(f"no registry JSON files (*.json) in {directory}")
+    details = directory / "details" if (directory / "details").is_dir() else directory
+    root = directory if details != directory else None  # given details/ itself: its JSON only, as before
+    files = sorted(p for p in details.glob("*.json") if p.is_file())
+    markdown = events_from_markdown(root) if root is not None else []
+    if not files and not markdown:
+        raise FileNotFoundError(f"no registry JSON files (*.json) or tested-shapes tables in {directory}")
     existing = {e.event_id for e in ledger.read_stream(IMPORT_STREAM)}
     new: list[NewEvent] = []
-    for path in files:
-        for event_id, event in events_from_upstream(path):
-            if event_id not in existing:
-                existing.add(event_id)
-                new.append(NewEvent(event=event, event_id=event_id))
+    candidates = [pair for path in files for pair in events_from_upstream(path)] + markdown
+    for event_id, event in candidates:
+        if event_id not in existing:
+            existing.add(event_id)
+            new.append(NewEvent(event=event, event_id=event_id))
     if new:
         ledger.append(IMPORT_STREAM, ledger.stream_version(IMPORT_STREAM), new)
     return len(new)
+
+
+def merge_into_mlir_air(events: Sequence[RecordedEvent], directory: str | Path) -> dict[str, int]:
+    """Add the ledger's new hardware rows to an mlir-air checkout's kernel_registry/ (tables and GEMM JSON),
+    leaving its prose and existing rows as they are."""
+    from registry.fold import fold_registry
+    from registry.mlir_air_tables import merge_into_mlir_air as merge
+
+    directory = Path(directory)
+    registry_dir = directory / "programming_examples" / "kernel_registry"
+    if not registry_dir.is_dir():
+        registry_dir = directory
+    if not (registry_dir / "supported_kernels.md").is_file():
+        raise FileNotFoundError(f"{directory} holds no kernel_registry/supported_kernels.md (an mlir-air checkout, "
+                                "or its programming_examples/kernel_registry folder)")
+    return merge(registry_dir, fold_registry(events))
 
 
 def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, check: bool = False) -> BuildResult:

@@ -129,7 +129,8 @@ def run_kernel(
     plan = plan_tile(kernel, s, target, tile, force=force_tile)
     method, tier = "", c.tier
     if kernel == "gemm":
-        method = "direct-codegen" if c.name == "bf16-out-low" else ("external" if c.name == "f32-out" else plan.tile["method"])
+        # mlir-air's registry names (details/GEMM_bf16_in_{bf16,fp32}_out.json): direct (low tier), external (f32)
+        method = "direct" if c.name == "bf16-out-low" else ("external" if c.name == "f32-out" else plan.tile["method"])
     if hasattr(ex, "run_harness"):
         return _from_harness(ex, spec, s, c, plan, target, method, tier)
     if inputs == "harness":
@@ -184,7 +185,8 @@ def run_kernel(
 def _from_harness(ex, spec, s, c, plan, target, method, tier) -> KernelResult:
     """A harness run (mlir-air): the figures are what the harness printed."""
     run = ex.run_harness(spec.name, s, tile=dict(plan.tile), contract=c.name)
-    f = run.result.kernel_verified_fields()
+    f = {**run.result.kernel_verified_fields(), "latency_us": run.latency_us, "gflops": run.gflops}
+    method, tier = run.method_tier() if spec.name == "gemm" else (method, tier)
     herd = run.herd() or list(plan.herd)
     nan = float("nan")
     return KernelResult(

@@ -217,11 +217,17 @@ class KernelVerified(Measured):
     source: Literal["emulated", "torch", "harness", "diagnosis", "imported"] = "emulated"
     role: str = ""
     stage: Literal["prefill", "decode", ""] = ""
-    method: str = ""  # e.g. drain / fused-cast / direct-codegen (imported rows)
+    method: str = ""  # mlir-air's registry method: drain / fused-cast / direct (bf16 out), external / direct (f32 out)
     tier: str = ""  # high / low precision tier
     provenance: dict[str, Any] = Field(default_factory=dict)  # command, output_sha256, host, toolchain, file
     measured_at: str = ""
     note: str = ""
+    # a row that passed in an earlier, failed attempt of the same phase and was not re-run: the seq of the
+    # original measurement (this event is its copy; statemachine.machine checks it against that event)
+    carried_from_seq: int | None = None
+    # why a harness produced no measurement ("compile-error", "traceback", "timeout", "lock-timeout",
+    # "compile-only", "unparseable"); "" for a measured row. Such a row is a FAIL with no error figures.
+    not_measured: str = ""
 
 
 # --- Phase 2 / 3 evidence ----------------------------------------------------------------------------

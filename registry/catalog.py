@@ -99,7 +99,7 @@ CATALOG: tuple[KernelSpec, ...] = (
         aliases={
             "seq_q": "lq", "q_len": "lq", "seq_k": "lk", "kv_len": "lk", "seq": "lq", "head_dim": "dk",
             "d": "dk", "n_heads": "heads", "num_heads": "heads", "hq": "heads", "n_kv_heads": "kv_heads",
-            "num_kv_heads": "kv_heads", "hkv": "kv_heads",
+            "num_kv_heads": "kv_heads", "hkv": "kv_heads", "heads_q": "heads", "heads_kv": "kv_heads",
         },
         unit="GFLOP/s", math="O = softmax(Q K^T / sqrt(dk)) V, GQA, causal or not",
         datapath="two BFP16 MMAs + bf16 online softmax",

@@ -235,6 +235,10 @@ def _caveats(spec: KernelSpec, ms: Sequence[Measurement]) -> tuple[str, ...]:
     if artifact:
         out.append("FAIL at rtol/atol only on a handful of near-zero-reference elements (atol artifact, mean_rel_L1 "
                    f"in tier; accepted as mlir-air's registry does; seq {', '.join(map(str, artifact))})")
+    warned = [m for m in ms if m.caveat == "upstream-warning"]
+    if warned:
+        out.append(f"mlir-air's registry marks it {warned[0].provenance.get('status_text') or '⚠️'} "
+                   f"(imported, seq {', '.join(str(m.seq) for m in warned)})")
     if spec.key == "gemm_bf16" and hw_pass and not any(m.tier == "high" for m in hw_pass):
         out.append("only the low-precision tier is verified")
     for m in hw_pass:

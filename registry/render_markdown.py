@@ -22,6 +22,9 @@ LEGEND = (
 _TILE_ORDER = ("tile_m", "tile_k_l2", "tile_k_l1", "tile_n")
 
 
+from registry.mlir_air_tables import render_details_tables, render_index_table  # noqa: E402
+
+
 def header(what: str, data: RegistryData) -> str:
     return (
         f"<!-- {what}: projected by npu-ledger from {data.n_events} KernelVerified events (seq <= "
@@ -162,6 +165,9 @@ def render_supported_kernels(data: RegistryData) -> str:
             + f"Best = fastest PASS on NPU2 ({page.spec.unit}); full per-method data in "
             f"[`details/{page.spec.page}.md`](details/{page.spec.page}.md).\n",
             shapes_table(page),
+            "In mlir-air's own columns for this kernel (`kernel_registry/supported_kernels.md`; 🧪 = emulated, "
+            "never best, never bold):\n",
+            render_index_table(page),
         ]
     return "\n".join(parts)
 
@@ -260,6 +266,8 @@ def render_details(page: KernelPage, data: RegistryData) -> str:
     if page.rows:
         parts.append(LEGEND + "\n")
         parts.append(shapes_table(page))
+        parts += ["### In mlir-air's columns\n", f"The tested-shapes table(s) of mlir-air's `details/{spec.page}.md`, "
+                  "column for column (🧪 = emulated, never best, never bold):\n", render_details_tables(page)]
         parts += ["### Every method measured\n", "One row per (shape, contract, method, evidence): its best PASS, "
                   "else its latest run.\n", _method_table(page)]
         notes = _notes(page)

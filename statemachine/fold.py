@@ -205,9 +205,10 @@ def _passed(state: DeploymentState, rec: RecordedEvent, e: PhasePassed) -> Deplo
 def _failed(state: DeploymentState, rec: RecordedEvent, e: PhaseFailed) -> DeploymentState:
     phase = Phase(e.phase)
     _require_row(state, rec, phase.fail_trigger)
-    _open_attempt(state, rec, phase, e.attempt)
+    closed = _open_attempt(state, rec, phase, e.attempt)
     dest = Status.NEEDS_HUMAN_REVIEW if state.escalates_on_failure() else phase.status
     return _move(state, rec, phase.fail_trigger, dest, open_attempt=None,
+                 failed_attempts={**state.failed_attempts, phase: (*state.failed_attempts.get(phase, ()), closed)},
                  failures={**state.failures, phase: state.failures.get(phase, 0) + 1},
                  last_verdict=f"phase {int(phase)} ({phase.title}) failed, attempt {e.attempt}: "
                               f"{'; '.join(e.reasons)}")

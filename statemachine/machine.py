@@ -247,6 +247,8 @@ def atol_artifact(k: KernelVerified) -> str | None:
         return None
     if k.nan_count or not k.mismatches or not k.n_elements or k.mismatch_ref_max is None or k.mismatch_err_max is None:
         return None
+    if not (math.isfinite(k.mismatch_ref_max) and math.isfinite(k.mismatch_err_max)):
+        return None
     if not _finite(k.mean_rel_L1) or k.mean_rel_L1 > c["max_mean_rel_L1"]:
         return None
     if k.mismatches > c["max_mismatch_fraction"] * k.n_elements:
@@ -275,6 +277,34 @@ def _kernel_problem(k: KernelVerified) -> str | None:
     return None
 
 
+_CARRY_FREE = ("carried_from_seq", "note")  # the only fields a carried copy may differ in
+
+
+def _carried_problem(state: DeploymentState, k: KernelVerified) -> str | None:
+    """Why a row claiming to be carried from an earlier attempt is not (None: it is, or it claims nothing).
+
+    The original must be a KernelVerified measured (not itself carried) in a failed attempt of Phase 1 of this
+    deployment, equal to the copy in every field but `carried_from_seq` and `note`, and acceptable on its own."""
+    if k.carried_from_seq is None:
+        return None
+    earlier = [ev for attempt in state.failed_attempts.get(Phase.KERNELS, ()) for ev in attempt.evidence
+               if ev.seq == k.carried_from_seq]
+    if not earlier or not isinstance(earlier[0].event, KernelVerified):
+        return f"carried from seq {k.carried_from_seq}, which is no KernelVerified of a failed Phase 1 attempt"
+    origin = earlier[0].event
+    if origin.carried_from_seq is not None:
+        return f"carried from seq {k.carried_from_seq}, itself a carried copy: a copy must name the measurement"
+    a = {f: v for f, v in k.to_payload().items() if f not in _CARRY_FREE}
+    b = {f: v for f, v in origin.to_payload().items() if f not in _CARRY_FREE}
+    if a != b:
+        diff = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+        return f"carried from seq {k.carried_from_seq} but differs from it in {diff}"
+    problem = _kernel_problem(origin)
+    if problem:
+        return f"carried from seq {k.carried_from_seq}, which did not pass there ({problem})"
+    return None
+
+
 def gate_1_all_kernels_pass(state: DeploymentState, context: GateContext) -> GateResult:
     """Every planned (kernel, shape) verified; the latest verdict per (kernel, shape, contract) is PASS."""
     if context.planned_kernels is None:
@@ -294,6 +324,10 @@ def gate_1_all_kernels_pass(state: DeploymentState, context: GateContext) -> Gat
             if first != key:
                 return _no(f"KernelVerified seq {row.seq} {key[0]} {key[1]} {key[2]}: its transcript (sha256 "
                            f"{digest[:12]}) is already the evidence of seq {seq} {first[0]} {first[1]}")
+    for row in rows:  # a carried row must be the copy of a passing measurement of an earlier failed attempt
+        problem = _carried_problem(state, row.event)
+        if problem:
+            return _no(f"KernelVerified seq {row.seq} {row.event.kernel}: {problem}")
     for (kernel, shape, contract), row in latest.items():
         problem = _kernel_problem(row.event)
         if problem:

@@ -94,6 +94,8 @@ class DeploymentState:
     attempts: dict[Phase, int] = field(default_factory=dict)
     open_attempt: Attempt | None = None
     failures: dict[Phase, int] = field(default_factory=dict)
+    # the closed attempts that failed, per phase, with their evidence (Phase 1 carries rows that passed there)
+    failed_attempts: dict[Phase, tuple[Attempt, ...]] = field(default_factory=dict)
     resumes: dict[Phase, int] = field(default_factory=dict)
     passed: dict[Phase, PassedPhase] = field(default_factory=dict)
     blockers: tuple[Blocker, ...] = ()

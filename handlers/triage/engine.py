@@ -228,6 +228,29 @@ def gemv_l2_overflow(ev: dict[str, Any], *, budget: int = 524288) -> Outcome:
     return ok, f"GEMV L2 staging = {need} bytes ({'above' if ok else 'within'} the {budget}-byte budget)"
 
 
+def tile_rule_broken(ev: dict[str, Any], *, rules: list[str]) -> Outcome:
+    """The evidence's (kernel, shape, tile) breaks one of the tile planner's hard rules named in `rules`
+    (kernels.tiles.check_tile re-derives it from the recorded shape and tile, completed with the planner's
+    defaults): true naming the rule and its numbers; unknown when the tile keeps them or there is no kernel
+    and shape."""
+    from kernels.tiles import check_tile, default_tile
+
+    kernel, shape, tile = ev.get("kernel"), ev.get("shape"), ev.get("tile")
+    if not isinstance(kernel, str) or not isinstance(shape, dict) or not any(r.startswith(f"{kernel}.") for r in rules):
+        return None, ""
+    try:
+        full = {**default_tile(kernel, shape, ev.get("target") or "npu2"), **(tile or {})}
+        broken = [(name, msg) for name, msg in check_tile(kernel, shape, full, ev.get("target") or "npu2")
+                  if name in rules]
+    except Exception:  # noqa: BLE001 - a shape the catalog cannot read is not evidence either way
+        return None, ""
+    if broken:
+        return True, "; ".join(f"{name}: {msg}" for name, msg in broken)
+    # a kept rule is no evidence against the error text: the planner checks every rule before anything runs,
+    # so the same message can come from elsewhere (a merged ELF, a hand-set tile) - unknown, not false
+    return None, ""
+
+
 def fa_dk_chunks_gt(ev: dict[str, Any], *, value: int = 1) -> Outcome:
     """Flash attention head-dim chunks above `value`: dk_chunks, or head_dim / lkp (lkp defaults to 64,
     the Makefile's LKP and the only working point in mlir-air's FlashAttention sweep)."""
@@ -366,6 +389,7 @@ PREDICATES: dict[str, Callable[..., Outcome]] = {
     "gemm_b_stride_exceeds": gemm_b_stride_exceeds,
     "gemv_l2_overflow": gemv_l2_overflow,
     "fa_dk_chunks_gt": fa_dk_chunks_gt,
+    "tile_rule_broken": tile_rule_broken,
     "cosine_cliff": cosine_cliff,
     "layers_healthy": layers_healthy,
     "gradual_drift": gradual_drift,

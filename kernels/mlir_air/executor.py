@@ -54,6 +54,7 @@ from kernels.mlir_air.transcript import HarnessResult, TranscriptError, parse_ha
 from kernels.mlir_air.verify_report import VerifyResult, parse_verify_output
 
 log = structlog.get_logger(__name__)
+ENV_LOCK = "LEDGER_NPU_LOCK"
 
 
 # --- results -------------------------------------------------------------------------------------------
@@ -157,15 +158,15 @@ class MlirAirExecutor(Executor):
         *,
         harness_table: str | os.PathLike | None = None,
         mlir_air_dir: str | None = None,
-        lock_path: str = DEFAULT_LOCK_PATH,
+        lock_path: str | None = None,
         lock_timeout_s: float | None = None,
         timeout_s: float | None = None,
     ) -> None:
         super().__init__(target)
         self.table = load_harness_table(harness_table)
         self.mlir_air_dir = mlir_air_dir if mlir_air_dir is not None else os.environ.get(ENV_MLIR_AIR) or None
-        # LEDGER_NPU_LOCK overrides the default lock file (tests, a machine whose lock lives elsewhere)
-        self.lock_path = os.environ.get("LEDGER_NPU_LOCK") or lock_path if lock_path == DEFAULT_LOCK_PATH else lock_path
+        # env LEDGER_NPU_LOCK overrides the default /tmp/mlir-air-npu.lock (tests, a second NPU)
+        self.lock_path = lock_path or os.environ.get(ENV_LOCK) or DEFAULT_LOCK_PATH
         self.lock_timeout_s = lock_timeout_s if lock_timeout_s is not None else self.table.lock_timeout_s
         self.timeout_s = timeout_s
         self._toolchain: dict[str, str | None] | None = None
@@ -262,7 +263,7 @@ class MlirAirExecutor(Executor):
             latency, provenance["latency_run"] = self._latency_run(spec, kernel, shape, tile, limit)
         return HarnessRun(
             kernel=kernel,
-            contract=contract or (spec.contracts[0] if spec.contracts else ""),
+            contract=contract or (spec.contracts[0] if spec.contracts else _default_contract(kernel)),
             shape=dict(shape),
             tile=used_tile,
             command=command,
@@ -425,6 +426,16 @@ class MlirAirExecutor(Executor):
         if rc != 0:
             raise TranscriptError(f"`{command}` printed [verify] PASS but exited with status {rc}.", transcript)
         return ModelRun("diagnosis", command, rc, transcript, str(path), report, result, prov)
+
+
+def _default_contract(kernel: str) -> str:
+    """The catalog's contract name for a kernel (so a row never records '' or a bare 'bf16')."""
+    from kernels.catalog import UnknownKernel, get_spec
+
+    try:
+        return get_spec(kernel).default_contract
+    except UnknownKernel:
+        return ""
 
 
 def _value_flags(flags: dict[str, str], lowered: dict[str, Any]) -> list[str]:

@@ -80,6 +80,8 @@ def _merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     harness = {k: dict(v) for k, v in out.get("harness", {}).items()}
     for key, entry in over.get("harness", {}).items():
         merged = {**harness.get(key, {}), **entry}
+        if "command" in entry and "latency_command" not in entry:  # the timing run belonged to the replaced command
+            merged.pop("latency_command", None)
         for sub in ("defaults", "switches", "flags", "latency_flags", "aliases"):
             if sub in entry or sub in harness.get(key, {}):
                 merged[sub] = {**harness.get(key, {}).get(sub, {}), **entry.get(sub, {})}

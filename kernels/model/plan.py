@@ -7,17 +7,29 @@ decode at batch 1. With E = emb, H = heads, Hkv = kv heads, D = head_dim, F = hi
                                         Gate/Up seq x E x F, Down seq x F x E
   GEMV (M x K)                decode   Q H*D x E, K/V Hkv*D x E, O E x H*D, Gate/Up F x E, Down E x F,
                                         LM head per 16384-row vocabulary partition: 16384 x E
-  RMSNorm (M x N)             prefill  seq x E; Qwen3 (qk_norm) q/k norm: (H*seq) x D and (Hkv*seq) x D
+  RMSNorm (M x N)             prefill  seq x E; Qwen3 (qk_norm) q/k norm: seq x D, once per head
   RoPE (rows x D)             prefill  Q H*seq x D, K Hkv*seq x D;  decode  Q H x D, K Hkv x D
   FlashAttention              prefill  seq x seq, dk = dv = D, heads H / Hkv, causal
   Eltwise add (N)             prefill  seq*E (the two residual adds of a layer)
   SiLU-and-Mul (N)            prefill  seq*F
 
 Identical (kernel, shape, phase) rows merge into one, their roles joined by "/" ("Q/O proj" when
-H*D == E). Qwen3's q/k norm: NUMERICS says "seq x D per head (heads as rows)"; the plan takes that
-literally as the one call the pipeline makes - every head's seq x D block stacked as rows, i.e.
-(H*seq) x D for q and (Hkv*seq) x D for k (the same convention as RoPE's rows). A vocabulary that is not a
-multiple of 16384 runs a shorter last partition on the same datapath; the row carries a warning saying so.
+H*D == E). The shapes are the ones mlir-air's harnesses run and its registry records:
+
+* Qwen3's q/k norm is RMSNorm seq x D per head (kernel_registry/details/RMSNorm_bf16.md:104,115: "2048x128 ...
+  Qwen3-0.6B + Qwen3-1.7B QK-norm (per-head, N=head_dim)"), not every head stacked as rows.
+* The LM head runs per 16384-row vocabulary partition (llama32_1b's `lm_head_gemv.elf`, 8 partitions): a
+  vocabulary that is not a multiple of 16384 is padded with zero rows to whole partitions (the padded logits
+  are discarded), and a vocabulary below one partition is padded up to the smallest M the GEMV tile rules
+  accept, so an odd vocabulary never leaves the plan without a legal tile.
+* Config-specific workarounds of mlir-air's playbooks are flagged before anything compiles, in `workarounds`:
+  an emb_dim or hidden_dim that is not 1024-aligned risks buffer-descriptor exhaustion at long seq
+  (phase-2-single-block-validation/SKILL.md:163-172): the row names the GQA-aware reindexed padding (phantom
+  Q heads inside each KV group) or the zero padding of the hidden dim that would align it; a decode GEMV
+  with K > 8160 needs `k_split` (K = k_split x inner, k_split <= 255) once it is merged into a multi-launch
+  ELF (phase-5-decode-optimization/SKILL.md:129; the standalone harness runs it unsplit).
+* Every row names its contract (`contract`: the catalog's default, the one the pipeline runs); Phase 1
+  runs each row on it.
 Each row carries its tile plan (kernels.tiles) and the warnings of both.
 """
 
@@ -31,6 +43,8 @@ from kernels.tiles import TilePlan, plan_tile
 
 LM_HEAD_PARTITION = 16384
 DEFAULT_SEQ = 2048
+BD_ALIGN = 1024  # dims not a multiple of this risk buffer-descriptor exhaustion (phase-1 SKILL.md:225)
+GEMV_K_SPLIT_ABOVE = 8160  # 255 repeats x 32: above it a merged GEMV needs k_split (phase-5 SKILL.md:129)
 
 
 @dataclass
@@ -41,6 +55,8 @@ class PlannedKernel:
     phase: str  # "prefill" | "decode"
     tile: TilePlan
     warnings: list[str] = field(default_factory=list)
+    contract: str = ""  # the contract Phase 1 verifies the row on (the catalog default unless the plan says)
+    workarounds: dict[str, Any] = field(default_factory=dict)  # e.g. {"k_split": 2}, {"pad_vocab_to": ...}
 
     def to_json(self) -> dict:
         return {
@@ -48,8 +64,10 @@ class PlannedKernel:
             "shape": dict(self.shape),
             "role": self.role,
             "phase": self.phase,
+            "contract": self.contract,
             "tile": self.tile.to_json(),
             "warnings": list(self.warnings),
+            "workarounds": dict(self.workarounds),
         }
 
 
@@ -61,6 +79,7 @@ class _Row:
     names: list[str]  # role names, merged with "/"
     suffix: str  # shared role noun ("proj", "rope", ...)
     warnings: list[str] = field(default_factory=list)
+    workarounds: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple:
@@ -87,17 +106,10 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
         _Row("gemv", {"M": F, "K": E}, "decode", ["Gate/Up"], "proj"),
         _Row("gemv", {"M": E, "K": F}, "decode", ["Down"], "proj"),
     ]
-    head = min(V, LM_HEAD_PARTITION)
-    lm = _Row("gemv", {"M": head, "K": E}, "decode", ["LM head partition"], "")
-    if V > LM_HEAD_PARTITION and V % LM_HEAD_PARTITION:
-        full, rest = divmod(V, LM_HEAD_PARTITION)
-        lm.warnings.append(f"vocab {V} = {full}x{LM_HEAD_PARTITION} + {rest}: the last partition runs {rest} rows "
-                           "on the same datapath")
-    rows.append(lm)
+    rows.append(_lm_head(V, E))
     rows.append(_Row("rmsnorm", {"M": seq, "N": E}, "prefill", ["attn/ffn/final"], "norm"))
     if c.qk_norm:
-        rows.append(_Row("rmsnorm", {"M": H * seq, "N": D}, "prefill", ["q"], "norm (heads as rows)"))
-        rows.append(_Row("rmsnorm", {"M": Hkv * seq, "N": D}, "prefill", ["k"], "norm (heads as rows)"))
+        rows.append(_Row("rmsnorm", {"M": seq, "N": D}, "prefill", ["q/k"], f"norm (per head, {H}+{Hkv} calls)"))
     rows += [
         _Row("rope", {"rows": H * seq, "head_dim": D}, "prefill", ["Q"], "rope"),
         _Row("rope", {"rows": Hkv * seq, "head_dim": D}, "prefill", ["K"], "rope"),
@@ -116,6 +128,75 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
     return rows
 
 
+def _lm_head(V: int, E: int) -> _Row:
+    """The LM-head partition row: 16384 x E, the vocabulary padded to whole partitions; below one partition,
+    V padded up to the smallest M whose GEMV tile is legal."""
+    if V >= LM_HEAD_PARTITION:
+        row = _Row("gemv", {"M": LM_HEAD_PARTITION, "K": E}, "decode", ["LM head partition"], "")
+        parts = -(-V // LM_HEAD_PARTITION)
+        if V % LM_HEAD_PARTITION:
+            padded = parts * LM_HEAD_PARTITION
+            row.warnings.append(f"vocab {V} padded with {padded - V} zero rows to {parts}x{LM_HEAD_PARTITION}: "
+                                "every partition runs this shape, the padded logits are discarded")
+            row.workarounds["pad_vocab_to"] = padded
+        row.workarounds["lm_head_partitions"] = parts
+        return row
+    M = V
+    while M < V + 4096 and not plan_tile("gemv", {"M": M, "K": E}).legal:
+        M += 1
+    if not plan_tile("gemv", {"M": M, "K": E}).legal:
+        M = V  # nothing legal near V: keep the shape, its tile plan says why
+    row = _Row("gemv", {"M": M, "K": E}, "decode", ["LM head partition"], "")
+    if M != V:
+        row.warnings.append(f"vocab {V} has no legal GEMV tile: padded with {M - V} zero rows to {M} "
+                            "(the padded logits are discarded)")
+        row.workarounds["pad_vocab_to"] = M
+    row.workarounds["lm_head_partitions"] = 1
+    return row
+
+
+def _alignment(c: ModelConfig, rows: list[_Row]) -> None:
+    """Flag, before anything compiles, dims that are not 1024-aligned (buffer-descriptor exhaustion at long
+    seq) with the padding mlir-air's playbook prescribes, and decode GEMVs whose K needs k_split once merged."""
+    import math
+
+    E, H, Hkv, D, F = c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim
+    pad: dict[str, Any] = {}
+    if E % BD_ALIGN:
+        # phantom Q heads inside each KV group keep n_heads / n_kv_heads whole (SKILL.md:166-170); the head
+        # count must make H'*D a multiple of 1024 and stay a multiple of Hkv
+        step = math.lcm(BD_ALIGN // math.gcd(BD_ALIGN, D), Hkv)
+        heads = -(-max(H, 1) // step) * step
+        pad["gqa_reindexed_padding"] = {"n_heads": heads, "q_dim": heads * D, "per_kv_group": heads // Hkv}
+        pad["emb_dim_unaligned"] = E
+    if F % BD_ALIGN:
+        pad["pad_hidden_dim_to"] = -(-F // BD_ALIGN) * BD_ALIGN
+    for r in rows:
+        dims = [v for k, v in r.shape.items() if k in ("K", "N") or (k == "M" and r.kernel == "gemv")]
+        odd = sorted({d for d in dims if isinstance(d, int) and d % BD_ALIGN})
+        if r.kernel in ("gemm", "gemv") and odd and pad:
+            r.workarounds.update(pad)
+            what = []
+            if "gqa_reindexed_padding" in pad:
+                g = pad["gqa_reindexed_padding"]
+                what.append(f"GQA-aware reindexed padding: {g['n_heads']} q heads ({g['per_kv_group']} per kv "
+                            f"group, phantom heads inside each group) -> q dim {g['q_dim']}")
+            if "pad_hidden_dim_to" in pad:
+                what.append(f"hidden dim {F} zero-padded to {pad['pad_hidden_dim_to']}")
+            r.warnings.append(f"dims {', '.join(map(str, odd))} are not {BD_ALIGN}-aligned: buffer-descriptor "
+                              f"exhaustion risk at long seq (flagged before compile); if the compile reports "
+                              f"'Allocator exhausted available buffer descriptor IDs': {'; '.join(what)}")
+        if r.kernel == "gemv" and r.shape["K"] > GEMV_K_SPLIT_ABOVE:
+            K = r.shape["K"]
+            split = next((s for s in range(2, 256) if K % s == 0 and K // s <= GEMV_K_SPLIT_ABOVE
+                          and (K // s) % 64 == 0), None)
+            r.workarounds["k_split"] = split
+            r.warnings.append(f"K={K} > {GEMV_K_SPLIT_ABOVE}: merged into a multi-launch ELF the outer loop "
+                              f"exceeds 255 repeats; set k_split={split} (K = {split} x {K // split if split else '?'})"
+                              if split else f"K={K} > {GEMV_K_SPLIT_ABOVE} and no k_split <= 255 divides it "
+                              "into 64-multiples: pad K")
+
+
 def _merge(rows: list[_Row]) -> list[_Row]:
     out: dict[tuple, _Row] = {}
     for r in rows:
@@ -128,6 +209,7 @@ def _merge(rows: list[_Row]) -> list[_Row]:
         else:
             hit.names, hit.suffix = [hit.role, r.role], ""
         hit.warnings += [w for w in r.warnings if w not in hit.warnings]
+        hit.workarounds.update(r.workarounds)
     return list(out.values())
 
 
@@ -135,8 +217,13 @@ def plan(config: ModelConfig, target: str = "npu2", seq: int = DEFAULT_SEQ) -> l
     """Every (kernel, shape) `config` needs on `target`, with roles, phases, tile plans and warnings."""
     if seq <= 0:
         raise ValueError(f"seq must be positive, got {seq}")
+    from kernels.catalog import get_spec
+
     planned = []
-    for r in _merge(_rows(config, seq)):
+    rows = _merge(_rows(config, seq))
+    _alignment(config, rows)
+    for r in rows:
         tile = plan_tile(r.kernel, r.shape, target)
-        planned.append(PlannedKernel(r.kernel, dict(r.shape), r.role, r.phase, tile, r.warnings + tile.warnings))
+        planned.append(PlannedKernel(r.kernel, dict(r.shape), r.role, r.phase, tile, r.warnings + tile.warnings,
+                                     contract=get_spec(r.kernel).default_contract, workarounds=dict(r.workarounds)))
     return planned

@@ -43,7 +43,7 @@ def test_contract_target_and_tile_options_reach_the_run():
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert d["contract"] == "bf16-out-low" and d["target"] == "npu1" and d["atol"] == 4e-3
-    assert d["tile"]["tile_m"] == 16 and d["herd"] == [4, 4] and d["method"] == "direct-codegen"
+    assert d["tile"]["tile_m"] == 16 and d["herd"] == [4, 4] and d["method"] == "direct"
 
 
 @pytest.mark.parametrize(
@@ -102,3 +102,26 @@ def test_kernel_run_with_harness_inputs_prints_npu2s_published_rope_figures_for_
     res = _run("run", "rope", "--shape", "rows=256,head_dim=64", "--inputs", "harness")
     # RoPE_bf16.md:187 publishes 2.8e-3 | abs_err max 3.1e-2 for 256x64
     assert res.exit_code == 0 and "2.778e-03" in res.output and "3.125e-02 / 7.812e-03" in res.output
+
+
+def test_kernel_run_on_mlir_air_runs_the_harness_command_and_prints_what_it_printed(tmp_path, monkeypatch):
+    """`--executor mlir-air` (the registry's reproduce hint) is accepted: a real subprocess stands in for make."""
+    import shlex
+    import sys
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
+    command = " ".join(shlex.quote(a) for a in (sys.executable, str(fixtures / "fake_harness.py"),
+                                                 str(fixtures / "gemm_pass.txt")))
+    table = tmp_path / "t.toml"
+    table.write_text(f"[harness.gemm]\ncommand = '{command} # M={{M}}'\n")
+    monkeypatch.setenv("NPU_LEDGER_HARNESSES", str(table))
+    monkeypatch.setenv("LEDGER_NPU_LOCK", str(tmp_path / "lock"))
+    r = _run("run", "gemm", "--shape", "M=2048,K=2048,N=2048", "--executor", "mlir-air", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output.strip().splitlines()[-1])  # structlog's progress lines come first under CliRunner
+    assert (d["executor"], d["verdict"], d["method"], d["tier"]) == ("mlir-air", "PASS", "fused-cast", "high")
+    assert d["latency_us"] == 2017.3
+    monkeypatch.setenv("NPU_LEDGER_HARNESSES", str(tmp_path / "missing.toml"))
+    bad = _run("run", "gemm", "--shape", "M=2048,K=2048,N=2048", "--executor", "mlir-air")
+    assert bad.exit_code == 1 and bad.output.count("\n") == 1 and "cannot read harness table" in bad.output

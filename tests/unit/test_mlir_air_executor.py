@@ -268,3 +268,35 @@ def test_model_diagnosis_maps_layers(make_executor, tmp_path):
     assert run.report_path.endswith("diagnosis_20260614-120000.json")
     rows = run.result.layers
     assert len(rows) == 30 and LayerDiagnosed(**rows[-1]).layer == 29
+
+
+def test_a_harness_whose_checked_run_cannot_time_itself_takes_latency_from_its_profile_run(tmp_path):
+    """GEMV's `make run` prints no Latency line; `make profile`'s C++ timer prints `Avg NPU GEMV time`."""
+    profile = FIXTURES / "profile" / "gemv_profile.txt"
+    table = tmp_path / "t.toml"
+    table.write_text(f"[harness.gemv]\ncommand = {toml_string(fake('gemm_pass.txt'))}\n"
+                     f"latency_command = {toml_string(fake(str(profile)))}\nlatency_format = \"profile\"\n")
+    ex = MlirAirExecutor(harness_table=table, mlir_air_dir=str(tmp_path), lock_path=str(tmp_path / "l"))
+    run = ex.run_harness("gemv", {"M": 2048, "K": 8192})
+    assert run.latency_us == 912.5
+    rec = run.provenance["latency_run"]
+    assert rec["format"] == "profile" and rec["returncode"] == 0 and len(rec["output_sha256"]) == 64
+    assert run.kernel_verified_kwargs()["latency_us"] == 912.5
+    broken = tmp_path / "b.toml"
+    broken.write_text(f"[harness.gemv]\ncommand = {toml_string(fake('gemm_pass.txt'))}\n"
+                      f"latency_command = {toml_string(fake('garbage_compiler_log.txt', '--exit', '2'))}\n"
+                      "latency_format = \"profile\"\n")
+    run = MlirAirExecutor(harness_table=broken, mlir_air_dir=str(tmp_path), lock_path=str(tmp_path / "l")).run_harness(
+        "gemv", {"M": 2048, "K": 8192})
+    assert run.result.verdict == "PASS" and run.latency_us is None  # a failed timing run never changes the verdict
+    assert "exit status 2" in run.provenance["latency_run"]["error"]
+
+
+def test_harness_gemm_rows_carry_the_registry_method_and_tier(make_executor):
+    ex = make_executor({"gemm": fake("gemm_pass.txt"), "gemm@bf16-out-low": fake("gemm_pass.txt")})
+    high = ex.run_harness("gemm", {"M": 2048, "K": 2048, "N": 2048}, {"method": "auto"}, "bf16-out-high")
+    assert high.method_tier() == ("fused-cast", "high")  # 2048^3 >= 4e9 (run.py:1147-1151)
+    small = ex.run_harness("gemm", {"M": 2048, "K": 576, "N": 576}, {"method": "auto"}, "bf16-out-high")
+    assert small.method_tier() == ("drain", "high")
+    low = ex.run_harness("gemm", {"M": 2048, "K": 2048, "N": 2048}, None, "bf16-out-low")
+    assert low.kernel_verified_kwargs()["method"] == "direct" and low.kernel_verified_kwargs()["tier"] == "low"

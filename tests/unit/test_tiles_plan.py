@@ -178,24 +178,52 @@ def test_smollm2_plan_warns_that_576_is_not_512_aligned():
     qo = gemms[(2048, 576, 576)]
     assert qo.role == "Q/O proj" and qo.tile.tile["tile_n"] == 48
     assert any("N=576 is not 512-aligned" in w for w in qo.warnings)
-    assert not any("aligned" in w for w in gemms[(2048, 576, 1536)].warnings)
+    assert not any("512-aligned" in w for w in gemms[(2048, 576, 1536)].warnings)
+    assert any("not 1024-aligned" in w for w in gemms[(2048, 576, 1536)].warnings)  # K=576: BD risk flagged
     assert any("K=576 < 1024" in w for w in qo.warnings)
     assert not any("< 1024" in w for w in gemms[(2048, 1536, 576)].warnings)
     fa = next(r for r in rows if r.kernel == "flash_attention")
     assert fa.shape["heads_q"] == 9 and fa.tile.tiles_in_flight == 16 and fa.tile.justification
     head = next(r for r in rows if r.role == "LM head partition")
-    assert head.shape == {"M": 16384, "K": 576} and not head.warnings  # 49152 = 3 x 16384
+    assert head.shape == {"M": 16384, "K": 576} and not any("vocab" in w for w in head.warnings)  # 3 x 16384
+    assert head.workarounds["lm_head_partitions"] == 3 and "pad_vocab_to" not in head.workarounds
     assert json.loads(json.dumps([r.to_json() for r in rows]))[0]["tile"]["tile"]["tile_n"] == 48
 
 
-def test_qwen3_adds_q_and_k_norm_with_heads_as_rows():
+def test_qwen3_qk_norm_is_rmsnorm_seq_by_head_dim_per_head_as_mlir_air_runs_it():
+    """kernel_registry/details/RMSNorm_bf16.md:104: `2048x128 ... Qwen3-0.6B + Qwen3-1.7B QK-norm (per-head)`."""
     cfg = _config("qwen3-0.6b")
     rows = plan(cfg, seq=2048)
     norms = [(r.shape, r.role) for r in rows if r.kernel == "rmsnorm"]
-    assert ({"M": 16 * 2048, "N": 128}, "q norm (heads as rows)") in norms
-    assert ({"M": 8 * 2048, "N": 128}, "k norm (heads as rows)") in norms
+    assert ({"M": 2048, "N": 128}, "q/k norm (per head, 16+8 calls)") in norms
+    assert not any(shape["M"] > 2048 for shape, _ in norms)
     head = next(r for r in rows if r.role == "LM head partition")
-    assert any("151936" in w for w in head.warnings)
+    assert head.shape == {"M": 16384, "K": 1024}
+    assert any("vocab 151936 padded with 11904 zero rows to 10x16384" in w for w in head.warnings)
+    assert head.workarounds == {"pad_vocab_to": 163840, "lm_head_partitions": 10}
+    assert all(r.contract for r in rows)
+
+
+def test_an_odd_vocab_below_one_partition_is_padded_to_a_legal_tile():
+    cfg = ModelConfig(n_layers=2, emb_dim=64, n_heads=2, n_kv_heads=1, head_dim=32, hidden_dim=128, vocab_size=1001)
+    head = next(r for r in plan(cfg) if r.role == "LM head partition")
+    assert head.tile.legal and head.shape["M"] >= 1001 and head.workarounds["pad_vocab_to"] == head.shape["M"]
+    assert plan_tile("gemv", {"M": 1001, "K": 64}).legal is False  # unpadded, it would not run
+
+
+def test_unaligned_dims_are_flagged_before_compile_with_gqa_aware_padding():
+    rows = plan(_config("qwen2.5-0.5b"))  # E=896 (14 q heads, 2 kv heads, D=64), F=4864
+    q = next(r for r in rows if r.kernel == "gemm" and r.role == "Q/O proj")
+    assert q.workarounds["gqa_reindexed_padding"] == {"n_heads": 16, "q_dim": 1024, "per_kv_group": 8}
+    assert q.workarounds["pad_hidden_dim_to"] == 5120
+    assert any("not 1024-aligned" in w and "Allocator exhausted" in w for w in q.warnings)
+    assert not any("gqa_reindexed_padding" in r.workarounds for r in plan(_config("llama-3.2-1b")))
+
+
+def test_a_decode_gemv_with_k_beyond_the_repeat_limit_names_its_k_split():
+    down = next(r for r in plan(_config("llama-3.2-1b")) if r.kernel == "gemv" and r.role == "Down proj")
+    assert down.shape == {"M": 2048, "K": 8192} and down.workarounds["k_split"] == 2
+    assert any("k_split=2" in w for w in down.warnings)
 
 
 def test_seq_and_target_change_the_plan():

@@ -20,6 +20,9 @@ CLIFF = HEALTHY[:6] + [0.612, 0.598, 0.583, 0.57, 0.561, 0.55]
 DRIFT = [1.0 - 0.014 * i for i in range(16)]  # 1.0 ... 0.79, never more than 0.014 per layer
 
 
+G = {"M": 2048, "K": 2048, "N": 2048}
+
+
 def log(name: str) -> str:
     return (TRIAGE / f"{name}.log").read_text()
 
@@ -69,6 +72,23 @@ CASES = [
                                           "prefill_ok": True, "layer_cosines": HEALTHY}),
     ("lm-head-precision", None, {"kind": "token_gate", "divergence_step": 0, "rank_ours_in_ref": None,
                                  "rank_ref_in_ours": 4, "layer_cosines": HEALTHY}),
+    ("gemm-b-stride-cap", "aiecc: error: 'aie.dma_bd' op Stride 2818048 exceeds [1:1048576]\n", {}),
+    ("gemm-harness-shape-assert", log("gemm-harness-shape-assert"), {}),
+    ("gemm-harness-shape-assert", None, {"kind": "kernel", "kernel": "gemm", "shape": {"M": 2048, "K": 960, "N": 2048},
+                                         "tile": {"tile_k_l2": 256}}),
+    ("gemm-l1-over-allocation", log("gemm-l1-over-allocation"), {"kind": "kernel", "kernel": "gemm",
+                                "shape": G, "tile": {"method": "drain", "tile_m": 64}}),
+    ("gemm-herd-or-method", log("gemm-herd-or-method"), {}),
+    ("gemv-harness-shape-assert", log("gemv-harness-shape-assert"), {}),
+    ("gemv-harness-shape-assert", None, {"kind": "kernel", "kernel": "gemv", "shape": {"M": 2048, "K": 2000}}),
+    ("norm-harness-shape-assert", log("norm-harness-shape-assert"), {}),
+    ("rope-harness-shape-assert", log("rope-harness-shape-assert"), {}),
+    ("elementwise-harness-shape-assert", log("elementwise-harness-shape-assert"), {}),
+    ("flash-attention-shape-assert", log("flash-attention-shape-assert"), {}),
+    ("flash-attention-shape-assert", None, {"kind": "kernel", "kernel": "flash_attention",
+                                            "shape": {"lq": 2048, "lk": 2048, "dk": 64, "dv": 64, "heads_q": 9,
+                                                      "heads_kv": 3, "causal": True},
+                                            "tile": {"num_heads_per_unroll": 2}}),
     ("extern-symbol-collision", log("extern-symbol-collision"), {}),
     ("verify-adapter-import", log("verify-adapter-import"), {}),
 ]
@@ -84,6 +104,17 @@ def test_each_known_failure_ranks_its_rule_first(rule_id, text, evidence):
         assert all(line in text for line in matches[0].matched_lines)
     if evidence:
         assert matches[0].matched_facts or matches[0].matched_lines
+
+
+def test_every_hard_rule_of_the_tile_planner_has_a_triage_rule():
+    """kernels/tiles.py's rules, every kernel: each is named by some rule's `tile_rule_broken` predicate."""
+    from kernels.tiles import _rules
+
+    planner = {name for k in ("gemm", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
+                              "silu_mul", "gelu") for name, _, _ in _rules(k, "npu2")}
+    covered = {name for r in load_rules() for p in r.predicates if p["fn"] == "tile_rule_broken" for name in p["rules"]}
+    assert planner - covered == set()
+    assert covered - planner == set()  # no triage rule names a planner rule that does not exist
 
 
 def test_every_rule_has_a_case():
