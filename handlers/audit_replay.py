@@ -133,14 +133,13 @@ def _close(a: Any, b: Any) -> bool:
     return math.isclose(float(a), float(b), rel_tol=FIGURE_RTOL, abs_tol=1e-15)
 
 
-def _modelled(config: dict | None, path: str, switches: dict):
+def _modelled(config: dict | None, switches: dict):
     """The NPU2 performance model's figure, recomputed from the config and the recorded switches."""
-    from kernels.model.backend import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ
+    from kernels.model.backend import npu2_prediction
     from kernels.model.config import ModelConfig
-    from kernels.perf.predict import predict
 
     cfg = ModelConfig(**{k: v for k, v in (config or {}).items() if k in ModelConfig.__dataclass_fields__})
-    return predict(cfg, seq=NPU2_PREFILL_SEQ, switches=switches, ctx=NPU2_DECODE_CTX)
+    return npu2_prediction(cfg, switches)
 
 
 def _perf_problems(p: dict, config: dict | None = None) -> list[str]:
@@ -164,7 +163,7 @@ def _perf_problems(p: dict, config: dict | None = None) -> list[str]:
         if prof.get("source") == "modelled-npu2":  # re-derived exactly: the model is a pure function
             if not isinstance(prof.get("switches"), dict):
                 return out + ["a modelled figure without the switches it was modelled under"]
-            m = _modelled(config, "prefill" if phase == 4 else "decode", prof["switches"])
+            m = _modelled(config, prof["switches"])
             want = m.prefill_s if phase == 4 else m.ms_per_token / 1e3
             if not _close(median, want):
                 out.append(f"the modelled NPU2 figure {median:.6g} s is not the model's {want:.6g} s under the "
@@ -174,7 +173,7 @@ def _perf_problems(p: dict, config: dict | None = None) -> list[str]:
         sw = npu2.get("switches") or {}
         if not isinstance(sw.get("prefill"), dict) or not isinstance(sw.get("decode"), dict):
             return ["a modelled Phase 6 figure without the switches it was modelled under"]
-        pre, dec = _modelled(config, "prefill", sw["prefill"]), _modelled(config, "decode", sw["decode"])
+        pre, dec = _modelled(config, sw["prefill"]), _modelled(config, sw["decode"])
         for key, want in (("ttft_s", pre.ttft_s), ("prefill_s", pre.prefill_s), ("ms_per_token", dec.ms_per_token),
                           ("tokens_per_s", dec.decode_tokens_per_s)):
             if not _close(p.get(key), want):

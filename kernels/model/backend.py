@@ -103,6 +103,14 @@ def _per_elf(p, path: str) -> dict[str, dict[str, Any]]:
     return {k.split(":", 1)[1]: v for k, v in p.per_elf.items() if k.startswith(path + ":")}
 
 
+def npu2_prediction(config: ModelConfig, switches: dict[str, bool]):
+    """The NPU2 performance model's prediction the gates decide on: prefill at the compiled seq, decode at the
+    modelled context, under `switches` (the evaluator recomputes recorded figures with this same call)."""
+    from kernels.perf.predict import predict
+
+    return predict(config, seq=NPU2_PREFILL_SEQ, switches=switches, ctx=NPU2_DECODE_CTX)
+
+
 class InProcessBackend:
     """The decoder pipeline on an emulated / torch executor, judged against HF bf16 in this process."""
 
@@ -191,9 +199,7 @@ class InProcessBackend:
         return {k: bool(self._switches.get(prefix + k, False)) for k in SWITCHES}
 
     def predict(self, path: str):
-        from kernels.perf.predict import predict
-
-        return predict(self.config, seq=NPU2_PREFILL_SEQ, switches=self.npu2_switches(path), ctx=NPU2_DECODE_CTX)
+        return npu2_prediction(self.config, self.npu2_switches(path))
 
     def npu2_figures(self) -> dict[str, Any]:
         """Modelled NPU2 TTFT (prefill at the compiled seq + LM head) and decode speed, with the per-ELF breakdown
