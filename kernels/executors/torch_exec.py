@@ -3,7 +3,11 @@
 What a bf16 GPU deployment computes, op by op (CPU, or CUDA when present):
   gemm / gemv   bf16 matmul (FP32 accumulate inside, one rounding); `f32-out` keeps the FP32 result.
                 The low-precision contract has no GPU counterpart: it runs the same FP32-accumulate matmul
-                (and is judged by its own, looser tolerance).
+                (and is judged by its own, looser tolerance). The product runs in fixed panels of
+                GEMM_PANEL_N output columns: a CPU BLAS picks its blocking by N (oneDNN's AMX bf16 GEMM
+                gives 48x512x768 columns 0..511 that differ from the 48x512x512 product in the last bit),
+                while NPU2 computes every output tile on its own. With panels a column's value never
+                depends on how wide the matrix around it is, so fusing Q/K/V or gate/up changes nothing.
   rmsnorm       HF LlamaRMSNorm: FP32 mean of squares and rsqrt, cast to bf16, times the bf16 weight.
   layernorm     F.layer_norm on bf16 (FP32 statistics inside).
   rope          HF apply_rotary_pos_emb: x*cos + rotate_half(x)*sin with bf16 cos/sin, each op in bf16.
@@ -23,6 +27,7 @@ import torch.nn.functional as F
 from kernels.executors.base import Executor
 
 GEMM_CONTRACTS = ("f32-out", "bf16-out-high", "bf16-out-low")
+GEMM_PANEL_N = 64  # divides every fused part (heads x head_dim 64 / 128, the MLP width of a tile-legal model)
 
 
 class TorchExecutor(Executor):
@@ -75,8 +80,8 @@ class TorchExecutor(Executor):
             bt = self._static(b, static_key, "gemm.b")
             at = self._t(a)
             if contract == "f32-out":
-                return self._np(at.float() @ bt.float())
-            return self._np(at @ bt)
+                at, bt = at.float(), bt.float()
+            return self._np(torch.cat([at @ bt[:, j : j + GEMM_PANEL_N] for j in range(0, bt.shape[1], GEMM_PANEL_N)], 1))
 
     def gemv(self, a, x, *, static_key=None):
         with self.timer.time("gemv"), torch.inference_mode():
