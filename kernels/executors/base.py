@@ -70,6 +70,9 @@ class Executor:
 
     name: str = "base"
     target: str = "npu2"
+    # activations between kernels live in bf16 buffers (NPU2, a bf16 GPU); a host step of the pipeline
+    # rounds what it hands on to bf16 when this is true
+    bf16_buffers: bool = True
 
     def __init__(self, target: str = "npu2") -> None:
         self.target = target
@@ -87,6 +90,7 @@ class Fp32Executor(Executor):
     """FP32 CPU versions of every leaf kernel: the references, and the bisect's 'known good' swap-in."""
 
     name = "fp32"
+    bf16_buffers = False
 
     def gemm(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
         return np.asarray(a, np.float32) @ np.asarray(b, np.float32)
@@ -150,6 +154,7 @@ class MixedExecutor(Executor):
         super().__init__(primary.target)
         self.name = f"{primary.name}+fp32[{','.join(sorted(swapped))}]"
         self.primary, self.fallback, self.swapped = primary, fallback, set(swapped)
+        self.bf16_buffers = primary.bf16_buffers
 
     def __getattr__(self, item: str):
         if item in KERNEL_NAMES:

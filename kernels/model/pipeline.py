@@ -4,10 +4,20 @@ Per layer (prefill, S positions; decode is the same with S = 1 and GEMV for ever
 
   x (S, E) ─ rmsnorm ─ Q/K/V gemm ─ [Qwen3 q/k rmsnorm, heads as rows] ─ rope (half-split, host LUT)
     ─ [Qwen2: + RoPE(bias) on the host, RoPE(q+b) = RoPE(q) + RoPE(b); v + b_v] ─ flash_attention (GQA,
-    causal; decode reads the KV cache with q_offset) ─ O gemm ─ eltwise_add (residual)
-    ─ rmsnorm ─ gate/up gemm ─ silu_mul ─ down gemm ─ eltwise_add (residual)
-  then the final rmsnorm and the LM head (a GEMM on the predicted position in prefill, a GEMV per
-  16384-row vocabulary partition in decode). The embedding is a host gather.
+    causal) ─ O gemm ─ eltwise_add (residual) ─ rmsnorm ─ gate/up gemm ─ silu_mul ─ down gemm ─ eltwise_add
+  then the final RMSNorm and the LM head. The embedding is a host gather.
+
+Three steps run on the host, as in mlir-air's bf16 deployments (llama32_1b, which smollm2_1_7b and the other
+Llama-family model directories reuse):
+  decode attention  single-query GQA attention against the KV cache on the CPU in FP32 with an exact
+                    softmax, cast to bf16 (llama32_1b_decode.py `decode_attention_cpu`, :98-133, called at
+                    :240-253: "at head_dim=64 the NPU FA kernel's per-call overhead dominates");
+  final RMSNorm     CPU FP32 on the predicted row, cast to bf16 for the LM head (llama32_1b_inference.py
+                    :496-511 prefill, :595-600 decode; llama32_1b_cpu_helpers.py `rms_norm`);
+  LM head           not host, but the same 8-partition GEMV ELF for prefill's predicted position and every
+                    decode step (llama32_1b_inference.py :513-531, :602-620), one GEMV per 16384-row
+                    vocabulary partition.
+The performance model's dispatch plan (`kernels.perf.dispatch`) has the same split.
 
 `PipelineOptions` holds the issue #6 switches; each one changes how the work is dispatched, never the
 numbers (tests assert bit-identical outputs):
@@ -95,6 +105,25 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
+def host_rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    """The final RMSNorm as mlir-air's deployments run it: on the CPU, in FP32 (x / sqrt(mean(x²) + eps) * w);
+    the caller casts the row it streams to the LM head to bf16."""
+    x = np.asarray(x, np.float32)
+    rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(eps))
+    return (x / rms) * np.asarray(w, np.float32)
+
+
+def host_decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_head: np.ndarray) -> np.ndarray:
+    """Single-query attention of a decode step, as mlir-air's deployments run it: on the CPU in FP32 against
+    the KV cache (exact softmax); the caller casts the output to its bf16 buffer. q (H, D), k/v (Hkv, L, D)
+    -> (H, D) float32. `kv_head[h]` is the K/V head query head h reads."""
+    q32, k32, v32 = (np.asarray(a, np.float32) for a in (q, k, v))
+    scores = np.einsum("hd,hld->hl", q32, k32[kv_head]) * np.float32(1.0 / math.sqrt(q.shape[-1]))
+    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    return np.einsum("hl,hld->hd", probs, v32[kv_head])
+
+
 def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None) -> np.ndarray:
     """RoPE inverse frequencies (D/2,) in float32, as transformers computes them ("default", "linear",
     "llama3" scaling)."""
@@ -143,7 +172,7 @@ class FaultyExecutor(Executor):
     def __init__(self, inner: Executor, faults: frozenset[str]) -> None:
         self.inner, self.faults = inner, frozenset(faults)
         self.name = f"{inner.name}!{','.join(sorted(self.faults))}"
-        self.target, self.timer = inner.target, inner.timer
+        self.target, self.timer, self.bf16_buffers = inner.target, inner.timer, inner.bf16_buffers
 
     def __getattr__(self, item: str):
         return getattr(self.inner, item)
@@ -351,12 +380,10 @@ class NpuPipeline:
         for layer in range(c.n_layers):
             x = self._prefill_layer(layer, x, S)
             intermediates.append({"ffn_out": x[:n_real]})
-        k = self.k
-        with self._stage("final_norm", "rmsnorm"):
-            normed = k.rmsnorm(x, self.weights.final_norm, c.rms_norm_eps)
-        with self._stage("lm_head", "gemm"):
-            logits = k.gemm(normed[n_real - 1 : n_real], self.weights.lm_head.T, static_key=self._key("lm_head"))[0]
-        return PrefillRecord(layer_intermediates=intermediates, final_hidden_normed=normed[:n_real],
+        with self._stage("final_norm", "host"):
+            normed = host_rmsnorm(x[:n_real], self.weights.final_norm, c.rms_norm_eps)  # FP32, every real row
+        logits = self._lm_head(self._buffer(normed[n_real - 1]))  # the predicted position only
+        return PrefillRecord(layer_intermediates=intermediates, final_hidden_normed=normed,
                              logits_at_pred=logits, top1_token=int(np.argmax(logits)))
 
     def decode_step(self, input_token: int, current_pos: int) -> DecodeStepRecord:
@@ -368,15 +395,18 @@ class NpuPipeline:
             x = self.weights.embed[int(input_token)][None, :]  # (1, E)
         for layer in range(c.n_layers):
             x = self._decode_layer(layer, x, int(current_pos))
-        k = self.k
-        with self._stage("final_norm", "rmsnorm"):
-            normed = k.rmsnorm(x, self.weights.final_norm, c.rms_norm_eps)[0]  # (E,)
-        with self._stage("lm_head", "gemv"):
-            head = self.weights.lm_head  # (V, E)
-            parts = [k.gemv(self._lm_head_rows(p0), normed, static_key=self._key(f"lm_head[{p0}]"))
-                     for p0 in range(0, head.shape[0], LM_HEAD_PARTITION)]
-            logits = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        with self._stage("final_norm", "host"):
+            normed = self._buffer(host_rmsnorm(x, self.weights.final_norm, c.rms_norm_eps)[0])  # (E,)
+        logits = self._lm_head(normed)
         return DecodeStepRecord(lm_head_logits=logits, top1_token=int(np.argmax(logits)))
+
+    def _lm_head(self, normed: np.ndarray) -> np.ndarray:
+        """Logits (V,) of one normed row (bf16 values): one GEMV per LM_HEAD_PARTITION-row vocabulary
+        partition, the same ELF for prefill's predicted position and for every decode step."""
+        with self._stage("lm_head", "gemv"):
+            parts = [self.k.gemv(self._lm_head_rows(p0), normed, static_key=self._key(f"lm_head[{p0}]"))
+                     for p0 in range(0, self.weights.lm_head.shape[0], LM_HEAD_PARTITION)]
+            return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def _lm_head_rows(self, p0: int) -> np.ndarray:
         """The rows (n, E) one LM-head GEMV partition streams; the "lm_head_partition_offset" fault has the
@@ -396,6 +426,16 @@ class NpuPipeline:
         res = np.empty_like(out)
         res[perm] = out
         return res
+
+    def _buffer(self, x: np.ndarray) -> np.ndarray:
+        """A host step's result as the next kernel reads it: bf16 on a bf16-buffer executor, else FP32."""
+        return to_bf16(x) if self.k.bf16_buffers else np.asarray(x, np.float32)
+
+    def _kv_head_of(self) -> np.ndarray:
+        """The K/V head each query head attends with: h // (H / Hkv), or h % Hkv under "kv_head_group_mismap"."""
+        H, Hkv = self.config.n_heads, self.config.n_kv_heads
+        heads = np.arange(H)
+        return heads % Hkv if "kv_head_group_mismap" in self.options.faults else heads // (H // Hkv)
 
     def _attention(self, q: np.ndarray, k_all: np.ndarray, v_all: np.ndarray, **kw) -> np.ndarray:
         if "kv_head_group_mismap" in self.options.faults:
@@ -421,7 +461,7 @@ class NpuPipeline:
                             for n, w in (("wq", lw.wq), ("wk", lw.wk), ("wv", lw.wv)))
         if lw.bv is not None:
             with self._stage("qkv_bias", "host"):
-                v = to_bf16(v + lw.bv)
+                v = self._buffer(v + lw.bv)
         return q, kk, v
 
     def _heads_as_rows(self, y: np.ndarray, heads: int) -> np.ndarray:
@@ -463,8 +503,8 @@ class NpuPipeline:
         if lw.bq is not None:
             with self._stage("qkv_bias", "host"):
                 # RoPE is linear: RoPE(q + b) = RoPE(q) + RoPE(b); b is rotated on the host in float32
-                q_rows = to_bf16(q_rows + rotate_host(self._bias_rows(lw.bq, H, S), cos_q, sin_q))
-                k_rows = to_bf16(k_rows + rotate_host(self._bias_rows(lw.bk, Hkv, S), cos_k, sin_k))
+                q_rows = self._buffer(q_rows + rotate_host(self._bias_rows(lw.bq, H, S), cos_q, sin_q))
+                k_rows = self._buffer(k_rows + rotate_host(self._bias_rows(lw.bk, Hkv, S), cos_k, sin_k))
         return q_rows, k_rows
 
     def _bias_rows(self, b: np.ndarray, heads: int, S: int) -> np.ndarray:
@@ -579,7 +619,7 @@ class NpuPipeline:
         else:
             self._cache.write(layer, slot, k_rows.reshape(Hkv, 1, D), v.reshape(Hkv, 1, D))
         k_all, v_all = self._cache.read(layer, pos + 1)  # (Hkv, pos+1, D)
-        with self._stage("attention", "flash_attention"):
-            attn = self._attention(q_rows.reshape(H, 1, D), k_all, v_all, causal=True, q_offset=pos)
+        with self._stage("attention", "host"):
+            attn = self._buffer(host_decode_attention(q_rows.reshape(H, D), k_all, v_all, self._kv_head_of()))[:, None, :]
         x = self._attention_out(layer, x, attn)
         return self._mlp(layer, x)
