@@ -42,9 +42,12 @@ RMSNorm / LayerNorm (direct codegen, floor; mlir-air weighted_rms_norm.py:135-19
   The builders write each bf16 product `arith.mulf` to an L1 scratch and read it back before `arith.extf`
   (RMSNorm's x*x, LayerNorm's (x-mean)^2) or the bf16 bias `addf` (LayerNorm's *w). The hardware behaves
   as if that bf16 value were never formed: the product is widened straight into the FP32 accumulation
-  (a bf16*bf16 product is exact in FP32), the same elision mlir-aie's VectorToAIEVecConversions.cpp makes
-  for a bf16 op whose only user widens it (`narrowValueWithWideningCheck`, `performBF16BinaryOpInF32`
-  computing bf16 add/sub in FP32 - the mechanism is an inference, the numbers are the evidence).
+  (a bf16*bf16 product is exact in FP32). mlir-aie's `convert-vector-to-aievec` pipeline allows it: it
+  first runs `RedundantLoadStoreOptimization` (vector::transferOpflowOpt, store-to-load forwarding: the
+  scratch round-trip disappears; ConvertVectorToAIEVec.cpp `buildConvertVectorToAIEVec`), then the
+  lowering drops a truncf whose only user is an extf and computes bf16 add/sub in FP32
+  (VectorToAIEVecConversions.cpp `narrowValueWithWideningCheck`, `performBF16BinaryOpInF32`). Which of
+  those fire on this IR is inferred, not traced; the numbers below are the evidence.
   A product feeding another bf16 product is rounded (floor), and so are the scalar `truncf`s of the FP32
   mean and rstd. RMSNorm: FP32 sum of exact squares, /N, rsqrt, floor(rstd), floor(x*rstd), floor(*w).
   LayerNorm: floor(mean), floor(x-mean), FP32 sum of its exact squares, floor(rstd), floor(d*rstd),
