@@ -3,8 +3,8 @@
 Arrays stay float32 throughout; a "bf16 array" is a float32 array whose values are bf16-representable.
 
 Two rounding modes matter on AIE2P (both measured, see `kernels.executors.emulated`):
-  * round-to-nearest-even (`to_bf16`, via ml_dtypes) - what a kernel gets after
-    `aie::set_rounding(conv_even)` (GEMM drain cast, GEMV, FlashAttention) and what every reference uses;
+  * round-to-nearest-even (`to_bf16`) - what a kernel gets after `aie::set_rounding(conv_even)` (GEMM
+    drain cast, GEMV, FlashAttention) and what every reference uses;
   * round toward -inf (`floor_bf16`) - the AIE core's reset rounding mode, in force in every kernel that
     never sets one (direct-codegen elementwise kernels, RoPE, SiLU-and-Mul, the fused-cast cast launch).
 
@@ -39,7 +39,15 @@ def f32(x) -> np.ndarray:
 
 
 def to_bf16(x) -> np.ndarray:
-    """Round to the nearest bf16 (ties to even); returns float32. NaN stays NaN, overflow goes to inf."""
+    """Round to the nearest bf16 (ties to even); returns float32. NaN stays NaN, overflow goes to inf.
+
+    A wider source (float64, Python floats) is rounded to float32 first, by numpy, then to bf16: two
+    nearest-even roundings, as every ml_dtypes before 0.7 casts (`NPyCast` goes through `float`) and so as
+    mlir-air's harnesses cast their float64 draws when NPU2's lines were measured (kernels.harness_inputs).
+    ml_dtypes 0.7.0 rounds float64 to bf16 once; the explicit float32 step keeps this function the same on
+    every version. Only the float32 -> bf16 step is ml_dtypes', and that one is the same bit for bit on
+    0.5.4, 0.6.0 and 0.7.0 over all 2^32 float32 patterns (tests/unit/test_bf16_casts.py pins it).
+    """
     return np.asarray(x, dtype=np.float32).astype(BF16).astype(np.float32)
 
 

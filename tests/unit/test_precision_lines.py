@@ -74,8 +74,8 @@ def test_the_six_bf16_to_f32_lines_publish_all_three_statistics_and_are_all_matc
 def test_gemm_harness_inputs_are_seed_42_float64_draws_cast_to_bf16_a_before_b():
     case = harness_case("gemm", {"M": 4, "K": 16, "N": 3}, "f32-out")
     rs = np.random.RandomState(42)
-    a = (rs.randn(4, 16) * (1 / math.sqrt(16))).astype(bfloat16).astype(np.float32)
-    b = (rs.randn(16, 3) * (1 / math.sqrt(16))).astype(bfloat16).astype(np.float32)
+    a = (rs.randn(4, 16) * (1 / math.sqrt(16))).astype(np.float32).astype(bfloat16).astype(np.float32)
+    b = (rs.randn(16, 3) * (1 / math.sqrt(16))).astype(np.float32).astype(bfloat16).astype(np.float32)
     assert np.array_equal(case.inputs["a"], a) and np.array_equal(case.inputs["b"], b)
     assert case.out_dtype == "f32" and np.array_equal(case.reference, sequential_matmul_f32(a, b))
     bf = harness_case("gemm", {"M": 4, "K": 16, "N": 3}, "bf16-out-high")
@@ -112,15 +112,16 @@ def test_run_kernel_with_harness_inputs_judges_against_the_harness_reference():
 
 def test_the_norm_and_gemv_harnesses_draw_from_the_legacy_generator_in_order():
     rs = np.random.RandomState(0)
-    x, w = rs.randn(4, 32).astype(bfloat16), rs.randn(32).astype(bfloat16)
+    x, w = rs.randn(4, 32).astype(np.float32).astype(bfloat16), rs.randn(32).astype(np.float32).astype(bfloat16)
     case = harness_case("rmsnorm", {"M": 4, "N": 32})
     assert np.array_equal(case.inputs["x"], x.astype(np.float32)) and np.array_equal(case.inputs["w"], w.astype(np.float32))
     b = np.random.RandomState(0)
     ln = harness_case("layernorm", {"M": 4, "N": 32})
-    assert np.array_equal(ln.inputs["b"], [b.randn(4, 32), b.randn(32), b.randn(32)][2].astype(bfloat16).astype(np.float32))
+    bias = [b.randn(4, 32), b.randn(32), b.randn(32)][2]
+    assert np.array_equal(ln.inputs["b"], bias.astype(np.float32).astype(bfloat16).astype(np.float32))
     g = np.random.RandomState(42)
     gv = harness_case("gemv", {"M": 8, "K": 16})
-    assert np.array_equal(gv.inputs["a"], (g.randn(8, 16) * 4).astype(bfloat16).astype(np.float32))
+    assert np.array_equal(gv.inputs["a"], (g.randn(8, 16) * 4).astype(np.float32).astype(bfloat16).astype(np.float32))
 
 
 def test_rope_harness_positions_are_row_indices_and_flash_attention_draws_float64_q_then_k_then_v():
@@ -130,7 +131,8 @@ def test_rope_harness_positions_are_row_indices_and_flash_attention_draws_float6
     shape = {"lq": 4, "lk": 4, "dk": 8, "dv": 8, "heads_q": 2, "heads_kv": 1, "causal": True}
     fa = harness_case("flash_attention", shape)
     rng = np.random.default_rng(42)
-    q, k, v = (rng.standard_normal(s).astype(bfloat16).astype(np.float32) for s in ((2, 4, 8), (1, 4, 8), (1, 4, 8)))
+    shapes = ((2, 4, 8), (1, 4, 8), (1, 4, 8))
+    q, k, v = (rng.standard_normal(s).astype(np.float32).astype(bfloat16).astype(np.float32) for s in shapes)
     assert all(np.array_equal(fa.inputs[n], a) for n, a in (("q", q), ("k", k), ("v", v)))
 
 
