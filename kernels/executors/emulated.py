@@ -13,6 +13,10 @@ Rounding modes. The AIE core resets to round-toward-minus-infinity ("floor"). Ke
   floor reproduces all three NPU2 statistics (mean_rel_L1 1.88e-3 / rel max 7.8e-3 / abs max 3.1e-2 vs
   1.9e-3 / 7.8e-3 / 3.1e-2; RNE would give exactly 0); RoPE with fp32 products, one fp32 add and one
   floor rounding reproduces 2.81e-3 / 2.71e-3 / 2.42e-3 at 65536 / 32 / 8 rows (NPU2 2.8 / 2.7 / 2.4e-3).
+  Toward -inf, not toward zero (chopping the low 16 bits of the IEEE word): on the published lines with
+  mlir-air's harness inputs, chopping matches eltwise add and RoPE as well (their errors are symmetric) but
+  no RMSNorm or LayerNorm line (RMSNorm 2048x2048 mean 7.53e-3 vs NPU2 4.2e-3; floor 4.22e-3) - 7 of the
+  elementwise lines agree in every digit with chopping, 14 with floor (scripts/rounding_mode_experiment.py).
 GEMM (MMA kernels). bf16 operands are cast to BFP16 (blocks of 8 along K, see kernels.bf16: a block
   whose maximum rounds to +128 moves up one exponent - with mlir-air's own harness inputs this reproduces
   all six NPU2 bf16->f32 `[precision]` lines of PR #1841 in all three statistics and the registry's

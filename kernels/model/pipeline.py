@@ -7,16 +7,27 @@ Per layer (prefill, S positions; decode is the same with S = 1 and GEMV for ever
     causal) ─ O gemm ─ eltwise_add (residual) ─ rmsnorm ─ gate/up gemm ─ silu_mul ─ down gemm ─ eltwise_add
   then the final RMSNorm and the LM head. The embedding is a host gather.
 
-Three steps run on the host, as in mlir-air's bf16 deployments (llama32_1b, which smollm2_1_7b and the other
-Llama-family model directories reuse):
+Where mlir-air's bf16 deployments (llama32_1b, whose prefill/decode smollm2_1_7b and the other Llama-family
+model directories reuse) run a step other than as the standalone kernel, the pipeline does the same:
   decode attention  single-query GQA attention against the KV cache on the CPU in FP32 with an exact
                     softmax, cast to bf16 (llama32_1b_decode.py `decode_attention_cpu`, :98-133, called at
                     :240-253: "at head_dim=64 the NPU FA kernel's per-call overhead dominates");
   final RMSNorm     CPU FP32 on the predicted row, cast to bf16 for the LM head (llama32_1b_inference.py
                     :496-511 prefill, :595-600 decode; llama32_1b_cpu_helpers.py `rms_norm`);
-  LM head           not host, but the same 8-partition GEMV ELF for prefill's predicted position and every
+  LM head           the same 8-partition GEMV ELF for prefill's predicted position and every
                     decode step (llama32_1b_inference.py :513-531, :602-620), one GEMV per 16384-row
                     vocabulary partition.
+  decode glue       lean models (`kernels.perf.dispatch.is_lean`, the 2-ELF decode): the two residual adds
+                    are the tails of o_gemv_ffn's matvec_2tile_add stages (mv_bf16.cc `partial_plus_r` under
+                    the conv_even its matvec sets: one nearest-even rounding), not the standalone eltwise_add
+                    kernel prefill's o_ffn ELF launches (floor rounding); the FFN RMSNorm and SwiGLU are
+                    in-kernel (matvec_swiglu_rms, the same codegen as the standalone kernels). Not modelled:
+                    matvec_2tile_add keeps its partial sum in bf16 between 512-wide K chunks (mv_bf16.cc
+                    `matvec_vectorized_impl`), one more rounding per chunk after the first.
+                    Other models (5-ELF decode, e.g. qwen25_0_5b_decode.py:422-486, and SmolLM2-135M with
+                    E = 576): the residual adds, the FFN RMSNorm and SwiGLU run on the host in FP32; the
+                    attention residual stays FP32, the RMSNorm and SwiGLU outputs and the block output are
+                    cast to bf16.
 The performance model's dispatch plan (`kernels.perf.dispatch`) has the same split.
 
 `PipelineOptions` holds the issue #6 switches; each one changes how the work is dispatched, never the
@@ -54,6 +65,7 @@ from kernels.executors.base import Executor, Fp32Executor, KernelTimer, MixedExe
 from kernels.model.config import ModelConfig
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
 from kernels.model.weights import ModelWeights
+from kernels.perf.dispatch import is_lean
 
 KERNEL_FAULTS = frozenset({"rope_interleaved"})
 PIPELINE_FAULTS = frozenset({"kv_cache_off_by_one", "down_bf16_accumulate", "stale_decode_buffer",
@@ -111,6 +123,12 @@ def host_rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     x = np.asarray(x, np.float32)
     rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(eps))
     return (x / rms) * np.asarray(w, np.float32)
+
+
+def host_silu_mul(g: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """SwiGLU on the host in FP32, exact exp: g / (1 + e^-g) * u (qwen25_0_5b_decode.py:471-472)."""
+    g32 = np.asarray(g, np.float32)
+    return (g32 / (np.float32(1.0) + np.exp(-g32))) * np.asarray(u, np.float32)
 
 
 def host_decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_head: np.ndarray) -> np.ndarray:
@@ -268,6 +286,7 @@ class NpuPipeline:
         self._lut: tuple[np.ndarray, np.ndarray] | None = None  # resident RoPE table
         self._row_luts: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._fused = self.options.fusion
+        self._lean = is_lean(self.config)  # mlir-air's 2-ELF decode; otherwise 5 ELFs with host glue
         self._cache: _KVCache | None = None
         self._phase = "prefill"
         self._n_real = 0
@@ -533,8 +552,10 @@ class NpuPipeline:
         c, lw, k = self.config, self.weights.layers[layer], self.k
         decode = self._phase == "decode"
         mm = "gemv" if decode else "gemm"
-        with self._stage("ffn_norm", "rmsnorm"):
-            h = k.rmsnorm(x, lw.ffn_norm, c.rms_norm_eps)
+        glue = decode and not self._lean  # the M=1 glue of a 5-ELF decode runs on the host
+        with self._stage("ffn_norm", "host" if glue else "rmsnorm"):
+            h = (self._buffer(host_rmsnorm(x, lw.ffn_norm, c.rms_norm_eps)) if glue
+                 else k.rmsnorm(x, lw.ffn_norm, c.rms_norm_eps))
         with self._stage("gate_up", mm):
             if self._fused:
                 y = (self._gemv(layer, "w_gate_up", h[0]) if decode
@@ -545,12 +566,11 @@ class NpuPipeline:
             else:
                 g = k.gemm(h, lw.w_gate, static_key=self._key(f"L{layer}.w_gate"))
                 u = k.gemm(h, lw.w_up, static_key=self._key(f"L{layer}.w_up"))
-        with self._stage("silu_mul", "silu_mul"):
-            a = k.silu_mul(g, u)
+        with self._stage("silu_mul", "host" if glue else "silu_mul"):
+            a = self._buffer(host_silu_mul(g, u)) if glue else k.silu_mul(g, u)
         with self._stage("down", mm):
             d = self._down(layer, a, decode)
-        with self._stage("ffn_residual", "eltwise_add"):
-            return k.eltwise_add(x, d)
+        return self._residual("ffn_residual", x, d, decode)
 
     def _down(self, layer: int, a: np.ndarray, decode: bool) -> np.ndarray:
         lw, k = self.weights.layers[layer], self.k
@@ -582,8 +602,24 @@ class NpuPipeline:
             # the last real position's); this step's output lands in it for the next step
             fresh = o[self._n_real - 1 : self._n_real] if not decode else o
             o, self._stale[layer] = (self._stale.get(layer, fresh) if decode else o), fresh
-        with self._stage("attn_residual", "eltwise_add"):
-            return k.eltwise_add(x, o)
+        return self._residual("attn_residual", x, o, decode)
+
+    def _residual(self, stage: str, x: np.ndarray, y: np.ndarray, decode: bool) -> np.ndarray:
+        """x + y. Prefill: the eltwise_add kernel (mlir-air's o_ffn ELF launches the direct-codegen bf16 add,
+        o_ffn_multi.py `_build_add_2d_to_2d`). Decode: the add is the tail of the GEMV ELF that produced y
+        (o_gemv_ffn's matvec_2tile_add: `partial_plus_r` in mv_bf16.cc, under the conv_even rounding its matvec
+        sets), i.e. one nearest-even rounding of the FP32 sum."""
+        if not decode:
+            with self._stage(stage, "eltwise_add"):
+                return self.k.eltwise_add(x, y)
+        total = np.asarray(x, np.float32) + np.asarray(y, np.float32)
+        if self._lean:
+            with self._stage(stage, "gemv"):
+                return self._buffer(total)
+        # 5-ELF decode: the host adds in FP32; the attention residual stays FP32 for the FFN RMSNorm and the
+        # second add, which casts the block output to bf16 (qwen25_0_5b_decode.py:436-486)
+        with self._stage(stage, "host"):
+            return total if stage == "attn_residual" else self._buffer(total)
 
     def _prefill_layer(self, layer: int, x: np.ndarray, S: int) -> np.ndarray:
         c, lw, k = self.config, self.weights.layers[layer], self.k

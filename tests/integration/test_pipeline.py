@@ -226,3 +226,53 @@ def test_host_rope_table_matches_transformers_inverse_frequencies(rope):
     assert ref.attention_scaling == 1.0
     ours = rope_inv_freq(64, rope["rope_theta"], rope_scaling(cfg.to_dict()))
     np.testing.assert_allclose(ours, ref.inv_freq.numpy(), rtol=1e-6)
+
+
+# --- the steps mlir-air's deployments run other than as the standalone kernel -------------------------------
+
+
+def test_host_decode_attention_is_fp32_attention_of_the_last_query_row():
+    rng = np.random.default_rng(3)
+    H, Hkv, L, D = 8, 2, 37, 64
+    q = rng.standard_normal((H, D)).astype(np.float32)
+    k = rng.standard_normal((Hkv, L, D)).astype(np.float32)
+    v = rng.standard_normal((Hkv, L, D)).astype(np.float32)
+    from kernels.model.pipeline import host_decode_attention
+
+    ours = host_decode_attention(q, k, v, np.arange(H) // (H // Hkv))
+    ref = Fp32Executor().flash_attention(q[:, None, :], k, v, causal=True, q_offset=L - 1)[:, 0]
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6)
+    swapped = host_decode_attention(q, k, v, np.arange(H) % Hkv)  # the group-mismap fault's mapping
+    assert not np.allclose(swapped, ours)
+
+
+def test_host_silu_mul_is_exact_swiglu():
+    from kernels.model.pipeline import host_silu_mul
+
+    g = np.linspace(-8, 8, 257, dtype=np.float32)
+    u = np.cos(g)
+    np.testing.assert_allclose(host_silu_mul(g, u), g / (1 + np.exp(-g.astype(np.float64))) * u, rtol=1e-6, atol=1e-7)
+
+
+def _decode_stage_kernels(folder, executor):
+    cfg = resolve(load_raw_config(folder))
+    pipe = NpuPipeline(load_weights(folder, cfg), cfg, executor, PipelineOptions())
+    tokens = canonical_tokens(folder)[:12]
+    rec = pipe.prefill(tokens)
+    pipe.decode_step(rec.top1_token, len(tokens))
+    return {k: v["kernel"] for k, v in pipe.profile()["stages"].items()}
+
+
+def test_a_lean_models_decode_keeps_rmsnorm_and_swiglu_on_the_npu_and_adds_in_the_gemv(tiny_llama):
+    st = _decode_stage_kernels(tiny_llama, make_executor("emulated"))  # E 512, F 1024: mlir-air's 2-ELF decode
+    assert st["decode:ffn_norm"] == "rmsnorm" and st["decode:silu_mul"] == "silu_mul"
+    assert st["decode:attn_residual"] == st["decode:ffn_residual"] == "gemv"
+    assert st["prefill:attn_residual"] == st["prefill:ffn_residual"] == "eltwise_add"
+    assert st["decode:attention"] == st["decode:final_norm"] == st["prefill:final_norm"] == "host"
+
+
+def test_smollm2s_decode_runs_its_glue_on_the_host(smollm2_dir):
+    st = _decode_stage_kernels(smollm2_dir, Fp32Executor())  # E 576: the 5-ELF decode with host glue
+    assert st["decode:ffn_norm"] == st["decode:silu_mul"] == "host"
+    assert st["decode:attn_residual"] == st["decode:ffn_residual"] == "host"
+    assert st["prefill:ffn_norm"] == "rmsnorm" and st["prefill:silu_mul"] == "silu_mul"
