@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,24 @@ def _torch():
     import torch
 
     return torch
+
+
+@contextmanager
+def _one_thread(torch):
+    """torch on one intra-op thread for a reference forward. The reference runs step by step between the
+    pipeline's numpy/BLAS calls; with two OpenMP workers beside BLAS's own threads on a 2-core host each side
+    spin-waits on the other, and a SmolLM2 decode step took 3.5x its standalone time (token gate, 4 prompts:
+    29.1 s with torch's default threads, 16.9 s with one). The numbers do not move: SmolLM2's prefill logits,
+    layer outputs and decode logits on three base prompts are bit-identical at one and two threads
+    (2026-12-01); benchmarks time HF with torch's default threads (`forward_timed_prefill`)."""
+    before = torch.get_num_threads()
+    if before != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if before != 1:
+            torch.set_num_threads(before)
 
 
 def load_tokenizer(folder: str | Path):
@@ -96,7 +115,7 @@ class HfRunner:
         self._captured.clear()
         self._capture = True
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _one_thread(torch):
                 out = self.model(ids, use_cache=True, logits_to_keep=1, return_dict=True)
         finally:
             self._capture = False
@@ -113,7 +132,7 @@ class HfRunner:
             raise RuntimeError("decode_step called before prefill")
         if current_pos != self._pos:
             raise ValueError(f"decode position {current_pos} does not follow the cache ({self._pos} positions)")
-        with torch.no_grad():
+        with torch.no_grad(), _one_thread(torch):
             out = self.model(torch.tensor([[int(input_token)]]), use_cache=True, logits_to_keep=1,
                              return_dict=True, **{self._cache_arg: self._past})
         self._past = getattr(out, self._cache_arg)
