@@ -201,6 +201,22 @@ def test_gemv_is_fp32_accumulate_with_one_nearest_even_cast():
     assert measure(out, spec.reference(i, shape)).mean_rel_L1 <= 1e-6
 
 
+def test_gemv_sums_64_lanes_in_k_order_then_halves_the_lanes_as_aie2p_reduce_add_does():
+    from kernels.executors.emulated import mv_lane_sum
+
+    big, tiny = np.float32(2.0**24), np.float32(1.0)
+    a = np.zeros((1, 128), np.float32)
+    a[0, 0], a[0, 64], a[0, 32] = big, tiny, tiny  # lane 0 holds 2^24 + 1 -> 2^24; lane 32 holds 1
+    x = np.ones(128, np.float32)
+    # lane 0 then lane 32 (the first halving step): 2^24 + 1 rounds to 2^24 in each FP32 add
+    assert mv_lane_sum(a, x)[0] == big
+    assert (a.astype(np.float64) @ x.astype(np.float64))[0] == big + 2
+    # npu1 (aie2) pairs the 16-lane quarters (q0 + q1) + (q2 + q3): lane 32 meets lane 48 first
+    a2 = np.zeros((1, 64), np.float32)
+    a2[0, 0], a2[0, 32], a2[0, 48] = big, tiny, tiny
+    assert mv_lane_sum(a2, x[:64], "npu1")[0] == big + 2 and mv_lane_sum(a2, x[:64])[0] == big
+
+
 # --- every kernel ----------------------------------------------------------------------------------------
 
 
