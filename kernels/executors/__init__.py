@@ -15,14 +15,17 @@ EXECUTOR_NAMES = ("emulated", "torch", "fp32", "mlir-air")
 TARGETS = ("npu2", "npu1")
 
 
-def make_executor(name: str, target: str = "npu2") -> Executor:
-    """A fresh executor `name` ("emulated" | "torch" | "fp32" | "mlir-air") for `target` ("npu2" | "npu1")."""
+def make_executor(name: str, target: str = "npu2", **options) -> Executor:
+    """A fresh executor `name` ("emulated" | "torch" | "fp32" | "mlir-air") for `target` ("npu2" | "npu1").
+    `options` go to the emulated executor (threads, gemv_order); the others take none."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    if options and name != "emulated":
+        raise ValueError(f"executor {name!r} takes no options ({', '.join(sorted(options))})")
     if name == "emulated":
         from kernels.executors.emulated import EmulatedExecutor
 
-        return EmulatedExecutor(target)
+        return EmulatedExecutor(target, **options)
     if name == "torch":
         from kernels.executors.torch_exec import TorchExecutor
 

@@ -126,7 +126,11 @@ class InProcessBackend:
         # the in-process pipeline has one code path per switch for prefill and decode alike: a switch applied on
         # either path turns it on (the token gate then checks those numerics); dispatch-only switches have none
         numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
-        self.pipeline = NpuPipeline(_weights(self.model_path, config), config, make_executor(executor, target=target),
+        # the emulated decode GEMVs sum in BLAS order: mv.cc's lane order (the kernel runs' default) made
+        # SmolLM2's Phase 3 --full 2.1x slower (41.6 s -> 88.1 s) for a one-ulp move on ~1 output in 2000
+        options = {"gemv_order": "blas"} if executor == "emulated" else {}
+        self.pipeline = NpuPipeline(_weights(self.model_path, config), config,
+                                    make_executor(executor, target=target, **options),
                                     PipelineOptions(**numerics, faults=self._faults))
 
     @property
