@@ -9,7 +9,7 @@ from kernels.bf16 import bfp16_decode, bfp16_encode, bfp16_quantize, floor_bf16,
 from kernels.catalog import KERNELS, get_spec, npu2_low_precision_figure
 from kernels.compare import judge, measure
 from kernels.executors import make_executor
-from kernels.executors.emulated import EmulatedExecutor, exp2_nlf, tanh_nlf
+from kernels.executors.emulated import EmulatedExecutor, exp2_nlf, inv_bf16, tanh_nlf
 from kernels.run import run_kernel
 
 EX = EmulatedExecutor("npu2")
@@ -119,6 +119,17 @@ def test_tanh_is_odd_bounded_and_close_to_tanh():
     assert is_bf16(t) and np.array_equal(t, -tanh_nlf(-x))
     assert np.abs(t).max() <= 1.0 and tanh_nlf(np.zeros(1, np.float32))[0] == 0.0
     assert np.abs(t - np.tanh(x)).max() < 0.03
+
+
+def test_bf16_inv_is_aie_apis_newton_sequence_within_one_ulp_and_biased_low():
+    v = to_bf16(np.exp(np.linspace(0.0, np.log(4096.0), 50001)).astype(np.float32))  # softmax sums: >= 1
+    y = inv_bf16(v)
+    exact = to_bf16(np.float32(1.0) / v)
+    ulps = (y.view(np.int32).astype(np.int64) - exact.view(np.int32).astype(np.int64)) >> 16
+    assert is_bf16(y) and set(np.unique(ulps).tolist()) <= {-1, 0, 1}
+    assert (ulps == -1).mean() > 0.1 > (ulps == 1).mean()  # one ulp low far more often than high
+    assert inv_bf16(np.float32(3.0)) == np.float32(0.33203125)  # 0x3eaa; the nearest bf16 is 0x3eab
+    assert inv_bf16(np.ones((2, 3), np.float32)).tolist() == [[1.0] * 3] * 2
 
 
 # --- GEMM ------------------------------------------------------------------------------------------------
