@@ -37,9 +37,9 @@ def make_executor(name: str):
         from kernels.executors.base import Fp32Executor
 
         return Fp32Executor()
-    from kernels.executors import make_executor as factory
+    from kernels.model.backend import pipeline_executor
 
-    return factory(name, "npu2")
+    return pipeline_executor(name, "npu2")  # what a deployment's pipeline runs on
 
 
 def torch_threads() -> int:

@@ -111,12 +111,20 @@ def npu2_prediction(config: ModelConfig, switches: dict[str, bool]):
     return predict(config, seq=NPU2_PREFILL_SEQ, switches=switches, ctx=NPU2_DECODE_CTX)
 
 
+def pipeline_executor(executor: str, target: str = "npu2"):
+    """The executor a model pipeline runs on. The emulated one sums its GEMVs in BLAS order: mv.cc's lane order
+    (the kernel runs' default) made SmolLM2's Phase 3 --full 2.1x slower (41.6 s -> 88.1 s) for a one-ulp move
+    on ~1 output in 2000; `describe()` records the choice."""
+    from kernels.executors import make_executor
+
+    return make_executor(executor, target=target, **({"gemv_order": "blas"} if executor == "emulated" else {}))
+
+
 class InProcessBackend:
     """The decoder pipeline on an emulated / torch executor, judged against HF bf16 in this process."""
 
     def __init__(self, model_path: str | Path, config: ModelConfig, executor: str, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset()) -> None:
-        from kernels.executors import make_executor
         from kernels.model.pipeline import NpuPipeline, PipelineOptions
 
         self.model_path, self.config, self.name, self.target = str(model_path), config, executor, target
@@ -126,11 +134,7 @@ class InProcessBackend:
         # the in-process pipeline has one code path per switch for prefill and decode alike: a switch applied on
         # either path turns it on (the token gate then checks those numerics); dispatch-only switches have none
         numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
-        # the emulated decode GEMVs sum in BLAS order: mv.cc's lane order (the kernel runs' default) made
-        # SmolLM2's Phase 3 --full 2.1x slower (41.6 s -> 88.1 s) for a one-ulp move on ~1 output in 2000
-        options = {"gemv_order": "blas"} if executor == "emulated" else {}
-        self.pipeline = NpuPipeline(_weights(self.model_path, config), config,
-                                    make_executor(executor, target=target, **options),
+        self.pipeline = NpuPipeline(_weights(self.model_path, config), config, pipeline_executor(executor, target),
                                     PipelineOptions(**numerics, faults=self._faults))
 
     @property
