@@ -119,10 +119,11 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
 
 def host_rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """The final RMSNorm as mlir-air's deployments run it: on the CPU, in FP32 (x / sqrt(mean(x²) + eps) * w);
-    the caller casts the row it streams to the LM head to bf16."""
-    x = np.asarray(x, np.float32)
-    rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(eps))
-    return (x / rms) * np.asarray(w, np.float32)
+    the caller casts the row it streams to the LM head to bf16. The same math as the FP32 reference kernel."""
+    return _FP32.rmsnorm(x, w, eps)
+
+
+_FP32 = Fp32Executor()
 
 
 def host_silu_mul(g: np.ndarray, u: np.ndarray) -> np.ndarray:
