@@ -145,7 +145,7 @@ def check_token_gate(rec: RecordedEvent) -> list[str]:
 def _teacher_forced(rec: RecordedEvent) -> list[str]:
     """A passed gate that recorded its teacher-forced walk must re-derive from the walk's numbers (ledgers
     from before the walk existed carry none and are judged on the first divergence alone)."""
-    from statemachine.machine import teacher_forced_problem
+    from statemachine.checks import teacher_forced_problem
 
     if not rec.payload.get("tf_steps"):
         return []

@@ -2,7 +2,7 @@
 re-derive each figure from its own samples.
 
 * `rejudge_attempts` replays the stream event by event and, at each `PhasePassed`, applies the state
-  machine's own gate predicate (`statemachine.machine.GATES`) to the attempt as it stood: every evidence
+  machine's own gate predicate (`statemachine.predicates.GATES`) to the attempt as it stood: every evidence
   event of the attempt counts, not only the seqs the PhasePassed cites (a later FAIL left out of
   `evidence_seqs` is found).
 * `digest_findings` compares the model folder's digest now with the one Phase 0 recorded, and every
@@ -62,7 +62,8 @@ def _named_seq(reason: str, default: int) -> int:
 
 def rejudge_attempts(events: list[RecordedEvent], states: list, planned: list[tuple[str, dict]] | None) -> list[Finding]:
     """The gate predicate of each passed phase, re-applied to all of its attempt's evidence."""
-    from statemachine.machine import GATES, GateContext
+    from statemachine.gate import GateContext
+    from statemachine.predicates import GATES
     from statemachine.phases import Phase
 
     findings = []

@@ -34,7 +34,8 @@ from ledger.events import (
     PhaseStarted,
 )
 from statemachine.fold import fold
-from statemachine.machine import DeploymentMachine, GateRejected
+from statemachine.gate import GateRejected
+from statemachine.machine import DeploymentMachine
 from statemachine.phases import Phase, Status
 
 log = structlog.get_logger("npu_ledger.deploy")
@@ -218,7 +219,7 @@ def _judge(unit: DeploymentUnit, phase: Phase, attempt: int, outcome) -> dict[st
     Without an outcome (an attempt interrupted after its evidence, judged now), the gate context is the
     one the attempt's PhaseStarted recorded: the attempt is judged with its own plan."""
     from handlers.gates import GateOutcome
-    from statemachine.machine import GateContext
+    from statemachine.gate import GateContext
 
     plan = unit.state.open_attempt.plan
     outcome = outcome or GateOutcome(events=[], context=GateContext(planned_kernels=plan))

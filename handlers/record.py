@@ -16,7 +16,7 @@ from kernels.evidence import EvidenceError, check_measurement
 from kernels.mlir_air.transcript import parse_harness_transcript, sha256_text
 from ledger import Ledger
 from ledger.events import KernelVerified
-from statemachine.machine import kernel_key
+from statemachine.gate import kernel_key
 
 
 def parse_shape(text: str) -> dict:

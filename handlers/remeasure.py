@@ -42,7 +42,7 @@ def _rel(a: float | None, b: float | None) -> float:
 
 def phase1_rows(state) -> list:
     """The latest KernelVerified per (kernel, shape, contract) of the passed Phase 1 attempt."""
-    from statemachine.machine import kernel_key
+    from statemachine.gate import kernel_key
     from statemachine.phases import Phase
 
     passed = state.passed.get(Phase.KERNELS)
@@ -56,7 +56,7 @@ def phase1_rows(state) -> list:
 def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None) -> tuple[list[Finding], list[dict]]:
     from handlers.gates.phase1 import _verify
     from kernels.model.plan import plan
-    from statemachine.machine import kernel_key
+    from statemachine.gate import kernel_key
 
     rows = phase1_rows(state)
     planned = {kernel_key(r.kernel, r.shape): r for r in plan(cfg, target=state.target)}

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from handlers.uow import DeploymentError, DeploymentUnit
 from ledger import Ledger
 from ledger.events import BlockerRaised, KernelVerified, TokenGateChecked
-from statemachine.machine import kernel_key
+from statemachine.gate import kernel_key
 from statemachine.phases import Phase, Status
 
 

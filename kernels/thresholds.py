@@ -1,6 +1,6 @@
 """Every number a verdict is judged against, in one place, each with where it comes from.
 
-The phase gates (`handlers.gates`), their predicates (`statemachine.machine`), the independent evaluator
+The phase gates (`handlers.gates`), their predicates (`statemachine.predicates`), the independent evaluator
 (`handlers.audit`), the triage rules, the kernel catalog and the registry's pages all import these; none of
 them spells a threshold of its own. Changing a value here changes every judge at once, and events record
 the thresholds they were judged against, so an old verdict stays re-derivable from its own payload.

@@ -202,7 +202,7 @@ class KernelVerified(Measured):
     # where the mismatching elements sit: max |ref| and max |out - ref| over them (None when none mismatch)
     mismatch_ref_max: float | None = None
     mismatch_err_max: float | None = None
-    caveat: str = ""  # e.g. "near-zero-atol-artifact" (see statemachine.machine.ATOL_ARTIFACT)
+    caveat: str = ""  # e.g. "near-zero-atol-artifact" (see statemachine.checks.atol_artifact)
     tile: dict[str, Any] = Field(default_factory=dict)
     herd: list[int] | None = None
     tiles_in_flight: int | None = None
@@ -223,7 +223,7 @@ class KernelVerified(Measured):
     measured_at: str = ""
     note: str = ""
     # a row that passed in an earlier, failed attempt of the same phase and was not re-run: the seq of the
-    # original measurement (this event is its copy; statemachine.machine checks it against that event)
+    # original measurement (this event is its copy; statemachine.predicates checks it against that event)
     carried_from_seq: int | None = None
     # why a harness produced no measurement ("compile-error", "traceback", "timeout", "lock-timeout",
     # "compile-only", "unparseable"); "" for a measured row. Such a row is a FAIL with no error figures.

@@ -1,19 +1,17 @@
-"""The deployment lifecycle: phases, the transitions table with its gate predicates, the fold of a
-deployment's events into its state, and the Mermaid rendering of the table. No I/O: events in, values out.
+"""The deployment lifecycle: phases (`phases`), the transitions table (`lifecycle`), the gate predicates it
+names (`predicates`, with the per-event `checks` and the `gate` context / result types), the machine that
+puts them together (`machine`), the fold of a deployment's events into its state (`fold`, `state`) and the
+Mermaid rendering of the table. No I/O: events in, values out. Imports only `ledger.events` / `ledger.record`
+and `kernels.thresholds`; everything else may import it.
 """
 
 from statemachine.fold import FoldError, apply, fold
-from statemachine.machine import (
-    GATES,
-    TRANSITIONS,
-    DeploymentMachine,
-    GateContext,
-    GateRejected,
-    GateResult,
-    kernel_key,
-)
+from statemachine.gate import GateContext, GateRejected, GateResult, kernel_key
+from statemachine.lifecycle import TRANSITIONS
+from statemachine.machine import DeploymentMachine
 from statemachine.mermaid import mermaid
 from statemachine.phases import Phase, Status
+from statemachine.predicates import GATES
 from statemachine.state import Attempt, Blocker, DeploymentState, Evidence, PassedPhase
 
 __all__ = [

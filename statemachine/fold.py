@@ -3,7 +3,7 @@
 `fold(events)` replays a stream from nothing; it is how every command and the evaluator get state. Each
 step checks `version == previous + 1` and that the event is possible at that point; anything else raises
 `FoldError` naming the event (type, seq, version). Every status change the fold makes must be a row of
-`machine.TRANSITIONS`, so the table, not this module, says which moves exist.
+`lifecycle.TRANSITIONS`, so the table, not this module, says which moves exist.
 
 Rules beyond the table:
 
@@ -53,7 +53,7 @@ from ledger.events import (
     WeightsChecked,
 )
 from ledger.record import RecordedEvent
-from statemachine.machine import edges
+from statemachine.lifecycle import edges
 from statemachine.phases import Phase, Status
 from statemachine.state import EVALUATION_PASSES, Attempt, Blocker, DeploymentState, Evidence, PassedPhase
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from statemachine.machine import STATES, TRANSITIONS, edges
+from statemachine.lifecycle import STATES, TRANSITIONS, edges
 from statemachine.phases import Status
 
 

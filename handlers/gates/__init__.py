@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from kernels.model.config import ModelConfig
 from ledger.events import Event
-from statemachine.machine import GateContext
+from statemachine.gate import GateContext
 from statemachine.state import DeploymentState
 
 Progress = Callable[[str], None]

@@ -14,7 +14,7 @@ artifact rule applies to it as to an emulated row.
 Re-advancing after a failure re-runs only what failed: a row that was acceptable in a failed attempt of
 Phase 1 (same executor, target, contract and planned tile) is recorded again as a copy with
 `carried_from_seq` naming the original measurement; gate 1 checks that copy field by field against the
-original in the failed attempt (statemachine.machine._carried_problem), so a carried row is exactly the
+original in the failed attempt (statemachine.predicates, gate 1), so a carried row is exactly the
 evidence that was measured, never a new claim.
 """
 
@@ -29,9 +29,9 @@ from kernels.mlir_air.lock import HarnessTimeout, NpuLockTimeout
 from kernels.mlir_air.table import HarnessConfigError
 from kernels.mlir_air.transcript import TranscriptError, sha256_text
 from kernels.tiles import TileRuleViolation
-from statemachine.machine import atol_artifact
 from ledger.events import KernelVerified
-from statemachine.machine import GateContext
+from statemachine.checks import atol_artifact
+from statemachine.gate import GateContext
 
 
 def run(ctx: GateRun) -> GateOutcome:
@@ -146,7 +146,7 @@ def row_contract(state, row) -> str | None:
 def _passed_before(state) -> dict[tuple, tuple[int, int, KernelVerified]]:
     """(kernel_key, contract) -> (seq of the measurement, its attempt number, event) for every row that was
     acceptable (PASS, or FAIL only by the atol artifact) in a failed attempt of Phase 1, latest first."""
-    from statemachine.machine import kernel_key
+    from statemachine.gate import kernel_key
     from statemachine.phases import Phase
 
     out: dict[tuple, tuple[int, int, KernelVerified]] = {}
@@ -167,7 +167,7 @@ def _carry(passed_before: dict, state, row) -> KernelVerified | None:
     """The copy of an earlier passing measurement of this row, if it was measured the same way: same
     executor, target, contract and the planned tile (a changed plan or executor re-runs the row)."""
     from kernels.catalog import get_spec
-    from statemachine.machine import kernel_key
+    from statemachine.gate import kernel_key
 
     contract = row_contract(state, row) or get_spec(row.kernel).default_contract
     hit = passed_before.get((*kernel_key(row.kernel, row.shape), contract))

@@ -32,7 +32,7 @@ from handlers.workers.queue import (
 )
 from ledger import Ledger
 from ledger.events import KernelVerified, PhaseStarted
-from statemachine.machine import GateContext, kernel_key
+from statemachine.gate import GateContext, kernel_key
 from statemachine.phases import Phase, Status
 
 

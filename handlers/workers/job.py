@@ -29,7 +29,7 @@ from typing import Any
 from handlers.uow import DeploymentUnit, SomeoneElseAdvanced
 from ledger import NewEvent, open_ledger
 from ledger.events import KernelVerified
-from statemachine.machine import kernel_key
+from statemachine.gate import kernel_key
 from statemachine.phases import Phase
 
 log = logging.getLogger("npu_ledger.workers")

@@ -82,7 +82,7 @@ def make_app(dsn: str, *, worker=None):
 
 def job_lock(deployment: str, attempt: int, kernel: str, shape: dict[str, Any]) -> str:
     """The queueing lock of a row's job: a second `advance --distribute` does not queue the row twice."""
-    from statemachine.machine import kernel_key
+    from statemachine.gate import kernel_key
 
     return f"{deployment}|{attempt}|{'|'.join(kernel_key(kernel, shape))}"
 

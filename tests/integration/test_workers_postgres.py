@@ -20,7 +20,7 @@ import pytest
 
 from handlers import deploy
 from ledger import open_ledger
-from statemachine.machine import kernel_key
+from statemachine.gate import kernel_key
 from tests.integration.test_ledger_postgres import _WHY_NOT, PG_DSN, _schema_url
 
 pytestmark = [

@@ -41,7 +41,8 @@ from statemachine import (
     mermaid,
 )
 from statemachine.fold import FoldError
-from statemachine.machine import CONDITIONS, STATES, edges
+from statemachine.lifecycle import STATES, edges
+from statemachine.predicates import CONDITIONS
 
 
 def recorded(*events: Event) -> list[RecordedEvent]:

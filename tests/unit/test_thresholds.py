@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import handlers.audit as audit
-import statemachine.machine as machine
+import statemachine.predicates as predicates
 from kernels import thresholds
 from kernels.catalog import KERNELS, get_spec
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("head_dim", [32, 64, 96, 128, 160, 192, 255, 256, 512])
 def test_the_gate_and_the_evaluator_hold_a_block_to_the_same_per_position_floor(head_dim):
-    assert machine.per_position_threshold is thresholds.per_position_threshold
+    assert predicates.per_position_threshold is thresholds.per_position_threshold
     assert audit.per_position_threshold is thresholds.per_position_threshold
     assert thresholds.per_position_threshold(head_dim) == (0.99 if head_dim <= 64 else 0.98 if head_dim < 256 else 0.97)
 

@@ -9,7 +9,7 @@ import pytest
 from kernels.mlir_air.profile import parse_profile_output
 from kernels.mlir_air.transcript import TranscriptError, parse_harness_transcript
 from ledger.events import KernelVerified
-from statemachine.machine import atol_artifact
+from statemachine.checks import atol_artifact
 
 PROFILE = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "profile"
 PREC = ("[precision] Output {i} ({n} elements): mean_rel_L1={l1} | rel_err max=1.000e+00 | abs_err max={ab} | "

@@ -1,0 +1,104 @@
+"""Checks of one piece of evidence, re-derived from its own recorded numbers: why a KernelVerified or a
+TokenGateChecked cannot count toward a gate (None: it can). The gate predicates (`statemachine.predicates`),
+the Phase 1 handler and the independent evaluator share them, so all three judge a row the same way.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ledger.events import KernelVerified, TokenGateChecked
+from kernels.thresholds import (
+    ATOL_ARTIFACT,
+    TOKEN_GATE_TOP_K,
+    perplexity_ratio,
+    strictest_teacher_forced,
+    teacher_forced_problems,
+)
+
+
+def _finite(x: float | None) -> bool:
+    return x is None or math.isfinite(x)
+
+
+def atol_artifact(k: KernelVerified) -> str | None:
+    """Why a FAIL row is only the near-zero atol artifact (None when it is not: the FAIL stands)."""
+    c = ATOL_ARTIFACT
+    if k.verdict != "FAIL" or k.kernel != c["kernel"] or k.contract not in c["contracts"]:
+        return None
+    if k.nan_count or not k.mismatches or not k.n_elements or k.mismatch_ref_max is None or k.mismatch_err_max is None:
+        return None
+    if not (math.isfinite(k.mismatch_ref_max) and math.isfinite(k.mismatch_err_max)):
+        return None
+    if not _finite(k.mean_rel_L1) or k.mean_rel_L1 > c["max_mean_rel_L1"]:
+        return None
+    if k.mismatches > c["max_mismatch_fraction"] * k.n_elements:
+        return None
+    if k.mismatch_ref_max > k.atol / k.rtol or k.mismatch_err_max > c["max_err_over_atol"] * k.atol:
+        return None
+    return (f"near-zero atol artifact: {k.mismatches}/{k.n_elements} elements, all at |ref| <= "
+            f"{k.mismatch_ref_max:.3g} (atol-dominated), error <= {k.mismatch_err_max:.3g}, mean_rel_L1 "
+            f"{k.mean_rel_L1:.3g} in tier")
+
+
+def kernel_problem(k: KernelVerified) -> str | None:
+    """Why a measured KernelVerified cannot count toward gate 1 (None: it passes, or is the documented
+    near-zero atol artifact)."""
+    if k.verdict != "PASS" and atol_artifact(k):
+        return None
+    if k.verdict != "PASS":
+        return f"verdict {k.verdict} (mean_rel_L1 {k.mean_rel_L1}, mismatches {k.mismatches})"
+    if k.mismatches:
+        return f"PASS recorded with {k.mismatches} mismatches"
+    if k.nan_count:
+        return f"PASS recorded with {k.nan_count} NaN"
+    if k.worst_ratio is not None and not k.worst_ratio <= 1:  # max |out-ref| / (atol + rtol*|ref|)
+        return f"PASS recorded with worst_ratio {k.worst_ratio} > 1"
+    if (k.tiles_in_flight is not None and k.tiles_target is not None and k.tiles_in_flight < k.tiles_target
+            and not k.tile_justification):
+        return f"{k.tiles_in_flight} of {k.tiles_target} tiles in flight without a justification"
+    return None
+
+
+def token_gate_problem(t: TokenGateChecked) -> str | None:
+    """Why a TokenGateChecked cannot open a gate: re-derived from its own numbers, both walks."""
+    if t.context.startswith("drill"):
+        return f"a gate drill ({t.context}) is never a deployment's evidence"
+    if t.nan_count or not _finite(t.kl_divergence) or not all(map(math.isfinite, t.kl_per_step)):
+        return f"NaN in the logits ({t.nan_count} NaN, KL {t.kl_divergence})"
+    if not t.passed:
+        return f"failed at step {t.divergence_step}: ours {t.chosen_ours} vs reference {t.chosen_ref}"
+    if t.top_k > TOKEN_GATE_TOP_K:
+        return f"judged against top-{t.top_k}; the gate is top-{TOKEN_GATE_TOP_K}"
+    problem = _first_divergence_problem(t)
+    return problem or teacher_forced_problem(t)
+
+
+def _first_divergence_problem(t: TokenGateChecked) -> str | None:
+    """vLLM's check_logprobs_close, as mlir-air's `make verify` decides it."""
+    if t.divergence_step is None:
+        if t.tokens_ours and t.tokens_ref and t.tokens_ours != t.tokens_ref:
+            return "recorded no divergence but the two token sequences differ"
+        return None
+    if t.chosen_ours not in t.topk_ref[: t.top_k]:
+        return f"passed, but our token {t.chosen_ours} is not in the reference top-{t.top_k} {t.topk_ref}"
+    if t.chosen_ref not in t.topk_ours[: t.top_k]:
+        return f"passed, but the reference token {t.chosen_ref} is not in our top-{t.top_k} {t.topk_ours}"
+    return None
+
+
+def teacher_forced_problem(t: TokenGateChecked) -> str | None:
+    """The teacher-forced walk over every step (issue #15), judged against the stricter of its recorded
+    thresholds and kernels.thresholds; its perplexity ratio is re-derived from the recorded log-probs."""
+    if t.tf_steps < t.n_tokens or len(t.tf_tokens) != t.tf_steps:
+        return f"teacher-forced walk covers {t.tf_steps} of {t.n_tokens} steps"
+    if any(not top or tok != top[0] for tok, top in zip(t.tf_tokens, t.tf_topk_ref)):
+        return "teacher-forced tokens are not the reference's argmax at every step"
+    if t.tokens_ref and t.tokens_ref != t.tf_tokens[: len(t.tokens_ref)]:
+        return "the greedy reference tokens are not a prefix of the teacher-forced tokens"
+    ratio = perplexity_ratio(t.tf_logprob_ours, t.tf_logprob_ref)
+    if ratio is None or t.tf_ppl_ratio is None or not math.isclose(ratio, t.tf_ppl_ratio, rel_tol=1e-9):
+        return f"recorded perplexity ratio {t.tf_ppl_ratio} does not re-derive from the log-probs ({ratio})"
+    problems = teacher_forced_problems(t.tf_topk_ours, t.tf_topk_ref, t.tf_kl_per_step, ratio, t.n_tokens,
+                                       strictest_teacher_forced(t.thresholds))
+    return f"passed, but {problems[0]}" if problems else None
