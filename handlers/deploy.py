@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 import structlog
 
-from handlers.gates import GateRun, gate_for
+from handlers.gates import GateRun
+from handlers.gates.table import GATES
 from handlers.provenance import stamp_toolchain
 from handlers.uow import DeploymentError, DeploymentUnit, stream_id
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
@@ -136,10 +137,7 @@ def advance(
         if phase is None or (until is not None and phase > until):
             report.stopped = f"stopped before phase {phase} (--until {until})" if phase is not None else ""
             break
-        gate = gate_for(int(phase))
-        if gate is None:
-            report.stopped = f"the phase {int(phase)} gate ({phase.title}) is not implemented yet; nothing changed"
-            break
+        gate = GATES[phase]
         outcome = None
         if not state.attempt_open(phase):  # the normal case; an open attempt means a crash after its evidence
             if phase is not Phase.EVALUATION:  # the evaluator re-hashes itself; its FAIL blocks the deployment

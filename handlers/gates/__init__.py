@@ -4,6 +4,9 @@ A gate never appends: it returns a `GateOutcome` (evidence events, the gate cont
 needs, failure detail and triage evidence). `handlers.deploy.advance` records `PhaseStarted` + evidence in
 one atomic batch, folds, asks the state machine (`DeploymentMachine.try_pass`) and records `PhasePassed`
 or `PhaseFailed`. So a gate can never pass itself, and a crash mid-gate leaves the ledger as it was.
+
+This module holds what every gate shares (`GateRun`, `GateOutcome`); `handlers.gates.table.GATES` says which
+function runs which phase. The gates are imported by `handlers` only (deploy, the evaluator, the CLI).
 """
 
 from __future__ import annotations
@@ -51,28 +54,3 @@ class GateOutcome:
 
 Gate = Callable[[GateRun], GateOutcome]
 
-
-_GATES = {
-    0: ("handlers.gates.phase0", "run"),
-    1: ("handlers.gates.phase1", "run"),
-    2: ("handlers.gates.phase23", "run_block"),
-    3: ("handlers.gates.phase23", "run_full"),
-    4: ("handlers.gates.phase456", "run_prefill"),
-    5: ("handlers.gates.phase456", "run_decode"),
-    6: ("handlers.gates.phase456", "run_finalize"),
-    7: ("handlers.gates.phase7", "run"),
-}
-
-
-def gate_for(phase: int) -> Gate | None:
-    """The gate implementation of `phase`, or None when it is not implemented (yet)."""
-    import importlib
-
-    module_name, attr = _GATES[int(phase)]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name == module_name:
-            return None
-        raise
-    return getattr(module, attr, None)

@@ -61,12 +61,13 @@ def test_an_advance_killed_after_its_evidence_batch_resumes_and_is_judged_with_i
         import os
         from pathlib import Path
         from handlers.deploy import _plan_of
-        from handlers.gates import GateRun, gate_for
+        from handlers.gates import GateRun
+        from handlers.gates.table import GATES
         from handlers.uow import DeploymentUnit
         from ledger import open_ledger
         from ledger.events import PhaseStarted
         unit = DeploymentUnit(open_ledger({url!r}), "m")
-        outcome = gate_for(1)(GateRun(state=unit.state, workspace=Path({str(tmp_path)!r})))
+        outcome = GATES[1](GateRun(state=unit.state, workspace=Path({str(tmp_path)!r})))
         unit.commit([PhaseStarted(phase=1, attempt=1, plan=_plan_of(outcome)), *outcome.events])
         os._exit(137)  # killed before the verdict
     """)
