@@ -10,27 +10,8 @@ import click
 
 from handlers import deploy
 from handlers.bootstrap import App
+from handlers.cli_common import open_deployment, refresh_projections
 from handlers.narrate import TerminalProgress, describe
-from ledger import Checkpoint
-
-
-def _refresh_projections(app: App) -> None:
-    """Rebuild the registry and model docs after a change, and remember the ledger's new checkpoint.
-
-    The command's events are committed already: a refresh that fails (a full disk, a path in the way) is a
-    warning, not a failure -- the projections are rebuilt in full by the next command (or `ledger registry
-    build`), and no temporary file is left behind."""
-    from handlers.registry_ops import build_projections
-
-    try:
-        events = app.ledger.read_all()
-        build_projections(events, app.workspace)
-        if events:
-            app.remember_checkpoint(Checkpoint(events[-1].seq, events[-1].hash))
-    except Exception as e:  # noqa: BLE001 - the commit stands; say what failed and move on
-        line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        click.echo(f"warning: recorded, but refreshing the projections failed ({line}); they are rebuilt on the "
-                   "next command or by `ledger registry build`", err=True)
 
 
 @click.command("init")
@@ -48,7 +29,7 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, ex
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)
     click.echo(f"deployment {created} recorded ({executor}/{target}, {dtype}); next: ledger advance {created}")
-    _refresh_projections(app)
+    refresh_projections(app)
 
 
 @click.command("advance")
@@ -78,7 +59,7 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
             report = deploy.advance(app.ledger, name, until=until, workspace=app.workspace, progress=progress,
                                     options=options)
     finally:
-        _refresh_projections(app)
+        refresh_projections(app)
     if as_json:
         click.echo(json.dumps({"name": report.name, "ran": report.ran, "stopped": report.stopped, "status": report.status}))
     else:
@@ -104,7 +85,7 @@ def resume_cmd(app: App, name: str, note: str) -> None:
     """Record a human's fix after a blocker; allows one more attempt."""
     deploy.resume(app.ledger, name, note)
     click.echo(f"{name} resumed; next: ledger advance {name}")
-    _refresh_projections(app)
+    refresh_projections(app)
 
 
 @click.command("lesson")
@@ -116,7 +97,7 @@ def lesson_cmd(app: App, name: str, text: str, phase: int | None) -> None:
     """Record a lesson learned for NAME."""
     seq = deploy.lesson(app.ledger, name, text, phase)
     click.echo(f"lesson recorded at seq {seq}")
-    _refresh_projections(app)
+    refresh_projections(app)
 
 
 @click.command("status")
@@ -233,7 +214,7 @@ def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
     try:
         report = deploy.audit(app.ledger, name, workspace=app.workspace, checkpoint=against, progress=progress)
     finally:
-        _refresh_projections(app)
+        refresh_projections(app)
     if as_json:
         click.echo(json.dumps({"name": name, "verdict": report.verdict, "findings": report.findings,
                                "remeasured": report.remeasured, "status": report.status}, indent=1, default=str))
@@ -256,15 +237,6 @@ commands = [audit_cmd, evaluate_cmd, init_cmd, advance_cmd, resume_cmd, lesson_c
 # --- on-demand measurements --------------------------------------------------------------------------------
 
 
-def _ctx(app: App, name: str, progress=None):
-    from handlers.gates import GateRun
-    from handlers.uow import DeploymentUnit
-
-    unit = DeploymentUnit(app.ledger, name)
-    return unit, GateRun(state=unit.state, workspace=app.workspace, ledger=app.ledger,
-                         progress=progress or TerminalProgress())
-
-
 @click.command("run")
 @click.argument("name")
 @click.option("--prompt", required=True)
@@ -280,13 +252,13 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
     from kernels.toolchain import current_toolchain
     from ledger.events import PerformanceMeasured
 
-    unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
+    unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
     backend = model_backend(ctx.state, ctx.config)
     tok = backend.tokenizer()
     if getattr(tok, "chat_template", None):
-        from kernels.model.prompts import _ids
+        from kernels.model.prompts import token_ids
 
-        ids = _ids(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True))
+        ids = token_ids(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True))
     else:
         ids = list(tok(prompt)["input_ids"])
     r = backend.integrated_run(np.asarray(ids, np.int64), n_tokens)
@@ -341,7 +313,7 @@ def verify_model_cmd(app: App, name: str, full: bool, inject: str | None, as_jso
         return
     if inject is not None and inject not in FAULTS:
         raise click.BadParameter(f"unknown fault {inject!r}; known: {', '.join(sorted(FAULTS))}", param_hint="--inject")
-    unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
+    unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
     backend = model_backend(ctx.state, ctx.config, {"faults": [inject]} if inject else None)
     gates = token_gate_events(ctx, backend, f"drill:{inject}" if inject else "verify-model", full=full)
     unit.commit(gates)
@@ -374,7 +346,7 @@ def diagnose_cmd(app: App, name: str, as_json: bool) -> None:
     from handlers.gates.phase23 import diagnosis_events
     from handlers.gates.runtime import model_backend
 
-    unit, ctx = _ctx(app, name, (lambda m: None) if as_json else None)
+    unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
     layers = diagnosis_events(ctx, model_backend(ctx.state, ctx.config))
     unit.commit(layers)
     if as_json:
@@ -407,7 +379,7 @@ def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: s
     seq, event = record_harness(app.ledger, name, kernel=kernel, shape=shape, contract=contract, text=text,
                                 file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role)
     click.echo(f"{kernel} {shape}: {event.verdict} recorded at seq {seq} (sha256 {event.provenance['output_sha256'][:12]})")
-    _refresh_projections(app)
+    refresh_projections(app)
 
 
 commands += [run_cmd, verify_model_cmd, diagnose_cmd, record_group]

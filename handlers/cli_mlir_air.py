@@ -63,14 +63,14 @@ def optimise_cmd(app: App, name: str, what: str, phase: str) -> None:
     """On hardware: after changing the model directory's code, measure (`make profile`), re-run `make verify`
     and record the OptimizationTried against the phase's last measured figure."""
     from handlers.gates.phase23 import token_gate_events
-    from handlers.gates.phase456 import _perf, measure
-    from handlers.cli_deploy import _ctx
+    from handlers.gates.phase456 import performance_event, measure
+    from handlers.cli_common import open_deployment
     from handlers.narrate import TerminalProgress
     from handlers.gates.runtime import model_backend
     from ledger.events import OptimizationTried
 
     p = int(phase)
-    unit, ctx = _ctx(app, name, TerminalProgress())
+    unit, ctx = open_deployment(app, name, TerminalProgress())
     if ctx.state.executor != "mlir-air":
         raise click.ClickException("`ledger optimise` records an engineer's change on the mlir-air path; "
                                    "emulated and torch deployments optimise inside `ledger advance`")
@@ -90,7 +90,7 @@ def optimise_cmd(app: App, name: str, what: str, phase: str) -> None:
                                                      f"({m.source}), token gate {'kept' if ok else 'broken'}",
                               samples={"after_samples_s": m.samples_s, "metric": m.metric, "source": m.source,
                                        "detail": m.detail})
-    unit.commit([*gates, _perf(ctx, p, backend, m, "engineer"), event])
+    unit.commit([*gates, performance_event(ctx, p, backend, m, "engineer"), event])
     click.echo(f"{what}: {outcome} ({before_s:.6g} -> {m.median_s:.6g} s, token gate {'kept' if ok else 'broken'})")
 
 

@@ -58,7 +58,7 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
 @click.pass_obj
 def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str | None, as_json: bool) -> None:
     """Re-run every deployed model's token gate and its Phase 1 rows whose toolchain changed; block regressions."""
-    from handlers.cli_deploy import _refresh_projections
+    from handlers.cli_common import refresh_projections
     from handlers.narrate import TerminalProgress
     from handlers.reverify import render_table, reverify_all
 
@@ -67,7 +67,7 @@ def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str 
         results = reverify_all(app.ledger, workspace=app.workspace, executor=executor, standin_fault=standin_fault,
                                progress=progress)
     finally:
-        _refresh_projections(app)
+        refresh_projections(app)
     if as_json:
         click.echo(json.dumps([r.to_json() for r in results], indent=1))
     else:

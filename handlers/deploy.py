@@ -6,14 +6,16 @@ Each is short: load the stream, fold, check, run the work, append with `expected
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import structlog
 
-from handlers.gates import GateRun
+from handlers.gates import GateOutcome, GateRun
 from handlers.gates.table import GATES
 from handlers.provenance import stamp_toolchain
 from handlers.uow import DeploymentError, DeploymentUnit, stream_id
@@ -35,7 +37,7 @@ from ledger.events import (
     PhaseStarted,
 )
 from statemachine.fold import fold
-from statemachine.gate import GateRejected
+from statemachine.gate import GateContext, GateRejected
 from statemachine.machine import DeploymentMachine
 from statemachine.phases import Phase, Status
 
@@ -147,10 +149,10 @@ def advance(
             started_at = _now()
             outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress, options=options or {}))
             digest = next((e.digest for e in outcome.events if isinstance(e, ModelDigested)), state.model_digest)
-            unit.commit([PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at, plan=_plan_of(outcome)),
-                         *bind(stamp_toolchain(outcome.events, state.executor), digest)])
+            open_attempt(unit, phase, attempt, outcome.context, bind(stamp_toolchain(outcome.events, state.executor), digest),
+                         started_at=started_at)
         attempt = unit.state.open_attempt.number
-        passed = _judge(unit, phase, attempt, outcome)
+        passed = judge_attempt(unit, phase, attempt, outcome)
         report.ran.append(passed)
         if not passed["passed"]:
             break
@@ -158,14 +160,22 @@ def advance(
     return report
 
 
-def _plan_of(outcome) -> list[dict[str, Any]] | None:
-    """The gate context's planned (kernel, shape) rows as PhaseStarted records them (None: no plan)."""
-    import json
+def open_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, context: GateContext,
+                 evidence: Iterable[Event] = (), *, started_at: str | None = None) -> list[int]:
+    """Open `attempt` of `phase`: one atomic batch of PhaseStarted and the attempt's evidence; returns its seqs.
 
-    planned = outcome.context.planned_kernels
-    if planned is None:
+    PhaseStarted carries the context's planned (kernel, shape) rows, so an attempt interrupted before its
+    verdict is judged later with its own plan (`judge_attempt` without an outcome). `started_at` (UTC ISO
+    8601, default now) is when the work began: the gates record PhaseStarted after the work."""
+    started = PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at or _now(), plan=_plan_of(context))
+    return unit.commit([started, *evidence])
+
+
+def _plan_of(context: GateContext) -> list[dict[str, Any]] | None:
+    """The gate context's planned (kernel, shape) rows as PhaseStarted records them (None: no plan)."""
+    if context.planned_kernels is None:
         return None
-    return [{"kernel": kernel, "shape": json.loads(shape)} for kernel, shape in sorted(planned)]
+    return [{"kernel": kernel, "shape": json.loads(shape)} for kernel, shape in sorted(context.planned_kernels)]
 
 
 def _now() -> str:
@@ -211,14 +221,14 @@ def stop_if_model_changed(unit: DeploymentUnit, progress: Callable[[str], None] 
     raise ModelChanged(f"{unit.name}: {reason}")
 
 
-def _judge(unit: DeploymentUnit, phase: Phase, attempt: int, outcome) -> dict[str, Any]:
-    """Ask the state machine; record PhasePassed, or PhaseFailed (+ BlockerRaised, + FailureTriaged).
+def judge_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, outcome: GateOutcome | None) -> dict[str, Any]:
+    """Judge the open `attempt` of `phase`: ask the state machine, then record PhasePassed, or PhaseFailed
+    (+ BlockerRaised when no retry is left, + FailureTriaged). Returns the verdict as `advance` reports it
+    ({"phase", "attempt", "passed", "summary" | "reasons", "blocked"}).
 
     Without an outcome (an attempt interrupted after its evidence, judged now), the gate context is the
-    one the attempt's PhaseStarted recorded: the attempt is judged with its own plan."""
-    from handlers.gates import GateOutcome
-    from statemachine.gate import GateContext
-
+    one the attempt's PhaseStarted recorded: the attempt is judged with its own plan. Raises
+    `SomeoneElseAdvanced` (from the unit) when the stream moved meanwhile."""
     plan = unit.state.open_attempt.plan
     outcome = outcome or GateOutcome(events=[], context=GateContext(planned_kernels=plan))
     state = unit.state
@@ -364,9 +374,7 @@ def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None 
             ctx = GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress)
             rerun, evaluation = evaluate_in_fresh_process(ctx, checkpoint)
             unit.commit([*bind(rerun, state.model_digest), evaluation])
-            from handlers.gates import GateOutcome
-
-            _judge(unit, Phase.EVALUATION, unit.state.open_attempt.number, GateOutcome(events=[]))
+            judge_attempt(unit, Phase.EVALUATION, unit.state.open_attempt.number, GateOutcome(events=[]))
             report = AdvanceReport(name, status=unit.state.status.value)
         else:
             report = advance(ledger, name, until=7, workspace=workspace, progress=progress,

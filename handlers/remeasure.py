@@ -2,7 +2,7 @@
 
 * `kernel_sample`: Phase 1 rows chosen by a seed taken from the ledger's head hash at audit time (so the
   sample cannot be known when the evidence was written), re-run through the gate's own code path
-  (`handlers.gates.phase1._verify`). On emulated / torch a row must reproduce its recorded figures:
+  (`handlers.gates.phase1.verify_once`). On emulated / torch a row must reproduce its recorded figures:
   verdict and mismatch count exactly, mean_rel_L1 within `KERNEL_REMEASURE_RTOL` (the BLAS thread count
   is pinned to the recorded one by `phase7.evaluate_in_fresh_process`); on mlir-air within the kernel's
   tolerance band.
@@ -54,7 +54,7 @@ def phase1_rows(state) -> list:
 
 
 def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None) -> tuple[list[Finding], list[dict]]:
-    from handlers.gates.phase1 import _verify
+    from handlers.gates.phase1 import verify_once
     from kernels.model.plan import plan
     from statemachine.gate import kernel_key
 
@@ -71,7 +71,7 @@ def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None) -> tuple[
         row = planned[kernel_key(old.kernel, old.shape)]
         shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
         progress(f"[{i}/{len(chosen)}] re-measuring Phase 1 row seq {ev.seq}: {old.kernel} {shape_text}")
-        new, _ = _verify(state, row, shape_text, "", "", int(old.provenance.get("attempt", 1)))
+        new, _ = verify_once(state, row, shape_text, "", "", int(old.provenance.get("attempt", 1)))
         rel = _rel(old.mean_rel_L1, new.mean_rel_L1)
         problems = []
         if new.verdict != old.verdict:

@@ -39,10 +39,10 @@ def npu_ledger_version() -> str:
 
 
 def _peano_version() -> str | None:
-    from kernels.mlir_air.lock import _first_line
+    from kernels.mlir_air.lock import first_output_line
 
     root = os.environ.get("PEANO_INSTALL_DIR")
-    return _first_line([os.path.join(root, "bin", "clang"), "--version"]) if root else None
+    return first_output_line([os.path.join(root, "bin", "clang"), "--version"]) if root else None
 
 
 def current_toolchain(executor: str, *, mlir_air_dir: str | None = None) -> dict[str, Any]:

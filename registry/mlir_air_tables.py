@@ -489,7 +489,7 @@ def merge_into_mlir_air(directory: str | Path, data: RegistryData) -> dict[str, 
     JSON. Prose, headings and existing rows are left byte for byte. Returns {file: rows added}."""
     import json
 
-    from registry.render_json import GEMM_JSON, _method_entry, _shape_entry
+    from registry.render_json import GEMM_JSON, method_entry, shape_entry
 
     directory = Path(directory)
     added: dict[str, int] = {}
@@ -557,7 +557,7 @@ def merge_into_mlir_air(directory: str | Path, data: RegistryData) -> dict[str, 
                 continue
             mkn = tuple(dict(row.shape)[k] for k in ("M", "K", "N"))
             if mkn not in index:
-                entry = _shape_entry(dataclasses.replace(row, measurements=tuple(ours)))
+                entry = shape_entry(dataclasses.replace(row, measurements=tuple(ours)))
                 if entry:
                     doc["shapes"].append(entry)
                     n += 1
@@ -565,7 +565,7 @@ def merge_into_mlir_air(directory: str | Path, data: RegistryData) -> dict[str, 
             shape = index[mkn]
             for m in ours:
                 if m.method not in shape["methods"]:
-                    shape["methods"][m.method] = _method_entry(m)
+                    shape["methods"][m.method] = method_entry(m)
                     n += 1
         if n:
             # upstream writes \\u escapes (ensure_ascii): dumping the same way leaves its bytes unchanged

@@ -74,7 +74,8 @@ def _gflops(m: Measurement) -> float | None:
     return float(round(m.throughput))
 
 
-def _method_entry(m: Measurement) -> dict[str, Any]:
+def method_entry(m: Measurement) -> dict[str, Any]:
+    """One method's entry of a shape in mlir-air's `gemm.json` layout (tile, gflops, mean_rel_L1, tier, ...)."""
     entry: dict[str, Any] = {
         "tile": _tile(m.tile),
         "gflops": plain(_gflops(m)),
@@ -97,7 +98,9 @@ def _method_entry(m: Measurement) -> dict[str, Any]:
     return entry
 
 
-def _shape_entry(row: ShapeRow) -> dict[str, Any] | None:
+def shape_entry(row: ShapeRow) -> dict[str, Any] | None:
+    """One shape's `gemm.json` entry: its passing methods (best measurement each) and the best method per
+    tier on hardware; None when no measurement of the shape passed."""
     candidates = [m for m in row.measurements if m.passed]
     if not candidates:
         return None
@@ -119,7 +122,7 @@ def _shape_entry(row: ShapeRow) -> dict[str, Any] | None:
         "K": shape.get("K"),
         "N": shape.get("N"),
         "used_by": " + ".join(row.used_by),
-        "methods": {n: _method_entry(reps[n]) for n in names},
+        "methods": {n: method_entry(reps[n]) for n in names},
     }
     if best:
         entry["best"] = best
@@ -137,7 +140,7 @@ def gemm_document(data: RegistryData, output_dtype: str) -> dict[str, Any]:
     shapes = []
     measured = ""
     for row in page.rows:
-        entry = _shape_entry(row)
+        entry = shape_entry(row)
         if entry is None:
             continue
         shapes.append(entry)

@@ -124,7 +124,7 @@ def verify_row(state, row, *, when: str | None = None, host: str | None = None, 
     tries: list[KernelVerified] = []
     transcript = None
     for attempt in (1, 2):  # one retry per failing shape
-        event, transcript = _verify(state, row, shape_text, when, host, attempt, executor=executor,
+        event, transcript = verify_once(state, row, shape_text, when, host, attempt, executor=executor,
                                     toolchain=toolchain)
         tries.append(event)
         if event.verdict == "PASS" or event.caveat or event.not_measured:  # a rerun would repeat it
@@ -196,9 +196,11 @@ def _original(state, seq: int) -> KernelVerified | None:
     return None
 
 
-def _verify(state, row, shape_text: str, when: str, host: str, attempt: int, *, executor=None,
-            toolchain: dict | None = None) -> tuple[KernelVerified, str | None]:
-    """One verification of a planned row on the deployment's executor; the transcript when a harness ran."""
+def verify_once(state, row, shape_text: str, when: str, host: str, attempt: int, *, executor=None,
+                toolchain: dict | None = None) -> tuple[KernelVerified, str | None]:
+    """One verification of a planned row on the deployment's executor (no retry): its KernelVerified, and the
+    transcript when a harness ran. The gate (through `verify_row`) and the evaluator's re-measurement
+    (`handlers.remeasure`) both call it, so a re-measured row runs exactly the gate's code path."""
     from kernels.toolchain import current_toolchain, with_npu_ledger
 
     tile = dict(row.tile.tile) or None  # the planner's TilePlan

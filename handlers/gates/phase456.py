@@ -68,7 +68,7 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
     m_base = measure(base_backend, phase, ctx)
     source = m_base.source
     ctx.progress(f"phase {phase} baseline: {what} {_fmt(m_base.median_s, phase)} ({source})")
-    events: list = [_perf(ctx, phase, base_backend, m_base, "baseline")]
+    events: list = [performance_event(ctx, phase, base_backend, m_base, "baseline")]
     current = m_base.median_s
     candidates = _candidates(ctx, phase, applied)
     for i, name in enumerate(candidates, start=1):
@@ -102,7 +102,7 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
         ))
     final_backend = _build(ctx, applied, faults)
     m_final = measure(final_backend, phase, ctx)
-    events.append(_perf(ctx, phase, final_backend, m_final, "final"))
+    events.append(performance_event(ctx, phase, final_backend, m_final, "final"))
     kept = [k for k, v in applied.items() if v and k in {_name(phase, s) for s in SWITCHES}] + sorted(faults)
     reasons = []
     if not m_final.median_s < m_base.median_s:
@@ -123,7 +123,10 @@ def _fmt(seconds: float, phase: int) -> str:
     return f"{seconds * 1e3:.2f} ms" + ("" if phase == 4 else "/token")
 
 
-def _perf(ctx: GateRun, phase: int, backend, m: Measurement, label: str):
+def performance_event(ctx: GateRun, phase: int, backend, m: Measurement, label: str) -> PerformanceMeasured:
+    """The PerformanceMeasured of one measurement `m` of the deployment's backend: Phase 4 records
+    `prefill_s`, Phases 5-6 `ms_per_token` and tokens/s; `label` (baseline, final, engineer) goes in the
+    profile with the measurement's source and samples."""
     fields: dict[str, Any] = dict(
         phase=phase, executor=ctx.state.executor, pipeline=backend.options, n_prompt_tokens=m.n_tokens,
         warmup=m.warmup, runs=len(m.samples_s),

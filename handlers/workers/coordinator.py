@@ -7,7 +7,7 @@
    queue of the deployment's executor (one queueing lock per row: running the command twice queues once).
 3. The coordinator polls the ledger, drawing `[landed/planned]` as rows arrive, until every planned row
    has its verdict, or every job left is finished (a refused row stays missing and says so).
-4. `handlers.deploy._judge` asks the state machine: the same Phase 1 predicate as the local gate
+4. `handlers.deploy.judge_attempt` asks the state machine: the same Phase 1 predicate as the local gate
    (`gate_1_all_kernels_pass`: latest verdict per shape, the plan covered, one transcript per row).
 Later phases then run locally, as `ledger advance` runs them.
 """
@@ -31,7 +31,7 @@ from handlers.workers.queue import (
     queue_name,
 )
 from ledger import Ledger
-from ledger.events import KernelVerified, PhaseStarted
+from ledger.events import KernelVerified
 from statemachine.gate import GateContext, kernel_key
 from statemachine.phases import Phase, Status
 
@@ -79,14 +79,13 @@ def _open(unit: DeploymentUnit, progress) -> int:
     if state.attempt_open(Phase.KERNELS):
         progress(f"phase 1 (per-kernel validation), attempt {state.open_attempt.number} resumed with its recorded plan")
         return state.open_attempt.number
-    from handlers.gates import GateOutcome, GateRun
+    from handlers.gates import GateRun
     from kernels.model.plan import plan
 
     deploy.stop_if_model_changed(unit, progress)
     rows = plan(GateRun(state=state, workspace=None).config, target=state.target)
     attempt = state.attempt_number(Phase.KERNELS)
-    planned = deploy._plan_of(GateOutcome(events=[], context=GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows])))
-    unit.commit([PhaseStarted(phase=1, attempt=attempt, started_at=deploy._now(), plan=planned)])
+    deploy.open_attempt(unit, Phase.KERNELS, attempt, GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows]))
     progress(f"phase 1 (per-kernel validation), attempt {attempt}: {len(rows)} rows for the {state.executor} workers")
     return attempt
 
@@ -179,7 +178,7 @@ def _judge(ledger: Ledger, name: str, attempt: int, dsn: str) -> dict[str, Any]:
                               summary=f"{n_pass}/{len(plan)} planned kernel shapes pass on {state.executor}/{state.target}"
                                       f" (distributed over {len(workers)} worker(s): {', '.join(sorted(workers))})")
         try:
-            return deploy._judge(unit, Phase.KERNELS, attempt, outcome)
+            return deploy.judge_attempt(unit, Phase.KERNELS, attempt, outcome)
         except SomeoneElseAdvanced:
             continue
     raise DeploymentError(f"could not record the verdict of {name} phase 1 attempt {attempt}: the stream kept moving")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernels.mlir_air.transcript import TranscriptError
-from kernels.mlir_air.verify_report import _one_verdict, _summary_int, _verify_lines
+from kernels.mlir_air.verify_report import one_verdict, summary_int, verify_lines
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,10 @@ def parse_diagnosis_output(
     fails on numbers, so a FAIL or a missing verdict means the run broke) and the Summary's
     `n_layer_records` must equal the report's per_layer row count. `report_json=None` checks the
     transcript alone and returns no layers."""
-    lines, summary, verdicts, report_path = _verify_lines(text)
-    verdict = _one_verdict(verdicts, summary, lines, text)
+    lines, summary, verdicts, report_path = verify_lines(text)
+    verdict = one_verdict(verdicts, summary, lines, text)
     assert summary is not None
-    n_records = _summary_int(summary, "n_layer_records", text)
+    n_records = summary_int(summary, "n_layer_records", text)
     if verdict != "PASS":
         raise TranscriptError("the diagnosis run printed '[verify] FAIL'; diagnosis has no failing verdict.", text)
     if report_json is None:

@@ -85,7 +85,9 @@ def run_command(command: str, timeout_s: float, cwd: str | None = None) -> tuple
     return proc.returncode, out.decode("utf-8", errors="replace")
 
 
-def _first_line(argv: list[str], timeout_s: float = 10.0) -> str | None:
+def first_output_line(argv: list[str], timeout_s: float = 10.0) -> str | None:
+    """The first non-blank line a tool prints (stdout, then stderr), or None when it is missing, fails or
+    times out: how a tool's version is probed."""
     if shutil.which(argv[0]) is None:
         return None
     try:
@@ -103,10 +105,10 @@ def _first_line(argv: list[str], timeout_s: float = 10.0) -> str | None:
 def probe_toolchain(mlir_air_dir: str | None) -> dict[str, str | None]:
     """Best-effort toolchain versions; a tool that is missing or fails is recorded as None (absent)."""
     return {
-        "mlir_air_commit": _first_line(["git", "-C", mlir_air_dir, "rev-parse", "HEAD"]) if mlir_air_dir else None,
-        "aie_opt": _first_line(["aie-opt", "--version"]),
-        "air_opt": _first_line(["air-opt", "--version"]),
-        "xrt_smi": _first_line(["xrt-smi", "--version"]),
+        "mlir_air_commit": first_output_line(["git", "-C", mlir_air_dir, "rev-parse", "HEAD"]) if mlir_air_dir else None,
+        "aie_opt": first_output_line(["aie-opt", "--version"]),
+        "air_opt": first_output_line(["air-opt", "--version"]),
+        "xrt_smi": first_output_line(["xrt-smi", "--version"]),
     }
 
 

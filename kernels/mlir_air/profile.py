@@ -29,16 +29,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kernels.mlir_air.transcript import TranscriptError, _NUM, _clean_lines, _last_words
+from kernels.mlir_air.transcript import TranscriptError, NUMBER, clean_lines, last_words
 
-_AVG = re.compile(rf"^Avg NPU (?P<what>.+?) time:\s*(?P<t>{_NUM})\s*us\.?$", re.I)
-_MIN = re.compile(rf"^Min NPU (?P<what>.+?) time:\s*(?P<t>{_NUM})\s*us\.?$", re.I)
-_MAX = re.compile(rf"^Max NPU (?P<what>.+?) time:\s*(?P<t>{_NUM})\s*us\.?$", re.I)
-_MEDIAN = re.compile(rf"^Median NPU (?P<what>.+?) time:\s*(?P<t>{_NUM})\s*us\.?$", re.I)
-_GFLOPS = re.compile(rf"^Avg NPU gflops:\s*(?P<g>{_NUM})$", re.I)
-_BANDWIDTH = re.compile(rf"^(?:Avg bandwidth|Bandwidth):\s*(?P<bw>{_NUM})\s*GB/s$", re.I)
+_AVG = re.compile(rf"^Avg NPU (?P<what>.+?) time:\s*(?P<t>{NUMBER})\s*us\.?$", re.I)
+_MIN = re.compile(rf"^Min NPU (?P<what>.+?) time:\s*(?P<t>{NUMBER})\s*us\.?$", re.I)
+_MAX = re.compile(rf"^Max NPU (?P<what>.+?) time:\s*(?P<t>{NUMBER})\s*us\.?$", re.I)
+_MEDIAN = re.compile(rf"^Median NPU (?P<what>.+?) time:\s*(?P<t>{NUMBER})\s*us\.?$", re.I)
+_GFLOPS = re.compile(rf"^Avg NPU gflops:\s*(?P<g>{NUMBER})$", re.I)
+_BANDWIDTH = re.compile(rf"^(?:Avg bandwidth|Bandwidth):\s*(?P<bw>{NUMBER})\s*GB/s$", re.I)
 _RAW = re.compile(r"^Raw latencies \(us\):\s*(?P<list>.*)$", re.I)
-_KERNEL = re.compile(rf"^Kernel:\s*avg=(?P<avg>{_NUM})ms\s+min=(?P<min>{_NUM})ms\s+max=(?P<max>{_NUM})ms$", re.I)
+_KERNEL = re.compile(rf"^Kernel:\s*avg=(?P<avg>{NUMBER})ms\s+min=(?P<min>{NUMBER})ms\s+max=(?P<max>{NUMBER})ms$", re.I)
 _ELT_PASS = re.compile(r"^PASS: All (?P<n>\d+) elements correct\.$")
 _ELT_FAIL = re.compile(r"^FAIL: (?P<bad>\d+) / (?P<n>\d+) elements incorrect\.$")
 
@@ -67,7 +67,7 @@ def parse_profile_output(text: str) -> ProfileResult:
     """Parse a `make profile` transcript; raise `TranscriptError` with one sentence otherwise."""
     if not text or not text.strip():
         raise TranscriptError("the profile transcript is empty.", text)
-    lines = _clean_lines(text)
+    lines = clean_lines(text)
     found: dict[str, object] = {}
     for line in lines:
         if not line:
@@ -102,7 +102,7 @@ def parse_profile_output(text: str) -> ProfileResult:
     if "avg" not in found:
         raise TranscriptError(
             "the text matches none of mlir-air's `make profile` formats: no `Avg NPU ... time` line and no "
-            f"`Kernel: avg=...ms` block (last line: {_last_words(lines)!r}).",
+            f"`Kernel: avg=...ms` block (last line: {last_words(lines)!r}).",
             text,
         )
     avg = float(found["avg"])  # type: ignore[arg-type]

@@ -50,21 +50,22 @@ def sha256_text(text: str) -> str:
 
 # --- standalone kernel harness -------------------------------------------------------------------------
 
-_NUM = r"[-+]?(?:nan|inf|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
+# a number as mlir-air's harnesses print it (nan / inf included); every output parser uses this one
+NUMBER = r"[-+]?(?:nan|inf|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 _PRECISION = re.compile(
     rf"^\[precision\]\s*(?:Output\s+(?P<index>\d+)\s*\((?P<n>\d+)\s+elements\)\s*:\s*)?"
-    rf"mean_rel_L1=(?P<l1>{_NUM})\s*\|\s*rel_err max=(?P<rel>{_NUM})\s*\|\s*"
-    rf"abs_err max=(?P<abs>{_NUM})\s*\|\s*rtol=(?P<rtol>{_NUM})\s+atol=(?P<atol>{_NUM})$",
+    rf"mean_rel_L1=(?P<l1>{NUMBER})\s*\|\s*rel_err max=(?P<rel>{NUMBER})\s*\|\s*"
+    rf"abs_err max=(?P<abs>{NUMBER})\s*\|\s*rtol=(?P<rtol>{NUMBER})\s+atol=(?P<atol>{NUMBER})$",
     re.IGNORECASE,
 )
 _LATENCY = re.compile(
-    rf"^Latency \(us\):\s*(?P<lat>{_NUM})(?:\s*\|\s*Throughput:\s*(?P<gf>{_NUM})\s*GFLOP/s)?$", re.IGNORECASE
+    rf"^Latency \(us\):\s*(?P<lat>{NUMBER})(?:\s*\|\s*Throughput:\s*(?P<gf>{NUMBER})\s*GFLOP/s)?$", re.IGNORECASE
 )
 _ERROR_OUTPUT = re.compile(r"^ERROR: Output (?P<index>\d+) does not meet expected output\.$")
-_ERROR_CORR = re.compile(rf"^ERROR: Output (?P<index>\d+) correlation (?P<c>{_NUM}) below threshold", re.I)
-_CORRELATION = re.compile(rf"^Output (?P<index>\d+) correlation: (?P<c>{_NUM}) \(threshold: (?P<t>{_NUM})\)$", re.I)
+_ERROR_CORR = re.compile(rf"^ERROR: Output (?P<index>\d+) correlation (?P<c>{NUMBER}) below threshold", re.I)
+_CORRELATION = re.compile(rf"^Output (?P<index>\d+) correlation: (?P<c>{NUMBER}) \(threshold: (?P<t>{NUMBER})\)$", re.I)
 _MISMATCHES = re.compile(
     r"^Mismatches:\s*(?P<bad>\d+)\s*/\s*(?P<total>\d+)(?:\s+elements)?\s*\((?:[-+\d.eE]+%|empty array)\)$"
 )
@@ -72,7 +73,7 @@ _SHAPE = re.compile(r"^Shape:\s*(?P<shape>\(.*\)|\[.*\])$")
 # `  Index {idx}: expected={e}, actual={a}, diff={d}` (xrt_runner.py:459-463); idx is a tuple of numpy ints,
 # `(np.int64(0), np.int64(5))` under numpy 2 and `(0, 5)` under numpy 1; integer outputs print no diff
 _INDEX = re.compile(
-    rf"^Index\s+(?P<idx>\(.*?\)|\S+):\s*expected=(?P<e>{_NUM}),\s*actual=(?P<a>{_NUM})(?:,\s*diff=(?P<d>{_NUM}))?$",
+    rf"^Index\s+(?P<idx>\(.*?\)|\S+):\s*expected=(?P<e>{NUMBER}),\s*actual=(?P<a>{NUMBER})(?:,\s*diff=(?P<d>{NUMBER}))?$",
     re.IGNORECASE,
 )
 _MORE = re.compile(r"^\.\.\. and (?P<n>\d+) more mismatches$")
@@ -162,7 +163,8 @@ def _worst(values) -> float | None:
     return max(vals)
 
 
-def _clean_lines(text: str) -> list[str]:
+def clean_lines(text: str) -> list[str]:
+    """The transcript's lines, any line ending, ANSI colour codes removed, each stripped."""
     return [_ANSI.sub("", line).strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
 
 
@@ -171,10 +173,11 @@ def _exception_line(lines: list[str]) -> str:
     for line in reversed(lines):
         if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b", line):
             return line if len(line) <= 200 else line[:197] + "..."
-    return _last_words(lines)
+    return last_words(lines)
 
 
-def _last_words(lines: list[str]) -> str:
+def last_words(lines: list[str]) -> str:
+    """The last non-blank line (cut to 160 characters): what an error message quotes of a transcript."""
     for line in reversed(lines):
         if line:
             return line if len(line) <= 160 else line[:157] + "..."
@@ -192,7 +195,7 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
     count, an output reported twice, and check lines printed after the verdict."""
     if not text or not text.strip():
         raise TranscriptError("the harness transcript is empty.", text)
-    lines = _clean_lines(text)
+    lines = clean_lines(text)
 
     precisions: dict[int, dict[str, Any]] = {}
     order: list[int] = []
@@ -304,12 +307,12 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
         if precisions or errors:
             raise TranscriptError(
                 "the transcript ends without a verdict line ('PASS!' or 'failed.'): the run was cut off or the "
-                f"harness crashed (last line: {_last_words(lines)!r}).",
+                f"harness crashed (last line: {last_words(lines)!r}).",
                 text,
             )
         raise TranscriptError(
             "the text matches none of the mlir-air harness formats: no [precision] line and no 'PASS!' / "
-            f"'failed.' verdict (last line: {_last_words(lines)!r}).",
+            f"'failed.' verdict (last line: {last_words(lines)!r}).",
             text,
         )
     kinds = {v for _, v in verdicts}

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernels.mlir_air.transcript import TranscriptError, Verdict, _clean_lines, _last_words
+from kernels.mlir_air.transcript import TranscriptError, Verdict, clean_lines, last_words
 
 _SUMMARY = re.compile(r"^\[verify\] Summary:\s*(?P<d>\{.*\})$")
 _VERIFY_PASS = re.compile(r"^\[verify\] PASS$")
@@ -81,10 +81,13 @@ class VerifyResult:
         return [p.token_gate_fields() for p in self.prompts]
 
 
-def _verify_lines(text: str) -> tuple[list[str], dict[str, Any] | None, list[str], str | None]:
+def verify_lines(text: str) -> tuple[list[str], dict[str, Any] | None, list[str], str | None]:
+    """The `[verify]` lines of a verify (or diagnosis) transcript: (clean lines, the one Summary dict or None,
+    the PASS / FAIL verdicts in order, the JSON report path or None); raises TranscriptError on an empty
+    transcript or a malformed / repeated Summary."""
     if not text or not text.strip():
         raise TranscriptError("the verify transcript is empty.", text)
-    lines = _clean_lines(text)
+    lines = clean_lines(text)
     summaries: list[dict[str, Any]] = []
     verdicts: list[str] = []
     report_path = None
@@ -110,14 +113,17 @@ def _verify_lines(text: str) -> tuple[list[str], dict[str, Any] | None, list[str
     return lines, (summaries[0] if summaries else None), verdicts, report_path
 
 
-def _summary_int(summary: dict[str, Any], key: str, text: str) -> int:
+def summary_int(summary: dict[str, Any], key: str, text: str) -> int:
+    """`summary[key]` as a non-negative int, or TranscriptError naming the key."""
     value = summary.get(key)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise TranscriptError(f"the [verify] Summary has no non-negative integer {key!r}: {summary!r}.", text)
     return value
 
 
-def _one_verdict(verdicts: list[str], summary: dict[str, Any] | None, lines: list[str], text: str) -> Verdict:
+def one_verdict(verdicts: list[str], summary: dict[str, Any] | None, lines: list[str], text: str) -> Verdict:
+    """The single `[verify] PASS` / `FAIL` a complete run prints, or TranscriptError saying what is wrong
+    (none, both, repeated, or no Summary beside it)."""
     if not verdicts:
         if summary is not None:
             raise TranscriptError(
@@ -125,7 +131,7 @@ def _one_verdict(verdicts: list[str], summary: dict[str, Any] | None, lines: lis
             )
         raise TranscriptError(
             "the text matches none of the mlir-air verify formats: no [verify] Summary and no "
-            f"'[verify] PASS' / '[verify] FAIL' line (last line: {_last_words(lines)!r}).",
+            f"'[verify] PASS' / '[verify] FAIL' line (last line: {last_words(lines)!r}).",
             text,
         )
     if len(set(verdicts)) > 1:
@@ -145,11 +151,11 @@ def parse_verify_output(text: str, report_json: dict[str, Any] | None) -> Verify
     equal the transcript's, it must hold one `npu_vs_hf` row per counted prompt, and every row's ranks and
     OK/FAIL status are re-derived from its top-k lists. `report_json=None` gives the verdict and summary
     with no per-prompt rows."""
-    lines, summary, verdicts, report_path = _verify_lines(text)
-    verdict = _one_verdict(verdicts, summary, lines, text)
+    lines, summary, verdicts, report_path = verify_lines(text)
+    verdict = one_verdict(verdicts, summary, lines, text)
     assert summary is not None
-    passed = _summary_int(summary, "topk_passed", text)
-    failed = _summary_int(summary, "topk_failed", text)
+    passed = summary_int(summary, "topk_passed", text)
+    failed = summary_int(summary, "topk_failed", text)
     if passed + failed == 0:
         raise TranscriptError(
             "the transcript checked no prompts (topk_passed = topk_failed = 0): it is a diagnosis run, not verify.",

@@ -61,8 +61,9 @@ def _tokenizer(tokenizer_or_folder: Any):
     return tokenizer_or_folder
 
 
-def _ids(encoded: Any) -> list[int]:
-    """Token ids from whatever apply_chat_template / __call__ returned (list, BatchEncoding, tensor)."""
+def token_ids(encoded: Any) -> list[int]:
+    """Token ids from whatever a tokenizer's apply_chat_template / __call__ returned (a list, a BatchEncoding, a
+    tensor; a batch of one is unwrapped), as plain ints."""
     if isinstance(encoded, dict) or hasattr(encoded, "keys"):
         encoded = encoded["input_ids"]
     if hasattr(encoded, "tolist"):
@@ -74,7 +75,7 @@ def _ids(encoded: Any) -> list[int]:
 
 def canonical_tokens(tokenizer_or_folder: Any) -> list[int]:
     """The canonical prompt's token ids (plain text, no chat template)."""
-    return _ids(_tokenizer(tokenizer_or_folder)(CANONICAL_PROMPT))
+    return token_ids(_tokenizer(tokenizer_or_folder)(CANONICAL_PROMPT))
 
 
 def prompts_for(tokenizer_or_folder: Any, full: bool = False) -> list[Prompt]:
@@ -95,8 +96,8 @@ def prompt_set(tokenizer_or_folder: Any, kind: str, count: int = FULL_COUNT) -> 
         for i, text in enumerate(INSTRUCT_PROMPTS[:count]):
             ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                           tokenize=True)
-            out.append(Prompt(i, text, _ids(ids), "instruct"))
+            out.append(Prompt(i, text, token_ids(ids), "instruct"))
         return out
     if kind == "base":
-        return [Prompt(i, text, _ids(tok(text)), "base") for i, text in enumerate(BASE_PROMPTS[:count])]
+        return [Prompt(i, text, token_ids(tok(text)), "base") for i, text in enumerate(BASE_PROMPTS[:count])]
     raise ValueError(f"unknown prompt set {kind!r}; known: instruct, base")

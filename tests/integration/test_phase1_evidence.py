@@ -60,15 +60,15 @@ def test_an_advance_killed_after_its_evidence_batch_resumes_and_is_judged_with_i
     child = textwrap.dedent(f"""
         import os
         from pathlib import Path
-        from handlers.deploy import _plan_of
+        from handlers.deploy import open_attempt
         from handlers.gates import GateRun
         from handlers.gates.table import GATES
         from handlers.uow import DeploymentUnit
         from ledger import open_ledger
-        from ledger.events import PhaseStarted
+        from statemachine.phases import Phase
         unit = DeploymentUnit(open_ledger({url!r}), "m")
-        outcome = GATES[1](GateRun(state=unit.state, workspace=Path({str(tmp_path)!r})))
-        unit.commit([PhaseStarted(phase=1, attempt=1, plan=_plan_of(outcome)), *outcome.events])
+        outcome = GATES[Phase.KERNELS](GateRun(state=unit.state, workspace=Path({str(tmp_path)!r})))
+        open_attempt(unit, Phase.KERNELS, 1, outcome.context, outcome.events)
         os._exit(137)  # killed before the verdict
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
