@@ -136,7 +136,7 @@ def _close(a: Any, b: Any) -> bool:
 
 def _modelled(config: dict | None, switches: dict):
     """The NPU2 performance model's figure, recomputed from the config and the recorded switches."""
-    from kernels.model.backend import npu2_prediction
+    from kernels.perf.figures import npu2_prediction
     from kernels.model.config import ModelConfig
 
     cfg = ModelConfig(**{k: v for k, v in (config or {}).items() if k in ModelConfig.__dataclass_fields__})

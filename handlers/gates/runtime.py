@@ -2,19 +2,42 @@
 
 Every gate from Phase 2 on, `ledger run`, `verify-model`, `diagnose` and the evaluator get their backend
 here, so what a gate checks is what the deployment declares (executor, target, applied optimisations).
-Nothing here builds a pipeline or an executor: `kernels.model.backend.make_backend` chooses.
+`make_backend` is the one place that chooses a `ModelBackend` implementation by executor name.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from kernels.model.backend import DECODE, FAULTS, SWITCHES, ModelBackend, make_backend
+from kernels.mlir_air.model_backend import MlirAirBackend, MlirAirBackendError
+from kernels.model.backend import FAULTS, InProcessBackend, ModelBackend
 from kernels.model.config import ModelConfig
+from kernels.perf.dispatch import SWITCHES
+from kernels.perf.figures import DECODE
 from registry.model_docs import model_dir_name
 from statemachine.state import DeploymentState
 
-__all__ = ["DECODE", "FAULTS", "SWITCHES", "declared_options", "model_backend"]
+__all__ = ["DECODE", "FAULTS", "SWITCHES", "BackendUnavailable", "declared_options", "make_backend", "model_backend"]
+
+
+class BackendUnavailable(RuntimeError):
+    """Raised when no model backend exists for a deployment's executor (the message says what would)."""
+
+
+def make_backend(executor: str, model_path: str | Path, config: ModelConfig, *, target: str = "npu2",
+                 switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
+                 deployment: str | None = None) -> ModelBackend:
+    """The model backend of a deployment's executor: mlir-air's model directory (`make verify / diagnosis /
+    profile`, kernels.mlir_air.model_backend) for "mlir-air", the in-process pipeline otherwise."""
+    if executor == "mlir-air":
+        if not deployment:
+            raise BackendUnavailable("the mlir-air backend needs the deployment's name (its model directory)")
+        try:
+            return MlirAirBackend(model_path, config, deployment, target, switches, faults)
+        except MlirAirBackendError as e:
+            raise BackendUnavailable(str(e)) from e
+    return InProcessBackend(model_path, config, executor, target, switches, faults)
 
 
 def declared_options(state: DeploymentState, overrides: dict[str, Any] | None = None) -> tuple[dict[str, bool], frozenset[str]]:

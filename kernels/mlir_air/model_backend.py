@@ -38,12 +38,19 @@ from typing import Any
 
 import numpy as np
 
-from kernels.model.backend import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, Measurement
+from kernels.mlir_air.executor import MlirAirExecutor
+from kernels.mlir_air.transcript import sha256_text
+from kernels.mlir_air.twin import is_twin
+from kernels.model.backend import Measurement
+from kernels.model.compare import BisectResult, BlockResult, TokenGateResult, token_gate_failure
+from kernels.model.hf_reference import load_tokenizer
 from kernels.model.pipeline import SWITCHES as PIPELINE_SWITCHES
+from kernels.model.pipeline import PipelineOptions
+from kernels.model.prompts import CANONICAL_PROMPT, mlir_air_prompts, prompts_for
 from kernels.perf.dispatch import SWITCHES
-from kernels.thresholds import TOKEN_GATE_PROMPTS, TOKEN_GATE_PROMPTS_FULL, TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
+from kernels.perf.figures import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures
+from kernels.thresholds import block_thresholds, teacher_forced_thresholds
 
-PROMPTS_DIR = "programming_examples/llms/verify/prompts"
 _E2E_PREFILL = re.compile(r"End-to-end \(prefill, per query\)\s+([\d.]+)\s*ms")
 _E2E_TOKEN = re.compile(r"End-to-end \(per token\)\s+([\d.]+)\s*ms")
 _TTFT = re.compile(r"^\s*(?:Warm time|Time) to first token \(TTFT\):\s*([\d.]+)\s*s.*?(?:First token:\s*(\d+))?$", re.M)
@@ -55,21 +62,6 @@ _PROMPT_LEN = re.compile(r"prompt_len[=:]\s*(\d+)")
 
 class MlirAirBackendError(RuntimeError):
     pass
-
-
-def mlir_air_prompts(tokenizer, full: bool, mlir_air_dir: str | None = None):
-    """mlir-air's verify prompts (instruct.txt, the style its model Makefiles use: they never pass
-    --prompt-style) as `Prompt`s, tokenised the way verify_runner.py:75-86 does (raw encode); None when
-    MLIR_AIR_DIR holds no prompt files. Read at run time, never copied."""
-    from kernels.model.prompts import Prompt
-
-    root = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
-    path = Path(root) / PROMPTS_DIR / "instruct.txt" if root else None
-    if path is None or not path.is_file():
-        return None
-    lines = [x.strip() for x in path.read_text().splitlines() if x.strip() and not x.strip().startswith("#")]
-    count = TOKEN_GATE_PROMPTS_FULL if full else TOKEN_GATE_PROMPTS
-    return [Prompt(i, text, [int(t) for t in tokenizer.encode(text)], "mlir-air") for i, text in enumerate(lines[:count])]
 
 
 def _sha_file(path: str) -> str:
@@ -84,8 +76,6 @@ class MlirAirBackend:
     def __init__(self, model_path: str | Path, config, deployment: str, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
                  mlir_air_dir: str | None = None) -> None:
-        from kernels.mlir_air.executor import MlirAirExecutor
-
         self.model_path, self.config, self.deployment, self.target = str(model_path), config, deployment, target
         self.mlir_air_dir = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
         if not self.mlir_air_dir:
@@ -99,16 +89,12 @@ class MlirAirBackend:
         self.executor = MlirAirExecutor(target, mlir_air_dir=self.mlir_air_dir)
         self._cache: dict[str, Any] = {}
         self._tok = None
-        from kernels.mlir_air.twin import is_twin
-
         self.stand_in = is_twin(self.mlir_air_dir)
 
     # -- options --
 
     @property
     def options(self) -> dict[str, Any]:
-        from kernels.model.pipeline import PipelineOptions
-
         numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
         return {**PipelineOptions(**numerics, faults=self._faults).to_dict(),
                 "switches": dict(sorted(self._switches.items()))}
@@ -122,8 +108,6 @@ class MlirAirBackend:
         return {"NPU_LEDGER_SWITCHES": on, "NPU_LEDGER_FAULTS": ",".join(sorted(self._faults)), **extra}
 
     def _provenance(self, command: str, prov: dict, report_path: str | None, transcript: str) -> dict[str, Any]:
-        from kernels.mlir_air.transcript import sha256_text
-
         return {"command": command, "report_path": report_path or "",
                 "report_sha256": _sha_file(report_path) if report_path else "",
                 "transcript_sha256": sha256_text(transcript), "returncode": prov.get("returncode"),
@@ -135,19 +119,13 @@ class MlirAirBackend:
 
     def tokenizer(self):
         if self._tok is None:
-            from kernels.model.hf_reference import load_tokenizer
-
             self._tok = load_tokenizer(self.model_path)
         return self._tok
 
     def _canonical_text(self) -> str:
-        from kernels.model.prompts import CANONICAL_PROMPT
-
         return CANONICAL_PROMPT
 
     def prompts(self, full: bool) -> list:
-        from kernels.model.prompts import prompts_for
-
         self._full = bool(full)
         return mlir_air_prompts(self.tokenizer(), full, self.mlir_air_dir) or prompts_for(self.tokenizer(), full=full)
 
@@ -160,9 +138,6 @@ class MlirAirBackend:
         return self._cache["diagnosis"]
 
     def block_gate(self):
-        from kernels.model.compare import BlockResult
-        from kernels.thresholds import block_thresholds
-
         run, prov = self._diagnosis()
         rows = [r for r in run.report_json.get("per_layer") or [] if r.get("name") == "ffn_out" and r.get("layer") == 0]
         if not rows:
@@ -183,8 +158,6 @@ class MlirAirBackend:
         return result
 
     def bisect_block(self):
-        from kernels.model.compare import BisectResult
-
         return BisectResult(steps=[], culprit=None)  # no FP32 kernel swap through make targets
 
     def diagnose(self) -> list[dict[str, Any]]:
@@ -201,9 +174,6 @@ class MlirAirBackend:
         return self._cache[key]
 
     def token_gate(self, prompt, context: str):
-        from kernels.model.compare import TokenGateResult, token_gate_failure
-        from kernels.thresholds import teacher_forced_thresholds
-
         full = getattr(self, "_full", False)
         run, prov = self._verify(full)
         by_index = {p.prompt_index: p for p in run.result.prompts}
@@ -260,11 +230,7 @@ class MlirAirBackend:
         return self._cache["profile"]
 
     def _modelled(self) -> dict[str, Any]:
-        from kernels.model.backend import InProcessBackend
-
-        b = object.__new__(InProcessBackend)
-        b.config, b._switches = self.config, dict(self._switches)
-        f = InProcessBackend.npu2_figures(b)
+        f = npu2_figures(self.config, self._switches)
         return {k: f[k] for k in ("source", "seq", "ctx", "ttft_s", "prefill_s", "ms_per_token", "tokens_per_s", "switches")}
 
     def measure_prefill(self, info_tokens: int) -> Measurement:

@@ -8,8 +8,8 @@ optimisation switched on (`with_options`). Every result carries the numbers and 
 
 `InProcessBackend` implements it with the decoder pipeline built from leaf kernels (`kernels.model.pipeline`)
 on the emulated or torch executor, against HF transformers bf16 (`kernels.model.hf_reference`). A backend
-for an mlir-air model directory (its `make verify / diagnosis / profile`) implements the same protocol.
-`make_backend` is the one place that chooses.
+for an mlir-air model directory (its `make verify / diagnosis / profile`, `kernels.mlir_air.model_backend`)
+implements the same protocol. `handlers.gates.runtime.make_backend` is the one place that chooses.
 """
 
 from __future__ import annotations
@@ -22,21 +22,27 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from kernels.executors import make_executor
+from kernels.model.compare import bisect_block, block_gate, diagnose_layers, token_gate
 from kernels.model.config import ModelConfig
-from kernels.model.pipeline import FAULTS
+from kernels.model.hf_reference import HfRunner
+from kernels.model.pipeline import FAULTS, NpuPipeline, PipelineOptions
 from kernels.model.pipeline import SWITCHES as PIPELINE_SWITCHES
+from kernels.model.prompts import canonical_tokens, mlir_air_prompts, prompts_for
+from kernels.model.weights import load_weights
 from kernels.perf.dispatch import SWITCHES
-
-DECODE = "decode:"  # a switch applied to the decode path (Phase 5) is recorded as "decode:<switch>"
-NPU2_PREFILL_SEQ = 2048  # the compiled prefill length the modelled figure is taken at (NUMERICS.md)
-NPU2_DECODE_CTX = 128  # context length of the modelled decode step (the Llama-3.2-1B profile's assumption)
-
-__all__ = ["DECODE", "FAULTS", "SWITCHES", "BackendUnavailable", "InProcessBackend", "Measurement", "ModelBackend", "make_backend"]
+from kernels.perf.figures import (
+    DECODE,
+    NPU2_DECODE_CTX,
+    NPU2_PREFILL_SEQ,
+    npu2_figures,
+    npu2_prediction,
+    path_switches,
+    per_elf,
+)
 from kernels.thresholds import TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
 
-
-class BackendUnavailable(RuntimeError):
-    """Raised when no model backend exists for a deployment's executor (the message says what would)."""
+__all__ = ["FAULTS", "InProcessBackend", "Measurement", "ModelBackend", "hf_reference", "pipeline_executor"]
 
 
 @dataclass(frozen=True)
@@ -86,37 +92,19 @@ class ModelBackend(Protocol):
 
 @lru_cache(maxsize=4)
 def _weights(folder: str, config: ModelConfig):
-    from kernels.model.weights import load_weights
-
     return load_weights(folder, config)
 
 
 @lru_cache(maxsize=4)
 def hf_reference(folder: str):
     """The HF transformers bf16 reference of a model folder (one per process and folder)."""
-    from kernels.model.hf_reference import HfRunner
-
     return HfRunner(folder)
-
-
-def _per_elf(p, path: str) -> dict[str, dict[str, Any]]:
-    return {k.split(":", 1)[1]: v for k, v in p.per_elf.items() if k.startswith(path + ":")}
-
-
-def npu2_prediction(config: ModelConfig, switches: dict[str, bool]):
-    """The NPU2 performance model's prediction the gates decide on: prefill at the compiled seq, decode at the
-    modelled context, under `switches` (the evaluator recomputes recorded figures with this same call)."""
-    from kernels.perf.predict import predict
-
-    return predict(config, seq=NPU2_PREFILL_SEQ, switches=switches, ctx=NPU2_DECODE_CTX)
 
 
 def pipeline_executor(executor: str, target: str = "npu2"):
     """The executor a model pipeline runs on. The emulated one sums its GEMVs in BLAS order: mv.cc's lane order
     (the kernel runs' default) made SmolLM2's Phase 3 --full 2.1x slower (41.6 s -> 88.1 s) for a one-ulp move
     on ~1 output in 2000; `describe()` records the choice."""
-    from kernels.executors import make_executor
-
     return make_executor(executor, target=target, **({"gemv_order": "blas"} if executor == "emulated" else {}))
 
 
@@ -125,8 +113,6 @@ class InProcessBackend:
 
     def __init__(self, model_path: str | Path, config: ModelConfig, executor: str, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset()) -> None:
-        from kernels.model.pipeline import NpuPipeline, PipelineOptions
-
         self.model_path, self.config, self.name, self.target = str(model_path), config, executor, target
         known = {*SWITCHES, *(DECODE + k for k in SWITCHES)}
         self._switches = {k: bool(v) for k, v in (switches or {}).items() if k in known}
@@ -153,23 +139,17 @@ class InProcessBackend:
         return self.reference.tokenizer
 
     def _canonical(self) -> list[int]:
-        from kernels.model.prompts import canonical_tokens
-
         return canonical_tokens(self.tokenizer())
 
     # -- Phase 2 --
 
     def block_gate(self):
-        from kernels.model.compare import block_gate
-
         tokens = self._canonical()
         ours = self.pipeline.prefill(tokens).layer_intermediates[0]["ffn_out"]
         ref = self.reference.prefill(tokens).layer_intermediates[0]["ffn_out"]
         return block_gate(ours, ref, self.config.head_dim, n_positions=len(tokens), executor=self.name)
 
     def bisect_block(self):
-        from kernels.model.compare import bisect_block
-
         tokens = self._canonical()
         ref = self.reference.prefill(tokens).layer_intermediates[0]["ffn_out"]
         return bisect_block(self.pipeline.with_fp32_kernels, tokens, ref, self.config.head_dim)
@@ -177,21 +157,14 @@ class InProcessBackend:
     # -- Phases 3, 6, 7 --
 
     def prompts(self, full: bool) -> list:
-        from kernels.mlir_air.model_backend import mlir_air_prompts
-        from kernels.model.prompts import prompts_for
-
         # an mlir-air checkout's own prompt files when MLIR_AIR_DIR has them (comparable with its make verify)
         return mlir_air_prompts(self.tokenizer(), full) or prompts_for(self.tokenizer(), full=full)
 
     def token_gate(self, prompt, context: str):
-        from kernels.model.compare import token_gate
-
         return token_gate(self.pipeline, self.reference, prompt.tokens, n_tokens=TOKEN_GATE_STEPS, k=TOKEN_GATE_TOP_K,
                           prompt_index=prompt.index, prompt=prompt.text, tokenizer=self.tokenizer(), context=context)
 
     def diagnose(self) -> list[dict[str, Any]]:
-        from kernels.model.compare import diagnose_layers
-
         tokens = self._canonical()
         return diagnose_layers(self.pipeline.prefill(tokens), self.reference.prefill(tokens), executor=self.name)
 
@@ -201,23 +174,14 @@ class InProcessBackend:
     # in force (`kernels.perf`): the same plan always gives the same figure, whatever this machine is doing.
     # The emulator's own wall time for one run is recorded beside it, as information only.
 
-    def npu2_switches(self, path: str) -> dict[str, bool]:
-        """The dispatch switches in force on `path` ("prefill": Phase 4's, "decode": Phase 5's)."""
-        prefix = DECODE if path == "decode" else ""
-        return {k: bool(self._switches.get(prefix + k, False)) for k in SWITCHES}
-
     def predict(self, path: str):
-        return npu2_prediction(self.config, self.npu2_switches(path))
+        """The NPU2 model's prediction of `path` ("prefill" / "decode") under that path's switches."""
+        return npu2_prediction(self.config, path_switches(self._switches, path))
 
     def npu2_figures(self) -> dict[str, Any]:
-        """Modelled NPU2 TTFT (prefill at the compiled seq + LM head) and decode speed, with the per-ELF breakdown
-        of each path under its own switches (Phase 6)."""
-        pre, dec = self.predict("prefill"), self.predict("decode")
-        return {"source": "modelled-npu2", "seq": pre.seq, "ctx": dec.ctx, "ttft_s": pre.ttft_s, "prefill_s": pre.prefill_s,
-                "ms_per_token": dec.ms_per_token, "tokens_per_s": dec.decode_tokens_per_s,
-                "prefill_calls_per_layer": pre.prefill_calls_per_layer, "decode_calls_per_layer": dec.decode_calls_per_layer,
-                "per_elf": {"prefill": _per_elf(pre, "prefill"), "decode": _per_elf(dec, "decode")},
-                "switches": {"prefill": pre.switches, "decode": dec.switches}}
+        """Modelled NPU2 TTFT and decode speed with the per-ELF breakdown of each path (Phase 6):
+        `kernels.perf.figures.npu2_figures` under this backend's switches."""
+        return npu2_figures(self.config, self._switches)
 
     def _prompt(self, length: int) -> np.ndarray:
         """A fixed prompt of `length` tokens: the canonical prompt repeated (deterministic)."""
@@ -232,7 +196,7 @@ class InProcessBackend:
         self.pipeline.prefill(tokens)
         wall = time.perf_counter() - t0
         return Measurement("prefill_s", p.prefill_s, [p.prefill_s], NPU2_PREFILL_SEQ, "modelled-npu2", 0, {
-            "switches": p.switches, "per_elf": _per_elf(p, "prefill"), "totals_ms": p.totals["prefill"],
+            "switches": p.switches, "per_elf": per_elf(p, "prefill"), "totals_ms": p.totals["prefill"],
             "calls_per_layer": p.prefill_calls_per_layer,
             "emulator_wall_s": wall, "emulator_wall_tokens": int(info_tokens)})
 
@@ -247,7 +211,7 @@ class InProcessBackend:
         wall = (time.perf_counter() - t0) / steps
         per_token = p.ms_per_token / 1e3
         return Measurement("s_per_token", per_token, [per_token], NPU2_DECODE_CTX, "modelled-npu2", 0, {
-            "switches": p.switches, "per_elf": _per_elf(p, "decode"), "totals_ms": p.totals["decode"],
+            "switches": p.switches, "per_elf": per_elf(p, "decode"), "totals_ms": p.totals["decode"],
             "calls_per_layer": p.decode_calls_per_layer,
             "emulator_wall_s_per_token": wall, "emulator_wall_context": int(info_tokens), "decode_steps": steps})
 
@@ -285,20 +249,3 @@ class InProcessBackend:
                         "lm_head_s": lm_head, "top_kernels": [{"kernel": k, **v} for k, v in top], "stages": stages},
             "pipeline": self.options,
         }
-
-
-def make_backend(executor: str, model_path: str | Path, config: ModelConfig, *, target: str = "npu2",
-                 switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
-                 deployment: str | None = None) -> ModelBackend:
-    """The model backend of a deployment's executor: mlir-air's model directory (`make verify / diagnosis /
-    profile`, kernels.mlir_air.model_backend) for "mlir-air", the in-process pipeline otherwise."""
-    if executor == "mlir-air":
-        from kernels.mlir_air.model_backend import MlirAirBackend, MlirAirBackendError
-
-        if not deployment:
-            raise BackendUnavailable("the mlir-air backend needs the deployment's name (its model directory)")
-        try:
-            return MlirAirBackend(model_path, config, deployment, target, switches, faults)
-        except MlirAirBackendError as e:
-            raise BackendUnavailable(str(e)) from e
-    return InProcessBackend(model_path, config, executor, target, switches, faults)

@@ -4,14 +4,17 @@ CANONICAL_PROMPT is the Phase 0 baseline and Phase 2 block-gate prompt (plain te
 The token gate (Phases 3, 6, 7) uses `prompts_for(tokenizer_or_folder)`: a model whose tokenizer has a
 chat template gets the instruction prompts rendered through that template (with the generation prompt),
 any other model the base-model continuations. The default gate runs the first 2, the full gate all 8.
+`mlir_air_prompts` reads an mlir-air checkout's own prompt file instead, when MLIR_AIR_DIR has one.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernels.model.hf_reference import load_tokenizer
 from kernels.thresholds import TOKEN_GATE_PROMPTS, TOKEN_GATE_PROMPTS_FULL
 
 CANONICAL_PROMPT = (
@@ -43,6 +46,8 @@ BASE_PROMPTS = (
 
 DEFAULT_COUNT = TOKEN_GATE_PROMPTS
 FULL_COUNT = TOKEN_GATE_PROMPTS_FULL
+# mlir-air's verify prompt files (programming_examples/llms/verify/prompts/{instruct,base}.txt @ e972f29)
+MLIR_AIR_PROMPTS_DIR = "programming_examples/llms/verify/prompts"
 
 
 @dataclass(frozen=True)
@@ -50,13 +55,11 @@ class Prompt:
     index: int
     text: str  # the prompt as written (before any chat template)
     tokens: list[int]  # what the model is fed
-    kind: str  # "instruct" | "base"
+    kind: str  # "instruct" | "base" | "mlir-air"
 
 
 def _tokenizer(tokenizer_or_folder: Any):
     if isinstance(tokenizer_or_folder, (str, Path)):
-        from kernels.model.hf_reference import load_tokenizer
-
         return load_tokenizer(tokenizer_or_folder)
     return tokenizer_or_folder
 
@@ -101,3 +104,16 @@ def prompt_set(tokenizer_or_folder: Any, kind: str, count: int = FULL_COUNT) -> 
     if kind == "base":
         return [Prompt(i, text, token_ids(tok(text)), "base") for i, text in enumerate(BASE_PROMPTS[:count])]
     raise ValueError(f"unknown prompt set {kind!r}; known: instruct, base")
+
+
+def mlir_air_prompts(tokenizer, full: bool, mlir_air_dir: str | None = None) -> list[Prompt] | None:
+    """mlir-air's verify prompts (instruct.txt, the style its model Makefiles use: they never pass
+    --prompt-style) as `Prompt`s, tokenised the way verify_runner.py:75-86 does (raw encode); None when
+    MLIR_AIR_DIR holds no prompt files. Read at run time, never copied."""
+    root = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
+    path = Path(root) / MLIR_AIR_PROMPTS_DIR / "instruct.txt" if root else None
+    if path is None or not path.is_file():
+        return None
+    lines = [x.strip() for x in path.read_text().splitlines() if x.strip() and not x.strip().startswith("#")]
+    count = TOKEN_GATE_PROMPTS_FULL if full else TOKEN_GATE_PROMPTS
+    return [Prompt(i, text, [int(t) for t in tokenizer.encode(text)], "mlir-air") for i, text in enumerate(lines[:count])]

@@ -17,6 +17,7 @@ from typing import Iterable
 import numpy as np
 
 from kernels.perf.anchors import kernel_rows
+from kernels.perf.constants import FLOORS
 from kernels.perf.kernel_model import kernel_features
 
 
@@ -54,8 +55,6 @@ def design(rows: Iterable[dict]) -> tuple[list[dict], list[str]]:
 def fit(rows: list[dict]) -> dict[str, float]:
     """Fitted constants (seconds per unit) for every feature the rows use. A constant with a physical
     lower bound (`constants.FLOORS`: no compute tile beats its MMA peak) is fitted as floor + c, c >= 0."""
-    from kernels.perf.constants import FLOORS
-
     feats, names = design(rows)
     meas = np.array([r["latency_us"] * 1e-6 for r in rows])
     A = np.array([[f.get(n, 0.0) for n in names] for f in feats]) / meas[:, None]

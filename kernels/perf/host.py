@@ -30,6 +30,8 @@ import functools
 
 from kernels.model.config import ModelConfig
 from kernels.perf.anchors import profile
+from kernels.perf.cost import call_cost
+from kernels.perf.dispatch import dispatch_plan
 
 PROFILE_DECODE_CTX = 128
 LLAMA32_1B = ModelConfig(n_layers=16, emb_dim=2048, n_heads=32, n_kv_heads=8, head_dim=64, hidden_dim=8192,
@@ -43,8 +45,6 @@ def _sum(d: dict) -> int:
 @functools.lru_cache(maxsize=1)
 def host_constants() -> dict[str, float]:
     """The constants of the module docstring (seconds, bytes per second), computed once."""
-    from kernels.perf.dispatch import dispatch_plan
-
     p = profile()
     plan = dispatch_plan(LLAMA32_1B, None, 2048, PROFILE_DECODE_CTX)
     L = plan.n_layers
@@ -70,8 +70,6 @@ def host_constants() -> dict[str, float]:
 
 
 def _fit_xrt_call(plan, h: dict[str, float]) -> float:
-    from kernels.perf.predict import call_cost
-
     p = profile()
     measured = {**{f"prefill:{k}": v for k, v in p["prefill_per_call_ms"].items() if k != "src"},
                 **{f"decode:{k}": v for k, v in p["decode_per_call_ms"].items() if k != "src"}}

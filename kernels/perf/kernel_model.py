@@ -23,6 +23,7 @@ import math
 from typing import Any, Mapping
 
 from kernels.catalog import get_spec
+from kernels.perf.constants import FITTED
 from kernels.tiles import default_tile
 
 STREAMING = ("rmsnorm", "layernorm", "rope", "eltwise_add", "silu_mul", "gelu")
@@ -140,8 +141,6 @@ def kernel_latency_s(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, A
                      constants: Mapping[str, float] | None = None) -> float:
     """Modelled NPU2 latency (seconds) of one launch of `kernel` at `shape` with `tile` (planner default)."""
     if constants is None:
-        from kernels.perf.constants import FITTED
-
         constants = FITTED
     return latency_from(kernel_features(kernel, shape, tile), constants)
 

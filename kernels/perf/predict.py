@@ -3,7 +3,7 @@
 `predict(config, seq=2048, switches=None, ctx=128) -> Prediction` costs the dispatch plan
 (`kernels.perf.dispatch`): each XRT call = BO write (write bytes, plus weights when weight residency is off,
 plus intermediates when intermediate BOs are off, at the host write rate) + NPU run (the sum of its
-launches, `kernels.perf.kernel_model`) + BO read + the fixed XRT call cost; plus the host ops (KV-cache
+launches, `kernels.perf.kernel_model`) + BO read + the fixed XRT call cost (`kernels.perf.cost`); plus the host ops (KV-cache
 extract, transposes, bias adds, embedding, final RMSNorm, Python scheduling, CPU decode attention / glue;
 `kernels.perf.host`). TTFT = prefill + the LM head (one row); decode = layers + the LM head per token.
 Deterministic: same inputs, same figures. `render_table(p)` gives a profile.md-like text table,
@@ -15,39 +15,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kernels.perf.cost import call_cost, host_op_s
 from kernels.perf.dispatch import Call, HostOp, dispatch_plan
 from kernels.perf.host import host_constants
 from kernels.perf.kernel_model import kernel_latency_s
-
-
-def call_cost(call: Call, switches: dict[str, bool], h: dict[str, float]) -> dict[str, float]:
-    """BO write / NPU run / BO read / XRT seconds of one call under `switches`."""
-    write = sum(call.write.values())
-    if not switches["weight_residency"]:
-        write += sum(call.static.values())
-    if not switches["intermediate_bos"]:
-        write += sum(call.intermediate.values())
-    npu = sum(kernel_latency_s(la.kernel, la.shape) for la in call.launches)
-    out = {"bo_write_s": write / h["bo_write_bps"], "npu_s": npu,
-           "bo_read_s": sum(call.read.values()) / h["bo_read_bps"], "xrt_s": h["xrt_call_s"]}
-    out["total_s"] = sum(out.values())
-    return out
-
-
-def host_op_s(op: HostOp, h: dict[str, float]) -> float:
-    if op.kind == "strided_copy":
-        return op.nbytes / h["strided_copy_bps"]
-    if op.kind == "memcpy":
-        return op.nbytes / h["bo_write_bps"]
-    if op.kind == "embed":
-        return op.nbytes / h["embed_bps"]
-    if op.kind == "fixed":
-        return h["final_rmsnorm_s"]
-    if op.kind == "decode_attention":
-        return h["decode_cpu_layer_s"] + op.nbytes / h["bo_write_bps"]
-    if op.kind == "decode_glue":
-        return h["decode_glue_s"]
-    raise ValueError(f"unknown host op kind {op.kind!r}")
 
 
 @dataclass
@@ -162,7 +133,7 @@ def render_table(p: Prediction, title: str = "Modelled NPU2 profile") -> str:
 
 def write_png(p: Prediction, path: str, title: str = "Modelled NPU2 time per ELF") -> str:
     """A horizontal bar chart of the per-ELF totals (prefill: whole prompt, decode: per token)."""
-    import matplotlib
+    import matplotlib  # here, not at the top: matplotlib is slow to import and only the charts need it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -94,13 +94,11 @@ def build_runner(model_path: str) -> StandInRunner:
 
 def _figures(model_path: str) -> dict:
     from kernels.model.architecture import load_raw_config, resolve
-    from kernels.model.backend import InProcessBackend
+    from kernels.perf.figures import npu2_figures
 
     cfg = resolve(load_raw_config(model_path))
-    # the modelled NPU2 figures only (no pipeline built): the backend's own methods under the env's switches
-    b = object.__new__(InProcessBackend)
-    b.config, b._switches = cfg, {k: True for k in switches_from_env()}
-    return InProcessBackend.npu2_figures(b)
+    # the modelled NPU2 figures only (no pipeline built), under the env's switches
+    return npu2_figures(cfg, {k: True for k in switches_from_env()})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,41 @@
+"""The cost of one XRT call and of one host op, given the host constants `h` (`kernels.perf.host`).
+
+`kernels.perf.host` fits the fixed XRT call cost with `call_cost`, and `kernels.perf.predict` sums both over a
+deployment's dispatch plan; neither imports the other.
+"""
+
+from __future__ import annotations
+
+from kernels.perf.dispatch import Call, HostOp
+from kernels.perf.kernel_model import kernel_latency_s
+
+
+def call_cost(call: Call, switches: dict[str, bool], h: dict[str, float]) -> dict[str, float]:
+    """BO write / NPU run / BO read / XRT seconds of one call under `switches`."""
+    write = sum(call.write.values())
+    if not switches["weight_residency"]:
+        write += sum(call.static.values())
+    if not switches["intermediate_bos"]:
+        write += sum(call.intermediate.values())
+    npu = sum(kernel_latency_s(la.kernel, la.shape) for la in call.launches)
+    out = {"bo_write_s": write / h["bo_write_bps"], "npu_s": npu,
+           "bo_read_s": sum(call.read.values()) / h["bo_read_bps"], "xrt_s": h["xrt_call_s"]}
+    out["total_s"] = sum(out.values())
+    return out
+
+
+def host_op_s(op: HostOp, h: dict[str, float]) -> float:
+    """Seconds of one host op (copy, memcpy, embedding gather, fixed CPU work, decode attention / glue)."""
+    if op.kind == "strided_copy":
+        return op.nbytes / h["strided_copy_bps"]
+    if op.kind == "memcpy":
+        return op.nbytes / h["bo_write_bps"]
+    if op.kind == "embed":
+        return op.nbytes / h["embed_bps"]
+    if op.kind == "fixed":
+        return h["final_rmsnorm_s"]
+    if op.kind == "decode_attention":
+        return h["decode_cpu_layer_s"] + op.nbytes / h["bo_write_bps"]
+    if op.kind == "decode_glue":
+        return h["decode_glue_s"]
+    raise ValueError(f"unknown host op kind {op.kind!r}")
