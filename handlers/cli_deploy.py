@@ -7,11 +7,27 @@ import sys
 from pathlib import Path
 
 import click
+import numpy as np
 
 from handlers import deploy
 from handlers.bootstrap import App
 from handlers.cli_common import open_deployment, refresh_projections
+from handlers.gates import GateRun
+from handlers.gates.phase23 import diagnosis_events, token_gate_events
+from handlers.gates.phase7 import evaluate
+from handlers.gates.runtime import model_backend
 from handlers.narrate import TerminalProgress, describe
+from handlers.record import record_harness
+from handlers.uow import DeploymentUnit
+from kernels.model.architecture import load_raw_config, resolve
+from kernels.model.compare import token_gate_failure
+from kernels.model.pipeline import FAULTS, FAULT_HELP
+from kernels.model.plan import plan
+from kernels.model.prompts import token_ids
+from kernels.toolchain import current_toolchain
+from ledger.canonical import dumps
+from ledger.events import PerformanceMeasured
+from statemachine.mermaid import mermaid
 
 
 @click.command("init")
@@ -51,6 +67,7 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
     options = {"full": full, "prefill_len": prefill_len}
     try:
         if distribute:
+            # here, not at the top: the workers need psycopg + procrastinate, which the CLI starts without
             from handlers.workers.coordinator import advance_distributed
 
             report = advance_distributed(app.ledger, name, until=until, workspace=app.workspace, progress=progress,
@@ -148,8 +165,6 @@ def history_cmd(app: App, name: str, as_json: bool) -> None:
 @click.command("graph")
 def graph_cmd() -> None:
     """Print the lifecycle as a Mermaid diagram (generated from the transitions table)."""
-    from statemachine.mermaid import mermaid
-
     click.echo(mermaid())
 
 
@@ -160,15 +175,9 @@ def graph_cmd() -> None:
 @click.pass_obj
 def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
     """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
-    from kernels.model.architecture import load_raw_config, resolve
-    from kernels.model.plan import plan
-
     if Path(target_).exists():
         cfg, tgt = resolve(load_raw_config(target_)), target or "npu2"
     else:
-        from handlers.gates import GateRun
-        from handlers.uow import DeploymentUnit
-
         state = DeploymentUnit(app.ledger, target_).state
         if not state.config:
             raise click.ClickException(f"{target_} has no resolved config (out of scope?)")
@@ -192,11 +201,6 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
 @click.pass_obj
 def evaluate_cmd(app: App, name: str, against: str | None) -> None:
     """(internal) The independent evaluator's fresh process: prints its evidence as JSON, records nothing."""
-    from handlers.gates import GateRun
-    from handlers.gates.phase7 import evaluate
-    from handlers.uow import DeploymentUnit
-    from ledger.canonical import dumps
-
     state = DeploymentUnit(app.ledger, name).state
     ctx = GateRun(state=state, workspace=app.workspace, ledger=app.ledger, progress=TerminalProgress())
     rerun, evaluation = evaluate(ctx, against)
@@ -246,18 +250,10 @@ commands = [audit_cmd, evaluate_cmd, init_cmd, advance_cmd, resume_cmd, lesson_c
 @click.pass_obj
 def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_json: bool) -> None:
     """Generate with the deployment's integrated runner; prints TTFT and tokens/s (setup not timed)."""
-    import numpy as np
-
-    from handlers.gates.runtime import model_backend
-    from kernels.toolchain import current_toolchain
-    from ledger.events import PerformanceMeasured
-
     unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
     backend = model_backend(ctx.state, ctx.config)
     tok = backend.tokenizer()
     if getattr(tok, "chat_template", None):
-        from kernels.model.prompts import token_ids
-
         ids = token_ids(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True))
     else:
         ids = list(tok(prompt)["input_ids"])
@@ -302,11 +298,6 @@ def verify_model_cmd(app: App, name: str, full: bool, inject: str | None, as_jso
 
     With --inject FAULT it is a drill: the exit status is 0 when the gate failed on every prompt (it caught
     the fault), 1 when some prompt passed."""
-    from handlers.gates.phase23 import token_gate_events
-    from handlers.gates.runtime import model_backend
-    from kernels.model.compare import token_gate_failure
-    from kernels.model.pipeline import FAULT_HELP, FAULTS
-
     if inject == "list":
         for fault in sorted(FAULTS):
             click.echo(f"{fault:<26} {FAULT_HELP[fault]}")
@@ -343,9 +334,6 @@ def verify_model_cmd(app: App, name: str, full: bool, inject: str | None, as_jso
 @click.pass_obj
 def diagnose_cmd(app: App, name: str, as_json: bool) -> None:
     """Per-layer cosine of the deployment's pipeline vs HF bf16 (recorded; never fails a phase)."""
-    from handlers.gates.phase23 import diagnosis_events
-    from handlers.gates.runtime import model_backend
-
     unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
     layers = diagnosis_events(ctx, model_backend(ctx.state, ctx.config))
     unit.commit(layers)
@@ -373,8 +361,6 @@ def record_group() -> None:
 @click.pass_obj
 def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str) -> None:
     """Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness)."""
-    from handlers.record import record_harness
-
     text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")
     seq, event = record_harness(app.ledger, name, kernel=kernel, shape=shape, contract=contract, text=text,
                                 file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role)

@@ -22,6 +22,7 @@ from kernels.catalog import KERNELS, ShapeError, UnknownKernel, get_spec
 from kernels.harness_inputs import HarnessNotReproduced
 from kernels.mlir_air.table import HarnessError
 from kernels.mlir_air.transcript import TranscriptError
+from kernels.run import run_kernel
 from kernels.tiles import TileRuleViolation
 
 
@@ -78,8 +79,6 @@ def kernel() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_tile, seed, input_mode, as_json) -> None:
     """Run KERNEL at --shape and judge it against its FP32 reference."""
-    from kernels.run import run_kernel
-
     try:
         spec = get_spec(kernel_name)
         shape_d = _parse_pairs(shape, "shape")

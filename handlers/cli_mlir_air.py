@@ -7,6 +7,17 @@ import os
 import click
 
 from handlers.bootstrap import App
+from handlers.cli_common import open_deployment
+from handlers.gates import GateRun
+from handlers.gates.phase23 import token_gate_events
+from handlers.gates.phase456 import measure, performance_event
+from handlers.gates.runtime import model_backend
+from handlers.narrate import TerminalProgress
+from handlers.uow import DeploymentUnit
+from kernels.mlir_air.scaffold import ScaffoldError, scaffold
+from kernels.mlir_air.twin import write_twin
+from ledger.events import OptimizationTried
+from registry.model_docs import model_dir_name
 
 
 @click.command("twin")
@@ -15,8 +26,6 @@ from handlers.bootstrap import App
 def twin_cmd(app: App, directory: str) -> None:
     """Write an mlir-air stand-in (harness Makefiles, verify runner, prompts) into DIRECTORY; point
     MLIR_AIR_DIR at it to rehearse the hardware workflow on this machine."""
-    from kernels.mlir_air.twin import write_twin
-
     root = write_twin(directory)
     click.echo(f"mlir-air twin written to {root}; export MLIR_AIR_DIR={root}")
 
@@ -36,11 +45,6 @@ def _mlir_air_dir() -> str:
 def scaffold_cmd(app: App, name: str, stand_in: str | None) -> None:
     """Write programming_examples/llms/NAME/ inside MLIR_AIR_DIR (Makefile, verify_adapter.py, NAME_inference.py,
     README.md, ARCHITECTURE.md, .gitignore); files the engineer changed are kept."""
-    from handlers.gates import GateRun
-    from handlers.uow import DeploymentUnit
-    from kernels.mlir_air.scaffold import ScaffoldError, scaffold
-    from registry.model_docs import model_dir_name
-
     unit = DeploymentUnit(app.ledger, name)
     state = unit.state
     if not state.config:
@@ -62,13 +66,6 @@ def scaffold_cmd(app: App, name: str, stand_in: str | None) -> None:
 def optimise_cmd(app: App, name: str, what: str, phase: str) -> None:
     """On hardware: after changing the model directory's code, measure (`make profile`), re-run `make verify`
     and record the OptimizationTried against the phase's last measured figure."""
-    from handlers.gates.phase23 import token_gate_events
-    from handlers.gates.phase456 import performance_event, measure
-    from handlers.cli_common import open_deployment
-    from handlers.narrate import TerminalProgress
-    from handlers.gates.runtime import model_backend
-    from ledger.events import OptimizationTried
-
     p = int(phase)
     unit, ctx = open_deployment(app, name, TerminalProgress())
     if ctx.state.executor != "mlir-air":

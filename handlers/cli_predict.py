@@ -14,14 +14,14 @@ from pathlib import Path
 
 import click
 
+from handlers.uow import DeploymentUnit
 from kernels.model import architecture
 from kernels.model.config import ModelConfig
+from kernels.perf.predict import predict, render_table
 
 
 def deployment_config(app, name: str) -> ModelConfig:
     """The ModelConfig of deployment NAME: its folded ConfigResolved (no model folder is read)."""
-    from handlers.uow import DeploymentUnit
-
     state = DeploymentUnit(app.ledger, name).state
     if not state.config:
         raise click.ClickException(f"{name!r} is neither a config.json / HF folder nor a deployment with a "
@@ -51,8 +51,6 @@ def resolve_target(app, target: str) -> ModelConfig:
 @click.pass_obj
 def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: str | None) -> None:
     """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME."""
-    from kernels.perf.predict import predict, render_table
-
     config = resolve_target(app, target)
     try:
         p = predict(config, seq=seq, switches=switches, ctx=ctx)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from handlers.registry_ops import build_projections, import_registry
+from handlers.registry_ops import build_projections, import_registry, merge_into_mlir_air
 from registry.catalog import canonical_kernel
 from registry.lookup import gemm_config, kernel_rows
 from registry.render_markdown import STATUS_GLYPH, tile_text
@@ -158,8 +158,6 @@ def import_cmd(ctx, directory) -> None:
 def build_cmd(ctx, out_dir, check, into) -> None:
     """Rebuild the registry and every model's docs from the ledger (or --check them)."""
     if into:
-        from handlers.registry_ops import merge_into_mlir_air
-
         try:
             added = merge_into_mlir_air(_ledger(ctx).read_all(), into)
         except FileNotFoundError as e:

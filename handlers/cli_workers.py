@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
 
 import click
 
 from handlers.bootstrap import App
+from handlers.cli_common import refresh_projections
+from handlers.narrate import TerminalProgress
+from handlers.reverify import render_table, reverify_all
+from kernels.executors.standin import standin_sleep_s
+from kernels.mlir_air.lock import DEFAULT_LOCK_PATH
 
 WORKER_EXECUTORS = ["emulated", "torch", "mlir-air", "sleep"]
 
@@ -29,13 +35,10 @@ WORKER_EXECUTORS = ["emulated", "torch", "mlir-air", "sleep"]
 def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int, name: str | None,
                heartbeat_s: float | None, stalled_s: float | None, burst: bool) -> None:
     """Serve Phase 1 row jobs of the shared PostgreSQL ledger on this NPU host (`advance --distribute` queues them)."""
-    import platform
-
+    # here, not at the top: the workers need psycopg + procrastinate, which the CLI starts without
     from handlers.workers import runner
     from handlers.workers.job import WorkerHost
     from handlers.workers.queue import conninfo
-    from kernels.executors.standin import standin_sleep_s
-    from kernels.mlir_air.lock import DEFAULT_LOCK_PATH
 
     conninfo(app.ledger.url)  # a SQLite ledger: one clear line, before anything starts
     sleep_s = standin_sleep_s() if executor == "sleep" else 0.0
@@ -58,10 +61,6 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
 @click.pass_obj
 def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str | None, as_json: bool) -> None:
     """Re-run every deployed model's token gate and its Phase 1 rows whose toolchain changed; block regressions."""
-    from handlers.cli_common import refresh_projections
-    from handlers.narrate import TerminalProgress
-    from handlers.reverify import render_table, reverify_all
-
     progress = (lambda m: None) if as_json else TerminalProgress()
     try:
         results = reverify_all(app.ledger, workspace=app.workspace, executor=executor, standin_fault=standin_fault,

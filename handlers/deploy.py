@@ -15,11 +15,15 @@ from typing import Any
 
 import structlog
 
+from handlers.audit import Finding, chain_findings
 from handlers.gates import GateOutcome, GateRun
+from handlers.gates.phase7 import evaluate_in_fresh_process
 from handlers.gates.table import GATES
 from handlers.provenance import stamp_toolchain
+from handlers.triage.engine import triage_evidence, triage_text
 from handlers.uow import DeploymentError, DeploymentUnit, stream_id
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
+from kernels.model.digest import changed_files, invalidated_phases, model_digest
 from ledger import Ledger
 from ledger.events import (
     ArchitectureAssessed,
@@ -36,7 +40,8 @@ from ledger.events import (
     PhasePassed,
     PhaseStarted,
 )
-from statemachine.fold import fold
+from registry.model_docs import model_dir_name
+from statemachine.fold import FoldError, fold
 from statemachine.gate import GateContext, GateRejected
 from statemachine.machine import DeploymentMachine
 from statemachine.phases import Phase, Status
@@ -89,8 +94,6 @@ def init(
 
 def _refuse_folder_clash(ledger: Ledger, name: str) -> None:
     """Two deployments must not project to one llms/<folder>/ (compared case-insensitively: macOS, Windows)."""
-    from registry.model_docs import model_dir_name
-
     folder = model_dir_name(name)
     for other in (s.split(":", 1)[1] for s in ledger.streams("deployment:")):
         if other != name and model_dir_name(other).lower() == folder.lower():
@@ -197,8 +200,6 @@ class ModelChanged(DeploymentError):
 def stop_if_model_changed(unit: DeploymentUnit, progress: Callable[[str], None] = lambda m: None) -> None:
     """Re-hash the model folder; if it changed since Phase 0, record a blocker naming the changed files and
     the phases whose evidence they invalidate, and raise `ModelChanged`."""
-    from kernels.model.digest import changed_files, invalidated_phases, model_digest
-
     state = unit.state
     if state.digest is None:
         return
@@ -254,10 +255,6 @@ def judge_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, outcome: Gat
 
 def _triage(unit: DeploymentUnit, failed_seq: int, outcome, reasons: list[str]) -> None:
     """Match the failure against the playbook rules and record what matched (nothing when none does)."""
-    try:
-        from handlers.triage.engine import triage_evidence, triage_text
-    except ImportError:  # triage rules not installed
-        return
     matches: list = []
     for evidence in outcome.triage:
         matches.extend(triage_evidence(evidence, text=evidence.get("transcript")))
@@ -295,8 +292,6 @@ def lesson(ledger: Ledger, name: str, text: str, phase: int | None = None) -> in
 
 def status(ledger: Ledger, name: str | None = None) -> list[dict[str, Any]]:
     names = [name] if name else [s.split(":", 1)[1] for s in ledger.streams("deployment:")]
-    from statemachine.fold import FoldError
-
     rows = []
     for n in names:
         try:
@@ -354,10 +349,6 @@ def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None 
     The evaluation itself always runs in a fresh process that reads only the ledger and the model folder.
     A stream that cannot even be replayed is reported without recording anything.
     """
-    from handlers.audit import Finding, chain_findings
-    from handlers.gates.phase7 import evaluate_in_fresh_process
-    from statemachine.fold import FoldError
-
     events = ledger.read_stream(stream_id(name))
     if not events:
         raise DeploymentError(f"no deployment named {name!r}")

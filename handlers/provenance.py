@@ -6,6 +6,7 @@ Phase 1 rows carry `provenance["toolchain"]` from `handlers.gates.phase1` (the e
 
 from __future__ import annotations
 
+from kernels.toolchain import current_toolchain
 from ledger.events import Event, PerformanceMeasured
 
 
@@ -13,8 +14,6 @@ def stamp_toolchain(events: list[Event], executor: str) -> list[Event]:
     """The events with the current toolchain of `executor` on every PerformanceMeasured that lacks one."""
     if not any(isinstance(e, PerformanceMeasured) and not e.toolchain for e in events):
         return list(events)
-    from kernels.toolchain import current_toolchain
-
     tc = current_toolchain(executor)
     return [e.model_copy(update={"toolchain": tc}) if isinstance(e, PerformanceMeasured) and not e.toolchain else e
             for e in events]

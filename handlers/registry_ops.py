@@ -22,8 +22,11 @@ from typing import Sequence
 
 from ledger.events import NewEvent
 from ledger.record import RecordedEvent
+from registry.fold import fold_registry
 from registry.importer import IMPORT_STREAM, events_from_upstream
-from registry.projections import project_all
+from registry.mlir_air_tables import events_from_markdown, merge_into_mlir_air as merge
+from registry.model_docs import model_dir_name
+from registry.projections import deployments, project_all
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,6 @@ def _stray(out: Path, files) -> list[str]:
 
 
 def _clashes(events) -> list[str]:
-    from registry.model_docs import model_dir_name
-    from registry.projections import deployments
-
     by_folder: dict[str, list[str]] = {}
     for name in deployments(events):
         by_folder.setdefault(model_dir_name(name).lower(), []).append(name)
@@ -75,8 +75,6 @@ def import_registry(ledger, directory: str | Path) -> int:
     """Import an mlir-air registry: its `kernel_registry/` folder as it is (details/*.json for GEMM, and the
     tested-shapes markdown tables of the eight kernels without JSON, registry.mlir_air_tables), or a folder of
     registry JSON files (details/ itself). Returns the number of events added (idempotent)."""
-    from registry.mlir_air_tables import events_from_markdown
-
     directory = Path(directory)
     details = directory / "details" if (directory / "details").is_dir() else directory
     root = directory if details != directory else None  # given details/ itself: its JSON only, as before
@@ -99,9 +97,6 @@ def import_registry(ledger, directory: str | Path) -> int:
 def merge_into_mlir_air(events: Sequence[RecordedEvent], directory: str | Path) -> dict[str, int]:
     """Add the ledger's new hardware rows to an mlir-air checkout's kernel_registry/ (tables and GEMM JSON),
     leaving its prose and existing rows as they are."""
-    from registry.fold import fold_registry
-    from registry.mlir_air_tables import merge_into_mlir_air as merge
-
     directory = Path(directory)
     registry_dir = directory / "programming_examples" / "kernel_registry"
     if not registry_dir.is_dir():

@@ -20,6 +20,9 @@ from dataclasses import replace
 from typing import Any
 
 from handlers.audit import Finding
+from handlers.gates.phase1 import verify_once
+from handlers.gates.runtime import model_backend
+from kernels.model.plan import plan
 from kernels.thresholds import (
     BLOCK_REMEASURE_ATOL,
     KERNEL_REMEASURE_HW_BAND,
@@ -27,6 +30,8 @@ from kernels.thresholds import (
     KERNEL_REMEASURE_RTOL,
     KERNEL_REMEASURE_SAMPLE,
 )
+from statemachine.gate import kernel_key
+from statemachine.phases import Phase
 
 
 def sample_seed(head_hash: str) -> int:
@@ -42,9 +47,6 @@ def _rel(a: float | None, b: float | None) -> float:
 
 def phase1_rows(state) -> list:
     """The latest KernelVerified per (kernel, shape, contract) of the passed Phase 1 attempt."""
-    from statemachine.gate import kernel_key
-    from statemachine.phases import Phase
-
     passed = state.passed.get(Phase.KERNELS)
     latest: dict[tuple, Any] = {}
     for ev in (passed.evidence if passed else ()):
@@ -54,10 +56,6 @@ def phase1_rows(state) -> list:
 
 
 def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None) -> tuple[list[Finding], list[dict]]:
-    from handlers.gates.phase1 import verify_once
-    from kernels.model.plan import plan
-    from statemachine.gate import kernel_key
-
     rows = phase1_rows(state)
     planned = {kernel_key(r.kernel, r.shape): r for r in plan(cfg, target=state.target)}
     candidates = [ev for ev in rows if kernel_key(ev.event.kernel, ev.event.shape) in planned]
@@ -102,9 +100,6 @@ def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None) -> tuple[
 
 def block_gate(state, cfg, events, progress=lambda m: None) -> tuple[list[Finding], dict | None]:
     """Re-run the layer-0 block gate on the pipeline as Phase 2 ran it; compare with its BlockValidated."""
-    from handlers.gates.runtime import model_backend
-    from statemachine.phases import Phase
-
     passed = state.passed.get(Phase.BLOCK)
     recorded = [e for e in (passed.evidence if passed else ()) if type(e.event).__name__ == "BlockValidated"]
     if not recorded:

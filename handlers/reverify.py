@@ -18,11 +18,19 @@ standing for a broken toolchain in tests; it is recorded in those rows' toolchai
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from handlers.deploy import bind
+from handlers.gates import GateRun
+from handlers.gates.phase1 import verify_row
+from handlers.gates.phase23 import token_gate_events
+from handlers.gates.runtime import model_backend
 from handlers.uow import DeploymentError, DeploymentUnit
+from kernels.executors.standin import FaultyEmulated, StandinFault
+from kernels.model.plan import plan
+from kernels.toolchain import current_toolchain, toolchain_changes, toolchain_label
 from ledger import Ledger
 from ledger.events import BlockerRaised, KernelVerified, TokenGateChecked
 from statemachine.gate import kernel_key
@@ -58,8 +66,6 @@ class Reverified:
 def reverify_all(ledger: Ledger, *, workspace: Path, executor: str | None = None, standin_fault: str | None = None,
                  progress: Callable[[str], None] = lambda m: None) -> list[Reverified]:
     """Re-verify every deployed model (see the module docstring); one Reverified per deployment."""
-    from kernels.executors.standin import StandinFault
-
     fault = StandinFault.parse(standin_fault) if standin_fault else None
     out = []
     for stream in ledger.streams("deployment:"):
@@ -77,17 +83,6 @@ def reverify_all(ledger: Ledger, *, workspace: Path, executor: str | None = None
 
 
 def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fault, progress) -> None:
-    from dataclasses import replace
-
-    from handlers.deploy import bind
-    from handlers.gates import GateRun
-    from handlers.gates.phase1 import verify_row
-    from handlers.gates.phase23 import token_gate_events
-    from handlers.gates.runtime import model_backend
-    from kernels.executors.standin import FaultyEmulated
-    from kernels.model.plan import plan
-    from kernels.toolchain import current_toolchain, toolchain_changes
-
     state = unit.state
     executor = result.executor
     if fault is not None and executor != "emulated":
@@ -143,8 +138,6 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
 
 
 def _short(tc: dict) -> str:
-    from kernels.toolchain import toolchain_label
-
     return toolchain_label(tc)
 
 

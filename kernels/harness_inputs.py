@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels.bf16 import to_bf16
+from kernels.catalog import attention_reference
 
 GEMM_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
 ELEMENTWISE_SEED = 0  # eltwise_add.py:223, gelu.py:248, silu_and_mul.py:318, rope_halfsplit.py:282
@@ -197,8 +198,6 @@ def _gemv(shape: dict, contract: str) -> HarnessCase:
 
 
 def _flash_attention(shape: dict, contract: str) -> HarnessCase:
-    from kernels.catalog import attention_reference
-
     rng = np.random.default_rng(FA_SEED)
     hq, hkv = shape["heads_q"], shape["heads_kv"]
     q = _bf16(rng.standard_normal((hq, shape["lq"], shape["dk"])))  # float64 draws -> float32 -> bf16

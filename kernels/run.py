@@ -18,6 +18,7 @@ instead, and its printed figures fill the result.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -93,8 +94,6 @@ BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
 def blas_threads() -> int:
     """The BLAS thread count this process runs with (fp32 accumulation order depends on it): the first of
     BLAS_THREAD_VARS that is set, else the CPUs this process may use (OpenBLAS's default)."""
-    import os
-
     for var in BLAS_THREAD_VARS:
         value = os.environ.get(var, "").strip()
         if value.isdigit() and int(value) > 0:

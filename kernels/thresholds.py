@@ -11,6 +11,8 @@ beside each value. This module imports nothing of the project: every layer may d
 
 from __future__ import annotations
 
+import math
+
 # --- leaf kernels: |out - ref| <= atol + rtol * |ref| on every element (NUMERICS.md, mlir-air's harnesses) ---
 
 RTOL = 1.6e-2  # every kernel: bf16's unit roundoff (2^-7 = 7.8e-3) times two
@@ -187,8 +189,6 @@ def teacher_forced_thresholds() -> dict[str, float]:
 
 def perplexity_ratio(logprob_ours, logprob_ref) -> float | None:
     """PPL(ours) / PPL(ref) of the reference continuation: exp(mean(log p_ref(t) - log p_ours(t)))."""
-    import math
-
     if not logprob_ours or len(logprob_ours) != len(logprob_ref):
         return None
     mean = sum(r - o for o, r in zip(logprob_ours, logprob_ref)) / len(logprob_ours)
@@ -201,8 +201,6 @@ def teacher_forced_problems(topk_ours, topk_ref, kls, ppl_ratio, n_steps: int,
 
     `thresholds` defaults to this module's; a caller re-judging a recorded walk passes the stricter of the
     recorded and the current values (`strictest_teacher_forced`)."""
-    import math
-
     t = thresholds or teacher_forced_thresholds()
     k = int(t["top_k"])
     problems = []

@@ -21,7 +21,12 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Mapping
+
+from kernels.executors.emulated import EMULATED_NUMERICS_VERSION
+from kernels.mlir_air.lock import first_output_line, probe_toolchain
+from kernels.perf import PERF_MODEL_VERSION
 
 # the keys that identify a toolchain, in the order labels show them
 KEYS = ("npu_ledger", "executor", "emulated_numerics", "perf_model", "torch", "mlir_air_commit", "aie_opt",
@@ -30,8 +35,6 @@ KEYS = ("npu_ledger", "executor", "emulated_numerics", "perf_model", "torch", "m
 
 @lru_cache(maxsize=1)
 def npu_ledger_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("npu-ledger")
     except PackageNotFoundError:  # running from a source tree that was never installed
@@ -39,8 +42,6 @@ def npu_ledger_version() -> str:
 
 
 def _peano_version() -> str | None:
-    from kernels.mlir_air.lock import first_output_line
-
     root = os.environ.get("PEANO_INSTALL_DIR")
     return first_output_line([os.path.join(root, "bin", "clang"), "--version"]) if root else None
 
@@ -51,15 +52,11 @@ def current_toolchain(executor: str, *, mlir_air_dir: str | None = None) -> dict
     if executor == "mlir-air":
         tc.update(_mlir_air_toolchain(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR")))
         return tc
-    from kernels.perf import PERF_MODEL_VERSION
-
     if executor == "torch":
-        import torch
+        import torch  # only on the torch executor: torch is slow to import and the others never need it
 
         tc["torch"] = str(torch.__version__)
     else:
-        from kernels.executors.emulated import EMULATED_NUMERICS_VERSION
-
         tc["emulated_numerics"] = EMULATED_NUMERICS_VERSION
     tc["perf_model"] = PERF_MODEL_VERSION
     return tc
@@ -67,8 +64,6 @@ def current_toolchain(executor: str, *, mlir_air_dir: str | None = None) -> dict
 
 @lru_cache(maxsize=4)
 def _mlir_air_probe(mlir_air_dir: str | None) -> tuple[tuple[str, Any], ...]:
-    from kernels.mlir_air.lock import probe_toolchain
-
     found = dict(probe_toolchain(mlir_air_dir))
     found["peano"] = _peano_version()
     return tuple(sorted(found.items()))

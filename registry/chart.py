@@ -26,7 +26,7 @@ def step_kl_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]], ti
 def line_chart_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]], title: str, xlabel: str,
                    ylabel: str, *, legend: str = "best") -> bytes:
     """A deterministic line chart (see the module docstring), one series per line."""
-    import matplotlib.style
+    import matplotlib.style  # here, not at the top: matplotlib is slow to import and only the charts need it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -51,7 +51,7 @@ def line_chart_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]],
 def elf_breakdown_png(bars: Sequence[tuple[str, float, float, float, float]], title: str) -> bytes:
     """A horizontal stacked bar chart: one (label, bo_write_ms, npu_ms, bo_read_ms, host_or_xrt_ms) bar per ELF
     (per call x calls, i.e. the ELF's total), as the modelled NPU2 breakdown of a deployment."""
-    import matplotlib.style
+    import matplotlib.style  # here, not at the top: matplotlib is slow to import and only the charts need it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

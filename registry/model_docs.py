@@ -44,6 +44,7 @@ from registry.model_pages import (
     render_phase6,
     val,
 )
+from registry.perf_history import project_history
 from registry.text import DASH, cell, fixed, num, table
 
 PROGRESS = "docs/development_progress"
@@ -330,8 +331,6 @@ def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, 
     out.update({f"{PROGRESS}/{file}": png for file, png in charts.items()})
     if elf_png is not None:
         out[f"{PROGRESS}/{ELF_CHART}"] = elf_png
-    from registry.perf_history import project_history
-
     out.update(project_history(events, name))  # docs/perf_history.md (+ .png): figures per toolchain
     prefix = f"llms/{model_dir_name(name)}/"
     return {prefix + rel: out[rel] for rel in sorted(out)}

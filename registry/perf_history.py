@@ -17,10 +17,14 @@ against the toolchain index; bytes are identical on every rebuild (registry.char
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from kernels.toolchain import toolchain_label
 from ledger.record import RecordedEvent
+from registry.chart import DPI, HEIGHT_IN, WIDTH_IN
+from registry.text import fixed, table
 
 FILE_MD = "docs/perf_history.md"
 FILE_PNG = "docs/perf_history.png"
@@ -42,10 +46,6 @@ class ToolchainRow:
 
 def fold_history(events: Sequence[RecordedEvent]) -> list[ToolchainRow]:
     """The per-toolchain rows of one deployment's stream (see the module docstring)."""
-    import json
-
-    from kernels.toolchain import toolchain_label
-
     rows: dict[str, ToolchainRow] = {}
     current: str | None = None
 
@@ -74,8 +74,6 @@ def fold_history(events: Sequence[RecordedEvent]) -> list[ToolchainRow]:
 
 
 def render_history(name: str, rows: Sequence[ToolchainRow]) -> str:
-    from registry.text import fixed, table
-
     parts = [f"# {name}: performance and verify status per toolchain\n",
              "Projected from the ledger (`ledger registry build`); never edit by hand. One row per toolchain the "
              "deployment's evidence was recorded on (npu-ledger version; the emulated numerics' and perf model's "
@@ -108,11 +106,9 @@ def history_png(name: str, rows: Sequence[ToolchainRow]) -> bytes | None:
     points = [(i, r) for i, r in enumerate(rows, start=1) if r.ttft_s is not None or r.tokens_per_s is not None]
     if not points:
         return None
-    import matplotlib.style
+    import matplotlib.style  # here, not at the top: matplotlib is slow to import and only the chart needs it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from registry.chart import DPI, HEIGHT_IN, WIDTH_IN
 
     with matplotlib.style.context("default"):
         fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)

@@ -10,6 +10,7 @@ Pure: same data, same bytes.
 
 from __future__ import annotations
 
+from kernels.toolchain import toolchain_label
 from registry.fold import KernelPage, Measurement, RegistryData, ShapeRow
 from registry.text import DASH, cell, fixed, num, scalar, sci, shape_args, shape_text, table
 
@@ -110,8 +111,6 @@ def index_table(data: RegistryData) -> str:
 
 def toolchain_text(m: Measurement) -> str:
     """Which toolchain measured the row (kernels.toolchain label; "unrecorded" for rows older than provenance)."""
-    from kernels.toolchain import toolchain_label
-
     return toolchain_label(m.provenance.get("toolchain"))
 
 

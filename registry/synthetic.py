@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 
+from ledger import events as ev
 from ledger.canonical import dumps, loads
 from ledger.events import Event, KernelVerified
 from ledger.record import RecordedEvent
@@ -118,8 +119,6 @@ def realistic_deployment(name: str = "smollm2_135m_instruct") -> list[tuple]:
 
     Items are (stream_id, event[, event_id, recorded_at]) for `record`; seqs follow list order from 1.
     """
-    from ledger import events as ev
-
     s = f"deployment:{name}"
     t = [T0 + timedelta(minutes=m) for m in range(0, 600, 3)]
     at = iter(stamp(x) for x in t)
@@ -221,8 +220,6 @@ def realistic_deployment(name: str = "smollm2_135m_instruct") -> list[tuple]:
 
 def realistic_deployment_resolved(name: str = "smollm2_135m_instruct") -> list[tuple]:
     """`realistic_deployment` continued: the blocker is resolved, phases 4-7 pass, an evaluation is recorded."""
-    from ledger import events as ev
-
     items = realistic_deployment(name)
     s = f"deployment:{name}"
     start = T0 + timedelta(minutes=3 * len(items) + 60)

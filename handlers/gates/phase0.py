@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
 from kernels.model.architecture import ModelConfigError, load_raw_config
+from kernels.model.backend import hf_reference
 from kernels.model.digest import model_digest
+from kernels.model.prompts import CANONICAL_PROMPT
 from kernels.model.weights import WeightsError, check_weights, expected_tensors
 from ledger.events import ModelDigested, ReferenceBaselineRecorded, WeightsChecked
 
@@ -31,9 +33,6 @@ def run(ctx: GateRun) -> GateOutcome:
         return GateOutcome(events=events, reasons=[reason])
     if not report.ok:
         return GateOutcome(events=events, reasons=[f"weights incomplete: {report.first_problem()}"])
-    from kernels.model.backend import hf_reference
-    from kernels.model.prompts import CANONICAL_PROMPT
-
     ctx.progress("running the HF transformers bf16 reference on the canonical prompt")
     runner = hf_reference(str(ctx.model_path))
     baseline = runner.baseline(CANONICAL_PROMPT)

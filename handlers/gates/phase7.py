@@ -8,8 +8,15 @@ import subprocess
 import sys
 from collections import Counter
 
-from handlers import audit
+from handlers import audit, audit_replay, remeasure
 from handlers.gates import GateOutcome, GateRun
+from handlers.gates.phase23 import token_gate_events
+from handlers.gates.runtime import declared_options, model_backend
+from handlers.remeasure import phase1_rows
+from kernels.model.architecture import load_raw_config, resolve
+from kernels.model.digest import model_digest
+from kernels.model.plan import plan
+from kernels.run import BLAS_THREAD_VARS
 from ledger.canonical import loads
 from ledger.events import EvaluationRecorded, TokenGateChecked
 
@@ -17,11 +24,6 @@ from ledger.events import EvaluationRecorded, TokenGateChecked
 def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, EvaluationRecorded]:
     """Replay, re-judge, re-derive, re-hash and re-measure; return the audit's TokenGateChecked events and
     its EvaluationRecorded (see handlers.audit, handlers.audit_replay, handlers.remeasure)."""
-    from handlers import audit_replay, remeasure
-    from kernels.model.architecture import load_raw_config, resolve
-    from kernels.model.digest import model_digest
-    from kernels.model.plan import plan
-
     ledger, state = ctx.ledger, ctx.state
     events = ledger.read_stream(state.stream_id)
     ctx.progress(f"verifying the hash chain and replaying {len(events)} events of {state.name}")
@@ -84,17 +86,12 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, Evaluat
 
 def _pipeline_text(state) -> dict:
     """The switches and faults the deployment declares (what the audit re-ran it with)."""
-    from handlers.gates.runtime import declared_options
-
     switches, faults = declared_options(state)
     return {"switches": dict(sorted(switches.items())), "faults": sorted(faults)}
 
 
 def _rerun_token_gate(ctx: GateRun, state, cfg, events) -> tuple[list, list]:
     """The Phase 3 token gate re-run on the production pipeline, compared prompt by prompt with the record."""
-    from handlers.gates.phase23 import token_gate_events
-    from handlers.gates.runtime import model_backend
-
     findings = []
     try:
         rerun = token_gate_events(ctx, model_backend(state, cfg), "audit", full=False)
@@ -132,9 +129,6 @@ def _rerun_token_gate(ctx: GateRun, state, cfg, events) -> tuple[list, list]:
 
 def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[list, EvaluationRecorded]:
     """Run `evaluate` in a new interpreter that sees only the ledger URL and the deployment name."""
-    from handlers.remeasure import phase1_rows
-    from kernels.run import BLAS_THREAD_VARS
-
     cmd = [sys.executable, "-m", "handlers.cli", "--db", ctx.ledger.url, "evaluate", ctx.state.name]
     if checkpoint:
         cmd += ["--against", checkpoint]

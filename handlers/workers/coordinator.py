@@ -18,7 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from procrastinate.exceptions import AlreadyEnqueued
+
 from handlers import deploy
+from handlers.gates import GateOutcome, GateRun
 from handlers.uow import DeploymentError, DeploymentUnit, SomeoneElseAdvanced
 from handlers.workers.queue import (
     FINAL_STATUSES,
@@ -30,6 +33,7 @@ from handlers.workers.queue import (
     make_app,
     queue_name,
 )
+from kernels.model.plan import plan
 from ledger import Ledger
 from ledger.events import KernelVerified
 from statemachine.gate import GateContext, kernel_key
@@ -79,9 +83,6 @@ def _open(unit: DeploymentUnit, progress) -> int:
     if state.attempt_open(Phase.KERNELS):
         progress(f"phase 1 (per-kernel validation), attempt {state.open_attempt.number} resumed with its recorded plan")
         return state.open_attempt.number
-    from handlers.gates import GateRun
-    from kernels.model.plan import plan
-
     deploy.stop_if_model_changed(unit, progress)
     rows = plan(GateRun(state=state, workspace=None).config, target=state.target)
     attempt = state.attempt_number(Phase.KERNELS)
@@ -100,8 +101,6 @@ def _landed(unit: DeploymentUnit) -> dict[tuple[str, str], list]:
 
 
 def _enqueue(dsn: str, unit: DeploymentUnit, attempt: int, progress) -> None:
-    from procrastinate.exceptions import AlreadyEnqueued
-
     state = unit.state
     landed = _landed(unit)
     active = {kernel_key(j["kernel"], j["shape"]) for j in jobs_of(dsn, state.name, attempt)
@@ -151,8 +150,6 @@ def _wait(ledger: Ledger, dsn: str, name: str, attempt: int, progress, poll_s: f
 
 def _judge(ledger: Ledger, name: str, attempt: int, dsn: str) -> dict[str, Any]:
     """The normal Phase 1 predicate on the attempt's evidence, with failure detail and triage like the gate's."""
-    from handlers.gates import GateOutcome
-
     for _ in range(50):
         unit = DeploymentUnit(ledger, name)
         state = unit.state

@@ -26,7 +26,15 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from handlers.deploy import bind
+from handlers.gates import GateRun
+from handlers.gates.phase1 import verify_row
 from handlers.uow import DeploymentUnit, SomeoneElseAdvanced
+from kernels.evidence import EvidenceError
+from kernels.mlir_air.executor import MlirAirExecutor
+from kernels.mlir_air.lock import npu_lock
+from kernels.model.plan import plan
+from kernels.tiles import TileRuleViolation
 from ledger import NewEvent, open_ledger
 from ledger.events import KernelVerified
 from statemachine.gate import kernel_key
@@ -76,8 +84,6 @@ class WorkerHost:
         if self.executor != "mlir-air":
             return None
         if target not in self._executors:
-            from kernels.mlir_air.executor import MlirAirExecutor
-
             self._executors[target] = MlirAirExecutor(target, lock_path=self.lock_path)
         return self._executors[target]
 
@@ -94,9 +100,6 @@ def _recorded(unit: DeploymentUnit, kernel: str, shape: dict[str, Any]) -> bool:
 
 
 def _planned_row(state, kernel: str, shape: dict[str, Any]):
-    from handlers.gates import GateRun
-    from kernels.model.plan import plan
-
     key = kernel_key(kernel, shape)
     for row in plan(GateRun(state=state, workspace=None).config, target=state.target):
         if kernel_key(row.kernel, row.shape) == key:
@@ -106,12 +109,6 @@ def _planned_row(state, kernel: str, shape: dict[str, Any]):
 
 def run_row_job(host: WorkerHost, deployment: str, attempt: int, kernel: str, shape: dict[str, Any]) -> str:
     """Verify and record one planned row; returns what happened (recorded / already recorded / stale)."""
-    from handlers.deploy import bind
-    from handlers.gates.phase1 import verify_row
-    from kernels.evidence import EvidenceError
-    from kernels.mlir_air.lock import npu_lock
-    from kernels.tiles import TileRuleViolation
-
     ledger = host.ledger()
     unit = DeploymentUnit(ledger, deployment)
     if not _open_attempt(unit, attempt):

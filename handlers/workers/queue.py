@@ -13,8 +13,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import procrastinate
 import psycopg
+from procrastinate import RetryStrategy
+from procrastinate.schema import SchemaManager
 from sqlalchemy.engine import make_url
+
+from handlers.workers.job import RowRefused, run_row_job
+from statemachine.gate import kernel_key
 
 TASK_NAME = "npu_ledger.phase1_row"
 QUEUE_PREFIX = "phase1."
@@ -45,8 +51,6 @@ def conninfo(ledger_url: str) -> str:
 
 def ensure_schema(dsn: str) -> None:
     """Apply procrastinate's schema to the ledger's database unless it is there (idempotent, race-safe)."""
-    from procrastinate.schema import SchemaManager
-
     with psycopg.connect(dsn, autocommit=False) as conn:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
         if conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()[0] is None:
@@ -57,11 +61,6 @@ def ensure_schema(dsn: str) -> None:
 def make_app(dsn: str, *, worker=None):
     """A procrastinate App on `dsn` with the Phase 1 row task registered (`worker`: the serving worker's
     handlers.workers.job.WorkerHost; None for a coordinator that only defers and watches)."""
-    import procrastinate
-    from procrastinate import RetryStrategy
-
-    from handlers.workers.job import RowRefused, run_row_job
-
     app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
 
     # every exception but a refusal (a row that cannot be this plan's evidence) is worth another run
@@ -82,8 +81,6 @@ def make_app(dsn: str, *, worker=None):
 
 def job_lock(deployment: str, attempt: int, kernel: str, shape: dict[str, Any]) -> str:
     """The queueing lock of a row's job: a second `advance --distribute` does not queue the row twice."""
-    from statemachine.gate import kernel_key
-
     return f"{deployment}|{attempt}|{'|'.join(kernel_key(kernel, shape))}"
 
 

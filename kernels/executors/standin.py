@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from kernels.catalog import get_spec
 from kernels.executors.emulated import EmulatedExecutor
 
 SLEEP_ENV = "NPU_LEDGER_STANDIN_SLEEP_S"
@@ -55,8 +56,6 @@ class StandinFault:
 
     @classmethod
     def parse(cls, spec: str) -> "StandinFault":
-        from kernels.catalog import get_spec
-
         kernel, _, rest = spec.strip().partition(":")
         try:
             get_spec(kernel)

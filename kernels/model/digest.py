@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernels.model.architecture import load_raw_config, resolve, rope_scaling
+
 CONFIG_FILE = "config.json"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -54,8 +56,6 @@ def digest_files(folder: Path) -> list[Path]:
 
 def numerics_fields(raw: dict[str, Any]) -> dict[str, Any]:
     """The resolved config fields that change what a model computes."""
-    from kernels.model.architecture import resolve, rope_scaling
-
     out = resolve(raw).to_dict()
     out["rope_scaling"] = rope_scaling(raw)
     out["hidden_act"] = raw.get("hidden_act") or raw.get("hidden_activation") or "silu"
@@ -65,8 +65,6 @@ def numerics_fields(raw: dict[str, Any]) -> dict[str, Any]:
 
 def model_digest(folder: str | Path) -> ModelDigest:
     """Hash a model folder (or the folder of a config.json path); see the module docstring."""
-    from kernels.model.architecture import load_raw_config
-
     folder = Path(folder)
     folder = folder if folder.is_dir() else folder.parent
     files = {p.name: file_sha256(p) for p in digest_files(folder)}

@@ -26,7 +26,7 @@ from kernels.thresholds import BASELINE_THRESHOLDS
 def _torch():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import torch
+    import torch  # here, not at the top: torch / transformers are slow to import (the CLI starts without them)
 
     return torch
 

@@ -82,7 +82,7 @@ def ensure_smollm2(cache_dir: str | os.PathLike | None = None) -> Path:
 def _convert(source: Path, out: Path) -> None:
     """Dequantise the GGUF with transformers and save a plain bf16 LlamaForCausalLM + tokenizer into `out`."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
+    import torch  # here, not at the top: torch / transformers are slow to import (only the conversion needs them)
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
