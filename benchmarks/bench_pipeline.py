@@ -26,7 +26,8 @@ import numpy as np  # noqa: E402
 
 from kernels.model.architecture import load_raw_config, resolve  # noqa: E402
 from kernels.model.hf_reference import HfRunner  # noqa: E402
-from kernels.model.pipeline import SWITCHES, NpuPipeline, PipelineOptions  # noqa: E402
+from kernels.model.options import SWITCHES, PipelineOptions  # noqa: E402
+from kernels.model.pipeline import NpuPipeline  # noqa: E402
 from kernels.model.prompts import BASE_PROMPTS, CANONICAL_PROMPT  # noqa: E402
 from kernels.model.smollm2 import ensure_smollm2  # noqa: E402
 from kernels.model.weights import load_weights  # noqa: E402

@@ -21,7 +21,7 @@ from handlers.record import record_harness
 from handlers.uow import DeploymentUnit
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.compare import token_gate_failure
-from kernels.model.pipeline import FAULTS, FAULT_HELP
+from kernels.model.options import FAULT_HELP, FAULTS
 from kernels.model.plan import plan
 from kernels.model.prompts import token_ids
 from kernels.toolchain import current_toolchain

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from kernels.mlir_air.model_backend import MlirAirBackend, MlirAirBackendError
-from kernels.model.backend import FAULTS, InProcessBackend, ModelBackend
+from kernels.model.backend import InProcessBackend, ModelBackend
 from kernels.model.config import ModelConfig
+from kernels.model.options import FAULTS
 from kernels.perf.dispatch import SWITCHES
 from kernels.perf.figures import DECODE
 from registry.model_docs import model_dir_name

@@ -44,8 +44,8 @@ from kernels.mlir_air.twin import is_twin
 from kernels.model.backend import Measurement
 from kernels.model.compare import BisectResult, BlockResult, TokenGateResult, token_gate_failure
 from kernels.model.hf_reference import load_tokenizer
-from kernels.model.pipeline import SWITCHES as PIPELINE_SWITCHES
-from kernels.model.pipeline import PipelineOptions
+from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
+from kernels.model.options import PipelineOptions
 from kernels.model.prompts import CANONICAL_PROMPT, mlir_air_prompts, prompts_for
 from kernels.perf.dispatch import SWITCHES
 from kernels.perf.figures import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures

@@ -26,8 +26,9 @@ from kernels.executors import make_executor
 from kernels.model.compare import bisect_block, block_gate, diagnose_layers, token_gate
 from kernels.model.config import ModelConfig
 from kernels.model.hf_reference import HfRunner
-from kernels.model.pipeline import FAULTS, NpuPipeline, PipelineOptions
-from kernels.model.pipeline import SWITCHES as PIPELINE_SWITCHES
+from kernels.model.faults import build_pipeline
+from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
+from kernels.model.options import PipelineOptions
 from kernels.model.prompts import canonical_tokens, mlir_air_prompts, prompts_for
 from kernels.model.weights import load_weights
 from kernels.perf.dispatch import SWITCHES
@@ -42,7 +43,7 @@ from kernels.perf.figures import (
 )
 from kernels.thresholds import TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
 
-__all__ = ["FAULTS", "InProcessBackend", "Measurement", "ModelBackend", "hf_reference", "pipeline_executor"]
+__all__ = ["InProcessBackend", "Measurement", "ModelBackend", "hf_reference", "pipeline_executor"]
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class InProcessBackend:
         # the in-process pipeline has one code path per switch for prefill and decode alike: a switch applied on
         # either path turns it on (the token gate then checks those numerics); dispatch-only switches have none
         numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
-        self.pipeline = NpuPipeline(_weights(self.model_path, config), config, pipeline_executor(executor, target),
+        self.pipeline = build_pipeline(_weights(self.model_path, config), config, pipeline_executor(executor, target),
                                     PipelineOptions(**numerics, faults=self._faults))
 
     @property

@@ -30,21 +30,9 @@ model directories reuse) run a step other than as the standalone kernel, the pip
                     cast to bf16.
 The performance model's dispatch plan (`kernels.perf.dispatch`) has the same split.
 
-`PipelineOptions` holds the issue #6 switches; each one changes how the work is dispatched, never the
-numbers (tests assert bit-identical outputs):
-  weight_residency  weights go to the executor with a `static_key` so it converts/quantises them once;
-                    RoPE tables are cached across calls.
-  fusion            Q/K/V as one GEMM (concatenated weights), Q and K through one RoPE call, gate/up as
-                    one GEMM: fewer dispatches and passes over the activations.
-  seq_first         activations stay (seq, heads, D) end to end: RoPE/q-k-norm rows and the attention
-                    inputs are views, the KV cache is seq-first. The baseline copies to head-major before
-                    RoPE and attention, like a pipeline whose kernels disagree on layout.
-`faults` deliberately breaks the pipeline for tests and gate drills (`FAULTS`, described in FAULT_HELP):
-"rope_interleaved" (the rope kernel uses the interleaved convention), "kv_cache_off_by_one" (decode writes
-the KV cache one position late), "down_bf16_accumulate" (the down projection accumulates in bf16 over K
-chunks), "stale_decode_buffer" (a decode step reads the previous step's O-projection output),
-"lm_head_partition_offset" (decode's first LM-head partition streams its rows one row late),
-"kv_head_group_mismap" (query head h attends with K/V head h % Hkv instead of h // (H / Hkv)).
+The switches of `PipelineOptions` (`kernels.model.options`) change how the work is dispatched, never the
+numbers. Test faults never run here: `kernels.model.faults.FaultyPipeline` overrides the step each one
+breaks, and `build_pipeline` chooses. The host-side steps are `kernels.model.host_ops`.
 
 Every stage runs inside `stage_timer` under "<prefill|decode>:<stage>", and `stage_kernels` maps each
 stage to the leaf kernel it uses ("host" for gathers, bias adds and layout copies): `profile()` joins them
@@ -53,245 +41,58 @@ with the executor's own per-kernel timer.
 
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator
 
-import ml_dtypes
 import numpy as np
 
 from kernels.executors.base import Executor, Fp32Executor, KernelTimer, MixedExecutor
 from kernels.model.config import ModelConfig
+from kernels.model.host_ops import (
+    KVCache,
+    RopeTables,
+    host_decode_attention,
+    host_rmsnorm,
+    host_silu_mul,
+    rope_inv_freq,
+    rotate_host,
+    to_bf16,
+)
+from kernels.model.options import PipelineOptions
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
 from kernels.model.weights import ModelWeights
 from kernels.perf.dispatch import is_lean
 
-KERNEL_FAULTS = frozenset({"rope_interleaved"})
-PIPELINE_FAULTS = frozenset({"kv_cache_off_by_one", "down_bf16_accumulate", "stale_decode_buffer",
-                             "lm_head_partition_offset", "kv_head_group_mismap"})
-FAULTS = KERNEL_FAULTS | PIPELINE_FAULTS
-FAULT_HELP = {
-    "rope_interleaved": "RoPE rotates interleaved pairs (x[2i], x[2i+1]) instead of HF's half-split halves",
-    "kv_cache_off_by_one": "decode writes each step's K/V one cache position late",
-    "down_bf16_accumulate": "the down projection keeps its partial sum in bf16 between K chunks of 32",
-    "stale_decode_buffer": "a decode step reads the previous step's O-projection output (a stale buffer)",
-    "lm_head_partition_offset": "decode's first LM-head partition streams its rows one row late",
-    "kv_head_group_mismap": "query head h attends with K/V head h % Hkv instead of h // (H / Hkv)",
-}
-SWITCHES = ("weight_residency", "fusion", "seq_first")
 # the leaf kernels of one prefill block, in the order the block first uses them (the bisect's order)
 BLOCK_KERNEL_ORDER = ("rmsnorm", "gemm", "rope", "flash_attention", "eltwise_add", "silu_mul")
 LM_HEAD_PARTITION = 16384  # GEMV rows per LM-head call (buffer-descriptor repeat limit)
-DOWN_BF16_CHUNK = 32  # K chunk of the "down_bf16_accumulate" fault
-
-
-@dataclass(frozen=True)
-class PipelineOptions:
-    weight_residency: bool = False
-    fusion: bool = False
-    seq_first: bool = False
-    prefill_len: int | None = None  # pad the prompt to this many positions (a compiled seq); None: no padding
-    pad_token: int = 0
-    faults: frozenset[str] = field(default_factory=frozenset)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "faults", frozenset(self.faults))
-        unknown = self.faults - FAULTS
-        if unknown:
-            raise ValueError(f"unknown pipeline faults {sorted(unknown)}; known: {sorted(FAULTS)}")
-
-    @classmethod
-    def optimised(cls, **kw: Any) -> "PipelineOptions":
-        """Every optimisation switch on."""
-        return cls(**{s: True for s in SWITCHES}, **kw)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["faults"] = sorted(self.faults)
-        return d
-
-
-def to_bf16(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to bf16 (round-half-even), returned as float32."""
-    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
-
-
-def host_rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    """The final RMSNorm as mlir-air's deployments run it: on the CPU, in FP32 (x / sqrt(mean(x²) + eps) * w);
-    the caller casts the row it streams to the LM head to bf16. The same math as the FP32 reference kernel."""
-    return _FP32.rmsnorm(x, w, eps)
-
-
-_FP32 = Fp32Executor()
-
-
-def host_silu_mul(g: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """SwiGLU on the host in FP32, exact exp: g / (1 + e^-g) * u (qwen25_0_5b_decode.py:471-472)."""
-    g32 = np.asarray(g, np.float32)
-    return (g32 / (np.float32(1.0) + np.exp(-g32))) * np.asarray(u, np.float32)
-
-
-def host_decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_head: np.ndarray) -> np.ndarray:
-    """Single-query attention of a decode step, as mlir-air's deployments run it: on the CPU in FP32 against
-    the KV cache (exact softmax); the caller casts the output to its bf16 buffer. q (H, D), k/v (Hkv, L, D)
-    -> (H, D) float32. `kv_head[h]` is the K/V head query head h reads."""
-    q32, k32, v32 = (np.asarray(a, np.float32) for a in (q, k, v))
-    scores = np.einsum("hd,hld->hl", q32, k32[kv_head]) * np.float32(1.0 / math.sqrt(q.shape[-1]))
-    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    probs /= probs.sum(axis=-1, keepdims=True)
-    return np.einsum("hl,hld->hd", probs, v32[kv_head])
-
-
-def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None) -> np.ndarray:
-    """RoPE inverse frequencies (D/2,) in float32, as transformers computes them ("default", "linear",
-    "llama3" scaling)."""
-    exponents = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / np.float32(head_dim)
-    inv_freq = (np.float32(1.0) / np.power(np.float32(theta), exponents)).astype(np.float32)
-    rtype = (scaling or {}).get("rope_type", "default")
-    if rtype == "linear":
-        inv_freq = inv_freq / np.float32(scaling["factor"])
-    elif rtype == "llama3":
-        factor = float(scaling["factor"])
-        low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
-        old_len = float(scaling["original_max_position_embeddings"])
-        wavelen = 2 * math.pi / inv_freq
-        scaled = np.where(wavelen > old_len / low, inv_freq / factor, inv_freq)
-        smooth = (old_len / wavelen - low) / (high - low)
-        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-        medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
-        inv_freq = np.where(medium, smoothed, scaled).astype(np.float32)
-    elif rtype != "default":
-        raise ValueError(f"RoPE scaling '{rtype}' is not supported")
-    return inv_freq
-
-
-def rope_lut(inv_freq: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-    """cos/sin tables (stop-start, D/2) for positions [start, stop), rounded to bf16 like transformers' tables.
-
-    The angle is the float32 product position * inv_freq (as transformers forms it); cos/sin are taken in
-    float64. numpy's float32 cos/sin give SIMD-lane-dependent last bits, so a value would depend on where it
-    sits in the array (a resident table vs one position at a time) - the float64 ones do not, after rounding.
-    """
-    pos = np.arange(start, stop, dtype=np.float32)
-    angles = (pos[:, None] * inv_freq[None, :]).astype(np.float64)  # (positions, D/2)
-    return to_bf16(np.cos(angles).astype(np.float32)), to_bf16(np.sin(angles).astype(np.float32))
-
-
-def rotate_host(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Half-split RoPE in float32 on the host (for the Qwen2 bias term)."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-
-
-class FaultyExecutor(Executor):
-    """An executor whose kernels carry deliberate bugs (tests of the gates). Everything else delegates."""
-
-    def __init__(self, inner: Executor, faults: frozenset[str]) -> None:
-        self.inner, self.faults = inner, frozenset(faults)
-        self.name = f"{inner.name}!{','.join(sorted(self.faults))}"
-        self.target, self.timer, self.bf16_buffers = inner.target, inner.timer, inner.bf16_buffers
-
-    def __getattr__(self, item: str):
-        return getattr(self.inner, item)
-
-    def describe(self) -> dict:
-        return {**self.inner.describe(), "faults": sorted(self.faults)}
-
-    def clear_cache(self) -> None:
-        self.inner.clear_cache()
-
-    def rope(self, x, cos, sin):
-        if "rope_interleaved" not in self.faults:
-            return self.inner.rope(x, cos, sin)
-        # interleaved convention: rotate pairs (x[2i], x[2i+1]) instead of (x[i], x[i + D/2])
-        x = np.asarray(x, np.float32)
-        half = x.shape[-1] // 2
-        out = self.inner.rope(np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1), cos, sin)
-        res = np.empty_like(out)
-        res[..., 0::2], res[..., 1::2] = out[..., :half], out[..., half:]
-        return res
-
-
-def with_faults(executor: Executor, faults: frozenset[str]) -> Executor:
-    faults = frozenset(faults) & KERNEL_FAULTS
-    return FaultyExecutor(executor, faults) if faults else executor
-
-
-class _KVCache:
-    """Per-layer K/V, head-major (Hkv, L, D) or seq-first (L, Hkv, D); grows by doubling."""
-
-    def __init__(self, n_layers: int, n_kv: int, head_dim: int, capacity: int, seq_first: bool) -> None:
-        self.seq_first, self.n_layers, self.n_kv, self.head_dim = seq_first, n_layers, n_kv, head_dim
-        self.capacity = 0
-        self.k: list[np.ndarray] = []
-        self.v: list[np.ndarray] = []
-        self.reserve(capacity)
-
-    def _shape(self, length: int) -> tuple[int, int, int]:
-        return (length, self.n_kv, self.head_dim) if self.seq_first else (self.n_kv, length, self.head_dim)
-
-    def reserve(self, length: int) -> None:
-        if length <= self.capacity:
-            return
-        new_cap = max(length, 2 * self.capacity, 64)
-        axis = 0 if self.seq_first else 1
-        for store in (self.k, self.v):
-            for i in range(self.n_layers):
-                grown = np.zeros(self._shape(new_cap), np.float32)
-                if i < len(store):
-                    old = store[i]
-                    if self.seq_first:
-                        grown[: old.shape[axis]] = old
-                    else:
-                        grown[:, : old.shape[axis]] = old
-                    store[i] = grown
-                else:
-                    store.append(grown)
-        self.capacity = new_cap
-
-    def write(self, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
-        """k, v in the cache's own layout, covering positions [start, start + n)."""
-        n = k.shape[0 if self.seq_first else 1]
-        self.reserve(start + n)
-        if self.seq_first:
-            self.k[layer][start : start + n] = k
-            self.v[layer][start : start + n] = v
-        else:
-            self.k[layer][:, start : start + n] = k
-            self.v[layer][:, start : start + n] = v
-
-    def read(self, layer: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-        """Views (Hkv, length, D) of the first `length` positions."""
-        if self.seq_first:
-            return self.k[layer][:length].transpose(1, 0, 2), self.v[layer][:length].transpose(1, 0, 2)
-        return self.k[layer][:, :length], self.v[layer][:, :length]
 
 
 class NpuPipeline:
     """A decoder-only model run from leaf kernels on `executor`; implements the Runner protocol."""
+
+    injects_faults = False  # only kernels.model.faults.FaultyPipeline runs the test faults options may name
 
     def __init__(self, weights: ModelWeights, config: ModelConfig | None = None,
                  executor: Executor | None = None, options: PipelineOptions | None = None) -> None:
         self.weights = weights
         self.config = config or weights.config
         self.options = options or PipelineOptions()
+        if self.options.faults and not self.injects_faults:
+            raise ValueError(f"test faults {sorted(self.options.faults)} run only in kernels.model.faults "
+                             "(build_pipeline / FaultyPipeline), never in the production pipeline")
         self.base_executor = executor if executor is not None else Fp32Executor()
-        self.k = with_faults(self.base_executor, self.options.faults)
+        self.k = self.base_executor
         self.name = f"pipeline[{self.k.name}]"
         self.stage_timer = KernelTimer()
         self.stage_kernels: dict[str, str] = {}
         c = self.config
-        self._inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, weights.rope_scaling)
-        self._lut: tuple[np.ndarray, np.ndarray] | None = None  # resident RoPE table
-        self._row_luts: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._rope = RopeTables(rope_inv_freq(c.head_dim, c.rope_theta, weights.rope_scaling), c.n_heads,
+                                c.n_kv_heads, resident=self.options.weight_residency, seq_first=self.options.seq_first)
         self._fused = self.options.fusion
         self._lean = is_lean(self.config)  # mlir-air's 2-ELF decode; otherwise 5 ELFs with host glue
-        self._cache: _KVCache | None = None
+        self._cache: KVCache | None = None
         self._phase = "prefill"
-        self._n_real = 0
-        self._stale: dict[int, np.ndarray] = {}  # "stale_decode_buffer": layer -> the previous step's output
 
     # --- setup ------------------------------------------------------------------------------------
 
@@ -319,10 +120,8 @@ class NpuPipeline:
 
     def with_fp32_kernels(self, swapped: set[str] | frozenset[str]) -> "NpuPipeline":
         """The same pipeline with the kernels in `swapped` replaced by their FP32 versions (the bisect's
-        runner). Kernel faults stay with this pipeline's kernels, so swapping the faulty one removes it."""
-        mixed = MixedExecutor(self.k, Fp32Executor(), set(swapped))
-        options = replace(self.options, faults=self.options.faults - KERNEL_FAULTS)
-        return NpuPipeline(self.weights, self.config, mixed, options)
+        runner)."""
+        return NpuPipeline(self.weights, self.config, MixedExecutor(self.k, Fp32Executor(), set(swapped)), self.options)
 
     def describe(self) -> dict[str, Any]:
         return {**self.k.describe(), "pipeline": self.options.to_dict()}
@@ -352,29 +151,6 @@ class NpuPipeline:
     def _key(self, name: str) -> str | None:
         return f"{self.weights.key}/{name}" if self.options.weight_residency else None
 
-    def _lut_rows(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos/sin (stop-start, D/2) for positions [start, stop); resident table when weight_residency."""
-        if not self.options.weight_residency:
-            return rope_lut(self._inv_freq, start, stop)
-        if self._lut is None or len(self._lut[0]) < stop:
-            size = max(stop, 256, 2 * len(self._lut[0]) if self._lut is not None else 0)
-            self._lut = rope_lut(self._inv_freq, 0, size)
-        return self._lut[0][start:stop], self._lut[1][start:stop]
-
-    def _rows_lut(self, start: int, n: int, heads: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos/sin expanded to one row per (head, position) in this pipeline's activation layout."""
-        key = (start, n, heads)
-        if key in self._row_luts:
-            return self._row_luts[key]
-        cos, sin = self._lut_rows(start, start + n)
-        if self.options.seq_first:  # rows ordered (position, head)
-            out = np.repeat(cos, heads, axis=0), np.repeat(sin, heads, axis=0)
-        else:  # rows ordered (head, position)
-            out = np.tile(cos, (heads, 1)), np.tile(sin, (heads, 1))
-        if n > 1:  # reused by every layer of this prefill (and by later prefills when resident)
-            self._row_luts[key] = out
-        return out
-
     # --- Runner protocol ------------------------------------------------------------------------------
 
     def prefill(self, prompt_tokens) -> PrefillRecord:
@@ -386,12 +162,9 @@ class NpuPipeline:
         S = int(tokens.shape[0])
         c = self.config
         self._phase = "prefill"
-        self._n_real = n_real
-        self._stale.clear()
-        if not self.options.weight_residency:
-            self._row_luts.clear()
+        self._rope.new_prefill()
         if self._cache is None or not self.options.weight_residency or self._cache.seq_first != self.options.seq_first:
-            self._cache = _KVCache(c.n_layers, c.n_kv_heads, c.head_dim, S + 64, self.options.seq_first)
+            self._cache = KVCache(c.n_layers, c.n_kv_heads, c.head_dim, S + 64, self.options.seq_first)
         else:
             self._cache.reserve(S + 64)
         with self._stage("embedding", "host"):
@@ -429,38 +202,24 @@ class NpuPipeline:
             return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def _lm_head_rows(self, p0: int) -> np.ndarray:
-        """The rows (n, E) one LM-head GEMV partition streams; the "lm_head_partition_offset" fault has the
-        first partition start one row late (row p0 + i + 1 lands in logit p0 + i; the last wraps to p0)."""
-        rows = self.weights.lm_head[p0 : p0 + LM_HEAD_PARTITION]
-        if p0 != 0 or "lm_head_partition_offset" not in self.options.faults:
-            return rows
-        return self.weights.derive(("lm_head_offset", p0), lambda: np.ascontiguousarray(np.roll(rows, -1, axis=0)))
-
-    def _group_mismap(self, attention, q: np.ndarray, *args, **kw) -> np.ndarray:
-        """flash_attention with the "kv_head_group_mismap" fault: query head h meets K/V head h % Hkv. The
-        kernel maps head j to K/V head j // (H / Hkv), so the query heads go in sorted by h % Hkv and the
-        outputs come back in head order."""
-        H, Hkv = self.config.n_heads, self.config.n_kv_heads
-        perm = np.argsort(np.arange(H) % Hkv, kind="stable")  # kernel slot j <- query head perm[j]
-        out = attention(q[perm], *args, **kw)  # (H, S, D) in slot order
-        res = np.empty_like(out)
-        res[perm] = out
-        return res
+        """The rows (n, E) one LM-head GEMV partition streams."""
+        return self.weights.lm_head[p0 : p0 + LM_HEAD_PARTITION]
 
     def _buffer(self, x: np.ndarray) -> np.ndarray:
         """A host step's result as the next kernel reads it: bf16 on a bf16-buffer executor, else FP32."""
         return to_bf16(x) if self.k.bf16_buffers else np.asarray(x, np.float32)
 
     def _kv_head_of(self) -> np.ndarray:
-        """The K/V head each query head attends with: h // (H / Hkv), or h % Hkv under "kv_head_group_mismap"."""
+        """The K/V head each query head attends with: h // (H / Hkv)."""
         H, Hkv = self.config.n_heads, self.config.n_kv_heads
-        heads = np.arange(H)
-        return heads % Hkv if "kv_head_group_mismap" in self.options.faults else heads // (H // Hkv)
+        return np.arange(H) // (H // Hkv)
 
     def _attention(self, q: np.ndarray, k_all: np.ndarray, v_all: np.ndarray, **kw) -> np.ndarray:
-        if "kv_head_group_mismap" in self.options.faults:
-            return self._group_mismap(self.k.flash_attention, q, k_all, v_all, **kw)
         return self.k.flash_attention(q, k_all, v_all, **kw)
+
+    def _kv_slot(self, pos: int) -> int:
+        """The KV-cache position decode step `pos` writes its K/V to."""
+        return pos
 
     # --- one block ------------------------------------------------------------------------------------
 
@@ -510,11 +269,11 @@ class NpuPipeline:
             with self._stage("qk_norm", "rmsnorm"):
                 q_rows = k.rmsnorm(q_rows, lw.q_norm, c.rms_norm_eps)
                 k_rows = k.rmsnorm(k_rows, lw.k_norm, c.rms_norm_eps)
-        cos_q, sin_q = self._rows_lut(start, S, H)
-        cos_k, sin_k = self._rows_lut(start, S, Hkv)
+        cos_q, sin_q = self._rope.rows(start, S, H)
+        cos_k, sin_k = self._rope.rows(start, S, Hkv)
         if self._fused:
             with self._stage("rope", "rope"):
-                both = k.rope(np.concatenate([q_rows, k_rows]), *self._stacked_lut(start, S))
+                both = k.rope(np.concatenate([q_rows, k_rows]), *self._rope.stacked(start, S))
             q_rows, k_rows = both[: S * H], both[S * H :]
         else:
             with self._stage("rope", "rope"):
@@ -534,19 +293,6 @@ class NpuPipeline:
         if self.options.seq_first:
             return np.tile(b2, (S, 1))  # rows (position, head)
         return np.repeat(b2, S, axis=0)  # rows (head, position)
-
-    def _stacked_lut(self, start: int, S: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos/sin for Q rows then K rows (the fused single RoPE call)."""
-        c = self.config
-        key = ("stacked", start, S)
-        if key in self._row_luts:
-            return self._row_luts[key]
-        cq, sq = self._rows_lut(start, S, c.n_heads)
-        ck, sk = self._rows_lut(start, S, c.n_kv_heads)
-        out = np.concatenate([cq, ck]), np.concatenate([sq, sk])
-        if S > 1:
-            self._row_luts[key] = out
-        return out
 
     def _mlp(self, layer: int, x: np.ndarray) -> np.ndarray:
         """rmsnorm -> gate/up -> silu_mul -> down -> residual add, on (S, E)."""
@@ -574,36 +320,24 @@ class NpuPipeline:
         return self._residual("ffn_residual", x, d, decode)
 
     def _down(self, layer: int, a: np.ndarray, decode: bool) -> np.ndarray:
-        lw, k = self.weights.layers[layer], self.k
-        if "down_bf16_accumulate" not in self.options.faults:
-            if decode:
-                return self._gemv(layer, "w_down", a[0])
-            return k.gemm(a, lw.w_down, static_key=self._key(f"L{layer}.w_down"))
-        acc = None  # fault: the partial sum is held in bf16 between K chunks
-        for k0 in range(0, lw.w_down.shape[0], DOWN_BF16_CHUNK):
-            w = lw.w_down[k0 : k0 + DOWN_BF16_CHUNK]
-            part = k.gemv(self._gemv_w(layer, "w_down")[:, k0 : k0 + DOWN_BF16_CHUNK],
-                          a[0, k0 : k0 + DOWN_BF16_CHUNK])[None, :] if decode \
-                else k.gemm(a[:, k0 : k0 + DOWN_BF16_CHUNK], w)
-            acc = to_bf16(part) if acc is None else to_bf16(acc + to_bf16(part))
-        return acc
+        """The down projection of the SwiGLU output `a` (a GEMV per decode step)."""
+        if decode:
+            return self._gemv(layer, "w_down", a[0])
+        return self.k.gemm(a, self.weights.layers[layer].w_down, static_key=self._key(f"L{layer}.w_down"))
 
-    def _attention_out(self, layer: int, x: np.ndarray, attn: np.ndarray) -> np.ndarray:
-        """(H, S, D) attention output -> O projection -> residual add."""
-        lw, k = self.weights.layers[layer], self.k
+    def _o_proj(self, layer: int, attn: np.ndarray, decode: bool) -> np.ndarray:
+        """(H, S, D) attention output -> the O projection (S, E)."""
         H, S, D = attn.shape
-        decode = self._phase == "decode"
         with self._stage("layout", "host"):
             o_in = attn.reshape(H * D) if decode else np.ascontiguousarray(attn.transpose(1, 0, 2)).reshape(S, H * D)
         with self._stage("o_proj", "gemv" if decode else "gemm"):
-            o = (self._gemv(layer, "wo", o_in) if decode
-                 else k.gemm(o_in, lw.wo, static_key=self._key(f"L{layer}.wo")))
-        if "stale_decode_buffer" in self.options.faults:
-            # fault: the buffer this step reads still holds the previous step's output (after a prefill:
-            # the last real position's); this step's output lands in it for the next step
-            fresh = o[self._n_real - 1 : self._n_real] if not decode else o
-            o, self._stale[layer] = (self._stale.get(layer, fresh) if decode else o), fresh
-        return self._residual("attn_residual", x, o, decode)
+            return (self._gemv(layer, "wo", o_in) if decode
+                    else self.k.gemm(o_in, self.weights.layers[layer].wo, static_key=self._key(f"L{layer}.wo")))
+
+    def _attention_out(self, layer: int, x: np.ndarray, attn: np.ndarray) -> np.ndarray:
+        """(H, S, D) attention output -> O projection -> residual add."""
+        decode = self._phase == "decode"
+        return self._residual("attn_residual", x, self._o_proj(layer, attn, decode), decode)
 
     def _residual(self, stage: str, x: np.ndarray, y: np.ndarray, decode: bool) -> np.ndarray:
         """x + y. Prefill: the eltwise_add kernel (mlir-air's o_ffn ELF launches the direct-codegen bf16 add,
@@ -650,7 +384,7 @@ class NpuPipeline:
             h = k.rmsnorm(x, lw.attn_norm, c.rms_norm_eps)  # (1, E)
         q, kk, v = self._qkv(layer, h)
         q_rows, k_rows = self._attention_inputs(layer, q, kk, pos)  # (H, D), (Hkv, D)
-        slot = pos + 1 if "kv_cache_off_by_one" in self.options.faults else pos
+        slot = self._kv_slot(pos)
         if self.options.seq_first:
             self._cache.write(layer, slot, k_rows.reshape(1, Hkv, D), v.reshape(1, Hkv, D))
         else:

@@ -8,8 +8,10 @@ import pytest
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.executors.base import Fp32Executor
 from kernels.model.compare import block_gate, diagnose_layers, kl_divergence, per_position_cosine, token_gate, topk_ids
+from kernels.model.faults import build_pipeline
 from kernels.model.hf_reference import HfRunner, load_tokenizer
-from kernels.model.pipeline import NpuPipeline, PipelineOptions
+from kernels.model.options import PipelineOptions
+from kernels.model.pipeline import NpuPipeline
 from kernels.model.prompts import canonical_tokens, prompts_for
 from kernels.model.weights import load_weights
 from kernels.thresholds import per_position_threshold
@@ -96,7 +98,7 @@ def test_token_gate_of_the_reference_against_itself_never_diverges(llama):
 
 def test_token_gate_fails_when_the_chosen_token_is_outside_the_other_top5(llama):
     folder, cfg, weights = llama
-    broken = NpuPipeline(weights, cfg, Fp32Executor(), PipelineOptions(faults={"rope_interleaved"}))
+    broken = build_pipeline(weights, cfg, Fp32Executor(), PipelineOptions(faults={"rope_interleaved"}))
     prompt = prompts_for(folder)[0]
     res = token_gate(broken, HfRunner(folder), prompt.tokens)
     assert not res.passed and res.divergence_step is not None
@@ -142,7 +144,7 @@ def test_the_teacher_forced_walk_continues_past_the_first_divergence(llama):
     """The greedy walk is the teacher-forced walk's prefix; past the divergence both sides are still fed the
     reference's tokens, so every one of the 32 steps runs our decode path."""
     folder, cfg, weights = llama
-    broken = NpuPipeline(weights, cfg, Fp32Executor(), PipelineOptions(faults={"rope_interleaved"}))
+    broken = build_pipeline(weights, cfg, Fp32Executor(), PipelineOptions(faults={"rope_interleaved"}))
     prompt = prompts_for(folder)[0]
     res = token_gate(broken, HfRunner(folder), prompt.tokens)
     d = res.divergence_step

@@ -9,7 +9,9 @@ from kernels.model.architecture import load_raw_config, resolve
 from kernels.executors.base import Fp32Executor
 from kernels.model.compare import bisect_block, block_gate, token_gate
 from kernels.model.hf_reference import HfRunner
-from kernels.model.pipeline import SWITCHES, NpuPipeline, PipelineOptions
+from kernels.model.faults import build_pipeline
+from kernels.model.options import SWITCHES, PipelineOptions
+from kernels.model.pipeline import NpuPipeline
 from kernels.model.prompts import canonical_tokens, prompts_for
 from kernels.model.weights import load_weights
 
@@ -41,7 +43,7 @@ class Model:
         self.ref = self.hf.prefill(self.tokens)
 
     def pipeline(self, executor, **options) -> NpuPipeline:
-        return NpuPipeline(self.weights, self.config, executor, PipelineOptions(**options))
+        return build_pipeline(self.weights, self.config, executor, PipelineOptions(**options))
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -135,7 +137,7 @@ def test_kv_cache_off_by_one_makes_greedy_decoding_diverge(tiny_llama, tiny_qwen
         cfg = resolve(load_raw_config(folder))
         weights = load_weights(folder, cfg)
         good = NpuPipeline(weights, cfg, executor)
-        bad = NpuPipeline(weights, cfg, executor, PipelineOptions(faults={"kv_cache_off_by_one"}))
+        bad = build_pipeline(weights, cfg, executor, PipelineOptions(faults={"kv_cache_off_by_one"}))
         for prompt in prompts_for(folder):
             gate = token_gate(bad, good, prompt.tokens)
             assert gate.kl_per_step[0] == 0.0  # identical prefill: the fault lives in decode only
@@ -218,7 +220,7 @@ def test_host_rope_table_matches_transformers_inverse_frequencies(rope):
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
     from kernels.model.architecture import rope_scaling
-    from kernels.model.pipeline import rope_inv_freq
+    from kernels.model.host_ops import rope_inv_freq
 
     cfg = LlamaConfig(hidden_size=2048, num_attention_heads=32, head_dim=64, rope_parameters=rope,
                       max_position_embeddings=131072)
@@ -237,7 +239,7 @@ def test_host_decode_attention_is_fp32_attention_of_the_last_query_row():
     q = rng.standard_normal((H, D)).astype(np.float32)
     k = rng.standard_normal((Hkv, L, D)).astype(np.float32)
     v = rng.standard_normal((Hkv, L, D)).astype(np.float32)
-    from kernels.model.pipeline import host_decode_attention
+    from kernels.model.host_ops import host_decode_attention
 
     ours = host_decode_attention(q, k, v, np.arange(H) // (H // Hkv))
     ref = Fp32Executor().flash_attention(q[:, None, :], k, v, causal=True, q_offset=L - 1)[:, 0]
@@ -247,7 +249,7 @@ def test_host_decode_attention_is_fp32_attention_of_the_last_query_row():
 
 
 def test_host_silu_mul_is_exact_swiglu():
-    from kernels.model.pipeline import host_silu_mul
+    from kernels.model.host_ops import host_silu_mul
 
     g = np.linspace(-8, 8, 257, dtype=np.float32)
     u = np.cos(g)

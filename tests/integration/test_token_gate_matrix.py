@@ -17,8 +17,9 @@ import pytest
 from kernels.executors import make_executor
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.compare import token_gate
+from kernels.model.faults import build_pipeline
 from kernels.model.hf_reference import HfRunner
-from kernels.model.pipeline import NpuPipeline, PipelineOptions
+from kernels.model.options import PipelineOptions
 from kernels.model.prompts import prompt_set
 from kernels.model.runner import ReplayRunner
 from kernels.model.weights import load_weights
@@ -39,7 +40,7 @@ def _model(folder):
 
 def _verdicts(model, executor, faults, prompts):
     cfg, weights, ref, _ = model
-    pipe = NpuPipeline(weights, cfg, make_executor(executor), PipelineOptions(faults=frozenset(faults)))
+    pipe = build_pipeline(weights, cfg, make_executor(executor), PipelineOptions(faults=frozenset(faults)))
     return [token_gate(pipe, ref, p.tokens, prompt_index=p.index) for p in prompts]
 
 
