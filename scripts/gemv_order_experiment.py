@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 from kernels.bf16 import to_bf16
-from kernels.executors.emulated import mv_lane_sum
+from kernels.executors.emulated_gemv import mv_lane_sum
 from kernels.harness_inputs import harness_case, precision_stats, significant_digits
 
 # (M, K, mean_rel_L1, rel_err max, abs_err max) as GEMV_bf16.md:92-128 prints them

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 import kernels.executors.emulated as em
+import kernels.executors.emulated_elementwise as elementwise
 from benchmarks.bench_precision_lines import emulate_line, load_lines, reproducible
 from kernels.bf16 import _HI16
 
@@ -30,7 +31,7 @@ def chop_bf16(x, out=None):
 def main() -> int:
     mode = sys.argv[1] if len(sys.argv) > 1 else "floor"
     if mode == "chop":
-        em.floor_bf16 = chop_bf16
+        elementwise.floor_bf16 = chop_bf16  # every floor rounding of the emulator goes through this module
     ex = em.EmulatedExecutor("npu2")
     exact = 0
     for ln in load_lines():

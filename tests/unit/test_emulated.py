@@ -9,7 +9,8 @@ from kernels.bf16 import bfp16_decode, bfp16_encode, bfp16_quantize, floor_bf16,
 from kernels.catalog import KERNELS, get_spec, npu2_low_precision_figure
 from kernels.compare import judge, measure
 from kernels.executors import make_executor
-from kernels.executors.emulated import EmulatedExecutor, exp2_nlf, inv_bf16, tanh_nlf
+from kernels.executors.emulated import EmulatedExecutor
+from kernels.executors.emulated_nlf import exp2_nlf, inv_bf16, tanh_nlf
 from kernels.run import run_kernel
 
 EX = EmulatedExecutor("npu2")
@@ -213,7 +214,7 @@ def test_gemv_is_fp32_accumulate_with_one_nearest_even_cast():
 
 
 def test_gemv_sums_64_lanes_in_k_order_then_halves_the_lanes_as_aie2p_reduce_add_does():
-    from kernels.executors.emulated import mv_lane_sum
+    from kernels.executors.emulated_gemv import mv_lane_sum
 
     big, tiny = np.float32(2.0**24), np.float32(1.0)
     a = np.zeros((1, 128), np.float32)
