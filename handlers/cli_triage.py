@@ -58,7 +58,7 @@ def _render(matches: list[Match]) -> str:
 @click.argument("file", metavar="FILE|-")
 @click.option("--json", "as_json", is_flag=True, help="Print the matches as a JSON array, best first.")
 @click.option(
-    "--evidence", "evidence_path", metavar="JSON", help="Gate evidence, a JSON object (keys: see handlers/triage/engine.py)."
+    "--evidence", "evidence_path", metavar="JSON", help="Gate evidence, a JSON object (keys: see handlers/triage/evidence.py)."
 )
 @click.option("--rules", "rules_path", metavar="TOML", help="A rules file instead of the built-in one.")
 def triage(file: str, as_json: bool, evidence_path: str | None, rules_path: str | None) -> None:

@@ -2,7 +2,7 @@
 
 Arrays stay float32 throughout; a "bf16 array" is a float32 array whose values are bf16-representable.
 
-Two rounding modes matter on AIE2P (both measured, see `kernels.executors.emulated`):
+Two rounding modes matter on AIE2P (both measured, see docs/emulated_numerics.md):
   * round-to-nearest-even (`to_bf16`) - what a kernel gets after `aie::set_rounding(conv_even)` (GEMM
     drain cast, GEMV, FlashAttention) and what every reference uses;
   * round toward -inf (`floor_bf16`) - the AIE core's reset rounding mode, in force in every kernel that

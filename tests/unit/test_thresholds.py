@@ -43,6 +43,6 @@ def test_every_kernel_contract_takes_its_tolerance_from_the_one_table():
 
 
 def test_a_triage_rule_can_name_a_threshold_instead_of_restating_it():
-    from handlers.triage.engine import _params
+    from handlers.triage.predicates import predicate_params
 
-    assert _params({"fn": "ge", "key": "block_cosine", "value": "BLOCK_COSINE_MIN"})["value"] == 0.99
+    assert predicate_params({"fn": "ge", "key": "block_cosine", "value": "BLOCK_COSINE_MIN"})["value"] == 0.99
