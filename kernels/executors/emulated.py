@@ -34,7 +34,7 @@ from kernels.executors.emulated_flash import flash_attention
 from kernels.executors.emulated_gemv import mv_lane_sum
 from kernels.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
 from kernels.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
-from kernels.tiles import default_tile
+from kernels.tiles import FUSED_CAST_MIN_MKN, default_tile
 
 # The version of the emulated NPU2 numerics (docs/emulated_numerics.md): bump it whenever a datapath step changes
 # what a kernel returns, so `ledger reverify` re-runs the Phase 1 rows measured on the previous model (kernels.toolchain).
@@ -43,7 +43,6 @@ EMULATED_NUMERICS_VERSION = "emulated-npu2/4"
 TARGETS = ("npu2", "npu1")
 GEMM_CONTRACTS = ("f32-out", "bf16-out-high", "bf16-out-low")
 GEMM_DEFAULT_TILE = {"tile_m": 64, "tile_k_l2": 256, "tile_k_l1": 32, "tile_n": 128, "herd_m": 8, "herd_n": 4}
-FUSED_CAST_MIN_MKN = 4e9  # mlir-air run.py `--method auto`: fused-cast for M*K*N >= 4e9, else drain
 
 
 def _covered(n: int, step: int) -> int:
