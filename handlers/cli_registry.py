@@ -12,7 +12,8 @@ from pathlib import Path
 
 import click
 
-from handlers.registry_ops import build_projections, import_registry, merge_into_mlir_air
+from handlers.registry_merge import merge_into_mlir_air
+from handlers.registry_ops import build_projections, import_registry
 from registry.catalog import canonical_kernel
 from registry.lookup import gemm_config, kernel_rows
 from registry.render_markdown import STATUS_GLYPH, tile_text

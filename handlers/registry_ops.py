@@ -22,9 +22,8 @@ from typing import Sequence
 
 from ledger.events import NewEvent
 from ledger.record import RecordedEvent
-from registry.fold import fold_registry
 from registry.importer import IMPORT_STREAM, events_from_upstream
-from registry.mlir_air_tables import events_from_markdown, merge_into_mlir_air as merge
+from registry.importer_tables import events_from_markdown
 from registry.model_docs import model_dir_name
 from registry.projections import deployments, project_all
 
@@ -73,7 +72,7 @@ def _clashes(events) -> list[str]:
 
 def import_registry(ledger, directory: str | Path) -> int:
     """Import an mlir-air registry: its `kernel_registry/` folder as it is (details/*.json for GEMM, and the
-    tested-shapes markdown tables of the eight kernels without JSON, registry.mlir_air_tables), or a folder of
+    tested-shapes markdown tables of the eight kernels without JSON, registry.importer_tables), or a folder of
     registry JSON files (details/ itself). Returns the number of events added (idempotent)."""
     directory = Path(directory)
     details = directory / "details" if (directory / "details").is_dir() else directory
@@ -92,19 +91,6 @@ def import_registry(ledger, directory: str | Path) -> int:
     if new:
         ledger.append(IMPORT_STREAM, ledger.stream_version(IMPORT_STREAM), new)
     return len(new)
-
-
-def merge_into_mlir_air(events: Sequence[RecordedEvent], directory: str | Path) -> dict[str, int]:
-    """Add the ledger's new hardware rows to an mlir-air checkout's kernel_registry/ (tables and GEMM JSON),
-    leaving its prose and existing rows as they are."""
-    directory = Path(directory)
-    registry_dir = directory / "programming_examples" / "kernel_registry"
-    if not registry_dir.is_dir():
-        registry_dir = directory
-    if not (registry_dir / "supported_kernels.md").is_file():
-        raise FileNotFoundError(f"{directory} holds no kernel_registry/supported_kernels.md (an mlir-air checkout, "
-                                "or its programming_examples/kernel_registry folder)")
-    return merge(registry_dir, fold_registry(events))
 
 
 def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, check: bool = False) -> BuildResult:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from handlers.registry_ops import import_registry, merge_into_mlir_air
+from handlers.registry_merge import merge_into_mlir_air
+from handlers.registry_ops import import_registry
 from ledger import open_ledger
 from ledger.events import KernelVerified
 from registry import mlir_air_tables as T

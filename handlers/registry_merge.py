@@ -1,0 +1,118 @@
+"""`ledger registry build --into-mlir-air CHECKOUT`: add the ledger's new hardware-measured rows to an mlir-air
+checkout's kernel_registry/, in its own tables' columns (`registry.mlir_air_tables`) and its GEMM JSON
+(`registry.render_json`), right after each table's last row; prose, headings and existing rows stay byte for
+byte, and a second merge adds nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Sequence
+
+from ledger.record import RecordedEvent
+from registry.fold import RegistryData, fold_registry
+from registry.importer_tables import gemm_shape, parse_tables, shape_of_cells
+from registry.mlir_air_tables import DETAILS, INDEX, PAGE_OF, details_cells, index_cells
+from registry.render_json import GEMM_JSON, method_entry, shape_entry
+
+
+def merge_into_mlir_air(events: Sequence[RecordedEvent], directory: str | Path) -> dict[str, int]:
+    """Add the ledger's new hardware rows to an mlir-air checkout's kernel_registry/ (tables and GEMM JSON),
+    leaving its prose and existing rows as they are."""
+    directory = Path(directory)
+    registry_dir = directory / "programming_examples" / "kernel_registry"
+    if not registry_dir.is_dir():
+        registry_dir = directory
+    if not (registry_dir / "supported_kernels.md").is_file():
+        raise FileNotFoundError(f"{directory} holds no kernel_registry/supported_kernels.md (an mlir-air checkout, "
+                                "or its programming_examples/kernel_registry folder)")
+    return merge_tables(registry_dir, fold_registry(events))
+
+
+def merge_tables(directory: str | Path, data: RegistryData) -> dict[str, int]:
+    """Add the ledger's hardware-measured rows that `directory`'s (an mlir-air kernel_registry/) tables lack,
+    in those tables' own columns, after each table's last row; also add missing shapes/methods to the GEMM
+    JSON. Prose, headings and existing rows are left byte for byte. Returns {file: rows added}."""
+    directory = Path(directory)
+    added: dict[str, int] = {}
+    for page in data.pages:
+        key = page.spec.key
+        if key not in INDEX:
+            continue
+        rows = [r for r in page.rows if any(m.on_hardware and m.passed for m in r.measurements)
+                and not all(m.evidence == "imported" for m in r.measurements if m.on_hardware)]
+        if not rows:
+            continue
+        targets = [(directory / "supported_kernels.md", [("", INDEX[key])], "index"),
+                   (directory / "details" / f"{PAGE_OF[key]}.md", list(DETAILS[key]), "details")]
+        for path, tables, where in targets:
+            if not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8")
+            lines = text.split("\n")
+            inserts: list[tuple[int, list[str]]] = []
+            for method, header in tables:
+                found = [t for t in parse_tables(text) if t[0] == header]
+                if not found:
+                    continue
+                if key.startswith("gemm") and where == "details" and len(DETAILS[key]) > 1:
+                    # several method tables may share a header: the n-th table with that header is the n-th method
+                    same = [m for m, h in DETAILS[key] if h == header]
+                    found = [found[same.index(method)]] if same.index(method) < len(found) else []
+                for hdr, existing, _, end in found[:1]:
+                    have = {(gemm_shape(c) if key.startswith("gemm") else shape_of_cells(key, hdr, c))
+                            for c in existing}
+                    new = []
+                    for r in rows:
+                        ident = (tuple(dict(r.shape)[k] for k in ("M", "K", "N")) if key.startswith("gemm")
+                                 else tuple(sorted(dict(r.shape).items())))
+                        if key == "flash_attention":
+                            s = dict(r.shape)
+                            ident = tuple(sorted({"lq": s["lq"], "lk": s["lk"], "dk": s["dk"], "dv": s["dv"],
+                                                  "heads_q": s["heads"], "heads_kv": s["kv_heads"],
+                                                  "causal": bool(s["causal"])}.items()))
+                        if ident in have:
+                            continue
+                        cells = index_cells(key, r) if where == "index" else details_cells(key, method, r)
+                        if cells is None or "🧪" in "".join(cells):
+                            continue
+                        new.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                    if new:
+                        inserts.append((end, new))
+            for end, new in sorted(inserts, reverse=True):
+                lines[end:end] = new
+            n = sum(len(x) for _, x in inserts)
+            if n:
+                path.write_text("\n".join(lines), encoding="utf-8")
+                added[str(path.relative_to(directory))] = added.get(str(path.relative_to(directory)), 0) + n
+    for dtype, name in GEMM_JSON.items():
+        path = directory / "details" / name
+        if not path.is_file():
+            continue
+        doc = json.loads(path.read_text())
+        page = data.page("gemm_bf16" if dtype == "bf16" else "gemm_f32")
+        index = {(s["M"], s["K"], s["N"]): s for s in doc.get("shapes", [])}
+        n = 0
+        for row in page.rows:
+            ours = [m for m in row.measurements if m.on_hardware and m.passed and m.evidence != "imported"]
+            if not ours:
+                continue
+            mkn = tuple(dict(row.shape)[k] for k in ("M", "K", "N"))
+            if mkn not in index:
+                entry = shape_entry(dataclasses.replace(row, measurements=tuple(ours)))
+                if entry:
+                    doc["shapes"].append(entry)
+                    n += 1
+                continue
+            shape = index[mkn]
+            for m in ours:
+                if m.method not in shape["methods"]:
+                    shape["methods"][m.method] = method_entry(m)
+                    n += 1
+        if n:
+            # upstream writes \\u escapes (ensure_ascii): dumping the same way leaves its bytes unchanged
+            path.write_text(json.dumps(doc, indent=2, ensure_ascii=True) + "\n")
+            added[f"details/{name}"] = n
+    return added
