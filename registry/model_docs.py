@@ -29,13 +29,13 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Sequence
 
 from ledger.record import RecordedEvent
+from registry.evaluation_page import render_evaluation
 from registry.model_fold import DeploymentView, PhaseView, fold_deployment, show_time
 from registry.model_pages import (
     ELF_CHART,
     GLYPH,
     header,
     kernel_tally,
-    render_evaluation,
     render_lessons,
     render_optimisation,
     render_phase1,

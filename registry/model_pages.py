@@ -1,4 +1,5 @@
-"""The phase pages of the per-model docs (phases 1-6, lessons, evaluation report) and their shared helpers.
+"""The phase pages of the per-model docs (phases 1-6, lessons) and their shared helpers (the evaluation
+report is `registry.evaluation_page`).
 
 Each `render_*` takes a `DeploymentView` (registry.model_fold) and returns markdown text; `render_phase3`
 also returns its charts' PNG bytes by file name (the per-layer cosine chart when a layer was diagnosed, the
@@ -15,8 +16,9 @@ from ledger.record import RecordedEvent
 from registry.catalog import shape_key, spec_for
 from registry.chart import elf_breakdown_png, layer_cosine_png, step_kl_png
 from registry.model_fold import PHASE_TITLES, DeploymentView, show_time
+from registry.perf_records import Npu2Figures, Profile
 from registry.render_markdown import tile_text
-from registry.text import DASH, cell, fixed, num, sci, shape_args, table
+from registry.text import cell, fixed, num, sci, shape_args, table
 
 GLYPH = {"passed": "✅", "failed": "❌", "in progress": "⏳", "pending": "⏳"}
 CHART = "phase3_layer_cosine.png"
@@ -255,7 +257,7 @@ def _perf_table(recs: Sequence[RecordedEvent]) -> str:
     rows = []
     for rec in recs:
         p = rec.event
-        source = (p.profile or {}).get("source") or "wall"
+        source = Profile.of(p.profile).source
         rows.append([rec.seq, p.phase, p.executor, source, fixed(p.prefill_s, 4), fixed(p.ttft_s, 4),
                      fixed(p.ms_per_token, 3), num(p.tokens_per_s), f"{p.warmup} + {p.runs}",
                      val(dict(sorted(p.pipeline.items()))) if p.pipeline else None])
@@ -300,16 +302,11 @@ def _profile_table(profile: dict) -> str:
     return table(["part", "value"], [[k, val(profile[k])] for k in keys])
 
 
-def _npu2_section(npu2: dict) -> tuple[str, list[tuple[str, float, float, float, float]]]:
+def _npu2_section(npu2: Npu2Figures) -> tuple[str, list[tuple[str, float, float, float, float]]]:
     """The modelled NPU2 per-ELF table of a Phase 6 record, and the bars of its chart."""
-    rows, bars = [], []
-    for path in ("prefill", "decode"):
-        for elf, f in (npu2.get("per_elf", {}).get(path) or {}).items():
-            n = f.get("calls", 0)
-            rows.append([path, elf, n, fixed(f.get("per_call_ms"), 3), fixed(f.get("npu_ms"), 3),
-                         fixed(f.get("bo_write_ms"), 3), fixed(f.get("bo_read_ms"), 3), fixed(f.get("total_ms"), 2)])
-            bars.append((f"{path}: {elf}", *(float(f.get(k) or 0.0) * n for k in ("bo_write_ms", "npu_ms", "bo_read_ms",
-                                                                                   "xrt_ms"))))
+    rows = [[f.path, f.elf, f.calls, fixed(f.per_call_ms, 3), fixed(f.npu_ms, 3), fixed(f.bo_write_ms, 3),
+             fixed(f.bo_read_ms, 3), fixed(f.total_ms, 2)] for f in npu2.elfs]
+    bars = [f.bar() for f in npu2.elfs]
     text = table(["path", "ELF", "calls", "per call (ms)", "NPU run / call", "BO write / call", "BO read / call",
                   "total (ms)"], rows)
     return text, bars
@@ -321,22 +318,22 @@ def render_phase6(v: DeploymentView) -> tuple[str, bytes | None]:
              f"{GLYPH[v.phases[6].status]} {v.phases[6].status}.\n"]
     perf = [r for r in v.of("PerformanceMeasured") if r.event.phase == 6]
     png = None
-    if perf and (perf[-1].event.profile or {}).get("npu2"):
+    profile = Profile.of(perf[-1].event.profile) if perf else None
+    if profile is not None and profile.npu2 is not None:
         rec = perf[-1]
         p = rec.event
-        npu2 = p.profile["npu2"]
-        wall = p.profile.get("emulator_wall") or {}
+        npu2, wall = profile.npu2, profile.wall
         parts.append(f"## Final numbers (PerformanceMeasured seq {rec.seq}, executor {p.executor})\n")
-        parts.append(f"The gate's figures are the NPU2 performance model's ({npu2.get('source')}: prefill at seq "
-                     f"{npu2.get('seq')}, decode at context {npu2.get('ctx')}); the emulator's own wall time on this "
+        parts.append(f"The gate's figures are the NPU2 performance model's ({npu2.source}: prefill at seq "
+                     f"{npu2.seq}, decode at context {npu2.ctx}); the emulator's own wall time on this "
                      "machine is shown beside them as information, never as NPU2's.\n")
-        parts.append(table(["metric", "modelled NPU2", f"emulator here ({wall.get('n_prompt_tokens')} prompt tokens)"], [
-            ["TTFT (s)", fixed(p.ttft_s, 4), fixed(wall.get("ttft_s"), 4)],
-            ["tokens/s", num(p.tokens_per_s), num(wall.get("tokens_per_s"))],
-            ["ms/token", fixed(p.ms_per_token, 3), fixed(wall.get("ms_per_token"), 3)],
-            ["prefill (s)", fixed(p.prefill_s, 4), fixed(wall.get("prefill_s"), 4)],
+        parts.append(table(["metric", "modelled NPU2", f"emulator here ({wall.n_prompt_tokens} prompt tokens)"], [
+            ["TTFT (s)", fixed(p.ttft_s, 4), fixed(wall.ttft_s, 4)],
+            ["tokens/s", num(p.tokens_per_s), num(wall.tokens_per_s)],
+            ["ms/token", fixed(p.ms_per_token, 3), fixed(wall.ms_per_token, 3)],
+            ["prefill (s)", fixed(p.prefill_s, 4), fixed(wall.prefill_s, 4)],
             ["XRT calls per layer (prefill / decode)",
-             f"{npu2.get('prefill_calls_per_layer')} / {npu2.get('decode_calls_per_layer')}", None],
+             f"{npu2.prefill_calls_per_layer} / {npu2.decode_calls_per_layer}", None],
             ["setup (s, outside the timed region)", None, fixed(p.setup_s, 3)],
         ]))
         text, bars = _npu2_section(npu2)
@@ -379,132 +376,4 @@ def render_lessons(v: DeploymentView) -> str:
     lines = [f"- **{'Phase ' + str(r.event.phase) if r.event.phase is not None else 'General'}** "
              f"(seq {r.seq}, {show_time(r.recorded_at)[:10]}): {cell(r.event.text)}" for r in lessons]
     parts.append("\n".join(lines) + "\n" if lines else "None recorded yet.\n")
-    return "\n".join(parts)
-
-
-# which audit line a finding's check speaks to (any other check is a gate re-derivation)
-AUDIT_LINES = (
-    ("Hash chain intact", ("hash-chain",)),
-    ("Every gate re-derived from all of its attempt's evidence (figures, counts, digest binding)", ()),
-    ("Gate code path real and driving the production runner", ("production-path", "pipeline-options")),
-    ("Re-measured sample agrees (model digest, Phase 1 rows, block gate, token gate)",
-     ("model-digest", "remeasure-kernel", "remeasure-block", "rerun")),
-)
-
-
-def _line_of(check: str) -> int:
-    for i, (_, checks) in enumerate(AUDIT_LINES):
-        if check in checks:
-            return i
-    return 1
-
-
-def audit_lines(findings: list[dict]) -> list[tuple[str, bool, list[dict]]]:
-    """(line, holds, its error findings) for the playbook's yes/no audit lines."""
-    errors: dict[int, list[dict]] = {}
-    for f in findings:
-        if f.get("severity") == "error":
-            errors.setdefault(_line_of(str(f.get("check", ""))), []).append(f)
-    return [(text, not errors.get(i), errors.get(i, [])) for i, (text, _) in enumerate(AUDIT_LINES)]
-
-
-def _remeasured_tables(r: dict) -> list[str]:
-    out = []
-    digest = r.get("model_digest") or {}
-    if digest:
-        out.append("### Model digest (config.json and every weight file)\n")
-        same = digest.get("recorded") == digest.get("now")
-        out.append(table(["", "digest", "seq"], [
-            ["recorded by Phase 0", (digest.get("recorded") or DASH)[:16], digest.get("recorded_seq")],
-            ["re-hashed now", (digest.get("now") or DASH)[:16], "agrees" if same else "DIFFERS"]]))
-        files = digest.get("files") or {}
-        if files:
-            out.append(table(["file", "sha256 now"], [[n, h[:16]] for n, h in sorted(files.items())]))
-    sample = r.get("kernel_sample") or []
-    if sample and isinstance(sample, list):
-        meta, rows = sample[0], sample[1:]
-        out.append(f"### Phase 1 rows re-measured ({len(rows)} of {meta.get('of_rows')}, seed {meta.get('seed')} from "
-                   f"head hash {str(meta.get('head_hash'))[:16]})\n")
-        out.append(table(["seq", "kernel", "shape", "contract", "verdict (recorded / now)", "mean_rel_L1 recorded",
-                          "mean_rel_L1 now", "rel. diff", "BLAS threads", "agrees"],
-                         [[x["seq"], x["kernel"], x["shape"], x["contract"],
-                           f"{x['verdict_recorded']} / {x['verdict_remeasured']}", sci(x["mean_rel_L1_recorded"], 6),
-                           sci(x["mean_rel_L1_remeasured"], 6), sci(x["relative_difference"], 2),
-                           f"{x.get('blas_threads_recorded')} / {x.get('blas_threads_remeasured')}",
-                           "yes" if x["agrees"] else "NO"] for x in rows]))
-    block = r.get("block_gate") or {}
-    if block:
-        out.append("### Phase 2 block gate re-measured\n")
-        out.append(table(["seq", "", "cosine", "per-position min", "verdict"], [
-            [block["seq"], "recorded", fixed(block["cosine_recorded"], 6), fixed(block["per_position_min_recorded"], 6),
-             "PASS" if block["passed_recorded"] else "FAIL"],
-            [block["seq"], "re-measured", fixed(block["cosine_remeasured"], 6),
-             fixed(block["per_position_min_remeasured"], 6), "PASS" if block["passed_remeasured"] else "FAIL"]]))
-    gates = r.get("token_gate") or []
-    if gates and isinstance(gates, list):
-        out.append("### Token gate re-run (production pipeline)\n")
-        out.append(table(["prompt #", "verdict", "divergence step (now / recorded)", "agreed prefix", "KL", "recorded seq"],
-                         [[g["prompt_index"], "PASS" if g["passed"] else "FAIL",
-                           f"{g['divergence_step'] if g['divergence_step'] is not None else 'none'} / "
-                           f"{g.get('recorded_divergence_step') if g.get('recorded_divergence_step') is not None else 'none'}",
-                           g["agreed_prefix"], sci(g.get("kl_divergence")), g.get("recorded_seq")] for g in gates]))
-    known = ("model_digest", "kernel_sample", "block_gate", "token_gate")
-    other = [[k, val(x)] for k, x in _flatten({k: x for k, x in r.items()
-                                              if k not in known or not isinstance(x, (list, dict))
-                                              or (k == "token_gate" and isinstance(x, dict))}) if x not in (None, "")]
-    if other:
-        out.append("### Context\n")
-        out.append(table(["item", "value"], other))
-    return out
-
-
-def _flatten(d: dict, prefix: str = "") -> list[tuple[str, Any]]:
-    out = []
-    for k in sorted(d):
-        if isinstance(d[k], dict) and d[k]:
-            out += _flatten(d[k], f"{prefix}{k}.")
-        else:
-            out.append((f"{prefix}{k}", d[k]))
-    return out
-
-
-def render_evaluation(v: DeploymentView) -> str:
-    """The Phase 7 playbook's report: verdict, yes/no audit lines, findings, re-measured numbers, how to reproduce."""
-    parts = [header(v, "evaluation_report.md"), f"# Evaluation Report: {v.name} on NPU2\n"]
-    evals = v.of("EvaluationRecorded")
-    if not evals:
-        parts.append("## Verdict: not evaluated yet\n\nPhase 7 (independent evaluation) has not recorded a verdict.\n")
-    else:
-        rec = evals[-1]
-        e = rec.event
-        parts.append(f"## Verdict: {e.verdict}  ({show_time(rec.recorded_at)[:10]}, EvaluationRecorded seq {rec.seq})\n")
-        parts.append("The evaluator, in a fresh process, replays the ledger from nothing, re-judges every attempt with "
-                     "the gates' own predicates on all of its evidence, re-derives each figure from its samples, "
-                     "re-hashes the model folder, and re-measures on the deployment's executor: a sample of Phase 1 "
-                     "rows chosen from the ledger's head hash, the block gate and the token gate.\n")
-        parts.append("## 1. Audit\n")
-        parts.append("\n".join(f"- **{'yes' if ok else 'NO'}** — {text}"
-                               + (f" ({len(errs)} finding(s), first seq {errs[0].get('seq')})" if errs else "")
-                               for text, ok, errs in audit_lines(e.findings)) + "\n")
-        parts.append("## 2. Findings\n")
-        rows = [[f.get("severity"), f.get("seq"), f.get("check"), f.get("message")] for f in e.findings]
-        parts.append(table(["severity", "seq", "check", "finding"], rows) if rows else "No findings.\n")
-        parts.append("## 3. Re-measured numbers\n")
-        tables = _remeasured_tables(e.remeasured)
-        parts.append("\n".join(tables) if tables else "None recorded.\n")
-        if len(evals) > 1:
-            parts.append("## Earlier evaluations\n")
-            parts.append(table(["seq", "date", "verdict", "findings"],
-                               [[r.seq, show_time(r.recorded_at)[:10], r.event.verdict, len(r.event.findings)] for r in evals[:-1]]))
-    parts.append(f"## {4 if evals else 1}. How to reproduce\n")
-    parts.append("```bash\n"
-                 "# the hash chain is intact (a non-zero exit names the first bad seq)\n"
-                 "ledger verify\n"
-                 "# every event the verdicts rest on\n"
-                 f"ledger log --stream deployment:{v.name}\n"
-                 "# the independent evaluator again: replay, re-judge, re-hash, re-measure (a new head hash draws a new sample)\n"
-                 f"ledger audit {v.name}\n"
-                 "# the docs on disk equal the projection of the ledger (no hand edits)\n"
-                 "ledger registry build --check\n"
-                 "```\n")
     return "\n".join(parts)
