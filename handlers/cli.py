@@ -119,6 +119,7 @@ def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
 # Command modules contribute `commands = [...]`; a module that is not there yet is simply skipped.
 _COMMAND_MODULES = (
     "handlers.cli_deploy",
+    "handlers.cli_measure",
     "handlers.cli_kernels",
     "handlers.cli_triage",
     "handlers.cli_registry",

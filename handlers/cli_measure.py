@@ -1,0 +1,154 @@
+"""CLI commands that measure or record on demand, outside the phase gates: run (the integrated runner),
+verify-model (the token gate, or a gate drill with --inject), diagnose (per-layer cosines), record harness (an
+NPU2 machine's transcript)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+
+from handlers.bootstrap import App
+from handlers.cli_common import open_deployment, refresh_projections
+from handlers.gates.phase23 import diagnosis_events, token_gate_events
+from handlers.gates.runtime import model_backend
+from handlers.narrate import describe
+from handlers.record import record_harness
+from kernels.model.compare import token_gate_failure
+from kernels.model.options import FAULT_HELP, FAULTS
+from kernels.model.prompts import token_ids
+from kernels.toolchain import current_toolchain
+from ledger.events import PerformanceMeasured
+
+
+@click.command("run")
+@click.argument("name")
+@click.option("--prompt", required=True)
+@click.option("--n-tokens", type=click.IntRange(1, 4096), default=32, show_default=True)
+@click.option("--profile", is_flag=True, help="per-stage breakdown: setup, prefill, decode, LM head, top kernels")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_json: bool) -> None:
+    """Generate with the deployment's integrated runner; prints TTFT and tokens/s (setup not timed)."""
+    unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
+    backend = model_backend(ctx.state, ctx.config)
+    tok = backend.tokenizer()
+    if getattr(tok, "chat_template", None):
+        ids = token_ids(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True))
+    else:
+        ids = list(tok(prompt)["input_ids"])
+    r = backend.integrated_run(np.asarray(ids, np.int64), n_tokens)
+    text = tok.decode(r["tokens"], skip_special_tokens=True)
+    unit.commit([PerformanceMeasured(phase=6, executor=ctx.state.executor, pipeline=r["pipeline"],
+                                     n_prompt_tokens=len(ids), n_tokens=n_tokens, ttft_s=r["ttft_s"],
+                                     tokens_per_s=r["tokens_per_s"], ms_per_token=r["ms_per_token"],
+                                     prefill_s=r["prefill_s"], setup_s=r["setup_s"],
+                                     profile=r["profile"] if profile else {},
+                                     toolchain=current_toolchain(ctx.state.executor))])
+    if as_json:
+        click.echo(json.dumps({"text": text, **{k: r[k] for k in ("tokens", "setup_s", "ttft_s", "tokens_per_s",
+                                                                    "ms_per_token")},
+                               **({"profile": r["profile"]} if profile else {})}, default=str))
+        return
+    click.echo(text)
+    click.echo(f"\nsetup {r['setup_s']:.3f} s (not timed) | TTFT {r['ttft_s'] * 1e3:.1f} ms | "
+               f"{r['tokens_per_s'] or 0:.2f} tokens/s | {r['ms_per_token'] or 0:.2f} ms/token | {len(ids)} prompt tokens")
+    if profile:
+        p = r["profile"]
+        decode = p["decode_s_per_token"]
+        click.echo(f"{'stage':<28}{'seconds':>10}")
+        click.echo(f"{'setup':<28}{p['setup_s']:>10.4f}")
+        click.echo(f"{'prefill':<28}{p['prefill_s']:>10.4f}")
+        click.echo(f"{'decode per token (median)':<28}{(sorted(decode)[len(decode) // 2] if decode else 0):>10.4f}")
+        click.echo(f"{'LM head (all calls)':<28}{p['lm_head_s']:>10.4f}")
+        for k in p["top_kernels"]:
+            click.echo(f"  kernel {k['kernel']:<19}{k['seconds']:>10.4f}  ({k['calls']} calls)")
+
+
+@click.command("verify-model")
+@click.argument("name")
+@click.option("--full", is_flag=True, help="all 8 prompts")
+@click.option("--inject", metavar="FAULT", default=None,
+              help="a gate drill: the same gate with one test fault switched on ('--inject list' names them); "
+                   "recorded as context drill:FAULT, never as the deployment's evidence")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def verify_model_cmd(app: App, name: str, full: bool, inject: str | None, as_json: bool) -> None:
+    """The token gate on demand (upstream's `make verify` plus the teacher-forced walk), recorded in the ledger.
+
+    With --inject FAULT it is a drill: the exit status is 0 when the gate failed on every prompt (it caught
+    the fault), 1 when some prompt passed."""
+    if inject == "list":
+        for fault in sorted(FAULTS):
+            click.echo(f"{fault:<26} {FAULT_HELP[fault]}")
+        return
+    if inject is not None and inject not in FAULTS:
+        raise click.BadParameter(f"unknown fault {inject!r}; known: {', '.join(sorted(FAULTS))}", param_hint="--inject")
+    unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
+    backend = model_backend(ctx.state, ctx.config, {"faults": [inject]} if inject else None)
+    gates = token_gate_events(ctx, backend, f"drill:{inject}" if inject else "verify-model", full=full)
+    unit.commit(gates)
+    ok = all(g.passed for g in gates)
+    caught = sum(1 for g in gates if not g.passed)
+    caught_first = sum(1 for g in gates if g.first_divergence_passed is False)
+    if as_json:
+        click.echo(json.dumps({"passed": ok, "drill": inject, "caught": caught if inject else None,
+                               "prompts": [g.to_payload() for g in gates]}, default=str))
+    else:
+        for g in gates:
+            click.echo(describe("TokenGateChecked", g.to_payload()))
+            if not g.passed:
+                click.echo(f"    why: {token_gate_failure(g)}")
+        if inject:
+            click.echo(f"[drill] {inject}: the gate failed {caught}/{len(gates)} prompts "
+                       f"(first divergence alone {caught_first}/{len(gates)})")
+        else:
+            click.echo(f"[verify] {'PASS' if ok else 'FAIL'}")
+    if (inject and caught < len(gates)) or (not inject and not ok):
+        sys.exit(1)
+
+
+@click.command("diagnose")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def diagnose_cmd(app: App, name: str, as_json: bool) -> None:
+    """Per-layer cosine of the deployment's pipeline vs HF bf16 (recorded; never fails a phase)."""
+    unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
+    layers = diagnosis_events(ctx, model_backend(ctx.state, ctx.config))
+    unit.commit(layers)
+    if as_json:
+        click.echo(json.dumps([x.to_payload() for x in layers]))
+        return
+    click.echo(f"{'layer':>5} {'cos min':>9} {'p5':>9} {'median':>9} {'mean':>9} {'max_abs':>10} {'mean_abs':>10}")
+    for x in layers:
+        click.echo(f"{x.layer:>5} {x.cos_min:>9.5f} {x.cos_p5:>9.5f} {x.cos_median:>9.5f} {x.cos_mean:>9.5f} "
+                   f"{x.max_abs:>10.4g} {x.mean_abs:>10.4g}")
+
+
+@click.group("record")
+def record_group() -> None:
+    """Ingest results produced elsewhere (an NPU machine) into the ledger."""
+
+
+@record_group.command("harness")
+@click.argument("name")
+@click.option("--kernel", required=True)
+@click.option("--shape", required=True, help="e.g. M=2048,K=2048,N=2048")
+@click.option("--contract", default=None)
+@click.option("--file", "file_", required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--role", default="")
+@click.pass_obj
+def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str) -> None:
+    """Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness)."""
+    text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")
+    seq, event = record_harness(app.ledger, name, kernel=kernel, shape=shape, contract=contract, text=text,
+                                file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role)
+    click.echo(f"{kernel} {shape}: {event.verdict} recorded at seq {seq} (sha256 {event.provenance['output_sha256'][:12]})")
+    refresh_projections(app)
+
+
+commands = [run_cmd, verify_model_cmd, diagnose_cmd, record_group]
