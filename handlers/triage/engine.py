@@ -15,6 +15,7 @@ gates build this dict:
                         herd_m, herd_n, lkp, ...); predicates also look for a name at the top level
   herd                  [rows, cols] of the herd, e.g. [8, 4]
   nan_count, n_elements, mismatches, mean_rel_L1, max_abs        from the output check
+  contract, mismatch_ref_max, mismatch_err_max   the row's contract; the largest |ref| / error at a mismatch
   all_zero, constant_output      bool: the output is all zeros / one repeated value
   correlation           output vs reference (also accepted: cosine)
   bad_column_fraction, first_bad_column   fraction of output columns holding any mismatch / the first one
@@ -228,6 +229,24 @@ def gemv_l2_overflow(ev: dict[str, Any], *, budget: int = 524288) -> Outcome:
     return ok, f"GEMV L2 staging = {need} bytes ({'above' if ok else 'within'} the {budget}-byte budget)"
 
 
+def near_zero_atol_trip(ev: dict[str, Any]) -> Outcome:
+    """A GEMM's mismatches are the high-precision atol tripping, not a wrong datapath: mean_rel_L1 inside the
+    high tier (ATOL_ARTIFACT's bound), every mismatch at a near-zero reference (|ref| <= the low tier's
+    atol / rtol, where its tolerance is atol-dominated) and within the low tier's atol: the low tier holds it."""
+    from kernels.thresholds import ATOL_ARTIFACT, kernel_tolerance
+
+    n, ref_max = _num(lookup(ev, "mismatches")), _num(lookup(ev, "mismatch_ref_max"))
+    err_max, rel = _num(lookup(ev, "mismatch_err_max")), _num(lookup(ev, "mean_rel_L1"))
+    if None in (n, ref_max, err_max, rel) or any(math.isnan(x) for x in (ref_max, err_max, rel)):
+        return None, ""
+    if n <= 0:
+        return False, "no mismatches"
+    rtol, atol = kernel_tolerance("gemm", "bf16-out-low")
+    ok = rel <= ATOL_ARTIFACT["max_mean_rel_L1"] and ref_max <= atol / rtol and err_max <= atol
+    return ok, (f"{int(n)} mismatches at |ref| <= {ref_max:.3g}, error <= {err_max:.3g} (low tier: atol {atol:g}, "
+                f"atol/rtol {atol / rtol:.3g}), mean_rel_L1 {rel:.3g} (high tier <= {ATOL_ARTIFACT['max_mean_rel_L1']:g})")
+
+
 def tile_rule_broken(ev: dict[str, Any], *, rules: list[str]) -> Outcome:
     """The evidence's (kernel, shape, tile) breaks one of the tile planner's hard rules named in `rules`
     (kernels.tiles.check_tile re-derives it from the recorded shape and tile, completed with the planner's
@@ -388,6 +407,7 @@ PREDICATES: dict[str, Callable[..., Outcome]] = {
     "gemm_n_misaligned": gemm_n_misaligned,
     "gemm_b_stride_exceeds": gemm_b_stride_exceeds,
     "gemv_l2_overflow": gemv_l2_overflow,
+    "near_zero_atol_trip": near_zero_atol_trip,
     "fa_dk_chunks_gt": fa_dk_chunks_gt,
     "tile_rule_broken": tile_rule_broken,
     "cosine_cliff": cosine_cliff,
