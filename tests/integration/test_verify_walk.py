@@ -1,0 +1,105 @@
+"""`make verify-walk` in a scaffolded model directory: npu-ledger's teacher-forced walk on the runner the model's
+verify adapter builds (mlir-air's adapter protocol), its report, and the reader that re-derives it.
+
+The walk records the reference first and the adapter's runner second, then replays both to token_gate; its
+numbers must be exactly those of token_gate run live on the same two runners."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernels.mlir_air.transcript import TranscriptError
+from kernels.mlir_air.walk_report import parse_walk_output, report_path
+
+
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory, tiny_llama):
+    from kernels.mlir_air.scaffold import scaffold
+    from kernels.mlir_air.twin import write_twin
+    from kernels.model.architecture import load_raw_config, resolve
+
+    twin = write_twin(tmp_path_factory.mktemp("walk") / "mlir-air")
+    out = scaffold(twin, "tiny", str(tiny_llama), resolve(load_raw_config(tiny_llama)), stand_in="emulated")
+    proc = subprocess.run(["make", "-C", out["dir"], "verify-walk"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    path = report_path(proc.stdout, out["dir"])
+    return twin, proc.stdout, path, json.loads(Path(path).read_text())
+
+
+def test_the_walk_report_sits_beside_mlir_airs_and_holds_the_walk(walked):
+    twin, text, path, report = walked
+    assert Path(path).parent == twin / "programming_examples" / "llms" / "verify" / "reports"
+    assert Path(path).name.startswith("teacher_forced_walk_")
+    assert "-m kernels.mlir_air.walk --runner=tiny.verify_adapter" in report["command"]
+    prompts = [x for x in (twin / "programming_examples/llms/verify/prompts/instruct.txt").read_text().splitlines()
+               if x and not x.startswith("#")][:2]  # the prompt file `make verify` reads, its --max-prompts 2
+    assert report["prompts"] == prompts and report["config"]["n_steps"] == 32 and report["config"]["k"] == 5
+    result = parse_walk_output(text, report)
+    assert result.verdict == "PASS" and [p.prompt for p in result.prompts] == prompts
+    for walk in report["walks"]:
+        step = walk["steps"][3]
+        assert set(step) == {"step", "token", "topk_ours", "topk_ref", "rank_ref_in_ours", "rank_ours_in_ref", "kl",
+                             "logprob_ours", "logprob_ref"}
+        assert len(walk["steps"]) == 32 and walk["ppl_ratio"] > 0 and walk["text_ours"]
+
+
+def test_the_walk_is_token_gate_on_the_adapters_runner_and_the_reference(walked, tiny_llama):
+    """The recorded-then-replayed walk equals token_gate run live on the same runners, number for number."""
+    from kernels.mlir_air.twin.stand_in import StandInRunner
+    from kernels.model.compare import token_gate
+    from kernels.model.hf_reference import HfRunner, load_tokenizer
+
+    _, text, _, report = walked
+    fields = parse_walk_output(text, report).prompts[0].fields
+    tok = load_tokenizer(tiny_llama)
+    ids = tok.encode(report["prompts"][0])
+    live = token_gate(StandInRunner(str(tiny_llama)), HfRunner(tiny_llama), ids, tokenizer=tok)
+    for key in ("tf_tokens", "tf_topk_ours", "tf_topk_ref", "tf_kl_per_step", "tf_logprob_ours", "tf_logprob_ref",
+                "tf_ppl_ratio", "tf_passed", "tokens_ours", "tokens_ref", "text_ours", "text_ref"):
+        assert fields[key] == getattr(live, key), key
+
+
+@pytest.mark.parametrize("tamper, message", [
+    (lambda r: r["walks"][0]["steps"][2].update(rank_ref_in_ours=4), "recorded ranks"),
+    (lambda r: r["walks"][0]["steps"][2].update(token=r["walks"][0]["steps"][2]["topk_ref"][1]), "not the reference's argmax"),
+    (lambda r: r["walks"][0]["steps"][5].update(logprob_ours=-40.0), "perplexity ratio"),
+    (lambda r: r["walks"][0]["steps"][4].update(kl=5.0), "contradicts its own numbers"),
+    (lambda r: r["walks"][1].update(tf_passed=False), "contradicts its own numbers"),
+    (lambda r: r["walks"].append(copy.deepcopy(r["walks"][0])), "twice"),
+    (lambda r: r["summary"].update(walk_failed=1), "is not the transcript's"),
+])
+def test_a_walk_report_that_contradicts_itself_is_refused(walked, tamper, message):
+    _, text, _, report = walked
+    bad = copy.deepcopy(report)
+    tamper(bad)
+    with pytest.raises(TranscriptError, match=message):
+        parse_walk_output(text, bad)
+
+
+def test_a_transcript_without_its_verdict_is_refused(walked):
+    _, text, _, report = walked
+    cut = "\n".join(line for line in text.splitlines() if not line.startswith("[walk] PASS"))
+    with pytest.raises(TranscriptError, match="not one each"):
+        parse_walk_output(cut, report)
+    with pytest.raises(TranscriptError, match="says \\[walk\\] FAIL"):
+        parse_walk_output(text.replace("[walk] PASS", "[walk] FAIL"), report)
+
+
+def test_the_walk_refuses_a_runner_fed_other_tokens_than_it_recorded():
+    import numpy as np
+
+    from kernels.mlir_air.walk import WalkError, _Recorded, _Replay
+
+    rec = _Recorded([1, 2, 3])
+    rec.fed, rec.logits = [7], [np.zeros(10, np.float32), np.ones(10, np.float32)]
+    side = _Replay("ours", rec)
+    side.prefill(np.array([1, 2, 3]))
+    with pytest.raises(WalkError, match="not what was recorded"):
+        side.decode_step(8, 3)
+    with pytest.raises(WalkError, match="another prompt"):
+        side.prefill(np.array([1, 2]))
