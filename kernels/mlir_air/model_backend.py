@@ -9,7 +9,7 @@
                           (no such key) the mean per-position cosine, said in the result's thresholds note.
   token_gate              two targets, both judged: `make verify` (`verify-full` with --full), mlir-air's gate
                           unchanged, gives the first-divergence fields from its reports/verify_topk_token_*.json
-                          row (only the keys of mlir-air's report schema are read); `make verify-walk`
+                          row (it needs no key beyond mlir-air's report schema); `make verify-walk`
                           (`verify-walk-full`), npu-ledger's teacher-forced walk on the same adapter, reference
                           and prompts (kernels.mlir_air.walk), gives the walk (tf_*), the greedy tokens and their
                           text from its teacher_forced_walk_*.json. Both first divergences must agree (the same
@@ -24,7 +24,8 @@
                           adapter switches the optimisation itself; a hardware model directory ignores them:
                           there `ledger optimise NAME --what TEXT` records what the engineer changed).
 
-Every result's provenance holds the command, the report's (or transcript's) sha256 and the checkout's commit.
+Every result's provenance holds the command, the report's (or transcript's) sha256 and the checkout's commit; a
+token gate's is `make verify`'s, with `make verify-walk`'s under `walk`.
 """
 
 from __future__ import annotations
