@@ -7,7 +7,9 @@ numbers must be exactly those of token_gate run live on the same two runners."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -103,3 +105,100 @@ def test_the_walk_refuses_a_runner_fed_other_tokens_than_it_recorded():
         side.decode_step(8, 3)
     with pytest.raises(WalkError, match="another prompt"):
         side.prefill(np.array([1, 2]))
+
+
+# --- the mlir-air backend judges both reports -------------------------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
+
+
+def _walk_files(model_dir: Path, prompts: list[str], tok, diverge_at: int | None) -> None:
+    """A walk transcript + report as `make verify-walk` writes them, computed by the walk's own code on two
+    recorded sides (identical logits, or ours swapping its top two at `diverge_at`)."""
+    import numpy as np
+
+    from kernels.mlir_air.walk import SCHEMA, _Recorded, _Replay, _walk_row
+    from kernels.model.compare import token_gate, topk_ids
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for i, text in enumerate(prompts):
+        ids = tok.encode(text)
+        ref, ours = _Recorded(ids), _Recorded(ids)
+        for step in range(32):
+            z = rng.standard_normal(len(tok)).astype(np.float32)
+            o = z.copy()
+            if step == diverge_at:
+                a, b = topk_ids(z, 2)
+                o[a], o[b] = z[b], z[a]
+            ref.logits.append(z)
+            ours.logits.append(o)
+            if step < 31:
+                ref.fed.append(topk_ids(z, 1)[0])
+        ours.fed = list(ref.fed)
+        g = token_gate(_Replay("ours", ours), _Replay("reference", ref), ids, prompt_index=i, prompt=text, tokenizer=tok)
+        rows.append(_walk_row(i, text, ids, g, tok))
+    summary = {"walk_passed": len(rows), "walk_failed": 0}
+    reports = model_dir.parent / "verify" / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    path = reports / "teacher_forced_walk_20260614-101600.json"
+    path.write_text(json.dumps({"schema": SCHEMA, "command": "python -m kernels.mlir_air.walk", "config": {},
+                                "prompts": prompts, "walks": rows, "summary": summary}))
+    (model_dir / "walk.txt").write_text(f"[walk] JSON: {path}\n[walk] Summary: {summary}\n[walk] PASS\n")
+
+
+def _model_dir(tmp_path: Path, walk_target: bool) -> Path:
+    d = tmp_path / "mlir-air" / "programming_examples" / "llms" / "m"
+    (d / "reports").mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "verify_pass_report.json", d / "reports" / "verify_topk_token_20260614-101502.json")
+    make = f"verify:\n\t@cat {FIXTURES / 'verify_pass.txt'}\n"
+    if walk_target:
+        make += "verify-walk:\n\t@cat walk.txt\n"
+    (d / "Makefile").write_text(make)
+    return d
+
+
+def _gate(tmp_path, tiny_llama, monkeypatch):
+    from kernels.mlir_air.model_backend import MlirAirBackend
+    from kernels.model.architecture import load_raw_config, resolve
+    from kernels.model.prompts import Prompt
+
+    monkeypatch.setenv("LEDGER_NPU_LOCK", str(tmp_path / "npu.lock"))
+    backend = MlirAirBackend(tiny_llama, resolve(load_raw_config(tiny_llama)), "m", mlir_air_dir=str(tmp_path / "mlir-air"))
+    text = json.loads((FIXTURES / "verify_pass_report.json").read_text())["prompts"][0]
+    return backend.token_gate(Prompt(0, text, [], "mlir-air"), "phase3")
+
+
+def test_the_backend_records_make_verify_and_the_walk_each_with_its_command_and_report(tmp_path, tiny_llama,
+                                                                                      monkeypatch):
+    from kernels.model.hf_reference import load_tokenizer
+
+    d = _model_dir(tmp_path, walk_target=True)
+    prompts = json.loads((FIXTURES / "verify_pass_report.json").read_text())["prompts"]
+    _walk_files(d, prompts, load_tokenizer(tiny_llama), diverge_at=None)
+    g = _gate(tmp_path, tiny_llama, monkeypatch)
+    assert g.passed and g.first_divergence_passed and g.tf_passed and g.tf_steps == 32 and g.divergence_step is None
+    assert g.provenance["command"].startswith(f"make -C {d} verify NPU_LEDGER_SWITCHES=")
+    assert g.provenance["walk"]["command"].startswith(f"make -C {d} verify-walk NPU_LEDGER_SWITCHES=")
+    for prov in (g.provenance, g.provenance["walk"]):
+        assert hashlib.sha256(Path(prov["report_path"]).read_bytes()).hexdigest() == prov["report_sha256"]
+    assert g.text_ours and g.text_ours == g.text_ref and len(g.kl_per_step) == 32  # the greedy walk's KL
+
+
+def test_a_walk_whose_first_divergence_is_not_make_verifys_fails_the_gate(tmp_path, tiny_llama, monkeypatch):
+    from kernels.model.hf_reference import load_tokenizer
+
+    d = _model_dir(tmp_path, walk_target=True)
+    prompts = json.loads((FIXTURES / "verify_pass_report.json").read_text())["prompts"]
+    _walk_files(d, prompts, load_tokenizer(tiny_llama), diverge_at=3)
+    g = _gate(tmp_path, tiny_llama, monkeypatch)
+    assert g.tf_passed and g.first_divergence_passed and not g.passed  # each passes; they disagree
+    assert "disagree on the first divergence (step None PASS vs step 3 PASS)" in g.reason
+
+
+def test_a_model_directory_without_the_walk_target_says_how_to_get_it(tmp_path, tiny_llama, monkeypatch):
+    from kernels.mlir_air.model_backend import MlirAirBackendError
+
+    _model_dir(tmp_path, walk_target=False)
+    with pytest.raises(MlirAirBackendError, match="has no verify-walk target: `ledger scaffold` writes it"):
+        _gate(tmp_path, tiny_llama, monkeypatch)
