@@ -75,17 +75,17 @@ def read_prompts(path: Path) -> list[str]:
     return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-class _Recorded:
+class Recorded:
     """One side's walk, recorded: the prompt, the tokens it was fed, the logits of every step."""
 
     def __init__(self, prompt: list[int]) -> None:
         self.prompt, self.fed, self.logits = list(prompt), [], []
 
 
-def _record(runner, prompt: list[int], n_steps: int, feed: list[int] | None) -> _Recorded:
+def record(runner, prompt: list[int], n_steps: int, feed: list[int] | None) -> Recorded:
     """Walk `runner` over `n_steps` logits: prefill, then decode fed `feed` (None: its own greedy token, the
     smaller id on a tie, as token_gate forces the reference's)."""
-    rec = _Recorded(prompt)
+    rec = Recorded(prompt)
     rec.logits.append(np.asarray(runner.prefill(np.asarray(prompt, np.int64)).logits_at_pred, np.float32).copy())
     for step in range(1, n_steps):
         token = int(feed[step - 1]) if feed is not None else topk_ids(rec.logits[-1], 1)[0]
@@ -95,10 +95,10 @@ def _record(runner, prompt: list[int], n_steps: int, feed: list[int] | None) -> 
     return rec
 
 
-class _Replay:
+class Replay:
     """A recorded walk as a Runner: the recorded logits for exactly the recorded inputs."""
 
-    def __init__(self, name: str, rec: _Recorded) -> None:
+    def __init__(self, name: str, rec: Recorded) -> None:
         self.name, self.rec, self.i = name, rec, 0
 
     def prefill(self, prompt_tokens) -> PrefillRecord:
@@ -127,14 +127,14 @@ def _import_paths(llms: Path) -> None:
 def _reference(adapter, model_name: str, hf_ref: str, config, llms: Path, lite: bool):
     """The HF bf16 reference `make verify` uses in this checkout (verify_runner.py:311-338), and its name."""
     if (llms / "verify" / "runners" / "hf_runner.py").is_file():
-        from runners.hf_runner import HfRunner  # the checkout's own (mlir-air's verify package)
+        from runners.hf_runner import HfRunner  # the checkout's own (llms/verify on sys.path, see _import_paths)
 
         model = None
         if hasattr(adapter, "build_hf_model"):
             model = adapter.build_hf_model(npu_model_name=model_name, hf_ref_model=hf_ref, config=config)
         return HfRunner(model_name=hf_ref, config=config, max_seq=MAX_SEQ, lite_mode=lite, model=model), \
             "verify/runners/hf_runner.py HfRunner"
-    from kernels.model.hf_reference import HfRunner
+    from kernels.model.hf_reference import HfRunner  # heavy (torch, transformers): only where the checkout has none
 
     return HfRunner(hf_ref), "npu-ledger kernels.model.hf_reference.HfRunner (the checkout has no verify/runners)"
 
@@ -143,7 +143,9 @@ def _rank(token: int, top: list[int]) -> int | None:
     return top.index(token) + 1 if token in top else None
 
 
-def _walk_row(i: int, text: str, ids: list[int], g, tok) -> dict[str, Any]:
+def walk_row(i: int, text: str, ids: list[int], g, tok) -> dict[str, Any]:
+    """One prompt's walk as the report holds it, from its `TokenGateResult` `g`: every step's forced token, both
+    top-k lists, both ranks, KL and log-probs; the first-divergence fields; the perplexity ratio and verdict."""
     steps = []
     for s in range(g.tf_steps):
         top_o, top_r, token = g.tf_topk_ours[s], g.tf_topk_ref[s], g.tf_tokens[s]
@@ -160,6 +162,18 @@ def _walk_row(i: int, text: str, ids: list[int], g, tok) -> dict[str, Any]:
             "thresholds": g.thresholds, "reason": g.reason}
 
 
+def _write(report: dict[str, Any], out: Path) -> Path:
+    """`<out>/teacher_forced_walk_<stamp>.json` (report.py's stamp, verify_runner.py:482-484); a second walk in
+    the same second gets a suffix rather than overwriting the first."""
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, k = out / f"{REPORT_PREFIX}{stamp}.json", 1
+    while path.exists():
+        path, k = out / f"{REPORT_PREFIX}{stamp}-{k}.json", k + 1
+    path.write_text(json.dumps(report, indent=1))
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = _parser().parse_args(argv)
@@ -170,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     model_name = adapter.resolve_model(choice)
     hf_ref = adapter.hf_reference(model_name) if hasattr(adapter, "hf_reference") else model_name
     config = adapter.build_config()
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # heavy: only once the adapter is known to load
 
     tok = AutoTokenizer.from_pretrained(model_name)
     pfile = Path(a.prompts_file) if a.prompts_file else llms / "verify" / "prompts" / f"{a.prompt_style}.txt"
@@ -186,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     refs = []
     for i, p in enumerate(ids):
         print(f"[walk] prompt {i + 1}/{len(ids)}: reference greedy walk ({n} steps)...", flush=True)
-        refs.append(_record(ref, p, n, None))
+        refs.append(record(ref, p, n, None))
     del ref
     gc.collect()  # the reference is released before the adapter's runner is built (verify_runner.py:380-404)
     print("[walk] building the runner via the adapter...", flush=True)
@@ -195,13 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for i, (text, p, r) in enumerate(zip(prompts, ids, refs)):
         print(f"[walk] prompt {i + 1}/{len(ids)}: runner fed the reference's tokens ({n} steps)...", flush=True)
-        o = _record(ours, p, n, r.fed)
+        o = record(ours, p, n, r.fed)
         if o.logits[0].shape != r.logits[0].shape:
             raise WalkError(f"the runner's logits have shape {o.logits[0].shape}, the reference's "
                             f"{r.logits[0].shape}: the walk compares whole next-token distributions")
-        g = token_gate(_Replay("ours", o), _Replay("reference", r), p, n_tokens=n, k=TOKEN_GATE_TOP_K,
+        g = token_gate(Replay("ours", o), Replay("reference", r), p, n_tokens=n, k=TOKEN_GATE_TOP_K,
                        prompt_index=i, prompt=text, tokenizer=tok)
-        rows.append(_walk_row(i, text, p, g, tok))
+        rows.append(walk_row(i, text, p, g, tok))
     failed = sum(1 for r in rows if not r["tf_passed"])
     summary = {"walk_passed": len(rows) - failed, "walk_failed": failed}
     report = {"schema": SCHEMA, "command": shlex.join([sys.executable, "-m", "kernels.mlir_air.walk", *argv]),
@@ -209,13 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                          "reference": ref_name, "npu_attn": a.npu_attn == "on", "prompts_file": str(pfile),
                          "max_prompts": a.max_prompts, "n_steps": n, "k": TOKEN_GATE_TOP_K, "max_seq": MAX_SEQ},
               "prompts": prompts, "walks": rows, "summary": summary}
-    out = Path(a.report_dir) if a.report_dir else llms / "verify" / "reports"
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{REPORT_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}.json"
-    k = 1
-    while path.exists():  # two walks in one second keep their own reports
-        path, k = out / f"{REPORT_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-{k}.json", k + 1
-    path.write_text(json.dumps(report, indent=1))
+    path = _write(report, Path(a.report_dir) if a.report_dir else llms / "verify" / "reports")
     print(f"[walk] JSON: {path}\n[walk] Summary: {summary}", flush=True)
     for r in rows:
         if not r["tf_passed"]:

@@ -9,7 +9,7 @@ import pytest
 from ledger import open_ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested, PhasePassed, PhaseStarted
 from tests.e2e.cli import ledger as cli
-from tests.unit.test_plan_contracts import MODELS, model_config, phase1_rows
+from tests.small_configs import MODELS, model_config, phase1_rows
 
 QUICK = [MODELS[4], MODELS[7]]  # qwen2 E=448 head_dim 64 vocab 1001; qwen3 E=256 head_dim 128 vocab 387
 

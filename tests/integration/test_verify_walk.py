@@ -95,11 +95,11 @@ def test_a_transcript_without_its_verdict_is_refused(walked):
 def test_the_walk_refuses_a_runner_fed_other_tokens_than_it_recorded():
     import numpy as np
 
-    from kernels.mlir_air.walk import WalkError, _Recorded, _Replay
+    from kernels.mlir_air.walk import WalkError, Recorded, Replay
 
-    rec = _Recorded([1, 2, 3])
+    rec = Recorded([1, 2, 3])
     rec.fed, rec.logits = [7], [np.zeros(10, np.float32), np.ones(10, np.float32)]
-    side = _Replay("ours", rec)
+    side = Replay("ours", rec)
     side.prefill(np.array([1, 2, 3]))
     with pytest.raises(WalkError, match="not what was recorded"):
         side.decode_step(8, 3)
@@ -117,14 +117,14 @@ def _walk_files(model_dir: Path, prompts: list[str], tok, diverge_at: int | None
     recorded sides (identical logits, or ours swapping its top two at `diverge_at`)."""
     import numpy as np
 
-    from kernels.mlir_air.walk import SCHEMA, _Recorded, _Replay, _walk_row
+    from kernels.mlir_air.walk import SCHEMA, Recorded, Replay, walk_row
     from kernels.model.compare import token_gate, topk_ids
 
     rng = np.random.default_rng(5)
     rows = []
     for i, text in enumerate(prompts):
         ids = tok.encode(text)
-        ref, ours = _Recorded(ids), _Recorded(ids)
+        ref, ours = Recorded(ids), Recorded(ids)
         for step in range(32):
             z = rng.standard_normal(len(tok)).astype(np.float32)
             o = z.copy()
@@ -136,8 +136,8 @@ def _walk_files(model_dir: Path, prompts: list[str], tok, diverge_at: int | None
             if step < 31:
                 ref.fed.append(topk_ids(z, 1)[0])
         ours.fed = list(ref.fed)
-        g = token_gate(_Replay("ours", ours), _Replay("reference", ref), ids, prompt_index=i, prompt=text, tokenizer=tok)
-        rows.append(_walk_row(i, text, ids, g, tok))
+        g = token_gate(Replay("ours", ours), Replay("reference", ref), ids, prompt_index=i, prompt=text, tokenizer=tok)
+        rows.append(walk_row(i, text, ids, g, tok))
     summary = {"walk_passed": len(rows), "walk_failed": 0}
     reports = model_dir.parent / "verify" / "reports"
     reports.mkdir(parents=True, exist_ok=True)
