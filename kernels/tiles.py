@@ -191,8 +191,6 @@ def _gemm_herd(t: dict) -> list[int]:
     return [t["herd_m"], t["herd_n"]]
 
 
-
-
 def _gemm_notes(s: dict, t: dict, target: str) -> list[str]:
     notes = []
     if t["tile_n"] < 128 and s["N"] % (t["tile_n"] * t["herd_n"]) == 0:
