@@ -182,7 +182,8 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
         shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
         j = r.to_json()
         tile = j.get("tile", {})
-        click.echo(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {json.dumps(tile.get('tile', tile))}")
+        contract = f"{r.contract} ({r.method})" if r.method else r.contract
+        click.echo(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {contract:<24} {json.dumps(tile.get('tile', tile))}")
         for w in j.get("warnings", []):
             click.echo(f"{'':<8} warning: {w}")
 

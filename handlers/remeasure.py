@@ -66,7 +66,7 @@ def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None) -> tuple[
     hardware = state.executor == "mlir-air"
     for i, ev in enumerate(chosen, start=1):
         old = ev.event
-        row = planned[kernel_key(old.kernel, old.shape)]
+        row = replace(planned[kernel_key(old.kernel, old.shape)], contract=old.contract)  # as it was measured
         shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
         progress(f"[{i}/{len(chosen)}] re-measuring Phase 1 row seq {ev.seq}: {old.kernel} {shape_text}")
         new, _ = verify_once(state, row, shape_text, "", "", int(old.provenance.get("attempt", 1)))

@@ -56,6 +56,18 @@ ATOL_ARTIFACT = {
     "max_err_over_atol": 2.0,  # each mismatch within 2x atol of the reference
 }
 
+# The tier rule of the Phase 1 plan (kernels.model.plan, the same on every executor): a GEMM with K below this
+# runs on bf16-out-low. At small K the outputs (~1/sqrt(K)) make the high-precision atol (sized at K=8192) trip
+# on near-zero references beyond ATOL_ARTIFACT's bounds (emulated 2048x448x448: 104 of 917504, 2048x256x512:
+# 1854; on hardware the harness prints only 20 Index lines, so such a row cannot even be re-derived as the
+# artifact), and mlir-air's registry takes the low tier where that happens: details/GEMM_bf16_in_bf16_out.json
+# @e972f29 :889-910 (2048x896x4864 Qwen2.5-0.5B Gate/Up, best.low only: "high-prec atol" trips, "low-precision
+# direct path PASSES"), :740-772 (1024x768x3072, best.low "the harness-passing direct path"); at K=1024
+# (:957-989, 2048x1024x3072) one element trips, inside ATOL_ARTIFACT, so rows from K=1024 stay high. The registry
+# also keeps small-K rows high where they pass or trip within the artifact (:717-738 1024x768x768, :843-887
+# 2048x896x{128,896}); the plan does not try to predict which: every K < 1024 row runs on the tier that passes.
+GEMM_HIGH_PRECISION_MIN_K = 1024
+
 # --- Phase 0: the HF bf16 reference on the canonical prompt must be a sane distribution ---------------------
 
 BASELINE_THRESHOLDS = {

@@ -133,13 +133,8 @@ def verify_row(state, row, *, when: str | None = None, host: str | None = None, 
 
 
 def row_contract(state, row) -> str | None:
-    """The contract a planned row runs on: the plan's, except that on hardware a GEMM with K < 1024 runs on the
-    low-precision tier (the plan's own warning): at high precision it trips its atol on more near-zero elements
-    than the 20 Index lines mlir-air prints, so the atol-artifact rule cannot clear it there."""
-    from kernels.tiles import GEMM_HIGH_PRECISION_MIN_K
-
-    if state.executor == "mlir-air" and row.kernel == "gemm" and row.shape["K"] < GEMM_HIGH_PRECISION_MIN_K:
-        return "bf16-out-low"
+    """The contract a planned row runs on: the plan's, on every executor (kernels.model.plan decides the tier
+    once: small-K GEMMs on bf16-out-low), so the emulated rehearsal runs the kernel the hardware runs."""
     return row.contract or None
 
 
@@ -231,7 +226,7 @@ def verify_once(state, row, shape_text: str, when: str, host: str, attempt: int,
     if forced:  # fault injection: a tile forced past the planner (tests of the gate and of triage)
         tile = {**(tile or {}), **forced}
     result = run_kernel(row.kernel, row.shape, executor=executor or state.executor, target=state.target, tile=tile,
-                        force_tile=bool(forced), contract=row.contract or None)
+                        force_tile=bool(forced), contract=row_contract(state, row))
     command = f"ledger kernel run {row.kernel} --shape {shape_text} --executor {state.executor} --target {state.target}"
     from kernels.perf import modelled_kernel_figures
 

@@ -9,6 +9,7 @@ gates build this dict:
                         herd_m, herd_n, lkp, ...); predicates also look for a name at the top level
   herd                  [rows, cols] of the herd, e.g. [8, 4]
   nan_count, n_elements, mismatches, mean_rel_L1, max_abs        from the output check
+  contract, mismatch_ref_max, mismatch_err_max   the row's contract; the largest |ref| / error at a mismatch
   all_zero, constant_output      bool: the output is all zeros / one repeated value
   correlation           output vs reference (also accepted: cosine)
   bad_column_fraction, first_bad_column   fraction of output columns holding any mismatch / the first one

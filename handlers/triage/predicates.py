@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import kernels.thresholds as thresholds
 from handlers.triage.evidence import MISSING, herd_dim, lookup, number
-from kernels.thresholds import per_position_threshold
+from kernels.thresholds import ATOL_ARTIFACT, kernel_tolerance, per_position_threshold
 from kernels.tiles import GEMM_B_STRIDE_LIMIT, GEMV_L2_BYTES, check_tile, default_tile
 
 Outcome = tuple[bool | None, str]  # (true / false / unknown, a sentence about the fact used)
@@ -127,6 +127,22 @@ def gemv_l2_overflow(ev: dict[str, Any], *, budget: int = GEMV_L2_BYTES) -> Outc
     need = int(hm * tm * k * 2 + hm * tm * 2)
     ok = need > budget
     return ok, f"GEMV L2 staging = {need} bytes ({'above' if ok else 'within'} the {budget}-byte budget)"
+
+
+def near_zero_atol_trip(ev: dict[str, Any]) -> Outcome:
+    """A GEMM's mismatches are the high-precision atol tripping, not a wrong datapath: mean_rel_L1 inside the
+    high tier (ATOL_ARTIFACT's bound), every mismatch at a near-zero reference (|ref| <= the low tier's
+    atol / rtol, where its tolerance is atol-dominated) and within the low tier's atol: the low tier holds it."""
+    n, ref_max = number(lookup(ev, "mismatches")), number(lookup(ev, "mismatch_ref_max"))
+    err_max, rel = number(lookup(ev, "mismatch_err_max")), number(lookup(ev, "mean_rel_L1"))
+    if None in (n, ref_max, err_max, rel) or any(math.isnan(x) for x in (ref_max, err_max, rel)):
+        return None, ""
+    if n <= 0:
+        return False, "no mismatches"
+    rtol, atol = kernel_tolerance("gemm", "bf16-out-low")
+    ok = rel <= ATOL_ARTIFACT["max_mean_rel_L1"] and ref_max <= atol / rtol and err_max <= atol
+    return ok, (f"{int(n)} mismatches at |ref| <= {ref_max:.3g}, error <= {err_max:.3g} (low tier: atol {atol:g}, "
+                f"atol/rtol {atol / rtol:.3g}), mean_rel_L1 {rel:.3g} (high tier <= {ATOL_ARTIFACT['max_mean_rel_L1']:g})")
 
 
 def tile_rule_broken(ev: dict[str, Any], *, rules: list[str]) -> Outcome:
@@ -285,6 +301,7 @@ PREDICATES: dict[str, Callable[..., Outcome]] = {
     "gemm_n_misaligned": gemm_n_misaligned,
     "gemm_b_stride_exceeds": gemm_b_stride_exceeds,
     "gemv_l2_overflow": gemv_l2_overflow,
+    "near_zero_atol_trip": near_zero_atol_trip,
     "fa_dk_chunks_gt": fa_dk_chunks_gt,
     "tile_rule_broken": tile_rule_broken,
     "cosine_cliff": cosine_cliff,

@@ -7,13 +7,13 @@
                           row gives the per-position minimum (cosine.min), p5, median, max_abs, max_rel; the
                           whole-tensor cosine is the twin's `npu_ledger.cosine` key, and on a real checkout
                           (no such key) the mean per-position cosine, said in the result's thresholds note.
-  token_gate              `make verify` (`make verify-full` with --full): one result per row of
-                          reports/verify_topk_token_*.json. The teacher-forced walk the Phase 3/6 predicate
-                          requires comes from the row's `npu_ledger_teacher_forced` key, which the twin's
-                          verify runner writes; mlir-air's own runner has no such walk, so on a real checkout
-                          the result carries no walk, says so in its reason, and the predicate refuses it
-                          ("teacher-forced walk covers 0 of 32 steps"): the first-divergence result alone is
-                          mlir-air's `make verify` verdict, recorded, not a pass of npu-ledger's gate.
+  token_gate              two targets, both judged: `make verify` (`verify-full` with --full), mlir-air's gate
+                          unchanged, gives the first-divergence fields from its reports/verify_topk_token_*.json
+                          row (it needs no key beyond mlir-air's report schema); `make verify-walk`
+                          (`verify-walk-full`), npu-ledger's teacher-forced walk on the same adapter, reference
+                          and prompts (kernels.mlir_air.walk), gives the walk (tf_*), the greedy tokens and their
+                          text from its teacher_forced_walk_*.json. Both first divergences must agree (the same
+                          runner walked the same tokens). The provenance records both commands and reports.
   prompts                 mlir-air's prompt file (programming_examples/llms/verify/prompts/instruct.txt, raw
                           `tokenizer.encode`, read at run time) when the checkout has one, else npu-ledger's.
   measure_prefill/decode  `make profile`: `End-to-end (prefill, per query)` / `End-to-end (per token)` (the lines
@@ -24,12 +24,14 @@
                           adapter switches the optimisation itself; a hardware model directory ignores them:
                           there `ledger optimise NAME --what TEXT` records what the engineer changed).
 
-Every result's provenance holds the command, the report's (or transcript's) sha256 and the checkout's commit.
+Every result's provenance holds the command, the report's (or transcript's) sha256 and the checkout's commit; a
+token gate's is `make verify`'s, with `make verify-walk`'s under `walk`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -39,8 +41,9 @@ from typing import Any
 import numpy as np
 
 from kernels.mlir_air.executor import MlirAirExecutor
-from kernels.mlir_air.transcript import sha256_text
-from kernels.mlir_air.twin import is_twin
+from kernels.mlir_air.transcript import TranscriptError, sha256_text
+from kernels.mlir_air.twin import ROOT, is_twin
+from kernels.mlir_air.walk_report import parse_walk_output, report_path
 from kernels.model.backend import Measurement
 from kernels.model.compare import BisectResult, BlockResult, TokenGateResult, token_gate_failure
 from kernels.model.hf_reference import load_tokenizer
@@ -173,37 +176,64 @@ class MlirAirBackend:
             self._cache[key] = (run, self._provenance(run.command, run.provenance, run.report_path, run.transcript))
         return self._cache[key]
 
+    def _walk(self, full: bool):
+        """`make verify-walk` (`verify-walk-full`): the teacher-forced walk's parsed report and provenance."""
+        key = "verify_walk_full" if full else "verify_walk"
+        if key not in self._cache:
+            command, rc, text, prov = self.executor.run_model_target(
+                key, self.model_dir, make_vars=self._make_vars(NPU_LEDGER=str(ROOT)))
+            path = report_path(text, self.model_dir)
+            tail = (text.strip().splitlines() or [""])[-1][-200:]
+            if path is None:
+                hint = (" (the model directory's Makefile has no verify-walk target: `ledger scaffold` writes it; "
+                        "a Makefile you changed is kept, so add the target as the scaffold writes it)"
+                        if "No rule to make target" in text else "")
+                raise MlirAirBackendError(f"`{command}` (exit status {rc}) named no teacher-forced walk report{hint}: {tail}")
+            try:
+                result = parse_walk_output(text, json.loads(Path(path).read_text()))
+            except (OSError, ValueError, TranscriptError) as e:
+                raise MlirAirBackendError(f"`{command}` (exit status {rc}): its walk report {path}: {e}") from e
+            if (result.verdict == "PASS") != (rc == 0):
+                raise MlirAirBackendError(f"`{command}` printed [walk] {result.verdict} but exited with status {rc}")
+            self._cache[key] = (result, self._provenance(command, prov, path, text))
+        return self._cache[key]
+
     def token_gate(self, prompt, context: str):
         full = getattr(self, "_full", False)
         run, prov = self._verify(full)
-        by_index = {p.prompt_index: p for p in run.result.prompts}
-        raw = {r.get("prompt_idx"): r for r in run.report_json.get("topk_checks") or [] if r.get("pair", "npu_vs_hf") == "npu_vs_hf"}
-        p = by_index.get(prompt.index)
+        walk, walk_prov = self._walk(full)
+        p = {x.prompt_index: x for x in run.result.prompts}.get(prompt.index)
         if p is None or p.prompt != prompt.text:
             raise MlirAirBackendError(f"`{run.command}`: its report {run.report_path} has no row for prompt "
                                       f"{prompt.index} {prompt.text!r} (the checkout's prompt file and the gate's differ)")
-        tf = (raw.get(prompt.index) or {}).get("npu_ledger_teacher_forced")
+        w = walk.by_index().get(prompt.index)
+        if w is None or w.prompt != prompt.text:
+            raise MlirAirBackendError(f"`{walk_prov['command']}`: its report {walk_prov['report_path']} has no walk for "
+                                      f"prompt {prompt.index} {prompt.text!r}")
         fields: dict[str, Any] = dict(
             prompt_index=p.prompt_index, prompt=p.prompt, executor=self.name, pipeline=self.options, n_tokens=p.n_tokens,
-            top_k=p.top_k, passed=p.passed, divergence_step=p.divergence_step, agreed_prefix=p.agreed_prefix,
+            top_k=p.top_k, divergence_step=p.divergence_step, agreed_prefix=p.agreed_prefix,
             chosen_ours=p.chosen_ours, chosen_ref=p.chosen_ref, topk_ours=p.topk_ours, topk_ref=p.topk_ref,
             rank_ours_in_ref=p.rank_ours_in_ref, rank_ref_in_ours=p.rank_ref_in_ours, context=context,
-            first_divergence_passed=p.passed)
-        reason = ""
-        if tf:
-            fields.update({k: v for k, v in tf.items() if k in TokenGateResult.__dataclass_fields__})
-            fields["passed"] = bool(p.passed and tf.get("tf_passed"))
-        else:
-            fields.update(tf_passed=None, thresholds=teacher_forced_thresholds())
-            reason = ("mlir-air's verify report has no teacher-forced walk (it is an npu-ledger extension the twin's "
-                      "verify runner writes): this is mlir-air's first-divergence verdict only, and npu-ledger's "
-                      "token gate refuses it without the walk")
-        if not fields.get("kl_divergence") and fields.get("kl_per_step"):
-            fields["kl_divergence"] = fields["kl_per_step"][-1]
+            first_divergence_passed=p.passed, **w.fields)
+        agree = (w.divergence_step, w.first_divergence_passed) == (p.divergence_step, p.passed)
+        fields["passed"] = bool(p.passed and w.fields["tf_passed"] and agree)
+        # mlir-air's report holds no KL: the walk's over the greedy steps (up to the first divergence)
+        upto = p.divergence_step if p.divergence_step is not None else p.n_tokens - 1
+        fields["kl_per_step"] = list(p.kl_per_step) or list(w.fields["tf_kl_per_step"][: upto + 1])
+        fields["kl_divergence"] = p.kl_divergence if p.kl_divergence is not None else (
+            fields["kl_per_step"][-1] if fields["kl_per_step"] else None)
         result = TokenGateResult(**fields)
-        result.reason = reason or ("" if result.passed else token_gate_failure(result))
-        result.provenance = prov
-        if tf:
+        reasons = []
+        if not agree:
+            reasons.append(f"`{run.command}` and `{walk_prov['command']}` disagree on the first divergence (step "
+                           f"{p.divergence_step} {'PASS' if p.passed else 'FAIL'} vs step {w.divergence_step} "
+                           f"{'PASS' if w.first_divergence_passed else 'FAIL'}): one runner, the same tokens, two answers")
+        if not (p.passed and w.fields["tf_passed"]):
+            reasons.append(token_gate_failure(result))
+        result.reason = "; ".join(reasons)
+        result.provenance = {**prov, "walk": walk_prov}
+        if not result.text_ours and result.tokens_ours:  # a walk report without the text: decode it here
             tokenizer = self.tokenizer()
             result.text_ours, result.text_ref = tokenizer.decode(result.tokens_ours), tokenizer.decode(result.tokens_ref)
         return result

@@ -7,6 +7,12 @@ verify-full / diagnosis / clean, the recipes of mlir-air's own model Makefiles, 
 adapter protocol, verify_runner.py:265-338), `<name>_inference.py`, README.md, ARCHITECTURE.md (the
 per-layer ELF sequence of `kernels.perf.dispatch.dispatch_plan`), .gitignore.
 
+npu-ledger's own targets beside mlir-air's: `verify-walk` / `verify-walk-full` run npu-ledger's teacher-forced
+walk (`python -m kernels.mlir_air.walk`) on the runner the same adapter builds, against the same HF bf16
+reference and prompt files as `make verify` / `make verify-full` (2 prompts / all), and write
+`../verify/reports/teacher_forced_walk_<stamp>.json` beside mlir-air's report. NPU_LEDGER names the npu-ledger
+checkout put on PYTHONPATH (the tool passes its own; empty: npu-ledger is installed in $(PYTHON)'s env).
+
 The recipes are lock-free: npu-ledger holds the NPU lock (flock /tmp/mlir-air-npu.lock) around each make
 call, and the playbook template's inner `flock -x -w 1800 /tmp/mlir-air-npu.lock` inside a recipe would wait
 on the tool's own lock for 1800 s (phase-6-finalize-and-learn/SKILL.md:162-185 vs :194).
@@ -43,6 +49,7 @@ def _sha(text: str) -> str:
 
 def _makefile(name: str, stand_in: bool) -> str:
     python = sys.executable if stand_in else "python3"
+    root = f" {ROOT}" if stand_in else ""
     extra = ("# the stand-in's optimisation switches and test faults (comma-separated), exported to the scripts\n"
              "NPU_LEDGER_SWITCHES ?=\nNPU_LEDGER_FAULTS ?=\nexport NPU_LEDGER_SWITCHES NPU_LEDGER_FAULTS\n") if stand_in else ""
     inf = f"$(srcdir)/{name}_inference.py"
@@ -56,10 +63,13 @@ PROMPT ?= What is the capital of France?
 MODEL ?= local
 VERIFY_RUNNER = $(srcdir)/../verify/verify_runner.py
 RUNNER_ADAPTER = {name}.verify_adapter
+# npu-ledger's teacher-forced walk (verify-walk): the npu-ledger checkout to import it from
+NPU_LEDGER ?={root}
+WALK = $(if $(NPU_LEDGER),PYTHONPATH=$(NPU_LEDGER)$${{PYTHONPATH:+:$$PYTHONPATH}}) $(PYTHON) -m kernels.mlir_air.walk --runner=$(RUNNER_ADAPTER) --llms-dir $(srcdir)/.. --model $(MODEL)
 {extra}
-.PHONY: help compile run profile all verify verify-full diagnosis clean
+.PHONY: help compile run profile all verify verify-full verify-walk verify-walk-full diagnosis clean
 help:
-\t@echo "targets: compile run profile verify verify-full diagnosis clean (PROMPT, N_TOKENS, MODEL)"
+\t@echo "targets: compile run profile verify verify-full verify-walk verify-walk-full diagnosis clean (PROMPT, N_TOKENS, MODEL)"
 
 compile:
 \t@mkdir -p $(BUILD_DIR)
@@ -82,6 +92,14 @@ verify:
 verify-full:
 \t@mkdir -p $(BUILD_DIR)
 \tcd $(BUILD_DIR) && $(PYTHON) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts topk_token --model $(MODEL)
+
+verify-walk:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(WALK) --max-prompts 2
+
+verify-walk-full:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(WALK)
 
 diagnosis:
 \t@mkdir -p $(BUILD_DIR)
@@ -196,6 +214,7 @@ def _readme(name: str, stand_in: bool) -> str:
             "`make profile` prints is modelled (NPU2 performance model)") if stand_in else "the NPU2 deployment"
     return (f"# {name}\n\nmlir-air model directory written by `ledger scaffold` ({kind}).\n\n"
             "    make verify       # top-k token gate, 2 prompts (make verify-full: all)\n"
+            "    make verify-walk  # npu-ledger's teacher-forced walk, same adapter, prompts and reference\n"
             "    make diagnosis    # per-layer ffn_out cosine on PROMPT\n"
             "    make run          # TTFT and tokens/s\n    make profile      # + per-ELF breakdown\n\n"
             "Run each under `flock -x -w 1800 /tmp/mlir-air-npu.lock make <target>`; no recipe takes the lock.\n")

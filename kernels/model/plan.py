@@ -28,8 +28,11 @@ H*D == E). The shapes are the ones mlir-air's harnesses run and its registry rec
   Q heads inside each KV group) or the zero padding of the hidden dim that would align it; a decode GEMV
   with K > 8160 needs `k_split` (K = k_split x inner, k_split <= 255) once it is merged into a multi-launch
   ELF (phase-5-decode-optimization/SKILL.md:129; the standalone harness runs it unsplit).
-* Every row names its contract (`contract`: the catalog's default, the one the pipeline runs); Phase 1
-  runs each row on it.
+* Every row names its contract, decided here once and run by Phase 1 on every executor (emulated, torch,
+  fp32, mlir-air), so the rehearsal verifies the kernel the hardware runs: the catalog's default, except a
+  GEMM with K < GEMM_HIGH_PRECISION_MIN_K (1024), planned on bf16-out-low, the tier mlir-air's registry takes
+  where the high-precision atol trips on near-zero references (kernels.thresholds cites the rows). `method`
+  and `tier` are the registry's names for it (GEMM: direct / low, else the tile's fused-cast or drain / high).
 Each row carries its tile plan (kernels.tiles) and the warnings of both.
 """
 
@@ -55,8 +58,10 @@ class PlannedKernel:
     phase: str  # "prefill" | "decode"
     tile: TilePlan
     warnings: list[str] = field(default_factory=list)
-    contract: str = ""  # the contract Phase 1 verifies the row on (the catalog default unless the plan says)
+    contract: str = ""  # the contract Phase 1 verifies the row on, on every executor (`planned_contract`)
     workarounds: dict[str, Any] = field(default_factory=dict)  # e.g. {"k_split": 2}, {"pad_vocab_to": ...}
+    method: str = ""  # the registry's method name for the contract (GEMM only): direct, fused-cast, drain, external
+    tier: str = ""  # the contract's precision tier: high / low (GEMM), "" for single-contract kernels
 
     def to_json(self) -> dict:
         return {
@@ -65,6 +70,8 @@ class PlannedKernel:
             "role": self.role,
             "phase": self.phase,
             "contract": self.contract,
+            "method": self.method,
+            "tier": self.tier,
             "tile": self.tile.to_json(),
             "warnings": list(self.warnings),
             "workarounds": dict(self.workarounds),
@@ -213,17 +220,41 @@ def _merge(rows: list[_Row]) -> list[_Row]:
     return list(out.values())
 
 
+def planned_contract(kernel: str, shape: dict[str, Any]) -> str:
+    """The contract a (kernel, shape) row runs on, on every executor: the catalog's default, except a GEMM with
+    K < GEMM_HIGH_PRECISION_MIN_K, which runs on bf16-out-low (kernels.thresholds says why and cites the rows)."""
+    from kernels.catalog import get_spec
+    from kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
+
+    if kernel == "gemm" and shape["K"] < GEMM_HIGH_PRECISION_MIN_K:
+        return "bf16-out-low"
+    return get_spec(kernel).default_contract
+
+
+def contract_method_tier(kernel: str, contract: str, tile: dict[str, Any]) -> tuple[str, str]:
+    """(method, tier) in mlir-air's registry names (details/GEMM_bf16_in_bf16_out.json `methods.<name>.tier`):
+    GEMM bf16-out-low -> direct / low, f32-out -> external / high, bf16-out-high -> the tile's method / high;
+    other kernels have one contract and neither."""
+    if kernel != "gemm":
+        return "", ""
+    if contract == "bf16-out-low":
+        return "direct", "low"
+    if contract == "f32-out":
+        return "external", "high"
+    return str(tile.get("method", "")), "high"
+
+
 def plan(config: ModelConfig, target: str = "npu2", seq: int = DEFAULT_SEQ) -> list[PlannedKernel]:
     """Every (kernel, shape) `config` needs on `target`, with roles, phases, tile plans and warnings."""
     if seq <= 0:
         raise ValueError(f"seq must be positive, got {seq}")
-    from kernels.catalog import get_spec
-
     planned = []
     rows = _merge(_rows(config, seq))
     _alignment(config, rows)
     for r in rows:
         tile = plan_tile(r.kernel, r.shape, target)
+        contract = planned_contract(r.kernel, r.shape)
+        method, tier = contract_method_tier(r.kernel, contract, tile.tile)
         planned.append(PlannedKernel(r.kernel, dict(r.shape), r.role, r.phase, tile, r.warnings + tile.warnings,
-                                     contract=get_spec(r.kernel).default_contract, workarounds=dict(r.workarounds)))
+                                     contract=contract, workarounds=dict(r.workarounds), method=method, tier=tier))
     return planned

@@ -37,7 +37,7 @@ def _table(tmp_path: Path, broken: Path, log: Path) -> Path:
             cmd += (f" --broken-if {shlex.quote(str(broken))} --broken-text "
                     f"{shlex.quote(str(FIXTURES / 'triage' / 'gemv-bd-repeat-count.log'))} --broken-exit 2")
         lines += [f"[harness.{kernel}]", f"command = {cmd!r}"]
-        if kernel == "gemm":  # K < 1024 GEMM rows run on the low-precision tier on hardware (its own entry)
+        if kernel == "gemm":  # the plan runs K < 1024 GEMM rows on the low-precision tier (its own entry)
             rtol, atol = kernel_tolerance("gemm", "bf16-out-low")
             low_args = [sys.executable, str(FAKE), "--rtol", repr(rtol), "--atol", repr(atol), "--latency", "1000000",
                         "--log", str(log)]

@@ -130,7 +130,8 @@ mlir-air prints. What differs:
 * every latency / throughput / TTFT / tokens-per-second figure is **modelled** (npu-ledger's NPU2
   performance model, `kernels.perf`), printed in mlir-air's own line format so its parsers read it;
 * the prompts under `programming_examples/llms/verify/prompts/` are npu-ledger's own prompt sets;
-* the verify runner adds an `npu_ledger_teacher_forced` key to each report row (mlir-air has no such walk).
+* the diagnosis report's rows carry an extra `npu_ledger` key (the whole-tensor cosine); the verify report
+  holds mlir-air's keys only (npu-ledger's teacher-forced walk is each model directory's `make verify-walk`).
 
 Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
 eltwise_add, silu_mul, gelu) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env

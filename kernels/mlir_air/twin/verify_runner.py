@@ -11,10 +11,10 @@ verify (`--prompts topk_token`): per prompt the NPU runner and the reference dec
 first-divergence check is mlir-air's (comparators.py:194-268: at the first step the chosen tokens differ,
 each must be in the other side's top-5), computed with npu-ledger's `token_gate`, which walks both sides on
 the reference's tokens: identical to mlir-air's two greedy walks up to the first divergence, the only steps
-its check reads. The walk then goes on teacher-forced; that walk is written to each row under the extra key
-`npu_ledger_teacher_forced` (mlir-air's reports have no such key; its parsers ignore it). Status and
-summary are mlir-air's (first divergence only). The `--gate-phase auto` subprocess split is printed as
-mlir-air prints it but run in one process (the capture file is never needed).
+its check reads. Each row holds the keys of mlir-air's TopKCheckRecord (comparators.py:165-188) and nothing
+else: npu-ledger's teacher-forced walk is the model directory's own `make verify-walk` (kernels.mlir_air.walk),
+as on a real checkout. Status and summary are mlir-air's (first divergence only). The `--gate-phase auto`
+subprocess split is printed as mlir-air prints it but run in one process (the capture file is never needed).
 
 diagnosis (`--prompts single`): per-layer `ffn_out` per-position cosine min/p5/median/mean and errors
 (comparators.py:18-70; last layer = the final RMSNorm output, :150-166), plus an `npu_ledger` key per row
@@ -99,11 +99,6 @@ def _topk_row(i: int, text: str, g, tok) -> dict:
            "test_chosen_text_at_div": _text(tok, [g.chosen_ours]) if div is not None else None,
            "ref_chosen_text_at_div": _text(tok, [g.chosen_ref]) if div is not None else None,
            "agreed_prefix_text": _text(tok, g.tokens_ours[:div]) if div is not None else None}
-    ext = g.event_fields()
-    row["npu_ledger_teacher_forced"] = {k: ext[k] for k in (
-        "tokens_ours", "tokens_ref", "kl_divergence", "kl_per_step", "nan_count", "first_divergence_passed",
-        "tf_steps", "tf_tokens", "tf_topk_ours", "tf_topk_ref", "tf_kl_per_step", "tf_logprob_ours",
-        "tf_logprob_ref", "tf_ppl_ratio", "tf_passed", "thresholds")}
     return row
 
 
