@@ -48,7 +48,7 @@ def test_the_small_k_rows_fail_the_high_tier_beyond_the_artifact_and_pass_the_pl
     from handlers.triage import triage_evidence
     from kernels.run import run_kernel
     from ledger.events import KernelVerified
-    from statemachine.machine import atol_artifact
+    from statemachine.checks import atol_artifact
 
     for shape, mismatches in (({"M": 2048, "K": 448, "N": 448}, 104), ({"M": 2048, "K": 256, "N": 512}, 1854)):
         high = run_kernel("gemm", shape, contract="bf16-out-high")
