@@ -31,7 +31,10 @@ def _workspace(ctx: click.Context) -> Path:
     return Path(ws) if ws is not None else Path.cwd()
 
 
-def _ledger(ctx: click.Context):
+def _ledger(ctx: click.Context, read_only: bool = False):
+    app = _obj(ctx, "app")
+    if read_only and app is not None:
+        app.read_only = True  # a SQLite ledger opened so that nothing can write to it
     opener = _obj(ctx, "open_ledger")
     if opener is None:
         raise click.ClickException("no ledger configured (run through the `ledger` command)")
@@ -105,7 +108,7 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json
                        f"{sci(answer['mean_rel_L1'])}{herd}")
         return
     dims = _parse_dims(args)
-    events = _ledger(ctx).read_all()
+    events = _ledger(ctx, read_only=True).read_all()
     try:
         rows = kernel_rows(kernel, events, **dims)
     except KeyError as e:
@@ -161,7 +164,7 @@ def build_cmd(ctx, out_dir, check, into) -> None:
         from handlers.registry_ops import merge_into_mlir_air
 
         try:
-            added = merge_into_mlir_air(_ledger(ctx).read_all(), into)
+            added = merge_into_mlir_air(_ledger(ctx, read_only=True).read_all(), into)
         except FileNotFoundError as e:
             raise click.ClickException(str(e)) from None
         for rel, n in sorted(added.items()):
@@ -169,7 +172,7 @@ def build_cmd(ctx, out_dir, check, into) -> None:
         click.echo(f"added {sum(added.values())} row(s) to {into}" if added else f"nothing new for {into}")
         return
     out = Path(out_dir) if out_dir else _workspace(ctx)
-    result = build_projections(_ledger(ctx).read_all(), out, check=check)
+    result = build_projections(_ledger(ctx, read_only=True).read_all(), out, check=check)
     if check:
         for rel in result.differing:
             click.echo(f"{'missing' if rel in result.missing else 'differs'}: {rel}", err=True)

@@ -22,6 +22,7 @@ Machine paths are never written: a local model path is shown by its last compone
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import timezone
@@ -31,7 +32,9 @@ from typing import Sequence
 from ledger.record import RecordedEvent
 from registry.model_fold import DeploymentView, PhaseView, fold_deployment, show_time
 from registry.model_pages import (
+    CHART,
     ELF_CHART,
+    KL_CHART,
     GLYPH,
     header,
     kernel_tally,
@@ -47,12 +50,24 @@ from registry.model_pages import (
 from registry.text import DASH, cell, fixed, num, table
 
 PROGRESS = "docs/development_progress"
+# every path under llms/<model>/ project_model_docs can write (registry.names derives the name bound from them)
+DOC_FILES = (
+    "TODO.md", *(f"{PROGRESS}/{f}" for f in (
+        "progress.md", "phase_timing.md", "phase1_kernels.md", "phase2_block.md", "phase3_full.md",
+        "phase4_prefill.md", "phase5_decode.md", "phase6_finalize.md", "LESSONS.md", CHART, KL_CHART, ELF_CHART)),
+    "docs/evaluation_report.md", "docs/perf_history.md", "docs/perf_history.png",
+)
+FOLDER_MAX = 242  # registry.names.MAX_NAME_LENGTH (255-byte components; the scaffold's <name>_inference.py)
 
 
 def model_dir_name(name: str) -> str:
-    """The directory under llms/ for a deployment (path separators and dot-only names made safe)."""
+    """The directory under llms/ for a deployment (path separators and dot-only names made safe; a name too
+    long for a folder, which `init` refuses now but older ledgers may hold, is cut and given its hash)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
-    return safe if safe.strip(".") else f"_{safe}"
+    safe = safe if safe.strip(".") else f"_{safe}"
+    if len(safe) > FOLDER_MAX:
+        safe = f"{safe[:FOLDER_MAX - 13]}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+    return safe
 
 
 def _model_label(v: DeploymentView) -> str:
