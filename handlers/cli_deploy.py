@@ -21,11 +21,13 @@ def _refresh_projections(app: App) -> None:
     The command's events are committed already: a refresh that fails (a full disk, a path in the way) is a
     warning, not a failure -- the projections are rebuilt in full by the next command (or `ledger registry
     build`), and no temporary file is left behind."""
-    from handlers.registry_ops import build_projections
+    from handlers.registry_ops import build_projections, link_message
 
     try:
         events = app.ledger.read_all()
-        build_projections(events, app.workspace)
+        result = build_projections(events, app.workspace)
+        for rel in result.links:
+            click.echo(f"warning: recorded, but {link_message(app.workspace, rel)}", err=True)
         if events:
             app.remember_checkpoint(Checkpoint(events[-1].seq, events[-1].hash))
     except Exception as e:  # noqa: BLE001 - the commit stands; say what failed and move on

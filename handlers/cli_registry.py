@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from handlers.registry_ops import build_projections, import_registry
+from handlers.registry_ops import build_projections, import_registry, link_message
 from registry.catalog import canonical_kernel
 from registry.lookup import gemm_config, kernel_rows
 from registry.render_markdown import STATUS_GLYPH, tile_text
@@ -173,6 +173,8 @@ def build_cmd(ctx, out_dir, check, into) -> None:
         return
     out = Path(out_dir) if out_dir else _workspace(ctx)
     result = build_projections(_ledger(ctx, read_only=True).read_all(), out, check=check)
+    for rel in result.links:
+        click.echo(f"{'link' if check else 'refused'}: {link_message(out, rel)}", err=True)
     if check:
         for rel in result.differing:
             click.echo(f"{'missing' if rel in result.missing else 'differs'}: {rel}", err=True)
@@ -182,12 +184,15 @@ def build_cmd(ctx, out_dir, check, into) -> None:
             click.echo(f"clash: {clash}", err=True)
         if not result.clean:
             click.echo(f"{len(result.differing)} of {result.total} projected files differ from the ledger, "
-                       f"{len(result.stray)} stray file(s), {len(result.clashes)} folder clash(es); "
-                       "rebuild with `ledger registry build` and remove the stray files", err=True)
+                       f"{len(result.stray)} stray file(s), {len(result.clashes)} folder clash(es), "
+                       f"{len(result.links)} symbolic link(s) in the way; rebuild with `ledger registry build` and "
+                       "remove the stray files and links", err=True)
             ctx.exit(1)
         click.echo(f"all {result.total} projected files match the ledger")
         return
     click.echo(f"wrote {len(result.written)} of {result.total} files under {out}")
+    if result.links:
+        ctx.exit(1)
 
 
 commands = [registry]

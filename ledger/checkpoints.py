@@ -15,8 +15,9 @@ inside it, else the URL without its password) to the identity seen there first, 
 another one, or rewritten from seq 1 (which changes its identity), is reported, and so is an emptied one.
 
 Migration: records written before identities (format 1: {"<database URL>": "SIZE:HASH"}) are read as the
-checkpoint of the ledger at that URL and moved under its identity by the next write. Ledgers need none:
-every ledger that has an event has an identity already.
+checkpoint of the ledger at that URL and moved under its identity by the next write; so is the entry of a
+workspace's own ledger (`sqlite:///<old place>/.ledger/ledger.db`, no longer there) after the workspace was
+moved. Ledgers need no migration: every ledger that has an event has an identity already.
 
 `check_chain(ledger, against, record)` walks the chain (`Ledger.verify`), checks the immutability triggers,
 then checks the `--against` checkpoint and every recorded one. A checkpoint whose event differs is reported
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ledger.recorder import Ledger
 
 RECORD = ".ledger/checkpoints.json"  # relative to the workspace
+DEFAULT_LOCATION = ".ledger/ledger.db"  # the workspace's own SQLite ledger (ledger.default_url)
 FORMAT = 2
 KEEP = 512  # checkpoints kept per ledger before the older half is thinned (every other one dropped)
 AGAINST = "--against"
@@ -139,8 +141,7 @@ class CheckpointRecord:
         `identity`, or None; that other ledger's checkpoints)."""
         data = self._load()
         own = _parse(data["ledgers"].get(identity.genesis, {}).get("checkpoints", [])) if identity else []
-        if isinstance(data["legacy"].get(self.legacy_key), str):
-            own += _parse([data["legacy"][self.legacy_key]])
+        own += _parse([data["legacy"][k] for k in self._adoptable(data["legacy"])])
         there = data["locations"].get(self.location)
         if there and (identity is None or there != identity.genesis):
             return _sorted(own), there, _sorted(_parse(data["ledgers"].get(there, {}).get("checkpoints", [])))
@@ -153,12 +154,9 @@ class CheckpointRecord:
             return False
         data = self._load()
         entry = data["ledgers"].setdefault(identity.genesis, {"first_event_id": identity.event_id, "checkpoints": []})
-        known = _parse(entry["checkpoints"])
-        legacy = data["legacy"].pop(self.legacy_key, None)
-        if isinstance(legacy, str):
-            known += _parse([legacy])  # a format-1 record of this database, adopted by its identity
-        known = _sorted(known)
-        changed = legacy is not None or self.location not in data["locations"]
+        adopted = [data["legacy"].pop(k) for k in self._adoptable(data["legacy"])]  # format 1, of this ledger
+        known = _sorted(_parse(entry["checkpoints"]) + _parse(adopted))
+        changed = bool(adopted) or self.location not in data["locations"]
         data["locations"].setdefault(self.location, identity.genesis)  # the first ledger seen here stays
         if not known or known[-1].size < checkpoint.size:
             known.append(checkpoint)
@@ -179,6 +177,18 @@ class CheckpointRecord:
         finally:
             tmp.unlink(missing_ok=True)
         return True
+
+
+    def _adoptable(self, legacy: dict[str, Any]) -> list[str]:
+        """Format-1 keys that name this ledger: its URL, or, for the workspace's own ledger, the URL of the
+        place the workspace was moved from (a `.ledger/ledger.db` file that is no longer there)."""
+        keys = [self.legacy_key] if isinstance(legacy.get(self.legacy_key), str) else []
+        if self.location == DEFAULT_LOCATION:
+            for key, value in legacy.items():
+                if key != self.legacy_key and isinstance(value, str) and key.startswith("sqlite:///") \
+                        and key.endswith("/" + DEFAULT_LOCATION) and not Path(key[len("sqlite:///"):]).exists():
+                    keys.append(key)
+        return keys
 
 
 def _parse(texts) -> list[Checkpoint]:
