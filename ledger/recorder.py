@@ -492,6 +492,8 @@ def open_ledger(url: str, *, create: bool = False, read_only: bool = False) -> L
     ledger._schema_ready = schema
     ledger.read_only = read_only
     if create and not schema:
+        if not ledger._writer_checked:
+            ledger._check_writer()  # PostgreSQL: a non-superuser would own the table (ledger.postgres)
         ledger._create_schema()
     return ledger
 

@@ -49,9 +49,8 @@ def _db(ws: Path) -> Path:
 def _rewrite_consistently(ws: Path, seq: int, change) -> int:
     """What a superuser can do: drop the triggers, change the payload at `seq`, recompute every later hash so
     the chain is self-consistent again, put the triggers back. Returns the ledger's size."""
-    from ledger.recorder import _SQLITE_TRIGGERS  # the recorder's own DDL, as test_ledger_sqlite re-creates it
-
     conn = sqlite3.connect(_db(ws))
+    triggers = [r[0] for r in conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger'")]
     conn.executescript("DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete;")
     rows = conn.execute("SELECT seq, stream_id, version, event_id, type, payload, recorded_at FROM events "
                         "ORDER BY seq").fetchall()
@@ -62,7 +61,7 @@ def _rewrite_consistently(ws: Path, seq: int, change) -> int:
         digest = chain_hash(prev, s, stream, version, event_id, type_, payload, at)
         conn.execute("UPDATE events SET payload = ?, prev_hash = ?, hash = ? WHERE seq = ?", (payload, prev, digest, s))
         prev = digest
-    for ddl in _SQLITE_TRIGGERS:
+    for ddl in triggers:
         conn.execute(ddl)
     conn.commit()
     conn.close()
@@ -115,10 +114,9 @@ def test_a_moved_workspace_keeps_its_checkpoints_and_a_truncation_after_the_move
     ws.rename(moved)
     assert ledger(moved, "verify").returncode == 0  # the same ledger, moved: still intact
     conn = sqlite3.connect(_db(moved))
+    [trigger] = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events_no_delete'").fetchone()
     conn.executescript("DROP TRIGGER events_no_delete; DELETE FROM events WHERE seq > 8;")
-    from ledger.recorder import _SQLITE_TRIGGERS
-
-    conn.execute(_SQLITE_TRIGGERS[1])
+    conn.execute(trigger)  # put back: only the checkpoint can tell
     conn.commit()
     conn.close()
     proc = ledger(moved, "verify")

@@ -9,7 +9,8 @@ from ledger import open_ledger
 from ledger.canonical import chain_hash
 from ledger.checkpoints import KEEP, RECORDED, CheckpointRecord, check_chain
 from ledger.events import LessonRecorded
-from ledger.recorder import _SQLITE_TRIGGERS, Checkpoint
+from ledger.recorder import Checkpoint
+from ledger.schema import SQLITE_TRIGGERS
 
 
 def _workspace(tmp_path, n: int):
@@ -33,7 +34,7 @@ def _rewrite(db, seq: int, text: str) -> None:
         digest = chain_hash(prev, s, stream, version, event_id, type_, payload, at)
         conn.execute("UPDATE events SET payload = ?, prev_hash = ?, hash = ? WHERE seq = ?", (payload, prev, digest, s))
         prev = digest
-    for ddl in _SQLITE_TRIGGERS:
+    for ddl in SQLITE_TRIGGERS:
         conn.execute(ddl)
     conn.commit()
     conn.close()
