@@ -258,7 +258,7 @@ def render_progress(v: DeploymentView) -> str:
                   "DeploymentResumed": lambda: f"phase {e.phase}: {e.note}",
                   "FailureTriaged": lambda: f"of seq {e.subject_seq}: {e.summary}",
                   "EvaluationRecorded": lambda: e.verdict,
-                  "DeploymentRequested": lambda: e.name}[rec.type]()
+                  "DeploymentRequested": lambda: v.name}[rec.type]()
         rows.append([rec.seq, show_time(rec.recorded_at), rec.type, detail])
     parts.append(table(["seq", "recorded (UTC)", "event", "detail"], rows) if rows else "No phase events yet.\n")
     return "\n".join(parts)

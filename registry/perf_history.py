@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ledger.record import RecordedEvent
+from registry.text import shown
 
 FILE_MD = "docs/perf_history.md"
 FILE_PNG = "docs/perf_history.png"
@@ -145,8 +146,8 @@ def project_history(events: Sequence[RecordedEvent], name: str) -> dict[str, byt
     """{FILE_MD: markdown, FILE_PNG: png (when figures exist)} of deployment `name` (paths under llms/<name>/)."""
     stream = f"deployment:{name}"
     rows = fold_history([e for e in events if e.stream_id == stream])
-    out = {FILE_MD: render_history(name, rows).encode("utf-8")}
-    png = history_png(name, rows)
+    out = {FILE_MD: render_history(shown(name), rows).encode("utf-8")}
+    png = history_png(shown(name), rows)
     if png is not None:
         out[FILE_PNG] = png
     return out

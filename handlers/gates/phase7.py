@@ -11,6 +11,7 @@ from handlers import audit
 from handlers.gates import GateOutcome, GateRun
 from ledger.canonical import loads
 from ledger.events import EvaluationRecorded, TokenGateChecked
+from registry.text import shown
 
 
 def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[list, EvaluationRecorded]:
@@ -26,7 +27,7 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
 
     ledger, state = ctx.ledger, ctx.state
     events = ledger.read_stream(state.stream_id)
-    ctx.progress(f"verifying the hash chain and replaying {len(events)} events of {state.name}")
+    ctx.progress(f"verifying the hash chain and replaying {len(events)} events of {shown(state.name)}")
     findings = audit.chain_findings(ledger, checkpoint, {e.seq for e in events}, record)
     head = ledger.head()  # the sample seed: unknown to whoever wrote the evidence
     try:  # the plan is re-derived from config.json itself, not from what the ledger says the config was

@@ -338,3 +338,13 @@ def test_a_killed_phase_7_advance_leaves_no_evaluator_running(deployed, tmp_path
     finally:
         if _alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_every_file_projected_for_a_deployment_is_one_the_name_bound_counts(deployed):
+    """registry.names derives the longest name from registry.model_docs.DOC_FILES: it must list them all."""
+    from registry.model_docs import DOC_FILES
+    from registry.projections import project_all
+
+    events = open_ledger(f"sqlite:///{_db(deployed)}").read_all()
+    written = {rel.split("/", 2)[2] for rel in project_all(events) if rel.startswith("llms/tiny/")}
+    assert len(written) >= 12 and written <= set(DOC_FILES), written - set(DOC_FILES)
