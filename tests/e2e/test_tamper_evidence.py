@@ -143,14 +143,18 @@ def _tree(ws: Path) -> dict[str, bytes]:
             if p.is_file() and ".ledger" not in p.parts}
 
 
-def test_hostile_names_are_refused_before_anything_is_written(deployed, tmp_path, tiny_llama):
+@pytest.mark.parametrize("name, why", [
+    ("n" * 300, "at most 242 fit"),  # every projection rebuild would fail with ENAMETOOLONG
+    ("x\nprod-llama                   deployed", "U+000A"),  # `ledger status` would print a forged row
+    ("a\x1b[2Jb", "U+001B"),  # a terminal escape
+    ("evil\u202eamall", "U+202E"),  # right-to-left override: prints as another name
+])
+def test_hostile_names_are_refused_before_anything_is_written(deployed, tmp_path, tiny_llama, name, why):
     ws = _copy(deployed, tmp_path / "ws")
     status, head, tree = ledger(ws, "status", "--json").stdout, ledger(ws, "head").stdout, _tree(ws)
-    for name, why in (("n" * 300, "at most 242 fit"), ("x\nprod-llama       deployed", "U+000A"),
-                      ("a\x1b[2Jb", "U+001B"), ("evil\u202eamall", "U+202E")):
-        proc = ledger(ws, "init", str(tiny_llama), "--name", name)
-        assert proc.returncode == 1 and why in proc.stderr, proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    proc = ledger(ws, "init", str(tiny_llama), "--name", name)
+    assert proc.returncode == 1 and why in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert ledger(ws, "status", "--json").stdout == status and ledger(ws, "head").stdout == head
     assert _tree(ws) == tree
     assert ledger(ws, "registry", "build", "--check").returncode == 0
@@ -175,6 +179,33 @@ def test_names_an_older_ledger_holds_are_escaped_and_still_project(deployed, tmp
     [long_folder] = [p.name for p in (ws / "llms").iterdir() if p.name.startswith("nnnn")]
     assert len(long_folder) == 242 and (ws / "llms" / long_folder / "TODO.md").is_file()
     assert ledger(ws, "registry", "build", "--check").returncode == 0
+
+
+# --- 6. configs --------------------------------------------------------------------------------------------
+
+CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda c: c["rope_parameters"].update(rope_theta=float("nan")), "rope_parameters.rope_theta nan"),
+    (lambda c: c["rope_parameters"].update(rope_theta="500000.0"), "rope_parameters.rope_theta '500000.0'"),
+    (lambda c: c["rope_scaling"].update(factor=float("inf")), "rope_scaling.factor inf"),
+    (lambda c: c["rope_scaling"].update(high_freq_factor=0.5), "rope_scaling.high_freq_factor 0.5 must exceed"),
+    (lambda c: c["rope_scaling"].pop("original_max_position_embeddings"),
+     "rope_scaling.original_max_position_embeddings is missing"),
+])
+def test_a_config_whose_nested_rope_numbers_the_math_cannot_use_is_refused_at_init_naming_the_field(
+        tmp_path, change, field):
+    config = json.loads((CONFIGS / "llama-3.2-1b.json").read_text())
+    config["rope_parameters"] = {"rope_type": "default", "rope_theta": config.pop("rope_theta")}
+    change(config)
+    path = tmp_path / "model" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config))
+    proc = ledger(tmp_path, "init", str(path))
+    assert proc.returncode == 1 and field in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert ledger_json(tmp_path, "log") == []
 
 
 # --- unclear 1: projections never write outside the workspace -----------------------------------------------
