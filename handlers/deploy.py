@@ -64,7 +64,7 @@ def init(
     from registry.names import name_problem
 
     path = Path(model).expanduser().resolve()
-    name = name if name is not None else default_name(path)
+    name = name or default_name(path)
     problem = name_problem(name, workspace)
     if problem:
         raise DeploymentError(problem)
