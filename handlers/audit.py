@@ -309,9 +309,23 @@ def verdict_of(findings: list[Finding]) -> str:
     return "PASS"
 
 
-def chain_findings(ledger: Ledger, checkpoint: str | None, stream_seqs: set[int]) -> list[Finding]:
-    result = ledger.verify(against=Checkpoint.parse(checkpoint) if checkpoint else None)
-    if result.ok:
-        return []
-    where = "this deployment's" if result.first_bad_seq in stream_seqs else "another stream's"
-    return [Finding("error", result.first_bad_seq, "hash-chain", f"ledger chain broken at {where} event: {result.reason}")]
+def chain_findings(ledger: Ledger, checkpoint: str | None, stream_seqs: set[int], record=None) -> list[Finding]:
+    """The chain check `ledger verify` makes (ledger.checkpoints.check_chain: the walk, the immutability
+    triggers, `checkpoint` and every checkpoint the workspace's `record` holds of this ledger), as findings.
+
+    A checkpoint the ledger no longer matches is a finding at the first seq of the range it bounds, naming the
+    range and the checkpoint (which one, and where it is kept)."""
+    from ledger.checkpoints import check_chain
+
+    report = check_chain(ledger, Checkpoint.parse(checkpoint) if checkpoint else None, record)
+    findings = []
+    for p in report.problems:
+        if p.checkpoint is None:
+            where = "this deployment's" if p.seq in stream_seqs else "another stream's"
+            findings.append(Finding("error", p.seq, "hash-chain", f"ledger chain broken at {where} event: {p.reason}"))
+        else:
+            findings.append(Finding("error", p.seq, "checkpoint",
+                                    f"{p.reason} (checked against {p.describe_checkpoint()})"))
+    if report.trigger_reason:
+        findings.append(Finding("error", None, "hash-chain", f"immutability not enforced: {report.trigger_reason}"))
+    return findings

@@ -6,7 +6,6 @@ themselves.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -15,8 +14,10 @@ from pathlib import Path
 
 import structlog
 
-from ledger import Checkpoint, Ledger, default_url, open_ledger
 from sqlalchemy.engine import make_url
+
+from ledger import Checkpoint, Ledger, default_url, open_ledger
+from ledger.checkpoints import RECORD, CheckpointRecord
 
 
 def configure_logging(verbosity: int = 0) -> None:
@@ -36,11 +37,16 @@ def configure_logging(verbosity: int = 0) -> None:
 
 @dataclass
 class App:
-    """What every command needs: where the workspace is and how to reach the ledger."""
+    """What every command needs: where the workspace is and how to reach the ledger.
+
+    Read commands set `read_only` before they touch `ledger`: a SQLite ledger is then opened so that nothing
+    can write to it (an auditor's read-only copy works). A SQLite ledger whose file or folder cannot be
+    written is opened that way for every command; a command that appends then fails with one line."""
 
     workspace: Path
     db_url: str
     verbosity: int = 0
+    read_only: bool = False
     _ledger: Ledger | None = field(default=None, repr=False)
 
     @classmethod
@@ -51,49 +57,37 @@ class App:
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None:
-            self._ledger = open_ledger(self.db_url)
+            self._ledger = open_ledger(self.db_url, read_only=self.read_only or _unwritable_sqlite(self.db_url))
         return self._ledger
 
     def open_ledger(self) -> Ledger:
         return self.ledger
 
-    # --- the last checkpoint this workspace printed or wrote, per database (.ledger/checkpoints.json) ---
+    @property
+    def opened_read_only(self) -> bool:
+        """Whether the ledger this command opened is read-only (False when none was opened)."""
+        return self._ledger is not None and self._ledger.read_only
+
+    # --- the checkpoints this workspace has seen, by ledger identity (.ledger/checkpoints.json) ----------
 
     @property
-    def _checkpoints_file(self) -> Path:
-        return self.workspace / ".ledger" / "checkpoints.json"
-
-    def _db_key(self) -> str:
-        try:
-            return make_url(self.db_url).render_as_string(hide_password=True)
-        except Exception:  # noqa: BLE001 - an unparsable URL fails when the ledger opens
-            return self.db_url
-
-    def remembered_checkpoint(self) -> Checkpoint | None:
-        """The largest checkpoint this workspace has seen of its database (None: never any event)."""
-        try:
-            text = json.loads(self._checkpoints_file.read_text(encoding="utf-8")).get(self._db_key())
-            return Checkpoint.parse(text) if text else None
-        except (OSError, ValueError, AttributeError):
-            return None
+    def checkpoint_record(self) -> CheckpointRecord:
+        return CheckpointRecord.for_workspace(self.workspace, self.db_url)
 
     def remember_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Keep `checkpoint` if it is larger than the one remembered (a ledger only grows)."""
-        known = self.remembered_checkpoint()
-        if checkpoint.size == 0 or (known is not None and known.size >= checkpoint.size):
-            return
+        """Keep `checkpoint` of this ledger if it is larger than any recorded (OSError: it could not be kept)."""
+        if checkpoint.size:
+            self.checkpoint_record.remember(self.ledger.identity(), checkpoint)
+
+    def keep_checkpoint(self, checkpoint: Checkpoint) -> str | None:
+        """`remember_checkpoint` for read commands: None, or the one-line warning to print when the record
+        cannot be written (a full disk, a read-only copy); the command's own result stands."""
         try:
-            data = json.loads(self._checkpoints_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = {}
-        data[self._db_key()] = str(checkpoint)
-        self._checkpoints_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._checkpoints_file.with_name(f".checkpoints.json.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-            tmp.replace(self._checkpoints_file)
-        finally:
-            tmp.unlink(missing_ok=True)
+            self.remember_checkpoint(checkpoint)
+        except OSError as e:
+            return (f"warning: the checkpoint {checkpoint.size}:{checkpoint.hash[:12]}... was not kept in {RECORD} "
+                    f"({e.strerror or type(e).__name__}); `ledger verify` cannot compare the ledger with it later")
+        return None
 
     # helpers' commands read these keys from ctx.obj
     def __getitem__(self, key: str):
@@ -103,6 +97,18 @@ class App:
         if self._ledger is not None:
             self._ledger.close()
             self._ledger = None
+
+
+def _unwritable_sqlite(url: str) -> bool:
+    """A SQLite file that exists but that this process cannot write, or whose folder it cannot (the WAL)."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - an unparsable URL fails when the ledger opens
+        return False
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return False
+    path = Path(parsed.database)
+    return path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
 log = structlog.get_logger("npu_ledger")

@@ -15,6 +15,7 @@ import click
 
 from handlers.bootstrap import App, configure_logging
 from ledger import Checkpoint
+from registry.text import shown
 
 
 class LedgerGroup(click.Group):
@@ -63,13 +64,15 @@ def _short(payload: dict, limit: int = 110) -> str:
 @click.pass_obj
 def log_cmd(app: App, stream: str | None, after: int, as_json: bool) -> None:
     """Print the ledger's events in global order."""
+    app.read_only = True
     events = app.ledger.read_stream(stream) if stream else app.ledger.read_all(after=after)
     events = [e for e in events if e.seq > after]
     if as_json:
         click.echo(json.dumps([e.to_json() for e in events], indent=1, default=str, allow_nan=True))
         return
     for e in events:
-        click.echo(f"{e.seq:>6}  {e.recorded_at[:19]}  {e.stream_id}@{e.version}  {e.type:<22} {_short(e.payload)}")
+        click.echo(f"{e.seq:>6}  {e.recorded_at[:19]}  {shown(e.stream_id)}@{e.version}  {e.type:<22} "
+                   f"{_short(e.payload)}")
 
 
 @cli.command("head")
@@ -77,9 +80,14 @@ def log_cmd(app: App, stream: str | None, after: int, as_json: bool) -> None:
 @click.pass_obj
 def head_cmd(app: App, as_json: bool) -> None:
     """Print a checkpoint SIZE:HASH of the ledger (keep it elsewhere; `verify --against` checks it)."""
+    app.read_only = True
     cp = app.ledger.head()
-    click.echo(json.dumps({"size": cp.size, "hash": cp.hash}) if as_json else str(cp))
-    app.remember_checkpoint(cp)
+    identity = app.ledger.identity()
+    click.echo(json.dumps({"size": cp.size, "hash": cp.hash, "identity": identity.to_json() if identity else None})
+               if as_json else str(cp))
+    warning = app.keep_checkpoint(cp)
+    if warning:
+        click.echo(warning, err=True)
 
 
 @cli.command("verify")
@@ -87,33 +95,65 @@ def head_cmd(app: App, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
-    """Walk the hash chain and check the immutability triggers; exit non-zero naming the first bad seq.
+    """Walk the hash chain and check the immutability triggers; exit 2 naming the first bad seq.
 
-    Without --against, the last checkpoint this workspace printed (kept in .ledger/checkpoints.json) is
-    checked: a ledger emptied or truncated since then is not intact."""
+    Every checkpoint this workspace has seen of this ledger (.ledger/checkpoints.json, kept by the ledger's
+    identity, so a moved or copied workspace keeps them) is checked, and --against too: a ledger emptied,
+    truncated or rewritten since then is not intact. An intact ledger whose checkpoint cannot be kept (a full
+    disk, a read-only copy) exits 0 with a warning on stderr."""
+    from ledger.checkpoints import check_chain
+
     try:
         checkpoint = Checkpoint.parse(against) if against else None
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--against") from e
-    remembered = None if checkpoint else app.remembered_checkpoint()
-    result = app.ledger.verify(against=checkpoint or remembered)
+    app.read_only = True
+    report = check_chain(app.ledger, checkpoint, app.checkpoint_record)
+    warning = app.keep_checkpoint(report.head) if report.ok else None
     if as_json:
-        click.echo(json.dumps({"ok": result.ok, "first_bad_seq": result.first_bad_seq, "reason": result.reason,
-                               "checked": result.checked, "missing_triggers": list(result.missing_triggers)}))
-    elif result.ok:
-        head = app.ledger.head()
-        click.echo(f"ledger intact: {result.checked} events, head {head}")
-        app.remember_checkpoint(head)
+        click.echo(json.dumps({**report.to_json(), "checkpoint_kept": report.ok and warning is None}))
+    elif report.ok:
+        click.echo(f"ledger intact: {report.checked} events, head {report.head}")
     else:
-        since = f" (this workspace's last checkpoint {remembered.size}:{remembered.hash[:12]}..., in " \
-                f".ledger/checkpoints.json)" if remembered and result.first_bad_seq is not None else ""
-        if result.first_bad_seq is not None:
-            click.echo(f"ledger BROKEN at seq {result.first_bad_seq}: {result.reason}{since}", err=True)
-        for name in result.missing_triggers:
+        for p in report.problems:
+            where = f" ({p.describe_checkpoint()})" if p.checkpoint else ""
+            click.echo(f"ledger BROKEN at seq {p.seq}: {p.reason}{where}", err=True)
+        for name in report.missing_triggers:
             click.echo(f"ledger BROKEN: immutability trigger {name} is missing ({app.ledger.dialect}): "
                        "rows can be updated or deleted", err=True)
-    if not result.ok:
+        for name in report.disabled_triggers:
+            click.echo(f"ledger BROKEN: immutability trigger {name} is disabled ({app.ledger.dialect}): "
+                       "rows can be updated or deleted", err=True)
+    for line in report.warnings + ([warning] if warning else []):
+        click.echo(line if line.startswith("warning:") else f"warning: {line}", err=True)
+    if not report.ok:
         sys.exit(2)
+
+
+@cli.group("db")
+def db_group() -> None:
+    """The ledger's database (PostgreSQL): roles that keep it immutable."""
+
+
+@db_group.command("setup")
+@click.option("--owner", required=True, help="role that will own the events table (a NOLOGIN role)")
+@click.option("--app", "app_role", required=True, help="role the tool logs in as (granted SELECT, INSERT only)")
+@click.pass_obj
+def db_setup_cmd(app: App, owner: str, app_role: str) -> None:
+    """Run once by an administrator (a superuser) on a PostgreSQL ledger: create the events table if needed,
+    give it and its trigger function to OWNER, grant APP SELECT and INSERT only (README: PostgreSQL roles)."""
+    from ledger.postgres import lift_warnings, setup
+
+    if app.ledger.dialect != "postgresql":
+        raise click.ClickException("`ledger db setup` is for a PostgreSQL ledger (--db postgresql+psycopg://...)")
+    try:
+        done = setup(app.ledger.engine, owner, app_role)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
+    for line in done:
+        click.echo(line)
+    for line in lift_warnings(app.ledger.engine):
+        click.echo(f"warning: {line}", err=True)
 
 
 # Command modules contribute `commands = [...]`; a module that is not there yet is simply skipped.

@@ -14,11 +14,14 @@ from handlers.bootstrap import App
 from handlers.cli_common import refresh_projections
 from handlers.gates import GateRun
 from handlers.gates.phase7 import evaluate
+from handlers.lifeline import die_with_parent
 from handlers.narrate import TerminalProgress, describe
 from handlers.uow import DeploymentUnit
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.plan import plan
 from ledger.canonical import dumps
+from registry.model_docs import model_dir_name
+from registry.text import shown
 from statemachine.mermaid import mermaid
 
 
@@ -32,7 +35,8 @@ from statemachine.mermaid import mermaid
 def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, executor: str) -> None:
     """Start a deployment of MODEL (a local HF folder or a config.json)."""
     try:
-        created = deploy.init(app.ledger, model, name=name, target=target, dtype=dtype, executor=executor)
+        created = deploy.init(app.ledger, model, name=name, target=target, dtype=dtype, executor=executor,
+                              workspace=app.workspace)
     except deploy.OutOfScope as e:
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)
@@ -78,10 +82,11 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
             else:
                 click.echo(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}", err=True)
                 if r.get("blocked"):
-                    click.echo(f"blocker raised: {name} needs human review; after a fix: ledger resume {name} --note ...", err=True)
+                    click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: ledger resume "
+                               f"{shown(name)} --note ...", err=True)
         if report.stopped:
             click.echo(report.stopped)
-        click.echo(f"{name}: {report.status}")
+        click.echo(f"{shown(name)}: {report.status}")
     if report.failed:
         sys.exit(1)
 
@@ -93,7 +98,7 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
 def resume_cmd(app: App, name: str, note: str) -> None:
     """Record a human's fix after a blocker; allows one more attempt."""
     deploy.resume(app.ledger, name, note)
-    click.echo(f"{name} resumed; next: ledger advance {name}")
+    click.echo(f"{shown(name)} resumed; next: ledger advance {shown(name)}")
     refresh_projections(app)
 
 
@@ -115,6 +120,7 @@ def lesson_cmd(app: App, name: str, text: str, phase: int | None) -> None:
 @click.pass_obj
 def status_cmd(app: App, name: str | None, as_json: bool) -> None:
     """Every deployment (or NAME) with its phase, last verdict, blockers and triage."""
+    app.read_only = True
     rows = deploy.status(app.ledger, name)
     broken = [r for r in rows if r["status"] == "unreplayable"]
     if as_json:
@@ -126,10 +132,10 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
         click.echo("no deployments yet (ledger init MODEL)")
     for r in rows:
         if r["status"] == "unreplayable":
-            click.echo(f"{r['name']:<28} unreplayable: {r['error']}", err=True)
+            click.echo(f"{shown(r['name']):<28} unreplayable: {shown(r['error'])}", err=True)
             continue
         passed = ",".join(map(str, r["phases_passed"])) or "-"
-        click.echo(f"{r['name']:<28} {r['status']:<20} passed [{passed}]  {r['executor']}/{r['target']}  {r['last_verdict']}")
+        click.echo(f"{shown(r['name']):<28} {r['status']:<20} passed [{passed}]  {r['executor']}/{r['target']}  {r['last_verdict']}")
         for b in r["blockers"]:
             click.echo(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}")
         if r["triage"]:
@@ -146,6 +152,7 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
 @click.pass_obj
 def history_cmd(app: App, name: str, as_json: bool) -> None:
     """NAME's events as a readable timeline."""
+    app.read_only = True
     rows = deploy.history(app.ledger, name)
     if as_json:
         click.echo(json.dumps(rows, indent=1, default=str))
@@ -167,6 +174,7 @@ def graph_cmd() -> None:
 @click.pass_obj
 def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
     """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
+    app.read_only = True
     if Path(target_).exists():
         cfg, tgt = resolve(load_raw_config(target_)), target or "npu2"
     else:
@@ -193,10 +201,14 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
 @click.option("--against", help="a checkpoint SIZE:HASH kept elsewhere")
 @click.pass_obj
 def evaluate_cmd(app: App, name: str, against: str | None) -> None:
-    """(internal) The independent evaluator's fresh process: prints its evidence as JSON, records nothing."""
+    """(internal) The independent evaluator's fresh process: prints its evidence as JSON, records nothing.
+
+    It dies with the process that started it (handlers.lifeline): a killed `advance` leaves no evaluator."""
+    die_with_parent()
+    app.read_only = True
     state = DeploymentUnit(app.ledger, name).state
     ctx = GateRun(state=state, workspace=app.workspace, ledger=app.ledger, progress=TerminalProgress())
-    rerun, evaluation = evaluate(ctx, against)
+    rerun, evaluation = evaluate(ctx, against, app.checkpoint_record)
     click.echo(dumps({"rerun": [g.to_payload() for g in rerun], "evaluation": evaluation.to_payload()}))
 
 
@@ -206,24 +218,27 @@ def evaluate_cmd(app: App, name: str, against: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
-    """Phase 7: the independent evaluator (fresh process; reads only the ledger and the model folder)."""
+    """Phase 7: the independent evaluator (fresh process; reads only the ledger, the workspace's checkpoints
+    and the model folder). On a read-only ledger it prints its verdict and records nothing."""
     progress = (lambda m: None) if as_json else TerminalProgress()
     try:
         report = deploy.audit(app.ledger, name, workspace=app.workspace, checkpoint=against, progress=progress)
     finally:
-        refresh_projections(app)
+        if not app.opened_read_only:
+            refresh_projections(app)
     if as_json:
         click.echo(json.dumps({"name": name, "verdict": report.verdict, "findings": report.findings,
-                               "remeasured": report.remeasured, "status": report.status}, indent=1, default=str))
+                               "remeasured": report.remeasured, "status": report.status,
+                               "recorded": report.recorded}, indent=1, default=str))
     else:
         for f in report.findings:
             where = f"seq {f['seq']}" if f.get("seq") is not None else "—"
             click.echo(f"  [{f['severity']}] {where}: {f['check']}: {f['message']}")
-        click.echo(f"{name}: evaluation {report.verdict} ({len(report.findings)} findings); status {report.status}")
+        click.echo(f"{shown(name)}: evaluation {report.verdict} ({len(report.findings)} findings); status {report.status}")
         if report.recorded:
-            click.echo(f"report: {app.workspace / 'llms' / name / 'docs' / 'evaluation_report.md'}")
+            click.echo(f"report: {app.workspace / 'llms' / model_dir_name(name) / 'docs' / 'evaluation_report.md'}")
         else:
-            click.echo("the stream cannot be replayed: nothing was recorded")
+            click.echo(f"{report.not_recorded_because}: nothing was recorded")
     if report.verdict == "FAIL":
         sys.exit(1)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from handlers.registry_merge import merge_into_mlir_air
-from handlers.registry_ops import build_projections, import_registry
+from handlers.registry_ops import build_projections, import_registry, link_message
 from registry.catalog import canonical_kernel
 from registry.lookup import gemm_config, kernel_rows
 from registry.render_markdown import STATUS_GLYPH, tile_text
@@ -32,7 +32,10 @@ def _workspace(ctx: click.Context) -> Path:
     return Path(ws) if ws is not None else Path.cwd()
 
 
-def _ledger(ctx: click.Context):
+def _ledger(ctx: click.Context, read_only: bool = False):
+    app = _obj(ctx, "app")
+    if read_only and app is not None:
+        app.read_only = True  # a SQLite ledger opened so that nothing can write to it
     opener = _obj(ctx, "open_ledger")
     if opener is None:
         raise click.ClickException("no ledger configured (run through the `ledger` command)")
@@ -106,7 +109,7 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json
                        f"{sci(answer['mean_rel_L1'])}{herd}")
         return
     dims = _parse_dims(args)
-    events = _ledger(ctx).read_all()
+    events = _ledger(ctx, read_only=True).read_all()
     try:
         rows = kernel_rows(kernel, events, **dims)
     except KeyError as e:
@@ -160,7 +163,7 @@ def build_cmd(ctx, out_dir, check, into) -> None:
     """Rebuild the registry and every model's docs from the ledger (or --check them)."""
     if into:
         try:
-            added = merge_into_mlir_air(_ledger(ctx).read_all(), into)
+            added = merge_into_mlir_air(_ledger(ctx, read_only=True).read_all(), into)
         except FileNotFoundError as e:
             raise click.ClickException(str(e)) from None
         for rel, n in sorted(added.items()):
@@ -168,7 +171,9 @@ def build_cmd(ctx, out_dir, check, into) -> None:
         click.echo(f"added {sum(added.values())} row(s) to {into}" if added else f"nothing new for {into}")
         return
     out = Path(out_dir) if out_dir else _workspace(ctx)
-    result = build_projections(_ledger(ctx).read_all(), out, check=check)
+    result = build_projections(_ledger(ctx, read_only=True).read_all(), out, check=check)
+    for rel in result.links:
+        click.echo(f"{'link' if check else 'refused'}: {link_message(out, rel)}", err=True)
     if check:
         for rel in result.differing:
             click.echo(f"{'missing' if rel in result.missing else 'differs'}: {rel}", err=True)
@@ -178,12 +183,15 @@ def build_cmd(ctx, out_dir, check, into) -> None:
             click.echo(f"clash: {clash}", err=True)
         if not result.clean:
             click.echo(f"{len(result.differing)} of {result.total} projected files differ from the ledger, "
-                       f"{len(result.stray)} stray file(s), {len(result.clashes)} folder clash(es); "
-                       "rebuild with `ledger registry build` and remove the stray files", err=True)
+                       f"{len(result.stray)} stray file(s), {len(result.clashes)} folder clash(es), "
+                       f"{len(result.links)} symbolic link(s) in the way; rebuild with `ledger registry build` and "
+                       "remove the stray files and links", err=True)
             ctx.exit(1)
         click.echo(f"all {result.total} projected files match the ledger")
         return
     click.echo(f"wrote {len(result.written)} of {result.total} files under {out}")
+    if result.links:
+        ctx.exit(1)
 
 
 commands = [registry]

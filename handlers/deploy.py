@@ -25,6 +25,7 @@ from handlers.uow import DeploymentError, DeploymentUnit, stream_id
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
 from kernels.model.digest import changed_files, invalidated_phases, model_digest
 from ledger import Ledger
+from ledger.checkpoints import CheckpointRecord
 from ledger.events import (
     ArchitectureAssessed,
     BlockerRaised,
@@ -41,6 +42,7 @@ from ledger.events import (
     PhaseStarted,
 )
 from registry.model_docs import model_dir_name
+from registry.names import name_problem
 from statemachine.fold import FoldError, fold
 from statemachine.gate import GateContext, GateRejected
 from statemachine.machine import DeploymentMachine
@@ -65,11 +67,17 @@ def init(
     dtype: str = "bf16",
     executor: str = "emulated",
     pipeline: dict[str, Any] | None = None,
+    workspace: Path | None = None,
 ) -> str:
-    """Record a new deployment of the model at `model` (HF folder or config.json); return its name."""
+    """Record a new deployment of the model at `model` (HF folder or config.json); return its name.
+
+    A name the projections cannot hold (registry.names: length, control characters) is refused first."""
     path = Path(model).expanduser().resolve()
-    raw = load_raw_config(path)  # malformed or missing config: ModelConfigError, nothing recorded
     name = name or default_name(path)
+    problem = name_problem(name, workspace)
+    if problem:
+        raise DeploymentError(problem)
+    raw = load_raw_config(path)  # malformed or missing config: ModelConfigError, nothing recorded
     unit = DeploymentUnit(ledger, name, must_exist=False)
     if unit.events:
         raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
@@ -340,14 +348,17 @@ class AuditReport:
     remeasured: dict[str, Any]
     recorded: bool
     status: str
+    not_recorded_because: str = ""
 
 
 def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None = None,
           progress: Callable[[str], None] = lambda m: None) -> AuditReport:
     """Phase 7. At phase7 it runs the gate; on a deployed model it re-audits (a FAIL blocks it again).
 
-    The evaluation itself always runs in a fresh process that reads only the ledger and the model folder.
-    A stream that cannot even be replayed is reported without recording anything.
+    The evaluation itself always runs in a fresh process that reads only the ledger, the workspace's
+    checkpoint record and the model folder. A stream that cannot even be replayed is reported without
+    recording anything; so is every evaluation of a ledger opened read-only (an auditor's read-only copy):
+    the verdict is printed and its exit status set, nothing is written.
     """
     events = ledger.read_stream(stream_id(name))
     if not events:
@@ -355,10 +366,17 @@ def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None 
     try:
         unit = DeploymentUnit(ledger, name)
     except FoldError as e:
-        findings = chain_findings(ledger, checkpoint, {x.seq for x in events})
+        findings = chain_findings(ledger, checkpoint, {x.seq for x in events},
+                                  CheckpointRecord.for_workspace(workspace, ledger.url))
         findings.append(Finding("error", e.seq, "replay", str(e)))
-        return AuditReport(name, "FAIL", [f.to_json() for f in findings], {}, False, "unreplayable")
+        return AuditReport(name, "FAIL", [f.to_json() for f in findings], {}, False, "unreplayable",
+                           "the stream cannot be replayed")
     state = unit.state
+    if ledger.read_only and state.status in (Status.PHASE7, Status.DEPLOYED):
+        ctx = GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress)
+        _, evaluation = evaluate_in_fresh_process(ctx, checkpoint)
+        return AuditReport(name, evaluation.verdict, evaluation.findings, evaluation.remeasured, False,
+                           state.status.value, "the ledger is read-only")
     if state.status is Status.PHASE7:
         if state.attempt_open(Phase.EVALUATION):
             # an evaluation interrupted before its verdict: its evidence is not trusted, evaluate afresh

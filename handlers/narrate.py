@@ -6,6 +6,8 @@ import re
 import sys
 from typing import Any, TextIO
 
+from registry.text import shown
+
 
 def _f(x: Any, spec: str = ".4g") -> str:
     return "—" if x is None else format(x, spec)
@@ -14,7 +16,7 @@ def _f(x: Any, spec: str = ".4g") -> str:
 def describe(type_: str, p: dict[str, Any]) -> str:
     """A one-line account of an event payload; unknown types fall back to their keys."""
     if type_ == "DeploymentRequested":
-        return f"deploy {p['name']} from {p['model_path']} on {p['executor']}/{p['target']} ({p['dtype']})"
+        return f"deploy {shown(p['name'])} from {shown(p['model_path'])} on {p['executor']}/{p['target']} ({p['dtype']})"
     if type_ == "ArchitectureAssessed":
         verdict = "in scope" if p["in_scope"] else "OUT OF SCOPE: " + " ".join(p["reasons"])
         return f"{p['architecture']}: {verdict}"

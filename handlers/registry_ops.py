@@ -9,6 +9,11 @@ directories; a file is rewritten only when its bytes changed; a write that fails
 or with `check=True` writes nothing and lists every projected file that is missing or differs on disk (a
 hand edit), every file in a projection folder that no projection writes (`stray`: a leftover, a deleted
 deployment's page, a temporary file), and deployments whose names project to one llms/ folder (`clashes`).
+
+Projections are written only inside `out_dir`: a projected path that passes through a symbolic link below it
+(`llms/<model>/docs` replaced by a link to a folder elsewhere, or a file replaced by one) is neither written nor
+read through; it is listed in `links` (the build and the check both report it, and the result is not clean)
+and the link is left as it is for a person to remove.
 """
 
 from __future__ import annotations
@@ -36,10 +41,28 @@ class BuildResult:
     total: int = 0  # files in the projection
     stray: tuple[str, ...] = ()  # check mode: files in projection folders that no projection writes
     clashes: tuple[str, ...] = ()  # check mode: "llms/<folder>/: 'a', 'b'" for names sharing a folder
+    links: tuple[str, ...] = ()  # relpaths below out_dir that are symbolic links a projection would pass through
 
     @property
     def clean(self) -> bool:
-        return not self.differing and not self.stray and not self.clashes
+        return not self.differing and not self.stray and not self.clashes and not self.links
+
+
+class _Links:
+    """Which relative paths below `out` are, or pass through, a symbolic link (each prefix looked at once)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self._is_link = out, {}
+
+    def first(self, rel: str) -> str | None:
+        parts = rel.split("/")
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            if sub not in self._is_link:
+                self._is_link[sub] = self.out.joinpath(*parts[:i]).is_symlink()
+            if self._is_link[sub]:
+                return sub
+        return None
 
 
 def _projection_folders(out: Path, files) -> set[Path]:
@@ -53,11 +76,11 @@ def _projection_folders(out: Path, files) -> set[Path]:
     return folders
 
 
-def _stray(out: Path, files) -> list[str]:
+def _stray(out: Path, files, links: _Links) -> list[str]:
     projected = {out.joinpath(*rel.split("/")) for rel in files}
     found = []
     for folder in _projection_folders(out, files):
-        if folder.is_dir():
+        if folder.is_dir() and (folder == out or not links.first(folder.relative_to(out).as_posix())):
             found += [p.relative_to(out).as_posix() for p in folder.iterdir() if p.is_file() and p not in projected]
     return sorted(found)
 
@@ -97,8 +120,13 @@ def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, chec
     """Write the projections under `out_dir`, or (check=True) compare them with what is on disk."""
     out = Path(out_dir)
     files = project_all(events)
-    differing, missing, written = [], [], []
+    differing, missing, written, linked = [], [], [], set()
+    links = _Links(out)
     for rel, data in files.items():
+        link = links.first(rel)
+        if link is not None:  # never written nor read through a link: it may lead out of the workspace
+            linked.add(link)
+            continue
         target = out.joinpath(*rel.split("/"))
         if not target.is_file():
             missing.append(rel)
@@ -119,6 +147,16 @@ def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, chec
                 tmp.unlink(missing_ok=True)
                 raise
             written.append(rel)
-    extra = {"stray": tuple(_stray(out, files)), "clashes": tuple(_clashes(events))} if check else {}
+    extra = {"stray": tuple(_stray(out, files, links)), "clashes": tuple(_clashes(events))} if check else {}
     return BuildResult(written=tuple(written), differing=tuple(differing), missing=tuple(missing), total=len(files),
-                       **extra)
+                       links=tuple(sorted(linked)), **extra)
+
+
+def link_message(out: str | Path, rel: str) -> str:
+    """One line naming a symbolic link the projections refused to pass through, and where it leads."""
+    try:
+        target = os.readlink(Path(out).joinpath(*rel.split("/")))
+    except OSError:
+        target = "?"
+    return (f"{rel} is a symbolic link (to {target}): projections are written only inside the workspace, "
+            "nothing was written or compared through it; replace it by a folder (or remove it) and rebuild")

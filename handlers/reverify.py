@@ -34,6 +34,7 @@ from kernels.toolchain import current_toolchain, toolchain_changes, toolchain_la
 from ledger import Ledger
 from ledger.events import BlockerRaised, KernelVerified, TokenGateChecked
 from statemachine.gate import kernel_key
+from registry.text import shown
 from statemachine.phases import Phase, Status
 
 
@@ -89,7 +90,7 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
         raise DeploymentError(f"--standin-fault is a stand-in of the emulated executor; {state.name} reverifies on "
                               f"{executor}")
     run_state = replace(state, executor=executor)
-    progress(f"{state.name}: re-verifying on {executor}")
+    progress(f"{shown(state.name)}: re-verifying on {executor}")
     ctx = GateRun(state=run_state, workspace=workspace, progress=progress)
     latest: dict[tuple[str, str], KernelVerified] = {}
     for ev in state.passed[Phase.KERNELS].evidence:
@@ -147,5 +148,5 @@ def render_table(results: list[Reverified]) -> str:
     for r in results:
         detail = r.skipped or ("; ".join(r.regressions) if r.regressions else
                                ("changed: " + "; ".join(r.changed) if r.changed else "toolchain unchanged"))
-        lines.append(f"{r.name:<24} {r.verdict:<10} {r.executor:<9} {r.rows_rerun:>11} {r.token_prompts:>7}  {detail}")
+        lines.append(f"{shown(r.name):<24} {r.verdict:<10} {r.executor:<9} {r.rows_rerun:>11} {r.token_prompts:>7}  {detail}")
     return "\n".join(lines)

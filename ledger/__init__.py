@@ -4,6 +4,7 @@ from ledger.events import NewEvent  # noqa: F401
 from ledger.recorder import (  # noqa: F401
     Checkpoint,
     ConcurrencyError,
+    Identity,
     Ledger,
     LedgerError,
     LedgerUnavailable,

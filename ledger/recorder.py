@@ -5,7 +5,8 @@ Promises (each has a test in the shared contract suite, run on both dialects):
 1. `append(stream, expected_version, events)` is atomic; a stale `expected_version` raises
    `ConcurrencyError` and writes nothing.
 2. Global order (`seq`) equals commit order: writers are serialised (SQLite `BEGIN IMMEDIATE`;
-   PostgreSQL an EXCLUSIVE table lock inside the append transaction) and the recorder assigns
+   PostgreSQL a transaction advisory lock keyed by the events table, taken first in the append
+   transaction and held to its commit) and the recorder assigns
    `seq = last + 1` under that lock, so a reader tailing `read_all(after=seq)` sees every event once.
 3. `UNIQUE(event_id)`: re-appending an already recorded batch is a no-op returning the original seqs.
 4. Rows are immutable: database triggers refuse UPDATE and DELETE (and TRUNCATE on PostgreSQL).
@@ -17,7 +18,11 @@ Promises (each has a test in the shared contract suite, run on both dialects):
    leaves the whole batch or nothing.
 7. Opening never writes: the schema (table + triggers) is created by the first `append`, so read-only
    commands leave a database without one as it was (a missing SQLite file is not even created). A
-   database that has the table but lacks a trigger is not repaired silently: `verify()` fails naming it.
+   database that has the table but lacks a trigger, or whose trigger is disabled, is not repaired
+   silently: `verify()` fails naming it. `open_ledger(url, read_only=True)` opens a SQLite file with
+   `mode=ro` (and `immutable=1` in a folder nobody may write, a read-only copy), never writing to it.
+   On PostgreSQL a writer that could switch immutability off without being a superuser is refused
+   (ledger.postgres: the roles).
 8. A database error while writing (disk full, I/O error) is raised as `LedgerWriteError` naming the
    database's own error; the batch is not recorded.
 """
@@ -32,76 +37,27 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy import event as sa_event
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
-from sqlmodel import Field, SQLModel
 
 from ledger.canonical import GENESIS_HASH, chain_hash, dumps, loads
+from ledger.errors import ConcurrencyError, LedgerError, LedgerUnavailable, LedgerWriteError  # noqa: F401
 from ledger.events import Event, NewEvent
 from ledger.record import RecordedEvent
-
-BUSY_TIMEOUT_S = 30.0
-
-
-class LedgerError(Exception):
-    """Raised when the ledger cannot do what was asked (base class of the ledger's own errors)."""
-
-
-class ConcurrencyError(LedgerError):
-    """Raised when `append` is called with an `expected_version` that is no longer the stream's version."""
-
-
-class LedgerUnavailable(LedgerError):
-    """Raised when the database URL is unsupported, the server cannot be reached or the file is not a ledger."""
-
-
-class LedgerWriteError(LedgerUnavailable):
-    """Raised when the database refuses a write (disk full, I/O error, read-only file); nothing was recorded."""
-
-
-class EventsRow(SQLModel, table=True):
-    """The event envelope. `seq` is assigned by the recorder under the write lock (never by the database)."""
-
-    __tablename__ = "events"
-    __table_args__ = (sa.UniqueConstraint("stream_id", "version", name="events_stream_version_key"),)
-
-    seq: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True, autoincrement=False))
-    stream_id: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    version: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
-    event_id: str = Field(sa_column=sa.Column(sa.Text, nullable=False, unique=True))
-    type: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    payload: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    recorded_at: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    prev_hash: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-    hash: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
-
-
-EVENTS = EventsRow.__table__
-_COLS = ("seq", "stream_id", "version", "event_id", "type", "payload", "recorded_at", "prev_hash", "hash")
-_SELECT = f"SELECT {', '.join(_COLS)} FROM events"
-
-_SQLITE_TRIGGERS = (
-    "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events "
-    "BEGIN SELECT RAISE(ABORT, 'ledger events are immutable: UPDATE refused'); END",
-    "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
-    "BEGIN SELECT RAISE(ABORT, 'ledger events are immutable: DELETE refused'); END",
+from ledger.schema import (  # noqa: F401 - EVENTS, BUSY_TIMEOUT_S: the recorder's public names before the split
+    BUSY_TIMEOUT_S,
+    COLS,
+    EVENTS,
+    REQUIRED_TRIGGERS,
+    SELECT_ALL,
+    SQLITE_TRIGGERS,
+    WRITE_LOCK_SQL,
+    create_schema,
+    has_schema,
+    sqlite_engine,
 )
-_PG_TRIGGERS = (
-    "CREATE OR REPLACE FUNCTION events_immutable() RETURNS trigger LANGUAGE plpgsql AS $$ "
-    "BEGIN RAISE EXCEPTION 'ledger events are immutable: %% refused', TG_OP; END $$",
-    "CREATE OR REPLACE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events "
-    "FOR EACH ROW EXECUTE FUNCTION events_immutable()",
-    "CREATE OR REPLACE TRIGGER events_no_truncate BEFORE TRUNCATE ON events "
-    "FOR EACH STATEMENT EXECUTE FUNCTION events_immutable()",
-)
-# the immutability triggers `verify()` requires on each dialect (promise 3)
-REQUIRED_TRIGGERS = {
-    "sqlite": ("events_no_update", "events_no_delete"),
-    "postgresql": ("events_no_update_delete", "events_no_truncate"),
-}
 
-
+_SQLITE_TRIGGERS = SQLITE_TRIGGERS  # the name tests/integration/test_ledger_sqlite.py imports
 @dataclass(frozen=True)
 class Checkpoint:
     """The ledger's size (number of events = last seq) and the hash of its last event."""
@@ -121,12 +77,28 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Identity:
+    """A ledger's identity: its first event, written when the ledger was created and immutable since.
+
+    `event_id` is the UUID the recorder drew for that event and `genesis` its chain hash (which covers the
+    id and the microsecond it was recorded). A copy of the ledger has the same identity; moving it keeps it.
+    Every ledger that has an event has one, ledgers written before identities were named included."""
+
+    event_id: str
+    genesis: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"first_event_id": self.event_id, "genesis": self.genesis}
+
+
+@dataclass(frozen=True)
 class VerifyResult:
     ok: bool
     first_bad_seq: int | None = None
     reason: str = ""
     checked: int = 0
     missing_triggers: tuple[str, ...] = ()  # immutability triggers the database lacks (then ok is False)
+    disabled_triggers: tuple[str, ...] = ()  # immutability triggers present but switched off (then ok is False)
 
 
 def _new_event_id() -> str:
@@ -172,10 +144,14 @@ class Ledger:
         self._lock = threading.Lock()
         self._raw = None
         self._mark = "?" if self.dialect == "sqlite" else "%s"
-        marks = ",".join([self._mark] * len(_COLS))
-        self._sql_insert = f"INSERT INTO events ({', '.join(_COLS)}) VALUES ({marks})"
-        self._sql_begin = "BEGIN IMMEDIATE" if self.dialect == "sqlite" else "LOCK TABLE events IN EXCLUSIVE MODE"
+        marks = ",".join([self._mark] * len(COLS))
+        self._sql_insert = f"INSERT INTO events ({', '.join(COLS)}) VALUES ({marks})"
+        # PostgreSQL serialises writers on a transaction advisory lock keyed by the events table (a role granted
+        # SELECT and INSERT only may not take an EXCLUSIVE table lock; ledger.postgres: the roles)
+        self._sql_begin = "BEGIN IMMEDIATE" if self.dialect == "sqlite" else WRITE_LOCK_SQL
         self._schema_ready = False  # set by open_ledger; the first append creates the schema when False
+        self.read_only = False  # set by open_ledger(read_only=True): append refuses
+        self._writer_checked = self.dialect != "postgresql"  # PostgreSQL: the role is checked before a write
         self._sql_state = (
             f"SELECT (SELECT MAX(version) FROM events WHERE stream_id = {self._mark}), "
             "(SELECT seq FROM events ORDER BY seq DESC LIMIT 1), (SELECT hash FROM events ORDER BY seq DESC LIMIT 1)"
@@ -202,7 +178,11 @@ class Ledger:
             return []
         ids = [eid for eid, _, _ in encoded]
         dbapi = self.engine.dialect.dbapi
+        if self.read_only:
+            raise LedgerWriteError(f"the ledger at {self.where} was opened read-only; nothing was recorded")
         with self._lock:
+            if not self._writer_checked:
+                self._check_writer()
             if not self._schema_ready:
                 self._create_schema()
             conn = self._writer()
@@ -270,9 +250,26 @@ class Ledger:
             raise LedgerError(f"batch is partly recorded already ({len(found)} of {len(ids)} event ids)")
         return [int(found[i]) for i in ids]
 
+    @property
+    def where(self) -> str:
+        """The database URL without its password (for messages)."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def _check_writer(self) -> None:
+        """Refuse to write as a PostgreSQL role that could switch immutability off (ledger.postgres)."""
+        from ledger.postgres import writer_problem
+
+        try:
+            problem = writer_problem(self.engine, schema_exists=self.has_schema())
+        except DBAPIError as e:
+            raise LedgerUnavailable(f"cannot check the role writing to the ledger: {_first_line(e)}") from e
+        if problem:
+            raise LedgerWriteError(f"{problem}; nothing was recorded")
+        self._writer_checked = True
+
     def _create_schema(self) -> None:
         try:
-            _create_schema(self.engine)
+            create_schema(self.engine)
         except DBAPIError as e:
             raise LedgerWriteError(f"could not create the ledger's schema: {_first_line(e)}") from e
         self._schema_ready = True
@@ -280,22 +277,49 @@ class Ledger:
     def has_schema(self) -> bool:
         """Whether the events table exists (without creating anything)."""
         if not self._schema_ready:
-            self._schema_ready = _has_schema(self.engine)
+            self._schema_ready = has_schema(self.engine)
         return self._schema_ready
 
-    def missing_triggers(self) -> tuple[str, ...]:
-        """The immutability triggers (REQUIRED_TRIGGERS) the events table lacks; () for a ledger without one."""
+    def trigger_state(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(missing, disabled): the immutability triggers (REQUIRED_TRIGGERS) the events table lacks, and those
+        it has but that do not fire (PostgreSQL `tgenabled` 'D', or 'R': replica sessions only); ((), ()) for a
+        ledger without a table."""
         if not self.has_schema():
-            return ()
+            return (), ()
         with self._read() as conn:
             if self.dialect == "postgresql":
                 rows = conn.execute(sa.text(
-                    "SELECT tgname FROM pg_trigger WHERE tgrelid = to_regclass('events') AND NOT tgisinternal")).all()
+                    "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = to_regclass('events') "
+                    "AND NOT tgisinternal")).all()
             else:
                 rows = conn.execute(sa.text(
-                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'")).all()
-        present = {r[0] for r in rows}
-        return tuple(t for t in REQUIRED_TRIGGERS.get(self.dialect, ()) if t not in present)
+                    "SELECT name, 'O' FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'")).all()
+        state = {r[0]: str(r[1]) for r in rows}
+        required = REQUIRED_TRIGGERS.get(self.dialect, ())
+        return (tuple(t for t in required if t not in state),
+                tuple(t for t in required if state.get(t) in ("D", "R")))
+
+    def missing_triggers(self) -> tuple[str, ...]:
+        """The immutability triggers (REQUIRED_TRIGGERS) the events table lacks; () for a ledger without one."""
+        return self.trigger_state()[0]
+
+    def identity(self) -> Identity | None:
+        """The ledger's identity: its first event (None while it has none); see `Identity`."""
+        if not self.has_schema():
+            return None
+        with self._read() as conn:
+            row = conn.execute(sa.text("SELECT event_id, hash FROM events WHERE seq = 1")).first()
+        return Identity(row[0], row[1]) if row else None
+
+    def hashes_at(self, seqs: Iterable[int]) -> dict[int, str]:
+        """{seq: hash} of the events at `seqs` that exist."""
+        wanted = sorted({int(s) for s in seqs if int(s) > 0})
+        if not wanted or not self.has_schema():
+            return {}
+        with self._read() as conn:
+            rows = conn.execute(sa.text("SELECT seq, hash FROM events WHERE seq IN :seqs")
+                                .bindparams(sa.bindparam("seqs", expanding=True)), {"seqs": wanted}).all()
+        return {int(seq): digest for seq, digest in rows}
 
     def _writer(self):
         """The driver connection appends run on, kept open (SQLite: autocommit mode with explicit BEGIN)."""
@@ -316,13 +340,13 @@ class Ledger:
         if not self.has_schema():
             return []
         return self._query(
-            f"{_SELECT} WHERE stream_id = :s AND version > :v ORDER BY version", {"s": stream_id, "v": after_version}
+            f"{SELECT_ALL} WHERE stream_id = :s AND version > :v ORDER BY version", {"s": stream_id, "v": after_version}
         )
 
     def read_all(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:
         if not self.has_schema():
             return []
-        sql = f"{_SELECT} WHERE seq > :a ORDER BY seq"
+        sql = f"{SELECT_ALL} WHERE seq > :a ORDER BY seq"
         params: dict = {"a": after}
         if limit is not None:
             sql += " LIMIT :n"
@@ -370,7 +394,7 @@ class Ledger:
         raw = self.engine.raw_connection()
         try:
             cur = raw.driver_connection.cursor()
-            cur.execute(f"{_SELECT} ORDER BY seq")
+            cur.execute(f"{SELECT_ALL} ORDER BY seq")
             while rows := cur.fetchmany(chunk):
                 yield rows
             cur.close()
@@ -404,19 +428,22 @@ class Ledger:
         except self.engine.dialect.dbapi.Error as e:
             raise LedgerUnavailable(f"could not read the ledger: {_first_line(e)}") from e
         n = expect_seq - 1
-        missing = self.missing_triggers()
+        missing, disabled = self.trigger_state()
         if against is not None and against.size > 0:
             if n < against.size:
                 return VerifyResult(False, n + 1, f"ledger holds {n} events, checkpoint says {against.size}: truncated",
-                                    n, missing)
+                                    n, missing, disabled)
             if checkpoint_hash != against.hash:
                 return VerifyResult(
                     False, against.size, f"event {against.size} differs from the checkpoint: history rewritten", n,
-                    missing,
+                    missing, disabled,
                 )
         if missing:
             return VerifyResult(False, None, f"immutability trigger {', '.join(missing)} is missing: rows can be "
-                                             "rewritten", n, missing)
+                                             "rewritten", n, missing, disabled)
+        if disabled:
+            return VerifyResult(False, None, f"immutability trigger {', '.join(disabled)} is disabled: rows can be "
+                                             "rewritten", n, missing, disabled)
         return VerifyResult(True, None, "intact", n)
 
     def close(self) -> None:
@@ -433,71 +460,12 @@ def _safe_rollback(conn) -> None:
         pass
 
 
-def _sqlite_engine(url) -> Engine:
-    db = url.database
-    if db and db != ":memory:":
-        if Path(db).exists() and Path(db).stat().st_size > 0:
-            with open(db, "rb") as f:
-                if f.read(16) != b"SQLite format 3\x00":
-                    raise LedgerUnavailable(f"{db} is not a SQLite database (corrupt or foreign file)")
-    engine = sa.create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
-
-    @sa_event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record):
-        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
-        cur = dbapi_conn.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        cur.execute("PRAGMA journal_mode = WAL")
-        cur.execute("PRAGMA synchronous = FULL")
-        cur.close()
-
-    @sa_event.listens_for(engine, "begin")
-    def _on_begin(conn):
-        conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlite_begin', 'IMMEDIATE')}")
-
-    return engine
-
-
-def _sqlite_file(engine: Engine) -> Path | None:
-    db = engine.url.database
-    return Path(db) if db and db != ":memory:" else None
-
-
-def _has_schema(engine: Engine) -> bool:
-    """Whether the events table exists; never creates anything (a missing SQLite file stays missing)."""
-    if engine.dialect.name == "postgresql":
-        with engine.connect() as conn:
-            return conn.exec_driver_sql("SELECT to_regclass('events')").scalar() is not None
-    path = _sqlite_file(engine)
-    if path is not None and (not path.exists() or path.stat().st_size == 0):
-        return False  # connecting would switch an empty file to WAL, i.e. write to it
-    with engine.connect().execution_options(sqlite_begin="DEFERRED") as conn:
-        return conn.exec_driver_sql(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").first() is not None
-
-
-def _create_schema(engine: Engine) -> None:
-    path = _sqlite_file(engine) if engine.dialect.name == "sqlite" else None
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7345901)")  # concurrent first opens
-            exists = conn.exec_driver_sql("SELECT to_regclass('events')").scalar()
-            if exists is None:
-                EVENTS.create(conn)
-                for ddl in _PG_TRIGGERS:
-                    conn.exec_driver_sql(ddl)
-        elif conn.exec_driver_sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").first() is None:
-            EVENTS.create(conn)
-            for ddl in _SQLITE_TRIGGERS:
-                conn.exec_driver_sql(ddl)
-
-
-def open_ledger(url: str, *, create: bool = False) -> Ledger:
+def open_ledger(url: str, *, create: bool = False, read_only: bool = False) -> Ledger:
     """Open the ledger at `url`: `sqlite:///path` or `postgresql+psycopg://...`.
 
-    Nothing is written until the first append creates the schema, unless `create` asks for it now."""
+    Nothing is written until the first append creates the schema, unless `create` asks for it now.
+    `read_only`: a SQLite file is opened so that nothing can write to it (`_read_only_uri`); on either
+    dialect `append` refuses."""
     try:
         parsed = make_url(url)
     except ArgumentError as e:
@@ -505,7 +473,7 @@ def open_ledger(url: str, *, create: bool = False) -> Ledger:
     backend = parsed.get_backend_name()
     try:
         if backend == "sqlite":
-            engine = _sqlite_engine(parsed)
+            engine = sqlite_engine(parsed, read_only)
         elif backend == "postgresql":
             if parsed.get_driver_name() not in ("psycopg",):
                 parsed = parsed.set(drivername="postgresql+psycopg")
@@ -514,7 +482,7 @@ def open_ledger(url: str, *, create: bool = False) -> Ledger:
             raise LedgerUnavailable(
                 f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:///PATH or postgresql+psycopg://..."
             )
-        schema = _has_schema(engine)  # connects: an unreachable server or foreign file fails here
+        schema = has_schema(engine)  # connects: an unreachable server or foreign file fails here
     except (OperationalError, DBAPIError) as e:
         where = parsed.render_as_string(hide_password=True)
         raise LedgerUnavailable(f"cannot open the ledger at {where}: {_first_line(e)}") from e
@@ -522,7 +490,10 @@ def open_ledger(url: str, *, create: bool = False) -> Ledger:
         raise LedgerUnavailable(f"no driver for {parsed.drivername!r}") from e
     ledger = Ledger(engine, parsed.render_as_string(hide_password=False))
     ledger._schema_ready = schema
+    ledger.read_only = read_only
     if create and not schema:
+        if not ledger._writer_checked:
+            ledger._check_writer()  # PostgreSQL: a non-superuser would own the table (ledger.postgres)
         ledger._create_schema()
     return ledger
 

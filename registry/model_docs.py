@@ -22,6 +22,7 @@ Machine paths are never written: a local model path is shown by its last compone
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import timezone
@@ -32,7 +33,9 @@ from ledger.record import RecordedEvent
 from registry.evaluation_page import render_evaluation
 from registry.model_fold import DeploymentView, PhaseView, fold_deployment, show_time
 from registry.model_pages import (
+    CHART,
     ELF_CHART,
+    KL_CHART,
     GLYPH,
     header,
     kernel_tally,
@@ -48,12 +51,24 @@ from registry.perf_history import project_history
 from registry.text import DASH, cell, fixed, num, table
 
 PROGRESS = "docs/development_progress"
+# every path under llms/<model>/ project_model_docs can write (registry.names derives the name bound from them)
+DOC_FILES = (
+    "TODO.md", *(f"{PROGRESS}/{f}" for f in (
+        "progress.md", "phase_timing.md", "phase1_kernels.md", "phase2_block.md", "phase3_full.md",
+        "phase4_prefill.md", "phase5_decode.md", "phase6_finalize.md", "LESSONS.md", CHART, KL_CHART, ELF_CHART)),
+    "docs/evaluation_report.md", "docs/perf_history.md", "docs/perf_history.png",
+)
+FOLDER_MAX = 242  # registry.names.MAX_NAME_LENGTH (255-byte components; the scaffold's <name>_inference.py)
 
 
 def model_dir_name(name: str) -> str:
-    """The directory under llms/ for a deployment (path separators and dot-only names made safe)."""
+    """The directory under llms/ for a deployment (path separators and dot-only names made safe; a name too
+    long for a folder, which `init` refuses now but older ledgers may hold, is cut and given its hash)."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
-    return safe if safe.strip(".") else f"_{safe}"
+    safe = safe if safe.strip(".") else f"_{safe}"
+    if len(safe) > FOLDER_MAX:
+        safe = f"{safe[:FOLDER_MAX - 13]}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
+    return safe
 
 
 def _model_label(v: DeploymentView) -> str:
@@ -244,7 +259,7 @@ def render_progress(v: DeploymentView) -> str:
                   "DeploymentResumed": lambda: f"phase {e.phase}: {e.note}",
                   "FailureTriaged": lambda: f"of seq {e.subject_seq}: {e.summary}",
                   "EvaluationRecorded": lambda: e.verdict,
-                  "DeploymentRequested": lambda: e.name}[rec.type]()
+                  "DeploymentRequested": lambda: v.name}[rec.type]()
         rows.append([rec.seq, show_time(rec.recorded_at), rec.type, detail])
     parts.append(table(["seq", "recorded (UTC)", "event", "detail"], rows) if rows else "No phase events yet.\n")
     return "\n".join(parts)

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from ledger.record import RecordedEvent
+from registry.text import shown
 
 PHASE_TITLES = {
     0: "Build CPU Reference",
@@ -179,7 +180,7 @@ def fold_deployment(events: Iterable[RecordedEvent], name: str) -> DeploymentVie
     for rec in mine:
         if rec.type == "FailureTriaged" and rec.event.subject_seq is not None:
             triage[rec.event.subject_seq] = rec  # later triage of the same subject wins
-    return DeploymentView(
-        name=name, stream_id=stream_id, events=tuple(mine), phases=_phases(mine), blockers=_blockers(mine),
+    return DeploymentView(  # name: as pages show it (escaped when not printable: an older ledger may hold one)
+        name=shown(name), stream_id=stream_id, events=tuple(mine), phases=_phases(mine), blockers=_blockers(mine),
         triage_by_subject=dict(sorted(triage.items())),
     )

@@ -24,7 +24,7 @@ from typing import Sequence
 from kernels.toolchain import toolchain_label
 from ledger.record import RecordedEvent
 from registry.chart import DPI, HEIGHT_IN, WIDTH_IN
-from registry.text import fixed, table
+from registry.text import fixed, shown, table
 
 FILE_MD = "docs/perf_history.md"
 FILE_PNG = "docs/perf_history.png"
@@ -141,8 +141,8 @@ def project_history(events: Sequence[RecordedEvent], name: str) -> dict[str, byt
     """{FILE_MD: markdown, FILE_PNG: png (when figures exist)} of deployment `name` (paths under llms/<name>/)."""
     stream = f"deployment:{name}"
     rows = fold_history([e for e in events if e.stream_id == stream])
-    out = {FILE_MD: render_history(name, rows).encode("utf-8")}
-    png = history_png(name, rows)
+    out = {FILE_MD: render_history(shown(name), rows).encode("utf-8")}
+    png = history_png(shown(name), rows)
     if png is not None:
         out[FILE_PNG] = png
     return out

@@ -16,6 +16,12 @@ def cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
+def shown(text: str) -> str:
+    """A name as a terminal line may show it: as it is when every character is printable, else Python's repr
+    (newlines, control and invisible format characters escaped, in quotes), so it cannot forge a line."""
+    return text if text.isprintable() else repr(text)
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in rows:

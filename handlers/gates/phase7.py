@@ -3,7 +3,6 @@ handlers.remeasure). It runs in a fresh process with the BLAS thread count of th
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -12,6 +11,7 @@ from handlers import audit, audit_replay, remeasure
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import declared_options, model_backend
+from handlers.lifeline import child_env
 from handlers.remeasure import phase1_rows
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.digest import model_digest
@@ -19,15 +19,19 @@ from kernels.model.plan import plan
 from kernels.run import BLAS_THREAD_VARS
 from ledger.canonical import loads
 from ledger.events import EvaluationRecorded, TokenGateChecked
+from registry.text import shown
 
 
-def evaluate(ctx: GateRun, checkpoint: str | None = None) -> tuple[list, EvaluationRecorded]:
+def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[list, EvaluationRecorded]:
     """Replay, re-judge, re-derive, re-hash and re-measure; return the audit's TokenGateChecked events and
-    its EvaluationRecorded (see handlers.audit, handlers.audit_replay, handlers.remeasure)."""
+    its EvaluationRecorded (see handlers.audit, handlers.audit_replay, handlers.remeasure).
+
+    The chain is checked as `ledger verify` checks it: `checkpoint` (--against) and every checkpoint the
+    workspace's `record` (ledger.checkpoints.CheckpointRecord) holds of this ledger."""
     ledger, state = ctx.ledger, ctx.state
     events = ledger.read_stream(state.stream_id)
-    ctx.progress(f"verifying the hash chain and replaying {len(events)} events of {state.name}")
-    findings = audit.chain_findings(ledger, checkpoint, {e.seq for e in events})
+    ctx.progress(f"verifying the hash chain and replaying {len(events)} events of {shown(state.name)}")
+    findings = audit.chain_findings(ledger, checkpoint, {e.seq for e in events}, record)
     head = ledger.head()  # the sample seed: unknown to whoever wrote the evidence
     try:  # the plan is re-derived from config.json itself, not from what the ledger says the config was
         cfg = resolve(load_raw_config(ctx.model_path))
@@ -129,10 +133,11 @@ def _rerun_token_gate(ctx: GateRun, state, cfg, events) -> tuple[list, list]:
 
 def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[list, EvaluationRecorded]:
     """Run `evaluate` in a new interpreter that sees only the ledger URL and the deployment name."""
-    cmd = [sys.executable, "-m", "handlers.cli", "--db", ctx.ledger.url, "evaluate", ctx.state.name]
+    cmd = [sys.executable, "-m", "handlers.cli", "--workspace", str(ctx.workspace), "--db", ctx.ledger.url,
+           "evaluate", ctx.state.name]
     if checkpoint:
         cmd += ["--against", checkpoint]
-    env = dict(os.environ)
+    env = child_env()  # the evaluator dies with this process (handlers.lifeline)
     threads = Counter(ev.event.provenance.get("blas_threads") for ev in phase1_rows(ctx.state))
     threads.pop(None, None)
     if threads:  # pin the BLAS thread count the Phase 1 rows were measured at (fp32 accumulation order)

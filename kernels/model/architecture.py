@@ -150,10 +150,14 @@ def assess(raw: dict[str, Any]) -> Assessment:
         "qkv_bias": qkv_bias,
         "qk_norm": qk_norm,
         "tied_embeddings": bool(raw.get("tie_word_embeddings", _tie_default(arch))),
-        "gqa_group": int(heads // kv_heads) if heads and kv_heads else None,
+        "gqa_group": int(heads // kv_heads) if _positive_int(heads) and _positive_int(kv_heads) else None,
         "rope_type": _rope_type(raw),
     }
     return Assessment(architecture=arch, in_scope=not reasons, reasons=reasons, features=features)
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _tie_default(arch: str) -> bool:
@@ -197,7 +201,8 @@ def config_problems(raw: dict[str, Any]) -> list[str]:
 
     Sizes are positive JSON integers (not 1024.7, not 1e12, not true) no larger than CONFIG_SIZE_MAX; the
     width divides by the heads where head_dim is derived from it; heads divide by the kv heads; head_dim is
-    even (half-split RoPE); rope_theta and rms_norm_eps are positive finite numbers."""
+    even (half-split RoPE); rope_theta and rms_norm_eps are positive finite numbers, and so are
+    rope_parameters.* / rope_scaling.* where the RoPE math reads them (`_rope_group_problems`)."""
     problems: list[str] = []
     ok: dict[str, int] = {}
     for key in _SIZES:
@@ -226,10 +231,42 @@ def config_problems(raw: dict[str, Any]) -> list[str]:
         problems.append(f"head_dim {head_dim} is odd (half-split RoPE needs an even head_dim)")
     for key in ("rope_theta", "rms_norm_eps"):
         value = raw.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        if value is not None and not _positive_finite(value):
             problems.append(f"{key} {value!r} must be a positive finite number")
+    for group in ("rope_parameters", "rope_scaling"):
+        problems += _rope_group_problems(group, raw.get(group))
+    return problems
+
+
+# the RoPE parameters kernels.model.pipeline.rope_inv_freq reads, per rope_type (besides rope_theta)
+ROPE_FIELDS = {"linear": ("factor",),
+               "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+
+
+def _positive_finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value < float("inf")
+
+
+def _rope_group_problems(group: str, params: Any) -> list[str]:
+    """rope_parameters / rope_scaling: an object (or absent), whose rope_theta and the fields its rope_type's
+    math reads are positive finite numbers (llama3: high_freq_factor above low_freq_factor, it divides by the
+    difference)."""
+    if params is None:
+        return []
+    if not isinstance(params, dict):
+        return [f"{group} {params!r} is not an object"]
+    problems = []
+    if params.get("rope_theta") is not None and not _positive_finite(params["rope_theta"]):
+        problems.append(f"{group}.rope_theta {params['rope_theta']!r} must be a positive finite number")
+    rtype = params.get("rope_type") or params.get("type") or "default"
+    for key in ROPE_FIELDS.get(str(rtype), ()):
+        if params.get(key) is None:
+            problems.append(f"{group}.{key} is missing (rope_type {rtype} needs it)")
+        elif not _positive_finite(params[key]):
+            problems.append(f"{group}.{key} {params[key]!r} must be a positive finite number")
+    low, high = params.get("low_freq_factor"), params.get("high_freq_factor")
+    if rtype == "llama3" and _positive_finite(low) and _positive_finite(high) and high <= low:
+        problems.append(f"{group}.high_freq_factor {high} must exceed low_freq_factor {low}")
     return problems
 
 

@@ -1,0 +1,112 @@
+"""PostgreSQL roles: immutability that only a superuser can lift.
+
+The immutability triggers (ledger.schema.PG_TRIGGERS) stop UPDATE, DELETE and TRUNCATE for every role, but
+the owner of the events table can `ALTER TABLE events DISABLE TRIGGER ...` or drop them, the owner of the
+trigger function can replace its body, and the owner of the table's schema can drop the table. So:
+
+* the events table, its schema and the trigger function are owned by roles the application does not log in
+  as (the recommended owner is a NOLOGIN role; `setup` does it, run once by an administrator);
+* the application's role is granted SELECT and INSERT on the events table only (writers serialise on an
+  advisory lock, ledger.schema.WRITE_LOCK_SQL, which needs no table privilege);
+* the recorder refuses to write as a role that is not a superuser but owns, or is a member of the owner of,
+  any of the three (`writer_problem`), and refuses to create the schema as a non-superuser (it would own it);
+* `lift_warnings` names the roles that can log in and lift immutability without being superusers (`ledger
+  verify` prints them); a superuser can lift anything, which is the documented limit.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ledger.schema import create_schema, has_schema
+
+# (what, owner oid) of everything whose owner can switch the immutability off
+_OWNERS = """
+SELECT 'the events table' AS what, c.relowner AS owner FROM pg_class c WHERE c.oid = to_regclass('events')
+UNION ALL
+SELECT 'schema ' || n.nspname, n.nspowner FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.oid = to_regclass('events')
+UNION ALL
+SELECT DISTINCT 'function ' || p.proname || '()', p.proowner FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+ WHERE t.tgrelid = to_regclass('events') AND NOT t.tgisinternal
+"""
+_ME = "SELECT current_user, rolsuper FROM pg_roles WHERE rolname = current_user"
+README = "README: PostgreSQL roles"
+
+
+def writer_problem(engine: Engine, *, schema_exists: bool) -> str | None:
+    """Why the connected role must not write to this ledger (None: it may)."""
+    with engine.connect() as conn:
+        me, superuser = conn.execute(sa.text(_ME)).one()
+        if superuser:
+            return None  # the documented limit: a superuser can lift anything anyway
+        if not schema_exists:
+            return (f"refusing to create the ledger as role {me}, which is not a superuser: it would own the events "
+                    f"table and could switch its immutability triggers off; an administrator creates it with "
+                    f"`ledger db setup --owner ROLE --app {me}` ({README})")
+        rows = conn.execute(sa.text(
+            f"SELECT o.what, pg_get_userbyid(o.owner) FROM ({_OWNERS}) o "
+            "WHERE pg_has_role(current_user, o.owner, 'MEMBER') ORDER BY 1")).all()
+    if not rows:
+        return None
+    held = ", ".join(f"{what} (owner {owner})" for what, owner in rows)
+    return (f"refusing to write as role {me}: it owns, or is a member of the owner of, {held}, so it could switch "
+            f"the ledger's immutability off; connect as a role granted SELECT and INSERT only ({README})")
+
+
+def lift_warnings(engine: Engine) -> list[str]:
+    """One line per role that can log in and switch immutability off without being a superuser."""
+    if not has_schema(engine):
+        return []
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            f"SELECT r.rolname, string_agg(DISTINCT o.what, ', ' ORDER BY o.what) FROM pg_roles r, ({_OWNERS}) o "
+            "WHERE r.rolcanlogin AND NOT r.rolsuper AND pg_has_role(r.oid, o.owner, 'MEMBER') "
+            "GROUP BY r.rolname ORDER BY 1")).all()
+    return [f"role {role} can log in and is not a superuser, but owns (or is a member of the owner of) {what}: "
+            f"it can switch the immutability triggers off ({README})" for role, what in rows]
+
+
+def setup(engine: Engine, owner: str, app: str) -> list[str]:
+    """Create the events table (if missing) and hand it, its schema's privileges and the trigger function to
+    `owner`; grant `app` SELECT and INSERT only. Run by an administrator (a superuser); returns what it did.
+
+    Refuses (ValueError) an `app` role that is a superuser, is `owner` or a member of it, or owns the schema."""
+    q = engine.dialect.identifier_preparer.quote
+    with engine.connect() as conn:
+        found = dict(conn.execute(sa.text("SELECT rolname, rolsuper FROM pg_roles WHERE rolname IN (:o, :a)"),
+                                  {"o": owner, "a": app}).all())
+    for role in (owner, app):
+        if role not in found:
+            raise ValueError(f"role {role!r} does not exist (CREATE ROLE it first; {README})")
+    if found[app]:
+        raise ValueError(f"role {app!r} is a superuser: the application must log in as a role that cannot lift "
+                         f"immutability ({README})")
+    create_schema(engine)
+    done = []
+    with engine.begin() as conn:
+        if conn.execute(sa.text("SELECT pg_has_role(:a, :o, 'MEMBER')"), {"a": app, "o": owner}).scalar():
+            raise ValueError(f"role {app!r} is {owner!r} or a member of it: it could switch immutability off")
+        schema = conn.execute(sa.text(
+            "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.oid = to_regclass('events')")).scalar()
+        functions = conn.execute(sa.text(
+            "SELECT DISTINCT p.oid::regprocedure::text FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
+            "WHERE t.tgrelid = to_regclass('events') AND NOT t.tgisinternal")).scalars().all()
+        conn.exec_driver_sql(f"ALTER TABLE events OWNER TO {q(owner)}")
+        done.append(f"events table owned by {owner}")
+        for fn in functions:
+            conn.exec_driver_sql(f"ALTER FUNCTION {fn} OWNER TO {q(owner)}")
+            done.append(f"function {fn} owned by {owner}")
+        conn.exec_driver_sql("REVOKE ALL ON events FROM PUBLIC")
+        conn.exec_driver_sql(f"REVOKE ALL ON events FROM {q(app)}")
+        conn.exec_driver_sql(f"GRANT SELECT, INSERT ON events TO {q(app)}")
+        conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA {q(schema)} TO {q(app)}")
+        done.append(f"{app} granted SELECT, INSERT on events and USAGE on schema {schema}")
+        if conn.execute(sa.text(
+                "SELECT pg_has_role(:a, n.nspowner, 'MEMBER') FROM pg_namespace n WHERE n.nspname = :s"),
+                {"a": app, "s": schema}).scalar():
+            raise ValueError(f"role {app!r} owns (or is a member of the owner of) schema {schema}: it could drop the "
+                             "events table; put the ledger in a schema another role owns")
+    return done
