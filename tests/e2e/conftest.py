@@ -11,25 +11,19 @@ after a fresh clone. Every recorded `model_path` points at the session's tiny Ll
 
 A test whose deployment must differ from `tiny` in what it requested (test faults, forced tiles, another
 model folder) clones `tiny`'s stream at the phase where the difference starts to matter
-(`tests.e2e.streams.clone_stream`), exactly as the ledger would have recorded it, and runs the rest itself.
+(`tests.e2e.workspaces.clone_stream`), exactly as the ledger would have recorded it, and runs the rest itself.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.cli import ledger
+from tests.e2e.workspaces import copy_workspace
 
 SNAPSHOT_PHASES = (0, 3, 7)  # after Phase 0, after Phase 3, deployed (Phase 7 passed)
-
-
-def copy_workspace(src: Path, dst: Path) -> Path:
-    """A workspace copied whole (ledger, checkpoints, projections)."""
-    shutil.copytree(src, dst)
-    return dst
 
 
 @pytest.fixture(scope="session")

@@ -21,8 +21,7 @@ import pytest
 
 from handlers import deploy
 from tests.e2e.cli import ledger, ledger_json
-from tests.e2e.conftest import copy_workspace
-from tests.e2e.streams import clone_stream, requesting, workspace_ledger
+from tests.e2e.workspaces import clone_stream, copy_workspace, requesting, workspace_ledger
 
 
 @pytest.fixture(scope="module")

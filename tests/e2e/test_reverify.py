@@ -14,7 +14,7 @@ import json
 import pytest
 
 from tests.e2e.cli import ledger, ledger_json
-from tests.e2e.conftest import copy_workspace
+from tests.e2e.workspaces import copy_workspace
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,7 @@
-"""Deployment streams re-appended under another name, for tests that start from a snapshot's evidence.
+"""Workspaces for the end-to-end tests: copied whole, their ledger opened, a deployment stream cloned.
 
-`clone_stream` re-appends a stream's events as a new deployment, properly chained and in order, passing each
+`copy_workspace` copies a workspace (ledger, checkpoints, projections): how a test gets its own copy of a
+session snapshot (tests/e2e/conftest.py). `clone_stream` re-appends a stream's events as a new deployment, properly chained and in order, passing each
 through a `change`: the tamper tests use it to fabricate one change, the others to record a deployment that
 requested something else (a test fault, a forced tile, another model folder) on top of evidence its phases
 would have recorded identically.
@@ -8,6 +9,7 @@ would have recorded identically.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,6 +17,12 @@ from ledger import Ledger, open_ledger
 from ledger.events import parse_event
 
 Change = Callable[[str, dict, int], "dict | list[tuple[str, dict]] | None"]
+
+
+def copy_workspace(src: Path, dst: Path) -> Path:
+    """A workspace copied whole (ledger, checkpoints, projections) to `dst`."""
+    shutil.copytree(src, dst)
+    return dst
 
 
 def workspace_ledger(ws: Path) -> Ledger:
