@@ -8,7 +8,9 @@ re-derive each figure from its own samples.
 * `digest_findings` compares the model folder's digest now with the one Phase 0 recorded, and every
   evidence event of a passed attempt with that digest.
 * `figure_findings` re-derives Phase 4-6 medians and means from their samples, token and prompt counts,
-  and the pipeline options each measurement declares against the optimisations applied before it.
+  and the pipeline options each measurement declares against the optimisations applied before it;
+  `gate_evidence_findings` checks that each applied Phase 4-5 optimisation's gate records exist, passed, ran
+  with it, and (when it rests on one re-run on the final switch set) equal Phase 3's number for number.
 
 Each finding names the seq of the event it concerns. No I/O: the caller passes the recomputed digest.
 """
@@ -298,4 +300,52 @@ def figure_findings(events: list[RecordedEvent], states: list) -> list[Finding]:
             findings.append(Finding("error", recs[0].seq, "figures",
                                     f"phase {phase} attempt {attempt} checked prompts {indices}: the gate runs "
                                     f"{TOKEN_GATE_PROMPTS} (or {TOKEN_GATE_PROMPTS_FULL} with --full) distinct prompts"))
+    return findings
+
+
+# Phase 3 records vs a re-run on another switch set: everything but these is a measured number
+_NOT_NUMBERS = ("context", "pipeline", "provenance", "model_digest")
+
+
+def gate_evidence_findings(events: list[RecordedEvent], states: list) -> list[Finding]:
+    """Each applied OptimizationTried that names its gate records (`gate_context`; ledgers written before it
+    name none) must find them in its attempt, before it, passed and run with it; records of one re-run on the
+    final switch set ("phase<N>:final") must also equal the passed Phase 3 records, prompt by prompt, in every
+    number: that is the claim that the switches changed nothing, which is what lets them share one re-run."""
+    from statemachine.phases import Phase
+
+    findings = []
+    gates: dict[tuple, list[RecordedEvent]] = {}
+    for rec, state in zip(events, states):
+        if state is None or state.open_attempt is None:
+            continue
+        key = (int(state.open_attempt.phase), state.open_attempt.number)
+        p = rec.payload
+        if rec.type == "TokenGateChecked":
+            gates.setdefault((*key, p.get("context")), []).append(rec)
+        if rec.type != "OptimizationTried" or p.get("outcome") != "applied" or not p.get("gate_context"):
+            continue
+        name, where = p["optimisation"], f"OptimizationTried seq {rec.seq} ({p['optimisation']})"
+        cited = gates.get((*key, p["gate_context"]), [])
+        problems = [] if cited else [f"no TokenGateChecked {p['gate_context']!r} before it in its attempt"]
+        for g in cited:
+            on, faults = _declared(g.payload.get("pipeline") or {})
+            if not g.payload.get("passed"):
+                problems.append(f"TokenGateChecked seq {g.seq} did not pass")
+            if name not in on and name not in faults:
+                problems.append(f"TokenGateChecked seq {g.seq} ran without {name} ({g.payload.get('pipeline')})")
+        if p["gate_context"].endswith(":final"):
+            passed3 = state.passed.get(Phase.FULL_MODEL)
+            phase3 = {e.event.prompt_index: e for e in (passed3.evidence if passed3 else ())
+                      if type(e.event).__name__ == "TokenGateChecked" and e.event.context == "phase3"}
+            for g in cited:
+                old = phase3.get(g.payload["prompt_index"])
+                old_p = old.event.to_payload() if old else {}
+                differ = sorted(k for k in g.payload if k not in _NOT_NUMBERS and g.payload[k] != old_p.get(k))
+                if old is None or differ:
+                    problems.append(f"TokenGateChecked seq {g.seq} on the final switch set does not equal Phase 3's "
+                                    f"record of prompt {g.payload['prompt_index']}"
+                                    + (f" (seq {old.seq}: {', '.join(differ)} differ)" if old else " (none)")
+                                    + ": the switches changed the numbers, each needed its own re-run")
+        findings += [Finding("error", rec.seq, "optimisation-gate", f"{where}: {m}") for m in problems]
     return findings

@@ -49,7 +49,8 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, ex
 @click.option("--until", type=click.IntRange(0, 7), help="stop after this phase (0-7)")
 @click.option("--full", is_flag=True, help="token gate on all 8 prompts instead of 2")
 @click.option("--prefill-len", type=click.IntRange(8, 8192), default=None,
-              help="prompt length of the Phase 4 prefill timings (default 128)")
+              help="prompt length of the Phases 4-5 emulator wall-time runs (information only; default the "
+                   "canonical prompt, which Phase 6 times)")
 @click.option("--distribute", is_flag=True,
               help="Phase 1 rows as jobs for `ledger worker` hosts (PostgreSQL ledger); judged when all are in")
 @click.option("--wait", "wait_s", type=click.FloatRange(min=0), default=None,

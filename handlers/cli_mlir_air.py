@@ -83,8 +83,9 @@ def optimise_cmd(app: App, name: str, what: str, phase: str) -> None:
     ok = all(g.passed for g in gates)
     outcome = "applied" if ok and m.median_s < before_s else "reverted"
     event = OptimizationTried(phase=p, optimisation=what, outcome=outcome, before_s=before_s, after_s=m.median_s,
-                              gate_passed=ok, reason=f"engineer's change; {key} {before_s:.6g} -> {m.median_s:.6g} s "
-                                                     f"({m.source}), token gate {'kept' if ok else 'broken'}",
+                              gate_passed=ok, gate_context=f"phase{p}:{what}",
+                              reason=f"engineer's change; {key} {before_s:.6g} -> {m.median_s:.6g} s "
+                                     f"({m.source}), token gate {'kept' if ok else 'broken'}",
                               samples={"after_samples_s": m.samples_s, "metric": m.metric, "source": m.source,
                                        "detail": m.detail})
     unit.commit([*gates, performance_event(ctx, p, backend, m, "engineer"), event])

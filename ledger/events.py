@@ -315,6 +315,10 @@ class OptimizationTried(Measured):
     before_s: float | None = None
     after_s: float | None = None
     gate_passed: bool | None = None
+    # the context of the TokenGateChecked records gate_passed rests on: "phase<N>:<optimisation>" (its own
+    # re-run) or "phase<N>:final" (one re-run on the phase's final switch set, whose records must equal Phase 3's
+    # number for number); "" when no gate was run for it (reverted on its figure) or recorded before this field
+    gate_context: str = ""
     reason: str = ""
     samples: dict[str, Any] = Field(default_factory=dict)
 

@@ -53,6 +53,15 @@ def smollm2_dir():
         pytest.skip(f"SmolLM2 unavailable: {e}")
 
 
+@pytest.fixture
+def pg_schema():
+    """An empty schema of its own on the test PostgreSQL server (tests/postgres.py), dropped afterwards."""
+    from tests.postgres import fresh_schema
+
+    with fresh_schema() as schema:
+        yield schema
+
+
 @pytest.fixture(scope="module")
 def single_torch_thread():
     """torch on one intra-op thread for the module: on shared cores its OpenMP workers spin-wait and can make

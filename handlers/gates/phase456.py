@@ -4,18 +4,27 @@ Phase 4 optimises the prefill path, Phase 5 the decode path, with the same switc
 `fusion`, static weight BOs = `weight_residency`, intermediate BOs = `intermediate_bos`, on-device layout =
 `seq_first`); a decode-path switch is recorded as `decode:<switch>`. Each phase takes its baseline from the
 pipeline as the previous phase left it (Phase 5 starts from Phase 4's result), then tries each switch in
-turn, cumulatively: apply -> measure -> re-run the token gate -> keep or revert, one `OptimizationTried` each.
+turn, cumulatively: apply -> measure -> keep or revert, one `OptimizationTried` each.
 
 What a phase decides on is its backend's figure: on the emulated and torch executors the modelled NPU2
 prefill time / ms per token of the deployment's dispatch plan (`kernels.perf`; the same plan always gives the
-same figure, so a verdict never depends on this machine's load), with the emulator's own wall time recorded
-beside it as information; on hardware the measured time. A phase where no optimisation gains fails, naming why.
+same figure, so a verdict never depends on this machine's load), with the emulator's own wall time, measured
+once at the phase's baseline and once at its final switch set on the prompt Phase 6 times, recorded beside it
+as information; on hardware the measured time. A phase where no optimisation gains fails, naming why.
+
+The token gate: on hardware (`switches_keep_numbers` False) and for a test fault, re-run after every trial.
+Where the backend's switches change no number (the in-process pipeline), re-running it per switch would
+record identical numbers each time: it runs once on the final switch set, and each kept switch cites those
+records (`gate_context` "phase<N>:final"), which must equal the Phase 3 records number for number (the
+invariance; `handlers.audit_replay` re-checks it). If they do not, every switch is tried again with its own
+re-run, so a switch that does change the numbers is judged as on hardware.
 Phase 6 runs the integrated runner (setup outside the timed region) and records the modelled TTFT / tokens/s
 with the per-ELF breakdown next to the emulator's wall times; token gate and diagnosis as in Phase 3.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,11 +33,16 @@ from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import diagnosis_events, token_gate_events
 from handlers.gates.runtime import DECODE, FAULTS, SWITCHES, model_backend
 from kernels.model.backend import Measurement
+from kernels.model.prompts import canonical_tokens
 from kernels.thresholds import TOKEN_GATE_STEPS
 from ledger.events import OptimizationTried, PerformanceMeasured
+from statemachine.phases import Phase
 
-DEFAULT_PREFILL_LEN = 128  # tokens of the emulator's informational wall-time prefill (`advance --prefill-len`)
 DECODE_STEPS = 16  # decode steps of the emulator's informational wall-time decode run
+# what an OptimizationTried's token-gate evidence is, besides a re-run of its own ("phase<N>:<name>")
+FINAL_SET = "final"  # one re-run on the phase's final switch set, equal number for number to Phase 3's records
+# what a re-run on another switch set records differently from Phase 3 (the numbers are all the rest)
+UNCOMPARED = ("context", "pipeline", "provenance", "model_digest")
 
 
 def _name(phase: int, switch: str) -> str:
@@ -53,57 +67,146 @@ def _build(ctx: GateRun, applied: dict[str, bool], faults: set[str]):
     return model_backend(ctx.state, ctx.config, {**applied, "faults": faults})
 
 
-def measure(backend, phase: int, ctx: GateRun) -> Measurement:
-    info = int(ctx.options.get("prefill_len") or DEFAULT_PREFILL_LEN)
+def info_tokens(backend, ctx: GateRun) -> int:
+    """The emulator's informational wall-time prefill length: the canonical prompt, as Phase 6's integrated run
+    times it (so Phases 4-6 report wall times of one prompt), unless `advance --prefill-len` says otherwise."""
+    return int(ctx.options.get("prefill_len") or len(canonical_tokens(backend.tokenizer())))
+
+
+def measure(backend, phase: int, ctx: GateRun, informational: bool = True) -> Measurement:
+    """The figure the phase decides on; with `informational`, the emulator's own wall time beside it."""
+    info = info_tokens(backend, ctx) if informational else None
     if phase == 4:
         return backend.measure_prefill(info)
-    return backend.measure_decode(min(info, 64), DECODE_STEPS)
+    return backend.measure_decode(info, DECODE_STEPS)  # decoding on from that prompt, as Phase 6 does
+
+
+@dataclass
+class _Run:
+    """Where a phase's trials stand: the switches and test faults applied so far and the current figure."""
+
+    applied: dict[str, bool]
+    faults: set[str]
+    current: float
+    events: list = field(default_factory=list)
+
+
+def _trial(ctx: GateRun, phase: int, run: _Run, name: str, gate: bool):
+    """Apply `name` on top of `run`, take the decided figure, and (with `gate`) re-run the token gate on it.
+    Returns (the figure, the trial's switches, its faults, the gate events or None when not re-run here)."""
+    applied, faults = dict(run.applied), set(run.faults)
+    if name in FAULTS:
+        faults.add(name)
+    else:
+        applied[name] = True
+    backend = _build(ctx, applied, faults)
+    m = measure(backend, phase, ctx, informational=False)
+    gates = token_gate_events(ctx, backend, f"phase{phase}:{name}", full=False) if gate else None
+    return m, applied, faults, gates
+
+
+def _decide(phase: int, run: _Run, name: str, m: Measurement, gate_ok: bool | None, gate_context: str,
+            why_not: str = "") -> OptimizationTried:
+    """Keep `name` when its gate held (None: judged on the final set afterwards) and the figure dropped."""
+    what, before, after, source = ("prefill" if phase == 4 else "decode"), run.current, m.median_s, m.source
+    if gate_ok is not False and after < before:
+        outcome = "applied"
+        reason = f"{what} {_fmt(before, phase)} -> {_fmt(after, phase)} ({source}), token gate kept"
+    else:
+        outcome = "reverted"
+        why = [] if gate_ok is not False else [f"token gate broken ({why_not})"]
+        if after >= before:
+            why.append(f"no speed-up ({_fmt(before, phase)} -> {_fmt(after, phase)}, {source})")
+        reason = " and ".join(why)
+    return OptimizationTried(
+        phase=phase, optimisation=name, outcome=outcome, before_s=before, after_s=after, gate_passed=gate_ok,
+        gate_context=gate_context, reason=reason,
+        samples={"after_samples_s": m.samples_s, "metric": m.metric, "source": source, "detail": m.detail})
+
+
+def _per_switch(ctx: GateRun, phase: int, run: _Run, names: list[str]) -> None:
+    """Each optimisation applied in turn with its own token-gate re-run (test faults; every switch on hardware)."""
+    for name in names:
+        ctx.progress(f"{name}: apply, measure, re-run the token gate")
+        m, applied, faults, gates = _trial(ctx, phase, run, name, gate=True)
+        ok = all(g.passed for g in gates)
+        why_not = "; ".join(_gate_why(g) for g in gates if not g.passed)
+        tried = _decide(phase, run, name, m, ok, f"phase{phase}:{name}", why_not)
+        run.events += [*gates, tried]
+        if tried.outcome == "applied":
+            run.applied, run.faults, run.current = applied, faults, m.median_s
+
+
+def phase3_records(ctx: GateRun) -> dict[int, dict[str, Any]]:
+    """The passed Phase 3 attempt's token-gate records by prompt index: what a switch must leave unchanged."""
+    passed = ctx.state.passed.get(Phase.FULL_MODEL)
+    return {e.event.prompt_index: e.event.to_payload() for e in (passed.evidence if passed else ())
+            if type(e.event).__name__ == "TokenGateChecked" and e.event.context == "phase3"}
+
+
+def differs_from_phase3(gate, records: dict[int, dict[str, Any]]) -> str | None:
+    """None when `gate` records Phase 3's numbers exactly for its prompt, else what differs."""
+    old = records.get(gate.prompt_index)
+    if old is None:
+        return f"Phase 3 recorded no prompt {gate.prompt_index}"
+    new = gate.to_payload()
+    diff = sorted(k for k in new if k not in UNCOMPARED and new[k] != old.get(k))
+    return f"prompt {gate.prompt_index}: {', '.join(diff)} differ from Phase 3's" if diff else None
+
+
+def _on_final_set(ctx: GateRun, phase: int, run: _Run, names: list[str]) -> None:
+    """Switches of a backend whose switches change no number: each decided on its figure, then the token gate
+    re-run once on the final switch set. When every record there equals Phase 3's number for number (the
+    invariance, recorded for the evaluator to re-check) and passes, each kept switch kept the gate; otherwise
+    every switch is tried again with its own re-run (`_per_switch`), so a switch that does change the numbers
+    is judged as on hardware."""
+    start = _Run(dict(run.applied), set(run.faults), run.current)
+    trial = _Run(dict(run.applied), set(run.faults), run.current)
+    decided = []
+    for name in names:
+        m, applied, faults, _ = _trial(ctx, phase, trial, name, gate=False)
+        decided.append(_decide(phase, trial, name, m, None, f"phase{phase}:{FINAL_SET}"))
+        if decided[-1].outcome == "applied":
+            trial.applied, trial.faults, trial.current = applied, faults, m.median_s
+        ctx.progress(f"{name}: {decided[-1].outcome} on its figure ({decided[-1].reason})")
+    if not any(t.outcome == "applied" for t in decided):  # nothing kept: no gate to establish
+        run.events += [t.model_copy(update={"gate_context": ""}) for t in decided]
+        return
+    ctx.progress(f"token gate once on the final switch set {sorted(k for k, v in trial.applied.items() if v)}")
+    gates = token_gate_events(ctx, _build(ctx, trial.applied, trial.faults), f"phase{phase}:{FINAL_SET}", full=False)
+    records = phase3_records(ctx)
+    problems = [_gate_why(g) for g in gates if not g.passed] + [d for g in gates if (d := differs_from_phase3(g, records))]
+    run.events += gates
+    if problems:
+        ctx.progress(f"the final switch set does not reproduce Phase 3 ({problems[0]}): each switch re-runs the gate")
+        run.applied, run.faults, run.current = start.applied, start.faults, start.current
+        return _per_switch(ctx, phase, run, names)
+    kept = (f" on the final switch set (one re-run, TokenGateChecked phase{phase}:{FINAL_SET}, equal to Phase 3's "
+            "records number for number: no switch changed a number)")
+    run.events += [t.model_copy(update={"gate_passed": True, "reason": t.reason + kept}) if t.outcome == "applied"
+                   else t.model_copy(update={"gate_context": ""}) for t in decided]
+    run.applied, run.faults, run.current = trial.applied, trial.faults, trial.current
 
 
 def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
     what = "prefill" if phase == 4 else "decode"
     applied = _applied_before(ctx)
-    faults: set[str] = set()
-    base_backend = _build(ctx, applied, faults)
+    base_backend = _build(ctx, applied, set())
     m_base = measure(base_backend, phase, ctx)
     source = m_base.source
     ctx.progress(f"phase {phase} baseline: {what} {_fmt(m_base.median_s, phase)} ({source})")
-    events: list = [performance_event(ctx, phase, base_backend, m_base, "baseline")]
-    current = m_base.median_s
+    run = _Run(applied, set(), m_base.median_s, [performance_event(ctx, phase, base_backend, m_base, "baseline")])
     candidates = _candidates(ctx, phase, applied)
-    for i, name in enumerate(candidates, start=1):
-        ctx.progress(f"[{i}/{len(candidates)}] {name}: apply, measure {what}, re-run the token gate")
-        trial_applied, trial_faults = dict(applied), set(faults)
-        if name in FAULTS:
-            trial_faults.add(name)
-        else:
-            trial_applied[name] = True
-        backend = _build(ctx, trial_applied, trial_faults)
-        trial = measure(backend, phase, ctx)
-        after = trial.median_s
-        gates = token_gate_events(ctx, backend, f"phase{phase}:{name}", full=False)
-        events.extend(gates)
-        gate_ok = all(g.passed for g in gates)
-        before = current
-        if gate_ok and after < before:
-            outcome = "applied"
-            reason = f"{what} {_fmt(before, phase)} -> {_fmt(after, phase)} ({source}), token gate kept"
-            applied, faults, current = trial_applied, trial_faults, after
-        else:
-            outcome = "reverted"
-            why = [] if gate_ok else [f"token gate broken ({'; '.join(_gate_why(g) for g in gates if not g.passed)})"]
-            if after >= before:
-                why.append(f"no speed-up ({_fmt(before, phase)} -> {_fmt(after, phase)}, {source})")
-            reason = " and ".join(why)
-        events.append(OptimizationTried(
-            phase=phase, optimisation=name, outcome=outcome, before_s=before, after_s=after, gate_passed=gate_ok,
-            reason=reason, samples={"after_samples_s": trial.samples_s, "metric": trial.metric, "source": source,
-                                    "detail": trial.detail},
-        ))
-    final_backend = _build(ctx, applied, faults)
+    # a test fault changes the numbers by definition; a switch does only where the backend says it can
+    switches = {_name(phase, s) for s in SWITCHES} if base_backend.switches_keep_numbers else set()
+    shared = [n for n in candidates if n in switches]
+    _per_switch(ctx, phase, run, [n for n in candidates if n not in shared])
+    if shared:
+        _on_final_set(ctx, phase, run, shared)
+    final_backend = _build(ctx, run.applied, run.faults)
     m_final = measure(final_backend, phase, ctx)
-    events.append(performance_event(ctx, phase, final_backend, m_final, "final"))
-    kept = [k for k, v in applied.items() if v and k in {_name(phase, s) for s in SWITCHES}] + sorted(faults)
+    events = [*run.events, performance_event(ctx, phase, final_backend, m_final, "final")]
+    kept = [k for k, v in run.applied.items() if v and k in {_name(phase, s) for s in SWITCHES}] + sorted(run.faults)
     reasons = []
     if not m_final.median_s < m_base.median_s:
         reasons.append(f"no {what} optimisation gains over the phase {phase - 1} result "
@@ -157,7 +260,7 @@ def integrated_run(ctx: GateRun, tokens: np.ndarray, n_tokens: int) -> dict[str,
 
 
 def run_finalize(ctx: GateRun) -> GateOutcome:
-    from kernels.model.prompts import canonical_tokens
+
 
     backend = model_backend(ctx.state, ctx.config)
     gates = token_gate_events(ctx, backend, "phase6")

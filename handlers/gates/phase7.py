@@ -53,6 +53,7 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
     findings += audit_replay.digest_findings(state, events, now, digest_error)
     findings += audit_replay.rejudge_attempts(events, states, planned)
     findings += audit_replay.figure_findings(events, states)
+    findings += audit_replay.gate_evidence_findings(events, states)
     bound = not any(f.check == "model-digest" for f in findings)
 
     kernel_rows, block_row, rerun = [], None, []

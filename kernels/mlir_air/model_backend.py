@@ -75,6 +75,7 @@ class MlirAirBackend:
     """See the module docstring."""
 
     name = "mlir-air"
+    switches_keep_numbers = False  # a switch is another compiled program: each keeps its own token-gate re-run
 
     def __init__(self, model_path: str | Path, config, deployment: str, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
@@ -263,13 +264,13 @@ class MlirAirBackend:
         f = npu2_figures(self.config, self._switches)
         return {k: f[k] for k in ("source", "seq", "ctx", "ttft_s", "prefill_s", "ms_per_token", "tokens_per_s", "switches")}
 
-    def measure_prefill(self, info_tokens: int) -> Measurement:
+    def measure_prefill(self, info_tokens: int | None) -> Measurement:
         prof = self._profile()
         return Measurement("prefill_s", prof["prefill_s"], [prof["prefill_s"]], prof["seq"], "mlir-air-profile", 0, {
             "per_elf_ms": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"],
             "switches": {k: bool(self._switches.get(k, False)) for k in SWITCHES}})
 
-    def measure_decode(self, info_tokens: int, steps: int) -> Measurement:
+    def measure_decode(self, info_tokens: int | None, steps: int) -> Measurement:
         prof = self._profile()
         return Measurement("s_per_token", prof["s_per_token"], [prof["s_per_token"]], NPU2_DECODE_CTX,
                            "mlir-air-profile", 0, {

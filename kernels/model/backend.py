@@ -61,6 +61,11 @@ class Measurement:
 
 class ModelBackend(Protocol):
     name: str  # the executor the numbers come from
+    # True when no dispatch switch can change a number the backend produces (the token gate's records under any
+    # switch set equal those without): the in-process pipeline, whose switches only change how work is
+    # dispatched (tests/integration/test_pipeline.py::test_optimisation_switches_give_identical_numbers).
+    # False on hardware, where a switch is another compiled program: Phases 4-5 re-run the gate per switch.
+    switches_keep_numbers: bool
 
     @property
     def options(self) -> dict[str, Any]: ...  # the pipeline options in force (switches, faults)
@@ -82,9 +87,10 @@ class ModelBackend(Protocol):
 
     def diagnose(self) -> list[dict[str, Any]]: ...  # LayerDiagnosed fields per layer
 
-    def measure_prefill(self, info_tokens: int) -> Measurement: ...
+    # the figure a phase decides on; `info_tokens` (None: skip) sizes the emulator's informational wall-time run
+    def measure_prefill(self, info_tokens: int | None) -> Measurement: ...
 
-    def measure_decode(self, info_tokens: int, steps: int) -> Measurement: ...
+    def measure_decode(self, info_tokens: int | None, steps: int) -> Measurement: ...
 
     def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> dict[str, Any]: ...
 
@@ -111,6 +117,8 @@ def pipeline_executor(executor: str, target: str = "npu2"):
 
 class InProcessBackend:
     """The decoder pipeline on an emulated / torch executor, judged against HF bf16 in this process."""
+
+    switches_keep_numbers = True  # PipelineOptions' switches change the dispatch, never the numbers
 
     def __init__(self, model_path: str | Path, config: ModelConfig, executor: str, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset()) -> None:
@@ -190,31 +198,31 @@ class InProcessBackend:
         reps = -(-length // len(base))
         return np.asarray((base * reps)[:length], np.int64)
 
-    def measure_prefill(self, info_tokens: int) -> Measurement:
+    def measure_prefill(self, info_tokens: int | None) -> Measurement:
         p = self.predict("prefill")
-        tokens = self._prompt(info_tokens)
-        t0 = time.perf_counter()
-        self.pipeline.prefill(tokens)
-        wall = time.perf_counter() - t0
-        return Measurement("prefill_s", p.prefill_s, [p.prefill_s], NPU2_PREFILL_SEQ, "modelled-npu2", 0, {
-            "switches": p.switches, "per_elf": per_elf(p, "prefill"), "totals_ms": p.totals["prefill"],
-            "calls_per_layer": p.prefill_calls_per_layer,
-            "emulator_wall_s": wall, "emulator_wall_tokens": int(info_tokens)})
+        detail: dict[str, Any] = {"switches": p.switches, "per_elf": per_elf(p, "prefill"),
+                                  "totals_ms": p.totals["prefill"], "calls_per_layer": p.prefill_calls_per_layer}
+        if info_tokens:
+            tokens = self._prompt(info_tokens)
+            t0 = time.perf_counter()
+            self.pipeline.prefill(tokens)
+            detail.update(emulator_wall_s=time.perf_counter() - t0, emulator_wall_tokens=int(info_tokens))
+        return Measurement("prefill_s", p.prefill_s, [p.prefill_s], NPU2_PREFILL_SEQ, "modelled-npu2", 0, detail)
 
-    def measure_decode(self, info_tokens: int, steps: int) -> Measurement:
+    def measure_decode(self, info_tokens: int | None, steps: int) -> Measurement:
         p = self.predict("decode")
-        tokens = self._prompt(info_tokens)
-        rec = self.pipeline.prefill(tokens)
-        tok, pos = rec.top1_token, len(tokens)
-        t0 = time.perf_counter()
-        for i in range(steps):
-            tok = self.pipeline.decode_step(tok, pos + i).top1_token
-        wall = (time.perf_counter() - t0) / steps
         per_token = p.ms_per_token / 1e3
-        return Measurement("s_per_token", per_token, [per_token], NPU2_DECODE_CTX, "modelled-npu2", 0, {
-            "switches": p.switches, "per_elf": per_elf(p, "decode"), "totals_ms": p.totals["decode"],
-            "calls_per_layer": p.decode_calls_per_layer,
-            "emulator_wall_s_per_token": wall, "emulator_wall_context": int(info_tokens), "decode_steps": steps})
+        detail: dict[str, Any] = {"switches": p.switches, "per_elf": per_elf(p, "decode"),
+                                  "totals_ms": p.totals["decode"], "calls_per_layer": p.decode_calls_per_layer}
+        if info_tokens:
+            tokens = self._prompt(info_tokens)
+            tok, pos = self.pipeline.prefill(tokens).top1_token, len(tokens)
+            t0 = time.perf_counter()
+            for i in range(steps):
+                tok = self.pipeline.decode_step(tok, pos + i).top1_token
+            detail.update(emulator_wall_s_per_token=(time.perf_counter() - t0) / steps,
+                          emulator_wall_context=int(info_tokens), decode_steps=steps)
+        return Measurement("s_per_token", per_token, [per_token], NPU2_DECODE_CTX, "modelled-npu2", 0, detail)
 
     # -- Phase 6 --
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import ledger, ledger_json
+from tests.postgres import execute, needs_pg, schema_url
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
 TRANSCRIPTS = Path(__file__).parents[1] / "fixtures" / "transcripts"
@@ -136,27 +137,12 @@ def test_status_reports_an_unreplayable_stream_and_still_lists_the_others(worksp
     assert "broken" in proc.stderr and "unreplayable: PhasePassed(phase=5)" in proc.stderr
 
 
-def test_read_only_commands_create_no_schema_in_an_empty_postgres_database():
-    import uuid
-
-    import psycopg
-
-    from tests.integration.test_ledger_postgres import _WHY_NOT, PG_DSN, _schema_url
-
-    if _WHY_NOT:
-        pytest.skip(_WHY_NOT)
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        ws = Path(__file__).parent  # read-only: nothing is written to the workspace either
-        for args in (("status",), ("log",), ("head",), ("verify",), ("history", "x")):
-            ledger(ws, *args, db=_schema_url(schema))
-        with psycopg.connect(PG_DSN, autocommit=True) as conn:
-            assert conn.execute("SELECT to_regclass(%s)", (f"{schema}.events",)).fetchone()[0] is None
-    finally:
-        with psycopg.connect(PG_DSN, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+@needs_pg
+def test_read_only_commands_create_no_schema_in_an_empty_postgres_database(pg_schema):
+    ws = Path(__file__).parent  # read-only: nothing is written to the workspace either
+    for args in (("status",), ("log",), ("head",), ("verify",), ("history", "x")):
+        ledger(ws, *args, db=schema_url(pg_schema))
+    assert execute("SELECT to_regclass(%s)", (f"{pg_schema}.events",))[0][0] is None
 
 
 def test_verify_names_a_dropped_sqlite_trigger(workspace):

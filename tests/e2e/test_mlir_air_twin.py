@@ -115,6 +115,9 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     assert [g["prompt"] for g in phase3] == [x for x in prompt_file if x and not x.startswith("#")][:2]
     tried = [e["payload"] for e in events if e["type"] == "OptimizationTried"]
     assert {t["phase"] for t in tried if t["outcome"] == "applied"} == {4, 5}
+    # on hardware a switch is another program: every trial keeps its own `make verify` re-run
+    assert all(t["gate_context"] == f"phase{t['phase']}:{t['optimisation']}" for t in tried)
+    assert not [e for e in events if e["type"] == "TokenGateChecked" and e["payload"]["context"].endswith(":final")]
     assert not [e for e in events if e["type"] == "PhaseFailed"]
     # the evaluator re-ran the kernel sample through the harnesses and the token gate through make verify
     evaluation = next(e["payload"] for e in events if e["type"] == "EvaluationRecorded")

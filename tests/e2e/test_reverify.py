@@ -2,40 +2,29 @@
 
 The tiny Llama and Qwen2 plans are identical row for row (same E, F, heads, head_dim, vocab), so no kernel
 row could tell them apart; the tiny Qwen3 (head_dim 128) is the second model: its RoPE rows are
-`head_dim=128`, the Llama's `head_dim=64`. The declared stand-in fault `rope:head_dim=128`
-(kernels.executors.standin) makes that harness fail.
+`head_dim=128`, the Llama's (deployment `tiny`, the session's deployed snapshot, tests/e2e/conftest.py)
+`head_dim=64`. The declared stand-in fault `rope:head_dim=128` (kernels.executors.standin) makes that
+harness fail.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.e2e.cli import ledger, ledger_json
+from tests.e2e.workspaces import copy_workspace
 
 pytestmark = pytest.mark.slow
 
 
-def _spawn(ws, *args):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    env.pop("LEDGER_DB", None)
-    return subprocess.Popen([sys.executable, "-m", "handlers.cli", "--workspace", str(ws), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-
 @pytest.fixture(scope="module")
-def two_deployed(tmp_path_factory, tiny_llama, tiny_qwen3):
-    ws = tmp_path_factory.mktemp("reverify")
-    assert ledger(ws, "init", str(tiny_llama), "--name", "llama").returncode == 0
+def two_deployed(tmp_path_factory, tiny_snapshots, tiny_qwen3):
+    ws = copy_workspace(tiny_snapshots[7], tmp_path_factory.mktemp("reverify") / "ws")  # `tiny`: the Llama, deployed
     assert ledger(ws, "init", str(tiny_qwen3), "--name", "qwen3").returncode == 0
-    runs = [_spawn(ws, "advance", name) for name in ("llama", "qwen3")]
-    for proc in runs:
-        out, err = proc.communicate(timeout=1200)
-        assert proc.returncode == 0, err[-3000:]
+    proc = ledger(ws, "advance", "qwen3", timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     return ws
 
 
@@ -50,13 +39,13 @@ def test_a_broken_stand_in_harness_blocks_exactly_the_deployment_that_uses_it_an
     proc = ledger(two_deployed, "reverify", "--all", "--standin-fault", "rope:head_dim=128", "--json")
     assert proc.returncode == 1, proc.stderr
     rows = {r["name"]: r for r in json.loads(proc.stdout)}
-    assert rows["llama"]["verdict"] == "green" and rows["llama"]["rows_rerun"] == 0
+    assert rows["tiny"]["verdict"] == "green" and rows["tiny"]["rows_rerun"] == 0
     assert rows["qwen3"]["verdict"] == "REGRESSED" and rows["qwen3"]["rows_rerun"] == 4  # Q and K RoPE, prefill and decode
     assert all("rope" in r and "standin_fault: None -> rope:head_dim=128" in r for r in rows["qwen3"]["regressions"])
     status = {s["name"]: s for s in ledger_json(two_deployed, "status")}
-    assert status["llama"]["status"] == "deployed"
+    assert status["tiny"]["status"] == "deployed"
     assert status["qwen3"]["status"] == "needs_human_review"
     assert status["qwen3"]["blockers"][0]["reason"].startswith("reverify regression: Phase 1 rope")
-    table = ledger(two_deployed, "reverify", "--all").stdout  # the table: llama green, qwen3 skipped (blocked)
-    assert "llama" in table and "green" in table and "not deployed" in table
+    table = ledger(two_deployed, "reverify", "--all").stdout  # the table: tiny green, qwen3 skipped (blocked)
+    assert "tiny" in table and "green" in table and "not deployed" in table
     assert ledger(two_deployed, "verify").returncode == 0

@@ -1,15 +1,10 @@
 """The recorder under real failures: a full database, dropped triggers, a database without a schema."""
 
-import uuid
-
-import psycopg
 import pytest
 
 from ledger import LedgerError, open_ledger
 from ledger.events import LessonRecorded
-from tests.integration.test_ledger_postgres import _WHY_NOT, PG_DSN, _schema_url
-
-needs_pg = pytest.mark.skipif(_WHY_NOT is not None, reason=f"no PostgreSQL server: {_WHY_NOT}")
+from tests.postgres import execute, needs_pg, schema_url
 
 
 def test_a_full_sqlite_database_raises_a_ledger_error_naming_sqlite_full_and_records_nothing(tmp_path):
@@ -51,35 +46,23 @@ def test_verify_fails_naming_a_dropped_sqlite_trigger_and_opening_does_not_recre
     assert open_ledger(url).verify().missing_triggers == ("events_no_update",)  # still missing: not repaired
 
 
-@pytest.fixture
-def pg_schema():
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    yield schema
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
 def _has_events_table(schema: str) -> bool:
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        return conn.execute("SELECT to_regclass(%s)", (f"{schema}.events",)).fetchone()[0] is not None
+    return execute("SELECT to_regclass(%s)", (f"{schema}.events",))[0][0] is not None
 
 
 @needs_pg
 def test_verify_fails_naming_a_dropped_postgres_trigger(pg_schema):
-    ledger = open_ledger(_schema_url(pg_schema))
+    ledger = open_ledger(schema_url(pg_schema))
     ledger.append("deployment:a", 0, [LessonRecorded(text="one")])
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f"DROP TRIGGER events_no_truncate ON {pg_schema}.events")
-    result = open_ledger(_schema_url(pg_schema)).verify()
+    execute(f"DROP TRIGGER events_no_truncate ON {pg_schema}.events")
+    result = open_ledger(schema_url(pg_schema)).verify()
     assert not result.ok and result.missing_triggers == ("events_no_truncate",)
     assert "events_no_truncate" in result.reason
 
 
 @needs_pg
 def test_reading_a_postgres_database_without_a_schema_creates_nothing(pg_schema):
-    ledger = open_ledger(_schema_url(pg_schema))
+    ledger = open_ledger(schema_url(pg_schema))
     assert ledger.read_all() == [] and ledger.head().size == 0 and ledger.verify().ok
     assert not _has_events_table(pg_schema)
     ledger.append("deployment:a", 0, [LessonRecorded(text="first write creates it")])

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import psycopg
 import pytest
@@ -21,24 +20,11 @@ import pytest
 from handlers import deploy
 from ledger import open_ledger
 from statemachine.gate import kernel_key
-from tests.integration.test_ledger_postgres import _WHY_NOT, PG_DSN, _schema_url
+from tests.postgres import execute, needs_pg, schema_url
 
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(_WHY_NOT is not None, reason=f"no PostgreSQL server answers at {PG_DSN}: {_WHY_NOT}"),
-]
+pytestmark = [pytest.mark.postgres, needs_pg]
 
 SLEEP_S = "2"
-
-
-@pytest.fixture
-def pg_schema():
-    schema = f"w_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    yield schema
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def _cli(ws, url, *args, env_extra=None, **popen):
@@ -49,9 +35,7 @@ def _cli(ws, url, *args, env_extra=None, **popen):
 
 
 def _query(schema: str, sql: str, params=()):
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f"SET search_path TO {schema}")
-        return conn.execute(sql, params).fetchall()
+    return execute(sql, params, schema=schema)
 
 
 def _wait_for(what, predicate, timeout_s: float = 120.0, poll_s: float = 0.1):
@@ -73,7 +57,7 @@ def _workers_registered(schema: str) -> int:
 
 def test_three_workers_drain_a_plan_and_a_job_of_a_worker_killed_mid_run_completes_on_another(
         pg_schema, tmp_path, tiny_llama):
-    url = _schema_url(pg_schema)
+    url = schema_url(pg_schema)
     led = open_ledger(url)
     deploy.init(led, str(tiny_llama), name="tl")
     deploy.advance(led, "tl", until=0, workspace=tmp_path)
@@ -144,6 +128,6 @@ def test_distribute_on_a_sqlite_ledger_is_one_clear_line_and_records_nothing(tmp
 def test_the_sleep_stand_in_refuses_to_start_without_its_declared_seconds(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("LEDGER_DB", "NPU_LEDGER_STANDIN_SLEEP_S")}
     proc = subprocess.run([sys.executable, "-m", "handlers.cli", "--workspace", str(tmp_path), "--db",
-                           _schema_url("public"), "worker", "--executor", "sleep"], capture_output=True, text=True,
+                           schema_url("public"), "worker", "--executor", "sleep"], capture_output=True, text=True,
                           timeout=60, env=env)
     assert proc.returncode == 1 and "error: the sleep stand-in needs NPU_LEDGER_STANDIN_SLEEP_S" in proc.stderr
