@@ -260,8 +260,6 @@ def integrated_run(ctx: GateRun, tokens: np.ndarray, n_tokens: int) -> dict[str,
 
 
 def run_finalize(ctx: GateRun) -> GateOutcome:
-
-
     backend = model_backend(ctx.state, ctx.config)
     gates = token_gate_events(ctx, backend, "phase6")
     layers = diagnosis_events(ctx, backend)
