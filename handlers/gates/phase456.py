@@ -160,8 +160,7 @@ def _on_final_set(ctx: GateRun, phase: int, run: _Run, names: list[str]) -> None
     invariance, recorded for the evaluator to re-check) and passes, each kept switch kept the gate; otherwise
     every switch is tried again with its own re-run (`_per_switch`), so a switch that does change the numbers
     is judged as on hardware."""
-    start = _Run(dict(run.applied), set(run.faults), run.current)
-    trial = _Run(dict(run.applied), set(run.faults), run.current)
+    trial = _Run(dict(run.applied), set(run.faults), run.current)  # `run` moves only once the gate is known
     decided = []
     for name in names:
         m, applied, faults, _ = _trial(ctx, phase, trial, name, gate=False)
@@ -179,7 +178,6 @@ def _on_final_set(ctx: GateRun, phase: int, run: _Run, names: list[str]) -> None
     run.events += gates
     if problems:
         ctx.progress(f"the final switch set does not reproduce Phase 3 ({problems[0]}): each switch re-runs the gate")
-        run.applied, run.faults, run.current = start.applied, start.faults, start.current
         return _per_switch(ctx, phase, run, names)
     kept = (f" on the final switch set (one re-run, TokenGateChecked phase{phase}:{FINAL_SET}, equal to Phase 3's "
             "records number for number: no switch changed a number)")
