@@ -145,7 +145,7 @@ def _tree(ws: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("name, why", [
-    ("n" * 300, "at most 242 fit"),  # every projection rebuild would fail with ENAMETOOLONG
+    ("n" * 300, "at most 240 fit"),  # every projection rebuild would fail with ENAMETOOLONG
     ("x\nprod-llama                   deployed", "U+000A"),  # `ledger status` would print a forged row
     ("a\x1b[2Jb", "U+001B"),  # a terminal escape
     ("evil\u202eamall", "U+202E"),  # right-to-left override: prints as another name
@@ -179,7 +179,7 @@ def test_names_an_older_ledger_holds_are_escaped_and_still_project(deployed, tmp
     proc = ledger(ws, "registry", "build")
     assert proc.returncode == 0, proc.stderr
     [long_folder] = [p.name for p in (ws / "llms").iterdir() if p.name.startswith("nnnn")]
-    assert len(long_folder) == 242 and (ws / "llms" / long_folder / "TODO.md").is_file()
+    assert len(long_folder) == 240 and (ws / "llms" / long_folder / "TODO.md").is_file()
     assert ledger(ws, "registry", "build", "--check").returncode == 0
 
 
