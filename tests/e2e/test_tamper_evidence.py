@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from handlers import deploy
 from ledger import open_ledger
 from ledger.canonical import chain_hash, dumps, loads
 from ledger.events import parse_event
@@ -80,7 +81,8 @@ def test_a_consistent_rewrite_fails_the_audit_naming_the_range_with_and_without_
     ws = _copy(deployed, tmp_path / "ws")
     against = ledger(ws, "head").stdout.strip()  # kept elsewhere
     kernel = next(e for e in _events(ws) if e["type"] == "KernelVerified")
-    size = _rewrite_consistently(ws, kernel["seq"], lambda p: {**p, "mean_rel_L1": p["mean_rel_L1"] * 0.5})
+    # a change no other check of the evaluator can see (re-measured figures, verdicts and coverage all match)
+    size = _rewrite_consistently(ws, kernel["seq"], lambda p: {**p, "provenance": {**p["provenance"], "host": "x"}})
     assert open_ledger(f"sqlite:///{_db(ws)}").verify().ok  # the chain alone is self-consistent again
     second = _copy(ws, tmp_path / "second")
     (second / ".ledger" / "checkpoints.json").unlink()  # only the checkpoint kept elsewhere is left there
@@ -144,20 +146,21 @@ def _tree(ws: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("name, why", [
-    ("n" * 300, "at most 242 fit"),  # every projection rebuild would fail with ENAMETOOLONG
+    ("n" * 300, "at most 240 fit"),  # every projection rebuild would fail with ENAMETOOLONG
     ("x\nprod-llama                   deployed", "U+000A"),  # `ledger status` would print a forged row
     ("a\x1b[2Jb", "U+001B"),  # a terminal escape
     ("evil\u202eamall", "U+202E"),  # right-to-left override: prints as another name
 ])
 def test_hostile_names_are_refused_before_anything_is_written(deployed, tmp_path, tiny_llama, name, why):
     ws = _copy(deployed, tmp_path / "ws")
-    status, head, tree = ledger(ws, "status", "--json").stdout, ledger(ws, "head").stdout, _tree(ws)
+    led = open_ledger(f"sqlite:///{_db(ws)}")
+    status, head, tree = deploy.status(led, None), led.head(), _tree(ws)  # what `status --json` prints
+    led.close()
     proc = ledger(ws, "init", str(tiny_llama), "--name", name)
     assert proc.returncode == 1 and why in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
-    assert ledger(ws, "status", "--json").stdout == status and ledger(ws, "head").stdout == head
-    assert _tree(ws) == tree
-    assert ledger(ws, "registry", "build", "--check").returncode == 0
+    assert json.loads(ledger(ws, "status", "--json").stdout) == json.loads(json.dumps(status))
+    assert open_ledger(f"sqlite:///{_db(ws)}").head() == head and _tree(ws) == tree  # every projection as it was
 
 
 def test_names_an_older_ledger_holds_are_escaped_and_still_project(deployed, tmp_path):
@@ -177,7 +180,7 @@ def test_names_an_older_ledger_holds_are_escaped_and_still_project(deployed, tmp
     proc = ledger(ws, "registry", "build")
     assert proc.returncode == 0, proc.stderr
     [long_folder] = [p.name for p in (ws / "llms").iterdir() if p.name.startswith("nnnn")]
-    assert len(long_folder) == 242 and (ws / "llms" / long_folder / "TODO.md").is_file()
+    assert len(long_folder) == 240 and (ws / "llms" / long_folder / "TODO.md").is_file()
     assert ledger(ws, "registry", "build", "--check").returncode == 0
 
 
