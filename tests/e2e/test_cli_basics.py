@@ -2,7 +2,7 @@
 
 import json
 
-from tests.e2e.cli import ledger, ledger_json
+from tests.e2e.cli import ledger, ledger_json, read_in_process
 
 CONFIGS = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "configs"
 
@@ -52,7 +52,7 @@ def test_bad_input_gets_one_clear_line_and_a_non_zero_exit(tmp_path):
         assert proc.returncode != 0, args
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
         assert len([line for line in proc.stderr.splitlines() if line.strip()]) <= 3, (args, proc.stderr)
-    assert json.loads(ledger(tmp_path, "log", "--json").stdout) == []  # nothing half-written
+    assert json.loads(read_in_process(tmp_path, "log", "--json").stdout) == []  # nothing half-written
 
 
 def test_a_corrupt_ledger_file_is_refused_without_a_traceback(tmp_path):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.e2e.cli import ledger, ledger_json, spawn
+from tests.e2e.cli import ledger, ledger_json, read_in_process, spawn
 
 CONFIGS = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "configs"
 
@@ -38,7 +38,7 @@ def test_in_scope_configs_are_accepted_and_phase_0_fails_cleanly_on_missing_weig
     assert "model.embed_tokens.weight" in proc.stderr  # the first missing tensor is named
     status = ledger_json(tmp_path, "status", name)
     assert status["status"] == "phase0" and status["phases_passed"] == []
-    assert ledger(tmp_path, "verify").returncode == 0
+    assert read_in_process(tmp_path, "verify").returncode == 0
 
 
 def test_phase_0_passes_on_a_real_model_and_records_its_evidence(tiny_at):
@@ -51,7 +51,7 @@ def test_phase_0_passes_on_a_real_model_and_records_its_evidence(tiny_at):
     baseline = next(e["payload"] for e in events if e["type"] == "ReferenceBaselineRecorded")
     assert baseline["passed"] and baseline["logits_finite"] and isinstance(baseline["top1_token"], int)
     assert 0 < baseline["top1_prob"] < 0.999 and baseline["entropy"] > 0
-    history = ledger(ws, "history", "tiny").stdout
+    history = read_in_process(ws, "history", "tiny").stdout
     assert "PHASE 0 PASSED" in history
 
 
@@ -67,4 +67,4 @@ def test_two_concurrent_advances_one_proceeds_the_other_exits_cleanly(tmp_path, 
     events = ledger_json(tmp_path, "log", "--stream", "deployment:tiny")
     assert sum(1 for e in events if e["type"] == "PhasePassed") == 1
     assert sum(1 for e in events if e["type"] == "PhaseStarted") == 1
-    assert ledger(tmp_path, "verify").returncode == 0
+    assert read_in_process(tmp_path, "verify").returncode == 0

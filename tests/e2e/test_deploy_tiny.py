@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from handlers import deploy
-from tests.e2e.cli import ledger, ledger_json
+from tests.e2e.cli import ledger, ledger_json, read_in_process
 from tests.e2e.workspaces import clone_stream, copy_workspace, requesting, workspace_ledger
 
 
@@ -70,7 +70,7 @@ def test_a_tiny_llama_goes_from_phase_0_to_deployed_and_the_audit_says_pass(depl
     assert all(t["gate_passed"] for t in tried if t["outcome"] == "applied")
     perf4 = [e["payload"] for e in events if e["type"] == "PerformanceMeasured" and e["payload"]["phase"] == 4]
     assert perf4[-1]["prefill_s"] < perf4[0]["prefill_s"]
-    assert ledger(deployed, "verify").returncode == 0
+    assert read_in_process(deployed, "verify").returncode == 0
     for rel in ("kernel_registry/supported_kernels.md", "llms/tiny/TODO.md", "llms/tiny/docs/evaluation_report.md"):
         assert (deployed / rel).exists(), rel
     assert ledger(deployed, "registry", "build", "--check").returncode == 0
@@ -150,7 +150,7 @@ def test_a_token_gate_record_inconsistent_with_its_own_top5_fails_the_audit(forg
 
 def test_an_audit_against_a_checkpoint_catches_a_truncated_ledger(tiny_at):
     ws = tiny_at(7)
-    checkpoint = ledger(ws, "head").stdout.strip()
+    checkpoint = read_in_process(ws, "head").stdout.strip()
     conn = sqlite3.connect(ws / ".ledger" / "ledger.db")
     size = int(checkpoint.split(":")[0])
     conn.executescript(f"DROP TRIGGER events_no_delete; DELETE FROM events WHERE seq = {size};")
@@ -168,7 +168,7 @@ def test_a_broken_rope_fails_phase_2_and_the_bisect_and_triage_name_it(tiny_at):
     block = next(e["payload"] for e in events if e["type"] == "BlockValidated")
     assert not block["passed"] and block["culprit"] == "rope"
     assert any(e["type"] == "FailureTriaged" for e in events)
-    status = ledger(ws, "status", "broken").stdout
+    status = read_in_process(ws, "status", "broken").stdout
     assert "triage of seq" in status
     todo = (ws / "llms" / "broken" / "TODO.md").read_text()
     assert "rope" in todo.lower()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.e2e.cli import ledger, ledger_json
+from tests.e2e.cli import ledger, ledger_json, read_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ def test_smollm2_passes_phases_0_to_3(tmp_path, smollm2_dir, executor):
     assert len(gates) == 2 and all(g["passed"] and g["executor"] == executor for g in gates)
     layers = [e["payload"] for e in events if e["type"] == "LayerDiagnosed"]
     assert len(layers) == 30
-    history = ledger(tmp_path, "history", name).stdout
+    history = read_in_process(tmp_path, "history", name).stdout
     assert "block layer 0: cosine" in history and "token gate [phase3] prompt 0" in history
     if executor == "emulated":
         kernels = [e["payload"] for e in events if e["type"] == "KernelVerified"]
