@@ -5,9 +5,9 @@ CLI once per session - `ledger init`, `ledger advance --until 0`, `--until 3`, t
 `deployed` - and copies the whole workspace after each step (`.ledger/ledger.db` with its WAL if any,
 `.ledger/checkpoints.json`, the projections). A test that needs "a model at Phase N" asks `tiny_at(N)` for
 its own copy under its tmp_path: tests mutate their workspace (tamper with the ledger, append streams,
-advance), never a snapshot. Nothing in a workspace depends on where it lies except the remembered checkpoint
-of `.ledger/checkpoints.json` (keyed by the database URL): a copy simply has none for its own path, as
-after a fresh clone. Every recorded `model_path` points at the session's tiny Llama folder (read only).
+advance), never a snapshot. Nothing in a workspace depends on where it lies: `.ledger/checkpoints.json` is
+keyed by the ledger's identity (issue #22), so a copy keeps the checkpoints of the snapshot it came from, as a
+moved workspace does. Every recorded `model_path` points at the session's tiny Llama folder (read only).
 
 A test whose deployment must differ from `tiny` in what it requested (test faults, forced tiles, another
 model folder) clones `tiny`'s stream at the phase where the difference starts to matter
