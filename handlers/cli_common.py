@@ -8,7 +8,7 @@ import click
 from handlers.bootstrap import App
 from handlers.gates import GateRun
 from handlers.narrate import TerminalProgress
-from handlers.registry_ops import build_projections
+from handlers.registry_ops import build_projections, link_message
 from handlers.uow import DeploymentUnit
 from ledger import Checkpoint
 
@@ -21,7 +21,9 @@ def refresh_projections(app: App) -> None:
     build`), and no temporary file is left behind."""
     try:
         events = app.ledger.read_all()
-        build_projections(events, app.workspace)
+        result = build_projections(events, app.workspace)
+        for rel in result.links:  # a projected folder that is a symbolic link is neither written nor followed
+            click.echo(f"warning: recorded, but {link_message(app.workspace, rel)}", err=True)
         if events:
             app.remember_checkpoint(Checkpoint(events[-1].seq, events[-1].hash))
     except Exception as e:  # noqa: BLE001 - the commit stands; say what failed and move on
