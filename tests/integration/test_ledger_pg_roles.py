@@ -6,7 +6,6 @@ trust auth, database `test`) and drops them. Skipped, with the reason shown, onl
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import psycopg
@@ -16,23 +15,9 @@ from psycopg.conninfo import conninfo_to_dict
 from ledger import LedgerWriteError, open_ledger
 from ledger.events import LessonRecorded
 from tests.e2e.cli import ledger
+from tests.postgres import PG_DSN, needs_pg
 
-PG_DSN = os.environ.get("NPU_LEDGER_TEST_PG", "host=127.0.0.1 port=5432 dbname=test user=postgres")
-
-
-def _server_answers() -> str | None:
-    try:
-        psycopg.connect(PG_DSN, connect_timeout=3).close()
-        return None
-    except psycopg.Error as e:
-        return str(e).strip().splitlines()[0]
-
-
-_WHY_NOT = _server_answers()
-pytestmark = [
-    pytest.mark.postgres,
-    pytest.mark.skipif(_WHY_NOT is not None, reason=f"no PostgreSQL server answers at {PG_DSN}: {_WHY_NOT}"),
-]
+pytestmark = [pytest.mark.postgres, needs_pg]
 
 
 def _url(role: str, schema: str) -> str:
