@@ -35,10 +35,10 @@ from kernels.model.weights import load_weights  # noqa: E402
 
 def make_executor(name: str):
     if name == "fp32":
-        from kernels.executors.base import Fp32Executor
+        from kernels.numerics.executors.base import Fp32Executor
 
         return Fp32Executor()
-    from kernels.model.backend import pipeline_executor
+    from kernels.backends.in_process import pipeline_executor
 
     return pipeline_executor(name, "npu2")  # what a deployment's pipeline runs on
 

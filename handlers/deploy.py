@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from handlers.audit import Finding, chain_findings
+from handlers.evaluator.audit import Finding, chain_findings
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase7 import evaluate_in_fresh_process
 from handlers.gates.table import GATES

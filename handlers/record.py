@@ -1,6 +1,6 @@
 """`ledger record harness`: a transcript from an NPU2 machine becomes one KernelVerified(source=harness).
 
-Validated on the way in (kernels.evidence): the shape is the kernel's, the transcript's element count is the
+Validated on the way in (kernels.perf.evidence): the shape is the kernel's, the transcript's element count is the
 shape's output size, its printed rtol/atol are the contract's, its figures are non-negative (finite for a
 PASS) and its latency/throughput physically possible on the target. The same transcript bytes are never
 evidence for two different (kernel, shape, contract) rows: a sha256 already recorded for another row is
@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from handlers.uow import DeploymentUnit
-from kernels.evidence import EvidenceError, check_measurement
+from kernels.perf.evidence import EvidenceError, check_measurement
 from kernels.mlir_air.transcript import parse_harness_transcript, sha256_text
 from ledger import Ledger
 from ledger.events import KernelVerified

@@ -12,7 +12,7 @@ For each deployment at `deployed`:
 3. A row that passed and now FAILs (without the documented caveat), or a prompt that passed and now fails,
    is a regression: one BlockerRaised(phase 7) names each and what changed, and the deployment goes to
    `needs_human_review` (as a failed re-audit does); `ledger resume` after a fix re-runs the evaluation.
-A declared stand-in fault (`standin_fault`, kernels.executors.standin) makes the matching rows' harness fail,
+A declared stand-in fault (`standin_fault`, kernels.numerics.executors.standin) makes the matching rows' harness fail,
 standing for a broken toolchain in tests; it is recorded in those rows' toolchain.
 """
 
@@ -28,7 +28,7 @@ from handlers.gates.phase1 import verify_row
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import model_backend
 from handlers.uow import DeploymentError, DeploymentUnit
-from kernels.executors.standin import FaultyEmulated, StandinFault
+from kernels.numerics.executors.standin import FaultyEmulated, StandinFault
 from kernels.model.plan import plan
 from kernels.toolchain import current_toolchain, toolchain_changes, toolchain_label
 from ledger import Ledger

@@ -1,7 +1,7 @@
 """Every number a verdict is judged against, in one place, each with where it comes from.
 
 The phase gates (`handlers.gates`), their predicates (`statemachine.predicates`), the independent evaluator
-(`handlers.audit`), the triage rules, the kernel catalog and the registry's pages all import these; none of
+(`handlers.evaluator.audit`), the triage rules, the kernel catalog and the registry's pages all import these; none of
 them spells a threshold of its own. Changing a value here changes every judge at once, and events record
 the thresholds they were judged against, so an old verdict stays re-derivable from its own payload.
 
@@ -111,7 +111,7 @@ TOKEN_GATE_PROMPTS_FULL = 8
 #
 # A harness transcript or an imported registry row is evidence only if it is physically possible on NPU2.
 # Compute: the target's peak is the performance model's named constant (`kernels.perf.constants`: tiles x
-# MACs/cycle x clock, with its derivation); `kernels.evidence` checks throughput against it.
+# MACs/cycle x clock, with its derivation); `kernels.perf.evidence` checks throughput against it.
 #
 # Memory. Every input of a kernel is read from DDR at least once and its output written once, so
 # bytes(shape) / latency cannot exceed the memory system's bandwidth. The widest NPU2 host is Strix Halo

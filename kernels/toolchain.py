@@ -11,7 +11,7 @@ PerformanceMeasured (`toolchain`) records it.
   mlir_air_commit, aie_opt, air_opt, xrt_smi, peano
                       on an NPU2 machine: the mlir-air checkout's commit and the versions found
                       (kernels.mlir_air.lock.probe_toolchain; peano's clang from PEANO_INSTALL_DIR)
-  standin_fault       only on rows of a declared stand-in fault (kernels.executors.standin): never on real rows
+  standin_fault       only on rows of a declared stand-in fault (kernels.numerics.executors.standin): never on real rows
 
 `toolchain_label` renders one as a short, stable text (the history projection's x axis);
 `toolchain_changes(recorded, current)` names the keys that differ (what `ledger reverify` reports).
@@ -24,7 +24,7 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Mapping
 
-from kernels.executors.emulated import EMULATED_NUMERICS_VERSION
+from kernels.numerics.executors.emulated import EMULATED_NUMERICS_VERSION
 from kernels.mlir_air.lock import first_output_line, probe_toolchain
 from kernels.perf import PERF_MODEL_VERSION
 

@@ -16,8 +16,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kernels.catalog import get_spec
-from kernels.evidence import EvidenceError, check_measurement
+from kernels.numerics.catalog import get_spec
+from kernels.perf.evidence import EvidenceError, check_measurement
 from kernels.thresholds import kernel_tolerance
 from ledger.events import KernelVerified
 from registry.mlir_air_tables import DETAILS, INDEX, NO_JSON, PAGE_OF
@@ -147,7 +147,7 @@ NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/Xilinx/mlir-air/k
 def events_from_markdown(folder: str | Path) -> list[tuple[str, Any]]:
     """Imported `KernelVerified` events from the tested-shapes tables of the eight kernels without a JSON file
     (details pages first, then supported_kernels.md rows the details page lacks). Each row is validated like a
-    harness transcript (kernels.evidence, without an element count); a row that fails validation is skipped and
+    harness transcript (kernels.perf.evidence, without an element count); a row that fails validation is skipped and
     named in the returned event's absence (`skipped_rows` gives them)."""
     folder = Path(folder)
     out: list[tuple[str, Any]] = []

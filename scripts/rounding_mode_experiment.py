@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 
-import kernels.executors.emulated as em
-import kernels.executors.emulated_elementwise as elementwise
+import kernels.numerics.executors.emulated as em
+import kernels.numerics.executors.emulated_elementwise as elementwise
 from benchmarks.bench_precision_lines import emulate_line, load_lines, reproducible
-from kernels.bf16 import _HI16
+from kernels.numerics.bf16 import _HI16
 
 
 def chop_bf16(x, out=None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
 from kernels.model.architecture import ModelConfigError, load_raw_config
-from kernels.model.backend import hf_reference
+from kernels.backends.in_process import hf_reference
 from kernels.model.digest import model_digest
 from kernels.model.prompts import CANONICAL_PROMPT
 from kernels.model.weights import WeightsError, check_weights, expected_tensors

@@ -24,11 +24,11 @@ import platform
 from datetime import datetime, timezone
 
 from handlers.gates import GateOutcome, GateRun
-from kernels.evidence import EvidenceError, check_measurement
+from kernels.perf.evidence import EvidenceError, check_measurement
 from kernels.mlir_air.lock import HarnessTimeout, NpuLockTimeout
 from kernels.mlir_air.table import HarnessConfigError
 from kernels.mlir_air.transcript import TranscriptError, sha256_text
-from kernels.tiles import TileRuleViolation
+from kernels.numerics.tiles import TileRuleViolation
 from ledger.events import KernelVerified
 from statemachine.checks import atol_artifact
 from statemachine.gate import GateContext
@@ -161,7 +161,7 @@ def _passed_before(state) -> dict[tuple, tuple[int, int, KernelVerified]]:
 def _carry(passed_before: dict, state, row) -> KernelVerified | None:
     """The copy of an earlier passing measurement of this row, if it was measured the same way: same
     executor, target, contract and the planned tile (a changed plan or executor re-runs the row)."""
-    from kernels.catalog import get_spec
+    from kernels.numerics.catalog import get_spec
     from statemachine.gate import kernel_key
 
     contract = row_contract(state, row) or get_spec(row.kernel).default_contract
@@ -195,13 +195,13 @@ def verify_once(state, row, shape_text: str, when: str, host: str, attempt: int,
                 toolchain: dict | None = None) -> tuple[KernelVerified, str | None]:
     """One verification of a planned row on the deployment's executor (no retry): its KernelVerified, and the
     transcript when a harness ran. The gate (through `verify_row`) and the evaluator's re-measurement
-    (`handlers.remeasure`) both call it, so a re-measured row runs exactly the gate's code path."""
+    (`handlers.evaluator.remeasure`) both call it, so a re-measured row runs exactly the gate's code path."""
     from kernels.toolchain import current_toolchain, with_npu_ledger
 
     tile = dict(row.tile.tile) or None  # the planner's TilePlan
     note = "; ".join(row.warnings)
     if state.executor == "mlir-air":
-        from kernels.executors import make_executor
+        from kernels.backends.kernel_runners import make_executor
 
         contract = row_contract(state, row)
         try:
@@ -220,7 +220,7 @@ def verify_once(state, row, shape_text: str, when: str, host: str, attempt: int,
             event = event.model_copy(update={"caveat": "near-zero-atol-artifact",
                                              "note": "; ".join(x for x in (note, artifact) if x)})
         return event, run.transcript
-    from kernels.run import blas_threads, run_kernel
+    from kernels.numerics.run import blas_threads, run_kernel
 
     forced = (state.pipeline or {}).get("forced_tiles", {}).get(row.kernel)
     if forced:  # fault injection: a tile forced past the planner (tests of the gate and of triage)
@@ -250,7 +250,7 @@ TAIL_LINES = 20  # the last lines of a failed harness run kept in the event (the
 def _not_measured(state, row, tile, note: str, when: str, attempt: int, e: Exception) -> tuple[KernelVerified, str]:
     """A harness run that produced no measurement, as a FAIL row: what ran, how it ended, the transcript's sha256
     and its last lines; error figures absent. The contract's tolerances are recorded as the ones it was held to."""
-    from kernels.catalog import get_spec
+    from kernels.numerics.catalog import get_spec
     from kernels.thresholds import kernel_tolerance
 
     transcript = getattr(e, "transcript", None) or ""

@@ -16,7 +16,7 @@ The token gate: on hardware (`switches_keep_numbers` False) and for a test fault
 Where the backend's switches change no number (the in-process pipeline), re-running it per switch would
 record identical numbers each time: it runs once on the final switch set, and each kept switch cites those
 records (`gate_context` "phase<N>:final"), which must equal the Phase 3 records number for number (the
-invariance; `handlers.audit_replay` re-checks it). If they do not, every switch is tried again with its own
+invariance; `handlers.evaluator.replay` re-checks it). If they do not, every switch is tried again with its own
 re-run, so a switch that does change the numbers is judged as on hardware.
 Phase 6 runs the integrated runner (setup outside the timed region) and records the modelled TTFT / tokens/s
 with the per-ELF breakdown next to the emulator's wall times; token gate and diagnosis as in Phase 3.
@@ -32,7 +32,7 @@ import numpy as np
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import diagnosis_events, token_gate_events
 from handlers.gates.runtime import DECODE, FAULTS, SWITCHES, model_backend
-from kernels.model.backend import Measurement
+from kernels.backends.base import Measurement
 from kernels.model.prompts import canonical_tokens
 from kernels.thresholds import TOKEN_GATE_STEPS
 from ledger.events import OptimizationTried, PerformanceMeasured

@@ -1,5 +1,5 @@
-"""Phase 7 — the independent evaluation, recorded as the last gate (see handlers.audit, handlers.audit_replay,
-handlers.remeasure). It runs in a fresh process with the BLAS thread count of the Phase 1 rows pinned."""
+"""Phase 7 — the independent evaluation, recorded as the last gate (see handlers.evaluator.audit, handlers.evaluator.replay,
+handlers.evaluator.remeasure). It runs in a fresh process with the BLAS thread count of the Phase 1 rows pinned."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ import subprocess
 import sys
 from collections import Counter
 
-from handlers import audit, audit_replay, remeasure
+from handlers.evaluator import audit, remeasure
+from handlers.evaluator import replay as audit_replay
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import declared_options, model_backend
 from handlers.lifeline import child_env
-from handlers.remeasure import phase1_rows
+from handlers.evaluator.remeasure import phase1_rows
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.digest import model_digest
 from kernels.model.plan import plan
-from kernels.run import BLAS_THREAD_VARS
+from kernels.numerics.run import BLAS_THREAD_VARS
 from ledger.canonical import loads
 from ledger.events import EvaluationRecorded, TokenGateChecked
 from registry.text import shown
@@ -24,7 +25,7 @@ from registry.text import shown
 
 def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[list, EvaluationRecorded]:
     """Replay, re-judge, re-derive, re-hash and re-measure; return the audit's TokenGateChecked events and
-    its EvaluationRecorded (see handlers.audit, handlers.audit_replay, handlers.remeasure).
+    its EvaluationRecorded (see handlers.evaluator.audit, handlers.evaluator.replay, handlers.evaluator.remeasure).
 
     The chain is checked as `ledger verify` checks it: `checkpoint` (--against) and every checkpoint the
     workspace's `record` (ledger.checkpoints.CheckpointRecord) holds of this ledger."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernels.mlir_air.model_backend import MlirAirBackend, MlirAirBackendError
-from kernels.model.backend import InProcessBackend, ModelBackend
+from kernels.backends.mlir_air import MlirAirBackend, MlirAirBackendError
+from kernels.backends.base import ModelBackend
+from kernels.backends.in_process import InProcessBackend
 from kernels.model.config import ModelConfig
 from kernels.model.options import FAULTS
 from kernels.perf.dispatch import SWITCHES
@@ -30,7 +31,7 @@ def make_backend(executor: str, model_path: str | Path, config: ModelConfig, *, 
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
                  deployment: str | None = None) -> ModelBackend:
     """The model backend of a deployment's executor: mlir-air's model directory (`make verify / diagnosis /
-    profile`, kernels.mlir_air.model_backend) for "mlir-air", the in-process pipeline otherwise."""
+    profile`, kernels.backends.mlir_air) for "mlir-air", the in-process pipeline otherwise."""
     if executor == "mlir-air":
         if not deployment:
             raise BackendUnavailable("the mlir-air backend needs the deployment's name (its model directory)")

@@ -2,7 +2,7 @@
 (`handlers.triage.evidence`), each answering (true / false / unknown, the fact it used). `PREDICATES` is the
 table a rule's `fn` names; parameters come from the TOML (`{ fn = "ge", key = "head_dim", value = 128 }`) and
 no expression from the TOML is ever evaluated as code. A limit a predicate checks is imported from where it
-is defined (the tile planner's `kernels.tiles`, the gates' `kernels.thresholds`), never restated.
+is defined (the tile planner's `kernels.numerics.tiles`, the gates' `kernels.thresholds`), never restated.
 
 A new predicate: a function here and its entry in `PREDICATES`; a new rule: a `[[rule]]` table in rules.toml.
 """
@@ -16,7 +16,7 @@ from typing import Any, Callable
 import kernels.thresholds as thresholds
 from handlers.triage.evidence import MISSING, herd_dim, lookup, number
 from kernels.thresholds import ATOL_ARTIFACT, kernel_tolerance, per_position_threshold
-from kernels.tiles import GEMM_B_STRIDE_LIMIT, GEMV_L2_BYTES, check_tile, default_tile
+from kernels.numerics.tiles import GEMM_B_STRIDE_LIMIT, GEMV_L2_BYTES, check_tile, default_tile
 
 Outcome = tuple[bool | None, str]  # (true / false / unknown, a sentence about the fact used)
 
@@ -147,7 +147,7 @@ def near_zero_atol_trip(ev: dict[str, Any]) -> Outcome:
 
 def tile_rule_broken(ev: dict[str, Any], *, rules: list[str]) -> Outcome:
     """The evidence's (kernel, shape, tile) breaks one of the tile planner's hard rules named in `rules`
-    (kernels.tiles.check_tile re-derives it from the recorded shape and tile, completed with the planner's
+    (kernels.numerics.tiles.check_tile re-derives it from the recorded shape and tile, completed with the planner's
     defaults): true naming the rule and its numbers; unknown when the tile keeps them or there is no kernel
     and shape."""
     kernel, shape, tile = ev.get("kernel"), ev.get("shape"), ev.get("tile")

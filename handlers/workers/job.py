@@ -30,11 +30,11 @@ from handlers.deploy import bind
 from handlers.gates import GateRun
 from handlers.gates.phase1 import verify_row
 from handlers.uow import DeploymentUnit, SomeoneElseAdvanced
-from kernels.evidence import EvidenceError
+from kernels.perf.evidence import EvidenceError
 from kernels.mlir_air.executor import MlirAirExecutor
 from kernels.mlir_air.lock import npu_lock
 from kernels.model.plan import plan
-from kernels.tiles import TileRuleViolation
+from kernels.numerics.tiles import TileRuleViolation
 from ledger import NewEvent, open_ledger
 from ledger.events import KernelVerified
 from statemachine.gate import kernel_key
@@ -64,7 +64,7 @@ class WorkerHost:
     executor: str
     lock_path: str
     name: str = field(default_factory=lambda: platform.node() or "worker")
-    sleep_s: float = 0.0  # the sleep stand-in's seconds per row (kernels.executors.standin)
+    sleep_s: float = 0.0  # the sleep stand-in's seconds per row (kernels.numerics.executors.standin)
     mlir_air_dir: str | None = None
     _ledger: Any = None
     _executors: dict = field(default_factory=dict)

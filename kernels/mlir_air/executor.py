@@ -30,7 +30,7 @@ from typing import Any
 
 import structlog
 
-from kernels.executors.base import KERNEL_NAMES, Executor
+from kernels.numerics.executors.base import KERNEL_NAMES, Executor
 from kernels.mlir_air.diagnosis_report import DiagnosisResult, parse_diagnosis_output
 from kernels.mlir_air.lock import (
     DEFAULT_LOCK_PATH,
@@ -430,7 +430,7 @@ class MlirAirExecutor(Executor):
 
 def _default_contract(kernel: str) -> str:
     """The catalog's contract name for a kernel (so a row never records '' or a bare 'bf16')."""
-    from kernels.catalog import UnknownKernel, get_spec
+    from kernels.numerics.catalog import UnknownKernel, get_spec
 
     try:
         return get_spec(kernel).default_contract

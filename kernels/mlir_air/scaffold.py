@@ -34,7 +34,7 @@ import re
 import sys
 from pathlib import Path
 
-from kernels.mlir_air.twin import ROOT
+from kernels.mlir_air.checkout import ROOT
 
 MANIFEST = ".npu-ledger-scaffold.json"
 

@@ -31,3 +31,9 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def is_lean(c: ModelConfig) -> bool:
+    """mlir-air's lean 3-ELF prefill / 2-ELF decode: aligned dims, emb < 2560, hidden divisible by 512."""
+    return (c.emb_dim % 512 == 0 and (c.n_heads * c.head_dim) % 512 == 0 and c.emb_dim < 2560
+            and c.hidden_dim % 512 == 0)

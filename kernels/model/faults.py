@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from kernels.executors.base import Executor, Fp32Executor, MixedExecutor
+from kernels.numerics.executors.base import Executor, Fp32Executor, MixedExecutor
 from kernels.model.config import ModelConfig
 from kernels.model.host_ops import to_bf16
 from kernels.model.options import FAULTS, PipelineOptions

@@ -11,7 +11,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from kernels.executors.base import Fp32Executor
+from kernels.numerics.executors.base import Fp32Executor
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:

@@ -17,7 +17,7 @@ model directories reuse) run a step other than as the standalone kernel, the pip
   LM head           the same 8-partition GEMV ELF for prefill's predicted position and every
                     decode step (llama32_1b_inference.py :513-531, :602-620), one GEMV per 16384-row
                     vocabulary partition.
-  decode glue       lean models (`kernels.perf.dispatch.is_lean`, the 2-ELF decode): the two residual adds
+  decode glue       lean models (`kernels.model.config.is_lean`, the 2-ELF decode): the two residual adds
                     are the tails of o_gemv_ffn's matvec_2tile_add stages (mv_bf16.cc `partial_plus_r` under
                     the conv_even its matvec sets: one nearest-even rounding), not the standalone eltwise_add
                     kernel prefill's o_ffn ELF launches (floor rounding); the FFN RMSNorm and SwiGLU are
@@ -46,8 +46,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from kernels.executors.base import Executor, Fp32Executor, KernelTimer, MixedExecutor
-from kernels.model.config import ModelConfig
+from kernels.numerics.executors.base import Executor, Fp32Executor, KernelTimer, MixedExecutor
+from kernels.model.config import ModelConfig, is_lean
 from kernels.model.host_ops import (
     KVCache,
     RopeTables,
@@ -61,7 +61,6 @@ from kernels.model.host_ops import (
 from kernels.model.options import PipelineOptions
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
 from kernels.model.weights import ModelWeights
-from kernels.perf.dispatch import is_lean
 
 # the leaf kernels of one prefill block, in the order the block first uses them (the bisect's order)
 BLOCK_KERNEL_ORDER = ("rmsnorm", "gemm", "rope", "flash_attention", "eltwise_add", "silu_mul")

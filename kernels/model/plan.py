@@ -33,7 +33,7 @@ H*D == E). The shapes are the ones mlir-air's harnesses run and its registry rec
   GEMM with K < GEMM_HIGH_PRECISION_MIN_K (1024), planned on bf16-out-low, the tier mlir-air's registry takes
   where the high-precision atol trips on near-zero references (kernels.thresholds cites the rows). `method`
   and `tier` are the registry's names for it (GEMM: direct / low, else the tile's fused-cast or drain / high).
-Each row carries its tile plan (kernels.tiles) and the warnings of both.
+Each row carries its tile plan (kernels.numerics.tiles) and the warnings of both.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernels.model.config import ModelConfig
-from kernels.tiles import TilePlan, plan_tile
+from kernels.numerics.tiles import TilePlan, plan_tile
 
 LM_HEAD_PARTITION = 16384
 DEFAULT_SEQ = 2048
@@ -223,7 +223,7 @@ def _merge(rows: list[_Row]) -> list[_Row]:
 def planned_contract(kernel: str, shape: dict[str, Any]) -> str:
     """The contract a (kernel, shape) row runs on, on every executor: the catalog's default, except a GEMM with
     K < GEMM_HIGH_PRECISION_MIN_K, which runs on bf16-out-low (kernels.thresholds says why and cites the rows)."""
-    from kernels.catalog import get_spec
+    from kernels.numerics.catalog import get_spec
     from kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 
     if kernel == "gemm" and shape["K"] < GEMM_HIGH_PRECISION_MIN_K:

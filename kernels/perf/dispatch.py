@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from kernels.model.config import is_lean
+
 LM_HEAD_PARTITION = 16384
 SWITCHES = ("fusion", "weight_residency", "intermediate_bos", "seq_first")
 BF16 = 2
@@ -88,12 +90,6 @@ def normalize_switches(switches: dict[str, bool] | Iterable[str] | str | None) -
     if unknown:
         raise ValueError(f"unknown switch(es) {', '.join(sorted(unknown))}; known: {', '.join(SWITCHES)}")
     return out
-
-
-def is_lean(c) -> bool:
-    """mlir-air's lean 3-ELF prefill / 2-ELF decode: aligned dims, emb < 2560, hidden divisible by 512."""
-    return (c.emb_dim % 512 == 0 and (c.n_heads * c.head_dim) % 512 == 0 and c.emb_dim < 2560
-            and c.hidden_dim % 512 == 0)
 
 
 def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], set[str]]:

@@ -10,7 +10,7 @@ by non-negative least squares on relative error (`kernels.perf.fit`) - no consta
 each keeps its physical reading.
 
 `kernel_latency_s(kernel, shape, tile=None)` fills a missing or partial tile with the tile planner's
-recommendation (`kernels.tiles.default_tile`), so the figure is the one the deployment would see.
+recommendation (`kernels.numerics.tiles.default_tile`), so the figure is the one the deployment would see.
 `modelled_kernel_figures(kernel, shape, tile)` gives a registry-style row: latency_us and GFLOP/s (GEMM,
 GEMV, flash attention) or GB/s (the memory-bound kernels), flagged `"modelled": True`.
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from kernels.catalog import get_spec
+from kernels.numerics.catalog import get_spec
 from kernels.perf.constants import FITTED
-from kernels.tiles import default_tile
+from kernels.numerics.tiles import default_tile
 
 STREAMING = ("rmsnorm", "layernorm", "rope", "eltwise_add", "silu_mul", "gelu")
 KERNELS = ("gemm", "gemv", "flash_attention") + STREAMING

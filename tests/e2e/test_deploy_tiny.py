@@ -268,7 +268,7 @@ def test_a_switch_that_changes_the_numbers_on_a_backend_that_says_none_do_is_cau
     """A broken `fusion` (the fused path reuses the KV cache one position off) on the in-process backend, which
     declares that no switch changes a number: the one re-run on the final switch set does not reproduce
     Phase 3, so every switch is tried again with its own re-run, and the gate reverts fusion."""
-    from handlers import audit_replay
+    from handlers.evaluator import replay as audit_replay
     from handlers.gates import phase456
 
     real = phase456.model_backend

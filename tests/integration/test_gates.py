@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kernels.model.architecture import load_raw_config, resolve
-from kernels.executors.base import Fp32Executor
+from kernels.numerics.executors.base import Fp32Executor
 from kernels.model.compare import block_gate, diagnose_layers, kl_divergence, per_position_cosine, token_gate, topk_ids
 from kernels.model.faults import build_pipeline
 from kernels.model.hf_reference import HfRunner, load_tokenizer

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from handlers.uow import DeploymentUnit
-from kernels.evidence import _OUTPUT_ELEMENTS
-from kernels.catalog import get_spec
+from kernels.perf.evidence import _OUTPUT_ELEMENTS
+from kernels.numerics.catalog import get_spec
 from kernels.thresholds import kernel_tolerance
 from ledger import open_ledger
 from tests.e2e.cli import ledger as cli

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kernels.model.architecture import load_raw_config, resolve
-from kernels.executors.base import Fp32Executor
+from kernels.numerics.executors.base import Fp32Executor
 from kernels.model.compare import bisect_block, block_gate, token_gate
 from kernels.model.hf_reference import HfRunner
 from kernels.model.faults import build_pipeline
@@ -25,9 +25,9 @@ def make_executor(name: str):
     if name == "fp32":
         return Fp32Executor()
     try:
-        from kernels.executors import make_executor as factory
+        from kernels.numerics.executors import make_executor as factory
     except ImportError:
-        pytest.skip("kernels.executors.make_executor is not there yet")
+        pytest.skip("kernels.numerics.executors.make_executor is not there yet")
     return factory(name, "npu2")
 
 

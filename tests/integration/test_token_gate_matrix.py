@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from kernels.executors import make_executor
+from kernels.numerics.executors import make_executor
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.compare import token_gate
 from kernels.model.faults import build_pipeline

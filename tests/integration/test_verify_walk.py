@@ -159,7 +159,7 @@ def _model_dir(tmp_path: Path, walk_target: bool) -> Path:
 
 
 def _gate(tmp_path, tiny_llama, monkeypatch):
-    from kernels.mlir_air.model_backend import MlirAirBackend
+    from kernels.backends.mlir_air import MlirAirBackend
     from kernels.model.architecture import load_raw_config, resolve
     from kernels.model.prompts import Prompt
 
@@ -197,7 +197,7 @@ def test_a_walk_whose_first_divergence_is_not_make_verifys_fails_the_gate(tmp_pa
 
 
 def test_a_model_directory_without_the_walk_target_says_how_to_get_it(tmp_path, tiny_llama, monkeypatch):
-    from kernels.mlir_air.model_backend import MlirAirBackendError
+    from kernels.backends.mlir_air import MlirAirBackendError
 
     _model_dir(tmp_path, walk_target=False)
     with pytest.raises(MlirAirBackendError, match="has no verify-walk target: `ledger scaffold` writes it"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from handlers.audit_replay import figure_findings, gate_evidence_findings, rejudge_attempts, replay_states
+from handlers.evaluator.replay import figure_findings, gate_evidence_findings, rejudge_attempts, replay_states
 from ledger.events import (
     ArchitectureAssessed,
     BlockValidated,

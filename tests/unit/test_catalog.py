@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from kernels.bf16 import is_bf16, to_bf16
-from kernels.catalog import CATALOG, KERNELS, ShapeError, UnknownKernel, get_spec, rope_lut
-from kernels.executors.base import KERNEL_NAMES
+from kernels.numerics.bf16 import is_bf16, to_bf16
+from kernels.numerics.catalog import CATALOG, KERNELS, ShapeError, UnknownKernel, get_spec, rope_lut
+from kernels.numerics.executors.base import KERNEL_NAMES
 
 # (rtol, atol) of NUMERICS.md's leaf-kernel table
 NUMERICS_TOLERANCES = {

@@ -6,9 +6,9 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from handlers.cli_kernels import commands, kernel
-from kernels.executors.emulated import EmulatedExecutor
-from kernels.run import EVENT_FIELDS, run_kernel
+from handlers.cli.kernels import commands, kernel
+from kernels.numerics.executors.emulated import EmulatedExecutor
+from kernels.numerics.run import EVENT_FIELDS, run_kernel
 from ledger.events import KernelVerified
 
 SMALL_GEMM = "M=64,K=2048,N=64"

@@ -5,7 +5,7 @@ from datetime import date
 
 import pytest
 
-from kernels.evidence import EvidenceError, check_measurement, output_elements
+from kernels.perf.evidence import EvidenceError, check_measurement, output_elements
 from kernels.perf.constants import NPU2_PEAK_BF16_FLOPS
 from registry.importer import UpstreamFormatError, events_from_upstream
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.executors.base import KERNEL_NAMES
+from kernels.numerics.executors.base import KERNEL_NAMES
 from kernels.mlir_air.executor import MlirAirExecutor
 from kernels.mlir_air.lock import HarnessTimeout, NpuLockTimeout
 from kernels.mlir_air.table import HarnessConfigError, load_harness_table, render_command

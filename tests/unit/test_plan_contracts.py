@@ -46,7 +46,7 @@ def test_the_small_k_rows_fail_the_high_tier_beyond_the_artifact_and_pass_the_pl
     """The issue's two shapes on the emulated NPU2: high precision trips the atol on near-zero references beyond
     the atol-artifact rule (triage offers the low tier); the plan's tier passes, naming mlir-air's method."""
     from handlers.triage import triage_evidence
-    from kernels.run import run_kernel
+    from kernels.numerics.run import run_kernel
     from ledger.events import KernelVerified
     from statemachine.checks import atol_artifact
 

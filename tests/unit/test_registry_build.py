@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from handlers.cli_registry import registry
+from handlers.cli.registry import registry
 from handlers.registry_ops import build_projections
 from ledger import NewEvent, open_ledger
 from registry.synthetic import realistic_deployment, record, synthetic_kernel_events

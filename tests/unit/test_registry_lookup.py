@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from handlers.cli_registry import registry
+from handlers.cli.registry import registry
 from handlers.registry_ops import build_projections
 from ledger.events import KernelVerified
 from registry.lookup import gemm_config, gemm_config_method, kernel_rows

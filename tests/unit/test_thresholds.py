@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import handlers.audit as audit
+import handlers.evaluator.audit as audit
 import statemachine.predicates as predicates
 from kernels import thresholds
-from kernels.catalog import KERNELS, get_spec
+from kernels.numerics.catalog import KERNELS, get_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

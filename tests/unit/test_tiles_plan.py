@@ -8,7 +8,7 @@ import pytest
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.config import ModelConfig
 from kernels.model.plan import plan
-from kernels.tiles import TileRuleViolation, check_tile, gemm_tile_n, plan_tile
+from kernels.numerics.tiles import TileRuleViolation, check_tile, gemm_tile_n, plan_tile
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 G = {"M": 2048, "K": 2048, "N": 2048}

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.bf16 import is_bf16
-from kernels.catalog import KERNELS, get_spec
-from kernels.executors import make_executor
-from kernels.executors.torch_exec import TorchExecutor
-from kernels.run import run_kernel
+from kernels.numerics.bf16 import is_bf16
+from kernels.numerics.catalog import KERNELS, get_spec
+from kernels.numerics.executors import make_executor
+from kernels.numerics.executors.torch_exec import TorchExecutor
+from kernels.numerics.run import run_kernel
 
 EX = TorchExecutor("npu2", device="cpu")
 

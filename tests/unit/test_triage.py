@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from handlers.cli_triage import NO_MATCH, commands, triage
+from handlers.cli.triage import NO_MATCH, commands, triage
 from handlers.triage import PREDICATES, RuleError, load_rules, triage_evidence, triage_text
 from ledger.events import FailureTriaged
 
@@ -111,8 +111,8 @@ def test_each_known_failure_ranks_its_rule_first(rule_id, text, evidence):
 
 
 def test_every_hard_rule_of_the_tile_planner_has_a_triage_rule():
-    """kernels/tiles.py's rules, every kernel: each is named by some rule's `tile_rule_broken` predicate."""
-    from kernels.tiles import _rules
+    """kernels/numerics/tiles.py's rules, every kernel: each is named by some rule's `tile_rule_broken` predicate."""
+    from kernels.numerics.tiles import _rules
 
     planner = {name for k in ("gemm", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
                               "silu_mul", "gelu") for name, _, _ in _rules(k, "npu2")}

@@ -22,8 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-MARKER = ".npu-ledger-twin"
-ROOT = Path(__file__).resolve().parents[3]  # the npu-ledger checkout whose code the twin runs
+from kernels.mlir_air.checkout import MARKER, ROOT, is_twin  # noqa: F401 (is_twin: part of the twin's API)
 
 # (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets)
 # Defaults and forwarding follow the cited mlir-air Makefiles at e972f29.
@@ -203,7 +202,3 @@ def _git_commit(root: Path, message: str) -> None:
     git("add", "-A")
     git("-c", "user.name=npu-ledger", "-c", "user.email=twin@npu-ledger.invalid", "commit", "-q",
         "--allow-empty", "-m", message)
-
-
-def is_twin(directory: str | Path | None) -> bool:
-    return bool(directory) and (Path(directory) / MARKER).is_file()

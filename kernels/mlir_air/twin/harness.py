@@ -10,7 +10,7 @@ Latency, :375-392 `[precision]`, :433-469 the ERROR / Shape / Mismatches / Index
 
 Latency figures are the NPU2 performance model's (`kernels.perf.modelled_kernel_figures`) printed in
 mlir-air's own line format, so mlir-air's parsers read them unchanged; the twin's README says they are
-modelled. Inputs follow the harness scripts where `kernels.harness_inputs` has transcribed them (GEMM,
+modelled. Inputs follow the harness scripts where `kernels.numerics.harness_inputs` has transcribed them (GEMM,
 eltwise add, GELU, SiLU-and-Mul), else the project's own generator (`KernelSpec.make_inputs`, seed 0).
 
 A fault file (`twin-faults.txt` in the twin's root, or env NPU_LEDGER_TWIN_FAULTS, comma-separated) naming
@@ -236,10 +236,10 @@ def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, boo
 
 def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
     """(output, reference, out dtype, rtol, atol) of one emulated run at `shape` / `tile`."""
-    from kernels.catalog import get_spec
-    from kernels.executors import make_executor
-    from kernels.harness_inputs import HARNESS_KERNELS, harness_case
-    from kernels.tiles import plan_tile
+    from kernels.numerics.catalog import get_spec
+    from kernels.numerics.executors import make_executor
+    from kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case
+    from kernels.numerics.tiles import plan_tile
 
     spec = get_spec(kernel)
     s = spec.normalize_shape(shape)
@@ -259,7 +259,7 @@ def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
 
 def report(out, ref, out_dtype: str, rtol: float, atol: float) -> int:
     """Print XRTRunner's `[precision]` line and check (xrt_runner.py:375-392, :433-469); 0 PASS, -1 failed."""
-    from kernels.harness_inputs import precision_stats
+    from kernels.numerics.harness_inputs import precision_stats
 
     st = precision_stats(out, ref, out_dtype)
     exp = np.asarray(ref, np.float32)
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n  Kernel: avg={ms:.1f}ms  min={ms:.1f}ms  max={ms:.1f}ms")
         print(f"  Bandwidth: {data_mb / (ms / 1000) / 1000:.2f} GB/s")
         return 0
-    from kernels.tiles import TileRuleViolation
+    from kernels.numerics.tiles import TileRuleViolation
 
     try:
         out, ref, out_dtype, rtol, atol = compute(kernel, shape, contract, tile)

@@ -10,7 +10,7 @@ tokens from the emulated pipeline.
 The optimisations and test faults in force come from env NPU_LEDGER_SWITCHES / NPU_LEDGER_FAULTS
 (comma-separated; the model Makefile exports its make variables of the same names), so `ledger advance`
 switches them itself in Phases 4-5 (`with_options`): switch `X` is the prefill path's, `decode:X` the
-decode path's, as in `kernels.model.backend`.
+decode path's, as in `kernels.backends.in_process`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class StandInRunner:
     name = "npu_ledger_emulated"
 
     def __init__(self, model_path: str) -> None:
-        from kernels.model.backend import InProcessBackend
+        from kernels.backends.in_process import InProcessBackend
         from kernels.model.architecture import load_raw_config, resolve
 
         cfg = resolve(load_raw_config(model_path))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.bf16 import rne_bf16_, to_bf16
+from kernels.numerics.bf16 import rne_bf16_, to_bf16
 
 EXP2_INPUT_FRAC_BITS = 11  # VEXP2: "11 fractional bits ... the remaining bits are truncated"
 BF16_MANTISSA_BITS = 7

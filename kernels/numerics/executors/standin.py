@@ -22,8 +22,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from kernels.catalog import get_spec
-from kernels.executors.emulated import EmulatedExecutor
+from kernels.numerics.catalog import get_spec
+from kernels.numerics.executors.emulated import EmulatedExecutor
 
 SLEEP_ENV = "NPU_LEDGER_STANDIN_SLEEP_S"
 FAULT_GAIN = 1.0 + 2.0**-4

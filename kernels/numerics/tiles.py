@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from kernels.catalog import get_spec
+from kernels.numerics.catalog import get_spec
 from kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 
 ARRAYS = {"npu2": (8, 4), "npu1": (4, 4)}  # (columns, compute rows)

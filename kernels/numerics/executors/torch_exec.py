@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from kernels.executors.base import Executor
+from kernels.numerics.executors.base import Executor
 
 GEMM_CONTRACTS = ("f32-out", "bf16-out-high", "bf16-out-low")
 GEMM_PANEL_N = 64  # divides every fused part (heads x head_dim 64 / 128, the MLP width of a tile-legal model)

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.bf16 import bfp16_quantize, f32, rne_bf16_, to_bf16
-from kernels.executors.base import Executor
-from kernels.executors.emulated_elementwise import (
+from kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_, to_bf16
+from kernels.numerics.executors.base import Executor
+from kernels.numerics.executors.emulated_elementwise import (
     add_rounded,
     gelu_rows,
     layernorm_rows,
@@ -30,11 +30,11 @@ from kernels.executors.emulated_elementwise import (
     rounded,
     silu_mul_rows,
 )
-from kernels.executors.emulated_flash import flash_attention
-from kernels.executors.emulated_gemv import mv_lane_sum
-from kernels.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
-from kernels.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
-from kernels.tiles import FUSED_CAST_MIN_MKN, default_tile
+from kernels.numerics.executors.emulated_flash import flash_attention
+from kernels.numerics.executors.emulated_gemv import mv_lane_sum
+from kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
+from kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
+from kernels.numerics.tiles import FUSED_CAST_MIN_MKN, default_tile
 
 # The version of the emulated NPU2 numerics (docs/emulated_numerics.md): bump it whenever a datapath step changes
 # what a kernel returns, so `ledger reverify` re-runs the Phase 1 rows measured on the previous model (kernels.toolchain).
@@ -69,7 +69,7 @@ class EmulatedExecutor(Executor):
         """`gemv_order` "mv.cc" sums a GEMV in the kernel's own lane order (`mv_lane_sum`); "blas" sums it in
         this host's BLAS order, 10x faster and equal but for an output whose FP32 sum sits on a bf16 rounding
         boundary (gemv-2048x2048: 1 output of 2048 moves one ulp). The model pipeline asks for "blas"
-        (`kernels.model.backend`); kernel runs, the registry and the precision lines use "mv.cc"."""
+        (`kernels.backends.in_process`); kernel runs, the registry and the precision lines use "mv.cc"."""
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
         if gemv_order not in ("mv.cc", "blas"):

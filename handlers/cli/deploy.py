@@ -11,7 +11,7 @@ import click
 
 from handlers import deploy
 from handlers.bootstrap import App
-from handlers.cli_common import refresh_projections
+from handlers.cli.common import refresh_projections
 from handlers.gates import GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent

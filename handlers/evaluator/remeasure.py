@@ -19,7 +19,7 @@ import random
 from dataclasses import replace
 from typing import Any
 
-from handlers.audit import Finding
+from handlers.evaluator.audit import Finding
 from handlers.gates.phase1 import verify_once
 from handlers.gates.runtime import model_backend
 from kernels.model.plan import plan

@@ -1,6 +1,6 @@
 """The mlir-air model backend: Phases 2-7 through an mlir-air model directory's make targets.
 
-`MlirAirBackend` implements `kernels.model.backend.ModelBackend` over
+`MlirAirBackend` implements `kernels.backends.in_process.ModelBackend` over
 `$MLIR_AIR_DIR/programming_examples/llms/<name>/` (written by `ledger scaffold`):
 
   block_gate / diagnose   `make diagnosis PROMPT=<canonical prompt>`: the diagnosis report's layer-0 `ffn_out`
@@ -42,9 +42,9 @@ import numpy as np
 
 from kernels.mlir_air.executor import MlirAirExecutor
 from kernels.mlir_air.transcript import TranscriptError, sha256_text
-from kernels.mlir_air.twin import ROOT, is_twin
+from kernels.mlir_air.checkout import ROOT, is_twin
 from kernels.mlir_air.walk_report import parse_walk_output, report_path
-from kernels.model.backend import Measurement
+from kernels.backends.base import Measurement
 from kernels.model.compare import BisectResult, BlockResult, TokenGateResult, token_gate_failure
 from kernels.model.hf_reference import load_tokenizer
 from kernels.model.options import SWITCHES as PIPELINE_SWITCHES

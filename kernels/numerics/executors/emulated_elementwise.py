@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.bf16 import floor_bf16, rne_bf16_, to_bf16
-from kernels.executors.emulated_nlf import tanh_nlf
+from kernels.numerics.bf16 import floor_bf16, rne_bf16_, to_bf16
+from kernels.numerics.executors.emulated_nlf import tanh_nlf
 
 GELU_SQRT_2_OVER_PI = 0.7978845608
 GELU_BETA = 0.044715

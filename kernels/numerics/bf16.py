@@ -43,7 +43,7 @@ def to_bf16(x) -> np.ndarray:
 
     A wider source (float64, Python floats) is rounded to float32 first, by numpy, then to bf16: two
     nearest-even roundings, as every ml_dtypes before 0.7 casts (`NPyCast` goes through `float`) and so as
-    mlir-air's harnesses cast their float64 draws when NPU2's lines were measured (kernels.harness_inputs).
+    mlir-air's harnesses cast their float64 draws when NPU2's lines were measured (kernels.numerics.harness_inputs).
     ml_dtypes 0.7.0 rounds float64 to bf16 once; the explicit float32 step keeps this function the same on
     every version. Only the float32 -> bf16 step is ml_dtypes', and that one is the same bit for bit on
     0.5.4, 0.6.0 and 0.7.0 over all 2^32 float32 patterns (tests/unit/test_bf16_casts.py pins it).

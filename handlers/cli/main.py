@@ -6,7 +6,6 @@ a gate refused) ends as one `error: ...` line on stderr and a non-zero exit; `-v
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import traceback
@@ -156,37 +155,22 @@ def db_setup_cmd(app: App, owner: str, app_role: str) -> None:
         click.echo(f"warning: {line}", err=True)
 
 
-# Command modules contribute `commands = [...]`; a module that is not there yet is simply skipped.
-_COMMAND_MODULES = (
-    "handlers.cli_deploy",
-    "handlers.cli_measure",
-    "handlers.cli_kernels",
-    "handlers.cli_triage",
-    "handlers.cli_registry",
-    "handlers.cli_predict",
-    "handlers.cli_workers",
-    "handlers.cli_mlir_air",
-)
+# Each command module contributes `commands = [...]`, added here in this order (a static list: a reader and a
+# tool can follow it). Imported after `cli` exists; the modules do not import this one.
+from handlers.cli import deploy as _deploy_commands  # noqa: E402
+from handlers.cli import kernels as _kernel_commands  # noqa: E402
+from handlers.cli import measure as _measure_commands  # noqa: E402
+from handlers.cli import mlir_air as _mlir_air_commands  # noqa: E402
+from handlers.cli import predict as _predict_commands  # noqa: E402
+from handlers.cli import registry as _registry_commands  # noqa: E402
+from handlers.cli import triage as _triage_commands  # noqa: E402
+from handlers.cli import workers as _worker_commands  # noqa: E402
 
-
-def _load_commands() -> None:
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:
-                continue
-            raise
-        for command in getattr(module, "commands", []):
-            cli.add_command(command)
-
-
-_load_commands()
+for _module in (_deploy_commands, _measure_commands, _kernel_commands, _triage_commands, _registry_commands,
+                _predict_commands, _worker_commands, _mlir_air_commands):
+    for _command in _module.commands:
+        cli.add_command(_command)
 
 
 def main() -> None:
     cli(prog_name="ledger")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,11 +1,11 @@
-"""`ledger kernel ...`: run one leaf kernel at one shape and judge it (kernels.run.run_kernel).
+"""`ledger kernel ...`: run one leaf kernel at one shape and judge it (kernels.numerics.run.run_kernel).
 
     ledger kernel run gemm --shape M=2048,K=2048,N=2048 [--executor emulated|torch|fp32|mlir-air] [--target npu2|npu1]
                       [--contract bf16-out-low] [--tile tile_m=64,tile_n=128] [--seed 0]
                       [--inputs project|harness] [--json]
 
 --inputs harness draws exactly what mlir-air's harness script draws and compares against its reference
-(kernels.harness_inputs), so the figures are comparable with NPU2's printed `[precision]` line.
+(kernels.numerics.harness_inputs), so the figures are comparable with NPU2's printed `[precision]` line.
 
 Prints a short table (or, with --json, the KernelResult fields); exits 1 when the verdict is FAIL. A bad
 shape, an unknown kernel or contract, or an illegal tile is one `Error: ...` line on stderr, exit status 1.
@@ -18,12 +18,13 @@ import math
 
 import click
 
-from kernels.catalog import KERNELS, ShapeError, UnknownKernel, get_spec
-from kernels.harness_inputs import HarnessNotReproduced
+from kernels.backends.kernel_runners import EXECUTOR_NAMES, make_executor
+from kernels.numerics.catalog import KERNELS, ShapeError, UnknownKernel, get_spec
+from kernels.numerics.harness_inputs import HarnessNotReproduced
 from kernels.mlir_air.table import HarnessError
 from kernels.mlir_air.transcript import TranscriptError
-from kernels.run import run_kernel
-from kernels.tiles import TileRuleViolation
+from kernels.numerics.run import run_kernel
+from kernels.numerics.tiles import TileRuleViolation
 
 
 def _parse_pairs(text: str, what: str, strings: bool = False) -> dict:
@@ -67,7 +68,7 @@ def kernel() -> None:
 @kernel.command("run")
 @click.argument("kernel_name", metavar="KERNEL")
 @click.option("--shape", required=True, help="named sizes, e.g. M=2048,K=2048,N=2048")
-@click.option("--executor", type=click.Choice(["emulated", "torch", "fp32", "mlir-air"]), default="emulated",
+@click.option("--executor", type=click.Choice(list(EXECUTOR_NAMES)), default="emulated",
               show_default=True, help="mlir-air: run mlir-air's own harness (MLIR_AIR_DIR, under the NPU lock)")
 @click.option("--target", type=click.Choice(["npu2", "npu1"]), default="npu2", show_default=True)
 @click.option("--contract", default=None, help="e.g. f32-out | bf16-out-high | bf16-out-low (gemm)")
@@ -83,7 +84,7 @@ def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_til
         spec = get_spec(kernel_name)
         shape_d = _parse_pairs(shape, "shape")
         tile = _parse_pairs(tile_text, "tile", strings=True) if tile_text else None
-        result = run_kernel(kernel_name, shape_d, executor=executor, target=target, contract=contract, tile=tile,
+        result = run_kernel(kernel_name, shape_d, executor=make_executor(executor, target), target=target, contract=contract, tile=tile,
                             seed=seed, force_tile=force_tile, inputs=input_mode)
     except (UnknownKernel, HarnessNotReproduced) as e:
         raise click.ClickException(str(e)) from None

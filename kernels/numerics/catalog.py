@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kernels.bf16 import to_bf16
+from kernels.numerics.bf16 import to_bf16
 from kernels.thresholds import kernel_tolerance
 
 RMS_EPS = 1e-5  # the mlir-air harnesses' eps (weighted_rms_norm.py, layer_norm.py)

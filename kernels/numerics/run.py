@@ -6,7 +6,7 @@ force_tile=False, inputs="project") -> KernelResult`:
      raises TileRuleViolation unless force_tile - fault injection only);
   2. build the inputs: `inputs="project"` the project's own fixed-seed inputs (catalog, `seed`);
      `inputs="harness"` exactly what mlir-air's harness script draws, with its reference
-     (kernels.harness_inputs; every catalog kernel has one, HarnessNotReproduced names them otherwise);
+     (kernels.numerics.harness_inputs; every catalog kernel has one, HarnessNotReproduced names them otherwise);
   3. time the executor's kernel call alone (inputs and reference excluded);
   4. compute the FP32 reference and judge the full output against the contract's rtol/atol.
 `KernelResult.event_fields()` is exactly the subset of `ledger.events.KernelVerified` fields it determines,
@@ -23,12 +23,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kernels.catalog import get_spec
-from kernels.compare import judge, mismatch_extent
-from kernels.executors import make_executor
-from kernels.executors.base import Executor
-from kernels.harness_inputs import harness_case
-from kernels.tiles import plan_tile
+from kernels.numerics.catalog import get_spec
+from kernels.numerics.compare import judge, mismatch_extent
+from kernels.numerics.executors import make_executor
+from kernels.numerics.executors.base import Executor
+from kernels.numerics.harness_inputs import harness_case
+from kernels.numerics.tiles import plan_tile
 
 # KernelVerified fields a KernelResult determines (the rest - source, role, stage, provenance, note,
 # measured_at - belong to the caller)

@@ -22,7 +22,7 @@ import re
 import statistics
 from typing import Any
 
-from handlers.audit import Finding
+from handlers.evaluator.audit import Finding
 from kernels.thresholds import (
     FIGURE_RTOL,
     TOKEN_GATE_PROMPTS,

@@ -12,7 +12,7 @@ import click
 import numpy as np
 
 from handlers.bootstrap import App
-from handlers.cli_common import open_deployment, refresh_projections
+from handlers.cli.common import open_deployment, refresh_projections
 from handlers.gates.phase23 import diagnosis_events, token_gate_events
 from handlers.gates.runtime import model_backend
 from handlers.narrate import describe

@@ -10,10 +10,10 @@ import sys
 import click
 
 from handlers.bootstrap import App
-from handlers.cli_common import refresh_projections
+from handlers.cli.common import refresh_projections
 from handlers.narrate import TerminalProgress
 from handlers.reverify import render_table, reverify_all
-from kernels.executors.standin import standin_sleep_s
+from kernels.numerics.executors.standin import standin_sleep_s
 from kernels.mlir_air.lock import DEFAULT_LOCK_PATH
 
 WORKER_EXECUTORS = ["emulated", "torch", "mlir-air", "sleep"]
@@ -56,7 +56,7 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
 @click.option("--executor", type=click.Choice(["emulated", "torch", "mlir-air"]), default=None,
               help="re-run on this executor (default: each deployment's own)")
 @click.option("--standin-fault", default=None, hidden=True, metavar="KERNEL[:k=v,...]",
-              help="test seam: the emulated stand-in harness of the matching rows fails (kernels.executors.standin)")
+              help="test seam: the emulated stand-in harness of the matching rows fails (kernels.numerics.executors.standin)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str | None, as_json: bool) -> None:

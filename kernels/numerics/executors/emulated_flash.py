@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from kernels.bf16 import bfp16_quantize, rne_bf16_, to_bf16
-from kernels.executors.emulated_elementwise import add_rounded, mul_rounded
-from kernels.executors.emulated_nlf import LOG2E, exp2_nlf, inv_bf16
-from kernels.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, run_parallel, single_threaded_blas
+from kernels.numerics.bf16 import bfp16_quantize, rne_bf16_, to_bf16
+from kernels.numerics.executors.emulated_elementwise import add_rounded, mul_rounded
+from kernels.numerics.executors.emulated_nlf import LOG2E, exp2_nlf, inv_bf16
+from kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, run_parallel, single_threaded_blas
 
 FA_LKP = 64  # keys per chunk (= the MMA k depth of P.V), lkp in mlir-air
 FA_CASCADE_STAGES = 4  # num_cascade_stages: the key range splits over the array's 4 rows

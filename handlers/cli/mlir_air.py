@@ -7,7 +7,7 @@ import os
 import click
 
 from handlers.bootstrap import App
-from handlers.cli_common import open_deployment
+from handlers.cli.common import open_deployment
 from handlers.gates import GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.phase456 import measure, performance_event

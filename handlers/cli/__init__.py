@@ -1,0 +1,15 @@
+"""The `ledger` command line: click commands, one module per group of verbs, over the handlers' public API.
+
+  main        the group, error mapping, the small commands (verify, head, log, db setup) and the command list
+  common      what several command modules share: open a deployment, refresh the projections
+  deploy      init, advance, resume, lesson, status, history, graph, plan, audit (and the evaluator's child)
+  measure     run, verify-model, diagnose, record harness
+  kernels     kernel run, optimise
+  registry    registry build / import / lookup
+  predict, triage, workers, mlir_air   predict; triage; worker / distributed advance; twin, scaffold
+Nothing outside handlers/cli/ imports it (the entry point `ledger` is `handlers.cli:main`).
+"""
+
+from handlers.cli.main import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,5 @@
+"""`python -m handlers.cli`: the `ledger` command."""
+
+from handlers.cli.main import main
+
+main()
