@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
-from ledger.recorder import Checkpoint, Identity
+from ledger.postgres import lift_warnings
+from ledger.record import Checkpoint, Identity
 
 if TYPE_CHECKING:
     from ledger.recorder import Ledger
@@ -216,8 +217,6 @@ def check_chain(ledger: "Ledger", against: Checkpoint | None = None,
     if walk.missing_triggers or walk.disabled_triggers:
         report.trigger_reason = walk.reason
     if ledger.dialect == "postgresql":
-        from ledger.postgres import lift_warnings
-
         report.warnings += lift_warnings(ledger.engine)
     if walk.first_bad_seq is not None:  # the chain itself is broken there: nothing past it can be compared
         report.problems.append(ChainProblem(walk.first_bad_seq, walk.reason))

@@ -1,4 +1,4 @@
-"""The ledger's own errors."""
+"""The ledger's own errors, and `first_line`: a driver error in the one line they quote. Anyone may import them."""
 
 from __future__ import annotations
 
@@ -17,3 +17,13 @@ class LedgerUnavailable(LedgerError):
 
 class LedgerWriteError(LedgerUnavailable):
     """Raised when the database refuses a write (disk full, I/O error, read-only file); nothing was recorded."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a driver error (the DB-API error SQLAlchemy wraps), with its SQLite error name or
+    PostgreSQL SQLSTATE when the line does not already say it."""
+    inner = getattr(exc, "orig", None) or exc
+    text = str(inner).strip().splitlines()
+    line = text[0] if text else type(inner).__name__
+    code = getattr(inner, "sqlite_errorname", None) or getattr(inner, "sqlstate", None)
+    return f"{line} ({code})" if code and str(code) not in line else line

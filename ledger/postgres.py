@@ -1,25 +1,78 @@
-"""PostgreSQL roles: immutability that only a superuser can lift.
+"""The recorder's PostgreSQL dialect (`POSTGRESQL`) and its roles: immutability that only a superuser can lift.
 
-The immutability triggers (ledger.schema.PG_TRIGGERS) stop UPDATE, DELETE and TRUNCATE for every role, but
-the owner of the events table can `ALTER TABLE events DISABLE TRIGGER ...` or drop them, the owner of the
-trigger function can replace its body, and the owner of the table's schema can drop the table. So:
+The dialect: a psycopg engine; writers serialise on a transaction advisory lock keyed by the events table
+(`WRITE_LOCK_SQL`, taken first in the append transaction and held to its commit: a role granted SELECT and
+INSERT only may not take an EXCLUSIVE table lock); triggers refuse UPDATE, DELETE and TRUNCATE (`PG_TRIGGERS`).
+
+The roles. The triggers stop every role, but the owner of the events table can `ALTER TABLE events DISABLE
+TRIGGER ...` or drop them, the owner of the trigger function can replace its body, and the owner of the
+table's schema can drop the table. So:
 
 * the events table, its schema and the trigger function are owned by roles the application does not log in
   as (the recommended owner is a NOLOGIN role; `setup` does it, run once by an administrator);
-* the application's role is granted SELECT and INSERT on the events table only (writers serialise on an
-  advisory lock, ledger.schema.WRITE_LOCK_SQL, which needs no table privilege);
+* the application's role is granted SELECT and INSERT on the events table only (the advisory lock needs no
+  table privilege);
 * the recorder refuses to write as a role that is not a superuser but owns, or is a member of the owner of,
   any of the three (`writer_problem`), and refuses to create the schema as a non-superuser (it would own it);
 * `lift_warnings` names the roles that can log in and lift immutability without being superusers (`ledger
   verify` prints them); a superuser can lift anything, which is the documented limit.
+
+README "PostgreSQL roles" is the administrator's side. Imported by `ledger.recorder` and the `db setup` /
+`verify` commands (handlers.cli.main).
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
-from ledger.schema import create_schema, has_schema
+from ledger.schema import EVENTS, Dialect
+
+# PostgreSQL writers' lock: a transaction advisory lock (key space of two int4 keys) on the events table's oid
+WRITE_LOCK_SQL = "SELECT pg_advisory_xact_lock(7345903, to_regclass('events')::oid::int)"
+PG_TRIGGERS = (
+    "CREATE OR REPLACE FUNCTION events_immutable() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN RAISE EXCEPTION 'ledger events are immutable: %% refused', TG_OP; END $$",
+    "CREATE OR REPLACE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events "
+    "FOR EACH ROW EXECUTE FUNCTION events_immutable()",
+    "CREATE OR REPLACE TRIGGER events_no_truncate BEFORE TRUNCATE ON events "
+    "FOR EACH STATEMENT EXECUTE FUNCTION events_immutable()",
+)
+REQUIRED_TRIGGERS = ("events_no_update_delete", "events_no_truncate")
+
+
+def postgres_engine(url: URL, read_only: bool = False) -> Engine:
+    """An engine on `url` through psycopg (whatever driver the URL names); `read_only` is the recorder's to
+    enforce (append refuses), the server has no read-only opening."""
+    if url.get_driver_name() not in ("psycopg",):
+        url = url.set(drivername="postgresql+psycopg")
+    return sa.create_engine(url, connect_args={"connect_timeout": 5})
+
+
+def has_schema(engine: Engine) -> bool:
+    """Whether the events table exists (on the search path); creates nothing."""
+    with engine.connect() as conn:
+        return conn.exec_driver_sql("SELECT to_regclass('events')").scalar() is not None
+
+
+def create_schema(engine: Engine) -> None:
+    """The events table, its trigger function and triggers, unless the table exists (concurrent first opens
+    serialise on an advisory lock)."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7345901)")  # concurrent first opens
+        exists = conn.exec_driver_sql("SELECT to_regclass('events')").scalar()
+        if exists is None:
+            EVENTS.create(conn)
+            for ddl in PG_TRIGGERS:
+                conn.exec_driver_sql(ddl)
+
+
+def trigger_flags(conn: Connection) -> dict[str, str]:
+    """The events table's triggers -> `tgenabled` ('O' fires; 'D' disabled, 'R' replica sessions only)."""
+    rows = conn.execute(sa.text(
+        "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = to_regclass('events') AND NOT tgisinternal"))
+    return {r[0]: str(r[1]) for r in rows}
+
 
 # (what, owner oid) of everything whose owner can switch the immutability off
 _OWNERS = """
@@ -110,3 +163,16 @@ def setup(engine: Engine, owner: str, app: str) -> list[str]:
             raise ValueError(f"role {app!r} owns (or is a member of the owner of) schema {schema}: it could drop the "
                              "events table; put the ledger in a schema another role owns")
     return done
+
+
+POSTGRESQL = Dialect(
+    name="postgresql",
+    mark="%s",
+    begin_write=WRITE_LOCK_SQL,
+    required_triggers=REQUIRED_TRIGGERS,
+    connect=postgres_engine,
+    has_schema=has_schema,
+    create_schema=create_schema,
+    trigger_flags=trigger_flags,
+    writer_problem=writer_problem,
+)

@@ -1,12 +1,58 @@
-"""A stored ledger row as readers see it."""
+"""What the recorder gives its readers: a stored row (`RecordedEvent`), a `Checkpoint` of the head, the
+ledger's `Identity` and the result of `verify()` (`VerifyResult`). Plain frozen records; anyone may import them
+(`ledger` re-exports them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Sequence
 
+from ledger.canonical import loads
 from ledger.events import Event, parse_event
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The ledger's size (number of events = last seq) and the hash of its last event."""
+
+    size: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.size}:{self.hash}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Checkpoint":
+        size, sep, digest = text.partition(":")
+        if not sep or not size.isdigit() or len(digest) != 64:
+            raise ValueError(f"checkpoint must be SIZE:HASH (64 hex digits), got {text!r}")
+        return cls(int(size), digest.lower())
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A ledger's identity: its first event, written when the ledger was created and immutable since.
+
+    `event_id` is the UUID the recorder drew for that event and `genesis` its chain hash (which covers the
+    id and the microsecond it was recorded). A copy of the ledger has the same identity; moving it keeps it.
+    Every ledger that has an event has one, ledgers written before identities were named included."""
+
+    event_id: str
+    genesis: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"first_event_id": self.event_id, "genesis": self.genesis}
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    first_bad_seq: int | None = None
+    reason: str = ""
+    checked: int = 0
+    missing_triggers: tuple[str, ...] = ()  # immutability triggers the database lacks (then ok is False)
+    disabled_triggers: tuple[str, ...] = ()  # immutability triggers present but switched off (then ok is False)
 
 
 @dataclass(frozen=True)
@@ -20,6 +66,12 @@ class RecordedEvent:
     recorded_at: str  # ISO-8601 UTC, exactly as hashed
     prev_hash: str = field(default="", repr=False)
     hash: str = field(default="", repr=False)
+
+    @classmethod
+    def from_row(cls, row: Sequence) -> "RecordedEvent":
+        """The record of a row of the events table (its columns in ledger.schema.COLS order)."""
+        seq, stream_id, version, event_id, type_, payload, recorded_at, prev_hash, digest = row
+        return cls(int(seq), stream_id, int(version), event_id, type_, loads(payload), recorded_at, prev_hash, digest)
 
     @cached_property
     def event(self) -> Event:

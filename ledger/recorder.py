@@ -1,12 +1,11 @@
-"""The recorder: one append-only, hash-chained table of events on SQLite or PostgreSQL.
+"""The recorder: one append-only, hash-chained table of events, the same logic on every database.
 
 Promises (each has a test in the shared contract suite, run on both dialects):
 
 1. `append(stream, expected_version, events)` is atomic; a stale `expected_version` raises
    `ConcurrencyError` and writes nothing.
-2. Global order (`seq`) equals commit order: writers are serialised (SQLite `BEGIN IMMEDIATE`;
-   PostgreSQL a transaction advisory lock keyed by the events table, taken first in the append
-   transaction and held to its commit) and the recorder assigns
+2. Global order (`seq`) equals commit order: writers are serialised (the dialect's `begin_write`: SQLite
+   `BEGIN IMMEDIATE`, PostgreSQL an advisory lock held to the commit) and the recorder assigns
    `seq = last + 1` under that lock, so a reader tailing `read_all(after=seq)` sees every event once.
 3. `UNIQUE(event_id)`: re-appending an already recorded batch is a no-op returning the original seqs.
 4. Rows are immutable: database triggers refuse UPDATE and DELETE (and TRUNCATE on PostgreSQL).
@@ -14,17 +13,18 @@ Promises (each has a test in the shared contract suite, run on both dialects):
    `head()` gives a checkpoint `(size, hash)` that `verify(against=...)` checks for truncation or rewrite.
    Limit: someone with superuser rights can rewrite the whole chain consistently; only a checkpoint
    kept elsewhere catches that.
-6. SQLite runs in WAL mode with `synchronous=FULL` and a busy timeout: a process killed mid-append
-   leaves the whole batch or nothing.
+6. A process killed mid-append leaves the whole batch or nothing (SQLite: WAL, `synchronous=FULL`).
 7. Opening never writes: the schema (table + triggers) is created by the first `append`, so read-only
    commands leave a database without one as it was (a missing SQLite file is not even created). A
    database that has the table but lacks a trigger, or whose trigger is disabled, is not repaired
-   silently: `verify()` fails naming it. `open_ledger(url, read_only=True)` opens a SQLite file with
-   `mode=ro` (and `immutable=1` in a folder nobody may write, a read-only copy), never writing to it.
-   On PostgreSQL a writer that could switch immutability off without being a superuser is refused
-   (ledger.postgres: the roles).
+   silently: `verify()` fails naming it. `open_ledger(url, read_only=True)` never writes (SQLite: a
+   `mode=ro` / `immutable=1` opening). On PostgreSQL a writer that could switch immutability off without
+   being a superuser is refused (ledger.postgres: the roles).
 8. A database error while writing (disk full, I/O error) is raised as `LedgerWriteError` naming the
    database's own error; the batch is not recorded.
+
+What differs between the databases is a `Dialect` (ledger.schema) in `ledger.sqlite` and `ledger.postgres`.
+Imported through the `ledger` package (`open_ledger`, `Ledger`, `default_url`).
 """
 
 from __future__ import annotations
@@ -32,73 +32,23 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-from ledger.canonical import GENESIS_HASH, chain_hash, dumps, loads
-from ledger.errors import ConcurrencyError, LedgerError, LedgerUnavailable, LedgerWriteError  # noqa: F401
+from ledger.canonical import GENESIS_HASH, chain_hash, dumps
+from ledger.chain import judge_chain, walk_chain
+from ledger.errors import ConcurrencyError, LedgerError, LedgerUnavailable, LedgerWriteError, first_line
 from ledger.events import Event, NewEvent
-from ledger.record import RecordedEvent
-from ledger.schema import (  # noqa: F401 - EVENTS, BUSY_TIMEOUT_S: the recorder's public names before the split
-    BUSY_TIMEOUT_S,
-    COLS,
-    EVENTS,
-    REQUIRED_TRIGGERS,
-    SELECT_ALL,
-    SQLITE_TRIGGERS,
-    WRITE_LOCK_SQL,
-    create_schema,
-    has_schema,
-    sqlite_engine,
-)
+from ledger.postgres import POSTGRESQL
+from ledger.record import Checkpoint, Identity, RecordedEvent, VerifyResult
+from ledger.schema import COLS, SELECT_ALL, Dialect
+from ledger.sqlite import SQLITE
 
-_SQLITE_TRIGGERS = SQLITE_TRIGGERS  # the name tests/integration/test_ledger_sqlite.py imports
-@dataclass(frozen=True)
-class Checkpoint:
-    """The ledger's size (number of events = last seq) and the hash of its last event."""
-
-    size: int
-    hash: str
-
-    def __str__(self) -> str:
-        return f"{self.size}:{self.hash}"
-
-    @classmethod
-    def parse(cls, text: str) -> "Checkpoint":
-        size, sep, digest = text.partition(":")
-        if not sep or not size.isdigit() or len(digest) != 64:
-            raise ValueError(f"checkpoint must be SIZE:HASH (64 hex digits), got {text!r}")
-        return cls(int(size), digest.lower())
-
-
-@dataclass(frozen=True)
-class Identity:
-    """A ledger's identity: its first event, written when the ledger was created and immutable since.
-
-    `event_id` is the UUID the recorder drew for that event and `genesis` its chain hash (which covers the
-    id and the microsecond it was recorded). A copy of the ledger has the same identity; moving it keeps it.
-    Every ledger that has an event has one, ledgers written before identities were named included."""
-
-    event_id: str
-    genesis: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"first_event_id": self.event_id, "genesis": self.genesis}
-
-
-@dataclass(frozen=True)
-class VerifyResult:
-    ok: bool
-    first_bad_seq: int | None = None
-    reason: str = ""
-    checked: int = 0
-    missing_triggers: tuple[str, ...] = ()  # immutability triggers the database lacks (then ok is False)
-    disabled_triggers: tuple[str, ...] = ()  # immutability triggers present but switched off (then ok is False)
+DIALECTS: dict[str, Dialect] = {"sqlite": SQLITE, "postgresql": POSTGRESQL}
 
 
 def _new_event_id() -> str:
@@ -114,24 +64,11 @@ def _utcnow() -> str:
     return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{int((now - seconds) * 1e6):06d}Z"
 
 
-def _first_line(exc: BaseException) -> str:
-    inner = getattr(exc, "orig", None) or exc
-    text = str(inner).strip().splitlines()
-    line = text[0] if text else type(inner).__name__
-    code = getattr(inner, "sqlite_errorname", None) or getattr(inner, "sqlstate", None)
-    return f"{line} ({code})" if code and str(code) not in line else line
-
-
 def _safe_close(cur) -> None:
     try:
         cur.close()
     except Exception:  # the connection is gone already; the caller reports the original error
         pass
-
-
-def _row_to_event(row: Sequence) -> RecordedEvent:
-    seq, stream_id, version, event_id, type_, payload, recorded_at, prev_hash, digest = row
-    return RecordedEvent(int(seq), stream_id, int(version), event_id, type_, loads(payload), recorded_at, prev_hash, digest)
 
 
 class Ledger:
@@ -140,18 +77,17 @@ class Ledger:
     def __init__(self, engine: Engine, url: str) -> None:
         self.engine = engine
         self.url = url
-        self.dialect = engine.dialect.name
+        self.dialect = engine.dialect.name  # "sqlite" | "postgresql"
+        self._db: Dialect = DIALECTS[self.dialect]
         self._lock = threading.Lock()
         self._raw = None
-        self._mark = "?" if self.dialect == "sqlite" else "%s"
+        self._mark = self._db.mark
         marks = ",".join([self._mark] * len(COLS))
         self._sql_insert = f"INSERT INTO events ({', '.join(COLS)}) VALUES ({marks})"
-        # PostgreSQL serialises writers on a transaction advisory lock keyed by the events table (a role granted
-        # SELECT and INSERT only may not take an EXCLUSIVE table lock; ledger.postgres: the roles)
-        self._sql_begin = "BEGIN IMMEDIATE" if self.dialect == "sqlite" else WRITE_LOCK_SQL
+        self._sql_begin = self._db.begin_write  # serialises writers up to the commit (promise 2)
         self._schema_ready = False  # set by open_ledger; the first append creates the schema when False
         self.read_only = False  # set by open_ledger(read_only=True): append refuses
-        self._writer_checked = self.dialect != "postgresql"  # PostgreSQL: the role is checked before a write
+        self._writer_checked = self._db.writer_problem is None  # PostgreSQL: the role is checked before a write
         self._sql_state = (
             f"SELECT (SELECT MAX(version) FROM events WHERE stream_id = {self._mark}), "
             "(SELECT seq FROM events ORDER BY seq DESC LIMIT 1), (SELECT hash FROM events ORDER BY seq DESC LIMIT 1)"
@@ -218,14 +154,14 @@ class Ledger:
                 already = self._recorded_seqs(conn, ids)
                 if already is not None:
                     return already
-                raise ConcurrencyError(f"stream {stream_id} moved past version {expected_version}: {_first_line(e)}") from e
+                raise ConcurrencyError(f"stream {stream_id} moved past version {expected_version}: {first_line(e)}") from e
             except dbapi.Error as e:
                 # the cursor first: once the connection is dropped, closing it would raise "Cannot operate on
                 # a closed database" and hide the database's own error (disk full, I/O)
                 _safe_close(cur)
                 _safe_rollback(conn)
                 self._drop_writer()
-                raise LedgerWriteError(f"could not write to the ledger: {_first_line(e)}; nothing was recorded") from e
+                raise LedgerWriteError(f"could not write to the ledger: {first_line(e)}; nothing was recorded") from e
             except BaseException:
                 _safe_rollback(conn)
                 raise
@@ -256,52 +192,40 @@ class Ledger:
         return self.engine.url.render_as_string(hide_password=True)
 
     def _check_writer(self) -> None:
-        """Refuse to write as a PostgreSQL role that could switch immutability off (ledger.postgres)."""
-        from ledger.postgres import writer_problem
-
+        """Refuse to write as a role that could switch immutability off (PostgreSQL: ledger.postgres)."""
+        assert self._db.writer_problem is not None
         try:
-            problem = writer_problem(self.engine, schema_exists=self.has_schema())
+            problem = self._db.writer_problem(self.engine, schema_exists=self.has_schema())
         except DBAPIError as e:
-            raise LedgerUnavailable(f"cannot check the role writing to the ledger: {_first_line(e)}") from e
+            raise LedgerUnavailable(f"cannot check the role writing to the ledger: {first_line(e)}") from e
         if problem:
             raise LedgerWriteError(f"{problem}; nothing was recorded")
         self._writer_checked = True
 
     def _create_schema(self) -> None:
         try:
-            create_schema(self.engine)
+            self._db.create_schema(self.engine)
         except DBAPIError as e:
-            raise LedgerWriteError(f"could not create the ledger's schema: {_first_line(e)}") from e
+            raise LedgerWriteError(f"could not create the ledger's schema: {first_line(e)}") from e
         self._schema_ready = True
 
     def has_schema(self) -> bool:
         """Whether the events table exists (without creating anything)."""
         if not self._schema_ready:
-            self._schema_ready = has_schema(self.engine)
+            self._schema_ready = self._db.has_schema(self.engine)
         return self._schema_ready
 
     def trigger_state(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(missing, disabled): the immutability triggers (REQUIRED_TRIGGERS) the events table lacks, and those
-        it has but that do not fire (PostgreSQL `tgenabled` 'D', or 'R': replica sessions only); ((), ()) for a
-        ledger without a table."""
+        """(missing, disabled): the immutability triggers the dialect requires that the events table lacks, and
+        those it has but that do not fire (PostgreSQL `tgenabled` 'D', or 'R': replica sessions only); ((), ())
+        for a ledger without a table."""
         if not self.has_schema():
             return (), ()
         with self._read() as conn:
-            if self.dialect == "postgresql":
-                rows = conn.execute(sa.text(
-                    "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = to_regclass('events') "
-                    "AND NOT tgisinternal")).all()
-            else:
-                rows = conn.execute(sa.text(
-                    "SELECT name, 'O' FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'")).all()
-        state = {r[0]: str(r[1]) for r in rows}
-        required = REQUIRED_TRIGGERS.get(self.dialect, ())
+            state = self._db.trigger_flags(conn)
+        required = self._db.required_triggers
         return (tuple(t for t in required if t not in state),
                 tuple(t for t in required if state.get(t) in ("D", "R")))
-
-    def missing_triggers(self) -> tuple[str, ...]:
-        """The immutability triggers (REQUIRED_TRIGGERS) the events table lacks; () for a ledger without one."""
-        return self.trigger_state()[0]
 
     def identity(self) -> Identity | None:
         """The ledger's identity: its first event (None while it has none); see `Identity`."""
@@ -380,9 +304,9 @@ class Ledger:
     def _query(self, sql: str, params: dict) -> list[RecordedEvent]:
         try:
             with self._read() as conn:
-                return [_row_to_event(r) for r in conn.execute(sa.text(sql), params)]
+                return [RecordedEvent.from_row(r) for r in conn.execute(sa.text(sql), params)]
         except OperationalError as e:
-            raise LedgerUnavailable(f"could not read the ledger: {_first_line(e)}") from e
+            raise LedgerUnavailable(f"could not read the ledger: {first_line(e)}") from e
 
     def _read(self):
         return self.engine.connect().execution_options(sqlite_begin="DEFERRED")
@@ -405,46 +329,17 @@ class Ledger:
     # --- verification -------------------------------------------------------------------------------
 
     def verify(self, against: Checkpoint | str | None = None) -> VerifyResult:
-        """Walk the whole chain; return the first seq whose hash, link or position is wrong."""
+        """Walk the whole chain; return the first seq whose hash, link or position is wrong (ledger.chain), else
+        whether the ledger was truncated or rewritten since `against`, or lacks an immutability trigger."""
         if isinstance(against, str):
             against = Checkpoint.parse(against)
-        prev, expect_seq = GENESIS_HASH, 1
-        checkpoint_hash, checkpoint_seq = None, against.size if against is not None else -1
-        link = chain_hash
         try:
-            for rows in self._raw_chunks():
-                for seq, stream_id, version, event_id, type_, payload, recorded_at, prev_hash, digest in rows:
-                    if seq != expect_seq:
-                        return VerifyResult(False, expect_seq, f"seq {expect_seq} is missing (found {seq} next)",
-                                            expect_seq - 1)
-                    if prev_hash != prev:
-                        return VerifyResult(False, seq, "prev_hash does not link to the previous event", seq - 1)
-                    if link(prev, seq, stream_id, version, event_id, type_, payload, recorded_at) != digest:
-                        return VerifyResult(False, seq, "hash does not match the row's contents (row edited)", seq - 1)
-                    if seq == checkpoint_seq:
-                        checkpoint_hash = digest
-                    prev = digest
-                    expect_seq += 1
+            broken, n, checkpoint_hash = walk_chain(self._raw_chunks(), against.size if against is not None else -1)
         except self.engine.dialect.dbapi.Error as e:
-            raise LedgerUnavailable(f"could not read the ledger: {_first_line(e)}") from e
-        n = expect_seq - 1
-        missing, disabled = self.trigger_state()
-        if against is not None and against.size > 0:
-            if n < against.size:
-                return VerifyResult(False, n + 1, f"ledger holds {n} events, checkpoint says {against.size}: truncated",
-                                    n, missing, disabled)
-            if checkpoint_hash != against.hash:
-                return VerifyResult(
-                    False, against.size, f"event {against.size} differs from the checkpoint: history rewritten", n,
-                    missing, disabled,
-                )
-        if missing:
-            return VerifyResult(False, None, f"immutability trigger {', '.join(missing)} is missing: rows can be "
-                                             "rewritten", n, missing, disabled)
-        if disabled:
-            return VerifyResult(False, None, f"immutability trigger {', '.join(disabled)} is disabled: rows can be "
-                                             "rewritten", n, missing, disabled)
-        return VerifyResult(True, None, "intact", n)
+            raise LedgerUnavailable(f"could not read the ledger: {first_line(e)}") from e
+        if broken is not None:
+            return broken
+        return judge_chain(n, checkpoint_hash, against, *self.trigger_state())
 
     def close(self) -> None:
         if self._raw is not None:
@@ -464,28 +359,24 @@ def open_ledger(url: str, *, create: bool = False, read_only: bool = False) -> L
     """Open the ledger at `url`: `sqlite:///path` or `postgresql+psycopg://...`.
 
     Nothing is written until the first append creates the schema, unless `create` asks for it now.
-    `read_only`: a SQLite file is opened so that nothing can write to it (`_read_only_uri`); on either
+    `read_only`: a SQLite file is opened so that nothing can write to it (ledger.sqlite.read_only_uri); on either
     dialect `append` refuses."""
     try:
         parsed = make_url(url)
     except ArgumentError as e:
         raise LedgerUnavailable(f"not a database URL: {url!r}") from e
-    backend = parsed.get_backend_name()
+    dialect = DIALECTS.get(parsed.get_backend_name())
+    if dialect is None:
+        raise LedgerUnavailable(
+            f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:///PATH or postgresql+psycopg://..."
+        )
     try:
-        if backend == "sqlite":
-            engine = sqlite_engine(parsed, read_only)
-        elif backend == "postgresql":
-            if parsed.get_driver_name() not in ("psycopg",):
-                parsed = parsed.set(drivername="postgresql+psycopg")
-            engine = sa.create_engine(parsed, connect_args={"connect_timeout": 5})
-        else:
-            raise LedgerUnavailable(
-                f"unsupported database URL scheme {parsed.drivername!r}: use sqlite:///PATH or postgresql+psycopg://..."
-            )
-        schema = has_schema(engine)  # connects: an unreachable server or foreign file fails here
+        engine = dialect.connect(parsed, read_only)
+        parsed = engine.url  # PostgreSQL: through psycopg, whatever driver the URL named
+        schema = dialect.has_schema(engine)  # connects: an unreachable server or foreign file fails here
     except (OperationalError, DBAPIError) as e:
         where = parsed.render_as_string(hide_password=True)
-        raise LedgerUnavailable(f"cannot open the ledger at {where}: {_first_line(e)}") from e
+        raise LedgerUnavailable(f"cannot open the ledger at {where}: {first_line(e)}") from e
     except NoSuchModuleError as e:
         raise LedgerUnavailable(f"no driver for {parsed.drivername!r}") from e
     ledger = Ledger(engine, parsed.render_as_string(hide_password=False))

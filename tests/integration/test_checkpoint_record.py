@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from ledger import open_ledger
+from ledger import Checkpoint, open_ledger
 from ledger.canonical import chain_hash
 from ledger.checkpoints import KEEP, RECORDED, CheckpointRecord, check_chain
 from ledger.events import LessonRecorded
-from ledger.recorder import Checkpoint
-from ledger.schema import SQLITE_TRIGGERS
+from ledger.sqlite import SQLITE_TRIGGERS
 
 
 def _workspace(tmp_path, n: int):

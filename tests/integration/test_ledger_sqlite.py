@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from ledger import LedgerUnavailable, open_ledger
-from ledger.recorder import _SQLITE_TRIGGERS
+from ledger.sqlite import SQLITE_TRIGGERS
 from tests.integration.ledger_contract import LedgerContract
 
 
@@ -21,7 +21,7 @@ class TestSqliteLedger(LedgerContract):
             "DROP TRIGGER events_no_update; DROP TRIGGER events_no_delete;"
             f"{sql};"
         )
-        for ddl in _SQLITE_TRIGGERS:  # put them back, as PostgreSQL's tamper re-enables its own
+        for ddl in SQLITE_TRIGGERS:  # put them back, as PostgreSQL's tamper re-enables its own
             conn.execute(ddl)
         conn.close()
 

@@ -1,0 +1,120 @@
+"""The recorder's SQLite dialect (`SQLITE`): the engine, the immutability triggers, the schema, read-only opening.
+
+A writable file runs in WAL mode with `synchronous=FULL` and a busy timeout, so a process killed mid-append
+leaves the whole batch or nothing (promise 6 of `ledger.recorder`); writers serialise on `BEGIN IMMEDIATE`.
+A read-only opening is a `mode=ro` URI (`immutable=1` in a folder nobody may write: a read-only copy) and
+never writes to the file. Imported by `ledger.recorder` (and tests that rebuild the triggers).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+import sqlalchemy as sa
+from sqlalchemy import event as sa_event
+from sqlalchemy.engine import URL, Connection, Engine
+
+from ledger.errors import LedgerUnavailable
+from ledger.schema import EVENTS, Dialect
+
+BUSY_TIMEOUT_S = 30.0
+
+SQLITE_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'ledger events are immutable: UPDATE refused'); END",
+    "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
+    "BEGIN SELECT RAISE(ABORT, 'ledger events are immutable: DELETE refused'); END",
+)
+REQUIRED_TRIGGERS = ("events_no_update", "events_no_delete")
+
+
+def sqlite_engine(url: URL, read_only: bool = False) -> Engine:
+    """An engine on the SQLite file of `url`; refuses (LedgerUnavailable) a file that is not a SQLite database."""
+    db = url.database
+    if db and db != ":memory:":
+        if Path(db).exists() and Path(db).stat().st_size > 0:
+            with open(db, "rb") as f:
+                if f.read(16) != b"SQLite format 3\x00":
+                    raise LedgerUnavailable(f"{db} is not a SQLite database (corrupt or foreign file)")
+    if read_only and db and db != ":memory:":
+        uri = read_only_uri(Path(db))
+        engine = sa.create_engine(url, creator=lambda: sqlite3.connect(
+            uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False))
+    else:
+        engine = sa.create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False})
+
+    @sa_event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        if not read_only:  # both write the file (a read-only connection reads the journal mode the file has)
+            cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA synchronous = FULL")
+        cur.close()
+
+    @sa_event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        # the recorder's reads ask for DEFERRED (execution option `sqlite_begin`); everything else is IMMEDIATE
+        conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlite_begin', 'IMMEDIATE')}")
+
+    return engine
+
+
+def read_only_uri(path: Path) -> str:
+    """A SQLite URI that never writes: `mode=ro`; `immutable=1` where the folder cannot be written (a read-only
+    copy: SQLite could not create the WAL index there) and no write-ahead log holds events the file lacks."""
+    wal = Path(f"{path}-wal")
+    quoted = quote(str(path.absolute()))
+    if not os.access(path.parent, os.W_OK) and not (wal.exists() and wal.stat().st_size > 0):
+        return f"file:{quoted}?immutable=1"
+    return f"file:{quoted}?mode=ro"
+
+
+def sqlite_file(engine: Engine) -> Path | None:
+    """The engine's database file (None in memory)."""
+    db = engine.url.database
+    return Path(db) if db and db != ":memory:" else None
+
+
+def has_schema(engine: Engine) -> bool:
+    """Whether the events table exists; never creates anything (a missing SQLite file stays missing)."""
+    path = sqlite_file(engine)
+    if path is not None and (not path.exists() or path.stat().st_size == 0):
+        return False  # connecting would switch an empty file to WAL, i.e. write to it
+    with engine.connect().execution_options(sqlite_begin="DEFERRED") as conn:
+        return conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").first() is not None
+
+
+def create_schema(engine: Engine) -> None:
+    """The events table and its triggers, unless the table exists (the file's folder is created first)."""
+    path = sqlite_file(engine)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    with engine.begin() as conn:
+        if conn.exec_driver_sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").first() is None:
+            EVENTS.create(conn)
+            for ddl in SQLITE_TRIGGERS:
+                conn.exec_driver_sql(ddl)
+
+
+def trigger_flags(conn: Connection) -> dict[str, str]:
+    """The events table's triggers; SQLite has no disabled trigger, so every one is 'O' (enabled)."""
+    rows = conn.execute(sa.text("SELECT name, 'O' FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"))
+    return {r[0]: str(r[1]) for r in rows}
+
+
+SQLITE = Dialect(
+    name="sqlite",
+    mark="?",
+    begin_write="BEGIN IMMEDIATE",
+    required_triggers=REQUIRED_TRIGGERS,
+    connect=sqlite_engine,
+    has_schema=has_schema,
+    create_schema=create_schema,
+    trigger_flags=trigger_flags,
+)
