@@ -38,7 +38,7 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
   FlashAttention  programming_examples/flash_attention/kernel_fusion_based/attn_npu2.py:1439-1445
         `default_rng(42)`, `standard_normal((H, LQ, DK))` (float64) -> bf16 for Q, then K (Hkv, LK, DK), then
         V (Hkv, LK, DV); :1458-1473 the f32 reference per head (scores * 1/sqrt(dk), causal mask -1e9,
-        max-subtracted exp, normalise, P @ V) -> bf16 (kernels.numerics.catalog.attention_reference is that
+        max-subtracted exp, normalise, P @ V) -> bf16 (kernels.numerics.references.attention_reference is that
         computation). The precision line is the compile-and-run pass (`--perf-iters` 0 by default); a
         latency run is a separate invocation and changes no input.
 Statistics: python/air/backend/xrt_runner.py:375-392 (`abs_err = |a - e|`, `rel_err = abs_err/(|e| +
@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels.numerics.bf16 import to_bf16
-from kernels.numerics.catalog import attention_reference
+from kernels.numerics.references import attention_reference
 
 GEMM_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
 ELEMENTWISE_SEED = 0  # eltwise_add.py:223, gelu.py:248, silu_and_mul.py:318, rope_halfsplit.py:282

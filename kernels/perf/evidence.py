@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kernels.numerics.catalog import ShapeError, UnknownKernel, get_spec
+from kernels.numerics.catalog import get_spec
+from kernels.numerics.spec import ShapeError, UnknownKernel
 from kernels.perf.constants import PEAK_FLOPS
 from kernels.thresholds import DDR_BANDWIDTH_BYTES_S, PRINTED_TOLERANCE_REL, kernel_tolerance
 

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from kernels.numerics.bf16 import is_bf16, to_bf16
-from kernels.numerics.catalog import CATALOG, KERNELS, ShapeError, UnknownKernel, get_spec, rope_lut
+from kernels.numerics.catalog import CATALOG, KERNELS, get_spec
+from kernels.numerics.references import rope_lut
+from kernels.numerics.spec import ShapeError, UnknownKernel
 from kernels.numerics.executors.base import KERNEL_NAMES
 
 # (rtol, atol) of NUMERICS.md's leaf-kernel table

@@ -1,0 +1,216 @@
+"""The per-kernel math the catalog's specs name: mlir-air's harness inputs, the FP32 references on them, how
+an executor is called with them, the shape checks and the FlashAttention costs.
+
+Signatures are the `KernelSpec` fields' (kernels.numerics.spec): `*_inputs(shape, rng)`, `*_reference(inputs,
+shape)` in FP32, `*_call(executor, inputs, shape, contract, tile)`. The harness scripts they follow are named
+beside each constant; `kernels.numerics.harness_inputs` reproduces those scripts' own draws line by line.
+Imported by `kernels.numerics.catalog` (and by whoever needs a reference: `rope_lut`, `attention_reference`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernels.numerics.bf16 import to_bf16
+from kernels.numerics.spec import ShapeError
+
+RMS_EPS = 1e-5  # the mlir-air harnesses' eps (weighted_rms_norm.py, layer_norm.py)
+LN_EPS = 1e-5
+ROPE_THETA = 500000.0  # rope_halfsplit.py's LUT (llama-3.2 rope_base)
+GELU_C = math.sqrt(2.0 / math.pi)
+GELU_BETA = 0.044715
+
+
+def bf16_randn(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:
+    """bf16-rounded N(0, scale^2) values as float32 (the harnesses draw float and cast to bf16)."""
+    return to_bf16(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale))
+
+
+# --- GEMM / GEMV -----------------------------------------------------------------------------------------
+
+
+def gemm_inputs(s, rng):
+    scale = 1.0 / math.sqrt(s["K"])
+    return {"a": bf16_randn(rng, (s["M"], s["K"]), scale), "b": bf16_randn(rng, (s["K"], s["N"]), scale)}
+
+
+def gemm_reference(i, s):
+    return np.matmul(i["a"], i["b"], dtype=np.float32)
+
+
+def gemm_call(ex, i, s, contract, tile):
+    return ex.gemm(i["a"], i["b"], contract=contract, tile=tile)
+
+
+def gemv_inputs(s, rng):
+    scale = 1.0 / math.sqrt(s["K"])
+    return {"a": bf16_randn(rng, (s["M"], s["K"]), scale), "x": bf16_randn(rng, (s["K"],), scale)}
+
+
+def gemv_reference(i, s):
+    return i["a"] @ i["x"]
+
+
+def gemv_call(ex, i, s, contract, tile):
+    return ex.gemv(i["a"], i["x"])
+
+
+# --- norms -----------------------------------------------------------------------------------------------
+
+
+def rmsnorm_inputs(s, rng):
+    return {"x": bf16_randn(rng, (s["M"], s["N"])), "w": bf16_randn(rng, (s["N"],))}
+
+
+def rmsnorm_reference(i, s):
+    x = i["x"]
+    rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32) + np.float32(RMS_EPS))
+    return x / rms * i["w"]
+
+
+def rmsnorm_call(ex, i, s, contract, tile):
+    return ex.rmsnorm(i["x"], i["w"], RMS_EPS)
+
+
+def layernorm_inputs(s, rng):
+    return {"x": bf16_randn(rng, (s["M"], s["N"])), "w": bf16_randn(rng, (s["N"],)), "b": bf16_randn(rng, (s["N"],))}
+
+
+def layernorm_reference(i, s):
+    x = i["x"]
+    mu = x.mean(axis=-1, keepdims=True, dtype=np.float32)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True, dtype=np.float32)
+    return (x - mu) / np.sqrt(var + np.float32(LN_EPS)) * i["w"] + i["b"]
+
+
+def layernorm_call(ex, i, s, contract, tile):
+    return ex.layernorm(i["x"], i["w"], i["b"], LN_EPS)
+
+
+# --- RoPE ------------------------------------------------------------------------------------------------
+
+
+def rope_lut(rows: int, head_dim: int, theta: float = ROPE_THETA, positions=None) -> tuple[np.ndarray, np.ndarray]:
+    """bf16 cos/sin tables (rows, head_dim/2) for positions 0..rows-1 (rope_halfsplit.py's LUT)."""
+    half = head_dim // 2
+    pos = np.arange(rows, dtype=np.float64) if positions is None else np.asarray(positions, np.float64)
+    freqs = 1.0 / (theta ** (2.0 * np.arange(half, dtype=np.float64) / head_dim))
+    angles = np.outer(pos, freqs)  # (rows, half)
+    return to_bf16(np.cos(angles).astype(np.float32)), to_bf16(np.sin(angles).astype(np.float32))
+
+
+def rope_check_shape(s):
+    if s["head_dim"] % 2:
+        raise ShapeError(f"rope: head_dim={s['head_dim']} must be even (half-split)")
+
+
+def rope_inputs(s, rng):
+    cos, sin = rope_lut(s["rows"], s["head_dim"])
+    return {"x": bf16_randn(rng, (s["rows"], s["head_dim"])), "cos": cos, "sin": sin}
+
+
+def rope_reference(i, s):
+    x = i["x"]
+    half = x.shape[-1] // 2
+    x1, x2 = x[:, :half], x[:, half:]
+    c, sn = i["cos"], i["sin"]
+    return np.concatenate([x1 * c - x2 * sn, x1 * sn + x2 * c], axis=-1)
+
+
+def rope_call(ex, i, s, contract, tile):
+    return ex.rope(i["x"], i["cos"], i["sin"])
+
+
+# --- FlashAttention --------------------------------------------------------------------------------------
+
+
+def flash_attention_check_shape(s):
+    if s["heads_q"] % s["heads_kv"]:
+        raise ShapeError(f"flash_attention: heads_q={s['heads_q']} is not a multiple of heads_kv={s['heads_kv']}")
+
+
+def flash_attention_inputs(s, rng):
+    return {
+        "q": bf16_randn(rng, (s["heads_q"], s["lq"], s["dk"])),
+        "k": bf16_randn(rng, (s["heads_kv"], s["lk"], s["dk"])),
+        "v": bf16_randn(rng, (s["heads_kv"], s["lk"], s["dv"])),
+    }
+
+
+def attention_reference(q, k, v, causal: bool, q_offset: int = 0) -> np.ndarray:
+    """FP32 SDPA per head (mlir-air attn_npu2.py's reference): masked scores -1e9, softmax in FP32."""
+    hq, lq, dk = q.shape
+    hkv = k.shape[0]
+    group = hq // hkv
+    out = np.empty((hq, lq, v.shape[2]), np.float32)
+    scale = np.float32(1.0 / math.sqrt(dk))
+    for h in range(hq):
+        scores = (q[h] @ k[h // group].T) * scale  # (Lq, Lk)
+        if causal:
+            future = np.arange(k.shape[1])[None, :] > (q_offset + np.arange(lq))[:, None]
+            scores = np.where(future, np.float32(-1e9), scores)
+        scores -= scores.max(axis=-1, keepdims=True)
+        p = np.exp(scores)
+        p /= p.sum(axis=-1, keepdims=True)
+        out[h] = p @ v[h // group]
+    return out
+
+
+def flash_attention_reference(i, s):
+    return attention_reference(i["q"], i["k"], i["v"], s["causal"])
+
+
+def flash_attention_call(ex, i, s, contract, tile):
+    return ex.flash_attention(i["q"], i["k"], i["v"], causal=s["causal"])
+
+
+def flash_attention_flops(s):
+    f = 2.0 * s["heads_q"] * s["lq"] * s["lk"] * (s["dk"] + s["dv"])
+    return f * 0.5 if s["causal"] else f
+
+
+def flash_attention_bytes(s):
+    return 2.0 * (s["heads_q"] * s["lq"] * (s["dk"] + s["dv"]) + s["heads_kv"] * s["lk"] * (s["dk"] + s["dv"]))
+
+
+# --- elementwise -----------------------------------------------------------------------------------------
+
+
+def eltwise_add_inputs(s, rng):
+    return {"a": bf16_randn(rng, (s["N"],)), "b": bf16_randn(rng, (s["N"],))}
+
+
+def eltwise_add_reference(i, s):
+    return i["a"] + i["b"]
+
+
+def eltwise_add_call(ex, i, s, contract, tile):
+    return ex.eltwise_add(i["a"], i["b"])
+
+
+def silu_mul_inputs(s, rng):
+    return {"g": bf16_randn(rng, (s["N"],)), "u": bf16_randn(rng, (s["N"],))}
+
+
+def silu_mul_reference(i, s):
+    g = i["g"]
+    return g * (np.float32(1.0) / (np.float32(1.0) + np.exp(-g))) * i["u"]
+
+
+def silu_mul_call(ex, i, s, contract, tile):
+    return ex.silu_mul(i["g"], i["u"])
+
+
+def gelu_inputs(s, rng):
+    return {"x": bf16_randn(rng, (s["N"],))}
+
+
+def gelu_reference(i, s):
+    x = i["x"]
+    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(np.float32(GELU_C) * (x + np.float32(GELU_BETA) * x * x * x)))
+
+
+def gelu_call(ex, i, s, contract, tile):
+    return ex.gelu(i["x"])
