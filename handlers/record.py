@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 
 from handlers.uow import DeploymentUnit
 from kernels.perf.evidence import EvidenceError, check_measurement
-from kernels.mlir_air.transcript import parse_harness_transcript, sha256_text
+from kernels.mlir_air.output import sha256_text
+from kernels.mlir_air.transcript import parse_harness_transcript
 from ledger import Ledger
 from ledger.events import KernelVerified
 from statemachine.gate import kernel_key

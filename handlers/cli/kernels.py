@@ -22,7 +22,7 @@ from kernels.backends.kernel_runners import EXECUTOR_NAMES, make_executor
 from kernels.numerics.catalog import KERNELS, get_spec
 from kernels.numerics.harness_inputs import HarnessNotReproduced
 from kernels.mlir_air.table import HarnessError
-from kernels.mlir_air.transcript import TranscriptError
+from kernels.mlir_air.output import TranscriptError
 from kernels.numerics.run import run_kernel
 from kernels.numerics.spec import ShapeError, UnknownKernel
 from kernels.numerics.tiles import TileRuleViolation

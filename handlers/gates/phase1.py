@@ -27,7 +27,7 @@ from handlers.gates import GateOutcome, GateRun
 from kernels.perf.evidence import EvidenceError, check_measurement
 from kernels.mlir_air.lock import HarnessTimeout, NpuLockTimeout
 from kernels.mlir_air.table import HarnessConfigError
-from kernels.mlir_air.transcript import TranscriptError, sha256_text
+from kernels.mlir_air.output import TranscriptError, sha256_text
 from kernels.numerics.tiles import TileRuleViolation
 from ledger.events import KernelVerified
 from statemachine.checks import atol_artifact

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from kernels.mlir_air.executor import MlirAirExecutor
-from kernels.mlir_air.transcript import TranscriptError, sha256_text
+from kernels.mlir_air.output import TranscriptError, sha256_text
 from kernels.mlir_air.checkout import ROOT, is_twin
 from kernels.mlir_air.walk_report import parse_walk_output, report_path
 from kernels.backends.base import Measurement

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kernels.mlir_air.transcript import TranscriptError
+from kernels.mlir_air.output import TranscriptError
 from kernels.mlir_air.verify_report import one_verdict, summary_int, verify_lines
 
 

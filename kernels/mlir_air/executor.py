@@ -14,24 +14,25 @@ Errors, each naming the command: `HarnessConfigError` (no entry, missing placeho
 `NpuLockTimeout`, `HarnessTimeout` (the process group is killed; the partial transcript is kept for
 triage), and `TranscriptError` from the parsers (a transcript that is garbage, truncated, contradictory, or
 a PASS printed by a process that exited non-zero).
+
+What a run yields is `kernels.mlir_air.runs` (HarnessRun, ModelRun); what it reads back besides the transcript
+(a model run's report JSON, a timing-only run's figures) is `kernels.mlir_air.run_reports`. Chosen by
+`kernels.backends` (the Phase 1 kernel runners, the mlir-air backend) and the workers' job; never by a gate.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import socket
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from kernels.numerics.executors.base import KERNEL_NAMES, Executor
-from kernels.mlir_air.diagnosis_report import DiagnosisResult, parse_diagnosis_output
+from kernels.mlir_air.diagnosis_report import parse_diagnosis_output
 from kernels.mlir_air.lock import (
     DEFAULT_LOCK_PATH,
     HarnessTimeout,
@@ -41,7 +42,9 @@ from kernels.mlir_air.lock import (
     probe_toolchain,
     run_command,
 )
-from kernels.mlir_air.profile import parse_profile_output
+from kernels.mlir_air.output import TranscriptError, sha256_text
+from kernels.mlir_air.run_reports import REPORT_TARGETS, find_report, read_latency_run, read_model_run
+from kernels.mlir_air.runs import HarnessRun, ModelRun
 from kernels.mlir_air.table import (
     ENV_MLIR_AIR,
     HarnessConfigError,
@@ -50,101 +53,14 @@ from kernels.mlir_air.table import (
     render_command,
     render_value,
 )
-from kernels.mlir_air.transcript import HarnessResult, TranscriptError, parse_harness_transcript, sha256_text
-from kernels.mlir_air.verify_report import VerifyResult, parse_verify_output
+from kernels.mlir_air.transcript import parse_harness_transcript
+from kernels.mlir_air.verify_report import parse_verify_output
+from kernels.numerics.catalog import get_spec
+from kernels.numerics.executors.base import KERNEL_NAMES, Executor
+from kernels.numerics.spec import UnknownKernel
 
 log = structlog.get_logger(__name__)
 ENV_LOCK = "LEDGER_NPU_LOCK"
-
-
-# --- results -------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HarnessRun:
-    """One harness run: what ran, what it printed, the parsed result, and where it ran."""
-
-    kernel: str
-    contract: str
-    shape: dict[str, Any]
-    tile: dict[str, Any]
-    command: str
-    returncode: int
-    transcript: str
-    result: HarnessResult
-    provenance: dict[str, Any]
-    seconds: float
-    measured_at: str
-    latency_us: float | None = None  # from the checked run, or from the timing-only run when the entry has one
-    gflops: float | None = None
-
-    def method_tier(self) -> tuple[str, str]:
-        """(method, tier) the run used, in mlir-air's registry names: GEMM bf16-out high -> fused-cast / drain
-        (auto resolved as run.py:1147-1151 does), bf16-out low -> direct (tier low), f32-out -> external / direct
-        (the CODEGEN, tier high); other kernels have neither ("", "")."""
-        if self.kernel != "gemm":
-            return "", ""
-        t = {k.lower(): v for k, v in self.tile.items()}
-        if self.contract == "bf16-out-low":
-            return "direct", "low"
-        if self.contract == "f32-out":
-            return str(t.get("codegen") or "external"), "high"
-        method = str(t.get("method") or "auto")
-        if method == "auto":
-            s = self.shape
-            method = "fused-cast" if s["M"] * s["K"] * s["N"] >= 4e9 else "drain"
-        return method, "high"
-
-    def herd(self) -> list[int] | None:
-        t = {k.lower(): v for k, v in self.tile.items()}
-        for a, b in (("herd_m", "herd_n"), ("herd_x", "herd_y")):
-            if isinstance(t.get(a), int):
-                return [t[a], t[b] if isinstance(t.get(b), int) else 1]
-        shape = t.get("herd_shape")
-        if isinstance(shape, str) and all(p.isdigit() for p in shape.split()):
-            dims = [int(p) for p in shape.split()]
-            return dims if len(dims) == 2 else dims + [1]
-        return None
-
-    def kernel_verified_kwargs(self, target: str = "npu2") -> dict[str, Any]:
-        """Everything a `KernelVerified` event needs from this run (source = harness)."""
-        herd = self.herd()
-        return {
-            "kernel": self.kernel,
-            "shape": dict(self.shape),
-            "contract": self.contract,
-            "executor": "mlir-air",
-            "target": target,
-            **self.result.kernel_verified_fields(),
-            "latency_us": self.latency_us,
-            "gflops": self.gflops,
-            "method": self.method_tier()[0],
-            "tier": self.method_tier()[1],
-            "tile": dict(self.tile),
-            "herd": herd,
-            "tiles_in_flight": herd[0] * herd[1] if herd else None,
-            "seconds": self.seconds,
-            "source": "harness",
-            "provenance": dict(self.provenance),
-            "measured_at": self.measured_at,
-        }
-
-
-@dataclass(frozen=True)
-class ModelRun:
-    """One `make verify` / `make diagnosis` run of an mlir-air LLM directory."""
-
-    target: str
-    command: str
-    returncode: int
-    transcript: str
-    report_path: str
-    report_json: dict[str, Any]
-    result: VerifyResult | DiagnosisResult
-    provenance: dict[str, Any]
-
-
-# --- the executor --------------------------------------------------------------------------------------
 
 
 class MlirAirExecutor(Executor):
@@ -208,13 +124,7 @@ class MlirAirExecutor(Executor):
         """The table entry, the filled command, and the tile actually used (entry defaults + `tile`)."""
         spec = self.table.lookup(kernel, contract)
         tile = dict(tile or {})
-        variables: dict[str, Any] = {**self._base_vars(spec.command), **spec.defaults, **shape, **tile}
-        lowered = {str(k).lower(): v for k, v in variables.items()}
-        on = [text for var, text in spec.switches.items() if lowered.get(var.lower()) is True]
-        on += _value_flags(spec.flags, lowered)
-        variables["switches"] = " ".join(on)
-        variables["latency_switches"] = " ".join(on + _value_flags(spec.latency_flags, lowered))
-        command = render_command(spec.command, variables, spec.aliases)
+        command = self._render(spec, spec.command, shape, tile)
         used_tile = {k: v for k, v in spec.defaults.items() if k in spec.tile_keys}
         used_tile.update(tile)
         return spec, command, used_tile
@@ -283,17 +193,22 @@ class MlirAirExecutor(Executor):
         spec = self.table.lookup(kernel, contract)
         if not spec.latency_command:
             return None
-        variables: dict[str, Any] = {**self._base_vars(spec.latency_command), **spec.defaults, **shape, **(tile or {})}
+        return self._render(spec, spec.latency_command, shape, tile or {})
+
+    def _render(self, spec: HarnessSpec, template: str, shape: dict[str, Any], tile: dict[str, Any]) -> str:
+        """`template` filled with the entry's defaults, `shape` and `tile`, and its `{switches}` /
+        `{latency_switches}`: the [switches] texts whose variable is true and the [flags] texts with a value."""
+        variables: dict[str, Any] = {**self._base_vars(template), **spec.defaults, **shape, **tile}
         lowered = {str(k).lower(): v for k, v in variables.items()}
         on = [text for var, text in spec.switches.items() if lowered.get(var.lower()) is True]
         on += _value_flags(spec.flags, lowered)
         variables["switches"] = " ".join(on)
         variables["latency_switches"] = " ".join(on + _value_flags(spec.latency_flags, lowered))
-        return render_command(spec.latency_command, variables, spec.aliases)
+        return render_command(template, variables, spec.aliases)
 
     def _latency_run(self, spec: HarnessSpec, kernel, shape, tile, limit) -> tuple[tuple, dict[str, Any]]:
-        """Run the timing-only command; ((latency_us, gflops), its provenance). A failed timing run leaves the
-        latency absent (None) and says why; it never changes the verdict of the checked run."""
+        """Run the timing-only command; ((latency_us, gflops), its provenance) (run_reports.read_latency_run).
+        A failed timing run leaves the latency absent (None) and says why; it never changes the checked run's verdict."""
         command = self.latency_command(kernel, shape, tile)
         assert command is not None
         record: dict[str, Any] = {"command": command, "format": spec.latency_format}
@@ -303,21 +218,9 @@ class MlirAirExecutor(Executor):
         except (NpuLockTimeout, HarnessTimeout) as e:
             record["error"] = str(e)
             return (None, None), record
-        record.update(returncode=rc, output_sha256=sha256_text(text))
-        try:
-            if rc != 0:
-                raise TranscriptError(f"exit status {rc}")
-            if spec.latency_format == "profile":
-                prof = parse_profile_output(text)
-                record.update(min_us=prof.min_us, max_us=prof.max_us, bandwidth_gbps=prof.bandwidth_gbps)
-                return (prof.latency_us, prof.gflops), record
-            timed = parse_harness_transcript(text)  # its [precision] figures are not this row's (buffer reuse)
-            if timed.latency_us is None:
-                raise TranscriptError("no `Latency (us):` line")
-            return (timed.latency_us, timed.gflops), record
-        except TranscriptError as e:
-            record["error"] = str(e).split("\n")[0]
-            return (None, None), record
+        figures, read = read_latency_run(spec.latency_format, rc, text)
+        record.update(read)
+        return figures, record
 
     # models -------------------------------------------------------------------------------------------
 
@@ -365,41 +268,11 @@ class MlirAirExecutor(Executor):
         command, rc, transcript, _, prov = self._run_model(target, model_dir, make_vars, timeout_s)
         return command, rc, transcript, prov
 
-    @staticmethod
-    def _parse_model_run(command: str, rc: int, transcript: str, report_path: str | None, parse):
-        """Parse a model run; a broken transcript explains itself before a missing report does."""
-        try:
-            if report_path is None:
-                parse(transcript, None)
-                raise TranscriptError("the run wrote no report JSON that it can be tied to.", transcript)
-            try:
-                report = json.loads(Path(report_path).read_text())
-            except (OSError, json.JSONDecodeError) as e:
-                raise TranscriptError(f"cannot read its report {report_path}: {e}.", transcript) from e
-            return report, parse(transcript, report)
-        except TranscriptError as e:
-            raise TranscriptError(f"`{command}` (exit status {rc}): {e}", transcript) from e
-
     def _find_report(self, target: str, transcript: str, model_dir: str, variables: dict, started: float) -> str | None:
-        if target not in ("verify", "verify_full", "diagnosis"):
+        if target not in REPORT_TARGETS:
             return None
-        prefix = "diagnosis_" if target == "diagnosis" else "verify_topk_token_"
-        named = [
-            line.split("JSON:", 1)[1].strip() for line in transcript.splitlines() if line.startswith("[verify] JSON:")
-        ]
         dirs = [render_command(d, variables, quote=False) for d in self.table.model.get("report_dirs", [])]
-        for name in reversed(named):
-            for base in [model_dir, *sorted(str(p) for p in Path(model_dir).glob("build*")), *dirs]:
-                path = Path(name) if os.path.isabs(name) else Path(base) / name
-                if path.is_file() and path.name.startswith(prefix):
-                    return str(path)
-        fresh = [
-            p
-            for d in dirs
-            for p in Path(d).glob(f"{prefix}*.json")
-            if p.is_file() and p.stat().st_mtime >= started - 1.0
-        ]
-        return str(max(fresh, key=lambda p: p.stat().st_mtime)) if fresh else None
+        return find_report(target, transcript, model_dir, dirs, started)
 
     def run_model_verify(
         self,
@@ -412,7 +285,7 @@ class MlirAirExecutor(Executor):
         """`make verify` (or `verify-full`) in an mlir-air LLM directory, parsed with its report JSON."""
         target = "verify_full" if full else "verify"
         command, rc, transcript, path, prov = self._run_model(target, model_dir, make_vars, timeout_s)
-        report, result = self._parse_model_run(command, rc, transcript, path, parse_verify_output)
+        report, result = read_model_run(command, rc, transcript, path, parse_verify_output)
         if result.verdict == "PASS" and rc != 0:
             raise TranscriptError(f"`{command}` printed [verify] PASS but exited with status {rc}.", transcript)
         return ModelRun(target, command, rc, transcript, str(path), report, result, prov)
@@ -422,7 +295,7 @@ class MlirAirExecutor(Executor):
     ) -> ModelRun:
         """`make diagnosis` in an mlir-air LLM directory: per-layer rows as `LayerDiagnosed` fields."""
         command, rc, transcript, path, prov = self._run_model("diagnosis", model_dir, make_vars, timeout_s)
-        report, result = self._parse_model_run(command, rc, transcript, path, parse_diagnosis_output)
+        report, result = read_model_run(command, rc, transcript, path, parse_diagnosis_output)
         if rc != 0:
             raise TranscriptError(f"`{command}` printed [verify] PASS but exited with status {rc}.", transcript)
         return ModelRun("diagnosis", command, rc, transcript, str(path), report, result, prov)
@@ -430,8 +303,6 @@ class MlirAirExecutor(Executor):
 
 def _default_contract(kernel: str) -> str:
     """The catalog's contract name for a kernel (so a row never records '' or a bare 'bf16')."""
-    from kernels.numerics.catalog import UnknownKernel, get_spec
-
     try:
         return get_spec(kernel).default_contract
     except UnknownKernel:

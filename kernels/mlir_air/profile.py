@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kernels.mlir_air.transcript import TranscriptError, NUMBER, clean_lines, last_words
+from kernels.mlir_air.output import NUMBER, TranscriptError, clean_lines, last_words
 
 _AVG = re.compile(rf"^Avg NPU (?P<what>.+?) time:\s*(?P<t>{NUMBER})\s*us\.?$", re.I)
 _MIN = re.compile(rf"^Min NPU (?P<what>.+?) time:\s*(?P<t>{NUMBER})\s*us\.?$", re.I)

@@ -18,41 +18,19 @@ its verdict, and a transcript that contradicts itself are errors, never a PASS.
   to the failing one. Non-finite statistics print as `nan` / `inf`. A correlation check, when a harness
   asks for one, prints `Output 0 correlation: ... (threshold: ...)`.
 The verify and diagnosis reports of a model directory have their own modules (`verify_report`,
-`diagnosis_report`).
+`diagnosis_report`); what every parser shares (`TranscriptError`, `NUMBER`, `clean_lines`) is `output`.
 
 This module never touches the ledger; it returns plain dicts whose keys are the event field names.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-Verdict = Literal["PASS", "FAIL"]
-
-
-class TranscriptError(ValueError):
-    """Raised when a harness/verify transcript or report matches none of the known formats, is truncated,
-    or contradicts itself. `transcript` holds the text (when there is one) so a caller can triage it."""
-
-    def __init__(self, message: str, transcript: str | None = None) -> None:
-        super().__init__(message)
-        self.transcript = transcript
-
-
-def sha256_text(text: str) -> str:
-    """Hex sha256 of the UTF-8 bytes of `text` (the provenance hash of a transcript)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-# --- standalone kernel harness -------------------------------------------------------------------------
-
-# a number as mlir-air's harnesses print it (nan / inf included); every output parser uses this one
-NUMBER = r"[-+]?(?:nan|inf|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+from kernels.mlir_air.output import NUMBER, TranscriptError, Verdict, clean_lines, exception_line, last_words
 
 _PRECISION = re.compile(
     rf"^\[precision\]\s*(?:Output\s+(?P<index>\d+)\s*\((?P<n>\d+)\s+elements\)\s*:\s*)?"
@@ -161,27 +139,6 @@ def _worst(values) -> float | None:
     if any(math.isnan(v) for v in vals):
         return math.nan
     return max(vals)
-
-
-def clean_lines(text: str) -> list[str]:
-    """The transcript's lines, any line ending, ANSI colour codes removed, each stripped."""
-    return [_ANSI.sub("", line).strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
-
-
-def _exception_line(lines: list[str]) -> str:
-    """The exception a Python traceback ends with (`AssertionError: ...`), else the last line."""
-    for line in reversed(lines):
-        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b", line):
-            return line if len(line) <= 200 else line[:197] + "..."
-    return last_words(lines)
-
-
-def last_words(lines: list[str]) -> str:
-    """The last non-blank line (cut to 160 characters): what an error message quotes of a transcript."""
-    for line in reversed(lines):
-        if line:
-            return line if len(line) <= 160 else line[:157] + "..."
-    return ""
 
 
 def parse_harness_transcript(text: str, *, require_precision: bool = True) -> HarnessResult:
@@ -294,7 +251,7 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
 
     if traceback_at is not None and not verdicts:
         raise TranscriptError(
-            f"the harness raised a Python exception before its verdict ({_exception_line(lines)!r}): a compile or "
+            f"the harness raised a Python exception before its verdict ({exception_line(lines)!r}): a compile or "
             "shape-assertion failure, not a measurement.",
             text,
         )

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernels.mlir_air.transcript import TranscriptError, Verdict, clean_lines, last_words
+from kernels.mlir_air.output import TranscriptError, Verdict, clean_lines, last_words
 
 _SUMMARY = re.compile(r"^\[verify\] Summary:\s*(?P<d>\{.*\})$")
 _VERIFY_PASS = re.compile(r"^\[verify\] PASS$")

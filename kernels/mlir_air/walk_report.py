@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels.mlir_air.transcript import TranscriptError
+from kernels.mlir_air.output import TranscriptError
 from kernels.thresholds import perplexity_ratio, strictest_teacher_forced, teacher_forced_problems
 
 _JSON = re.compile(r"^\[walk\] JSON:\s+(?P<p>\S.*)$")

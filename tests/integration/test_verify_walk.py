@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.mlir_air.transcript import TranscriptError
+from kernels.mlir_air.output import TranscriptError
 from kernels.mlir_air.walk_report import parse_walk_output, report_path
 
 

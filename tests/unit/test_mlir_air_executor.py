@@ -15,7 +15,7 @@ from kernels.numerics.executors.base import KERNEL_NAMES
 from kernels.mlir_air.executor import MlirAirExecutor
 from kernels.mlir_air.lock import HarnessTimeout, NpuLockTimeout
 from kernels.mlir_air.table import HarnessConfigError, load_harness_table, render_command
-from kernels.mlir_air.transcript import TranscriptError
+from kernels.mlir_air.output import TranscriptError
 from ledger.events import KernelVerified, LayerDiagnosed, TokenGateChecked
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from kernels.mlir_air.profile import parse_profile_output
-from kernels.mlir_air.transcript import TranscriptError, parse_harness_transcript
+from kernels.mlir_air.output import TranscriptError
+from kernels.mlir_air.transcript import parse_harness_transcript
 from ledger.events import KernelVerified
 from statemachine.checks import atol_artifact
 
