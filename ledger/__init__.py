@@ -4,7 +4,12 @@ Its public names are re-exported here; `recorder` holds the logic both databases
 what differs (and the PostgreSQL roles), `schema` the table, `chain` the chain check. Imports nothing above it.
 """
 
-from ledger.errors import ConcurrencyError, LedgerError, LedgerUnavailable, LedgerWriteError  # noqa: F401
-from ledger.events import NewEvent  # noqa: F401
-from ledger.record import Checkpoint, Identity, RecordedEvent, VerifyResult  # noqa: F401
-from ledger.recorder import Ledger, default_url, open_ledger  # noqa: F401
+from ledger.errors import ConcurrencyError, LedgerError, LedgerUnavailable, LedgerWriteError
+from ledger.events import NewEvent
+from ledger.record import Checkpoint, Identity, RecordedEvent, VerifyResult
+from ledger.recorder import Ledger, default_url, open_ledger
+
+__all__ = [
+    "Checkpoint", "ConcurrencyError", "Identity", "Ledger", "LedgerError", "LedgerUnavailable", "LedgerWriteError",
+    "NewEvent", "RecordedEvent", "VerifyResult", "default_url", "open_ledger",
+]

@@ -1,0 +1,208 @@
+"""`ledger advance`: the gates run in order, each attempt opened, then judged by the state machine.
+
+`advance` loops over the next phases; its two steps are public because the workers' coordinator
+(handlers.workers.coordinator) runs Phase 1 between them: `open_attempt` records PhaseStarted with the
+attempt's evidence in one batch, `judge_attempt` asks the state machine and records PhasePassed, or
+PhaseFailed (+ BlockerRaised, + FailureTriaged). `stop_if_model_changed` re-hashes the model folder before
+an attempt; `bind` stamps evidence with the model digest it was measured against. Imported through
+`handlers.deploy`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from handlers.gates import GateOutcome, GateRun
+from handlers.gates.table import GATES
+from handlers.provenance import stamp_toolchain
+from handlers.triage.engine import triage_evidence, triage_text
+from handlers.uow import DeploymentError, DeploymentUnit
+from kernels.model.digest import changed_files, invalidated_phases, model_digest
+from ledger import Ledger
+from ledger.events import (
+    BlockerRaised,
+    Event,
+    FailureTriaged,
+    Measured,
+    ModelDigested,
+    PhaseFailed,
+    PhasePassed,
+    PhaseStarted,
+)
+from statemachine.gate import GateContext, GateRejected
+from statemachine.machine import DeploymentMachine
+from statemachine.phases import Phase, Status
+
+log = structlog.get_logger("npu_ledger.deploy")
+
+
+@dataclass
+class AdvanceReport:
+    name: str
+    ran: list[dict[str, Any]] = field(default_factory=list)  # {phase, attempt, passed, reasons, summary}
+    stopped: str = ""
+    status: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return any(not r["passed"] for r in self.ran)
+
+
+def advance(
+    ledger: Ledger,
+    name: str,
+    *,
+    until: int | None = None,
+    workspace: Path,
+    progress: Callable[[str], None] = lambda m: None,
+    options: dict[str, Any] | None = None,
+) -> AdvanceReport:
+    """Run the next gate(s) up to `until` (default: as far as the gates go), stopping at the first failure."""
+    unit = DeploymentUnit(ledger, name)
+    report = AdvanceReport(name)
+    while True:
+        state = unit.state
+        if state.status is Status.REJECTED:
+            raise DeploymentError(f"{name} was rejected at assessment: it cannot advance")
+        if state.status is Status.NEEDS_HUMAN_REVIEW:
+            reasons = "; ".join(b.reason for b in state.blockers) or "a gate failed twice"
+            raise DeploymentError(f"{name} needs human review ({reasons}); fix it, then `ledger resume {name} --note ...`")
+        if state.status is Status.DEPLOYED:
+            report.stopped = f"{name} is deployed"
+            break
+        phase = state.next_phase
+        if phase is None or (until is not None and phase > until):
+            report.stopped = f"stopped before phase {phase} (--until {until})" if phase is not None else ""
+            break
+        gate = GATES[phase]
+        outcome = None
+        if not state.attempt_open(phase):  # the normal case; an open attempt means a crash after its evidence
+            if phase is not Phase.EVALUATION:  # the evaluator re-hashes itself; its FAIL blocks the deployment
+                stop_if_model_changed(unit, progress)
+            attempt = state.attempts.get(phase, 0) + 1
+            progress(f"phase {int(phase)} ({phase.title}), attempt {attempt}")
+            started_at = _now()
+            outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress, options=options or {}))
+            digest = next((e.digest for e in outcome.events if isinstance(e, ModelDigested)), state.model_digest)
+            open_attempt(unit, phase, attempt, outcome.context, bind(stamp_toolchain(outcome.events, state.executor), digest),
+                         started_at=started_at)
+        attempt = unit.state.open_attempt.number
+        passed = judge_attempt(unit, phase, attempt, outcome)
+        report.ran.append(passed)
+        if not passed["passed"]:
+            break
+    report.status = unit.state.status.value
+    return report
+
+
+def open_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, context: GateContext,
+                 evidence: Iterable[Event] = (), *, started_at: str | None = None) -> list[int]:
+    """Open `attempt` of `phase`: one atomic batch of PhaseStarted and the attempt's evidence; returns its seqs.
+
+    PhaseStarted carries the context's planned (kernel, shape) rows, so an attempt interrupted before its
+    verdict is judged later with its own plan (`judge_attempt` without an outcome). `started_at` (UTC ISO
+    8601, default now) is when the work began: the gates record PhaseStarted after the work."""
+    started = PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at or _now(), plan=_plan_of(context))
+    return unit.commit([started, *evidence])
+
+
+def _plan_of(context: GateContext) -> list[dict[str, Any]] | None:
+    """The gate context's planned (kernel, shape) rows as PhaseStarted records them (None: no plan)."""
+    if context.planned_kernels is None:
+        return None
+    return [{"kernel": kernel, "shape": json.loads(shape)} for kernel, shape in sorted(context.planned_kernels)]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def bind(events: list[Event], digest: str | None) -> list[Event]:
+    """The evidence events stamped with the model digest they were measured against."""
+    if not digest:
+        return list(events)
+    return [e.model_copy(update={"model_digest": digest}) if isinstance(e, Measured) and not isinstance(e, ModelDigested)
+            else e for e in events]
+
+
+class ModelChanged(DeploymentError):
+    """Raised when the model folder no longer hashes to the digest Phase 0 recorded (a blocker is recorded)."""
+
+
+def stop_if_model_changed(unit: DeploymentUnit, progress: Callable[[str], None] = lambda m: None) -> None:
+    """Re-hash the model folder; if it changed since Phase 0, record a blocker naming the changed files and
+    the phases whose evidence they invalidate, and raise `ModelChanged`."""
+    state = unit.state
+    if state.digest is None:
+        return
+    progress("re-hashing the model folder (config.json and weights)")
+    recorded = state.digest.event
+    try:
+        now = model_digest(state.model_path)
+        changed = changed_files(recorded.files, now.files)
+        if not changed and now.digest != recorded.digest:
+            changed = ["config.json"]  # same bytes cannot resolve differently; a resolver change is a config change
+    except Exception as e:  # noqa: BLE001 - an unreadable folder stops the deployment like a changed one
+        now, changed = None, [f"the folder itself ({e})"]
+    if now is not None and now.digest == recorded.digest:
+        return
+    phases = invalidated_phases(changed, [int(p) for p in state.passed])
+    reason = (f"model folder changed since Phase 0 (ModelDigested seq {state.digest.seq}): {', '.join(changed)}; "
+              f"invalidates the evidence of phase(s) {', '.join(map(str, phases)) or 'none passed yet'}. "
+              "Restore the files, or deploy the changed model as a new deployment (`ledger init --name ...`)")
+    unit.commit([BlockerRaised(phase=int(state.next_phase), reason=reason)])
+    raise ModelChanged(f"{unit.name}: {reason}")
+
+
+def judge_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, outcome: GateOutcome | None) -> dict[str, Any]:
+    """Judge the open `attempt` of `phase`: ask the state machine, then record PhasePassed, or PhaseFailed
+    (+ BlockerRaised when no retry is left, + FailureTriaged). Returns the verdict as `advance` reports it
+    ({"phase", "attempt", "passed", "summary" | "reasons", "blocked"}).
+
+    Without an outcome (an attempt interrupted after its evidence, judged now), the gate context is the
+    one the attempt's PhaseStarted recorded: the attempt is judged with its own plan. Raises
+    `SomeoneElseAdvanced` (from the unit) when the stream moved meanwhile."""
+    plan = unit.state.open_attempt.plan
+    outcome = outcome or GateOutcome(events=[], context=GateContext(planned_kernels=plan))
+    state = unit.state
+    evidence = [e.seq for e in state.open_attempt.evidence]
+    machine = DeploymentMachine(state, outcome.context)
+    try:
+        result = machine.try_pass(phase)
+    except GateRejected as rejected:
+        reasons = [rejected.reason, *outcome.reasons]
+        escalate = state.escalates_on_failure()
+        events: list = [PhaseFailed(phase=int(phase), attempt=attempt, reasons=reasons)]
+        if escalate:
+            events.append(BlockerRaised(phase=int(phase), reason=f"phase {int(phase)} failed twice: {reasons[0]}"))
+        seqs = unit.commit(events)
+        _triage(unit, seqs[0], outcome, reasons)
+        log.info("phase failed", deployment=unit.name, phase=int(phase), attempt=attempt, reason=reasons[0])
+        return {"phase": int(phase), "attempt": attempt, "passed": False, "reasons": reasons, "blocked": escalate}
+    summary = outcome.summary or result.reason
+    unit.commit([PhasePassed(phase=int(phase), attempt=attempt, evidence_seqs=evidence, summary=summary)])
+    log.info("phase passed", deployment=unit.name, phase=int(phase), attempt=attempt)
+    return {"phase": int(phase), "attempt": attempt, "passed": True, "summary": summary}
+
+
+def _triage(unit: DeploymentUnit, failed_seq: int, outcome, reasons: list[str]) -> None:
+    """Match the failure against the playbook rules and record what matched (nothing when none does)."""
+    matches: list = []
+    for evidence in outcome.triage:
+        matches.extend(triage_evidence(evidence, text=evidence.get("transcript")))
+    matches.extend(triage_text("\n".join(reasons)))
+    best: dict[str, Any] = {}
+    for m in matches:
+        j = m.to_json()
+        if j["rule_id"] not in best or j["confidence"] > best[j["rule_id"]]["confidence"]:
+            best[j["rule_id"]] = j
+    ranked = sorted(best.values(), key=lambda j: (-j["confidence"], j["rule_id"]))
+    summary = ranked[0]["root_cause"] if ranked else "no known failure pattern matches"
+    unit.commit([FailureTriaged(subject_seq=failed_seq, subject_type="PhaseFailed", matches=ranked, summary=summary)])

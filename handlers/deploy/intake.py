@@ -1,0 +1,74 @@
+"""`ledger init`: a deployment begins. The model's config is read, the architecture assessed and, in scope, the
+config resolved; one batch records the request, the assessment and the resolved config.
+
+A name the projections cannot hold (registry.names) or that would share another deployment's `llms/<folder>/`
+is refused before anything is written. Imported through `handlers.deploy`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from handlers.uow import DeploymentError, DeploymentUnit
+from kernels.model.architecture import assess, default_name, load_raw_config, resolve
+from ledger import Ledger
+from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
+from registry.model_docs import model_dir_name
+from registry.names import name_problem
+
+
+class OutOfScope(DeploymentError):
+    """Raised when `init` assessed the architecture as out of scope (the assessment is recorded)."""
+
+
+def init(
+    ledger: Ledger,
+    model: str,
+    *,
+    name: str | None = None,
+    target: str = "npu2",
+    dtype: str = "bf16",
+    executor: str = "emulated",
+    pipeline: dict[str, Any] | None = None,
+    workspace: Path | None = None,
+) -> str:
+    """Record a new deployment of the model at `model` (HF folder or config.json); return its name.
+
+    A name the projections cannot hold (registry.names: length, control characters) is refused first."""
+    path = Path(model).expanduser().resolve()
+    name = name or default_name(path)
+    problem = name_problem(name, workspace)
+    if problem:
+        raise DeploymentError(problem)
+    raw = load_raw_config(path)  # malformed or missing config: ModelConfigError, nothing recorded
+    unit = DeploymentUnit(ledger, name, must_exist=False)
+    if unit.events:
+        raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
+    _refuse_folder_clash(ledger, name)
+    folder = path if path.is_dir() else path.parent
+    requested = DeploymentRequested(
+        model_path=str(folder), name=name, target=target, dtype=dtype, executor=executor,
+        hf_model_id=raw.get("_name_or_path") or None, pipeline=pipeline or {},
+    )
+    assessment = assess(raw)
+    events: list = [requested, ArchitectureAssessed(**assessment.event_fields())]
+    if assessment.in_scope:
+        cfg = resolve(raw)
+        config_file = folder / "config.json" if path.is_dir() else path
+        digest = hashlib.sha256(config_file.read_bytes()).hexdigest()
+        events.append(ConfigResolved(**cfg.to_dict(), source_sha256=digest))
+    unit.commit(events)
+    if not assessment.in_scope:
+        raise OutOfScope(f"{name}: {assessment.architecture} is out of scope: " + " ".join(assessment.reasons))
+    return name
+
+
+def _refuse_folder_clash(ledger: Ledger, name: str) -> None:
+    """Two deployments must not project to one llms/<folder>/ (compared case-insensitively: macOS, Windows)."""
+    folder = model_dir_name(name)
+    for other in (s.split(":", 1)[1] for s in ledger.streams("deployment:")):
+        if other != name and model_dir_name(other).lower() == folder.lower():
+            raise DeploymentError(f"deployment name {name!r} projects to llms/{folder}/, the folder of deployment "
+                                  f"{other!r}; choose another --name")
