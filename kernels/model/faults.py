@@ -21,9 +21,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from kernels.numerics.bf16 import to_bf16
 from kernels.numerics.executors.base import Executor, Fp32Executor, MixedExecutor
 from kernels.model.config import ModelConfig
-from kernels.model.host_ops import to_bf16
 from kernels.model.options import FAULTS, PipelineOptions
 from kernels.model.pipeline import NpuPipeline
 from kernels.model.runner import PrefillRecord

@@ -1,6 +1,7 @@
 """What the decoder pipeline runs on the host, as mlir-air's deployments do (`kernels.model.pipeline` says
-where each is used): the bf16 rounding of a host result, the FP32 RMSNorm / SwiGLU / single-query decode
-attention, the RoPE frequencies and cos/sin tables (`RopeTables`), and the per-layer KV cache.
+where each is used): the FP32 RMSNorm / SwiGLU / single-query decode attention, the RoPE frequencies and
+cos/sin tables (`RopeTables`), and the per-layer KV cache. Host results are rounded to bf16 with
+`kernels.numerics.bf16.to_bf16`, the rounding every kernel reference uses.
 """
 
 from __future__ import annotations
@@ -8,15 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
+from kernels.numerics.bf16 import to_bf16
 from kernels.numerics.executors.base import Fp32Executor
-
-
-def to_bf16(x: np.ndarray) -> np.ndarray:
-    """Round float32 values to bf16 (round-half-even), returned as float32."""
-    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
 def host_rmsnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:

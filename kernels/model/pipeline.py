@@ -46,6 +46,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from kernels.numerics.bf16 import to_bf16
 from kernels.numerics.executors.base import Executor, Fp32Executor, KernelTimer, MixedExecutor
 from kernels.model.config import ModelConfig, is_lean
 from kernels.model.host_ops import (
@@ -56,7 +57,6 @@ from kernels.model.host_ops import (
     host_silu_mul,
     rope_inv_freq,
     rotate_host,
-    to_bf16,
 )
 from kernels.model.options import PipelineOptions
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
