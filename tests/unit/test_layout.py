@@ -1,4 +1,5 @@
-"""The layout promises: the phase gates reach whole models only through the backend seam."""
+"""The layout promises: the phase gates reach whole models only through the backend seam; the product's imports
+have no cycle, point one way and take no private name across modules; no product module is over 400 lines."""
 
 from __future__ import annotations
 
@@ -249,3 +250,22 @@ def test_the_private_name_check_sees_both_spellings():
         "handlers.workers.coordinator:1: from handlers.deploy import _now",
         "handlers.workers.coordinator:3: handlers.deploy._judge",
     ]
+
+
+# --- module size -----------------------------------------------------------------------------------------------
+
+MAX_LINES = 400  # STYLE.md 13: modules stay small; issue #21's "no product module over 400 lines"
+OVER_LIMIT: dict[str, str] = {  # module -> the work that splits it (each entry is temporary)
+    "kernels.numerics.tiles": "split by the planning work, issue #24",
+}
+
+
+def test_no_product_module_is_over_400_lines():
+    lines = {module: len(path.read_text().splitlines()) for module, path in MODULES.items()}
+    assert len(lines) > 100 and lines["handlers.deploy"] > 0  # the walk found the product
+    over = {module: n for module, n in lines.items() if n > MAX_LINES}
+    unexpected = sorted(f"{module} ({MODULES[module].relative_to(ROOT)}): {n} lines"
+                        for module, n in over.items() if module not in OVER_LIMIT)
+    assert not unexpected, f"product modules over {MAX_LINES} lines (split them by concern):\n" + "\n".join(unexpected)
+    within = sorted(module for module in OVER_LIMIT if module not in over)
+    assert not within, f"allow-listed modules now within {MAX_LINES} lines (remove them from OVER_LIMIT): {within}"
