@@ -13,7 +13,8 @@ from ledger.canonical import GENESIS_HASH, chain_hash
 from ledger.record import Checkpoint, VerifyResult
 
 
-def walk_chain(chunks: Iterable[Sequence[tuple]], checkpoint_seq: int = -1) -> tuple[VerifyResult | None, int, str | None]:
+def walk_chain(chunks: Iterable[Sequence[tuple]],
+               checkpoint_seq: int = -1) -> tuple[VerifyResult | None, int, str | None]:
     """(the first failure or None, the number of rows walked, the hash of the row at `checkpoint_seq`).
 
     `chunks` yields rows of (seq, stream_id, version, event_id, type, payload, recorded_at, prev_hash, hash)

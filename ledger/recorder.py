@@ -1,6 +1,6 @@
 """The recorder: one append-only, hash-chained table of events, the same logic on every database.
 
-Promises (each has a test in the shared contract suite, run on both dialects):
+Promises (each has a test in the contract suite tests/integration/ledger_contract.py, run on both dialects):
 
 1. `append(stream, expected_version, events)` is atomic; a stale `expected_version` raises
    `ConcurrencyError` and writes nothing.

@@ -207,8 +207,8 @@ class MlirAirExecutor(Executor):
         return render_command(template, variables, spec.aliases)
 
     def _latency_run(self, spec: HarnessSpec, kernel, shape, tile, limit) -> tuple[tuple, dict[str, Any]]:
-        """Run the timing-only command; ((latency_us, gflops), its provenance) (run_reports.read_latency_run).
-        A failed timing run leaves the latency absent (None) and says why; it never changes the checked run's verdict."""
+        """Run the timing-only command: ((latency_us, gflops), its provenance), read by run_reports.read_latency_run.
+        A failed timing run leaves the latency absent (None) and says why; it never changes the checked verdict."""
         command = self.latency_command(kernel, shape, tile)
         assert command is not None
         record: dict[str, Any] = {"command": command, "format": spec.latency_format}

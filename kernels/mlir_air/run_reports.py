@@ -60,7 +60,8 @@ def read_model_run(command: str, rc: int, transcript: str, report_path: str | No
         raise TranscriptError(f"`{command}` (exit status {rc}): {e}", transcript) from e
 
 
-def read_latency_run(latency_format: str, rc: int, text: str) -> tuple[tuple[float | None, float | None], dict[str, Any]]:
+def read_latency_run(latency_format: str, rc: int,
+                     text: str) -> tuple[tuple[float | None, float | None], dict[str, Any]]:
     """((latency_us, gflops), what the provenance keeps of it) of a timing-only run that exited with `rc`.
 
     `latency_format` "profile" is a `make profile` target (kernels.mlir_air.profile: min / max / bandwidth
