@@ -178,7 +178,8 @@ def open_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, context: Gate
     PhaseStarted carries the context's planned (kernel, shape) rows, so an attempt interrupted before its
     verdict is judged later with its own plan (`judge_attempt` without an outcome). `started_at` (UTC ISO
     8601, default now) is when the work began: the gates record PhaseStarted after the work."""
-    started = PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at or _now(), plan=_plan_of(context))
+    started = PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at or _now(), plan=_plan_of(context),
+                           plan_sources=context.plan_sources)
     return unit.commit([started, *evidence])
 
 

@@ -16,8 +16,10 @@ def gemm_notes(s: dict, t: dict, target: str) -> list[str]:
     if t["tile_n"] < 128 and s["N"] % (t["tile_n"] * t["herd_n"]) == 0:
         notes.append(f"N={s['N']} is not {128 * t['herd_n']}-aligned: tile_n {t['tile_n']} keeps "
                      f"herd_n*tile_n | N (tile_n 128 is ~1.3x faster where it fits)")
-    if t["tile_k_l2"] * 2 * s["N"] > GEMM_B_STRIDE_LIMIT and t["tile_k_l2"] < 256:
-        notes.append(f"tile_k_l2 {t['tile_k_l2']}: the B-tile DMA stride tile_k_l2*N must stay <= {GEMM_B_STRIDE_LIMIT}")
+    if t["tile_k_l2"] < 256 and 256 * s["N"] > GEMM_B_STRIDE_LIMIT and s["K"] % 256 == 0:
+        notes.append(f"tile_k_l2 {t['tile_k_l2']}, not 256: 256*N = {256 * s['N']:,} is past the B-tile DMA stride "
+                     f"bound {GEMM_B_STRIDE_LIMIT:,} this planner keeps for unmeasured shapes (tile_k_l2*N = "
+                     f"{t['tile_k_l2'] * s['N']:,} is within it); a measured registry row overrides the bound")
     if s["K"] < GEMM_HIGH_PRECISION_MIN_K:
         notes.append(f"K={s['K']} < {GEMM_HIGH_PRECISION_MIN_K}: outputs ~1/sqrt(K) are large enough that the high-precision atol "
                      "(1.5e-3, sized at K=8192) trips on a few near-zero-reference elements - NPU2 does the same "
