@@ -6,7 +6,7 @@ decode at batch 1. With E = emb, H = heads, Hkv = kv heads, D = head_dim, F = hi
   GEMM (M x K x N, bf16 out)  prefill  Q seq x E x H*D, K/V seq x E x Hkv*D, O seq x H*D x E,
                                         Gate/Up seq x E x F, Down seq x F x E
   GEMV (M x K)                decode   Q H*D x E, K/V Hkv*D x E, O E x H*D, Gate/Up F x E, Down E x F,
-                                        LM head per 16384-row vocabulary partition: 16384 x E
+                                        LM head per vocabulary partition P (16384 or 8192): P x E
   RMSNorm (M x N)             prefill  seq x E; Qwen3 (qk_norm) q/k norm: seq x D, once per head
   RoPE (rows x D)             prefill  Q H*seq x D, K Hkv*seq x D;  decode  Q H x D, K Hkv x D
   FlashAttention              prefill  seq x seq, dk = dv = D, heads H / Hkv, causal
@@ -18,8 +18,9 @@ H*D == E). The shapes are the ones mlir-air's harnesses run and its registry rec
 
 * Qwen3's q/k norm is RMSNorm seq x D per head (kernel_registry/details/RMSNorm_bf16.md:104,115: "2048x128 ...
   Qwen3-0.6B + Qwen3-1.7B QK-norm (per-head, N=head_dim)"), not every head stacked as rows.
-* The LM head runs per 16384-row vocabulary partition (llama32_1b's `lm_head_gemv.elf`, 8 partitions): a
-  vocabulary that is not a multiple of 16384 is padded with zero rows to whole partitions (the padded logits
+* The LM head runs per vocabulary partition (`kernels.model.config.lm_head_partition`: 16384 rows for Llama's
+  `lm_head_gemv.elf`, 8 partitions; 8192 for Qwen's 151936, 19 partitions): a vocabulary that is not a
+  multiple of it is padded with zero rows to whole partitions (the padded logits
   are discarded), and a vocabulary below one partition is padded up to the smallest M the GEMV tile rules
   accept, so an odd vocabulary never leaves the plan without a legal tile.
 * Config-specific workarounds of mlir-air's playbooks are flagged before anything compiles, in `workarounds`:
@@ -50,12 +51,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kernels.model.config import ModelConfig
+from kernels.model.config import ModelConfig, lm_head_partition
 from kernels.numerics.catalog import get_spec
 from kernels.numerics.tiles import TilePlan, TileRuleViolation, plan_tile
 from kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 
-LM_HEAD_PARTITION = 16384
 DEFAULT_SEQ = 2048
 BD_ALIGN = 1024  # dims not a multiple of this risk buffer-descriptor exhaustion (phase-1 SKILL.md:225)
 GEMV_K_SPLIT_ABOVE = 8160  # 255 repeats x 32: above it a merged GEMV needs k_split (phase-5 SKILL.md:129)
@@ -177,12 +177,13 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
 def _lm_head(V: int, E: int) -> _Row:
     """The LM-head partition row: 16384 x E, the vocabulary padded to whole partitions; below one partition,
     V padded up to the smallest M whose GEMV tile is legal."""
-    if V >= LM_HEAD_PARTITION:
-        row = _Row("gemv", {"M": LM_HEAD_PARTITION, "K": E}, "decode", ["LM head partition"], "")
-        parts = -(-V // LM_HEAD_PARTITION)
-        if V % LM_HEAD_PARTITION:
-            padded = parts * LM_HEAD_PARTITION
-            row.warnings.append(f"vocab {V} padded with {padded - V} zero rows to {parts}x{LM_HEAD_PARTITION}: "
+    P = lm_head_partition(V)
+    if V >= P:
+        row = _Row("gemv", {"M": P, "K": E}, "decode", ["LM head partition"], "")
+        parts = -(-V // P)
+        if V % P:
+            padded = parts * P
+            row.warnings.append(f"vocab {V} padded with {padded - V} zero rows to {parts}x{P}: "
                                 "every partition runs this shape, the padded logits are discarded")
             row.workarounds["pad_vocab_to"] = padded
         row.workarounds["lm_head_partitions"] = parts
