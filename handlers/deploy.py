@@ -19,8 +19,10 @@ from handlers.evaluator.audit import Finding, chain_findings
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase7 import evaluate_in_fresh_process
 from handlers.gates.table import GATES
+from handlers.planning import planning_registry
 from handlers.provenance import stamp_toolchain
 from handlers.triage.engine import triage_evidence, triage_text
+from handlers.triage.registry_check import check_fixes
 from handlers.uow import DeploymentError, DeploymentUnit, stream_id
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
 from kernels.model.digest import changed_files, invalidated_phases, model_digest
@@ -265,8 +267,10 @@ def judge_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, outcome: Gat
 def _triage(unit: DeploymentUnit, failed_seq: int, outcome, reasons: list[str]) -> None:
     """Match the failure against the playbook rules and record what matched (nothing when none does)."""
     matches: list = []
-    for evidence in outcome.triage:
-        matches.extend(triage_evidence(evidence, text=evidence.get("transcript")))
+    registry = planning_registry(unit.ledger) if any(e.get("kernel") == "gemm" for e in outcome.triage) else None
+    for evidence in outcome.triage:  # a fix the registry records failing for the shape is not offered
+        found = triage_evidence(evidence, text=evidence.get("transcript"))
+        matches.extend(check_fixes(found, evidence, registry) if registry is not None else found)
     matches.extend(triage_text("\n".join(reasons)))
     best: dict[str, Any] = {}
     for m in matches:

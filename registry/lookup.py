@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -242,6 +243,32 @@ class PlanningRegistry:
                     what = "FAIL" if last.verdict != "PASS" else f"⚠️ {last.caveat}"
                     out[method] = f"ledger seq {last.seq}: {shape_args(row.shape)} {method} {what}"
         return out
+
+
+    def recorded_failures(self, kernel: str, shape: dict[str, Any]) -> dict[str, list[str]]:
+        """method -> cites of what the registry records failing for this exact shape: methods whose every
+        hardware row FAILs (`failed_methods`), and the GEMM JSON notes' sentences saying a method fails (the
+        ledger's imported notes and MLIR_AIR_DIR's file)."""
+        out = {m: [c] for m, c in self.failed_methods(kernel, shape).items()}
+        if kernel != "gemm" or not all(k in shape for k in ("M", "K", "N")):
+            return out
+        M, K, N = (int(shape[k]) for k in ("M", "K", "N"))
+        for where, doc in self.documents:
+            entry = _find(doc, M, K, N)
+            if entry is None:
+                continue
+            notes = [entry.get("_note")] + [m.get("_note") for m in entry.get("methods", {}).values()]
+            for sentence in (x for note in notes if note for x in _SENTENCE.split(note)):
+                if not _FAILS.search(sentence):
+                    continue
+                for method in ("fused-cast", "drain", "direct"):
+                    if method in sentence.lower():
+                        out.setdefault(method, []).append(f"{where} {M}x{K}x{N} note: \"{sentence.strip()}\"")
+        return out
+
+
+_SENTENCE = re.compile(r"(?<=[.;])\s+")
+_FAILS = re.compile(r"\bfail", re.IGNORECASE)
 
 
 __all__ = ["gemm_config", "gemm_answer", "gemm_config_method", "kernel_rows", "PlanningRegistry",

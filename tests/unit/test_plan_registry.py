@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 from handlers.cli.main import cli as cli_main
 from handlers.evaluator.replay import plan_source_findings
+from handlers.triage import triage_evidence
+from handlers.triage.registry_check import check_fixes
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.config import ModelConfig
 from kernels.model.plan import HEURISTIC, plan
@@ -148,3 +150,20 @@ def test_an_mlir_air_registry_is_read_when_set(tmp_path):
     row = next(r for r in plan(cfg, registry=registry) if r.kernel == "gemm" and r.shape["N"] == 8192)
     assert row.source.startswith(f"registry: {details / 'GEMM_bf16_in_bf16_out.json'} (sha256 ")
     assert row.tile.tile["tile_k_l2"] == 256
+
+
+def test_triage_does_not_offer_a_fix_the_registry_records_failing():
+    """`aie.dma_bd Stride ... exceeds` at 2048x2560x9728: the registry's note records fused-cast failing with it
+    (tile_k_l2 >= 128), so the rule's fused-cast fix is not offered and the next one is."""
+    registry = PlanningRegistry(record(_imported()))
+    text = "error: 'aie.dma_bd' op Stride 2490368 exceeds [1:1048576]"
+    evidence = {"kernel": "gemm", "shape": {"M": 2048, "K": 2560, "N": 9728}}
+    plain = next(m for m in triage_evidence(evidence, text) if m.rule_id == "gemm-b-stride-cap")
+    assert "fused-cast" in plain.remedy
+    checked = next(m for m in check_fixes(triage_evidence(evidence, text), evidence, registry)
+                   if m.rule_id == "gemm-b-stride-cap")
+    assert checked.remedy.startswith("Lower tile_k_l2")
+    assert any("records fused-cast failing" in c and "2048x2560x9728" in c for c in checked.fix_checks)
+    unseen = {"kernel": "gemm", "shape": {"M": 2048, "K": 2048, "N": 20480}}
+    kept = next(m for m in check_fixes(triage_evidence(unseen, text), unseen, registry) if m.rule_id == "gemm-b-stride-cap")
+    assert kept.remedy == plain.remedy and "no recorded failure" in kept.fix_checks[0]
