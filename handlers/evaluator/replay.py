@@ -12,29 +12,18 @@ re-derive each figure from its own samples.
   `gate_evidence_findings` checks that each applied Phase 4-5 optimisation's gate records exist, passed, ran
   with it, and (when it rests on one re-run on the final switch set) equal Phase 3's number for number.
 
-* `plan_source_findings` re-derives each Phase 1 attempt's recorded plan sources (PhaseStarted.plan_sources:
-  which rows took a registry row's tile, which the heuristic) from the registry as it stood when the plan was
-  made (the ledger's rows up to the recorded `ledger_seq`, and the recorded mlir-air registry files, when
-  their bytes still hash to what was recorded).
-
-Each finding names the seq of the event it concerns. No I/O but the mlir-air registry files a plan cites:
-the caller passes the recomputed digest.
+Each finding names the seq of the event it concerns. No I/O: the caller passes the recomputed digest.
+(handlers.evaluator.plan_sources re-derives Phase 1's recorded plan sources.)
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import statistics
-from pathlib import Path
 from typing import Any
 
 from handlers.evaluator.audit import Finding
-from kernels.model.plan import plan
-from kernels.model.plan_record import plan_sources
-from registry.lookup import MLIR_AIR_REGISTRY_DIR, PlanningRegistry
-from statemachine.gate import kernel_key
 from kernels.thresholds import (
     FIGURE_RTOL,
     TOKEN_GATE_PROMPTS,
@@ -362,48 +351,3 @@ def gate_evidence_findings(events: list[RecordedEvent], states: list) -> list[Fi
         findings += [Finding("error", rec.seq, "optimisation-gate", f"{where}: {m}") for m in problems]
     return findings
 
-
-# --- plan sources re-derived from the registry they cite ----------------------------------------------------
-
-_CHOICE = ("source", "contract", "method", "tier", "tile")
-
-
-def _file_sha(path: str) -> str | None:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def plan_source_findings(events: list[RecordedEvent], all_events: list[RecordedEvent], config, target: str) -> list[Finding]:
-    """Each recorded Phase 1 plan's sources, re-derived (see the module docstring). `config` is the
-    kernels.model.config.ModelConfig re-resolved from config.json; `all_events` the whole ledger."""
-    findings = []
-    kernel_rows = [e for e in all_events if e.type == "KernelVerified"]
-    for rec in events:
-        p = rec.payload
-        sources = p.get("plan_sources") if rec.type == "PhaseStarted" and p.get("phase") == 1 else None
-        if not sources:
-            continue
-        files = sources.get("files") or {}
-        changed = {path for path, sha in files.items() if _file_sha(path) != sha}
-        if changed:
-            findings.append(Finding("warning", rec.seq, "plan-sources",
-                                    f"PhaseStarted(1) seq {rec.seq}: cannot re-derive its plan sources: the mlir-air "
-                                    f"registry file(s) it read are absent or changed since ({', '.join(sorted(changed))})"))
-            continue
-        root = None
-        for path in files:  # <MLIR_AIR_DIR>/programming_examples/kernel_registry/details/<file>
-            root = Path(path).parents[len(MLIR_AIR_REGISTRY_DIR.parts)]
-        registry = PlanningRegistry(kernel_rows, root, upto_seq=sources.get("ledger_seq"))
-        again = {(r["kernel"], kernel_key(r["kernel"], r["shape"])[1]): r for r in plan_sources(plan(config, target=target, registry=registry))}
-        for row in sources.get("rows") or []:
-            want = again.get((row["kernel"], kernel_key(row["kernel"], row["shape"])[1]))
-            differ = [k for k in _CHOICE if want is None or want.get(k) != row.get(k)]
-            if differ:
-                findings.append(Finding("error", rec.seq, "plan-sources",
-                                        f"PhaseStarted(1) seq {rec.seq}: {row['kernel']} {row['shape']} records "
-                                        f"{', '.join(f'{k}={row.get(k)!r}' for k in differ)}; the registry as it stood "
-                                        f"(ledger seq {sources.get('ledger_seq')}) gives "
-                                        f"{', '.join(f'{k}={(want or {}).get(k)!r}' for k in differ)}"))
-    return findings

@@ -9,6 +9,7 @@ from collections import Counter
 
 from handlers.evaluator import audit, remeasure
 from handlers.evaluator import replay as audit_replay
+from handlers.evaluator.plan_sources import plan_source_findings
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import declared_options, model_backend
@@ -56,7 +57,7 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
     findings += audit_replay.rejudge_attempts(events, states, planned)
     findings += audit_replay.figure_findings(events, states)
     findings += audit_replay.gate_evidence_findings(events, states)
-    findings += audit_replay.plan_source_findings(events, ledger.read_all(), cfg, state.target)
+    findings += plan_source_findings(events, ledger.read_all(), cfg, state.target)
     bound = not any(f.check == "model-digest" for f in findings)
 
     kernel_rows, block_row, rerun = [], None, []

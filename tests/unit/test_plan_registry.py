@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from handlers.cli.main import cli as cli_main
-from handlers.evaluator.replay import plan_source_findings
+from handlers.evaluator.plan_sources import plan_source_findings
 from handlers.triage import triage_evidence
 from handlers.triage.registry_check import check_fixes
 from kernels.model.architecture import load_raw_config, resolve
