@@ -27,6 +27,7 @@ CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 # programming_examples/llms/README.md "Performance (NPU2, seq_len=2048, bf16)", the bf16 rows other than
 # Llama-3.2-1B: (config fixture, TTFT s, decode tok/s, ELF/layer prefill, decode). HELD OUT - never fitted.
 HELD_OUT_SRC = "programming_examples/llms/README.md:62-69"
+TOLERANCE = 0.15  # issue #24: decode and TTFT within ±15% for every held-out model (reported, never fitted to)
 HELD_OUT = {
     "SmolLM2-1.7B": ("smollm2-1.7b.json", 2.02, 8.0, 3, 2),
     "Qwen2.5-0.5B": ("qwen2.5-0.5b.json", 0.99, 11.9, 4, 5),
@@ -88,6 +89,12 @@ def main(argv=None) -> int:
     for m, r in held.items():
         print(f"{m:14s} {r['ttft_s']:7.2f} {r['measured_ttft_s']:6.2f} {r['ttft_error']:+7.1%} {r['tokens_per_s']:6.2f} "
               f"{r['measured_tokens_per_s']:5.1f} {r['tps_error']:+7.1%} {r['elf_per_layer']:>9s} {r['measured_elf_per_layer']:>5s}")
+    within = {m: abs(r["tps_error"]) <= TOLERANCE and abs(r["ttft_error"]) <= TOLERANCE for m, r in held.items()}
+    off = [f"{m} tok/s {r['tps_error']:+.1%}, TTFT {r['ttft_error']:+.1%}" for m, r in held.items() if not within[m]]
+    print(f"\nwithin ±{TOLERANCE:.0%} (TTFT and tok/s): {sum(within.values())}/{len(held)} held-out models"
+          + (f"; outside: {'; '.join(off)}" if off else ""))
+    print("ELF/layer 'meas' is the README's count; for Qwen2.5-1.5B / -3B it reads swiglu+down_add as one dispatch, "
+          "while their ARCHITECTURE.md diagrams and prefill code run them as two (tests/unit/test_dispatch_architectures.py)")
     if args.out:
         Path(args.out).write_text(json.dumps({"loo": table, "llama32_1b": llama, "held_out": held,
                                               "held_out_src": HELD_OUT_SRC}, indent=1, sort_keys=True))

@@ -27,9 +27,10 @@ from handlers.gates import GateRun
 from handlers.gates.phase1 import verify_row
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import model_backend
+from handlers.planning import recorded_sources
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.numerics.executors.standin import FaultyEmulated, StandinFault
-from kernels.model.plan import plan
+from kernels.model.plan_record import replan
 from kernels.toolchain import current_toolchain, toolchain_changes, toolchain_label
 from ledger import Ledger
 from ledger.events import BlockerRaised, KernelVerified, TokenGateChecked
@@ -96,7 +97,8 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
     for ev in state.passed[Phase.KERNELS].evidence:
         if isinstance(ev.event, KernelVerified):
             latest[kernel_key(ev.event.kernel, ev.event.shape)] = ev.event
-    planned = {kernel_key(r.kernel, r.shape): r for r in plan(ctx.config, target=state.target)}
+    sources = recorded_sources(unit.events, state.passed[Phase.KERNELS].attempt)  # the rows as Phase 1 planned them
+    planned = {kernel_key(r.kernel, r.shape): r for r in replan(ctx.config, state.target, sources)}
     now = current_toolchain(executor)
     new_events: list = []
     for i, (key, old) in enumerate(sorted(latest.items()), start=1):

@@ -96,6 +96,10 @@ class PhaseStarted(Event):
     # evidence so an interrupted attempt is judged with its own plan; None: no plan (other phases, old ledgers)
     plan: list[dict[str, Any]] | None = None
     started_at: str = ""
+    # Phase 1: where each planned row's tile came from (handlers.planning.deployment_plan): {"ledger_seq",
+    # "files": {path: sha256}, "rows": [{kernel, shape, source ("registry: <cite>" | "heuristic"), contract,
+    # method, tier, tile}]}; None: no record (other phases, ledgers written before it)
+    plan_sources: dict[str, Any] | None = None
 
 
 class PhasePassed(Event):

@@ -10,21 +10,32 @@ the files (a rebuild is picked up at once).
 `kernel_rows(kernel, events_or_data, **shape)` answers for every kernel from the fold: the `ShapeRow`s
 whose shape matches all given dimensions (any spelling the catalog knows, e.g. `head_dim` for RoPE's
 `D`), in registry order; `KeyError` when the kernel is unknown or nothing matches.
+
+`PlanningRegistry(events, mlir_air_dir)` is what the planner asks (kernels.model.plan.MeasuredRows): the best
+measured row of an exact shape, from the ledger's registry (the GEMM JSON document `registry build`
+projects, answered by the same `gemm_answer` as `gemm_config`) and from `$MLIR_AIR_DIR`'s
+programming_examples/kernel_registry/details/ JSON when set (the fastest of the two; the ledger on ties),
+each answer citing where it was measured; and the methods a shape records only failing. Hardware and
+imported rows only: an emulated row is a CPU figure and never chooses an NPU tile.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
+from kernels.model.plan import MeasuredChoice
 from ledger.record import RecordedEvent
 from registry.catalog import CATALOG, canonical_kernel, shape_key, specs_for_kernel
-from registry.fold import RegistryData, ShapeRow, fold_registry
-from registry.render_json import GEMM_JSON
+from registry.fold import HARDWARE, RegistryData, ShapeRow, fold_registry, pick_best
+from registry.render_json import GEMM_JSON, GEMM_PAGES, gemm_document
 from registry.text import shape_args
 
 DEFAULT_REGISTRY_DIR = Path("kernel_registry") / "details"
+MLIR_AIR_REGISTRY_DIR = Path("programming_examples") / "kernel_registry" / "details"  # in an mlir-air checkout
 _CONTRACT = {("f32", "high"): "f32-out", ("bf16", "high"): "bf16-out-high", ("bf16", "low"): "bf16-out-low"}
 
 
@@ -69,6 +80,12 @@ def gemm_config(
 ) -> dict[str, Any]:
     """Best hardware-measured GEMM config for one shape and contract (see module docstring)."""
     data, filename = _load(output_dtype, registry_dir, "gemm_config")
+    return gemm_answer(data, filename, M, K, N, output_dtype, precision)
+
+
+def gemm_answer(data: dict, filename: str, M: int, K: int, N: int, output_dtype: str = "bf16",
+                precision: str = "high") -> dict[str, Any]:
+    """`gemm_config`'s answer from a GEMM JSON document already read (a file, or the ledger's projection)."""
     s = _find(data, M, K, N)
     if s is None:
         raise KeyError(
@@ -141,4 +158,118 @@ def kernel_rows(kernel: str, source: Sequence[RecordedEvent] | RegistryData, /, 
     return rows
 
 
-__all__ = ["gemm_config", "gemm_config_method", "kernel_rows", "DEFAULT_REGISTRY_DIR"]
+class PlanningRegistry:
+    """The planner's registry (see the module docstring). `upto_seq`: the ledger as it stood at that seq."""
+
+    def __init__(self, events: Iterable[RecordedEvent] = (), mlir_air_dir: str | Path | None = None,
+                 upto_seq: int | None = None) -> None:
+        kept = [e for e in events if upto_seq is None or e.seq <= upto_seq]
+        self.data = fold_registry(kept)
+        self.ledger_seq = max((e.seq for e in kept), default=0) if upto_seq is None else upto_seq
+        self.documents: list[tuple[str, dict]] = [("ledger", gemm_document(self.data, "bf16"))]
+        self.files: dict[str, str] = {}  # path -> sha256 of the mlir-air registry file read
+        if mlir_air_dir:
+            path = Path(mlir_air_dir) / MLIR_AIR_REGISTRY_DIR / GEMM_JSON["bf16"]
+            if path.is_file():
+                raw = path.read_bytes()
+                self.files[str(path)] = hashlib.sha256(raw).hexdigest()
+                self.documents.append((str(path), json.loads(raw)))
+
+    def record(self) -> dict[str, Any]:
+        """What a plan records of the registry it was made from (PhaseStarted.plan_sources)."""
+        return {"ledger_seq": self.ledger_seq, "files": dict(self.files)}
+
+    def _ledger_seq_of(self, M: int, K: int, N: int, method: str, tier: str) -> int | None:
+        page = self.data.page(GEMM_PAGES["bf16"])
+        for row in page.rows:
+            if dict(row.shape) == {"M": M, "K": K, "N": N}:
+                best = pick_best(m for m in row.measurements if m.on_hardware and m.method == method and m.tier == tier)
+                return best.seq if best else None
+        return None
+
+    def best(self, kernel: str, shape: dict[str, Any], tier: str) -> MeasuredChoice | None:
+        if kernel != "gemm":
+            return self._best_row(kernel, shape)
+        M, K, N = (int(shape[k]) for k in ("M", "K", "N"))
+        found: list[tuple[float, int, MeasuredChoice]] = []
+        for i, (where, doc) in enumerate(self.documents):
+            try:
+                answer = gemm_answer(doc, GEMM_JSON["bf16"], M, K, N, "bf16", tier)
+            except KeyError:
+                continue
+            if where == "ledger":
+                seq = self._ledger_seq_of(M, K, N, answer["method"], tier)
+                origin = f"ledger seq {seq}" if seq is not None else "ledger"
+            else:
+                origin = f"{where} (sha256 {self.files[where][:12]})"
+            cite = (f"{origin}: {M}x{K}x{N} best.{tier} {answer['method']} {answer['gflops']} GFLOP/s "
+                    "(measured NPU2)")
+            herd = tuple(answer["herd"]) if "herd" in answer else None
+            found.append((float(answer["gflops"] or 0), -i,
+                          MeasuredChoice(answer["tile"], cite, answer["method"], tier, herd)))
+        return max(found, key=lambda f: (f[0], f[1]))[2] if found else None
+
+    def _best_row(self, kernel: str, shape: dict[str, Any]) -> MeasuredChoice | None:
+        try:
+            rows = kernel_rows(kernel, self.data, **shape)
+        except KeyError:
+            return None
+        for row in rows:
+            b = row.best
+            if dict(row.shape) == dict(shape_key(row.spec, shape)) and b is not None and b.evidence in HARDWARE:
+                cite = (f"ledger seq {b.seq}: {row.spec.kernel} {shape_args(row.shape)} best {b.method} "
+                        f"({b.evidence}, measured NPU2)")
+                return MeasuredChoice(dict(b.tile), cite, herd=tuple(b.herd) if b.herd else None)
+        return None
+
+    def failed_methods(self, kernel: str, shape: dict[str, Any]) -> dict[str, str]:
+        """method -> "ledger seq N: ..." for each method whose every hardware/imported row of this exact shape
+        FAILs or carries a caveat (⚠️); empty for an unseen shape."""
+        try:
+            rows = kernel_rows(kernel, self.data, **shape)
+        except KeyError:
+            return {}
+        out: dict[str, str] = {}
+        for row in rows:
+            if dict(row.shape) != dict(shape_key(row.spec, shape)):
+                continue
+            by_method: dict[str, list] = {}
+            for m in row.measurements:
+                if m.evidence in HARDWARE:
+                    by_method.setdefault(m.method, []).append(m)
+            for method, ms in by_method.items():
+                if all(m.verdict != "PASS" or m.caveat for m in ms):
+                    last = ms[-1]
+                    what = "FAIL" if last.verdict != "PASS" else f"⚠️ {last.caveat}"
+                    out[method] = f"ledger seq {last.seq}: {shape_args(row.shape)} {method} {what}"
+        return out
+
+
+    def recorded_failures(self, kernel: str, shape: dict[str, Any]) -> dict[str, list[str]]:
+        """method -> cites of what the registry records failing for this exact shape: methods whose every
+        hardware row FAILs (`failed_methods`), and the GEMM JSON notes' sentences saying a method fails (the
+        ledger's imported notes and MLIR_AIR_DIR's file)."""
+        out = {m: [c] for m, c in self.failed_methods(kernel, shape).items()}
+        if kernel != "gemm" or not all(k in shape for k in ("M", "K", "N")):
+            return out
+        M, K, N = (int(shape[k]) for k in ("M", "K", "N"))
+        for where, doc in self.documents:
+            entry = _find(doc, M, K, N)
+            if entry is None:
+                continue
+            notes = [entry.get("_note")] + [m.get("_note") for m in entry.get("methods", {}).values()]
+            for sentence in (x for note in notes if note for x in _SENTENCE.split(note)):
+                if not _FAILS.search(sentence):
+                    continue
+                for method in ("fused-cast", "drain", "direct"):
+                    if method in sentence.lower():
+                        out.setdefault(method, []).append(f"{where} {M}x{K}x{N} note: \"{sentence.strip()}\"")
+        return out
+
+
+_SENTENCE = re.compile(r"(?<=[.;])\s+")
+_FAILS = re.compile(r"\bfail", re.IGNORECASE)
+
+
+__all__ = ["gemm_config", "gemm_answer", "gemm_config_method", "kernel_rows", "PlanningRegistry",
+           "DEFAULT_REGISTRY_DIR", "MLIR_AIR_REGISTRY_DIR"]

@@ -111,7 +111,8 @@ def _bw(m: Measurement | None) -> float | None:
 
 
 def _mark(m: Measurement | None, text: str) -> str:
-    return f"{EMULATED} {text}" if m is not None and not m.on_hardware and text not in ("—", "") else text
+    """A cell of mlir-air's NPU2 columns: an emulated row's CPU time or throughput is never shown as one."""
+    return f"{EMULATED} not NPU2 (CPU emulator)" if m is not None and not m.on_hardware and text not in ("—", "") else text
 
 
 def _num(x: float | None, m: Measurement | None, bold: bool = False, digits: int = 0) -> str:

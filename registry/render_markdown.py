@@ -99,7 +99,8 @@ def index_table(data: RegistryData) -> str:
             if m.on_hardware:
                 best_text = f"{tp} ({where})" if tp else f"({where}; no throughput recorded)"
             else:
-                best_text = f"🧪 {tp or 'no throughput'} ({where}; emulated, not NPU2)"
+                best_text = (f"— not measured on NPU2 (🧪 CPU-emulator rows only, {where}; NPU2 rows come from "
+                             "`--executor mlir-air` runs on the hardware or `ledger registry import`)")
         counts = {s: sum(1 for r in page.rows if r.status == s) for s in STATUS_GLYPH}
         count_text = " ".join(f"{counts[s]}{STATUS_GLYPH[s]}" for s in STATUS_GLYPH if counts[s]) or "0"
         rows.append([
@@ -126,7 +127,7 @@ def shapes_table(page: KernelPage) -> str:
         rows.append(_shape_cells(page, row.shape) + [
             b.method if b else None,
             tile_text(b.tile) if b else None,
-            (num(b.throughput) if b.on_hardware else f"🧪 {num(b.throughput)}") if b and b.throughput is not None else None,
+            (num(b.throughput) if b.on_hardware else f"🧪 {num(b.throughput)} (CPU emulator)") if b and b.throughput is not None else None,
             sci(b.mean_rel_L1) if b else None,
             sci(b.max_abs) if b else None,
             ", ".join(row.contracts),

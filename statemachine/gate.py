@@ -29,6 +29,7 @@ class GateContext:
     """
 
     planned_kernels: frozenset[tuple[str, str]] | None = None  # normalised from any iterable of pairs
+    plan_sources: dict[str, Any] | None = None  # where each planned row's tile came from (PhaseStarted records it)
 
     def __post_init__(self) -> None:
         if self.planned_kernels is not None:

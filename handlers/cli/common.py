@@ -3,6 +3,8 @@ opening a deployment (its unit of work and the `GateRun` an on-demand measuremen
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from handlers.bootstrap import App
@@ -10,6 +12,7 @@ from handlers.gates import GateRun
 from handlers.narrate import TerminalProgress
 from handlers.registry_ops import build_projections, link_message
 from handlers.uow import DeploymentUnit
+from kernels.mlir_air.checkout import is_twin
 from ledger import Checkpoint
 
 
@@ -38,3 +41,13 @@ def open_deployment(app: App, name: str, progress=None) -> tuple[DeploymentUnit,
     unit = DeploymentUnit(app.ledger, name)
     return unit, GateRun(state=unit.state, workspace=app.workspace, ledger=app.ledger,
                          progress=progress or TerminalProgress())
+
+
+def figure_source(executor: str, mlir_air_dir: str | None = None) -> str:
+    """Where a timed figure of `executor` comes from, as every output labels it: `measured NPU2` (mlir-air on a
+    real checkout), or `CPU emulator` (the emulated / torch / fp32 executors, and mlir-air's stand-in)."""
+    if executor == "mlir-air" and not is_twin(mlir_air_dir or os.environ.get("MLIR_AIR_DIR")):
+        return "measured NPU2"
+    if executor == "mlir-air":
+        return "CPU emulator (the mlir-air stand-in, not NPU2)"
+    return f"CPU emulator ({executor}, not NPU2)"

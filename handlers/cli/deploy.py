@@ -16,9 +16,9 @@ from handlers.gates import GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import TerminalProgress, describe
+from handlers.planning import deployment_plan
 from handlers.uow import DeploymentUnit
 from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.plan import plan
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
 from registry.text import shown
@@ -183,7 +183,7 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
         if not state.config:
             raise click.ClickException(f"{target_} has no resolved config (out of scope?)")
         cfg, tgt = GateRun(state=state, workspace=app.workspace).config, target or state.target
-    rows = plan(cfg, target=tgt)
+    rows, _ = deployment_plan(cfg, tgt, app.ledger)  # the registry's measured rows first, then the heuristic
     if as_json:
         click.echo(json.dumps([r.to_json() for r in rows], indent=1))
         return
@@ -193,6 +193,7 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
         tile = j.get("tile", {})
         contract = f"{r.contract} ({r.method})" if r.method else r.contract
         click.echo(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {contract:<24} {json.dumps(tile.get('tile', tile))}")
+        click.echo(f"{'':<8} source: {r.source}")
         for w in j.get("warnings", []):
             click.echo(f"{'':<8} warning: {w}")
 

@@ -18,6 +18,7 @@ import math
 
 import click
 
+from handlers.cli.common import figure_source
 from kernels.backends.kernel_runners import EXECUTOR_NAMES, make_executor
 from kernels.numerics.catalog import KERNELS, get_spec
 from kernels.numerics.harness_inputs import HarnessNotReproduced
@@ -113,7 +114,7 @@ def _print_table(r, spec) -> None:
         ("verdict", f"{r.verdict}  ({r.mismatches} of {r.n_elements} elements outside, {r.nan_count} NaN)"),
         ("mean_rel_L1", f"{_fmt(r.mean_rel_L1)}  (NPU2 measured {npu2.mean_rel_L1:.1e} at {npu2.at})"),
         ("max_abs / max_rel", f"{_fmt(r.max_abs)} / {_fmt(r.max_rel)}"),
-        ("time", f"{r.seconds * 1e3:.2f} ms" + (f"  ({r.gflops:.1f} GFLOP/s)" if r.gflops else "")),
+        *_time_rows(r),
         ("tile", " ".join(f"{k}={v}" for k, v in r.tile.items())),
         ("tiles", f"{r.tiles_in_flight} of {r.tiles_target} (herd {'x'.join(map(str, r.herd or []))})"
          + (f": {r.tile_justification}" if r.tile_justification else "")),
@@ -122,6 +123,19 @@ def _print_table(r, spec) -> None:
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         click.echo(f"{k:<{width}}  {v}")
+
+
+def _time_rows(r) -> list[tuple[str, str]]:
+    """The timing rows, each saying where its figure comes from (issue #24: never unlabelled)."""
+    if r.executor != "mlir-air":
+        return [("time", f"{r.seconds * 1e3:.2f} ms wall, {figure_source(r.executor)}"
+                 + (f"  ({r.gflops:.1f} GFLOP/s on the CPU emulator)" if r.gflops else ""))]
+    source = figure_source("mlir-air")
+    npu = "measured NPU2" if source == "measured NPU2" else "modelled NPU2, the stand-in's figure"
+    rows = [("time", f"{r.seconds * 1e3:.2f} ms wall of the harness run (host clock: compile + run)")]
+    if r.gflops:
+        rows.append(("throughput", f"{r.gflops:.1f} GFLOP/s ({npu})"))
+    return rows
 
 
 @kernel.command("list")

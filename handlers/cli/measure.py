@@ -12,7 +12,7 @@ import click
 import numpy as np
 
 from handlers.bootstrap import App
-from handlers.cli.common import open_deployment, refresh_projections
+from handlers.cli.common import figure_source, open_deployment, refresh_projections
 from handlers.gates.phase23 import diagnosis_events, token_gate_events
 from handlers.gates.runtime import model_backend
 from handlers.narrate import describe
@@ -49,13 +49,14 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
                                      profile=r["profile"] if profile else {},
                                      toolchain=current_toolchain(ctx.state.executor))])
     if as_json:
-        click.echo(json.dumps({"text": text, **{k: r[k] for k in ("tokens", "setup_s", "ttft_s", "tokens_per_s",
-                                                                    "ms_per_token")},
+        click.echo(json.dumps({"text": text, "source": figure_source(ctx.state.executor),
+                               **{k: r[k] for k in ("tokens", "setup_s", "ttft_s", "tokens_per_s", "ms_per_token")},
                                **({"profile": r["profile"]} if profile else {})}, default=str))
         return
     click.echo(text)
     click.echo(f"\nsetup {r['setup_s']:.3f} s (not timed) | TTFT {r['ttft_s'] * 1e3:.1f} ms | "
-               f"{r['tokens_per_s'] or 0:.2f} tokens/s | {r['ms_per_token'] or 0:.2f} ms/token | {len(ids)} prompt tokens")
+               f"{r['tokens_per_s'] or 0:.2f} tokens/s | {r['ms_per_token'] or 0:.2f} ms/token | {len(ids)} prompt tokens"
+               f" | {figure_source(ctx.state.executor)}")
     if profile:
         p = r["profile"]
         decode = p["decode_s_per_token"]

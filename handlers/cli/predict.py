@@ -48,22 +48,29 @@ def resolve_target(app, target: str) -> ModelConfig:
 @click.option("--switches", default=None,
               help="comma-separated switches that are ON (fusion, weight_residency, intermediate_bos, seq_first; "
                    "'none' for all off); default: all on")
+@click.option("--host-memory-gib", type=click.FloatRange(min=0.1), default=None,
+              help="the target machine's memory, to check that the resident BOs fit it (NPU2 shares host DDR)")
 @click.pass_obj
-def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: str | None) -> None:
+def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: str | None,
+                host_memory_gib: float | None) -> None:
     """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME."""
     config = resolve_target(app, target)
     try:
-        p = predict(config, seq=seq, switches=switches, ctx=ctx)
+        p = predict(config, seq=seq, switches=switches, ctx=ctx,
+                    host_bytes=int(host_memory_gib * 2**30) if host_memory_gib else None)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     if as_json:
         d = p.to_dict()
         out = {k: d[k] for k in ("ttft_s", "decode_tokens_per_s", "ms_per_token", "prefill_calls_per_layer",
-                                 "decode_calls_per_layer", "seq", "ctx", "switches", "modelled")}
+                                 "decode_calls_per_layer", "seq", "ctx", "switches", "modelled", "notes", "memory")}
+        out["source"] = "modelled NPU2"
         out["breakdown"] = {k: d[k] for k in ("per_elf", "per_kernel", "host", "totals")}
         click.echo(json.dumps(out, sort_keys=True))
     else:
         sys.stdout.write(render_table(p, title=Path(target).name))
+    for problem in p.memory["problems"]:
+        click.echo(f"warning: {problem}", err=True)
 
 
 commands = [predict_cmd]

@@ -9,12 +9,16 @@ a rule matches; 1 when an input cannot be read or the rules file is malformed. T
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 
 import click
 
+from handlers.planning import ENV_MLIR_AIR
 from handlers.triage import Match, RuleError, load_rules, triage_evidence
+from handlers.triage.registry_check import check_fixes
+from registry.lookup import PlanningRegistry
 
 NO_MATCH = "No known failure pattern matches."
 
@@ -50,8 +54,20 @@ def _render(matches: list[Match]) -> str:
         if m.matched_facts:
             out.append("   matched facts:")
             out.extend(f"     - {fact}" for fact in m.matched_facts)
+        if m.fix_checks:
+            out.append("   registry:")
+            out.extend(f"     - {c}" for c in m.fix_checks)
         out.append("")
     return "\n".join(out).rstrip()
+
+
+def _registry(app) -> PlanningRegistry:
+    """The workspace's registry (its ledger, read-only, when it has one) and MLIR_AIR_DIR's, to check fixes."""
+    events = []
+    if app is not None and (not app.db_url.startswith("sqlite") or (app.workspace / ".ledger").is_dir()):
+        app.read_only = True
+        events = [e for e in app.ledger.read_all() if e.type == "KernelVerified"]
+    return PlanningRegistry(events, os.environ.get(ENV_MLIR_AIR) or None)
 
 
 @click.command("triage")
@@ -61,7 +77,8 @@ def _render(matches: list[Match]) -> str:
     "--evidence", "evidence_path", metavar="JSON", help="Gate evidence, a JSON object (keys: see handlers/triage/evidence.py)."
 )
 @click.option("--rules", "rules_path", metavar="TOML", help="A rules file instead of the built-in one.")
-def triage(file: str, as_json: bool, evidence_path: str | None, rules_path: str | None) -> None:
+@click.pass_obj
+def triage(app, file: str, as_json: bool, evidence_path: str | None, rules_path: str | None) -> None:
     """Match a compiler/runtime log (FILE, or - for stdin) against the known NPU failure playbooks."""
     text = _read(file, "log")
     evidence: dict = {}
@@ -76,7 +93,7 @@ def triage(file: str, as_json: bool, evidence_path: str | None, rules_path: str 
         rules = load_rules(rules_path)
     except RuleError as e:
         sys.exit(_fail(f"triage: {e}"))
-    matches = triage_evidence(evidence, text, rules=rules)
+    matches = check_fixes(triage_evidence(evidence, text, rules=rules), evidence, _registry(app))
     if as_json:
         click.echo(json.dumps([m.to_json() for m in matches], indent=2))
     else:

@@ -21,8 +21,10 @@ import structlog
 
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.table import GATES
+from handlers.planning import planning_registry
 from handlers.provenance import stamp_toolchain
 from handlers.triage.engine import triage_evidence, triage_text
+from handlers.triage.registry_check import check_fixes
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.model.digest import changed_files, invalidated_phases, model_digest
 from ledger import Ledger
@@ -109,7 +111,8 @@ def open_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, context: Gate
     PhaseStarted carries the context's planned (kernel, shape) rows, so an attempt interrupted before its
     verdict is judged later with its own plan (`judge_attempt` without an outcome). `started_at` (UTC ISO
     8601, default now) is when the work began: the gates record PhaseStarted after the work."""
-    started = PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at or _now(), plan=_plan_of(context))
+    started = PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at or _now(), plan=_plan_of(context),
+                           plan_sources=context.plan_sources)
     return unit.commit([started, *evidence])
 
 
@@ -195,8 +198,10 @@ def judge_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, outcome: Gat
 def _triage(unit: DeploymentUnit, failed_seq: int, outcome, reasons: list[str]) -> None:
     """Match the failure against the playbook rules and record what matched (nothing when none does)."""
     matches: list = []
-    for evidence in outcome.triage:
-        matches.extend(triage_evidence(evidence, text=evidence.get("transcript")))
+    registry = planning_registry(unit.ledger) if any(e.get("kernel") == "gemm" for e in outcome.triage) else None
+    for evidence in outcome.triage:  # a fix the registry records failing for the shape is not offered
+        found = triage_evidence(evidence, text=evidence.get("transcript"))
+        matches.extend(check_fixes(found, evidence, registry) if registry is not None else found)
     matches.extend(triage_text("\n".join(reasons)))
     best: dict[str, Any] = {}
     for m in matches:

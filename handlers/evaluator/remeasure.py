@@ -22,7 +22,7 @@ from typing import Any
 from handlers.evaluator.audit import Finding
 from handlers.gates.phase1 import verify_once
 from handlers.gates.runtime import model_backend
-from kernels.model.plan import plan
+from kernels.model.plan_record import replan
 from kernels.thresholds import (
     BLOCK_REMEASURE_ATOL,
     KERNEL_REMEASURE_HW_BAND,
@@ -55,9 +55,10 @@ def phase1_rows(state) -> list:
     return list(latest.values())
 
 
-def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None) -> tuple[list[Finding], list[dict]]:
+def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None,
+                  sources: dict | None = None) -> tuple[list[Finding], list[dict]]:
     rows = phase1_rows(state)
-    planned = {kernel_key(r.kernel, r.shape): r for r in plan(cfg, target=state.target)}
+    planned = {kernel_key(r.kernel, r.shape): r for r in replan(cfg, state.target, sources)}  # as Phase 1 planned
     candidates = [ev for ev in rows if kernel_key(ev.event.kernel, ev.event.shape) in planned]
     seed = sample_seed(head_hash)
     chosen = sorted(random.Random(seed).sample(candidates, min(KERNEL_REMEASURE_SAMPLE, len(candidates))),

@@ -13,6 +13,7 @@ re-derive each figure from its own samples.
   with it, and (when it rests on one re-run on the final switch set) equal Phase 3's number for number.
 
 Each finding names the seq of the event it concerns. No I/O: the caller passes the recomputed digest.
+(handlers.evaluator.plan_sources re-derives Phase 1's recorded plan sources.)
 """
 
 from __future__ import annotations
@@ -349,3 +350,4 @@ def gate_evidence_findings(events: list[RecordedEvent], states: list) -> list[Fi
                                     + ": the switches changed the numbers, each needed its own re-run")
         findings += [Finding("error", rec.seq, "optimisation-gate", f"{where}: {m}") for m in problems]
     return findings
+

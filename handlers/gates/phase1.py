@@ -35,10 +35,10 @@ from statemachine.gate import GateContext
 
 
 def run(ctx: GateRun) -> GateOutcome:
-    from kernels.model.plan import plan
+    from handlers.planning import deployment_plan
 
     state = ctx.state
-    rows = plan(ctx.config, target=state.target)
+    rows, sources = deployment_plan(ctx.config, state.target, ctx.ledger)  # registry first, each row says its source
     events: list = []
     triage: list = []
     failures: list[str] = []
@@ -100,7 +100,7 @@ def run(ctx: GateRun) -> GateOutcome:
         names = sorted(set(failed_kernels), key=failed_kernels.index)
         failures.insert(0, f"failing kernel(s): {', '.join(names)} ({len(failed_kernels)} of {len(rows)} rows); "
                            "the other rows are recorded and are carried, not re-run, by the next attempt")
-    context = GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows])
+    context = GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows], plan_sources=sources)
     n_pass = len(rows) - len(failed_kernels)
     n_caveat = sum(1 for e in events if e.caveat)
     return GateOutcome(events=events, context=context, reasons=failures, triage=triage,

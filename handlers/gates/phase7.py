@@ -9,10 +9,12 @@ from collections import Counter
 
 from handlers.evaluator import audit, remeasure
 from handlers.evaluator import replay as audit_replay
+from handlers.evaluator.plan_sources import plan_source_findings
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import declared_options, model_backend
 from handlers.lifeline import child_env
+from handlers.planning import recorded_sources
 from handlers.evaluator.remeasure import phase1_rows
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.digest import model_digest
@@ -55,12 +57,15 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
     findings += audit_replay.rejudge_attempts(events, states, planned)
     findings += audit_replay.figure_findings(events, states)
     findings += audit_replay.gate_evidence_findings(events, states)
+    findings += plan_source_findings(events, ledger.read_all(), cfg, state.target)
     bound = not any(f.check == "model-digest" for f in findings)
 
     kernel_rows, block_row, rerun = [], None, []
     if bound:  # re-measuring a folder that is not the deployment's model would compare other weights
         ctx.progress("re-measuring a sample of Phase 1 rows chosen by the ledger's head hash")
-        found, kernel_rows = remeasure.kernel_sample(state, cfg, head.hash, ctx.progress)
+        passed1 = state.passed.get(1)
+        found, kernel_rows = remeasure.kernel_sample(state, cfg, head.hash, ctx.progress, sources=recorded_sources(
+            events, passed1.attempt) if passed1 else None)
         findings += found
         if state.executor != "mlir-air":
             found, block_row = remeasure.block_gate(state, cfg, events, ctx.progress)

@@ -52,6 +52,7 @@ class Rule:
     applies_to: tuple[dict[str, Any], ...] = ()
     predicates: tuple[dict[str, Any], ...] = ()
     position: int = 0
+    fixes: tuple[dict[str, str], ...] = ()  # the remedy's alternatives in order: {text, method?} (see registry_check)
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,11 @@ class Match:
     confidence: float
     matched_lines: list[str] = field(default_factory=list)
     matched_facts: list[str] = field(default_factory=list)
+    fixes: tuple[dict[str, str], ...] = ()
+    fix_checks: list[str] = field(default_factory=list)  # what the registry records against the fixes
 
     def to_json(self) -> dict[str, Any]:
+        checks = {"fix_checks": list(self.fix_checks)} if self.fix_checks else {}
         return {
             "rule_id": self.rule_id,
             "source": self.source,
@@ -79,6 +83,7 @@ class Match:
             "confidence": self.confidence,
             "matched_lines": list(self.matched_lines),
             "matched_facts": list(self.matched_facts),
+            **checks,
         }
 
 
@@ -124,7 +129,12 @@ def _parse_rules(data: dict[str, Any], path: str) -> list[Rule]:
         preds = _normalise_predicates(raw.get("predicates"), f"{where}.predicates")
         if not patterns and not preds:
             raise RuleError(f"{where}: needs `patterns` or `predicates`.")
-        unknown = set(raw) - {*_TEXT_FIELDS, "known_limit", "patterns", "text_context", "applies_to", "predicates"}
+        fixes = raw.get("fixes", [])
+        if not isinstance(fixes, list) or any(not isinstance(f, dict) or not isinstance(f.get("text"), str)
+                                              or set(f) - {"text", "method"} for f in fixes):
+            raise RuleError(f"{where}: `fixes` must be a list of {{text, method?}} tables.")
+        unknown = set(raw) - {*_TEXT_FIELDS, "known_limit", "patterns", "text_context", "applies_to", "predicates",
+                              "fixes"}
         if unknown:
             raise RuleError(f"{where}: unknown field(s) {sorted(unknown)}.")
         rules.append(
@@ -141,6 +151,7 @@ def _parse_rules(data: dict[str, Any], path: str) -> list[Rule]:
                 applies_to=applies,
                 predicates=preds,
                 position=pos,
+                fixes=tuple({k: str(v).strip() for k, v in f.items()} for f in fixes),
             )
         )
     return rules
@@ -232,6 +243,7 @@ def _evaluate(rule: Rule, lines: list[str] | None, evidence: dict[str, Any]) -> 
         confidence=confidence,
         matched_lines=matched,
         matched_facts=[f for f in facts if f],
+        fixes=rule.fixes,
     )
     return match, scope_true
 

@@ -22,6 +22,7 @@ from procrastinate.exceptions import AlreadyEnqueued
 
 from handlers import deploy
 from handlers.gates import GateOutcome, GateRun
+from handlers.planning import deployment_plan
 from handlers.uow import DeploymentError, DeploymentUnit, SomeoneElseAdvanced
 from handlers.workers.queue import (
     FINAL_STATUSES,
@@ -33,7 +34,6 @@ from handlers.workers.queue import (
     make_app,
     queue_name,
 )
-from kernels.model.plan import plan
 from ledger import Ledger
 from ledger.events import KernelVerified
 from statemachine.gate import GateContext, kernel_key
@@ -84,9 +84,10 @@ def _open(unit: DeploymentUnit, progress) -> int:
         progress(f"phase 1 (per-kernel validation), attempt {state.open_attempt.number} resumed with its recorded plan")
         return state.open_attempt.number
     deploy.stop_if_model_changed(unit, progress)
-    rows = plan(GateRun(state=state, workspace=None).config, target=state.target)
+    rows, sources = deployment_plan(GateRun(state=state, workspace=None).config, state.target, unit.ledger)
     attempt = state.attempt_number(Phase.KERNELS)
-    deploy.open_attempt(unit, Phase.KERNELS, attempt, GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows]))
+    deploy.open_attempt(unit, Phase.KERNELS, attempt, GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows],
+                                                                  plan_sources=sources))
     progress(f"phase 1 (per-kernel validation), attempt {attempt}: {len(rows)} rows for the {state.executor} workers")
     return attempt
 

@@ -29,11 +29,12 @@ from typing import Any
 from handlers.deploy import bind
 from handlers.gates import GateRun
 from handlers.gates.phase1 import verify_row
+from handlers.planning import recorded_sources
 from handlers.uow import DeploymentUnit, SomeoneElseAdvanced
 from kernels.perf.evidence import EvidenceError
 from kernels.mlir_air.executor import MlirAirExecutor
 from kernels.mlir_air.lock import npu_lock
-from kernels.model.plan import plan
+from kernels.model.plan_record import replan
 from kernels.numerics.tiles import TileRuleViolation
 from ledger import NewEvent, open_ledger
 from ledger.events import KernelVerified
@@ -99,9 +100,12 @@ def _recorded(unit: DeploymentUnit, kernel: str, shape: dict[str, Any]) -> bool:
                for e in unit.state.open_attempt.evidence)
 
 
-def _planned_row(state, kernel: str, shape: dict[str, Any]):
+def _planned_row(unit: DeploymentUnit, kernel: str, shape: dict[str, Any]):
+    """The row as the open attempt planned it (its PhaseStarted's plan_sources, handlers.planning)."""
+    state = unit.state
     key = kernel_key(kernel, shape)
-    for row in plan(GateRun(state=state, workspace=None).config, target=state.target):
+    sources = recorded_sources(unit.events, state.open_attempt.number)
+    for row in replan(GateRun(state=state, workspace=None).config, state.target, sources):
         if kernel_key(row.kernel, row.shape) == key:
             return row
     raise RowRefused(f"{kernel} {key[1]} is not in the plan of {state.name}")
@@ -118,7 +122,7 @@ def run_row_job(host: WorkerHost, deployment: str, attempt: int, kernel: str, sh
     state = unit.state
     if state.executor != host.serves:
         raise RowRefused(f"{deployment} runs on {state.executor}; this worker serves {host.serves}")
-    row = _planned_row(state, kernel, shape)
+    row = _planned_row(unit, kernel, shape)
     # the mlir-air executor takes the NPU lock itself, around the harness alone
     lock = nullcontext(0.0) if host.executor == "mlir-air" else npu_lock(host.lock_path)
     t0 = time.monotonic()

@@ -33,7 +33,25 @@ class ModelConfig:
         return asdict(self)
 
 
+CASCADE_K = 512  # o_gemv_ffn's cascade: one stage (one core row) per 512 of emb_dim
+CORE_ROWS = 4  # NPU2's compute rows: the cascade's ceiling
+
+
 def is_lean(c: ModelConfig) -> bool:
-    """mlir-air's lean 3-ELF prefill / 2-ELF decode: aligned dims, emb < 2560, hidden divisible by 512."""
-    return (c.emb_dim % 512 == 0 and (c.n_heads * c.head_dim) % 512 == 0 and c.emb_dim < 2560
-            and c.hidden_dim % 512 == 0)
+    """mlir-air's fused 2-ELF decode (`rms_gemv_rope` + `o_gemv_ffn`): the down-projection primitive
+    `matvec_2tile_add` is correct only at K divisible by 512 (qwen25_0_5b/ARCHITECTURE.md:61-63,
+    qwen25_1_5b/ARCHITECTURE.md:66-68), and the cascade needs emb_dim/512 stages, one per core row, at most 4
+    (llama32_3b/ARCHITECTURE.md:64-67, qwen3_4b/ARCHITECTURE.md:74-77: emb 3072 and 2560 need 5+), all at
+    mlir-air e972f29. Otherwise decode is 5 standalone GEMV ELFs with the M=1 glue on the host."""
+    return (c.emb_dim % CASCADE_K == 0 and (c.n_heads * c.head_dim) % CASCADE_K == 0
+            and c.emb_dim // CASCADE_K <= CORE_ROWS and c.hidden_dim % CASCADE_K == 0)
+
+
+LM_HEAD_PARTITIONS = (16384, 8192)  # rows per LM-head GEMV partition mlir-air runs
+
+
+def lm_head_partition(vocab_size: int) -> int:
+    """The LM-head partition size: the one that pads the vocabulary least, the larger on a tie - 16384 for
+    Llama's 128256 (8 x 16384, llama32_3b/ARCHITECTURE.md:29) and SmolLM2's 49152, 8192 for Qwen's 151936
+    (19 x 8192, qwen25_0_5b/ARCHITECTURE.md:32), mlir-air e972f29."""
+    return min(LM_HEAD_PARTITIONS, key=lambda p: (-(-vocab_size // p) * p, -p))

@@ -6,7 +6,7 @@ decode at batch 1. With E = emb, H = heads, Hkv = kv heads, D = head_dim, F = hi
   GEMM (M x K x N, bf16 out)  prefill  Q seq x E x H*D, K/V seq x E x Hkv*D, O seq x H*D x E,
                                         Gate/Up seq x E x F, Down seq x F x E
   GEMV (M x K)                decode   Q H*D x E, K/V Hkv*D x E, O E x H*D, Gate/Up F x E, Down E x F,
-                                        LM head per 16384-row vocabulary partition: 16384 x E
+                                        LM head per vocabulary partition P (16384 or 8192): P x E
   RMSNorm (M x N)             prefill  seq x E; Qwen3 (qk_norm) q/k norm: seq x D, once per head
   RoPE (rows x D)             prefill  Q H*seq x D, K Hkv*seq x D;  decode  Q H x D, K Hkv x D
   FlashAttention              prefill  seq x seq, dk = dv = D, heads H / Hkv, causal
@@ -18,8 +18,9 @@ H*D == E). The shapes are the ones mlir-air's harnesses run and its registry rec
 
 * Qwen3's q/k norm is RMSNorm seq x D per head (kernel_registry/details/RMSNorm_bf16.md:104,115: "2048x128 ...
   Qwen3-0.6B + Qwen3-1.7B QK-norm (per-head, N=head_dim)"), not every head stacked as rows.
-* The LM head runs per 16384-row vocabulary partition (llama32_1b's `lm_head_gemv.elf`, 8 partitions): a
-  vocabulary that is not a multiple of 16384 is padded with zero rows to whole partitions (the padded logits
+* The LM head runs per vocabulary partition (`kernels.model.config.lm_head_partition`: 16384 rows for Llama's
+  `lm_head_gemv.elf`, 8 partitions; 8192 for Qwen's 151936, 19 partitions): a vocabulary that is not a
+  multiple of it is padded with zero rows to whole partitions (the padded logits
   are discarded), and a vocabulary below one partition is padded up to the smallest M the GEMV tile rules
   accept, so an odd vocabulary never leaves the plan without a legal tile.
 * Config-specific workarounds of mlir-air's playbooks are flagged before anything compiles, in `workarounds`:
@@ -34,20 +35,56 @@ H*D == E). The shapes are the ones mlir-air's harnesses run and its registry rec
   where the high-precision atol trips on near-zero references (kernels.thresholds cites the rows). `method`
   and `tier` are the registry's names for it (GEMM: direct / low, else the tile's fused-cast or drain / high).
 Each row carries its tile plan (kernels.numerics.tiles) and the warnings of both.
+
+Measured rows first (the playbook's rule, and mlir-air's `registry_lookup.gemm_config`, which refuses to
+guess): given `registry` (a `MeasuredRows`: registry.lookup.PlanningRegistry answers from the ledger's
+registry and MLIR_AIR_DIR's kernel_registry/, through the lookup `ledger registry lookup` uses), a row whose
+exact shape has a measured best takes its tile, herd, method and precision tier from it, the planned tier
+first and the other tier when only that one was measured; `source` says `registry: <cite>`. Only an
+unseen shape takes the heuristic (`source` "heuristic"), and never on a method whose only measured rows for
+that shape FAIL or carry ⚠️ (`failed_methods`): the next method is planned and a warning says why.
+kernels.model.plan_record rebuilds a recorded plan (PhaseStarted.plan_sources).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from kernels.model.config import ModelConfig
-from kernels.numerics.tiles import TilePlan, plan_tile
+from kernels.model.config import ModelConfig, lm_head_partition
+from kernels.numerics.catalog import get_spec
+from kernels.numerics.tiles import TilePlan, TileRuleViolation, plan_tile
+from kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 
-LM_HEAD_PARTITION = 16384
 DEFAULT_SEQ = 2048
 BD_ALIGN = 1024  # dims not a multiple of this risk buffer-descriptor exhaustion (phase-1 SKILL.md:225)
 GEMV_K_SPLIT_ABOVE = 8160  # 255 repeats x 32: above it a merged GEMV needs k_split (phase-5 SKILL.md:129)
+
+
+HEURISTIC = "heuristic"
+_OTHER_TIER = {"high": "low", "low": "high"}
+_TIER_CONTRACT = {"high": "bf16-out-high", "low": "bf16-out-low"}
+
+
+@dataclass(frozen=True)
+class MeasuredChoice:
+    """A measured row's configuration for one (kernel, shape): what the plan takes from it."""
+
+    tile: dict[str, Any]  # the registry's tile keys (GEMM: tile_m, tile_k_l2, tile_k_l1, tile_n)
+    cite: str  # where it was measured: "<file or ledger seq> <shape> best.<tier> <method> <figure>"
+    method: str = ""  # GEMM: fused-cast | drain | direct
+    tier: str = ""  # GEMM: high | low
+    herd: tuple[int, ...] | None = None  # None: the full-chip herd
+
+
+class MeasuredRows(Protocol):
+    """What the planner asks a registry (registry.lookup.PlanningRegistry implements it)."""
+
+    def best(self, kernel: str, shape: dict[str, Any], tier: str) -> MeasuredChoice | None:
+        """The best measured row of this exact shape on `tier` ("" for single-contract kernels), or None."""
+
+    def failed_methods(self, kernel: str, shape: dict[str, Any]) -> dict[str, str]:
+        """method -> cite, for every method whose only measured rows of this shape FAIL or carry ⚠️."""
 
 
 @dataclass
@@ -62,6 +99,7 @@ class PlannedKernel:
     workarounds: dict[str, Any] = field(default_factory=dict)  # e.g. {"k_split": 2}, {"pad_vocab_to": ...}
     method: str = ""  # the registry's method name for the contract (GEMM only): direct, fused-cast, drain, external
     tier: str = ""  # the contract's precision tier: high / low (GEMM), "" for single-contract kernels
+    source: str = HEURISTIC  # "registry: <row cite>" when a measured row chose the tile, else "heuristic"
 
     def to_json(self) -> dict:
         return {
@@ -72,6 +110,7 @@ class PlannedKernel:
             "contract": self.contract,
             "method": self.method,
             "tier": self.tier,
+            "source": self.source,
             "tile": self.tile.to_json(),
             "warnings": list(self.warnings),
             "workarounds": dict(self.workarounds),
@@ -138,12 +177,13 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
 def _lm_head(V: int, E: int) -> _Row:
     """The LM-head partition row: 16384 x E, the vocabulary padded to whole partitions; below one partition,
     V padded up to the smallest M whose GEMV tile is legal."""
-    if V >= LM_HEAD_PARTITION:
-        row = _Row("gemv", {"M": LM_HEAD_PARTITION, "K": E}, "decode", ["LM head partition"], "")
-        parts = -(-V // LM_HEAD_PARTITION)
-        if V % LM_HEAD_PARTITION:
-            padded = parts * LM_HEAD_PARTITION
-            row.warnings.append(f"vocab {V} padded with {padded - V} zero rows to {parts}x{LM_HEAD_PARTITION}: "
+    P = lm_head_partition(V)
+    if V >= P:
+        row = _Row("gemv", {"M": P, "K": E}, "decode", ["LM head partition"], "")
+        parts = -(-V // P)
+        if V % P:
+            padded = parts * P
+            row.warnings.append(f"vocab {V} padded with {padded - V} zero rows to {parts}x{P}: "
                                 "every partition runs this shape, the padded logits are discarded")
             row.workarounds["pad_vocab_to"] = padded
         row.workarounds["lm_head_partitions"] = parts
@@ -223,9 +263,6 @@ def _merge(rows: list[_Row]) -> list[_Row]:
 def planned_contract(kernel: str, shape: dict[str, Any]) -> str:
     """The contract a (kernel, shape) row runs on, on every executor: the catalog's default, except a GEMM with
     K < GEMM_HIGH_PRECISION_MIN_K, which runs on bf16-out-low (kernels.thresholds says why and cites the rows)."""
-    from kernels.numerics.catalog import get_spec
-    from kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
-
     if kernel == "gemm" and shape["K"] < GEMM_HIGH_PRECISION_MIN_K:
         return "bf16-out-low"
     return get_spec(kernel).default_contract
@@ -244,17 +281,79 @@ def contract_method_tier(kernel: str, contract: str, tile: dict[str, Any]) -> tu
     return str(tile.get("method", "")), "high"
 
 
-def plan(config: ModelConfig, target: str = "npu2", seq: int = DEFAULT_SEQ) -> list[PlannedKernel]:
-    """Every (kernel, shape) `config` needs on `target`, with roles, phases, tile plans and warnings."""
+def _measured_tile(kernel: str, choice: MeasuredChoice) -> dict[str, Any]:
+    tile = dict(choice.tile)
+    if kernel == "gemm":
+        herd = choice.herd or (8, 4)
+        tile.update(herd_m=int(herd[0]), herd_n=int(herd[1]), method=choice.method)
+    return tile
+
+
+def _from_registry(r: _Row, target: str, registry: MeasuredRows, contract: str):
+    """(tile plan, contract, method, tier, source, notes) from the best measured row, or None (unseen shape)."""
+    tier = contract_method_tier(r.kernel, contract, {})[1]
+    notes = []
+    choice = registry.best(r.kernel, r.shape, tier)
+    if choice is None and tier in _OTHER_TIER:
+        choice = registry.best(r.kernel, r.shape, _OTHER_TIER[tier])
+        if choice is not None:
+            notes.append(f"the registry measured this shape on the {choice.tier}-precision tier only "
+                         f"(no {tier}-precision best): planned on {_TIER_CONTRACT[choice.tier]}, as measured")
+    if choice is None:
+        return None
+    try:
+        tile = plan_tile(r.kernel, r.shape, target, _measured_tile(r.kernel, choice), measured=True)
+    except TileRuleViolation as e:  # a measured tile this planner's rules refuse: say so, plan the heuristic
+        return HEURISTIC, [f"registry row {choice.cite} not used: its tile breaks {e}"]
+    if r.kernel == "gemm":
+        contract = _TIER_CONTRACT[choice.tier]
+    method, tier = contract_method_tier(r.kernel, contract, tile.tile)
+    return tile, contract, method, tier, f"registry: {choice.cite}", notes
+
+
+def _heuristic(r: _Row, target: str, registry: MeasuredRows | None, contract: str):
+    """The planner's tile, moved off any method the registry records only failing for this shape."""
+    tile = plan_tile(r.kernel, r.shape, target)
+    failed = registry.failed_methods(r.kernel, r.shape) if registry is not None and r.kernel == "gemm" else {}
+    notes = []
+    method, tier = contract_method_tier(r.kernel, contract, tile.tile)
+    if method in failed:
+        alternatives = [("bf16-out-high", m) for m in ("fused-cast", "drain") if m != method] + [("bf16-out-low", "direct")]
+        for alt_contract, alt in alternatives:
+            if alt in failed:
+                continue
+            try:
+                alt_tile = plan_tile(r.kernel, r.shape, target, {"method": alt} if alt != "direct" else {"method": "direct"})
+            except TileRuleViolation:
+                continue
+            notes.append(f"method {method} not planned: the registry records it only failing for this shape "
+                         f"({failed[method]}); planned {alt} instead")
+            tile, contract = alt_tile, alt_contract
+            method, tier = contract_method_tier(r.kernel, contract, tile.tile)
+            break
+        else:
+            notes.append(f"every method the planner knows is recorded failing for this shape ({'; '.join(failed.values())}): "
+                         f"planned {method} anyway, expect it to fail")
+    return tile, contract, method, tier, HEURISTIC, notes
+
+
+def plan(config: ModelConfig, target: str = "npu2", seq: int = DEFAULT_SEQ,
+         registry: MeasuredRows | None = None) -> list[PlannedKernel]:
+    """Every (kernel, shape) `config` needs on `target`, with roles, phases, tile plans, warnings and, per row,
+    the source of its tile (the registry's best measured row, else the heuristic; see the module docstring)."""
     if seq <= 0:
         raise ValueError(f"seq must be positive, got {seq}")
     planned = []
     rows = _merge(_rows(config, seq))
     _alignment(config, rows)
     for r in rows:
-        tile = plan_tile(r.kernel, r.shape, target)
         contract = planned_contract(r.kernel, r.shape)
-        method, tier = contract_method_tier(r.kernel, contract, tile.tile)
-        planned.append(PlannedKernel(r.kernel, dict(r.shape), r.role, r.phase, tile, r.warnings + tile.warnings,
-                                     contract=contract, workarounds=dict(r.workarounds), method=method, tier=tier))
+        chosen = _from_registry(r, target, registry, contract) if registry is not None else None
+        pre_notes: list[str] = []
+        if chosen is not None and chosen[0] == HEURISTIC:
+            pre_notes, chosen = chosen[1], None
+        tile, contract, method, tier, source, notes = chosen or _heuristic(r, target, registry, contract)
+        warnings = r.warnings + pre_notes + notes + tile.warnings
+        planned.append(PlannedKernel(r.kernel, dict(r.shape), r.role, r.phase, tile, warnings, contract=contract,
+                                     workarounds=dict(r.workarounds), method=method, tier=tier, source=source))
     return planned

@@ -1,17 +1,28 @@
 """The dispatch plan of a deployment: which leaf launches form which XRT/ELF call, and its buffers.
 
-`dispatch_plan(config, switches, seq, ctx) -> DispatchPlan` follows mlir-air's deployment rules
-(llms/README.md "Performance" prose, the llama32_1b profile, the deploy playbooks):
-  * prefill, lean form (E and H*D multiples of 512, E < 2560, F a multiple of 512): 3 ELFs per layer -
-    rms_gemms_rope (RMSNorm, Q/K/V GEMM, [Qwen3 q/k RMSNorm], RoPE Q/K), flash_attn (its own ELF),
-    o_ffn (O GEMM, add, RMSNorm, Gate/Up GEMM, SiLU-mul, Down GEMM, add); otherwise the FFN splits:
-    o_add_norm, gate_up_silu, down_add (5 ELFs per layer);
-  * decode, lean: rms_gemv_rope + o_gemv_ffn (2 ELFs), attention on the CPU; otherwise 5 ELFs
-    (rms_gemv_rope, o_gemv, gate_gemv, up_gemv, down_gemv) with the M=1 glue (residual adds, FFN RMSNorm,
-    SwiGLU) on the CPU;
-  * the LM head: one ELF of ceil(V/16384) GEMV partitions (prefill: the last row only, after a CPU RMSNorm);
-  * head_dim != 64 runs head-first flash attention with a host seq<->head transpose; Qwen2's q/k/v bias
-    is added on the host (DESIGN: after RoPE, by linearity).
+`dispatch_plan(config, switches, seq, ctx) -> DispatchPlan` reproduces, from the config alone, the per-layer
+ELF sequence mlir-air deploys (programming_examples/llms/<model>/ARCHITECTURE.md at e972f29; the test
+tests/unit/test_dispatch_architectures.py holds each of the nine models' sequences, cited line by line).
+The rules, named:
+
+  * attention input, one ELF: RMSNorm + Q/K/V GEMM + RoPE Q/K (`rms_gemms_rope`); Qwen2's Q/K/V bias is an
+    NPU broadcast-add fused after the GEMMs (`rms_qkv_bias_rope`, qwen25_0_5b/ARCHITECTURE.md:85-87), Qwen3's
+    per-head QK-norm an RMSNorm slice before RoPE (`rms_qkv_qknorm_rope`, qwen3_0_6b/ARCHITECTURE.md:84-86);
+    q_dim = n_heads*head_dim is decoupled from emb_dim (qwen3_0_6b/ARCHITECTURE.md:89-90: O is q_dim -> emb);
+  * flash attention, its own ELF; head_dim != 64 runs head-first with host seq<->head transposes;
+  * O + FFN, prefill: one merged ELF (`o_ffn`; Qwen3 `o_ffn_qwen`) when hidden_dim is 1024-aligned; above
+    that L1/BD limit it splits (qwen3_4b_prefill.py:41-42: "hidden=9728 exhausts the merged ELF L1/BD
+    budget"), the Down GEMM always launch 0 of its own `down_add` (K=hidden not 512-aligned gives NaN
+    elsewhere, qwen25_0_5b/ARCHITECTURE.md:92-93). Up to hidden 4864 O + Gate/Up + SwiGLU still co-reside
+    (`o_ffn_head`, qwen25_0_5b); beyond it `o_res_norm` alone, Gate + Up in one `gate_up` up to hidden 8960
+    (qwen25_1_5b_prefill.py:388-390) and separate `gate` / `up` beyond (two direct GEMMs' L2 staging
+    overflows the MemTiles, qwen25_3b_prefill.py:381-386), then `swiglu` on the NPU, then `down_add`;
+  * decode: the attention-input GEMV ELF (`rms_gemv_rope`, `rms_qkv_bias_rope_gemv`,
+    `rms_qkv_qknorm_rope_gemv`), attention on the CPU, then the fused `o_gemv_ffn` cascade where
+    `kernels.model.config.is_lean` allows it (K divisible by 512; emb_dim/512 cascade stages within the 4
+    core rows), else `o_gemv`, `gate_gemv`, `up_gemv`, `down_gemv` with the M=1 glue on the host;
+  * the LM head: one ELF of ceil(V/P) GEMV partitions, P = `kernels.model.config.lm_head_partition(V)`
+    (prefill: the last row only, after a CPU RMSNorm).
 Switches (all on = the profiled deployment): `fusion` (multi-launch merge; off: one call per launch),
 `weight_residency` (static weight BOs, written once; off: every call re-writes its weights),
 `intermediate_bos` (buffers a call's launches overwrite are not synced; off: they are written each call),
@@ -26,9 +37,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from kernels.model.config import is_lean
+from kernels.model.config import is_lean, lm_head_partition
 
-LM_HEAD_PARTITION = 16384
+FFN_MERGE_ALIGN = 1024  # hidden_dim alignment the merged prefill O+FFN ELF needs
+O_FFN_HEAD_MAX_HIDDEN = 4864  # O + Gate/Up + SwiGLU in one ELF up to here (qwen25_0_5b)
+GATE_UP_MAX_HIDDEN = 8960  # Gate + Up in one ELF up to here (qwen25_1_5b), separate beyond (qwen25_3b, qwen3_4b)
 SWITCHES = ("fusion", "weight_residency", "intermediate_bos", "seq_first")
 BF16 = 2
 
@@ -105,8 +118,11 @@ def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], se
     attn_in = [Launch("rmsnorm", {"M": S, "N": E}, "attn RMSNorm", ("x", "w_norm"), ("normed",)),
                Launch("gemm", g(S, E, HD), "Q proj", ("normed", "wq"), ("q",)),
                Launch("gemm", g(S, E, KD), "K proj", ("normed", "wk"), ("k",)),
-               Launch("gemm", g(S, E, KD), "V proj", ("normed", "wv"), ("v",))]
+               Launch("gemm", g(S, E, KD), "V proj", ("normed", "wv"), ("v_raw" if c.qkv_bias else "v",))]
     q, k = "q", "k"
+    if c.qkv_bias:
+        attn_in += _bias_launches(size, static, S, HD, KD)
+        q, k = "q_b", "k_b"
     if c.qk_norm:
         size.update({"q_n": S * HD, "k_n": S * KD, "w_qn": D, "w_kn": D})
         static |= {"w_qn", "w_kn"}
@@ -125,12 +141,43 @@ def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], se
           Launch("silu_mul", {"N": S * F}, "SwiGLU", ("gate", "up"), ("swiglu",))]
     dn = [Launch("gemm", g(S, F, E), "Down proj", ("swiglu", "w_down"), ("down",)),
           Launch("eltwise_add", {"N": S * E}, "ffn residual", ("down", "res1"), ("out",))]
-    groups = [attn_in, fa, o + gu + dn] if is_lean(c) else [attn_in, fa, o, gu, dn]
-    return groups, size, static
+    names = prefill_elfs(c)
+    gate, up, silu = gu
+    tail = {"o_ffn": [o + gu + dn], "o_ffn_qwen": [o + gu + dn], "o_ffn_head": [o + gu, dn],
+            "gate_up": [o, [gate, up], [silu], dn], "gate": [o, [gate], [up], [silu], dn]}
+    key = next(n for n in names[2:] if n in tail)
+    return [attn_in, fa, *tail[key]], size, static
 
 
-_PREFILL_NAMES = {3: ["rms_gemms_rope", "flash_attn", "o_ffn"],
-                  5: ["rms_gemms_rope", "flash_attn", "o_add_norm", "gate_up_silu", "down_add"]}
+def _bias_launches(size: dict[str, int], static: set[str], rows: int, HD: int, KD: int) -> list[Launch]:
+    """Qwen2's Q/K/V bias: a broadcast add per projection inside the attention-input ELF, Q/K before RoPE."""
+    size.update({"q_b": rows * HD, "k_b": rows * KD, "v_raw": rows * KD, "bq": HD, "bk": KD, "bv": KD})
+    static |= {"bq", "bk", "bv"}
+    return [Launch("eltwise_add", {"N": rows * HD}, "Q bias add", ("q", "bq"), ("q_b",)),
+            Launch("eltwise_add", {"N": rows * KD}, "K bias add", ("k", "bk"), ("k_b",)),
+            Launch("eltwise_add", {"N": rows * KD}, "V bias add", ("v_raw", "bv"), ("v",))]
+
+
+def attention_input_elf(c) -> str:
+    """The prefill attention-input ELF's name (its decode sibling adds `_gemv`; Llama's is `rms_gemv_rope`)."""
+    return "rms_qkv_bias_rope" if c.qkv_bias else "rms_qkv_qknorm_rope" if c.qk_norm else "rms_gemms_rope"
+
+
+def prefill_elfs(c) -> list[str]:
+    """The per-layer prefill ELF names, in order (see the module docstring's rules)."""
+    names = [attention_input_elf(c), "flash_attn"]
+    F = c.hidden_dim
+    if F % FFN_MERGE_ALIGN == 0:
+        return names + ["o_ffn_qwen" if c.qk_norm else "o_ffn"]
+    if F <= O_FFN_HEAD_MAX_HIDDEN:
+        return names + ["o_ffn_head", "down_add"]
+    return names + ["o_res_norm", *(["gate_up"] if F <= GATE_UP_MAX_HIDDEN else ["gate", "up"]), "swiglu", "down_add"]
+
+
+def decode_elfs(c) -> list[str]:
+    """The per-layer decode ELF names, in order (attention and, off the lean form, the M=1 glue on the host)."""
+    first = "rms_gemv_rope" if not (c.qkv_bias or c.qk_norm) else f"{attention_input_elf(c)}_gemv"
+    return [first, "o_gemv_ffn"] if is_lean(c) else [first, "o_gemv", "gate_gemv", "up_gemv", "down_gemv"]
 
 
 def _decode_launches(c) -> tuple[list[list[Launch]], dict[str, int], set[str]]:
@@ -144,8 +191,11 @@ def _decode_launches(c) -> tuple[list[list[Launch]], dict[str, int], set[str]]:
     first = [Launch("rmsnorm", {"M": 1, "N": E}, "attn RMSNorm", ("x", "w_norm"), ("normed",)),
              Launch("gemv", {"M": HD, "K": E}, "Q proj", ("normed", "wq"), ("q",)),
              Launch("gemv", {"M": KD, "K": E}, "K proj", ("normed", "wk"), ("k",)),
-             Launch("gemv", {"M": KD, "K": E}, "V proj", ("normed", "wv"), ("v",))]
+             Launch("gemv", {"M": KD, "K": E}, "V proj", ("normed", "wv"), ("v_raw" if c.qkv_bias else "v",))]
     q, k = "q", "k"
+    if c.qkv_bias:
+        first += _bias_launches(size, static, 1, HD, KD)
+        q, k = "q_b", "k_b"
     if c.qk_norm:
         size.update({"q_n": HD, "k_n": KD, "w_qn": D, "w_kn": D})
         static |= {"w_qn", "w_kn"}
@@ -166,8 +216,6 @@ def _decode_launches(c) -> tuple[list[list[Launch]], dict[str, int], set[str]]:
         return [first, ffn], size, static
     return [first, [o], [gate], [up], [down]], size, static
 
-
-_DECODE_NAMES = {2: ["rms_gemv_rope", "o_gemv_ffn"], 5: ["rms_gemv_rope", "o_gemv", "gate_gemv", "up_gemv", "down_gemv"]}
 
 
 def _calls(groups: list[list[Launch]], names: list[str], size: dict[str, int], static: set[str],
@@ -204,8 +252,9 @@ def _calls(groups: list[list[Launch]], names: list[str], size: dict[str, int], s
 
 def _lm_head(c) -> Call:
     E, V = c.emb_dim, c.vocab_size
-    parts = math.ceil(V / LM_HEAD_PARTITION)
-    launches = [Launch("gemv", {"M": min(LM_HEAD_PARTITION, V - p * LM_HEAD_PARTITION), "K": E},
+    P = lm_head_partition(V)
+    parts = math.ceil(V / P)
+    launches = [Launch("gemv", {"M": min(P, V - p * P), "K": E},
                        f"LM head partition {p}", ("x_last", f"w_lm{p}"), (f"logits{p}",)) for p in range(parts)]
     call = Call("lm_head_gemv", launches, write={"x_last": E * BF16},
                 static={f"w_lm{p}": la.shape["M"] * E * BF16 for p, la in enumerate(launches)})
@@ -223,15 +272,13 @@ def dispatch_plan(config, switches=None, seq: int = 2048, ctx: int = 128) -> Dis
     S, D, H, Hkv = seq, c.head_dim, c.n_heads, c.n_kv_heads
     groups, size, static = _prefill_launches(c, S)
     needs = {"q_roped", "k_roped", "v", "attn_out", "out"}  # the host extracts K/V, transposes, chains layers
-    prefill = _calls(groups, _PREFILL_NAMES[len(groups)], size, static, sw["fusion"], needs)
+    prefill = _calls(groups, prefill_elfs(c), size, static, sw["fusion"], needs)
     host = [HostOp("kv_cache_extract", "strided_copy", 2 * S * Hkv * D * BF16)]
     if D != 64 or not sw["seq_first"]:  # head-first flash attention: q, k, v in and attn_out back, on the host
         host.append(HostOp("seq<->head transpose", "strided_copy", S * (2 * H + 2 * Hkv) * D * BF16))
-    if c.qkv_bias:
-        host.append(HostOp("q/k/v bias add", "memcpy", 2 * S * (H + 2 * Hkv) * D * BF16))
     once = [HostOp("embed_lookup", "embed", S * c.emb_dim * BF16), HostOp("final_rms_norm", "fixed")]
     dgroups, dsize, dstatic = _decode_launches(c)
-    decode = _calls(dgroups, _DECODE_NAMES[len(dgroups)], dsize, dstatic, sw["fusion"],
+    decode = _calls(dgroups, decode_elfs(c), dsize, dstatic, sw["fusion"],
                     {"q_roped", "k_roped", "v", "out"})
     dhost = [HostOp("decode attention", "decode_attention", 2 * ctx * Hkv * D * BF16)]
     if not is_lean(c):

@@ -19,6 +19,9 @@ from kernels.perf.cost import call_cost, host_op_s
 from kernels.perf.dispatch import Call, HostOp, dispatch_plan
 from kernels.perf.host import host_constants
 from kernels.perf.kernel_model import kernel_latency_s
+from kernels.perf.memory import memory_fit
+
+PADDED_SRC = "smollm2_1_7b/ARCHITECTURE.md:69 (EOS-pad), llms/README.md performance table at seq_len=2048 (e972f29)"
 
 
 @dataclass
@@ -39,6 +42,7 @@ class Prediction:
     lean: bool
     modelled: bool = True
     notes: list[str] = field(default_factory=list)
+    memory: dict[str, Any] = field(default_factory=dict)  # kernels.perf.memory.memory_fit's figures
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -48,8 +52,9 @@ def _ms(s: float) -> float:
     return round(s * 1e3, 4)
 
 
-def predict(config, seq: int = 2048, switches=None, ctx: int = 128) -> Prediction:
-    """See the module docstring. `switches`: None (all on), a dict, or the names that are on."""
+def predict(config, seq: int = 2048, switches=None, ctx: int = 128, host_bytes: int | None = None) -> Prediction:
+    """See the module docstring. `switches`: None (all on), a dict, or the names that are on; `host_bytes`:
+    the target machine's memory, when known, for the memory-fit check (kernels.perf.memory)."""
     plan = dispatch_plan(config, switches, seq, ctx)
     h = host_constants()
     sw, L = plan.switches, plan.n_layers
@@ -90,11 +95,15 @@ def predict(config, seq: int = 2048, switches=None, ctx: int = 128) -> Predictio
     token = sum(account("decode", c, L) for c in plan.decode_layer)
     token += sum(host_account("decode", op, L) for op in plan.decode_host_layer)
     token += account("decode", plan.lm_head, 1)
-    notes = []
+    notes = [f"modelled NPU2 at a prefill of {seq} positions: mlir-air compiles its prefill ELFs for one seq_len and "
+             f"pads every prompt to it ({PADDED_SRC}), so a prompt of any length up to {seq} costs this TTFT"]
     if config.head_dim != 64:
         notes.append(f"head_dim {config.head_dim}: head-first flash attention with a host seq<->head transpose")
     if not plan.lean:
-        notes.append("not the lean form (needs E, H*D, F multiples of 512 and E < 2560): split FFN, 5-ELF decode")
+        notes.append("decode is 5 GEMV ELFs with the M=1 glue on the host: the fused o_gemv_ffn cascade needs K "
+                     "divisible by 512 and emb_dim/512 <= 4 core rows (kernels.model.config.is_lean)")
+    fit = memory_fit(plan, config, ctx, host_bytes)
+    notes += fit.lines()
     return Prediction(
         ttft_s=round(ttft, 6), prefill_s=round(prefill, 6), decode_tokens_per_s=round(1.0 / token, 4),
         ms_per_token=_ms(token), prefill_calls_per_layer=len(plan.prefill_layer),
@@ -102,7 +111,10 @@ def predict(config, seq: int = 2048, switches=None, ctx: int = 128) -> Predictio
         per_kernel={ph: {k: _ms(v) for k, v in sorted(d.items())} for ph, d in per_kernel.items()},
         host={ph: {k: _ms(v) for k, v in d.items()} for ph, d in host.items()},
         totals={ph: {k: _ms(v) for k, v in d.items()} for ph, d in totals.items()},
-        seq=seq, ctx=ctx, switches=dict(sw), lean=plan.lean, notes=notes)
+        seq=seq, ctx=ctx, switches=dict(sw), lean=plan.lean, notes=notes,
+        memory={"fits": fit.fits, "total_bytes": fit.total_bytes, "weights_bytes": fit.weights_bytes,
+                "kv_cache_bytes": fit.kv_cache_bytes, "activation_bytes": fit.activation_bytes,
+                "largest_bo_bytes": fit.largest_bo_bytes, "largest_bo": fit.largest_bo, "problems": fit.problems})
 
 
 def render_table(p: Prediction, title: str = "Modelled NPU2 profile") -> str:

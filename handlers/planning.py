@@ -1,0 +1,51 @@
+"""Registry-first planning for the handlers: the plan `ledger plan` prints and Phase 1 runs, and that plan's
+record.
+
+* `planning_registry(ledger)` is the registry the planner asks (registry.lookup.PlanningRegistry): the
+  ledger's KernelVerified rows as they stand, and `$MLIR_AIR_DIR`'s kernel_registry/ when the variable is set;
+* `deployment_plan(config, target, ledger)` -> (rows, plan_sources): the plan (kernels.model.plan, each row
+  saying `registry: <cite>` or `heuristic`) and what Phase 1's PhaseStarted records of it: the registry it
+  was made from (`ledger_seq`, the mlir-air files read with their sha256) and per row its source and choice;
+* `recorded_sources(events, attempt)`: the plan_sources a Phase 1 attempt's PhaseStarted recorded (None in
+  ledgers written before them); `kernels.model.plan_record.replan` rebuilds the plan from it, so a worker
+  job or a re-verification runs a row exactly as the attempt planned it.
+
+The evaluator re-derives the sources from the same registry (handlers.evaluator.replay.plan_source_findings).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+from kernels.model.config import ModelConfig
+from kernels.model.plan import PlannedKernel, plan
+from kernels.model.plan_record import plan_sources
+from ledger.record import RecordedEvent
+from registry.lookup import PlanningRegistry
+
+ENV_MLIR_AIR = "MLIR_AIR_DIR"  # kernels.mlir_air.table.ENV_MLIR_AIR
+
+
+def planning_registry(ledger, mlir_air_dir: str | None = None) -> PlanningRegistry:
+    """The ledger's registry now, plus MLIR_AIR_DIR's kernel_registry/ (or `mlir_air_dir`) when set."""
+    events = [e for e in ledger.read_all() if e.type == "KernelVerified"]
+    return PlanningRegistry(events, mlir_air_dir or os.environ.get(ENV_MLIR_AIR) or None)
+
+
+def deployment_plan(config: ModelConfig, target: str, ledger=None) -> tuple[list[PlannedKernel], dict[str, Any]]:
+    """The registry-first plan of `config` on `target` and its record (see the module docstring); without a
+    ledger, the registry is MLIR_AIR_DIR's alone (or none)."""
+    registry = planning_registry(ledger) if ledger is not None else PlanningRegistry(
+        (), os.environ.get(ENV_MLIR_AIR) or None)
+    rows = plan(config, target=target, registry=registry)
+    return rows, {**registry.record(), "rows": plan_sources(rows)}
+
+
+def recorded_sources(events: Iterable[RecordedEvent], attempt: int) -> dict[str, Any] | None:
+    """PhaseStarted(phase 1, attempt).plan_sources from a deployment's stream (None: not recorded)."""
+    found = None
+    for e in events:
+        if e.type == "PhaseStarted" and e.payload.get("phase") == 1 and e.payload.get("attempt") == attempt:
+            found = e.payload.get("plan_sources")
+    return found
