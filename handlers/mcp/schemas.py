@@ -5,7 +5,7 @@ Inputs are the CLI's arguments as typed JSON (a shape is an object, not `M=..,K=
 is false, so a misspelt argument is refused instead of ignored; `default`s are filled in by `with_defaults`.
 Outputs: MCP requires a tool's structured result to be an object, so a result that is a JSON array on the
 CLI (`history`, `plan`, `diagnose`, `triage`, ...) travels as `{"items": [...]}` (`output_schema`,
-`structured`); the text content of every result is the CLI's JSON itself.
+`structured`); the text content of every result is the CLI's JSON value, unwrapped.
 
 Imports: handlers.results, kernels (executor names), kernels.model.options (the drill faults).
 """

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from mcp.shared.exceptions import MCPError
 from handlers.bootstrap import App
 from handlers.mcp import resources
 from handlers.mcp.schemas import INPUTS, output_schema, structured, with_defaults
-from handlers.mcp.tools import TOOLS, Call, Tool, error_line, log
+from handlers.mcp.tools import TOOLS, Call, error_line, log
 
 INSTRUCTIONS = (
     "npu-ledger deploys decoder-only LLMs onto AMD NPU2 through recorded phase gates 0-7. Start with `status`; "
@@ -75,35 +76,38 @@ class LedgerServer:
         return types.ListToolsResult(tools=tool_list())
 
     async def _call_tool(self, ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
-        tool = TOOLS.get(params.name)
-        if tool is None:
-            return _failure(f"error: no tool named {params.name!r}; tools: {', '.join(TOOLS)}")
-        try:
-            jsonschema.validate(params.arguments or {}, INPUTS[tool.name])
-        except jsonschema.ValidationError as e:
-            where = "/".join(map(str, e.absolute_path))
-            return _failure(f"error: {tool.name}: bad argument{' ' + where if where else ''}: {e.message}")
-        args = with_defaults(tool.name, params.arguments)
         sent = 0
 
         def progress(message: str) -> None:  # called from the worker thread
             nonlocal sent
             sent += 1
-            anyio.from_thread.run(partial(ctx.session.report_progress, sent, None, message))
+            try:
+                anyio.from_thread.run(partial(ctx.session.report_progress, sent, None, message))
+            except Exception as e:  # noqa: BLE001 - a client gone away must not fail the gate under way
+                log.info("progress not sent", tool=params.name, error=error_line(e))
 
-        if tool.long:
-            async with self.long_lock:
-                return await anyio.to_thread.run_sync(self._run, tool, args, progress)
-        return await anyio.to_thread.run_sync(self._run, tool, args, progress)
+        tool = TOOLS.get(params.name)
+        async with self.long_lock if tool is not None and tool.long else nullcontext():
+            return await anyio.to_thread.run_sync(self.call, params.name, params.arguments, progress)
 
-    def _run(self, tool: Tool, args: dict[str, Any], progress) -> types.CallToolResult:
+    def call(self, name: str, arguments: dict[str, Any] | None, progress=lambda message: None) -> types.CallToolResult:
+        """One tool call, in this thread: the arguments checked against the input schema and completed with its
+        defaults, the tool run on an App of its own, the result or the CLI's one-line error."""
+        tool = TOOLS.get(name)
+        if tool is None:
+            return _failure(f"error: no tool named {name!r}; tools: {', '.join(TOOLS)}")
+        try:
+            jsonschema.validate(arguments or {}, INPUTS[name])
+        except jsonschema.ValidationError as e:
+            where = "/".join(map(str, e.absolute_path))
+            return _failure(f"error: {name}: bad argument{' ' + where if where else ''}: {e.message}")
         app = self._app()
         try:
-            value = tool.run(Call(app, args, progress))
+            value = tool.run(Call(app, with_defaults(name, arguments), progress))
         except Exception as e:  # noqa: BLE001 - the tool boundary: one line, as the CLI's
             if self.verbosity:
                 traceback.print_exc()
-            log.info("tool failed", tool=tool.name, error=error_line(e))
+            log.info("tool failed", tool=name, error=error_line(e))
             return _failure(error_line(e))
         finally:
             app.close()

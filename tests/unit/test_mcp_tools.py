@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jsonschema
 import pytest
 
 from handlers.deploy import OutOfScope
+from handlers.mcp.server import LedgerServer
 from handlers.mcp.schemas import INPUTS, output_schema, structured, with_defaults
 from handlers.mcp.tools import TOOLS, error_line
 from handlers.uow import SomeoneElseAdvanced
@@ -73,3 +76,52 @@ def test_a_tool_error_is_the_cli_s_one_line():
     assert error_line(ValueError("first line\n  detail")) == "error: first line"
     assert error_line(OutOfScope("tiny: MixtralForCausalLM is out of scope")).startswith("rejected: tiny:")
     assert error_line(RuntimeError()) == "error: RuntimeError"
+
+
+# --- the call path in this process (LedgerServer.call: validation, defaults, the tool, the error line) ----------
+
+CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
+
+
+def _gemm_pass(elements: int) -> str:
+    return (f"[precision] Output 0 ({elements} elements): mean_rel_L1=9.312e-03 | rel_err max=3.906e-01 | "
+            "abs_err max=6.104e-04 | rtol=1.6e-02 atol=1.5e-03\nLatency (us): 40000.0 | Throughput: 8.515e+03 GFLOP/s\n"
+            "PASS!\n")
+
+
+@pytest.fixture
+def server(tmp_path):
+    return LedgerServer(tmp_path, f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}")
+
+
+def _events(server):
+    return server.call("history", {"name": "m"}).structured_content["items"]
+
+
+def test_record_harness_takes_a_transcript_file_validates_it_and_refuses_what_cannot_be_the_row(server, tmp_path):
+    created = server.call("init", {"model": str(CONFIGS / "qwen3-0.6b.json"), "name": "m"})
+    assert not created.is_error and created.structured_content["name"] == "m"
+    good, bogus = tmp_path / "run.txt", tmp_path / "bogus.txt"
+    good.write_text(_gemm_pass(4096 * 4096))
+    bogus.write_text(_gemm_pass(10))
+    row = {"name": "m", "kernel": "gemm", "shape": "M=4096,K=8192,N=4096"}
+    before = _events(server)
+    refused = server.call("record_harness", {**row, "transcript_path": str(bogus)})
+    assert refused.is_error and refused.content[0].text.startswith("error: ") and "checked 10 elements" in (
+        refused.content[0].text)
+    missing = server.call("record_harness", {**row, "transcript_path": str(tmp_path / "none.txt")})
+    assert missing.is_error and "No such file or directory" in missing.content[0].text
+    assert _events(server) == before
+    recorded = server.call("record_harness", {**row, "transcript_path": str(good)})
+    assert not recorded.is_error and recorded.structured_content["verdict"] == "PASS"
+    jsonschema.validate(recorded.structured_content, output_schema("record_harness"))
+    assert [e["type"] for e in _events(server)][len(before):] == ["KernelVerified"]
+
+
+def test_a_bad_argument_or_an_unknown_tool_is_one_line_and_runs_nothing(server):
+    assert server.call("advance", {"name": "m", "until": 9}).content[0].text == (
+        "error: advance: bad argument until: 9 is greater than the maximum of 7")
+    assert server.call("append_event", {}).content[0].text.startswith("error: no tool named 'append_event'")
+    assert server.call("resume", {"name": "m", "note": "x"}).content[0].text == (
+        "error: no deployment named 'm' (run `ledger init MODEL` first)")
+    assert server.call("status", {}).structured_content == {"items": []}
