@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+
 import click
 
 from handlers import deploy, results
