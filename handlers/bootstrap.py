@@ -16,6 +16,7 @@ import structlog
 
 from sqlalchemy.engine import make_url
 
+from handlers.registry_ops import build_projections, link_message
 from ledger import Checkpoint, Ledger, default_url, open_ledger
 from ledger.checkpoints import RECORD, CheckpointRecord
 
@@ -88,6 +89,27 @@ class App:
             return (f"warning: the checkpoint {checkpoint.size}:{checkpoint.hash[:12]}... was not kept in {RECORD} "
                     f"({e.strerror or type(e).__name__}); `ledger verify` cannot compare the ledger with it later")
         return None
+
+    def refresh_projections(self) -> list[str]:
+        """Rebuild the registry and model docs after a change and remember the ledger's new checkpoint;
+        returns the warning lines to show (none when all went well).
+
+        The command's events are committed already: a refresh that fails (a full disk, a path in the way) is a
+        warning, not a failure -- the projections are rebuilt in full by the next command (or `ledger registry
+        build`), and no temporary file is left behind."""
+        warnings = []
+        try:
+            events = self.ledger.read_all()
+            result = build_projections(events, self.workspace)
+            # a projected folder that is a symbolic link is neither written nor followed
+            warnings += [f"warning: recorded, but {link_message(self.workspace, rel)}" for rel in result.links]
+            if events:
+                self.remember_checkpoint(Checkpoint(events[-1].seq, events[-1].hash))
+        except Exception as e:  # noqa: BLE001 - the commit stands; say what failed and move on
+            line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            warnings.append(f"warning: recorded, but refreshing the projections failed ({line}); they are rebuilt on "
+                            "the next command or by `ledger registry build`")
+        return warnings
 
     # helpers' commands read these keys from ctx.obj
     def __getitem__(self, key: str):

@@ -7,6 +7,7 @@
   kernels     kernel run, optimise
   registry    registry build / import / lookup
   predict, triage, workers, mlir_air   predict; triage; worker / distributed advance; twin, scaffold
+  agents      mcp (the MCP server, handlers.mcp), skills export
 Nothing outside handlers/cli/ imports it (the entry point `ledger` is `handlers.cli:main`).
 """
 

@@ -10,29 +10,16 @@ import click
 from handlers.bootstrap import App
 from handlers.gates import GateRun
 from handlers.narrate import TerminalProgress
-from handlers.registry_ops import build_projections, link_message
 from handlers.uow import DeploymentUnit
 from kernels.mlir_air.checkout import is_twin
 from ledger import Checkpoint
 
 
 def refresh_projections(app: App) -> None:
-    """Rebuild the registry and model docs after a change, and remember the ledger's new checkpoint.
-
-    The command's events are committed already: a refresh that fails (a full disk, a path in the way) is a
-    warning, not a failure -- the projections are rebuilt in full by the next command (or `ledger registry
-    build`), and no temporary file is left behind."""
-    try:
-        events = app.ledger.read_all()
-        result = build_projections(events, app.workspace)
-        for rel in result.links:  # a projected folder that is a symbolic link is neither written nor followed
-            click.echo(f"warning: recorded, but {link_message(app.workspace, rel)}", err=True)
-        if events:
-            app.remember_checkpoint(Checkpoint(events[-1].seq, events[-1].hash))
-    except Exception as e:  # noqa: BLE001 - the commit stands; say what failed and move on
-        line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        click.echo(f"warning: recorded, but refreshing the projections failed ({line}); they are rebuilt on the "
-                   "next command or by `ledger registry build`", err=True)
+    """Rebuild the registry and model docs after a change, and remember the ledger's new checkpoint
+    (`App.refresh_projections`); its warnings go to stderr."""
+    for line in app.refresh_projections():
+        click.echo(line, err=True)
 
 
 def open_deployment(app: App, name: str, progress=None) -> tuple[DeploymentUnit, GateRun]:

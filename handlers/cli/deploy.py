@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 
-from handlers import deploy
+from handlers import deploy, results
 from handlers.bootstrap import App
 from handlers.cli.common import refresh_projections
 from handlers.gates import GateRun
@@ -17,8 +16,8 @@ from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import TerminalProgress, describe
 from handlers.planning import deployment_plan
+from handlers.queries import TargetError, model_target
 from handlers.uow import DeploymentUnit
-from kernels.model.architecture import load_raw_config, resolve
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
 from registry.text import shown
@@ -31,8 +30,9 @@ from statemachine.mermaid import mermaid
 @click.option("--target", type=click.Choice(["npu2", "npu1"]), default="npu2", show_default=True)
 @click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
 @click.option("--executor", type=click.Choice(["emulated", "torch", "mlir-air"]), default="emulated", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, executor: str) -> None:
+def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, executor: str, as_json: bool) -> None:
     """Start a deployment of MODEL (a local HF folder or a config.json)."""
     try:
         created = deploy.init(app.ledger, model, name=name, target=target, dtype=dtype, executor=executor,
@@ -40,7 +40,8 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, ex
     except deploy.OutOfScope as e:
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)
-    click.echo(f"deployment {created} recorded ({executor}/{target}, {dtype}); next: ledger advance {created}")
+    click.echo(json.dumps(results.init_json(created, executor, target, dtype)) if as_json else
+               f"deployment {created} recorded ({executor}/{target}, {dtype}); next: ledger advance {created}")
     refresh_projections(app)
 
 
@@ -75,7 +76,7 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
     finally:
         refresh_projections(app)
     if as_json:
-        click.echo(json.dumps({"name": report.name, "ran": report.ran, "stopped": report.stopped, "status": report.status}))
+        click.echo(json.dumps(results.advance_json(report)))
     else:
         for r in report.ran:
             if r["passed"]:
@@ -95,11 +96,13 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
 @click.command("resume")
 @click.argument("name")
 @click.option("--note", required=True, help="what the human fixed")
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def resume_cmd(app: App, name: str, note: str) -> None:
+def resume_cmd(app: App, name: str, note: str, as_json: bool) -> None:
     """Record a human's fix after a blocker; allows one more attempt."""
     deploy.resume(app.ledger, name, note)
-    click.echo(f"{shown(name)} resumed; next: ledger advance {shown(name)}")
+    click.echo(json.dumps(results.resume_json(name, deploy.status(app.ledger, name)[0]["status"])) if as_json else
+               f"{shown(name)} resumed; next: ledger advance {shown(name)}")
     refresh_projections(app)
 
 
@@ -107,11 +110,12 @@ def resume_cmd(app: App, name: str, note: str) -> None:
 @click.argument("name")
 @click.argument("text")
 @click.option("--phase", type=click.IntRange(0, 7))
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def lesson_cmd(app: App, name: str, text: str, phase: int | None) -> None:
+def lesson_cmd(app: App, name: str, text: str, phase: int | None, as_json: bool) -> None:
     """Record a lesson learned for NAME."""
     seq = deploy.lesson(app.ledger, name, text, phase)
-    click.echo(f"lesson recorded at seq {seq}")
+    click.echo(json.dumps(results.lesson_json(name, seq)) if as_json else f"lesson recorded at seq {seq}")
     refresh_projections(app)
 
 
@@ -125,7 +129,7 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
     rows = deploy.status(app.ledger, name)
     broken = [r for r in rows if r["status"] == "unreplayable"]
     if as_json:
-        click.echo(json.dumps(rows if name is None else rows[0], indent=1))
+        click.echo(json.dumps(results.status_json(rows, name), indent=1))
         if broken:
             sys.exit(1)
         return
@@ -156,7 +160,7 @@ def history_cmd(app: App, name: str, as_json: bool) -> None:
     app.read_only = True
     rows = deploy.history(app.ledger, name)
     if as_json:
-        click.echo(json.dumps(rows, indent=1, default=str))
+        click.echo(json.dumps(results.history_json(rows), indent=1, default=str))
         return
     for r in rows:
         click.echo(f"{r['seq']:>6}  {r['at'][:19]}  {r['type']:<24} {describe(r['type'], r['payload'])}")
@@ -176,16 +180,13 @@ def graph_cmd() -> None:
 def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
     """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
     app.read_only = True
-    if Path(target_).exists():
-        cfg, tgt = resolve(load_raw_config(target_)), target or "npu2"
-    else:
-        state = DeploymentUnit(app.ledger, target_).state
-        if not state.config:
-            raise click.ClickException(f"{target_} has no resolved config (out of scope?)")
-        cfg, tgt = GateRun(state=state, workspace=app.workspace).config, target or state.target
+    try:
+        cfg, tgt = model_target(app, target_, target)
+    except TargetError as e:
+        raise click.ClickException(str(e)) from e
     rows, _ = deployment_plan(cfg, tgt, app.ledger)  # the registry's measured rows first, then the heuristic
     if as_json:
-        click.echo(json.dumps([r.to_json() for r in rows], indent=1))
+        click.echo(json.dumps(results.plan_json(rows), indent=1))
         return
     for r in rows:
         shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
@@ -229,9 +230,7 @@ def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
         if not app.opened_read_only:
             refresh_projections(app)
     if as_json:
-        click.echo(json.dumps({"name": name, "verdict": report.verdict, "findings": report.findings,
-                               "remeasured": report.remeasured, "status": report.status,
-                               "recorded": report.recorded}, indent=1, default=str))
+        click.echo(json.dumps(results.audit_json(name, report), indent=1, default=str))
     else:
         for f in report.findings:
             where = f"seq {f['seq']}" if f.get("seq") is not None else "—"

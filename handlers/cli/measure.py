@@ -11,11 +11,11 @@ from pathlib import Path
 import click
 import numpy as np
 
+from handlers import on_demand, results
 from handlers.bootstrap import App
 from handlers.cli.common import figure_source, open_deployment, refresh_projections
-from handlers.gates.phase23 import diagnosis_events, token_gate_events
 from handlers.gates.runtime import model_backend
-from handlers.narrate import describe
+from handlers.narrate import TerminalProgress, describe
 from handlers.record import record_harness
 from kernels.model.compare import token_gate_failure
 from kernels.model.options import FAULT_HELP, FAULTS
@@ -86,18 +86,16 @@ def verify_model_cmd(app: App, name: str, full: bool, inject: str | None, as_jso
         for fault in sorted(FAULTS):
             click.echo(f"{fault:<26} {FAULT_HELP[fault]}")
         return
-    if inject is not None and inject not in FAULTS:
-        raise click.BadParameter(f"unknown fault {inject!r}; known: {', '.join(sorted(FAULTS))}", param_hint="--inject")
-    unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
-    backend = model_backend(ctx.state, ctx.config, {"faults": [inject]} if inject else None)
-    gates = token_gate_events(ctx, backend, f"drill:{inject}" if inject else "verify-model", full=full)
-    unit.commit(gates)
+    try:
+        gates = on_demand.verify_model(app.ledger, app.workspace, name, full=full, inject=inject,
+                                       progress=(lambda m: None) if as_json else TerminalProgress())
+    except on_demand.UnknownFault as e:
+        raise click.BadParameter(str(e), param_hint="--inject") from e
     ok = all(g.passed for g in gates)
     caught = sum(1 for g in gates if not g.passed)
     caught_first = sum(1 for g in gates if g.first_divergence_passed is False)
     if as_json:
-        click.echo(json.dumps({"passed": ok, "drill": inject, "caught": caught if inject else None,
-                               "prompts": [g.to_payload() for g in gates]}, default=str))
+        click.echo(json.dumps(results.verify_model_json(gates, inject), default=str))
     else:
         for g in gates:
             click.echo(describe("TokenGateChecked", g.to_payload()))
@@ -118,11 +116,10 @@ def verify_model_cmd(app: App, name: str, full: bool, inject: str | None, as_jso
 @click.pass_obj
 def diagnose_cmd(app: App, name: str, as_json: bool) -> None:
     """Per-layer cosine of the deployment's pipeline vs HF bf16 (recorded; never fails a phase)."""
-    unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
-    layers = diagnosis_events(ctx, model_backend(ctx.state, ctx.config))
-    unit.commit(layers)
+    layers = on_demand.diagnose(app.ledger, app.workspace, name,
+                                progress=(lambda m: None) if as_json else TerminalProgress())
     if as_json:
-        click.echo(json.dumps([x.to_payload() for x in layers]))
+        click.echo(json.dumps(results.diagnose_json(layers)))
         return
     click.echo(f"{'layer':>5} {'cos min':>9} {'p5':>9} {'median':>9} {'mean':>9} {'max_abs':>10} {'mean_abs':>10}")
     for x in layers:
@@ -142,13 +139,16 @@ def record_group() -> None:
 @click.option("--contract", default=None)
 @click.option("--file", "file_", required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--role", default="")
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str) -> None:
+def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str,
+                       as_json: bool) -> None:
     """Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness)."""
     text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")
     seq, event = record_harness(app.ledger, name, kernel=kernel, shape=shape, contract=contract, text=text,
                                 file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role)
-    click.echo(f"{kernel} {shape}: {event.verdict} recorded at seq {seq} (sha256 {event.provenance['output_sha256'][:12]})")
+    click.echo(json.dumps(results.record_harness_json(seq, event)) if as_json else
+               f"{kernel} {shape}: {event.verdict} recorded at seq {seq} (sha256 {event.provenance['output_sha256'][:12]})")
     refresh_projections(app)
 
 

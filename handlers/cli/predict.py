@@ -14,30 +14,9 @@ from pathlib import Path
 
 import click
 
-from handlers.uow import DeploymentUnit
-from kernels.model import architecture
-from kernels.model.config import ModelConfig
+from handlers import results
+from handlers.queries import TargetError, predict_config
 from kernels.perf.predict import predict, render_table
-
-
-def deployment_config(app, name: str) -> ModelConfig:
-    """The ModelConfig of deployment NAME: its folded ConfigResolved (no model folder is read)."""
-    state = DeploymentUnit(app.ledger, name).state
-    if not state.config:
-        raise click.ClickException(f"{name!r} is neither a config.json / HF folder nor a deployment with a "
-                                   "resolved config")
-    return ModelConfig(**{k: v for k, v in state.config.items() if k in ModelConfig.__dataclass_fields__})
-
-
-def resolve_target(app, target: str) -> ModelConfig:
-    p = Path(target).expanduser()
-    if not p.exists():
-        return deployment_config(app, target)
-    raw = architecture.load_raw_config(p)
-    assessment = architecture.assess(raw)
-    if not assessment.in_scope:
-        raise click.ClickException(f"out of scope: {assessment.reasons[0]}")
-    return architecture.resolve(raw)
 
 
 @click.command("predict")
@@ -54,19 +33,17 @@ def resolve_target(app, target: str) -> ModelConfig:
 def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: str | None,
                 host_memory_gib: float | None) -> None:
     """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME."""
-    config = resolve_target(app, target)
+    try:
+        config = predict_config(app, target)
+    except TargetError as e:
+        raise click.ClickException(str(e)) from e
     try:
         p = predict(config, seq=seq, switches=switches, ctx=ctx,
                     host_bytes=int(host_memory_gib * 2**30) if host_memory_gib else None)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     if as_json:
-        d = p.to_dict()
-        out = {k: d[k] for k in ("ttft_s", "decode_tokens_per_s", "ms_per_token", "prefill_calls_per_layer",
-                                 "decode_calls_per_layer", "seq", "ctx", "switches", "modelled", "notes", "memory")}
-        out["source"] = "modelled NPU2"
-        out["breakdown"] = {k: d[k] for k in ("per_elf", "per_kernel", "host", "totals")}
-        click.echo(json.dumps(out, sort_keys=True))
+        click.echo(json.dumps(results.predict_json(p), sort_keys=True))
     else:
         sys.stdout.write(render_table(p, title=Path(target).name))
     for problem in p.memory["problems"]:

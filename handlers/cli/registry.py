@@ -14,6 +14,7 @@ import click
 
 from handlers.registry_merge import merge_into_mlir_air
 from handlers.registry_ops import build_projections, import_registry, link_message
+from handlers.results import registry_row_json
 from registry.catalog import canonical_kernel
 from registry.lookup import gemm_config, kernel_rows
 from registry.render_markdown import STATUS_GLYPH, tile_text
@@ -115,7 +116,7 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json
     except KeyError as e:
         raise click.ClickException(e.args[0]) from e
     if as_json:
-        click.echo(json.dumps([_row_json(r) for r in rows], indent=2, sort_keys=True))
+        click.echo(json.dumps([registry_row_json(r) for r in rows], indent=2, sort_keys=True))
         return
     for r in rows:
         b = r.best
@@ -123,20 +124,6 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json
                    + (f"  best {b.method} ({b.evidence}) tile {tile_text(b.tile)} {num(b.throughput)} {r.spec.unit} "
                       f"mean_rel_L1 {sci(b.mean_rel_L1)}" if b else "")
                    + (f"  used by {' + '.join(r.used_by)}" if r.used_by else ""))
-
-
-def _row_json(r) -> dict:
-    b = r.best
-    return {
-        "kernel": r.spec.kernel, "page": r.spec.page, "shape": dict(r.shape), "status": r.status,
-        "caveats": list(r.caveats), "used_by": list(r.used_by), "contracts": list(r.contracts),
-        "methods": list(r.methods), "measured": r.measured,
-        "best": None if b is None else {
-            "method": b.method, "evidence": b.evidence, "contract": b.contract, "tile": b.tile,
-            "throughput": b.throughput, "unit": r.spec.unit, "mean_rel_L1": b.mean_rel_L1, "max_abs": b.max_abs,
-            "seq": b.seq,
-        },
-    }
 
 
 @registry.command("import")

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-READS = ("status", "log", "history", "head", "verify", "predict")
+READS = ("status", "log", "history", "head", "verify", "predict", "plan")
 
 
 def ledger(workspace: Path, *args: str, timeout: float = 900, db: str | None = None) -> subprocess.CompletedProcess:

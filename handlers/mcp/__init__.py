@@ -1,0 +1,10 @@
+"""The MCP face of the ledger, for coding agents: `ledger mcp` (a stdio MCP server) and `ledger skills export`.
+
+  tools       the tool table: each tool one CLI verb over the handlers' public functions, returning its --json
+  schemas     the tools' input schemas; output schemas derived from handlers.results
+  resources   the projections (registry, each deployment's docs and evaluation report) as MCP resources
+  server      the `mcp` SDK's low-level server over the two (the only module that imports the SDK)
+  skills      SKILL.md files generated from the lifecycle table and kernels.thresholds, and a .mcp.json entry
+
+Only `handlers.cli.agents` imports this package (the server lazily: the SDK is heavy at CLI start-up).
+"""

@@ -1,0 +1,122 @@
+"""The MCP tools' input schemas, and their output schemas derived from `handlers.results.SCHEMAS`.
+
+Inputs are the CLI's arguments as typed JSON (a shape is an object, not `M=..,K=..` text, except for
+`record_harness`, whose `--shape` is validated by `handlers.record` as the CLI's is); `additionalProperties`
+is false, so a misspelt argument is refused instead of ignored; `default`s are filled in by `with_defaults`.
+Outputs: MCP requires a tool's structured result to be an object, so a result that is a JSON array on the
+CLI (`history`, `plan`, `diagnose`, `triage`, ...) travels as `{"items": [...]}` (`output_schema`,
+`structured`); the text content of every result is the CLI's JSON value, unwrapped.
+
+Imports: handlers.results, kernels (executor names), kernels.model.options (the drill faults).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers.results import SCHEMAS, json_safe
+from kernels.backends.kernel_runners import EXECUTOR_NAMES
+from kernels.model.options import FAULTS
+
+NAME = {"type": "string", "minLength": 1, "description": "deployment name (`ledger status` lists them)"}
+TEXT = {"type": "string", "minLength": 1}
+TARGET = {"type": "string", "enum": ["npu2", "npu1"]}
+DIMS = {"type": "object", "additionalProperties": {"type": ["integer", "boolean"]},
+        "description": "named sizes, e.g. {\"M\": 2048, \"K\": 2048, \"N\": 2048}"}
+
+
+def _inputs(properties: dict[str, dict], required: tuple[str, ...] = ()) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+def _int(low: int, high: int, **extra) -> dict:
+    return {"type": "integer", "minimum": low, "maximum": high, **extra}
+
+
+INPUTS: dict[str, dict] = {
+    "status": _inputs({"name": NAME}),
+    "history": _inputs({"name": NAME}, ("name",)),
+    "plan": _inputs({"target": {**TEXT, "description": "deployment NAME, or a config.json / HF folder path"},
+                     "platform": {**TARGET, "description": "NPU target of a CONFIG (default npu2)"}}, ("target",)),
+    "predict": _inputs({
+        "target": {**TEXT, "description": "config.json / HF folder path, or deployment NAME"},
+        "seq": _int(1, 131072, default=2048, description="prefill length"),
+        "ctx": _int(1, 131072, default=128, description="decode context length"),
+        "switches": {"type": "string", "description": "comma-separated switches that are ON (fusion, "
+                     "weight_residency, intermediate_bos, seq_first), 'none' for all off; default all on"},
+    }, ("target",)),
+    "kernel_run": _inputs({
+        "kernel": TEXT, "shape": DIMS,
+        "executor": {"type": "string", "enum": list(EXECUTOR_NAMES), "default": "emulated"},
+        "target": {**TARGET, "default": "npu2"},
+        "contract": {"type": "string", "description": "e.g. f32-out | bf16-out-high | bf16-out-low (gemm)"},
+        "tile": {"type": "object", "additionalProperties": {"type": ["integer", "boolean", "string"]},
+                 "description": "tile overrides, e.g. {\"tile_m\": 64, \"tile_n\": 128}"},
+        "seed": {"type": "integer", "default": 0},
+        "inputs": {"type": "string", "enum": ["project", "harness"], "default": "project",
+                   "description": "harness: mlir-air's harness inputs and reference (its [precision] line)"},
+    }, ("kernel", "shape")),
+    "init": _inputs({
+        "model": {**TEXT, "description": "a local HF folder or a config.json"},
+        "name": {**TEXT, "description": "deployment name (default: the folder name)"},
+        "target": {**TARGET, "default": "npu2"},
+        "dtype": {"type": "string", "enum": ["bf16", "fp16"], "default": "bf16"},
+        "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"], "default": "emulated"},
+    }, ("model",)),
+    "advance": _inputs({
+        "name": NAME,
+        "until": _int(0, 7, description="stop after this phase"),
+        "full": {"type": "boolean", "default": False, "description": "token gate on all 8 prompts instead of 2"},
+        "prefill_len": _int(8, 8192, description="prompt length of the Phases 4-5 emulator wall-time runs"),
+    }, ("name",)),
+    "resume": _inputs({"name": NAME, "note": {**TEXT, "description": "what the human fixed"}}, ("name", "note")),
+    "lesson": _inputs({"name": NAME, "text": TEXT, "phase": _int(0, 7)}, ("name", "text")),
+    "verify_model": _inputs({
+        "name": NAME, "full": {"type": "boolean", "default": False, "description": "all 8 prompts"},
+        "inject": {"type": "string", "enum": sorted(FAULTS),
+                   "description": "a gate drill: the gate with this test fault on, recorded as drill:FAULT"},
+    }, ("name",)),
+    "diagnose": _inputs({"name": NAME}, ("name",)),
+    "triage": _inputs({
+        "text": {"type": "string", "description": "compiler / runtime output to match"},
+        "evidence": {"type": "object", "description": "gate evidence (keys: handlers/triage/evidence.py)"},
+    }, ("text",)),
+    "audit": _inputs({"name": NAME, "against": {**TEXT, "description": "a checkpoint SIZE:HASH kept elsewhere"}},
+                     ("name",)),
+    "registry_lookup": _inputs({
+        "kernel": TEXT, "dims": {**DIMS, "description": "gemm: {M, K, N}; other kernels: any of their dimensions"},
+        "dtype": {"type": "string", "enum": ["bf16", "f32"], "default": "bf16", "description": "GEMM output dtype"},
+        "precision": {"type": "string", "enum": ["high", "low"], "default": "high", "description": "GEMM tier"},
+    }, ("kernel", "dims")),
+    "verify": _inputs({"against": {**TEXT, "description": "a checkpoint SIZE:HASH printed by `ledger head`"}}),
+    "record_harness": _inputs({
+        "name": NAME, "kernel": TEXT, "shape": {**TEXT, "description": "e.g. M=2048,K=2048,N=2048"},
+        "contract": TEXT, "role": {"type": "string", "default": ""},
+        "transcript_path": {**TEXT, "description": "the `make run` transcript file (read and validated)"},
+    }, ("name", "kernel", "shape", "transcript_path")),
+}
+
+
+def with_defaults(tool: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """The arguments with every property default of the tool's input schema filled in."""
+    props = INPUTS[tool]["properties"]
+    return {**{k: p["default"] for k, p in props.items() if "default" in p}, **(arguments or {})}
+
+
+def _as_object(schema: dict) -> dict:
+    if "anyOf" in schema:
+        return {"type": "object", "anyOf": [_as_object(s) for s in schema["anyOf"]]}
+    if schema.get("type") == "array":
+        return {"type": "object", "properties": {"items": schema}, "required": ["items"]}
+    return schema
+
+
+def output_schema(tool: str) -> dict:
+    """The tool's output schema: its result's schema, a JSON array wrapped as `{"items": ...}`."""
+    return _as_object(SCHEMAS[tool])
+
+
+def structured(value: Any) -> dict[str, Any]:
+    """A result as MCP's structured content: strict JSON, an array wrapped as `{"items": ...}`."""
+    safe = json_safe(value)
+    return {"items": safe} if isinstance(safe, list) else safe

@@ -1,0 +1,230 @@
+"""The MCP tool table: each tool is one CLI verb over the handlers' public functions, returning that verb's
+`--json` value (`handlers.results`).
+
+`TOOLS` is the whole surface an agent gets. It is the CLI's verbs minus every way around a gate: there is no
+tool that appends an arbitrary event, edits a projection or records a verdict by hand; a tool that writes says
+what it appends in `writes` (tests/unit/test_mcp_tools.py holds the reviewed allow-list and its reasons). The
+gates decide; a failed gate or a broken chain is a result (its JSON says so, as the CLI's exit status does), not
+a tool error. A tool error is what the CLI prints as its one `error: ...` line (`error_line`).
+
+Each tool runs on an `App` of its own (its own database connection) made by the server for the call, with a
+progress sink that becomes MCP progress notifications: the messages the terminal's bars show
+(`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
+
+Imports: handlers (deploy, on_demand, queries, record, results, triage, bootstrap), kernels, registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import structlog
+
+from handlers import deploy, on_demand, queries, results
+from handlers.bootstrap import App
+from handlers.record import record_harness
+from handlers.triage import triage_evidence
+from kernels.backends.kernel_runners import make_executor
+from handlers.planning import deployment_plan
+from kernels.numerics.run import run_kernel
+from kernels.perf.predict import predict
+from ledger import Checkpoint
+
+log = structlog.get_logger("npu_ledger.mcp")
+
+
+@dataclass
+class Call:
+    """One tool call: its own App (workspace + ledger), the arguments (defaults filled in), a progress sink."""
+
+    app: App
+    args: dict[str, Any]
+    progress: Callable[[str], None] = field(default=lambda message: None)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    run: Callable[[Call], Any]
+    writes: str = ""  # what it appends to the ledger, and through what ("" = it reads only)
+    long: bool = False  # reports progress; one long tool at a time per server (the gates are one-process work)
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line the CLI prints for `exc` (handlers.cli.main.LedgerGroup): `error: <first line>`, or
+    `rejected: ...` for an out-of-scope `init` (exit 3 there)."""
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = str(text).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return f"rejected: {line}" if isinstance(exc, deploy.OutOfScope) else f"error: {line}"
+
+
+def refresh(app: App) -> None:
+    """The CLI's projection refresh after a write; its warnings go to the server's log (stderr)."""
+    for line in app.refresh_projections():
+        log.warning(line)
+
+
+def _read_only(c: Call) -> App:
+    c.app.read_only = True  # a SQLite ledger opened so that nothing can write to it
+    return c.app
+
+
+# --- reads ----------------------------------------------------------------------------------------------------
+
+
+def _status(c: Call):
+    return results.status_json(deploy.status(_read_only(c).ledger, c.args.get("name")), c.args.get("name"))
+
+
+def _history(c: Call):
+    return results.history_json(deploy.history(_read_only(c).ledger, c.args["name"]))
+
+
+def _plan(c: Call):
+    cfg, target = queries.model_target(_read_only(c), c.args["target"], c.args.get("platform"))
+    return results.plan_json(deployment_plan(cfg, target, c.app.ledger)[0])  # as `ledger plan`: registry first
+
+
+def _predict(c: Call):
+    config = queries.predict_config(c.app, c.args["target"])
+    a = c.args
+    return results.predict_json(predict(config, seq=a["seq"], switches=a.get("switches"), ctx=a["ctx"]))
+
+
+def _kernel_run(c: Call):
+    a = c.args
+    result = run_kernel(a["kernel"], a["shape"], executor=make_executor(a["executor"], a["target"]), target=a["target"],
+                        contract=a.get("contract"), tile=a.get("tile"), seed=a["seed"], inputs=a["inputs"])
+    return results.kernel_run_json(result)
+
+
+def _triage(c: Call):
+    return results.triage_json(triage_evidence(c.args.get("evidence") or {}, c.args["text"]))
+
+
+def _registry_lookup(c: Call):
+    a, app = c.args, _read_only(c)
+    kind, found = queries.registry_lookup(a["kernel"], a["dims"], events=lambda: app.ledger.read_all(),
+                                          registry_dir=app.workspace / "kernel_registry" / "details",
+                                          output_dtype=a["dtype"], precision=a["precision"])
+    return results.registry_lookup_json(kind, found)
+
+
+def _verify(c: Call):
+    report, warning = queries.verify_chain(c.app, Checkpoint.parse(c.args["against"]) if c.args.get("against") else None)
+    for line in report.warnings + ([warning] if warning else []):
+        log.warning(line)
+    return results.verify_json(report, warning)
+
+
+# --- writes: through a gate, a validated transcript, or a note ---------------------------------------------------
+
+
+def _init(c: Call):
+    a = c.args
+    created = deploy.init(c.app.ledger, a["model"], name=a.get("name"), target=a["target"], dtype=a["dtype"],
+                          executor=a["executor"], workspace=c.app.workspace)
+    refresh(c.app)
+    return results.init_json(created, a["executor"], a["target"], a["dtype"])
+
+
+def _advance(c: Call):
+    a = c.args
+    try:
+        report = deploy.advance(c.app.ledger, a["name"], until=a.get("until"), workspace=c.app.workspace,
+                                progress=c.progress, options={"full": a["full"], "prefill_len": a.get("prefill_len")})
+    finally:
+        refresh(c.app)
+    return results.advance_json(report)
+
+
+def _resume(c: Call):
+    deploy.resume(c.app.ledger, c.args["name"], c.args["note"])
+    refresh(c.app)
+    return results.resume_json(c.args["name"], deploy.status(c.app.ledger, c.args["name"])[0]["status"])
+
+
+def _lesson(c: Call):
+    seq = deploy.lesson(c.app.ledger, c.args["name"], c.args["text"], c.args.get("phase"))
+    refresh(c.app)
+    return results.lesson_json(c.args["name"], seq)
+
+
+def _verify_model(c: Call):
+    a = c.args
+    gates = on_demand.verify_model(c.app.ledger, c.app.workspace, a["name"], full=a["full"], inject=a.get("inject"),
+                                   progress=c.progress)
+    return results.verify_model_json(gates, a.get("inject"))
+
+
+def _diagnose(c: Call):
+    return results.diagnose_json(on_demand.diagnose(c.app.ledger, c.app.workspace, c.args["name"], progress=c.progress))
+
+
+def _audit(c: Call):
+    try:
+        report = deploy.audit(c.app.ledger, c.args["name"], workspace=c.app.workspace, checkpoint=c.args.get("against"),
+                              progress=c.progress)
+    finally:
+        if not c.app.opened_read_only:
+            refresh(c.app)
+    return results.audit_json(c.args["name"], report)
+
+
+def _record_harness(c: Call):
+    a = c.args
+    path = Path(a["transcript_path"])
+    text = path.read_text(encoding="utf-8", errors="replace")  # as `ledger record harness --file` reads it
+    seq, event = record_harness(c.app.ledger, a["name"], kernel=a["kernel"], shape=a["shape"],
+                                contract=a.get("contract"), text=text, file_label=path.name, role=a["role"])
+    refresh(c.app)
+    return results.record_harness_json(seq, event)
+
+
+_TOOLS = [
+    Tool("status", "Every deployment (or NAME) with its phase, last verdict, blockers and triage "
+         "(`ledger status --json`).", _status),
+    Tool("history", "NAME's events as a timeline, oldest first (`ledger history NAME --json`).", _history),
+    Tool("plan", "The (kernel, shape, role) rows Phase 1 verifies, with tiles and contracts, for a deployment or a "
+         "config.json (`ledger plan --json`).", _plan),
+    Tool("predict", "Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
+         "(`ledger predict --json`).", _predict),
+    Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
+         "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
+    Tool("triage", "Match compiler/runtime output (and optional gate evidence) against the NPU debugging "
+         "playbooks; the matched rules, best first (`ledger triage --json`).", _triage),
+    Tool("registry_lookup", "The best measured GEMM config for M, K, N, or the registry rows of a kernel "
+         "(`ledger registry lookup --json`).", _registry_lookup),
+    Tool("verify", "Walk the ledger's hash chain and immutability triggers against every kept checkpoint "
+         "(`ledger verify --json`); ok=false names the first bad seq.", _verify),
+    Tool("init", "Start a deployment of a local HF folder / config.json: records the request and the "
+         "architecture assessment (`ledger init`).", _init,
+         writes="DeploymentRequested, ArchitectureAssessed and ConfigResolved, all derived from the model's config.json"),
+    Tool("advance", "Run the next phase gate(s) of NAME up to `until`; gates cannot be skipped. Progress: one "
+         "notification per phase, kernel row and prompt (`ledger advance --json`).", _advance,
+         writes="only through the gates: PhaseStarted with the gate's own measured evidence, then the state "
+                "machine's PhasePassed / PhaseFailed (+ BlockerRaised, FailureTriaged)", long=True),
+    Tool("resume", "After a blocker, record what the human fixed; allows one more attempt (`ledger resume`).",
+         _resume, writes="DeploymentResumed with a non-empty note, only while a blocker is active; no verdict"),
+    Tool("lesson", "Record a lesson learned for NAME (`ledger lesson`).", _lesson,
+         writes="LessonRecorded (text for the LESSONS page; no gate reads it)"),
+    Tool("verify_model", "The token gate on demand, or a gate drill with `inject` (`ledger verify-model --json`); "
+         "progress per prompt.", _verify_model,
+         writes="TokenGateChecked measured now, context verify-model or drill:FAULT (a drill is never evidence)",
+         long=True),
+    Tool("diagnose", "Per-layer cosine of the deployment's pipeline vs HF bf16 (`ledger diagnose --json`).",
+         _diagnose, writes="LayerDiagnosed measured now (never a verdict)", long=True),
+    Tool("audit", "Phase 7: the independent evaluator in a fresh process (`ledger audit --json`); at phase7 it "
+         "runs the gate, on a deployed model it re-audits.", _audit,
+         writes="Phase 7 through its gate, or a re-audit's measured EvaluationRecorded (+ BlockerRaised on FAIL)",
+         long=True),
+    Tool("record_harness", "Record a `make run` transcript file from an NPU2 machine as the row's evidence, "
+         "validated as `ledger record harness` validates it.", _record_harness,
+         writes="KernelVerified(source=harness) parsed from the transcript file, validated (shape, element count, "
+                "tolerances, physical limits, one transcript per row)"),
+]
+TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}

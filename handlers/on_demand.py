@@ -1,0 +1,54 @@
+"""On-demand measurements outside the phase gates: the token gate (`verify-model`, gate drills) and the
+per-layer diagnosis (`diagnose`), for the CLI and the MCP server to share.
+
+Each opens the deployment's unit of work, measures through its model backend (`handlers.gates.runtime`) and
+appends the measurement with `expected_version`. Neither records a phase verdict: a token gate run here has the
+context `verify-model` (or `drill:FAULT`, never evidence) and a phase gate counts only its own attempt's
+evidence. Imports: handlers.gates, handlers.uow, kernels.model.options, ledger.events.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from handlers.gates import GateRun
+from handlers.gates.phase23 import diagnosis_events, token_gate_events
+from handlers.gates.runtime import model_backend
+from handlers.uow import DeploymentUnit
+from kernels.model.options import FAULTS
+from ledger.events import LayerDiagnosed, TokenGateChecked
+
+Progress = Callable[[str], None]
+
+
+class UnknownFault(ValueError):
+    """Raised when a gate drill names a test fault that `kernels.model.options.FAULTS` does not have."""
+
+
+def _open(ledger, workspace: Path, name: str, progress: Progress) -> tuple[DeploymentUnit, GateRun]:
+    unit = DeploymentUnit(ledger, name)
+    return unit, GateRun(state=unit.state, workspace=workspace, ledger=ledger, progress=progress)
+
+
+def verify_model(ledger, workspace: Path, name: str, *, full: bool = False, inject: str | None = None,
+                 progress: Progress = lambda m: None) -> list[TokenGateChecked]:
+    """The token gate on NAME's pipeline (2 prompts, 8 with `full`), one recorded TokenGateChecked per prompt.
+
+    With `inject` it is a drill: the same gate with one test fault switched on, recorded as context
+    `drill:FAULT`. Raises `UnknownFault` before anything is opened."""
+    if inject is not None and inject not in FAULTS:
+        raise UnknownFault(f"unknown fault {inject!r}; known: {', '.join(sorted(FAULTS))}")
+    unit, ctx = _open(ledger, workspace, name, progress)
+    backend = model_backend(ctx.state, ctx.config, {"faults": [inject]} if inject else None)
+    gates = token_gate_events(ctx, backend, f"drill:{inject}" if inject else "verify-model", full=full)
+    unit.commit(gates)
+    return gates
+
+
+def diagnose(ledger, workspace: Path, name: str, *, progress: Progress = lambda m: None) -> list[LayerDiagnosed]:
+    """Per-layer cosines of NAME's pipeline vs HF bf16 on the canonical prompt, recorded (never a verdict)."""
+    unit, ctx = _open(ledger, workspace, name, progress)
+    layers = diagnosis_events(ctx, model_backend(ctx.state, ctx.config))
+    unit.commit(layers)
+    return layers

@@ -1,0 +1,90 @@
+"""Read verbs whose work used to sit inside a click command, for the CLI and the MCP server to share.
+
+  model_target(app, target, platform)   NAME|CONFIG -> (ModelConfig, target) for `plan`
+  predict_config(app, target)           NAME|CONFIG -> ModelConfig for `predict` (scope-checked)
+  registry_lookup(kernel, dims, ...)    the best GEMM config, or the registry rows of a kernel
+  verify_chain(app, checkpoint)         `ledger verify`'s chain check and the checkpoint kept
+
+A CONFIG argument never opens the ledger (`App.ledger` is opened on first use): `ledger plan config.json` in an
+empty folder creates no database.
+
+Nothing here writes to the ledger. `TargetError` is raised for a NAME|CONFIG that is neither; the CLI prints
+it as click's `Error: ...` line (as before this module existed), the MCP server as its tool error.
+Imports: handlers.bootstrap, handlers.uow, handlers.gates (GateRun), kernels, ledger, registry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from handlers.bootstrap import App
+from handlers.gates import GateRun
+from handlers.uow import DeploymentUnit
+from kernels.model import architecture
+from kernels.model.config import ModelConfig
+from ledger import Checkpoint
+from ledger.checkpoints import ChainReport, check_chain
+from ledger.record import RecordedEvent
+from registry.catalog import canonical_kernel
+from registry.lookup import gemm_config, kernel_rows
+
+
+class TargetError(ValueError):
+    """Raised when a NAME|CONFIG argument is neither a model config (in scope) nor a deployment with a
+    resolved config."""
+
+
+def model_target(app: App, target: str, platform: str | None = None) -> tuple[ModelConfig, str]:
+    """The config `ledger plan` plans and the NPU target: from a config.json / HF folder at `target`
+    (platform default npu2), else from deployment `target`'s folded ConfigResolved (its own target)."""
+    if Path(target).exists():
+        return architecture.resolve(architecture.load_raw_config(target)), platform or "npu2"
+    state = DeploymentUnit(app.ledger, target).state
+    if not state.config:
+        raise TargetError(f"{target} has no resolved config (out of scope?)")
+    return GateRun(state=state, workspace=app.workspace).config, platform or state.target
+
+
+def deployment_config(ledger, name: str) -> ModelConfig:
+    """The ModelConfig of deployment NAME: its folded ConfigResolved (no model folder is read)."""
+    state = DeploymentUnit(ledger, name).state
+    if not state.config:
+        raise TargetError(f"{name!r} is neither a config.json / HF folder nor a deployment with a resolved config")
+    return ModelConfig(**{k: v for k, v in state.config.items() if k in ModelConfig.__dataclass_fields__})
+
+
+def predict_config(app: App, target: str) -> ModelConfig:
+    """What `ledger predict` models: a config.json / HF folder at `target` (refused when out of scope), else
+    deployment `target`."""
+    p = Path(target).expanduser()
+    if not p.exists():
+        return deployment_config(app.ledger, target)
+    raw = architecture.load_raw_config(p)
+    assessment = architecture.assess(raw)
+    if not assessment.in_scope:
+        raise TargetError(f"out of scope: {assessment.reasons[0]}")
+    return architecture.resolve(raw)
+
+
+def registry_lookup(kernel: str, dims: dict[str, Any], *, events: Callable[[], Sequence[RecordedEvent]],
+                    registry_dir: Path, output_dtype: str = "bf16", precision: str = "high") -> tuple[str, Any]:
+    """("gemm", the best measured config) for a GEMM (dims M, K, N; from the projected JSON in `registry_dir`),
+    else ("rows", the matching `registry.lookup.ShapeRow`s from `events()`). Raises what `gemm_config` and
+    `kernel_rows` raise: KeyError naming what was measured, ValueError, FileNotFoundError."""
+    if canonical_kernel(kernel) == "gemm":
+        try:
+            M, K, N = int(dims["M"]), int(dims["K"]), int(dims["N"])
+        except KeyError as e:
+            raise KeyError("gemm needs M K N (or M=.. K=.. N=..)") from e
+        return "gemm", gemm_config(M, K, N, output_dtype=output_dtype, precision=precision, registry_dir=registry_dir)
+    return "rows", kernel_rows(kernel, events(), **dims)
+
+
+def verify_chain(app: App, checkpoint: Checkpoint | None) -> tuple[ChainReport, str | None]:
+    """`ledger verify`: the hash chain and triggers checked against `checkpoint` (`--against`, parsed by
+    `ledger.Checkpoint.parse`) and every checkpoint the workspace keeps, on a read-only ledger; then the head
+    kept when the chain is intact. Returns the report and the warning to print when the head could not be kept."""
+    app.read_only = True
+    report = check_chain(app.ledger, checkpoint, app.checkpoint_record)
+    return report, app.keep_checkpoint(report.head) if report.ok else None
