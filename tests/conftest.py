@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny random-init HF model folders (built once per session) and the SmolLM2 folder."""
+"""Shared fixtures: tiny random-init HF model folders (built once per test run, shared by xdist workers) and the SmolLM2 folder."""
 
 from __future__ import annotations
 
@@ -6,40 +6,34 @@ import os
 
 import pytest
 
+from tests.once import shared_once
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-@pytest.fixture(scope="session")
-def tiny_models_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("tiny-models")
-
-
-def _tiny(root, kind):
+def _tiny(tmp_path_factory, kind):
     from tests.models import build_tiny_model
 
-    folder = root / f"tiny-{kind}"
-    if not (folder / "config.json").exists():
-        build_tiny_model(kind, folder)
-    return folder
+    return shared_once(tmp_path_factory, f"tiny-{kind}", lambda folder: build_tiny_model(kind, folder))
 
 
 @pytest.fixture(scope="session")
-def tiny_llama(tiny_models_root):
+def tiny_llama(tmp_path_factory):
     """Llama: 2 layers, E 512, 8/4 heads, head_dim 64, untied, with a chat template."""
-    return _tiny(tiny_models_root, "llama")
+    return _tiny(tmp_path_factory, "llama")
 
 
 @pytest.fixture(scope="session")
-def tiny_qwen2(tiny_models_root):
+def tiny_qwen2(tmp_path_factory):
     """Qwen2: q/k/v biases, tied embeddings."""
-    return _tiny(tiny_models_root, "qwen2")
+    return _tiny(tmp_path_factory, "qwen2")
 
 
 @pytest.fixture(scope="session")
-def tiny_qwen3(tiny_models_root):
+def tiny_qwen3(tmp_path_factory):
     """Qwen3: per-head q/k RMSNorm, head_dim 128."""
-    return _tiny(tiny_models_root, "qwen3")
+    return _tiny(tmp_path_factory, "qwen3")
 
 
 @pytest.fixture(scope="session")

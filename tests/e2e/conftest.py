@@ -1,7 +1,7 @@
 """End-to-end fixtures: one tiny deployment per session, snapshotted after the phases tests start from.
 
 `tiny_snapshots` takes the tiny Llama (deployment `tiny`, emulated executor, SQLite ledger) through the real
-CLI once per session - `ledger init`, `ledger advance --until 0`, `--until 3`, then `ledger advance` to
+CLI once per test run (shared by the pytest-xdist workers) - `ledger init`, `ledger advance --until 0`, `--until 3`, then `ledger advance` to
 `deployed` - and copies the whole workspace after each step (`.ledger/ledger.db` with its WAL if any,
 `.ledger/checkpoints.json`, the projections). A test that needs "a model at Phase N" asks `tiny_at(N)` for
 its own copy under its tmp_path: tests mutate their workspace (tamper with the ledger, append streams,
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.once import shared_once
 from tests.e2e.cli import ledger
 from tests.e2e.workspaces import copy_workspace
 
@@ -28,17 +29,20 @@ SNAPSHOT_PHASES = (0, 3, 7)  # after Phase 0, after Phase 3, deployed (Phase 7 p
 
 @pytest.fixture(scope="session")
 def tiny_snapshots(tmp_path_factory, tiny_llama) -> dict[int, Path]:
-    """Phase -> a snapshot of the workspace in which `tiny` has just passed that phase (never hand one out)."""
-    root = tmp_path_factory.mktemp("tiny-snapshots")
-    live = root / "live"
-    proc = ledger(live, "init", str(tiny_llama), "--name", "tiny")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    snapshots = {}
-    for phase in SNAPSHOT_PHASES:
-        proc = ledger(live, "advance", "tiny", *(["--until", str(phase)] if phase < 7 else []))
+    """Phase -> a snapshot of the workspace in which `tiny` has just passed that phase (never hand one out).
+    Built once per test run (`shared_once`: the xdist workers share it)."""
+
+    def build(root: Path) -> None:
+        live = root / "live"
+        proc = ledger(live, "init", str(tiny_llama), "--name", "tiny")
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        snapshots[phase] = copy_workspace(live, root / f"phase{phase}")
-    return snapshots
+        for phase in SNAPSHOT_PHASES:
+            proc = ledger(live, "advance", "tiny", *(["--until", str(phase)] if phase < 7 else []))
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            copy_workspace(live, root / f"phase{phase}")
+
+    root = shared_once(tmp_path_factory, "tiny-snapshots", build)
+    return {phase: root / f"phase{phase}" for phase in SNAPSHOT_PHASES}
 
 
 @pytest.fixture
