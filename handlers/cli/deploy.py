@@ -17,6 +17,7 @@ from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import TerminalProgress, describe
 from handlers.uow import DeploymentUnit
+from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.plan import plan
 from ledger.canonical import dumps
@@ -30,7 +31,7 @@ from statemachine.mermaid import mermaid
 @click.option("--name", help="deployment name (default: the folder name, lower-cased, non-alphanumerics to _)")
 @click.option("--target", type=click.Choice(["npu2", "npu1"]), default="npu2", show_default=True)
 @click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
-@click.option("--executor", type=click.Choice(["emulated", "torch", "mlir-air"]), default="emulated", show_default=True)
+@click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default="emulated", show_default=True)
 @click.pass_obj
 def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, executor: str) -> None:
     """Start a deployment of MODEL (a local HF folder or a config.json)."""
