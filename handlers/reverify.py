@@ -4,16 +4,17 @@ For each deployment at `deployed`:
 
 1. Phase 1 rows: the latest KernelVerified per (kernel, shape) of its passed Phase 1 whose recorded
    toolchain (`provenance["toolchain"]`) differs from the toolchain the executor runs on now
-   (kernels.toolchain: npu-ledger, the emulated numerics' or the perf model's version, the mlir-air commit
-   and aie/peano/XRT versions; a row without one counts as changed) are run again, exactly as the gate runs
-   them (`handlers.gates.phase1.verify_row`), and recorded.
+   (`KernelRunner.toolchain`, kernels.toolchain: npu-ledger, the emulated numerics' or the perf model's version,
+   the mlir-air commit and aie/peano/XRT versions; a row without one counts as changed) are run again, exactly as
+   the gate runs them (`handlers.gates.phase1.verify_row`), and recorded.
 2. The token gate (Phase 3's, 2 prompts) runs again through `handlers.gates.runtime.model_backend` and is
    recorded (context "reverify").
 3. A row that passed and now FAILs (without the documented caveat), or a prompt that passed and now fails,
    is a regression: one BlockerRaised(phase 7) names each and what changed, and the deployment goes to
    `needs_human_review` (as a failed re-audit does); `ledger resume` after a fix re-runs the evaluation.
 A declared stand-in fault (`standin_fault`, kernels.numerics.executors.standin) makes the matching rows' harness fail,
-standing for a broken toolchain in tests; it is recorded in those rows' toolchain.
+standing for a broken toolchain in tests; it is recorded in those rows' toolchain (the emulated runner wrapped by
+`kernels.backends.in_process_runner.StandinFaultRunner`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from typing import Any, Callable
 
 from handlers.deploy import bind
 from handlers.gates import GateRun
-from handlers.gates.phase1 import verify_row
+from handlers.gates.phase1 import kernel_row, verify_row
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import model_backend
 from handlers.planning import recorded_sources
 from handlers.uow import DeploymentError, DeploymentUnit
-from kernels.numerics.executors.standin import FaultyEmulated, StandinFault
+from kernels.backends.kernel_runners import make_runner
+from kernels.numerics.executors.standin import StandinError, StandinFault
 from kernels.model.plan_record import replan
 from kernels.toolchain import current_toolchain, toolchain_changes, toolchain_label
 from ledger import Ledger
@@ -87,9 +89,11 @@ def reverify_all(ledger: Ledger, *, workspace: Path, executor: str | None = None
 def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fault, progress) -> None:
     state = unit.state
     executor = result.executor
-    if fault is not None and executor != "emulated":
+    try:
+        runner = make_runner(executor, state.target, standin_fault=fault)
+    except StandinError:
         raise DeploymentError(f"--standin-fault is a stand-in of the emulated executor; {state.name} reverifies on "
-                              f"{executor}")
+                              f"{executor}") from None
     run_state = replace(state, executor=executor)
     progress(f"{shown(state.name)}: re-verifying on {executor}")
     ctx = GateRun(state=run_state, workspace=workspace, progress=progress)
@@ -102,17 +106,14 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
     now = current_toolchain(executor)
     new_events: list = []
     for i, (key, old) in enumerate(sorted(latest.items()), start=1):
-        faulted = fault is not None and fault.matches(old.kernel, old.shape)
-        tc = {**now, "standin_fault": str(fault)} if faulted else now
-        changes = toolchain_changes((old.provenance or {}).get("toolchain"), tc)
-        row = planned.get(key)
-        if not changes or row is None:
+        planned_row = planned.get(key)
+        row = kernel_row(run_state, planned_row) if planned_row is not None else None
+        changes = toolchain_changes((old.provenance or {}).get("toolchain"), runner.toolchain(row)) if row else []
+        if not changes:
             result.rows_unchanged += 1
             continue
         progress(f"[{i}/{len(latest)}] re-running {old.kernel} {key[1]} ({'; '.join(changes)})")
-        tries, _ = verify_row(
-            run_state, row, executor=FaultyEmulated(old.kernel, state.target) if faulted else None,
-            toolchain=tc if executor != "mlir-air" else None)
+        tries, _ = verify_row(runner, row)
         new_events.extend(tries)
         result.rows_rerun += 1
         result.changed.extend(c for c in changes if c not in result.changed)

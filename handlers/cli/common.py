@@ -3,7 +3,6 @@ opening a deployment (its unit of work and the `GateRun` an on-demand measuremen
 
 from __future__ import annotations
 
-import os
 
 import click
 
@@ -11,8 +10,6 @@ from handlers.bootstrap import App
 from handlers.gates import GateRun
 from handlers.narrate import TerminalProgress
 from handlers.uow import DeploymentUnit
-from kernels.mlir_air.checkout import is_twin
-from ledger import Checkpoint
 
 
 def refresh_projections(app: App) -> None:
@@ -30,11 +27,3 @@ def open_deployment(app: App, name: str, progress=None) -> tuple[DeploymentUnit,
                          progress=progress or TerminalProgress())
 
 
-def figure_source(executor: str, mlir_air_dir: str | None = None) -> str:
-    """Where a timed figure of `executor` comes from, as every output labels it: `measured NPU2` (mlir-air on a
-    real checkout), or `CPU emulator` (the emulated / torch / fp32 executors, and mlir-air's stand-in)."""
-    if executor == "mlir-air" and not is_twin(mlir_air_dir or os.environ.get("MLIR_AIR_DIR")):
-        return "measured NPU2"
-    if executor == "mlir-air":
-        return "CPU emulator (the mlir-air stand-in, not NPU2)"
-    return f"CPU emulator ({executor}, not NPU2)"

@@ -18,6 +18,7 @@ from handlers.narrate import TerminalProgress, describe
 from handlers.planning import deployment_plan
 from handlers.queries import TargetError, model_target
 from handlers.uow import DeploymentUnit
+from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
 from registry.text import shown
@@ -29,7 +30,7 @@ from statemachine.mermaid import mermaid
 @click.option("--name", help="deployment name (default: the folder name, lower-cased, non-alphanumerics to _)")
 @click.option("--target", type=click.Choice(["npu2", "npu1"]), default="npu2", show_default=True)
 @click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
-@click.option("--executor", type=click.Choice(["emulated", "torch", "mlir-air"]), default="emulated", show_default=True)
+@click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default="emulated", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, executor: str, as_json: bool) -> None:

@@ -1,4 +1,5 @@
-"""`ledger kernel ...`: run one leaf kernel at one shape and judge it (kernels.numerics.run.run_kernel).
+"""`ledger kernel ...`: run one leaf kernel at one shape and judge it, on the executor's kernel runner
+(kernels.backends.kernel_runners.make_runner: kernels.numerics.run.run_kernel in process, mlir-air's harness).
 
     ledger kernel run gemm --shape M=2048,K=2048,N=2048 [--executor emulated|torch|fp32|mlir-air] [--target npu2|npu1]
                       [--contract bf16-out-low] [--tile tile_m=64,tile_n=128] [--seed 0]
@@ -18,13 +19,13 @@ import math
 
 import click
 
-from handlers.cli.common import figure_source
-from kernels.backends.kernel_runners import EXECUTOR_NAMES, make_executor
+from kernels.backends.kernel_runners import figure_source
+from kernels.backends.kernel_runners import EXECUTOR_NAMES, make_runner
+from kernels.backends.runner_base import KernelRow
 from kernels.numerics.catalog import KERNELS, get_spec
 from kernels.numerics.harness_inputs import HarnessNotReproduced
 from kernels.mlir_air.table import HarnessError
 from kernels.mlir_air.output import TranscriptError
-from kernels.numerics.run import run_kernel
 from kernels.numerics.spec import ShapeError, UnknownKernel
 from kernels.numerics.tiles import TileRuleViolation
 
@@ -86,8 +87,8 @@ def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_til
         spec = get_spec(kernel_name)
         shape_d = _parse_pairs(shape, "shape")
         tile = _parse_pairs(tile_text, "tile", strings=True) if tile_text else None
-        result = run_kernel(kernel_name, shape_d, executor=make_executor(executor, target), target=target, contract=contract, tile=tile,
-                            seed=seed, force_tile=force_tile, inputs=input_mode)
+        row = KernelRow(kernel_name, shape_d, contract=contract, tile=tile, force_tile=force_tile)
+        result = make_runner(executor, target).measure(row, seed=seed, inputs=input_mode)
     except (UnknownKernel, HarnessNotReproduced) as e:
         raise click.ClickException(str(e)) from None
     except (HarnessError, TranscriptError) as e:  # mlir-air: no command, no lock, a timeout, an unreadable run

@@ -13,7 +13,8 @@ import numpy as np
 
 from handlers import on_demand, results
 from handlers.bootstrap import App
-from handlers.cli.common import figure_source, open_deployment, refresh_projections
+from handlers.cli.common import open_deployment, refresh_projections
+from kernels.backends.kernel_runners import figure_source
 from handlers.gates.runtime import model_backend
 from handlers.narrate import TerminalProgress, describe
 from handlers.record import record_harness
@@ -41,24 +42,25 @@ def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_j
     else:
         ids = list(tok(prompt)["input_ids"])
     r = backend.integrated_run(np.asarray(ids, np.int64), n_tokens)
-    text = tok.decode(r["tokens"], skip_special_tokens=True)
-    unit.commit([PerformanceMeasured(phase=6, executor=ctx.state.executor, pipeline=r["pipeline"],
-                                     n_prompt_tokens=len(ids), n_tokens=n_tokens, ttft_s=r["ttft_s"],
-                                     tokens_per_s=r["tokens_per_s"], ms_per_token=r["ms_per_token"],
-                                     prefill_s=r["prefill_s"], setup_s=r["setup_s"],
-                                     profile=r["profile"] if profile else {},
+    text = tok.decode(r.tokens, skip_special_tokens=True)
+    unit.commit([PerformanceMeasured(phase=6, executor=ctx.state.executor, pipeline=r.pipeline,
+                                     n_prompt_tokens=len(ids), n_tokens=n_tokens, ttft_s=r.ttft_s,
+                                     tokens_per_s=r.tokens_per_s, ms_per_token=r.ms_per_token,
+                                     prefill_s=r.prefill_s, setup_s=r.setup_s,
+                                     profile=r.profile if profile else {},
                                      toolchain=current_toolchain(ctx.state.executor))])
     if as_json:
-        click.echo(json.dumps({"text": text, "source": figure_source(ctx.state.executor),
-                               **{k: r[k] for k in ("tokens", "setup_s", "ttft_s", "tokens_per_s", "ms_per_token")},
-                               **({"profile": r["profile"]} if profile else {})}, default=str))
+        click.echo(json.dumps({"text": text, "source": figure_source(ctx.state.executor), "tokens": r.tokens,
+                               "setup_s": r.setup_s, "ttft_s": r.ttft_s, "tokens_per_s": r.tokens_per_s,
+                               "ms_per_token": r.ms_per_token, **({"profile": r.profile} if profile else {})},
+                              default=str))
         return
     click.echo(text)
-    click.echo(f"\nsetup {r['setup_s']:.3f} s (not timed) | TTFT {r['ttft_s'] * 1e3:.1f} ms | "
-               f"{r['tokens_per_s'] or 0:.2f} tokens/s | {r['ms_per_token'] or 0:.2f} ms/token | {len(ids)} prompt tokens"
+    click.echo(f"\nsetup {r.setup_s:.3f} s (not timed) | TTFT {r.ttft_s * 1e3:.1f} ms | "
+               f"{r.tokens_per_s or 0:.2f} tokens/s | {r.ms_per_token or 0:.2f} ms/token | {len(ids)} prompt tokens"
                f" | {figure_source(ctx.state.executor)}")
     if profile:
-        p = r["profile"]
+        p = r.profile
         decode = p["decode_s_per_token"]
         click.echo(f"{'stage':<28}{'seconds':>10}")
         click.echo(f"{'setup':<28}{p['setup_s']:>10.4f}")

@@ -11,7 +11,7 @@ from handlers.cli.common import open_deployment
 from handlers.gates import GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.phase456 import measure, performance_event
-from handlers.gates.runtime import model_backend
+from handlers.gates.runtime import backend_class, model_backend
 from handlers.narrate import TerminalProgress
 from handlers.uow import DeploymentUnit
 from kernels.mlir_air.scaffold import ScaffoldError, scaffold
@@ -68,7 +68,7 @@ def optimise_cmd(app: App, name: str, what: str, phase: str) -> None:
     and record the OptimizationTried against the phase's last measured figure."""
     p = int(phase)
     unit, ctx = open_deployment(app, name, TerminalProgress())
-    if ctx.state.executor != "mlir-air":
+    if not backend_class(ctx.state).hardware:
         raise click.ClickException("`ledger optimise` records an engineer's change on the mlir-air path; "
                                    "emulated and torch deployments optimise inside `ledger advance`")
     before = [e for e in app.ledger.read_stream(f"deployment:{name}")

@@ -13,14 +13,12 @@ from handlers.bootstrap import App
 from handlers.cli.common import refresh_projections
 from handlers.narrate import TerminalProgress
 from handlers.reverify import render_table, reverify_all
-from kernels.numerics.executors.standin import standin_sleep_s
+from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS, WORKER_EXECUTORS, worker_kind
 from kernels.mlir_air.lock import DEFAULT_LOCK_PATH
-
-WORKER_EXECUTORS = ["emulated", "torch", "mlir-air", "sleep"]
 
 
 @click.command("worker")
-@click.option("--executor", type=click.Choice(WORKER_EXECUTORS), default="emulated", show_default=True,
+@click.option("--executor", type=click.Choice(list(WORKER_EXECUTORS)), default="emulated", show_default=True,
               help="this host's executor; `sleep` is the test/bench stand-in (emulated + NPU_LEDGER_STANDIN_SLEEP_S)")
 @click.option("--lock", "lock_path", default=None, help="this host's NPU lock file (default /tmp/mlir-air-npu.lock)")
 @click.option("--concurrency", type=click.IntRange(1, 64), default=1, show_default=True,
@@ -41,9 +39,9 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
     from handlers.workers.queue import conninfo
 
     conninfo(app.ledger.url)  # a SQLite ledger: one clear line, before anything starts
-    sleep_s = standin_sleep_s() if executor == "sleep" else 0.0
-    host = WorkerHost(ledger_url=app.ledger.url, executor=executor, lock_path=lock_path or DEFAULT_LOCK_PATH,
-                      name=name or f"{platform.node() or 'worker'}:{os.getpid()}", sleep_s=sleep_s,
+    kind = worker_kind(executor)
+    host = WorkerHost(ledger_url=app.ledger.url, serves=kind.serves, lock_path=lock_path or DEFAULT_LOCK_PATH,
+                      name=name or f"{platform.node() or 'worker'}:{os.getpid()}", sleep_s=kind.sleep_s,
                       mlir_air_dir=os.environ.get("MLIR_AIR_DIR"))
     click.echo(f"worker {host.name}: {executor} rows from queue phase1.{host.serves}, NPU lock {host.lock_path}",
                err=True)
@@ -53,7 +51,7 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
 
 @click.command("reverify")
 @click.option("--all", "all_", is_flag=True, required=True, help="every deployed model (the only mode today)")
-@click.option("--executor", type=click.Choice(["emulated", "torch", "mlir-air"]), default=None,
+@click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default=None,
               help="re-run on this executor (default: each deployment's own)")
 @click.option("--standin-fault", default=None, hidden=True, metavar="KERNEL[:k=v,...]",
               help="test seam: the emulated stand-in harness of the matching rows fails (kernels.numerics.executors.standin)")

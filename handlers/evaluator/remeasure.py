@@ -2,12 +2,13 @@
 
 * `kernel_sample`: Phase 1 rows chosen by a seed taken from the ledger's head hash at audit time (so the
   sample cannot be known when the evidence was written), re-run through the gate's own code path
-  (`handlers.gates.phase1.verify_once`). On emulated / torch a row must reproduce its recorded figures:
-  verdict and mismatch count exactly, mean_rel_L1 within `KERNEL_REMEASURE_RTOL` (the BLAS thread count
-  is pinned to the recorded one by `phase7.evaluate_in_fresh_process`); on mlir-air within the kernel's
-  tolerance band.
+  (`handlers.gates.phase1.verify_once`) on the deployment's kernel runner. A row must give the same verdict and
+  the figures the runner says it reproduces (`KernelRunner.remeasure_problems`): in process the mismatch count
+  exactly and mean_rel_L1 within `KERNEL_REMEASURE_RTOL` (the BLAS thread count is pinned to the recorded one by
+  `phase7.evaluate_in_fresh_process`); on mlir-air within the kernel's tolerance band.
 * `block_gate`: the Phase 2 layer-0 block gate re-run on the pipeline Phase 2 ran (the requested options,
-  before any optimisation) and compared with the recorded BlockValidated.
+  before any optimisation) and compared with the recorded BlockValidated within the backend's
+  `block_remeasure_atol` (a backend without one, mlir-air's, is not re-run).
 
 Each returns (findings, rows for the report). A mismatch is an error finding naming the recorded seq.
 """
@@ -20,16 +21,12 @@ from dataclasses import replace
 from typing import Any
 
 from handlers.evaluator.audit import Finding
-from handlers.gates.phase1 import verify_once
-from handlers.gates.runtime import model_backend
+from handlers.gates.phase1 import kernel_row, verify_once
+from handlers.gates.runtime import backend_class, model_backend
+from kernels.backends.kernel_runners import make_runner
+from kernels.backends.runner_base import relative_difference
 from kernels.model.plan_record import replan
-from kernels.thresholds import (
-    BLOCK_REMEASURE_ATOL,
-    KERNEL_REMEASURE_HW_BAND,
-    KERNEL_REMEASURE_MAX_ABS_RTOL,
-    KERNEL_REMEASURE_RTOL,
-    KERNEL_REMEASURE_SAMPLE,
-)
+from kernels.thresholds import KERNEL_REMEASURE_SAMPLE
 from statemachine.gate import kernel_key
 from statemachine.phases import Phase
 
@@ -37,12 +34,6 @@ from statemachine.phases import Phase
 def sample_seed(head_hash: str) -> int:
     """The sampling seed: the first 64 bits of the ledger's head hash at audit time."""
     return int(head_hash[:16], 16)
-
-
-def _rel(a: float | None, b: float | None) -> float:
-    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
-        return 0.0 if a == b else math.inf
-    return abs(a - b) / max(abs(a), abs(b), 1e-30)
 
 
 def phase1_rows(state) -> list:
@@ -64,29 +55,18 @@ def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None,
     chosen = sorted(random.Random(seed).sample(candidates, min(KERNEL_REMEASURE_SAMPLE, len(candidates))),
                     key=lambda ev: ev.seq)
     findings, table = [], []
-    hardware = state.executor == "mlir-air"
+    runner = make_runner(state.executor, state.target)
     for i, ev in enumerate(chosen, start=1):
         old = ev.event
-        row = replace(planned[kernel_key(old.kernel, old.shape)], contract=old.contract)  # as it was measured
-        shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
+        row = kernel_row(state, replace(planned[kernel_key(old.kernel, old.shape)], contract=old.contract))  # as measured
+        shape_text = row.shape_text
         progress(f"[{i}/{len(chosen)}] re-measuring Phase 1 row seq {ev.seq}: {old.kernel} {shape_text}")
-        new, _ = verify_once(state, row, shape_text, "", "", int(old.provenance.get("attempt", 1)))
-        rel = _rel(old.mean_rel_L1, new.mean_rel_L1)
+        new, _ = verify_once(runner, row, "", "", int(old.provenance.get("attempt", 1)))
+        rel = relative_difference(old.mean_rel_L1, new.mean_rel_L1)
         problems = []
         if new.verdict != old.verdict:
             problems.append(f"verdict {old.verdict} recorded, {new.verdict} re-measured")
-        if hardware:
-            band = KERNEL_REMEASURE_HW_BAND * old.rtol
-            if old.mean_rel_L1 is None or new.mean_rel_L1 is None or abs(new.mean_rel_L1 - old.mean_rel_L1) > band:
-                problems.append(f"mean_rel_L1 {old.mean_rel_L1} recorded, {new.mean_rel_L1} re-measured (band {band:g})")
-        else:
-            if (old.mismatches or 0) != (new.mismatches or 0):
-                problems.append(f"{old.mismatches} mismatches recorded, {new.mismatches} re-measured")
-            if rel > KERNEL_REMEASURE_RTOL:
-                problems.append(f"mean_rel_L1 {old.mean_rel_L1!r} recorded, {new.mean_rel_L1!r} re-measured "
-                                f"(relative difference {rel:.2e} > {KERNEL_REMEASURE_RTOL:g})")
-            if _rel(old.max_abs, new.max_abs) > KERNEL_REMEASURE_MAX_ABS_RTOL:
-                problems.append(f"max_abs {old.max_abs!r} recorded, {new.max_abs!r} re-measured")
+        problems += runner.remeasure_problems(old, new)
         if problems:
             findings.append(Finding("error", ev.seq, "remeasure-kernel",
                                     f"KernelVerified seq {ev.seq} {old.kernel} {shape_text} is not reproduced on "
@@ -100,7 +80,11 @@ def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None,
 
 
 def block_gate(state, cfg, events, progress=lambda m: None) -> tuple[list[Finding], dict | None]:
-    """Re-run the layer-0 block gate on the pipeline as Phase 2 ran it; compare with its BlockValidated."""
+    """Re-run the layer-0 block gate on the pipeline as Phase 2 ran it; compare with its BlockValidated within the
+    backend's `block_remeasure_atol` (None: not re-run, no finding and no row)."""
+    band = backend_class(state).block_remeasure_atol
+    if band is None:
+        return [], None
     passed = state.passed.get(Phase.BLOCK)
     recorded = [e for e in (passed.evidence if passed else ()) if type(e.event).__name__ == "BlockValidated"]
     if not recorded:
@@ -117,8 +101,8 @@ def block_gate(state, cfg, events, progress=lambda m: None) -> tuple[list[Findin
         problems.append(f"recorded {'PASS' if old.passed else 'FAIL'}, re-measured {'PASS' if new.passed else 'FAIL'}")
     for name in ("cosine", "per_position_min"):
         a, b = getattr(old, name), getattr(new, name)
-        if not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) > BLOCK_REMEASURE_ATOL:
-            problems.append(f"{name} {a:.6f} recorded, {b:.6f} re-measured (> {BLOCK_REMEASURE_ATOL:g} apart)")
+        if not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) > band:
+            problems.append(f"{name} {a:.6f} recorded, {b:.6f} re-measured (> {band:g} apart)")
     if old.n_positions != new.n_positions:
         problems.append(f"{old.n_positions} positions recorded, the canonical prompt has {new.n_positions}")
     findings = [Finding("error", old_ev.seq, "remeasure-block",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.runtime import model_backend
-from kernels.model.compare import token_gate_failure
+from kernels.model.compare import BisectResult, token_gate_failure
 from kernels.thresholds import PREFILL_HEALTHY_COS_MIN
 from ledger.events import BlockValidated, LayerDiagnosed, TokenGateChecked
 
@@ -19,8 +19,12 @@ def run_block(ctx: GateRun) -> GateOutcome:
     triage = []
     reasons = []
     if not result.passed:
-        ctx.progress("block gate failed: bisecting (kernels swapped to FP32 one at a time)")
-        bisect = backend.bisect_block()
+        if backend.can_bisect:
+            ctx.progress("block gate failed: bisecting (kernels swapped to FP32 one at a time)")
+            bisect = backend.bisect_block()
+        else:
+            ctx.progress(f"block gate failed; {backend.name} cannot swap a kernel to FP32: no bisect")
+            bisect = BisectResult(steps=[], culprit=None)
         fields.update(bisect=bisect.steps, culprit=bisect.culprit)
         reasons.append(f"bisect names {bisect.culprit}" if bisect.culprit else
                        "even the all-FP32 block misses the gate: the fault is in the pipeline, not a kernel")

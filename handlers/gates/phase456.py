@@ -32,7 +32,7 @@ import numpy as np
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import diagnosis_events, token_gate_events
 from handlers.gates.runtime import DECODE, FAULTS, SWITCHES, model_backend
-from kernels.backends.base import Measurement
+from kernels.backends.base import IntegratedRun, Measurement
 from kernels.model.prompts import canonical_tokens
 from kernels.thresholds import TOKEN_GATE_STEPS
 from ledger.events import OptimizationTried, PerformanceMeasured
@@ -252,7 +252,7 @@ def run_decode(ctx: GateRun) -> GateOutcome:
 # --- Phase 6 ---------------------------------------------------------------------------------------------
 
 
-def integrated_run(ctx: GateRun, tokens: np.ndarray, n_tokens: int) -> dict[str, Any]:
+def integrated_run(ctx: GateRun, tokens: np.ndarray, n_tokens: int) -> IntegratedRun:
     """The deployment's integrated runner: setup outside the timed region, prefill + greedy decode timed."""
     return model_backend(ctx.state, ctx.config).integrated_run(tokens, n_tokens)
 
@@ -266,18 +266,17 @@ def run_finalize(ctx: GateRun) -> GateOutcome:
     r = backend.integrated_run(tokens, TOKEN_GATE_STEPS)
     npu2 = backend.npu2_figures()
     perf = PerformanceMeasured(
-        phase=6, executor=ctx.state.executor, pipeline=r["pipeline"], n_prompt_tokens=npu2["seq"],
-        n_tokens=TOKEN_GATE_STEPS, ttft_s=npu2["ttft_s"], tokens_per_s=npu2["tokens_per_s"],
-        ms_per_token=npu2["ms_per_token"], prefill_s=npu2["prefill_s"], setup_s=r["setup_s"],
-        profile={"source": npu2["source"], "npu2": npu2,
-                 "emulator_wall": {**r["profile"], "ttft_s": r["ttft_s"], "tokens_per_s": r["tokens_per_s"],
-                                   "ms_per_token": r["ms_per_token"], "n_prompt_tokens": len(tokens)},
+        phase=6, executor=ctx.state.executor, pipeline=r.pipeline, n_prompt_tokens=npu2.seq,
+        n_tokens=TOKEN_GATE_STEPS, ttft_s=npu2.ttft_s, tokens_per_s=npu2.tokens_per_s,
+        ms_per_token=npu2.ms_per_token, prefill_s=npu2.prefill_s, setup_s=r.setup_s,
+        profile={"source": npu2.source, "npu2": npu2.record,
+                 "emulator_wall": {**r.profile, "ttft_s": r.ttft_s, "tokens_per_s": r.tokens_per_s,
+                                   "ms_per_token": r.ms_per_token, "n_prompt_tokens": len(tokens)},
                  # a measured path (mlir-air's make run / profile): its per-token times are the record's own
-                 **({} if npu2["source"] == "modelled-npu2" else
-                    {"decode_s_per_token": r["profile"]["decode_s_per_token"]})},
+                 **({} if npu2.modelled else {"decode_s_per_token": r.profile["decode_s_per_token"]})},
     )
     reasons = [f"prompt {g.prompt_index}: {_gate_why(g)}" for g in gates if not g.passed]
     return GateOutcome(events=[*gates, *layers, perf], reasons=reasons,
-                       summary=f"TTFT {npu2['ttft_s'] * 1e3:.1f} ms, {npu2['tokens_per_s']:.1f} tokens/s "
-                               f"({npu2['source']}, seq {npu2['seq']}); emulator here: TTFT {r['ttft_s'] * 1e3:.1f} ms, "
-                               f"{r['tokens_per_s'] or 0:.1f} tokens/s; token gate {sum(g.passed for g in gates)}/{len(gates)}")
+                       summary=f"TTFT {npu2.ttft_s * 1e3:.1f} ms, {npu2.tokens_per_s:.1f} tokens/s "
+                               f"({npu2.source}, seq {npu2.seq}); emulator here: TTFT {r.ttft_s * 1e3:.1f} ms, "
+                               f"{r.tokens_per_s or 0:.1f} tokens/s; token gate {sum(g.passed for g in gates)}/{len(gates)}")

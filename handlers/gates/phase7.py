@@ -67,9 +67,8 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
         found, kernel_rows = remeasure.kernel_sample(state, cfg, head.hash, ctx.progress, sources=recorded_sources(
             events, passed1.attempt) if passed1 else None)
         findings += found
-        if state.executor != "mlir-air":
-            found, block_row = remeasure.block_gate(state, cfg, events, ctx.progress)
-            findings += found
+        found, block_row = remeasure.block_gate(state, cfg, events, ctx.progress)
+        findings += found
         ctx.progress("re-running the Phase 3 token gate on the production pipeline")
         rerun, found = _rerun_token_gate(ctx, state, cfg, events)
         findings += found

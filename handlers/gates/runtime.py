@@ -2,7 +2,7 @@
 
 Every gate from Phase 2 on, `ledger run`, `verify-model`, `diagnose` and the evaluator get their backend
 here, so what a gate checks is what the deployment declares (executor, target, applied optimisations).
-`make_backend` is the one place that chooses a `ModelBackend` implementation by executor name.
+The implementation is chosen by executor name in `kernels.backends.model_backends`, nowhere here.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernels.backends.mlir_air import MlirAirBackend, MlirAirBackendError
-from kernels.backends.base import ModelBackend
-from kernels.backends.in_process import InProcessBackend
+from kernels.backends.base import BackendUnavailable, ModelBackend
+from kernels.backends.model_backends import backend_type, make_model_backend
 from kernels.model.config import ModelConfig
 from kernels.model.options import FAULTS
 from kernels.perf.dispatch import SWITCHES
@@ -20,26 +19,23 @@ from kernels.perf.figures import DECODE
 from registry.model_docs import model_dir_name
 from statemachine.state import DeploymentState
 
-__all__ = ["DECODE", "FAULTS", "SWITCHES", "BackendUnavailable", "declared_options", "make_backend", "model_backend"]
-
-
-class BackendUnavailable(RuntimeError):
-    """Raised when no model backend exists for a deployment's executor (the message says what would)."""
+__all__ = ["DECODE", "FAULTS", "SWITCHES", "BackendUnavailable", "backend_class", "declared_options", "make_backend",
+           "model_backend"]
 
 
 def make_backend(executor: str, model_path: str | Path, config: ModelConfig, *, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
                  deployment: str | None = None) -> ModelBackend:
-    """The model backend of a deployment's executor: mlir-air's model directory (`make verify / diagnosis /
-    profile`, kernels.backends.mlir_air) for "mlir-air", the in-process pipeline otherwise."""
-    if executor == "mlir-air":
-        if not deployment:
-            raise BackendUnavailable("the mlir-air backend needs the deployment's name (its model directory)")
-        try:
-            return MlirAirBackend(model_path, config, deployment, target, switches, faults)
-        except MlirAirBackendError as e:
-            raise BackendUnavailable(str(e)) from e
-    return InProcessBackend(model_path, config, executor, target, switches, faults)
+    """The model backend of a deployment's executor (kernels.backends.model_backends.make_model_backend): mlir-air's
+    model directory (`make verify / diagnosis / profile`) for mlir-air, the in-process pipeline otherwise."""
+    return make_model_backend(executor, model_path, config, target=target, switches=switches, faults=faults,
+                              deployment=deployment)
+
+
+def backend_class(state: DeploymentState) -> type[ModelBackend]:
+    """The class of the deployment's model backend, for what it says before one is built (`hardware`,
+    `block_remeasure_atol`): building an mlir-air one needs MLIR_AIR_DIR and the model directory."""
+    return backend_type(state.executor)
 
 
 def declared_options(state: DeploymentState, overrides: dict[str, Any] | None = None) -> tuple[dict[str, bool], frozenset[str]]:

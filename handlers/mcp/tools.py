@@ -26,9 +26,9 @@ from handlers import deploy, on_demand, queries, results
 from handlers.bootstrap import App
 from handlers.record import record_harness
 from handlers.triage import triage_evidence
-from kernels.backends.kernel_runners import make_executor
 from handlers.planning import deployment_plan
-from kernels.numerics.run import run_kernel
+from kernels.backends.kernel_runners import make_runner
+from kernels.backends.runner_base import KernelRow
 from kernels.perf.predict import predict
 from ledger import Checkpoint
 
@@ -97,8 +97,8 @@ def _predict(c: Call):
 
 def _kernel_run(c: Call):
     a = c.args
-    result = run_kernel(a["kernel"], a["shape"], executor=make_executor(a["executor"], a["target"]), target=a["target"],
-                        contract=a.get("contract"), tile=a.get("tile"), seed=a["seed"], inputs=a["inputs"])
+    row = KernelRow(a["kernel"], a["shape"], contract=a.get("contract"), tile=a.get("tile"))  # as `ledger kernel run`
+    result = make_runner(a["executor"], a["target"]).measure(row, seed=a["seed"], inputs=a["inputs"])
     return results.kernel_run_json(result)
 
 

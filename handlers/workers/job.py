@@ -2,7 +2,8 @@
 
 A job carries (deployment, attempt, kernel, shape) and nothing else: the worker folds the deployment's
 stream, finds the row in the deployment's own plan (tile plan included) and runs exactly what the local
-gate runs (`handlers.gates.phase1.verify_row`). Recording is safe to repeat:
+gate runs (`handlers.gates.phase1.verify_row`) on this host's kernel runner (one per target, with the host's NPU
+lock; kernels.backends.kernel_runners). Recording is safe to repeat:
 
 * each event's id is `row_event_id(deployment, attempt, kernel, shape, contract, try)`, a UUID5 of that
   tuple, and the ledger's UNIQUE(event_id) turns a re-append into a no-op returning the original seqs: a
@@ -28,11 +29,12 @@ from typing import Any
 
 from handlers.deploy import bind
 from handlers.gates import GateRun
-from handlers.gates.phase1 import verify_row
+from handlers.gates.phase1 import kernel_row, verify_row
 from handlers.planning import recorded_sources
 from handlers.uow import DeploymentUnit, SomeoneElseAdvanced
+from kernels.backends.kernel_runners import make_runner
+from kernels.backends.runner_base import KernelRunner
 from kernels.perf.evidence import EvidenceError
-from kernels.mlir_air.executor import MlirAirExecutor
 from kernels.mlir_air.lock import npu_lock
 from kernels.model.plan_record import replan
 from kernels.numerics.tiles import TileRuleViolation
@@ -59,34 +61,28 @@ def row_event_id(deployment: str, attempt: int, kernel: str, shape: dict[str, An
 
 @dataclass
 class WorkerHost:
-    """What one `ledger worker` brings: its ledger, executor (emulated | torch | mlir-air | sleep), NPU lock."""
+    """What one `ledger worker` brings: its ledger, the deployment executor whose rows it serves (its
+    `kernels.backends.kernel_runners.worker_kind`), its NPU lock."""
 
     ledger_url: str
-    executor: str
+    serves: str  # emulated | torch | mlir-air (the sleep stand-in serves emulated rows)
     lock_path: str
     name: str = field(default_factory=lambda: platform.node() or "worker")
-    sleep_s: float = 0.0  # the sleep stand-in's seconds per row (kernels.numerics.executors.standin)
+    sleep_s: float | None = None  # the sleep stand-in's seconds per row (kernels.numerics.executors.standin)
     mlir_air_dir: str | None = None
     _ledger: Any = None
-    _executors: dict = field(default_factory=dict)
-
-    @property
-    def serves(self) -> str:
-        """The deployment executor whose jobs this host runs (the sleep stand-in serves emulated ones)."""
-        return "emulated" if self.executor == "sleep" else self.executor
+    _runners: dict = field(default_factory=dict)
 
     def ledger(self):
         if self._ledger is None:
             self._ledger = open_ledger(self.ledger_url)
         return self._ledger
 
-    def executor_for(self, target: str):
-        """The executor instance a row runs on (None: the deployment's executor by name, as the gate does)."""
-        if self.executor != "mlir-air":
-            return None
-        if target not in self._executors:
-            self._executors[target] = MlirAirExecutor(target, lock_path=self.lock_path)
-        return self._executors[target]
+    def runner_for(self, target: str) -> KernelRunner:
+        """This host's kernel runner for `target` (one per target, kept: a harness runner holds this host's lock)."""
+        if target not in self._runners:
+            self._runners[target] = make_runner(self.serves, target, lock_path=self.lock_path)
+        return self._runners[target]
 
 
 def _open_attempt(unit: DeploymentUnit, attempt: int) -> bool:
@@ -123,19 +119,20 @@ def run_row_job(host: WorkerHost, deployment: str, attempt: int, kernel: str, sh
     if state.executor != host.serves:
         raise RowRefused(f"{deployment} runs on {state.executor}; this worker serves {host.serves}")
     row = _planned_row(unit, kernel, shape)
-    # the mlir-air executor takes the NPU lock itself, around the harness alone
-    lock = nullcontext(0.0) if host.executor == "mlir-air" else npu_lock(host.lock_path)
+    runner = host.runner_for(state.target)
+    # a runner that takes the NPU lock itself (mlir-air's harness) holds it around the harness alone
+    lock = nullcontext(0.0) if runner.takes_npu_lock else npu_lock(host.lock_path)
     t0 = time.monotonic()
     try:
         with lock as waited:
-            tries, _ = verify_row(state, row, executor=host.executor_for(state.target))
+            tries, _ = verify_row(runner, kernel_row(state, row))
             if host.sleep_s:
                 time.sleep(host.sleep_s)
     except (TileRuleViolation, EvidenceError) as e:
         raise RowRefused(f"{kernel} {kernel_key(kernel, shape)[1]}: {e}") from e
     extra = {"worker": host.name, "lock_path": host.lock_path, "lock_wait_s": round(waited or 0.0, 3),
              "job_seconds": round(time.monotonic() - t0, 3)}
-    if host.executor == "sleep":
+    if host.sleep_s is not None:
         extra["standin_sleep_s"] = host.sleep_s
     events = [NewEvent(e, row_event_id(deployment, attempt, kernel, shape, e.contract, i))
               for i, e in enumerate(bind([t.model_copy(update={"provenance": {**t.provenance, **extra}})

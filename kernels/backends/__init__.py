@@ -1,7 +1,12 @@
-"""Whole-model backends: the `ModelBackend` seam Phases 2-7 and the evaluator talk to (base), the in-process
-pipeline (in_process) and an mlir-air model directory (mlir_air), and the `KernelRunner` seam Phase 1 runs its
-rows through (kernel_runners).
+"""Whole-model backends and leaf-kernel runners: the two seams whose implementations are chosen by executor name,
+each in one factory.
 
-The top of kernels/ but for the stand-in checkout: may import kernels.numerics, kernels.model, kernels.perf and
-kernels.mlir_air; imported by handlers and by the stand-in (kernels.mlir_air.twin), nothing lower.
+  ModelBackend  base (the protocol, typed results), in_process (the decoder pipeline), mlir_air (an mlir-air model
+                directory); model_backends chooses. Phases 2-7 and the evaluator talk to it.
+  KernelRunner  runner_base (the protocol, KernelRow, KernelVerification), in_process_runner (emulated / torch /
+                fp32, and the stand-in fault wrapper), harness_runner (mlir-air's harness); kernel_runners chooses.
+                Phase 1, its workers, `ledger reverify`, the evaluator and `ledger kernel run` talk to it.
+
+The top of kernels/ but for the stand-in checkout: may import kernels.numerics, kernels.model, kernels.perf,
+kernels.mlir_air and kernels.toolchain; imported by handlers and by the stand-in (kernels.mlir_air.twin), nothing lower.
 """

@@ -1,25 +1,35 @@
 """The seam for whole-model work: what Phases 2-7 ask of a model, whoever runs it.
 
-`ModelBackend` is the protocol the phase gates (`handlers.gates`), `ledger run / verify-model / diagnose` and
-the evaluator talk to. Its operations are the ones the recipe needs: the layer-0 block comparison on the
-canonical prompt (and a bisect when it fails), the token gate over a prompt set, the per-layer diagnosis, a
-prefill / decode performance measurement, the integrated runner of Phase 6, and a copy of itself with an
-optimisation switched on (`with_options`). Every result carries the numbers and thresholds of its event.
+`ModelBackend` is the protocol the phase gates (`handlers.gates`), `ledger run / verify-model / diagnose / optimise`
+and the evaluator talk to. Its operations are the ones the recipe needs: the layer-0 block comparison on the
+canonical prompt (and a bisect when it fails, where the backend can swap kernels), the token gate over a prompt
+set, the per-layer diagnosis, a prefill / decode performance measurement, Phase 6's NPU2 figures and integrated
+runner, and a copy of itself with an optimisation switched on (`with_options`). Every result carries the numbers
+and thresholds of its event. What callers must know about a backend without asking which one it is - whether its
+numbers come from a device, whether it can bisect, how close the evaluator's re-run of its block gate must come -
+are class attributes, readable before one is built. No operation depends on another having been called first.
 
 Implementations: `kernels.backends.in_process.InProcessBackend` (the decoder pipeline on the emulated or torch
 executor, against HF transformers bf16) and `kernels.backends.mlir_air.MlirAirBackend` (an mlir-air model
-directory's `make verify / diagnosis / profile`). `handlers.gates.runtime.make_backend` is the one place that
+directory's `make verify / diagnosis / profile / run`). `kernels.backends.model_backends` is the one place that
 chooses.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-__all__ = ["Measurement", "ModelBackend"]
+from kernels.model.compare import BisectResult, BlockResult, TokenGateResult
+from kernels.model.prompts import Prompt
+
+__all__ = ["BackendUnavailable", "IntegratedRun", "Measurement", "ModelBackend", "Npu2Figures"]
+
+
+class BackendUnavailable(RuntimeError):
+    """Raised when no model backend exists for a deployment's executor (the message says what would)."""
 
 
 @dataclass(frozen=True)
@@ -35,13 +45,62 @@ class Measurement:
     detail: dict[str, Any] = field(default_factory=dict)  # breakdown; this machine's wall time as information
 
 
+@dataclass(frozen=True)
+class Npu2Figures:
+    """Phase 6's NPU2 figures: TTFT (prefill at `seq` plus the LM head), prefill time and decode speed at context
+    `ctx`, from the NPU2 performance model (source "modelled-npu2") or a device's `make profile`
+    ("mlir-air-profile"). `record` is the whole breakdown as Phase 6 records it (PerformanceMeasured
+    profile["npu2"]): the per-ELF tables, switches and, from a device, the provenance."""
+
+    source: str
+    seq: int
+    ctx: int
+    ttft_s: float
+    prefill_s: float
+    ms_per_token: float
+    tokens_per_s: float | None
+    record: dict[str, Any]
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> "Npu2Figures":
+        return cls(record["source"], record["seq"], record["ctx"], record["ttft_s"], record["prefill_s"],
+                   record["ms_per_token"], record["tokens_per_s"], record)
+
+    @property
+    def modelled(self) -> bool:
+        """True when the figures are the performance model's, not a device's measurement."""
+        return self.source == "modelled-npu2"
+
+
+@dataclass(frozen=True)
+class IntegratedRun:
+    """One run of the integrated runner: setup outside the timed region, then prefill + greedy decode, timed."""
+
+    tokens: list[int]  # the generated tokens (token 1 is the prefill's argmax)
+    setup_s: float
+    prefill_s: float
+    ttft_s: float
+    ms_per_token: float | None
+    tokens_per_s: float | None
+    profile: dict[str, Any]  # per-stage breakdown (setup, prefill, decode per token, LM head, top kernels)
+    pipeline: dict[str, Any]  # the options the run had (ModelBackend.options)
+
+
 class ModelBackend(Protocol):
     name: str  # the executor the numbers come from
     # True when no dispatch switch can change a number the backend produces (the token gate's records under any
     # switch set equal those without): the in-process pipeline, whose switches only change how work is
     # dispatched (tests/integration/test_pipeline.py::test_optimisation_switches_give_identical_numbers).
     # False on hardware, where a switch is another compiled program: Phases 4-5 re-run the gate per switch.
-    switches_keep_numbers: bool
+    switches_keep_numbers: ClassVar[bool]
+    # True when the numbers come from a device (mlir-air on NPU2): there an optimisation is an engineer's change
+    # to the model directory (`ledger optimise`), not a switch npu-ledger applies
+    hardware: ClassVar[bool]
+    # True when `bisect_block` can swap the block's kernels to FP32 one at a time (the in-process pipeline)
+    can_bisect: ClassVar[bool]
+    # how close the evaluator's re-run of the Phase 2 block gate must come to the recorded cosines (absolute);
+    # None: no re-run (a device's `make diagnosis` has no agreed band)
+    block_remeasure_atol: ClassVar[float | None]
 
     @property
     def options(self) -> dict[str, Any]: ...  # the pipeline options in force (switches, faults)
@@ -50,16 +109,13 @@ class ModelBackend(Protocol):
 
     def tokenizer(self) -> Any: ...
 
-    def block_gate(self):  # -> kernels.model.compare.BlockResult on the canonical prompt
-        ...
+    def block_gate(self) -> BlockResult: ...  # layer 0 on the canonical prompt
 
-    def bisect_block(self):  # -> kernels.model.compare.BisectResult
-        ...
+    def bisect_block(self) -> BisectResult: ...  # only where `can_bisect`
 
-    def prompts(self, full: bool) -> list: ...  # kernels.model.prompts.Prompt
+    def prompts(self, full: bool) -> list[Prompt]: ...  # each knows its set (`Prompt.full`)
 
-    def token_gate(self, prompt, context: str):  # -> kernels.model.compare.TokenGateResult
-        ...
+    def token_gate(self, prompt: Prompt, context: str) -> TokenGateResult: ...
 
     def diagnose(self) -> list[dict[str, Any]]: ...  # LayerDiagnosed fields per layer
 
@@ -68,4 +124,6 @@ class ModelBackend(Protocol):
 
     def measure_decode(self, info_tokens: int | None, steps: int) -> Measurement: ...
 
-    def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> dict[str, Any]: ...
+    def npu2_figures(self) -> Npu2Figures: ...  # Phase 6's TTFT / tokens/s under the switches in force
+
+    def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> IntegratedRun: ...

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backends.base import Measurement, ModelBackend
+from kernels.backends.base import IntegratedRun, Measurement, ModelBackend, Npu2Figures
 from kernels.numerics.executors import make_executor
 from kernels.model.compare import bisect_block, block_gate, diagnose_layers, token_gate
 from kernels.model.config import ModelConfig
@@ -20,7 +20,7 @@ from kernels.model.hf_reference import HfRunner
 from kernels.model.faults import build_pipeline
 from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from kernels.model.options import PipelineOptions
-from kernels.model.prompts import canonical_tokens, mlir_air_prompts, prompts_for
+from kernels.model.prompts import Prompt, canonical_tokens, mlir_air_prompts, prompts_for
 from kernels.model.weights import load_weights
 from kernels.perf.dispatch import SWITCHES
 from kernels.perf.figures import (
@@ -32,7 +32,7 @@ from kernels.perf.figures import (
     path_switches,
     per_elf,
 )
-from kernels.thresholds import TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
+from kernels.thresholds import BLOCK_REMEASURE_ATOL, TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
 
 __all__ = ["InProcessBackend", "Measurement", "ModelBackend", "hf_reference", "pipeline_executor"]
 
@@ -61,6 +61,9 @@ class InProcessBackend:
     """The decoder pipeline on an emulated / torch executor, judged against HF bf16 in this process."""
 
     switches_keep_numbers = True  # PipelineOptions' switches change the dispatch, never the numbers
+    hardware = False
+    can_bisect = True  # the pipeline swaps its kernels to FP32 one at a time (kernels.model.compare.bisect_block)
+    block_remeasure_atol = BLOCK_REMEASURE_ATOL  # a re-run differs by bf16 flips only
 
     def __init__(self, model_path: str | Path, config: ModelConfig, executor: str, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset()) -> None:
@@ -107,7 +110,7 @@ class InProcessBackend:
 
     # -- Phases 3, 6, 7 --
 
-    def prompts(self, full: bool) -> list:
+    def prompts(self, full: bool) -> list[Prompt]:
         # an mlir-air checkout's own prompt files when MLIR_AIR_DIR has them (comparable with its make verify)
         return mlir_air_prompts(self.tokenizer(), full) or prompts_for(self.tokenizer(), full=full)
 
@@ -129,10 +132,10 @@ class InProcessBackend:
         """The NPU2 model's prediction of `path` ("prefill" / "decode") under that path's switches."""
         return npu2_prediction(self.config, path_switches(self._switches, path))
 
-    def npu2_figures(self) -> dict[str, Any]:
+    def npu2_figures(self) -> Npu2Figures:
         """Modelled NPU2 TTFT and decode speed with the per-ELF breakdown of each path (Phase 6):
         `kernels.perf.figures.npu2_figures` under this backend's switches."""
-        return npu2_figures(self.config, self._switches)
+        return Npu2Figures.of(npu2_figures(self.config, self._switches))
 
     def _prompt(self, length: int) -> np.ndarray:
         """A fixed prompt of `length` tokens: the canonical prompt repeated (deterministic)."""
@@ -168,7 +171,7 @@ class InProcessBackend:
 
     # -- Phase 6 --
 
-    def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> dict[str, Any]:
+    def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> IntegratedRun:
         """Setup (outside the timed region), then prefill + greedy decode, timed; with a per-stage profile."""
         pipe = self.pipeline
         t0 = time.perf_counter()
@@ -192,11 +195,11 @@ class InProcessBackend:
         stages = profile.get("stages", {})
         lm_head = sum(v["seconds"] for k, v in stages.items() if "lm_head" in k)
         top = sorted(profile.get("kernels", {}).items(), key=lambda kv: -kv[1]["seconds"])[:5]
-        return {
-            "tokens": out, "setup_s": setup_s, "prefill_s": prefill_s, "ttft_s": prefill_s,  # token 1 = prefill argmax
-            "ms_per_token": (decode_total / len(step_s) * 1e3) if step_s else None,
-            "tokens_per_s": (len(step_s) / decode_total) if decode_total > 0 else None,
-            "profile": {"setup_s": setup_s, "prefill_s": prefill_s, "decode_s_per_token": step_s,
-                        "lm_head_s": lm_head, "top_kernels": [{"kernel": k, **v} for k, v in top], "stages": stages},
-            "pipeline": self.options,
-        }
+        return IntegratedRun(
+            tokens=out, setup_s=setup_s, prefill_s=prefill_s, ttft_s=prefill_s,  # token 1 = the prefill's argmax
+            ms_per_token=(decode_total / len(step_s) * 1e3) if step_s else None,
+            tokens_per_s=(len(step_s) / decode_total) if decode_total > 0 else None,
+            profile={"setup_s": setup_s, "prefill_s": prefill_s, "decode_s_per_token": step_s,
+                     "lm_head_s": lm_head, "top_kernels": [{"kernel": k, **v} for k, v in top], "stages": stages},
+            pipeline=self.options,
+        )

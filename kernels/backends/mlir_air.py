@@ -1,6 +1,6 @@
 """The mlir-air model backend: Phases 2-7 through an mlir-air model directory's make targets.
 
-`MlirAirBackend` implements `kernels.backends.in_process.ModelBackend` over
+`MlirAirBackend` implements `kernels.backends.base.ModelBackend` over
 `$MLIR_AIR_DIR/programming_examples/llms/<name>/` (written by `ledger scaffold`):
 
   block_gate / diagnose   `make diagnosis PROMPT=<canonical prompt>`: the diagnosis report's layer-0 `ffn_out`
@@ -14,11 +14,14 @@
                           and prompts (kernels.mlir_air.walk), gives the walk (tf_*), the greedy tokens and their
                           text from its teacher_forced_walk_*.json. Both first divergences must agree (the same
                           runner walked the same tokens). The provenance records both commands and reports.
+                          A prompt of the full set (`Prompt.full`) is judged on the -full targets' reports.
+  bisect_block            none: make targets cannot swap a kernel to FP32 (`can_bisect` False).
   prompts                 mlir-air's prompt file (programming_examples/llms/verify/prompts/instruct.txt, raw
                           `tokenizer.encode`, read at run time) when the checkout has one, else npu-ledger's.
   measure_prefill/decode  `make profile`: `End-to-end (prefill, per query)` / `End-to-end (per token)` (the lines
                           of llama32_1b_inference.py and bench/extract_perf.py); the NPU2 model's figures
                           beside them. The printed figure is the judge (source "mlir-air-profile").
+  npu2_figures            `make profile`'s figures (source "mlir-air-profile"), the NPU2 model's beside them.
   integrated_run          `make run N_TOKENS=32`: TTFT, Tokens/second, Time/token.
   with_options            a copy whose make calls carry NPU_LEDGER_SWITCHES / NPU_LEDGER_FAULTS (the stand-in's
                           adapter switches the optimisation itself; a hardware model directory ignores them:
@@ -44,15 +47,15 @@ from kernels.mlir_air.executor import MlirAirExecutor
 from kernels.mlir_air.output import TranscriptError, sha256_text
 from kernels.mlir_air.checkout import ROOT, is_twin
 from kernels.mlir_air.walk_report import parse_walk_output, report_path
-from kernels.backends.base import Measurement
+from kernels.backends.base import IntegratedRun, Measurement, Npu2Figures
 from kernels.model.compare import BisectResult, BlockResult, TokenGateResult, token_gate_failure
 from kernels.model.hf_reference import load_tokenizer
 from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from kernels.model.options import PipelineOptions
-from kernels.model.prompts import CANONICAL_PROMPT, mlir_air_prompts, prompts_for
+from kernels.model.prompts import CANONICAL_PROMPT, Prompt, mlir_air_prompts, prompts_for
 from kernels.perf.dispatch import SWITCHES
 from kernels.perf.figures import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures
-from kernels.thresholds import block_thresholds, teacher_forced_thresholds
+from kernels.thresholds import block_thresholds
 
 _E2E_PREFILL = re.compile(r"End-to-end \(prefill, per query\)\s+([\d.]+)\s*ms")
 _E2E_TOKEN = re.compile(r"End-to-end \(per token\)\s+([\d.]+)\s*ms")
@@ -76,6 +79,9 @@ class MlirAirBackend:
 
     name = "mlir-air"
     switches_keep_numbers = False  # a switch is another compiled program: each keeps its own token-gate re-run
+    hardware = True
+    can_bisect = False  # make targets cannot swap one kernel to FP32
+    block_remeasure_atol = None  # a device's `make diagnosis` re-run has no agreed band: the evaluator does not re-run it
 
     def __init__(self, model_path: str | Path, config, deployment: str, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
@@ -129,8 +135,7 @@ class MlirAirBackend:
     def _canonical_text(self) -> str:
         return CANONICAL_PROMPT
 
-    def prompts(self, full: bool) -> list:
-        self._full = bool(full)
+    def prompts(self, full: bool) -> list[Prompt]:
         return mlir_air_prompts(self.tokenizer(), full, self.mlir_air_dir) or prompts_for(self.tokenizer(), full=full)
 
     # -- Phase 2 and diagnosis: make diagnosis --
@@ -141,7 +146,7 @@ class MlirAirBackend:
             self._cache["diagnosis"] = (run, self._provenance(run.command, run.provenance, run.report_path, run.transcript))
         return self._cache["diagnosis"]
 
-    def block_gate(self):
+    def block_gate(self) -> BlockResult:
         run, prov = self._diagnosis()
         rows = [r for r in run.report_json.get("per_layer") or [] if r.get("name") == "ffn_out" and r.get("layer") == 0]
         if not rows:
@@ -161,8 +166,8 @@ class MlirAirBackend:
         result.provenance = {**prov, "cosine_source": "whole-tensor" if "cosine" in ext else "mean per-position cosine"}
         return result
 
-    def bisect_block(self):
-        return BisectResult(steps=[], culprit=None)  # no FP32 kernel swap through make targets
+    def bisect_block(self) -> BisectResult:
+        raise MlirAirBackendError("mlir-air's make targets cannot swap a kernel to FP32: no bisect (can_bisect is False)")
 
     def diagnose(self) -> list[dict[str, Any]]:
         run, prov = self._diagnosis()
@@ -199,10 +204,9 @@ class MlirAirBackend:
             self._cache[key] = (result, self._provenance(command, prov, path, text))
         return self._cache[key]
 
-    def token_gate(self, prompt, context: str):
-        full = getattr(self, "_full", False)
-        run, prov = self._verify(full)
-        walk, walk_prov = self._walk(full)
+    def token_gate(self, prompt: Prompt, context: str) -> TokenGateResult:
+        run, prov = self._verify(prompt.full)
+        walk, walk_prov = self._walk(prompt.full)
         p = {x.prompt_index: x for x in run.result.prompts}.get(prompt.index)
         if p is None or p.prompt != prompt.text:
             raise MlirAirBackendError(f"`{run.command}`: its report {run.report_path} has no row for prompt "
@@ -278,14 +282,14 @@ class MlirAirBackend:
                                "provenance": prof["provenance"],
                                "switches": {k: bool(self._switches.get(DECODE + k, False)) for k in SWITCHES}})
 
-    def npu2_figures(self) -> dict[str, Any]:
+    def npu2_figures(self) -> Npu2Figures:
         prof = self._profile()
-        return {"source": "mlir-air-profile", "seq": prof["seq"], "ctx": NPU2_DECODE_CTX,
+        return Npu2Figures.of({"source": "mlir-air-profile", "seq": prof["seq"], "ctx": NPU2_DECODE_CTX,
                 "ttft_s": prof["prefill_s"], "prefill_s": prof["prefill_s"], "ms_per_token": prof["s_per_token"] * 1e3,
                 "tokens_per_s": 1.0 / prof["s_per_token"] if prof["s_per_token"] > 0 else None,
-                "per_elf": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"]}
+                "per_elf": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"]})
 
-    def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> dict[str, Any]:
+    def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> IntegratedRun:
         command, rc, text, prov = self.executor.run_model_target(
             "run", self.model_dir, make_vars=self._make_vars(N_TOKENS=n_tokens, PROMPT=self._canonical_text()))
         ttft, tps, tpt = _TTFT.search(text), _TPS.search(text), _TPT.search(text)
@@ -294,8 +298,8 @@ class MlirAirBackend:
         ms = float(tpt.group(1)) if tpt else 1e3 / float(tps.group(1))
         first = [int(ttft.group(2))] if ttft.group(2) else []
         steps = [ms / 1e3] * (n_tokens - 1)  # mlir-air prints the average only; each step is that average
-        return {"tokens": first, "setup_s": 0.0, "prefill_s": float(ttft.group(1)), "ttft_s": float(ttft.group(1)),
-                "ms_per_token": ms, "tokens_per_s": float(tps.group(1)),
-                "profile": {"decode_s_per_token": steps, "decode_s_per_token_note": "Time/token average",
-                            "provenance": self._provenance(command, prov, None, text)},
-                "pipeline": self.options}
+        return IntegratedRun(tokens=first, setup_s=0.0, prefill_s=float(ttft.group(1)), ttft_s=float(ttft.group(1)),
+                             ms_per_token=ms, tokens_per_s=float(tps.group(1)),
+                             profile={"decode_s_per_token": steps, "decode_s_per_token_note": "Time/token average",
+                                      "provenance": self._provenance(command, prov, None, text)},
+                             pipeline=self.options)

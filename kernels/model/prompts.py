@@ -10,7 +10,7 @@ any other model the base-model continuations. The default gate runs the first 2,
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,9 @@ class Prompt:
     text: str  # the prompt as written (before any chat template)
     tokens: list[int]  # what the model is fed
     kind: str  # "instruct" | "base" | "mlir-air"
+    # drawn from the full set (the gate's --full prompts): a backend that judges a whole set in one run (mlir-air's
+    # `make verify-full` against `make verify`) runs that set's targets for it, whatever else it was asked before
+    full: bool = False
 
 
 def _tokenizer(tokenizer_or_folder: Any):
@@ -85,7 +88,7 @@ def prompts_for(tokenizer_or_folder: Any, full: bool = False) -> list[Prompt]:
     """The token-gate prompts for a model: instruct set through its chat template, else the base set."""
     tok = _tokenizer(tokenizer_or_folder)
     kind = "instruct" if getattr(tok, "chat_template", None) else "base"
-    return prompt_set(tok, kind, FULL_COUNT if full else DEFAULT_COUNT)
+    return [replace(p, full=full) for p in prompt_set(tok, kind, FULL_COUNT if full else DEFAULT_COUNT)]
 
 
 def prompt_set(tokenizer_or_folder: Any, kind: str, count: int = FULL_COUNT) -> list[Prompt]:
@@ -116,4 +119,5 @@ def mlir_air_prompts(tokenizer, full: bool, mlir_air_dir: str | None = None) -> 
         return None
     lines = [x.strip() for x in path.read_text().splitlines() if x.strip() and not x.strip().startswith("#")]
     count = TOKEN_GATE_PROMPTS_FULL if full else TOKEN_GATE_PROMPTS
-    return [Prompt(i, text, [int(t) for t in tokenizer.encode(text)], "mlir-air") for i, text in enumerate(lines[:count])]
+    return [Prompt(i, text, [int(t) for t in tokenizer.encode(text)], "mlir-air", full=full)
+            for i, text in enumerate(lines[:count])]

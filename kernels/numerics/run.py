@@ -11,13 +11,12 @@ force_tile=False, inputs="project") -> KernelResult`:
   4. compute the FP32 reference and judge the full output against the contract's rtol/atol.
 `KernelResult.event_fields()` is exactly the subset of `ledger.events.KernelVerified` fields it determines,
 so a caller writes `KernelVerified(**result.event_fields(), source=..., role=...)`.
-An `executor` that runs whole harnesses (mlir-air: it has `run_harness`) is asked for the harness run
-instead, and its printed figures fill the result.
+`executor` is an in-process one (kernels.numerics.executors); a whole harness on an NPU (mlir-air) is another
+kernel runner's business (kernels.backends.harness_runner), which fills a KernelResult with what it printed.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -130,8 +129,6 @@ def run_kernel(
     if kernel == "gemm":
         # mlir-air's registry names (details/GEMM_bf16_in_{bf16,fp32}_out.json): direct (low tier), external (f32)
         method = "direct" if c.name == "bf16-out-low" else ("external" if c.name == "f32-out" else plan.tile["method"])
-    if hasattr(ex, "run_harness"):
-        return _from_harness(ex, spec, s, c, plan, target, method, tier)
     if inputs == "harness":
         case = harness_case(kernel, s, c.name)
         data, ref = case.inputs, case.reference
@@ -180,38 +177,3 @@ def run_kernel(
         tier=tier,
     )
 
-
-def _from_harness(ex, spec, s, c, plan, target, method, tier) -> KernelResult:
-    """A harness run (mlir-air): the figures are what the harness printed."""
-    run = ex.run_harness(spec.name, s, tile=dict(plan.tile), contract=c.name)
-    f = {**run.result.kernel_verified_fields(), "latency_us": run.latency_us, "gflops": run.gflops}
-    method, tier = run.method_tier() if spec.name == "gemm" else (method, tier)
-    herd = run.herd() or list(plan.herd)
-    nan = float("nan")
-    return KernelResult(
-        kernel=spec.name,
-        shape=s,
-        contract=c.name,
-        executor=ex.name,
-        target=target,
-        verdict=f["verdict"],
-        mean_rel_L1=f.get("mean_rel_L1") if f.get("mean_rel_L1") is not None else nan,
-        max_abs=f.get("max_abs") if f.get("max_abs") is not None else nan,
-        max_rel=f.get("max_rel") if f.get("max_rel") is not None else nan,
-        rtol=f.get("rtol") if f.get("rtol") is not None else c.rtol,
-        atol=f.get("atol") if f.get("atol") is not None else c.atol,
-        mismatches=f.get("mismatches") if f.get("mismatches") is not None else (0 if f["verdict"] == "PASS" else -1),
-        n_elements=f.get("n_elements") or 0,
-        nan_count=0 if not (isinstance(f.get("mean_rel_L1"), float) and math.isnan(f["mean_rel_L1"])) else 1,
-        seconds=run.seconds,
-        gflops=f.get("gflops"),
-        tile=dict(run.tile),
-        herd=herd,
-        tiles_in_flight=herd[0] * herd[1],
-        tiles_target=plan.tiles_target,
-        tile_justification=plan.justification,
-        warnings=list(plan.warnings),
-        latency_us=f.get("latency_us"),
-        method=method,
-        tier=tier,
-    )

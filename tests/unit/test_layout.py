@@ -53,9 +53,9 @@ LEVELS: tuple[str, ...] = (
     "kernels.model",           # config, architecture, weights, the decoder pipeline, HF reference, prompts, plan
     "kernels.perf",            # the NPU2 performance model (and the physical-plausibility checks of evidence)
     "kernels.mlir_air",        # mlir-air's formats and commands, the harness executor, walk, scaffold
-    "kernels.backends",        # the ModelBackend and kernel-executor seams over all of the above
-    "kernels.mlir_air.twin",   # the stand-in checkout: it runs the in-process backend behind mlir-air's commands
     "kernels.toolchain",       # what produced a figure: versions of executors, perf model, mlir-air checkout
+    "kernels.backends",        # the ModelBackend and KernelRunner seams over all of the above (runners record toolchains)
+    "kernels.mlir_air.twin",   # the stand-in checkout: it runs the in-process backend behind mlir-air's commands
     "kernels",                 # the package itself (docstring only)
     "ledger",
     "statemachine",
@@ -267,3 +267,50 @@ def test_no_product_module_is_over_400_lines():
     assert not unexpected, f"product modules over {MAX_LINES} lines (split them by concern):\n" + "\n".join(unexpected)
     within = sorted(module for module in OVER_LIMIT if module not in over)
     assert not within, f"allow-listed modules now within {MAX_LINES} lines (remove them from OVER_LIMIT): {within}"
+
+
+# --- no handler asks which executor it holds ---------------------------------------------------------------------
+
+# every name an executor goes by (kernels.backends.kernel_runners: EXECUTOR_NAMES, WORKER_EXECUTORS): a handler that
+# compares one, or keys a table by one, is choosing an implementation, which only the two factories may do
+EXECUTOR_NAMES = frozenset({"emulated", "torch", "fp32", "mlir-air", "sleep"})
+
+
+def _names_an_executor(node: ast.AST) -> bool:
+    """A string constant that is an executor name, or a tuple / list / set literal holding one (`x in (...)`)."""
+    if isinstance(node, ast.Constant):
+        return node.value in EXECUTOR_NAMES
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_names_an_executor(e) for e in node.elts)
+
+
+def _executor_branches(module: str, tree: ast.AST) -> list[str]:
+    """`x == "mlir-air"` (any comparison with an executor name on either side) and `{"mlir-air": ...}`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(_names_an_executor(side) for side in (node.left, *node.comparators)):
+            found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Dict) and any(k is not None and _names_an_executor(k) for k in node.keys):
+            found.append(f"{module}:{node.lineno}: a dict keyed by an executor name")
+    return found
+
+
+def test_no_handler_branches_on_an_executor_name():
+    found = [hit for module, path in MODULES.items() if module.split(".")[0] == "handlers"
+             for hit in _executor_branches(module, ast.parse(path.read_text()))]
+    assert not found, "ask the runner or the backend instead (runner.takes_npu_lock, backend.hardware, ...):\n" + \
+        "\n".join(found)
+
+
+def test_the_executor_branch_check_sees_comparisons_and_tables_but_not_a_keyword():
+    tree = ast.parse('if state.executor == "mlir-air":\n    pass\n'
+                     'hw = "torch" != name\n'
+                     'ok = executor in ("emulated", "fp32")\n'
+                     'source = {"emulated": "emulated", "mlir-air": "harness"}.get(executor)\n'
+                     'make(executor="mlir-air", default="emulated")\n'
+                     'same = a == b and kind == "harness"\n')
+    assert _executor_branches("handlers.x", tree) == [
+        "handlers.x:1: state.executor == 'mlir-air'",
+        "handlers.x:3: 'torch' != name",
+        "handlers.x:4: executor in ('emulated', 'fp32')",
+        "handlers.x:5: a dict keyed by an executor name",
+    ]
