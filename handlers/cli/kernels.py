@@ -88,7 +88,8 @@ def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_til
         shape_d = _parse_pairs(shape, "shape")
         tile = _parse_pairs(tile_text, "tile", strings=True) if tile_text else None
         row = KernelRow(kernel_name, shape_d, contract=contract, tile=tile, force_tile=force_tile)
-        result = make_runner(executor, target).measure(row, seed=seed, inputs=input_mode)
+        runner = make_runner(executor, target)
+        result = runner.measure(row, seed=seed, inputs=input_mode)
     except (UnknownKernel, HarnessNotReproduced) as e:
         raise click.ClickException(str(e)) from None
     except (HarnessError, TranscriptError) as e:  # mlir-air: no command, no lock, a timeout, an unreadable run
@@ -100,12 +101,12 @@ def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_til
     if as_json:
         click.echo(json.dumps(result.to_json(), sort_keys=True, default=str))
     else:
-        _print_table(result, spec)
+        _print_table(result, spec, harness=runner.source == "harness")
     if not result.passed:
         raise SystemExit(1)
 
 
-def _print_table(r, spec) -> None:
+def _print_table(r, spec, harness: bool) -> None:
     shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
     npu2 = spec.npu2_figure(r.contract)
     rows = [
@@ -115,7 +116,7 @@ def _print_table(r, spec) -> None:
         ("verdict", f"{r.verdict}  ({r.mismatches} of {r.n_elements} elements outside, {r.nan_count} NaN)"),
         ("mean_rel_L1", f"{_fmt(r.mean_rel_L1)}  (NPU2 measured {npu2.mean_rel_L1:.1e} at {npu2.at})"),
         ("max_abs / max_rel", f"{_fmt(r.max_abs)} / {_fmt(r.max_rel)}"),
-        *_time_rows(r),
+        *_time_rows(r, harness),
         ("tile", " ".join(f"{k}={v}" for k, v in r.tile.items())),
         ("tiles", f"{r.tiles_in_flight} of {r.tiles_target} (herd {'x'.join(map(str, r.herd or []))})"
          + (f": {r.tile_justification}" if r.tile_justification else "")),
@@ -126,12 +127,13 @@ def _print_table(r, spec) -> None:
         click.echo(f"{k:<{width}}  {v}")
 
 
-def _time_rows(r) -> list[tuple[str, str]]:
-    """The timing rows, each saying where its figure comes from (issue #24: never unlabelled)."""
-    if r.executor != "mlir-air":
+def _time_rows(r, harness: bool) -> list[tuple[str, str]]:
+    """The timing rows, each saying where its figure comes from (issue #24: never unlabelled); `harness`: the
+    run was mlir-air's harness (its printed figures), else an in-process executor's kernel call."""
+    if not harness:
         return [("time", f"{r.seconds * 1e3:.2f} ms wall, {figure_source(r.executor)}"
                  + (f"  ({r.gflops:.1f} GFLOP/s on the CPU emulator)" if r.gflops else ""))]
-    source = figure_source("mlir-air")
+    source = figure_source(r.executor)
     npu = "measured NPU2" if source == "measured NPU2" else "modelled NPU2, the stand-in's figure"
     rows = [("time", f"{r.seconds * 1e3:.2f} ms wall of the harness run (host clock: compile + run)")]
     if r.gflops:

@@ -19,7 +19,7 @@ from typing import Any
 from kernels.backends.runner_base import KernelRow, KernelVerification
 from kernels.mlir_air.executor import MlirAirExecutor
 from kernels.mlir_air.lock import HarnessTimeout, NpuLockTimeout
-from kernels.mlir_air.transcript import TranscriptError, sha256_text
+from kernels.mlir_air.output import TranscriptError, sha256_text
 from kernels.numerics.catalog import get_spec
 from kernels.numerics.run import INPUT_MODES, KernelResult
 from kernels.numerics.tiles import plan_tile
