@@ -23,12 +23,13 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/python scripts/demo.py --workspace $(DEMO)
 
-# Runs the whole suite, the few slow end-to-end tests included. pytest's exit 5 (nothing collected) is not a failure.
+# Runs the whole suite, the few slow end-to-end tests included, on two workers (pytest-xdist; tests/conftest.py
+# says which files stay on one worker). pytest's exit 5 (nothing collected) is not a failure.
 test: install
-	$(BIN)/pytest -q -p no:cacheprovider tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=30 tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 test-fast: install
-	$(BIN)/pytest -q -p no:cacheprovider -m "not slow" tests
+	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m "not slow" tests
 
 bench: install
 	mkdir -p bench-results

@@ -66,3 +66,17 @@ def single_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# pytest-xdist (`make test` runs `-n 2 --dist loadgroup`): tests are dealt out one at a time, except those of
+# the files in GROUPED, whose module fixtures cost more than their tests (a second deployed model, a verify walk,
+# pipelines per kind and executor): each of those files goes to one worker whole, so its fixtures are built once.
+# The other module fixtures are copies of the session snapshot (tests/e2e/conftest.py), cheap to make per worker.
+GROUPED = ("test_reverify.py", "test_verify_walk.py", "test_pipeline.py", "test_token_gate_matrix.py", "test_gates.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in GROUPED:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))

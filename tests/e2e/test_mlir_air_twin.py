@@ -2,10 +2,10 @@
 --stand-in emulated` -> `advance` takes the tiny Llama from Phase 0 to deployed, every phase's evidence coming
 from the twin's own make targets and report files (real make, real subprocesses, real flock).
 
-It runs twice from one Phase 1 (the kernels, which no verify runner touches): once with the stand-in's own
-verify runner and once with a schema-only one (tests/e2e/schema_only_verify.py) that writes only what
-mlir-air's report schema holds, as a real checkout's runner does, so a gate that needs evidence mlir-air does
-not produce fails here."""
+It runs twice from one Phase 1 (the kernels, which no verify runner touches): with a schema-only verify runner
+(tests/e2e/schema_only_verify.py) that writes only what mlir-air's report schema holds, as a real checkout's
+runner does, to deployed, so a gate that needs evidence mlir-air does not produce fails here; and with the
+stand-in's own runner through Phase 3, the phases that read the one key it adds (UNTIL below)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,14 @@ def _report_keys_are_mlir_airs(path: str) -> None:
         assert set(row) == keys["layer_row"]
 
 
+# How far each variant goes. The two runners write the same reports but for one extension key on the stand-in's
+# per-layer rows (`npu_ledger.cosine`, the whole-tensor cosine), which the tool reads only where it parses a
+# diagnosis report: Phase 2's block and Phase 3's per-layer diagnosis (kernels/backends/mlir_air.py, `cosine_source`).
+# The stand-in's runner is taken through those phases; the schema-only runner, which writes what a real checkout
+# writes, takes the deployment to the end (Phases 4-7 read nothing the stand-in's runner adds).
+UNTIL = {"stand-in": 3, "schema-only": 7}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("verify_runner", ["stand-in", "schema-only"])
 def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(through_phase1, verify_runner, tmp_path,
@@ -62,12 +70,14 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
         schema_only_verify.install(twin)
     monkeypatch.setenv("MLIR_AIR_DIR", str(twin))
     monkeypatch.setenv("LEDGER_NPU_LOCK", str(root / "npu.lock"))
-    proc = ledger(ws, "advance", "tiny", timeout=1500)
+    until = UNTIL[verify_runner]
+    proc = ledger(ws, "advance", "tiny", *(["--until", str(until)] if until < 7 else []), timeout=1500)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     status = ledger_json(ws, "status", "tiny")
-    assert status["status"] == "deployed" and status["phases_passed"] == list(range(8))
-    assert status["evaluation"] == "PASS"
+    assert status["phases_passed"] == list(range(until + 1))
+    if until == 7:
+        assert status["status"] == "deployed" and status["evaluation"] == "PASS"
     events = ledger_json(ws, "log", "--stream", "deployment:tiny")
     commit = subprocess.run(["git", "-C", str(twin), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     model_dir = twin / "programming_examples" / "llms" / "tiny"
@@ -113,12 +123,14 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     prompt_file = (twin / "programming_examples/llms/verify/prompts/instruct.txt").read_text().splitlines()
     phase3 = [g for g in gates if g["context"] == "phase3"]
     assert [g["prompt"] for g in phase3] == [x for x in prompt_file if x and not x.startswith("#")][:2]
+    assert not [e for e in events if e["type"] == "PhaseFailed"]
+    if until < 7:
+        return
     tried = [e["payload"] for e in events if e["type"] == "OptimizationTried"]
     assert {t["phase"] for t in tried if t["outcome"] == "applied"} == {4, 5}
     # on hardware a switch is another program: every trial keeps its own `make verify` re-run
     assert all(t["gate_context"] == f"phase{t['phase']}:{t['optimisation']}" for t in tried)
     assert not [e for e in events if e["type"] == "TokenGateChecked" and e["payload"]["context"].endswith(":final")]
-    assert not [e for e in events if e["type"] == "PhaseFailed"]
     # the evaluator re-ran the kernel sample through the harnesses and the token gate through make verify
     evaluation = next(e["payload"] for e in events if e["type"] == "EvaluationRecorded")
     assert evaluation["remeasured"]["kernel_sample"][1:] and all(r["agrees"] for r in evaluation["remeasured"]["kernel_sample"][1:])
