@@ -113,3 +113,28 @@ class TerminalProgress:
         if self._open_bar:
             print(file=self.stream, flush=True)
             self._open_bar = False
+
+
+PROGRESS_PREFIX = "npu-ledger-progress: "  # a child process's progress line on its stderr (ProgressLines)
+
+
+class ProgressLines:
+    """Progress of a child process for its parent: each message as one `PROGRESS_PREFIX` line on stderr, which
+    the parent (`relay_progress`) hands to its own progress (the terminal's bars, an MCP client's notifications)."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+
+    def __call__(self, message: str) -> None:
+        print(PROGRESS_PREFIX + " ".join(str(message).splitlines()), file=self.stream, flush=True)
+
+
+def relay_progress(lines, progress, passthrough: TextIO = sys.stderr) -> None:
+    """Read a child's stderr `lines` to the end: its ProgressLines messages go to `progress`, every other line
+    (logs, warnings) to `passthrough` unchanged."""
+    for line in lines:
+        if line.startswith(PROGRESS_PREFIX):
+            progress(line[len(PROGRESS_PREFIX):].rstrip("\n"))
+        else:
+            passthrough.write(line)
+            passthrough.flush()

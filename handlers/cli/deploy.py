@@ -14,7 +14,7 @@ from handlers.cli.common import refresh_projections
 from handlers.gates import GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
-from handlers.narrate import TerminalProgress, describe
+from handlers.narrate import ProgressLines, TerminalProgress, describe
 from handlers.planning import deployment_plan
 from handlers.queries import TargetError, model_target
 from handlers.uow import DeploymentUnit
@@ -211,7 +211,7 @@ def evaluate_cmd(app: App, name: str, against: str | None) -> None:
     die_with_parent()
     app.read_only = True
     state = DeploymentUnit(app.ledger, name).state
-    ctx = GateRun(state=state, workspace=app.workspace, ledger=app.ledger, progress=TerminalProgress())
+    ctx = GateRun(state=state, workspace=app.workspace, ledger=app.ledger, progress=ProgressLines())  # to the parent
     rerun, evaluation = evaluate(ctx, against, app.checkpoint_record)
     click.echo(dumps({"rerun": [g.to_payload() for g in rerun], "evaluation": evaluation.to_payload()}))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections import Counter
 
 from handlers.evaluator import audit, remeasure
@@ -14,6 +15,7 @@ from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import declared_options, model_backend
 from handlers.lifeline import child_env
+from handlers.narrate import relay_progress
 from handlers.planning import recorded_sources
 from handlers.evaluator.remeasure import phase1_rows
 from kernels.model.architecture import load_raw_config, resolve
@@ -148,10 +150,18 @@ def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[lis
     threads.pop(None, None)
     if threads:  # pin the BLAS thread count the Phase 1 rows were measured at (fp32 accumulation order)
         env.update({var: str(threads.most_common(1)[0][0]) for var in BLAS_THREAD_VARS})
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, cwd=str(ctx.workspace), env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the independent evaluator exited with status {proc.returncode}")
-    out = loads(proc.stdout)
+    # its progress comes back on its stderr (ProgressLines) and goes to this run's progress: the terminal's bars,
+    # or an MCP client's notifications; read on a thread so a long stdout never blocks on a full stderr pipe
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ctx.workspace),
+                            env=env)
+    relay = threading.Thread(target=relay_progress, args=(proc.stderr, ctx.progress), daemon=True)
+    relay.start()
+    stdout = proc.stdout.read()
+    returncode = proc.wait()
+    relay.join()
+    if returncode != 0:
+        raise RuntimeError(f"the independent evaluator exited with status {returncode}")
+    out = loads(stdout)
     return [TokenGateChecked(**p) for p in out["rerun"]], EvaluationRecorded(**out["evaluation"])
 
 

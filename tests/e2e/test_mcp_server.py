@@ -96,7 +96,11 @@ def test_an_agent_plans_predicts_advances_through_the_gates_to_deployed_with_pro
     # the audit (Phase 7) passes and is recorded; status says deployed, as the CLI's; the report is the projection's
     audit = out["audit"].structured_content
     assert audit["verdict"] in ("PASS", "PASS-with-warnings") and audit["recorded"] and audit["status"] == "deployed"
-    assert "phase 7 (independent evaluation), attempt 1" in [m for _, m in progress["audit"]]
+    audit_messages = [m for _, m in progress["audit"]]
+    assert "phase 7 (independent evaluation), attempt 1" in audit_messages
+    # the evaluator's own progress, from its fresh process (relayed from its stderr): a message per step and per row
+    assert any(m.startswith("verifying the hash chain and replaying") for m in audit_messages), audit_messages
+    assert any("re-measuring Phase 1 row seq" in m for m in audit_messages), audit_messages
     assert out["status"].structured_content == ledger_json(ws, "status", "tiny")
     assert out["status"].structured_content["status"] == "deployed"
     assert out["report"] == (ws / "llms" / "tiny" / "docs" / "evaluation_report.md").read_text(encoding="utf-8")
