@@ -68,8 +68,12 @@ def test_the_later_kernels_are_imported_row_by_row_with_their_config_sweep(tmp_p
     assert all(p["measured_at"] == "unknown" for p in events if p["kernel"] not in ("gemm",))
     assert import_registry_accounted(lg, kernel_registry).added == 0
     data = fold_registry(lg.read_all())
-    files = render_all_markdown(data)  # the later kernels get pages of their own, nothing crashes
-    assert any("conv1d" in name.lower() for name in files) or "conv1d" in files["supported_kernels.md"].decode()
+    files = render_all_markdown(data)  # the later kernels' rows are rendered back in their own tables' columns
+    page = files["details/conv1d_bf16.md"].decode()
+    assert "| pad | seq×C | mean_rel_L1 | verdict |" in page and "| 8×2, 4×2 | 16 | — | TIMEOUT | — |" in page
+    assert "| hx×hy | tile_s | L1 | verdict | latency |" in page
+    assert "| 2097152 | 1024×2048 | 151 µs | 83.3 GB/s | 2.745e-3 | ✅ correctness |" in (
+        files["details/eltwise_mul_bf16.md"].decode())
 
 
 def test_a_table_with_an_unknown_header_is_never_lost_silently(tmp_path, kernel_registry):
