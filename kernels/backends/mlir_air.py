@@ -112,7 +112,7 @@ class MlirAirBackend:
         on = ",".join(k for k, v in sorted(self._switches.items()) if v)
         # a scaffolded Makefile names no path of this machine: the interpreter, checkout and model come from here
         here = {"PYTHON": sys.executable, "NPU_LEDGER": str(ROOT), "NPU_LEDGER_MODEL": str(self.model_path)}
-        return {**here, "NPU_LEDGER_SWITCHES": on, "NPU_LEDGER_FAULTS": ",".join(sorted(self._faults)), **extra}
+        return {"NPU_LEDGER_SWITCHES": on, "NPU_LEDGER_FAULTS": ",".join(sorted(self._faults)), **here, **extra}
 
     def _provenance(self, command: str, prov: dict, report_path: str | None, transcript: str) -> dict[str, Any]:
         return {"command": command, "report_path": report_path or "",
