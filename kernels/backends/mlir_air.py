@@ -110,8 +110,11 @@ class MlirAirBackend:
 
     def _make_vars(self, **extra) -> dict[str, Any]:
         on = ",".join(k for k, v in sorted(self._switches.items()) if v)
-        # a scaffolded Makefile names no path of this machine: the interpreter, checkout and model come from here
-        here = {"PYTHON": sys.executable, "NPU_LEDGER": str(ROOT), "NPU_LEDGER_MODEL": str(self.model_path)}
+        # a scaffolded Makefile names no path of this machine: the checkout and model come from here, and for a
+        # stand-in model directory (its scripts are npu-ledger's) the interpreter too; a real one keeps its PYTHON
+        here = {"NPU_LEDGER": str(ROOT), "NPU_LEDGER_MODEL": str(self.model_path)}
+        if (Path(self.model_dir) / "stand_in.json").is_file():
+            here = {"PYTHON": sys.executable, **here}
         return {"NPU_LEDGER_SWITCHES": on, "NPU_LEDGER_FAULTS": ",".join(sorted(self._faults)), **here, **extra}
 
     def _provenance(self, command: str, prov: dict, report_path: str | None, transcript: str) -> dict[str, Any]:
