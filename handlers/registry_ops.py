@@ -1,8 +1,11 @@
 """Registry handlers: import mlir-air registry files into the ledger, write or check the projections.
 
-`import_registry(ledger, dir)` appends the `KernelVerified` events of every `*.json` in `dir` (sorted by
-name) to the `registry:import` stream and returns how many were new: ids are deterministic, so ids the
-ledger already holds are left out and a second import of the same files appends nothing.
+`import_registry_accounted(ledger, dir, allow_skip)` appends the `KernelVerified` events of every `*.json` in
+`dir` (sorted by name) and of every tested-shapes table (registry.importer_scan) to the `registry:import`
+stream and returns how many were new plus one account per table (rows read, imported, duplicate, skipped with
+why); with a skipped row and no `allow_skip` it appends nothing and raises `SkippedRows`. Ids are
+deterministic, so ids the ledger already holds are left out and a second import appends nothing.
+`import_registry(ledger, dir)` is that with skips allowed, returning the count.
 
 `build_projections(events, out_dir, check=False)` writes `project_all(events)` under `out_dir` (creating
 directories; a file is rewritten only when its bytes changed; a write that fails leaves no temporary file),
@@ -18,6 +21,7 @@ and the link is left as it is for a person to remove.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -28,7 +32,7 @@ from typing import Sequence
 from ledger.events import NewEvent
 from ledger.record import RecordedEvent
 from registry.importer import IMPORT_STREAM, events_from_upstream
-from registry.importer_tables import events_from_markdown
+from registry.importer_scan import TableAccount, read_markdown
 from registry.model_docs import model_dir_name
 from registry.projections import deployments, project_all
 
@@ -93,27 +97,69 @@ def _clashes(events) -> list[str]:
             + ", ".join(repr(n) for n in names) for names in by_folder.values() if len(names) > 1]
 
 
-def import_registry(ledger, directory: str | Path) -> int:
-    """Import an mlir-air registry: its `kernel_registry/` folder as it is (details/*.json for GEMM, and the
-    tested-shapes markdown tables of the eight kernels without JSON, registry.importer_tables), or a folder of
-    registry JSON files (details/ itself). Returns the number of events added (idempotent)."""
+@dataclass(frozen=True)
+class ImportResult:
+    added: int  # events new to the ledger
+    accounts: tuple[TableAccount, ...]  # one per table read (markdown tables, and one per GEMM JSON file)
+
+    @property
+    def skipped(self) -> int:
+        return sum(len(a.skipped) for a in self.accounts)
+
+
+def import_registry_accounted(ledger, directory: str | Path, allow_skip: bool = False) -> ImportResult:
+    """Import an mlir-air registry: its `kernel_registry/` folder as it is (details/*.json for GEMM, and every
+    tested-shapes markdown table, registry.importer_scan), or a folder of registry JSON files (details/ itself).
+    Every row read is accounted for; when any was skipped and not `allow_skip`, nothing is appended and
+    `SkippedRows` (carrying the accounts) is raised. Idempotent: a second import adds nothing."""
     directory = Path(directory)
     details = directory / "details" if (directory / "details").is_dir() else directory
     root = directory if details != directory else None  # given details/ itself: its JSON only, as before
     files = sorted(p for p in details.glob("*.json") if p.is_file())
-    markdown = events_from_markdown(root) if root is not None else []
-    if not files and not markdown:
+    from_json, accounts = [], []
+    for path in files:
+        pairs = events_from_upstream(path)
+        from_json += pairs
+        accounts.append(TableAccount(kernel="gemm", file=path.relative_to(directory).as_posix(), header="(JSON)",
+                                     read=sum(len(s.get("methods") or {}) for s in _json_shapes(path)),
+                                     imported=len(pairs)))
+    gemm = {("f32" if e.contract == "f32-out" else "bf16", *e.shape.values()) for _, e in from_json}
+    markdown, md_accounts = read_markdown(root, gemm) if root is not None else ([], [])
+    accounts += md_accounts
+    if not files and not markdown and not any(a.read for a in md_accounts):
         raise FileNotFoundError(f"no registry JSON files (*.json) or tested-shapes tables in {directory}")
+    result = ImportResult(added=0, accounts=tuple(accounts))
+    if result.skipped and not allow_skip:
+        raise SkippedRows(result)
     existing = {e.event_id for e in ledger.read_stream(IMPORT_STREAM)}
     new: list[NewEvent] = []
-    candidates = [pair for path in files for pair in events_from_upstream(path)] + markdown
-    for event_id, event in candidates:
+    for event_id, event in from_json + markdown:
         if event_id not in existing:
             existing.add(event_id)
             new.append(NewEvent(event=event, event_id=event_id))
     if new:
         ledger.append(IMPORT_STREAM, ledger.stream_version(IMPORT_STREAM), new)
-    return len(new)
+    return ImportResult(added=len(new), accounts=tuple(accounts))
+
+
+class SkippedRows(ValueError):
+    """Rows were read that could not be imported; nothing was appended (`result.accounts` says which and why)."""
+
+    def __init__(self, result: ImportResult) -> None:
+        tables = [f"{a.file} ({a.kernel}: {len(a.skipped)} of {a.read})" for a in result.accounts if a.skipped]
+        super().__init__(f"{result.skipped} row(s) not imported, in {', '.join(tables)}; nothing was imported "
+                         "(--allow-skip imports the rest)")
+        self.result = result
+
+
+def _json_shapes(path: Path) -> list[dict]:
+    doc = json.loads(path.read_bytes())
+    return [s for s in doc.get("shapes") or [] if isinstance(s, dict)]
+
+
+def import_registry(ledger, directory: str | Path) -> int:
+    """`import_registry_accounted` with skipped rows allowed: the number of events added."""
+    return import_registry_accounted(ledger, directory, allow_skip=True).added
 
 
 def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, check: bool = False) -> BuildResult:

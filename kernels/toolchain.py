@@ -11,6 +11,8 @@ PerformanceMeasured (`toolchain`) records it.
   mlir_air_commit, aie_opt, air_opt, xrt_smi, peano
                       on an NPU2 machine: the mlir-air checkout's commit and the versions found
                       (kernels.mlir_air.lock.probe_toolchain; peano's clang from PEANO_INSTALL_DIR)
+  mlir_air_contract   the mlir-air contract version the checkout was read by (kernels.mlir_air.contract);
+                      absent on rows recorded before it existed
   standin_fault       only on rows of a declared stand-in fault (kernels.numerics.executors.standin): never on real rows
 
 `toolchain_label` renders one as a short, stable text (the history projection's x axis);
@@ -29,7 +31,8 @@ from kernels.mlir_air.lock import first_output_line, probe_toolchain
 from kernels.perf import PERF_MODEL_VERSION
 
 # the keys that identify a toolchain, in the order labels show them
-KEYS = ("npu_ledger", "executor", "emulated_numerics", "perf_model", "torch", "mlir_air_commit", "aie_opt",
+KEYS = ("npu_ledger", "executor", "emulated_numerics", "perf_model", "torch", "mlir_air_commit", "mlir_air_contract",
+        "aie_opt",
         "air_opt", "xrt_smi", "peano", "standin_fault")
 
 

@@ -1,26 +1,18 @@
 """Read mlir-air's tested-shapes markdown tables into `KernelVerified` events (the JSON importer's sibling).
 
 * `parse_tables(text)`: every markdown table of a page, as (header, rows of cells, header line, end line).
-* `events_from_markdown(folder)`: the eight kernels without a JSON file (GEMV, RMSNorm, LayerNorm, RoPE,
-  FlashAttention, EltwiseAdd, SiLU_Mul, GELU), one imported `KernelVerified` per tested-shapes row with its
-  status (`⚠️` rows carry caveat `upstream-warning` and keep the text). The tables' headers are
-  `registry.mlir_air_tables`'s.
+* `row_fields(key, header, cells)`: the shape, tile and figures of one row of the eight kernels without a JSON
+  file (GEMV, RMSNorm, LayerNorm, RoPE, FlashAttention, EltwiseAdd, SiLU_Mul, GELU; headers are
+  `registry.mlir_air_tables`'s), `later_fields(...)` those of the kernels mlir-air added after e972f29
+  (Conv1D, Element-wise Multiply: `mlir_air_tables.LATER`). Turning rows into events, and accounting for every
+  row read, is `registry.importer_scan`.
 * `shape_of_cells` / `gemm_shape`: the shape a row is about (what `handlers.registry_merge` compares).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-import uuid
-from pathlib import Path
 from typing import Any
-
-from kernels.numerics.catalog import get_spec
-from kernels.perf.evidence import EvidenceError, check_measurement
-from kernels.thresholds import kernel_tolerance
-from ledger.events import KernelVerified
-from registry.mlir_air_tables import DETAILS, INDEX, NO_JSON, PAGE_OF
 
 
 def _split(line: str) -> list[str]:
@@ -141,66 +133,43 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
     return f
 
 
-NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/Xilinx/mlir-air/kernel_registry/markdown")
+_HERD = re.compile(r"(\d+)\s*[×x]\s*(\d+)")
 
 
-def events_from_markdown(folder: str | Path) -> list[tuple[str, Any]]:
-    """Imported `KernelVerified` events from the tested-shapes tables of the eight kernels without a JSON file
-    (details pages first, then supported_kernels.md rows the details page lacks). Each row is validated like a
-    harness transcript (kernels.perf.evidence, without an element count); a row that fails validation is skipped and
-    named in the returned event's absence (`skipped_rows` gives them)."""
-    folder = Path(folder)
-    out: list[tuple[str, Any]] = []
-    seen: set[tuple[str, tuple]] = set()
-    skipped.clear()
-    sources = [(key, folder / "details" / f"{PAGE_OF[key]}.md", {h for _, h in DETAILS[key]}) for key in NO_JSON]
-    sources += [(key, folder / "supported_kernels.md", {INDEX[key]}) for key in NO_JSON]
-    for key, path, headers in sources:
-        if not path.is_file():
-            continue
-        data = path.read_bytes()
-        sha = hashlib.sha256(data).hexdigest()
-        for header, rows, _, _ in parse_tables(data.decode("utf-8")):
-            if header not in headers:
-                continue
-            for cells in rows:
-                f = row_fields(key, header, cells)
-                if f is None:
-                    skipped.append(f"{path.name}: {' | '.join(cells)}")
-                    continue
-                ident = (key, tuple(sorted(f["shape"].items())))
-                if ident in seen:
-                    continue
-                kernel = get_spec(key).name
-                contract = get_spec(key).default_contract
-                rtol, atol = kernel_tolerance(kernel, contract)
-                verdict, caveat = status_of(f["status"])
-                try:
-                    check_measurement(kernel, f["shape"], contract, verdict=verdict, rtol=rtol, atol=atol,
-                                      mean_rel_L1=f["mean_rel_L1"], max_abs=f["max_abs"], max_rel=f["max_rel"],
-                                      latency_us=f["latency_us"], gflops=f["gflops"] if "gflops" in f else None,
-                                      require_count=False)
-                except EvidenceError as e:
-                    skipped.append(f"{path.name}: {' | '.join(cells)} ({e})")
-                    continue
-                seen.add(ident)
-                herd = [f["tile"].get("herd_m") or f["tile"].get("herd_x"), f["tile"].get("herd_y", 1)] \
-                    if (f["tile"].get("herd_m") or f["tile"].get("herd_x")) else None
-                event = KernelVerified(
-                    kernel=kernel, shape=f["shape"], contract=contract, executor="mlir-air", verdict=verdict,
-                    rtol=rtol, atol=atol, mean_rel_L1=f["mean_rel_L1"], max_abs=f["max_abs"], max_rel=f["max_rel"],
-                    latency_us=f["latency_us"], gflops=f.get("gflops"), tile=f["tile"], herd=herd,
-                    source="imported", role=f["used_by"], caveat=caveat, measured_at="2026-06",
-                    provenance={"file": path.name, "sha256": sha, "table": " | ".join(header),
-                                "row": " | ".join(cells), "status_text": f["status"]},
-                    note=f["status"] if caveat else "",
-                )
-                eid = str(uuid.uuid5(NAMESPACE, f"{sha}|{key}|{ident[1]}"))
-                out.append((eid, event))
-    return out
-
-
-skipped: list[str] = []  # rows of the last events_from_markdown call that could not be imported, and why
+def later_fields(key: str, name: str, header: tuple[str, ...], cells: list[str],
+                 heading: str) -> list[dict[str, Any]] | None:
+    """The configurations one row of a `mlir_air_tables.LATER` table holds (a Conv1D placement row may list two
+    herds, `8×4, 2×4`), each {shape, tile, verdict, status, mean_rel_L1, latency_us}; None: not such a row.
+    Placement-sweep rows take their shape from the section heading (`... seq=2048, C=2048)`)."""
+    c = dict(zip(header, cells))
+    try:
+        if key == "conv1d" and name == "pad":
+            seq, ch = ints(c["seq×C"])[:2]
+            pad = "nonzero" if "nonzero" in c["pad"] else "zero" if "zero" in c["pad"] else None
+            if pad is None:
+                return None
+            verdict = status_of(c["verdict"])[0] if c["verdict"].startswith(("✅", "❌", "⚠")) else None
+            return [{"shape": {"seq": seq, "C": ch}, "tile": {"pad": pad}, "verdict": verdict or "PASS",
+                     "status": c["verdict"], "mean_rel_L1": _first_number(c["mean_rel_L1"]), "latency_us": None}]
+        if key == "conv1d" and name == "placement":
+            m = re.search(r"seq\s*=\s*(\d+)\s*,\s*C\s*=\s*(\d+)", heading)
+            herds = _HERD.findall(c["hx×hy"])
+            if m is None or not herds:
+                return None
+            text = c["verdict"].replace("*", "").strip()
+            return [{"shape": {"seq": int(m[1]), "C": int(m[2])},
+                     "tile": {"herd_x": int(hx), "herd_y": int(hy), "tile_s": ints(c["tile_s"])[0]},
+                     "verdict": "PASS" if text == "PASS" else "FAIL", "status": c["verdict"], "mean_rel_L1": None,
+                     "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}
+                    for hx, hy in herds]
+        if key == "eltwise_mul":
+            verdict, _ = status_of(c["Status"])
+            return [{"shape": {"N": ints(c["N"])[0]}, "tile": {}, "verdict": verdict, "status": c["Status"],
+                     "mean_rel_L1": _first_number(c["mean_rel_L1"]),
+                     "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}]
+    except (KeyError, IndexError, ValueError):
+        return None
+    return None
 
 
 def shape_of_cells(key: str, header: tuple[str, ...], cells: list[str]) -> tuple | None:

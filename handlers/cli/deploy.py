@@ -11,13 +11,14 @@ import click
 from handlers import deploy, results
 from handlers.bootstrap import App
 from handlers.cli.common import refresh_projections
+from handlers.doctor import advance_refusal
 from handlers.gates import GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, describe
 from handlers.planning import deployment_plan
 from handlers.queries import TargetError, model_target
-from handlers.uow import DeploymentUnit
+from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
@@ -62,6 +63,9 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, ex
 def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len: int | None, distribute: bool,
                 wait_s: float | None, as_json: bool) -> None:
     """Run the next phase gate(s) of NAME, as far as the gates go or up to --until."""
+    refusal = advance_refusal(app.ledger, name)  # before any attempt is opened: no usable mlir-air checkout
+    if refusal:
+        raise DeploymentError(refusal)
     progress = (lambda m: None) if as_json else TerminalProgress()
     options = {"full": full, "prefill_len": prefill_len}
     try:

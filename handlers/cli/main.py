@@ -159,6 +159,7 @@ def db_setup_cmd(app: App, owner: str, app_role: str) -> None:
 # tool can follow it). Imported after `cli` exists; the modules do not import this one.
 from handlers.cli import agents as _agent_commands  # noqa: E402
 from handlers.cli import deploy as _deploy_commands  # noqa: E402
+from handlers.cli import doctor as _doctor_commands  # noqa: E402
 from handlers.cli import kernels as _kernel_commands  # noqa: E402
 from handlers.cli import measure as _measure_commands  # noqa: E402
 from handlers.cli import mlir_air as _mlir_air_commands  # noqa: E402
@@ -168,7 +169,7 @@ from handlers.cli import triage as _triage_commands  # noqa: E402
 from handlers.cli import workers as _worker_commands  # noqa: E402
 
 for _module in (_deploy_commands, _measure_commands, _kernel_commands, _triage_commands, _registry_commands,
-                _predict_commands, _worker_commands, _mlir_air_commands, _agent_commands):
+                _predict_commands, _worker_commands, _mlir_air_commands, _agent_commands, _doctor_commands):
     for _command in _module.commands:
         cli.add_command(_command)
 

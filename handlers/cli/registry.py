@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from handlers.registry_merge import merge_into_mlir_air
-from handlers.registry_ops import build_projections, import_registry, link_message
+from handlers.registry_ops import SkippedRows, build_projections, import_registry_accounted, link_message
 from handlers.results import registry_row_json
 from registry.catalog import canonical_kernel
 from registry.lookup import gemm_config, kernel_rows
@@ -128,15 +128,38 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json
 
 @registry.command("import")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--allow-skip", is_flag=True, help="import what can be imported even when some rows cannot")
+@click.option("--json", "as_json", is_flag=True, help="print the per-table accounts as JSON")
 @click.pass_context
-def import_cmd(ctx, directory) -> None:
-    """Import an mlir-air kernel_registry/ folder as it is (details/*.json and the tested-shapes tables of the
-    kernels without JSON, each row's status kept), or a details/ folder of JSON files (idempotent)."""
+def import_cmd(ctx, directory, allow_skip, as_json) -> None:
+    """Import an mlir-air kernel_registry/ folder as it is (details/*.json and every tested-shapes table, each
+    row's status kept), or a details/ folder of JSON files (idempotent). Prints one line per table: rows read,
+    imported, duplicate (a shape another table gave), skipped and why; exits 1 when a row was skipped and
+    --allow-skip is not given (then nothing is imported)."""
     try:
-        added = import_registry(_ledger(ctx), directory)
+        result = import_registry_accounted(_ledger(ctx), directory, allow_skip=allow_skip)
+    except SkippedRows as e:
+        _print_accounts(e.result.accounts, as_json, err=True)
+        raise click.ClickException(str(e)) from None
     except (ValueError, FileNotFoundError) as e:
         raise click.ClickException(str(e)) from e
-    click.echo(f"imported {added} new events into registry:import")
+    _print_accounts(result.accounts, as_json)
+    if not as_json:
+        click.echo(f"imported {result.added} new events into registry:import"
+                   + (f"; {result.skipped} row(s) skipped (--allow-skip)" if result.skipped else ""))
+
+
+def _print_accounts(accounts, as_json: bool, err: bool = False) -> None:
+    if as_json:
+        click.echo(json.dumps([a.as_json() for a in accounts], indent=2), err=err)
+        return
+    rows = [("kernel", "file", "read", "imported", "duplicate", "skipped", "why")]
+    rows += [(a.kernel, a.file, str(a.read), str(a.imported), str(a.duplicate), str(len(a.skipped)),
+              a.why + (f" [header: {a.header}]" if a.skipped and "no schema" in a.why else ""))
+             for a in accounts]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    for r in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[6], err=err)
 
 
 @registry.command("build")

@@ -38,6 +38,7 @@ import json
 import math
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,12 @@ class MlirAirBackend:
 
     def _make_vars(self, **extra) -> dict[str, Any]:
         on = ",".join(k for k, v in sorted(self._switches.items()) if v)
-        return {"NPU_LEDGER_SWITCHES": on, "NPU_LEDGER_FAULTS": ",".join(sorted(self._faults)), **extra}
+        # a scaffolded Makefile names no path of this machine: the checkout and model come from here, and for a
+        # stand-in model directory (its scripts are npu-ledger's) the interpreter too; a real one keeps its PYTHON
+        here = {"NPU_LEDGER": str(ROOT), "NPU_LEDGER_MODEL": str(self.model_path)}
+        if (Path(self.model_dir) / "stand_in.json").is_file():
+            here = {"PYTHON": sys.executable, **here}
+        return {"NPU_LEDGER_SWITCHES": on, "NPU_LEDGER_FAULTS": ",".join(sorted(self._faults)), **here, **extra}
 
     def _provenance(self, command: str, prov: dict, report_path: str | None, transcript: str) -> dict[str, Any]:
         return {"command": command, "report_path": report_path or "",
@@ -187,7 +193,7 @@ class MlirAirBackend:
         key = "verify_walk_full" if full else "verify_walk"
         if key not in self._cache:
             command, rc, text, prov = self.executor.run_model_target(
-                key, self.model_dir, make_vars=self._make_vars(NPU_LEDGER=str(ROOT)))
+                key, self.model_dir, make_vars=self._make_vars())
             path = report_path(text, self.model_dir)
             tail = (text.strip().splitlines() or [""])[-1][-200:]
             if path is None:

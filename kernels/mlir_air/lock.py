@@ -15,6 +15,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+from kernels.mlir_air.contract import CONTRACT_VERSION
 from kernels.mlir_air.table import HarnessError
 
 DEFAULT_LOCK_PATH = "/tmp/mlir-air-npu.lock"
@@ -106,6 +107,7 @@ def probe_toolchain(mlir_air_dir: str | None) -> dict[str, str | None]:
     """Best-effort toolchain versions; a tool that is missing or fails is recorded as None (absent)."""
     return {
         "mlir_air_commit": first_output_line(["git", "-C", mlir_air_dir, "rev-parse", "HEAD"]) if mlir_air_dir else None,
+        "mlir_air_contract": str(CONTRACT_VERSION),  # the formats the tool reads the checkout by (contract.toml)
         "aie_opt": first_output_line(["aie-opt", "--version"]),
         "air_opt": first_output_line(["air-opt", "--version"]),
         "xrt_smi": first_output_line(["xrt-smi", "--version"]),

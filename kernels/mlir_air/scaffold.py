@@ -10,8 +10,12 @@ per-layer ELF sequence of `kernels.perf.dispatch.dispatch_plan`), .gitignore.
 npu-ledger's own targets beside mlir-air's: `verify-walk` / `verify-walk-full` run npu-ledger's teacher-forced
 walk (`python -m kernels.mlir_air.walk`) on the runner the same adapter builds, against the same HF bf16
 reference and prompt files as `make verify` / `make verify-full` (2 prompts / all), and write
-`../verify/reports/teacher_forced_walk_<stamp>.json` beside mlir-air's report. NPU_LEDGER names the npu-ledger
-checkout put on PYTHONPATH (the tool passes its own; empty: npu-ledger is installed in $(PYTHON)'s env).
+`../verify/reports/teacher_forced_walk_<stamp>.json` beside mlir-air's report.
+
+What it writes is committable as it stands: no path of this machine. PYTHON (default python3), NPU_LEDGER (an
+npu-ledger checkout put on PYTHONPATH; empty: installed in $(PYTHON)'s env) and NPU_LEDGER_MODEL (the model
+folder `MODEL=local` stands for) come from the make command line or the environment; the tool passes its own
+interpreter, checkout and model folder on every make call (kernels.backends.mlir_air).
 
 The recipes are lock-free: npu-ledger holds the NPU lock (flock /tmp/mlir-air-npu.lock) around each make
 call, and the playbook template's inner `flock -x -w 1800 /tmp/mlir-air-npu.lock` inside a recipe would wait
@@ -31,10 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from pathlib import Path
-
-from kernels.mlir_air.checkout import ROOT
 
 MANIFEST = ".npu-ledger-scaffold.json"
 
@@ -48,24 +49,30 @@ def _sha(text: str) -> str:
 
 
 def _makefile(name: str, stand_in: bool) -> str:
-    python = sys.executable if stand_in else "python3"
-    root = f" {ROOT}" if stand_in else ""
     extra = ("# the stand-in's optimisation switches and test faults (comma-separated), exported to the scripts\n"
              "NPU_LEDGER_SWITCHES ?=\nNPU_LEDGER_FAULTS ?=\nexport NPU_LEDGER_SWITCHES NPU_LEDGER_FAULTS\n") if stand_in else ""
     inf = f"$(srcdir)/{name}_inference.py"
     return f"""# {name}: mlir-air model directory (npu-ledger scaffold; recipes as PE/llms/llama32_1b/Makefile:73-129).
 # No recipe takes the NPU lock: run targets under `flock -x -w 1800 /tmp/mlir-air-npu.lock make <target>`.
+# Nothing here names a path of one machine; three variables come from the command line or the environment
+# (npu-ledger passes all three on every make call it runs):
+#   PYTHON            the interpreter with the model's dependencies (default python3)
+#   NPU_LEDGER        an npu-ledger checkout to put on PYTHONPATH (empty: npu-ledger is installed in $(PYTHON))
+#   NPU_LEDGER_MODEL  the model folder (or Hugging Face id) MODEL=local stands for
 srcdir := $(shell dirname $(realpath $(firstword $(MAKEFILE_LIST))))
-PYTHON ?= {python}
+PYTHON ?= python3
+NPU_LEDGER ?=
+NPU_LEDGER_MODEL ?=
+export NPU_LEDGER_MODEL
 BUILD_DIR ?= build_peano
 N_TOKENS ?= 100
 PROMPT ?= What is the capital of France?
 MODEL ?= local
 VERIFY_RUNNER = $(srcdir)/../verify/verify_runner.py
 RUNNER_ADAPTER = {name}.verify_adapter
-# npu-ledger's teacher-forced walk (verify-walk): the npu-ledger checkout to import it from
-NPU_LEDGER ?={root}
-WALK = $(if $(NPU_LEDGER),PYTHONPATH=$(NPU_LEDGER)$${{PYTHONPATH:+:$$PYTHONPATH}}) $(PYTHON) -m kernels.mlir_air.walk --runner=$(RUNNER_ADAPTER) --llms-dir $(srcdir)/.. --model $(MODEL)
+RUN_PY = $(if $(NPU_LEDGER),PYTHONPATH=$(NPU_LEDGER)$${{PYTHONPATH:+:$$PYTHONPATH}}) $(PYTHON)
+# npu-ledger's teacher-forced walk (verify-walk), imported from NPU_LEDGER
+WALK = $(RUN_PY) -m kernels.mlir_air.walk --runner=$(RUNNER_ADAPTER) --llms-dir $(srcdir)/.. --model $(MODEL)
 {extra}
 .PHONY: help compile run profile all verify verify-full verify-walk verify-walk-full diagnosis clean
 help:
@@ -73,25 +80,25 @@ help:
 
 compile:
 \t@mkdir -p $(BUILD_DIR)
-\tcd $(BUILD_DIR) && $(PYTHON) {inf} --compile-only
+\tcd $(BUILD_DIR) && $(RUN_PY) {inf} --compile-only
 
 run:
 \t@mkdir -p $(BUILD_DIR)
-\tcd $(BUILD_DIR) && $(PYTHON) {inf} --run-only --n-tokens $(N_TOKENS) --prompt "$(PROMPT)" --model $(MODEL)
+\tcd $(BUILD_DIR) && $(RUN_PY) {inf} --run-only --n-tokens $(N_TOKENS) --prompt "$(PROMPT)" --model $(MODEL)
 
 profile:
 \t@mkdir -p $(BUILD_DIR)
-\tcd $(BUILD_DIR) && $(PYTHON) {inf} --run-only --n-tokens $(N_TOKENS) --prompt "$(PROMPT)" --model $(MODEL) --profile
+\tcd $(BUILD_DIR) && $(RUN_PY) {inf} --run-only --n-tokens $(N_TOKENS) --prompt "$(PROMPT)" --model $(MODEL) --profile
 
 all: compile profile
 
 verify:
 \t@mkdir -p $(BUILD_DIR)
-\tcd $(BUILD_DIR) && $(PYTHON) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts topk_token --model $(MODEL) --max-prompts 2
+\tcd $(BUILD_DIR) && $(RUN_PY) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts topk_token --model $(MODEL) --max-prompts 2
 
 verify-full:
 \t@mkdir -p $(BUILD_DIR)
-\tcd $(BUILD_DIR) && $(PYTHON) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts topk_token --model $(MODEL)
+\tcd $(BUILD_DIR) && $(RUN_PY) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts topk_token --model $(MODEL)
 
 verify-walk:
 \t@mkdir -p $(BUILD_DIR)
@@ -103,23 +110,31 @@ verify-walk-full:
 
 diagnosis:
 \t@mkdir -p $(BUILD_DIR)
-\tcd $(BUILD_DIR) && $(PYTHON) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts single --prompt "$(PROMPT)" --model $(MODEL)
+\tcd $(BUILD_DIR) && $(RUN_PY) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts single --prompt "$(PROMPT)" --model $(MODEL)
 
 clean:
 \trm -rf $(srcdir)/$(BUILD_DIR) $(srcdir)/*kernel_cache $(srcdir)/air_project $(srcdir)/../verify/reports
 """
 
 
-_PATH = "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\nif {root!r} not in sys.path:\n    sys.path.insert(0, {root!r})\n"
+# npu-ledger is imported from PYTHONPATH (the Makefile's NPU_LEDGER) or from $(PYTHON)'s environment, never from
+# a path written here
+_PATH = "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
+
+
+def _model_ref(model_path: str) -> str:
+    """What a written file may say about the model: a Hugging Face id or relative path as given, else the
+    folder's name (an absolute path is this machine's; NPU_LEDGER_MODEL gives it at run time)."""
+    return Path(model_path).name if Path(model_path).is_absolute() else model_path
 
 
 def _adapter(name: str, model_path: str, stand_in: bool) -> str:
     if stand_in:
         return f'''"""{name}: mlir-air verify adapter (verify_runner.py:265-338) over npu-ledger's emulated pipeline (stand-in)."""
-{_PATH.format(root=str(ROOT))}
+{_PATH}
 from kernels.mlir_air.twin import stand_in
 
-MODEL_CHOICES = {{"local": stand_in.settings(HERE)["model_path"]}}
+MODEL_CHOICES = {{"local": stand_in.settings(HERE)["model_path"]}}  # $NPU_LEDGER_MODEL, else stand_in.json
 DEFAULT_MODEL = "local"
 
 
@@ -139,9 +154,11 @@ def build_runner(model_name=None, config=None, max_seq=2048, tokenizer=None, npu
     return stand_in.build_runner(resolve_model(model_name or DEFAULT_MODEL))
 '''
     return f'''"""{name}: mlir-air verify adapter (verify_runner.py:265-338) over {name}_inference.py (the engineer's)."""
+import os
+
 import numpy as np
 
-MODEL_CHOICES = {{"local": {model_path!r}}}
+MODEL_CHOICES = {{"local": os.environ.get("NPU_LEDGER_MODEL") or {_model_ref(model_path)!r}}}
 DEFAULT_MODEL = "local"
 
 
@@ -183,7 +200,7 @@ def build_runner(model_name=None, config=None, max_seq=2048, tokenizer=None, npu
 def _inference(name: str, stand_in: bool) -> str:
     if stand_in:
         return (f'"""{name}: make run / make profile (npu-ledger stand-in: emulated tokens, modelled NPU2 figures)."""\n'
-                + _PATH.format(root=str(ROOT)) +
+                + _PATH +
                 "from kernels.mlir_air.twin.stand_in import main\n\n"
                 "if __name__ == \"__main__\":\n    sys.exit(main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
     return (f'"""{name}: production inference (the engineer writes it: setup(), run_npu_prefill, run_npu_decode_step,\n'
@@ -217,7 +234,10 @@ def _readme(name: str, stand_in: bool) -> str:
             "    make verify-walk  # npu-ledger's teacher-forced walk, same adapter, prompts and reference\n"
             "    make diagnosis    # per-layer ffn_out cosine on PROMPT\n"
             "    make run          # TTFT and tokens/s\n    make profile      # + per-ELF breakdown\n\n"
-            "Run each under `flock -x -w 1800 /tmp/mlir-air-npu.lock make <target>`; no recipe takes the lock.\n")
+            "Run each under `flock -x -w 1800 /tmp/mlir-air-npu.lock make <target>`; no recipe takes the lock.\n\n"
+            "No file here names a path of one machine. By hand, give what npu-ledger passes on each make call:\n\n"
+            "    make verify PYTHON=<python with the model's dependencies> NPU_LEDGER=<npu-ledger checkout, or empty "
+            "if installed> NPU_LEDGER_MODEL=<model folder or HF id>\n")
 
 
 def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand_in: str | None = None) -> dict:
@@ -242,7 +262,8 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
         "__init__.py": "",
     }
     if stand_in:
-        files["stand_in.json"] = json.dumps({"model_path": str(model_path), "stand_in": stand_in}, indent=1) + "\n"
+        files["stand_in.json"] = json.dumps({"model": _model_ref(str(model_path)), "stand_in": stand_in},
+                                            indent=1) + "\n"
     mpath = d / MANIFEST
     manifest = json.loads(mpath.read_text()) if mpath.is_file() else {}
     written, kept = [], []

@@ -11,10 +11,12 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from kernels.mlir_air.checkout import ROOT
 from kernels.mlir_air.output import TranscriptError
 from kernels.mlir_air.walk_report import parse_walk_output, report_path
 
@@ -27,7 +29,10 @@ def walked(tmp_path_factory, tiny_llama):
 
     twin = write_twin(tmp_path_factory.mktemp("walk") / "mlir-air")
     out = scaffold(twin, "tiny", str(tiny_llama), resolve(load_raw_config(tiny_llama)), stand_in="emulated")
-    proc = subprocess.run(["make", "-C", out["dir"], "verify-walk"], capture_output=True, text=True, timeout=900)
+    # the scaffold names no path of this machine: the interpreter, npu-ledger checkout and model are make variables
+    here = [f"PYTHON={sys.executable}", f"NPU_LEDGER={ROOT}", f"NPU_LEDGER_MODEL={tiny_llama}"]
+    proc = subprocess.run(["make", "-C", out["dir"], "verify-walk", *here], capture_output=True, text=True,
+                          timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     path = report_path(proc.stdout, out["dir"])
     return twin, proc.stdout, path, json.loads(Path(path).read_text())

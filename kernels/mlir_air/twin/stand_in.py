@@ -41,8 +41,12 @@ def faults_from_env() -> frozenset[str]:
 
 
 def settings(model_dir: str | Path) -> dict:
-    """What `ledger scaffold` recorded: the model folder the stand-in runs."""
-    return json.loads((Path(model_dir) / "stand_in.json").read_text())
+    """What `ledger scaffold` recorded, with `model_path`: the model folder the stand-in runs, from the environment
+    (NPU_LEDGER_MODEL, which the model Makefile exports and the tool passes) else the recorded `model` (a Hugging
+    Face id or a relative path; a scaffold writes no absolute path) or, from older scaffolds, `model_path`."""
+    recorded = json.loads((Path(model_dir) / "stand_in.json").read_text())
+    path = os.environ.get("NPU_LEDGER_MODEL") or recorded.get("model_path") or recorded.get("model", "")
+    return {**recorded, "model_path": path}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,74 @@
+"""The mlir-air contract check with the registry's part added: what `ledger doctor` and the advance preflight run.
+
+`doctor_checks()` is `kernels.mlir_air.contract`'s checks plus the tested-shapes table headers
+`registry.mlir_air_tables` reads and writes (supported_kernels.md and details/<page>.md at e972f29, the pages
+mlir-air had then; the later kernels' pages are optional import schemas, not part of the contract).
+`doctor(dir)` gives one `Finding` per check, then one `new` finding per tested-shapes table beyond the contract
+(`registry_news`: informative, never failing); `preflight(dir)` is None when `dir` can be run against, else one
+line saying why not; `advance_refusal(ledger, name)` is that check for `ledger advance` of an mlir-air
+deployment.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, Finding, check_checkout, table_checks, usable_checkout
+from handlers.uow import DeploymentUnit
+from registry.importer_scan import read_markdown
+from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
+from statemachine.phases import Status
+
+REGISTRY = "programming_examples/kernel_registry"
+
+
+def doctor_checks() -> list[Check]:
+    files: dict[str, list[tuple[str, ...]]] = {f"{REGISTRY}/supported_kernels.md": list(INDEX.values())}
+    for key, tables in DETAILS.items():
+        files[f"{REGISTRY}/details/{PAGE_OF[key]}.md"] = [header for _, header in tables]
+    return table_checks(files, at=f"{CONTRACT_COMMIT[:7]} (registry.mlir_air_tables: supported_kernels.md:41-334, "
+                                  "details/*.md:90-177)")
+
+
+def registry_news(directory: str | Path) -> list[Finding]:
+    """Tested-shapes tables the checkout's registry has beyond the contract (status `new`, never failing): those
+    of kernels mlir-air added later that the importer has a schema for (`LATER`), and those it has none for
+    (`ledger registry import` refuses their rows unless --allow-skip)."""
+    folder = Path(directory) / REGISTRY
+    if not folder.is_dir():
+        return []
+    out = []
+    for a in read_markdown(folder)[1]:
+        if a.kernel in LATER:
+            note = f"read by the importer's {a.kernel} schema ({LATER[a.kernel]['page']}.md at {LATER[a.kernel]['commit'][:7]})"
+        elif any("no schema" in s for s in a.skipped):
+            note = "no schema: `ledger registry import` refuses these rows (--allow-skip imports the rest)"
+        else:
+            continue
+        check = Check(what="a tested-shapes table beyond the contract", file=f"{REGISTRY}/{a.file}", at="",
+                      kind="new_table", items=(a.header,), twin="")
+        out.append(Finding(check, "new", (f"[{a.header}] {a.read} row(s): {note}",), read=a.file))
+    return out
+
+
+def doctor(directory: str | Path) -> list[Finding]:
+    return check_checkout(directory, doctor_checks()) + registry_news(directory)
+
+
+def preflight(directory: str | None) -> str | None:
+    return usable_checkout(directory, doctor_checks())
+
+
+def advance_refusal(ledger, name: str, mlir_air_dir: str | None = None) -> str | None:
+    """One line refusing `ledger advance NAME` before any attempt is opened, when NAME runs on the mlir-air
+    executor, has a phase to run, and `mlir_air_dir` (default $MLIR_AIR_DIR) is not a usable checkout; None
+    otherwise (an unknown name or a finished deployment is left to `advance` to report)."""
+    try:
+        state = DeploymentUnit(ledger, name).state
+    except Exception:  # noqa: BLE001 - advance itself reports an unknown or unreplayable deployment
+        return None
+    if state.executor != "mlir-air" or state.status in (Status.DEPLOYED, Status.REJECTED, Status.NEEDS_HUMAN_REVIEW):
+        return None
+    why = preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"))
+    return f"{name} runs on mlir-air and {why[0].lower() + why[1:]}; nothing was run" if why else None
