@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, Finding, check_checkout, table_checks, usable_checkout
+from handlers.gates.runtime import backend_class
 from handlers.uow import DeploymentUnit
+from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, Finding, check_checkout, table_checks, usable_checkout
 from registry.importer_scan import read_markdown
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
 from statemachine.phases import Status
@@ -62,13 +63,13 @@ def preflight(directory: str | None) -> str | None:
 
 def advance_refusal(ledger, name: str, mlir_air_dir: str | None = None) -> str | None:
     """One line refusing `ledger advance NAME` before any attempt is opened, when NAME runs on the mlir-air
-    executor, has a phase to run, and `mlir_air_dir` (default $MLIR_AIR_DIR) is not a usable checkout; None
+    executor (its backend is `hardware`: an mlir-air checkout's model directory), has a phase to run, and `mlir_air_dir` (default $MLIR_AIR_DIR) is not a usable checkout; None
     otherwise (an unknown name or a finished deployment is left to `advance` to report)."""
     try:
         state = DeploymentUnit(ledger, name).state
     except Exception:  # noqa: BLE001 - advance itself reports an unknown or unreplayable deployment
         return None
-    if state.executor != "mlir-air" or state.status in (Status.DEPLOYED, Status.REJECTED, Status.NEEDS_HUMAN_REVIEW):
+    if not backend_class(state).hardware or state.status in (Status.DEPLOYED, Status.REJECTED, Status.NEEDS_HUMAN_REVIEW):
         return None
     why = preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"))
     return f"{name} runs on mlir-air and {why[0].lower() + why[1:]}; nothing was run" if why else None
