@@ -16,10 +16,11 @@ from pathlib import Path
 
 from handlers.gates.runtime import backend_class
 from handlers.uow import DeploymentUnit
+from kernels.mlir_air.table import ENV_TABLE
 from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, Finding, check_checkout, table_checks, usable_checkout
 from registry.importer_scan import read_markdown
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
-from statemachine.phases import Status
+from statemachine.phases import Phase, Status
 
 REGISTRY = "programming_examples/kernel_registry"
 
@@ -71,5 +72,7 @@ def advance_refusal(ledger, name: str, mlir_air_dir: str | None = None) -> str |
         return None
     if not backend_class(state).hardware or state.status in (Status.DEPLOYED, Status.REJECTED, Status.NEEDS_HUMAN_REVIEW):
         return None
+    if os.environ.get(ENV_TABLE) and Phase.KERNELS not in state.passed:
+        return None  # Phase 1 runs the commands of the harness table given ($NPU_LEDGER_HARNESSES), not a checkout's
     why = preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"))
     return f"{name} runs on mlir-air and {why[0].lower() + why[1:]}; nothing was run" if why else None

@@ -100,7 +100,6 @@ def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
     identity, so a moved or copied workspace keeps them) is checked, and --against too: a ledger emptied,
     truncated or rewritten since then is not intact. An intact ledger whose checkpoint cannot be kept (a full
     disk, a read-only copy) exits 0 with a warning on stderr."""
-    from ledger.checkpoints import check_chain
 
     try:
         checkpoint = Checkpoint.parse(against) if against else None
@@ -141,7 +140,6 @@ def db_group() -> None:
 def db_setup_cmd(app: App, owner: str, app_role: str) -> None:
     """Run once by an administrator (a superuser) on a PostgreSQL ledger: create the events table if needed,
     give it and its trigger function to OWNER, grant APP SELECT and INSERT only (README: PostgreSQL roles)."""
-    from ledger.postgres import lift_warnings, setup
 
     if app.ledger.dialect != "postgresql":
         raise click.ClickException("`ledger db setup` is for a PostgreSQL ledger (--db postgresql+psycopg://...)")
@@ -167,6 +165,8 @@ from handlers.cli import predict as _predict_commands  # noqa: E402
 from handlers.cli import registry as _registry_commands  # noqa: E402
 from handlers.cli import triage as _triage_commands  # noqa: E402
 from handlers.cli import workers as _worker_commands  # noqa: E402
+from ledger.checkpoints import check_chain
+from ledger.postgres import lift_warnings, setup
 
 for _module in (_deploy_commands, _measure_commands, _kernel_commands, _triage_commands, _registry_commands,
                 _predict_commands, _worker_commands, _mlir_air_commands, _agent_commands, _doctor_commands):

@@ -29,6 +29,9 @@ from kernels.thresholds import (
 )
 from ledger import Checkpoint, Ledger
 from ledger.record import RecordedEvent
+from statemachine.checks import teacher_forced_problem
+from statemachine.fold import FoldError, fold
+from ledger.checkpoints import check_chain
 
 REQUIRED_EVIDENCE = {
     0: ("WeightsChecked", "ReferenceBaselineRecorded"),
@@ -145,7 +148,6 @@ def check_token_gate(rec: RecordedEvent) -> list[str]:
 def _teacher_forced(rec: RecordedEvent) -> list[str]:
     """A passed gate that recorded its teacher-forced walk must re-derive from the walk's numbers (ledgers
     from before the walk existed carry none and are judged on the first divergence alone)."""
-    from statemachine.checks import teacher_forced_problem
 
     if not rec.payload.get("tf_steps"):
         return []
@@ -197,7 +199,6 @@ def audit_stream(
     head_dim: int,
 ) -> list[Finding]:
     """Replay one deployment stream and re-derive every gate; pure (no I/O)."""
-    from statemachine.fold import FoldError, fold
 
     findings: list[Finding] = []
     try:
@@ -315,7 +316,6 @@ def chain_findings(ledger: Ledger, checkpoint: str | None, stream_seqs: set[int]
 
     A checkpoint the ledger no longer matches is a finding at the first seq of the range it bounds, naming the
     range and the checkpoint (which one, and where it is kept)."""
-    from ledger.checkpoints import check_chain
 
     report = check_chain(ledger, Checkpoint.parse(checkpoint) if checkpoint else None, record)
     findings = []

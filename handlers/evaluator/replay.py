@@ -33,6 +33,13 @@ from kernels.thresholds import (
 )
 from ledger.record import RecordedEvent
 from statemachine.state import DeploymentState
+from statemachine.fold import FoldError, apply
+from statemachine.gate import GateContext
+from statemachine.predicates import GATES
+from statemachine.phases import Phase
+from kernels.model.digest import changed_files, changed_numerics, invalidated_phases
+from kernels.perf.figures import npu2_prediction
+from kernels.model.config import ModelConfig
 
 SWITCH_NAMES = ("weight_residency", "fusion", "seq_first")  # kernels.model.pipeline.SWITCHES (no numpy here)
 # the optimisations Phases 4 (prefill) and 5 ("decode:") record: kernels.perf.dispatch.SWITCHES
@@ -42,7 +49,6 @@ OPTIMISATIONS = (*_DISPATCH, *(f"decode:{k}" for k in _DISPATCH))
 
 def replay_states(events: list[RecordedEvent]) -> list[DeploymentState | None]:
     """states[i] is the folded state just before events[i] (None before the first, or once unreplayable)."""
-    from statemachine.fold import FoldError, apply
 
     states: list[DeploymentState | None] = []
     state = None
@@ -65,9 +71,6 @@ def _named_seq(reason: str, default: int) -> int:
 
 def rejudge_attempts(events: list[RecordedEvent], states: list, planned: list[tuple[str, dict]] | None) -> list[Finding]:
     """The gate predicate of each passed phase, re-applied to all of its attempt's evidence."""
-    from statemachine.gate import GateContext
-    from statemachine.predicates import GATES
-    from statemachine.phases import Phase
 
     findings = []
     for rec, state in zip(events, states):
@@ -91,7 +94,6 @@ def rejudge_attempts(events: list[RecordedEvent], states: list, planned: list[tu
 
 def digest_findings(state: DeploymentState | None, events: list[RecordedEvent], now, error: str | None) -> list[Finding]:
     """`now` is `kernels.model.digest.ModelDigest` of the folder at audit time (None with `error`)."""
-    from kernels.model.digest import changed_files, changed_numerics, invalidated_phases
 
     if state is None:
         return []
@@ -139,8 +141,6 @@ def _close(a: Any, b: Any) -> bool:
 
 def _modelled(config: dict | None, switches: dict):
     """The NPU2 performance model's figure, recomputed from the config and the recorded switches."""
-    from kernels.perf.figures import npu2_prediction
-    from kernels.model.config import ModelConfig
 
     cfg = ModelConfig(**{k: v for k, v in (config or {}).items() if k in ModelConfig.__dataclass_fields__})
     return npu2_prediction(cfg, switches)
@@ -313,7 +313,6 @@ def gate_evidence_findings(events: list[RecordedEvent], states: list) -> list[Fi
     name none) must find them in its attempt, before it, passed and run with it; records of one re-run on the
     final switch set ("phase<N>:final") must also equal the passed Phase 3 records, prompt by prompt, in every
     number: that is the claim that the switches changed nothing, which is what lets them share one re-run."""
-    from statemachine.phases import Phase
 
     findings = []
     gates: dict[tuple, list[RecordedEvent]] = {}

@@ -36,10 +36,10 @@ from ledger.events import KernelVerified
 from statemachine.checks import atol_artifact
 from statemachine.gate import GateContext, kernel_key
 from statemachine.phases import Phase
+from handlers.planning import deployment_plan
 
 
 def run(ctx: GateRun) -> GateOutcome:
-    from handlers.planning import deployment_plan
 
     state = ctx.state
     rows, sources = deployment_plan(ctx.config, state.target, ctx.ledger)  # registry first, each row says its source

@@ -150,15 +150,18 @@ def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[lis
     threads.pop(None, None)
     if threads:  # pin the BLAS thread count the Phase 1 rows were measured at (fp32 accumulation order)
         env.update({var: str(threads.most_common(1)[0][0]) for var in BLAS_THREAD_VARS})
-    # its progress comes back on its stderr (ProgressLines) and goes to this run's progress: the terminal's bars,
-    # or an MCP client's notifications; read on a thread so a long stdout never blocks on a full stderr pipe
+    # its progress comes back on its stderr (ProgressLines) and goes to this run's progress (the terminal's bars, or
+    # an MCP client's notifications, which must be sent from this thread); its stdout, the evidence, is collected on
+    # a thread meanwhile, so neither pipe can fill while the other is read
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ctx.workspace),
                             env=env)
-    relay = threading.Thread(target=relay_progress, args=(proc.stderr, ctx.progress), daemon=True)
-    relay.start()
-    stdout = proc.stdout.read()
+    chunks: list[str] = []
+    reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    relay_progress(proc.stderr, ctx.progress)
     returncode = proc.wait()
-    relay.join()
+    reader.join()
+    stdout = "".join(chunks)
     if returncode != 0:
         raise RuntimeError(f"the independent evaluator exited with status {returncode}")
     out = loads(stdout)

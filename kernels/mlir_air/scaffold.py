@@ -36,6 +36,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from kernels.perf.dispatch import dispatch_plan
 
 MANIFEST = ".npu-ledger-scaffold.json"
 
@@ -210,7 +211,6 @@ def _inference(name: str, stand_in: bool) -> str:
 
 
 def _architecture(name: str, config) -> str:
-    from kernels.perf.dispatch import dispatch_plan
 
     p = dispatch_plan(config)
     lines = [f"# {name}: architecture", "", f"{p.n_layers} decoder layers; per layer, in dispatch order "

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from kernels.mlir_air.checkout import MARKER, ROOT, is_twin  # noqa: F401 (is_twin: part of the twin's API)
+from kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS
 
 # (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets)
 # Defaults and forwarding follow the cited mlir-air Makefiles at e972f29.
@@ -160,7 +161,6 @@ def _script(kind: str, root: Path) -> str:
 
 def write_twin(directory: str | Path) -> Path:
     """Write the twin into `directory` (created; an existing twin is rewritten, anything else refused)."""
-    from kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS
 
     root = Path(directory).expanduser().resolve()
     if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():

@@ -26,6 +26,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from kernels.numerics.catalog import get_spec
+from kernels.numerics.executors import make_executor
+from kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case
+from kernels.numerics.tiles import plan_tile
+from kernels.numerics.harness_inputs import precision_stats
+from kernels.numerics.tiles import TileRuleViolation
+from kernels.perf import modelled_kernel_figures
 
 FAULT_FILE = "twin-faults.txt"
 ENV_FAULTS = "NPU_LEDGER_TWIN_FAULTS"
@@ -236,10 +243,6 @@ def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, boo
 
 def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
     """(output, reference, out dtype, rtol, atol) of one emulated run at `shape` / `tile`."""
-    from kernels.numerics.catalog import get_spec
-    from kernels.numerics.executors import make_executor
-    from kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case
-    from kernels.numerics.tiles import plan_tile
 
     spec = get_spec(kernel)
     s = spec.normalize_shape(shape)
@@ -259,7 +262,6 @@ def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
 
 def report(out, ref, out_dtype: str, rtol: float, atol: float) -> int:
     """Print XRTRunner's `[precision]` line and check (xrt_runner.py:375-392, :433-469); 0 PASS, -1 failed."""
-    from kernels.numerics.harness_inputs import precision_stats
 
     st = precision_stats(out, ref, out_dtype)
     exp = np.asarray(ref, np.float32)
@@ -315,7 +317,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n  Kernel: avg={ms:.1f}ms  min={ms:.1f}ms  max={ms:.1f}ms")
         print(f"  Bandwidth: {data_mb / (ms / 1000) / 1000:.2f} GB/s")
         return 0
-    from kernels.numerics.tiles import TileRuleViolation
 
     try:
         out, ref, out_dtype, rtol, atol = compute(kernel, shape, contract, tile)
@@ -337,7 +338,6 @@ def main(argv: list[str] | None = None) -> int:
 def profile_main(argv: list[str] | None = None) -> int:
     """The C++ timers of `make profile` (GEMV test.cpp:200-214, FA test_elf_npu2.cpp:230-267, eltwise
     test.cpp:142-226), one modelled figure for every statistic: `profile KIND --m M --k K ...`."""
-    from kernels.perf import modelled_kernel_figures
 
     argv = list(sys.argv[1:] if argv is None else argv)
     kind = argv[0]

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from kernels.model.architecture import load_raw_config, resolve
+from kernels.backends.in_process import InProcessBackend
+from kernels.perf.figures import npu2_figures
 
 ENV_SWITCHES = "NPU_LEDGER_SWITCHES"
 ENV_FAULTS = "NPU_LEDGER_FAULTS"
@@ -62,7 +65,6 @@ class AdapterConfig:
 
 
 def build_config(model_path: str) -> AdapterConfig:
-    from kernels.model.architecture import load_raw_config, resolve
 
     c = resolve(load_raw_config(model_path))
     return AdapterConfig(c.n_layers, c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size)
@@ -74,8 +76,6 @@ class StandInRunner:
     name = "npu_ledger_emulated"
 
     def __init__(self, model_path: str) -> None:
-        from kernels.backends.in_process import InProcessBackend
-        from kernels.model.architecture import load_raw_config, resolve
 
         cfg = resolve(load_raw_config(model_path))
         self.backend = InProcessBackend(model_path, cfg, "emulated", "npu2", switches_from_env(), faults_from_env())
@@ -97,8 +97,6 @@ def build_runner(model_path: str) -> StandInRunner:
 
 
 def _figures(model_path: str) -> dict:
-    from kernels.model.architecture import load_raw_config, resolve
-    from kernels.perf.figures import npu2_figures
 
     cfg = resolve(load_raw_config(model_path))
     # the modelled NPU2 figures only (no pipeline built), under the env's switches

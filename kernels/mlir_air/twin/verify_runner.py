@@ -34,6 +34,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from kernels.model.compare import cosine, per_position_cosine
+from kernels.model.hf_reference import HfRunner
+from kernels.model.compare import token_gate
 
 GATE_N_TOKENS, GATE_K = 32, 5  # verify_runner.py:70-71
 
@@ -65,7 +68,6 @@ def _text(tok, ids) -> str:
 
 
 def _cos_stats(a: np.ndarray, b: np.ndarray) -> tuple[dict, dict, float]:
-    from kernels.model.compare import cosine, per_position_cosine
 
     pos = per_position_cosine(a, b)
     diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
@@ -127,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
           f"lite={lite}", flush=True)
     from transformers import AutoTokenizer
 
-    from kernels.model.hf_reference import HfRunner
 
     tok = AutoTokenizer.from_pretrained(model_name)
     config = adapter.build_config()
@@ -168,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n[verify] Report: {md_path}\n[verify] JSON:   {json_path}\n[verify] Summary: {summary}\n[verify] PASS")
         return 0
 
-    from kernels.model.compare import token_gate
 
     pfile = Path(a.prompts_file) if a.prompts_file else here / "prompts" / f"{a.prompt_style}.txt"
     prompts = read_prompts(pfile)
