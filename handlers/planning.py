@@ -27,16 +27,19 @@ from registry.lookup import PlanningRegistry
 ENV_MLIR_AIR = "MLIR_AIR_DIR"  # kernels.mlir_air.table.ENV_MLIR_AIR
 
 
-def planning_registry(ledger, mlir_air_dir: str | None = None) -> PlanningRegistry:
-    """The ledger's registry now, plus MLIR_AIR_DIR's kernel_registry/ (or `mlir_air_dir`) when set."""
-    events = [e for e in ledger.read_all() if e.type == "KernelVerified"]
+def planning_registry(ledger, mlir_air_dir: str | None = None, deployment: str | None = None) -> PlanningRegistry:
+    """The ledger's registry now, plus MLIR_AIR_DIR's kernel_registry/ (or `mlir_air_dir`) when set. Without the
+    rows of `deployment` itself: a deployment is planned from evidence other than its own Phase 1 (a retry of
+    Phase 1 plans what its first attempt planned, so the rows that attempt passed are carried, not re-run)."""
+    own = f"deployment:{deployment}" if deployment else None
+    events = [e for e in ledger.read_all() if e.type == "KernelVerified" and e.stream_id != own]
     return PlanningRegistry(events, mlir_air_dir or os.environ.get(ENV_MLIR_AIR) or None)
 
 
-def deployment_plan(config: ModelConfig, target: str, ledger=None) -> tuple[list[PlannedKernel], dict[str, Any]]:
+def deployment_plan(config: ModelConfig, target: str, ledger=None, deployment: str | None = None) -> tuple[list[PlannedKernel], dict[str, Any]]:
     """The registry-first plan of `config` on `target` and its record (see the module docstring); without a
-    ledger, the registry is MLIR_AIR_DIR's alone (or none)."""
-    registry = planning_registry(ledger) if ledger is not None else PlanningRegistry(
+    ledger, the registry is MLIR_AIR_DIR's alone (or none); `deployment`: the one planned (its own rows left out)."""
+    registry = planning_registry(ledger, deployment=deployment) if ledger is not None else PlanningRegistry(
         (), os.environ.get(ENV_MLIR_AIR) or None)
     rows = plan(config, target=target, registry=registry)
     return rows, {**registry.record(), "rows": plan_sources(rows)}

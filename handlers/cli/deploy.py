@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -189,7 +190,8 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
         cfg, tgt = model_target(app, target_, target)
     except TargetError as e:
         raise click.ClickException(str(e)) from e
-    rows, _ = deployment_plan(cfg, tgt, app.ledger)  # the registry's measured rows first, then the heuristic
+    own = None if Path(target_).exists() else target_  # a deployment is planned without its own rows, as Phase 1 does
+    rows, _ = deployment_plan(cfg, tgt, app.ledger, own)  # the registry's measured rows first, then the heuristic
     if as_json:
         click.echo(json.dumps(results.plan_json(rows), indent=1))
         return

@@ -2,8 +2,8 @@
 
 `plan_source_findings(events, all_events, config, target)`: for every PhaseStarted(phase 1) with
 `plan_sources` (which rows took a registry row's tile, which the heuristic; handlers.planning), the plan is
-made again (kernels.model.plan) from the registry as it stood then - the ledger's KernelVerified rows up to
-the recorded `ledger_seq`, and the recorded mlir-air registry files when their bytes still hash to what was
+made again (kernels.model.plan) from the registry as it stood then - the ledger's KernelVerified rows (the deployment's own left
+out, as handlers.planning does) up to the recorded `ledger_seq`, and the recorded mlir-air registry files when their bytes still hash to what was
 recorded (else a warning: it cannot be re-derived) - and every row's source, contract, method, tier and tile
 must be the recorded one (else an error naming the PhaseStarted seq). Reads only those mlir-air files.
 """
@@ -51,7 +51,8 @@ def plan_source_findings(events: list[RecordedEvent], all_events: list[RecordedE
         root = None
         for path in files:  # <MLIR_AIR_DIR>/programming_examples/kernel_registry/details/<file>
             root = Path(path).parents[len(MLIR_AIR_REGISTRY_DIR.parts)]
-        registry = PlanningRegistry(kernel_rows, root, upto_seq=sources.get("ledger_seq"))
+        others = [e for e in kernel_rows if e.stream_id != rec.stream_id]  # as planned: without its own rows
+        registry = PlanningRegistry(others, root, upto_seq=sources.get("ledger_seq"))
         again = {(r["kernel"], kernel_key(r["kernel"], r["shape"])[1]): r for r in plan_sources(plan(config, target=target, registry=registry))}
         for row in sources.get("rows") or []:
             want = again.get((row["kernel"], kernel_key(row["kernel"], row["shape"])[1]))

@@ -86,7 +86,8 @@ def _history(c: Call):
 
 def _plan(c: Call):
     cfg, target = queries.model_target(_read_only(c), c.args["target"], c.args.get("platform"))
-    return results.plan_json(deployment_plan(cfg, target, c.app.ledger)[0])  # as `ledger plan`: registry first
+    own = None if Path(c.args["target"]).exists() else c.args["target"]  # as `ledger plan`: registry first
+    return results.plan_json(deployment_plan(cfg, target, c.app.ledger, own)[0])
 
 
 def _predict(c: Call):

@@ -84,7 +84,7 @@ def _open(unit: DeploymentUnit, progress) -> int:
         progress(f"phase 1 (per-kernel validation), attempt {state.open_attempt.number} resumed with its recorded plan")
         return state.open_attempt.number
     deploy.stop_if_model_changed(unit, progress)
-    rows, sources = deployment_plan(GateRun(state=state, workspace=None).config, state.target, unit.ledger)
+    rows, sources = deployment_plan(GateRun(state=state, workspace=None).config, state.target, unit.ledger, state.name)
     attempt = state.attempt_number(Phase.KERNELS)
     deploy.open_attempt(unit, Phase.KERNELS, attempt, GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows],
                                                                   plan_sources=sources))
