@@ -19,8 +19,9 @@ from pathlib import Path
 READS = ("status", "log", "history", "head", "verify", "predict", "plan")
 
 
-def ledger(workspace: Path, *args: str, timeout: float = 900, db: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+def ledger(workspace: Path, *args: str, timeout: float = 900, db: str | None = None,
+           env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env_extra or {})}
     env.pop("LEDGER_DB", None)
     cmd = [sys.executable, "-m", "handlers.cli", "--workspace", str(workspace), *(["--db", db] if db else []), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)

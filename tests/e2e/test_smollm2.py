@@ -11,7 +11,10 @@ pytestmark = pytest.mark.slow
 def test_smollm2_passes_phases_0_to_3(tmp_path, smollm2_dir, executor):
     name = "smollm2_135m_instruct"
     assert ledger(tmp_path, "init", str(smollm2_dir), "--name", name, "--executor", executor).returncode == 0
-    proc = ledger(tmp_path, "advance", name, "--until", "3")
+    # torch on one OpenMP thread: beside the suite's other xdist worker its spin-waiting workers made this run
+    # 7x slower (190 s vs 28 s alone); as tests/conftest.py's single_torch_thread does in process
+    threads = {"OMP_NUM_THREADS": "1"} if executor == "torch" else None
+    proc = ledger(tmp_path, "advance", name, "--until", "3", env_extra=threads)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     status = ledger_json(tmp_path, "status", name)
     assert status["phases_passed"] == [0, 1, 2, 3] and status["status"] == "phase4"
