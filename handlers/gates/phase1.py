@@ -40,7 +40,6 @@ from handlers.planning import deployment_plan
 
 
 def run(ctx: GateRun) -> GateOutcome:
-
     state = ctx.state
     rows, sources = deployment_plan(ctx.config, state.target, ctx.ledger, state.name)  # registry first, each row says its source
     events: list = []

@@ -211,7 +211,6 @@ def _inference(name: str, stand_in: bool) -> str:
 
 
 def _architecture(name: str, config) -> str:
-
     p = dispatch_plan(config)
     lines = [f"# {name}: architecture", "", f"{p.n_layers} decoder layers; per layer, in dispatch order "
              "(`kernels.perf.dispatch.dispatch_plan`, no optimisation switched on):", "", "## Prefill (per layer)", ""]

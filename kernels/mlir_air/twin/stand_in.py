@@ -65,7 +65,6 @@ class AdapterConfig:
 
 
 def build_config(model_path: str) -> AdapterConfig:
-
     c = resolve(load_raw_config(model_path))
     return AdapterConfig(c.n_layers, c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size)
 
@@ -76,7 +75,6 @@ class StandInRunner:
     name = "npu_ledger_emulated"
 
     def __init__(self, model_path: str) -> None:
-
         cfg = resolve(load_raw_config(model_path))
         self.backend = InProcessBackend(model_path, cfg, "emulated", "npu2", switches_from_env(), faults_from_env())
         self.pipeline = self.backend.pipeline
@@ -97,7 +95,6 @@ def build_runner(model_path: str) -> StandInRunner:
 
 
 def _figures(model_path: str) -> dict:
-
     cfg = resolve(load_raw_config(model_path))
     # the modelled NPU2 figures only (no pipeline built), under the env's switches
     return npu2_figures(cfg, {k: True for k in switches_from_env()})

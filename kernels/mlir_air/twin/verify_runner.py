@@ -68,7 +68,6 @@ def _text(tok, ids) -> str:
 
 
 def _cos_stats(a: np.ndarray, b: np.ndarray) -> tuple[dict, dict, float]:
-
     pos = per_position_cosine(a, b)
     diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
     rel = diff / np.maximum(np.abs(np.asarray(b, np.float64)), 1e-6)
