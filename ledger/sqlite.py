@@ -34,11 +34,8 @@ REQUIRED_TRIGGERS = ("events_no_update", "events_no_delete")
 def sqlite_engine(url: URL, read_only: bool = False) -> Engine:
     """An engine on the SQLite file of `url`; refuses (LedgerUnavailable) a file that is not a SQLite database."""
     db = url.database
-    if db and db != ":memory:":
-        if Path(db).exists() and Path(db).stat().st_size > 0:
-            with open(db, "rb") as f:
-                if f.read(16) != b"SQLite format 3\x00":
-                    raise LedgerUnavailable(f"{db} is not a SQLite database (corrupt or foreign file)")
+    if db and db != ":memory:" and Path(db).exists() and Path(db).stat().st_size > 0:
+        refuse_foreign_file(Path(db))
     if read_only and db and db != ":memory:":
         uri = read_only_uri(Path(db))
         engine = sa.create_engine(url, creator=lambda: sqlite3.connect(
@@ -62,6 +59,27 @@ def sqlite_engine(url: URL, read_only: bool = False) -> Engine:
         conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get('sqlite_begin', 'IMMEDIATE')}")
 
     return engine
+
+
+def refuse_foreign_file(path: Path) -> None:
+    """LedgerUnavailable unless `path` is a SQLite database, asked of SQLite itself on a connection that never
+    writes. Never open(2)/close(2) the file from Python here: closing any descriptor of a file drops every POSIX
+    lock this process holds on it, the SQLite connections' included, so a writer elsewhere could checkpoint and
+    reset the WAL under this process's open readers (https://www.sqlite.org/howtocorrupt.html, 2.2). Seen as a
+    tailing reader missing a writer's 200 events and then "database disk image is malformed", with the file intact
+    (tests/integration/ledger_contract.py, the tailing-reader test, under load). SQLite's own close defers
+    the close(2) while another connection of this process holds a lock on the same file."""
+    conn = None
+    try:
+        conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_TIMEOUT_S)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as e:
+        if "not a database" in str(e) or "malformed" in str(e):
+            raise LedgerUnavailable(f"{path} is not a SQLite database (corrupt or foreign file)") from e
+        raise
+    finally:
+        if conn is not None:
+            conn.close()
 
 
 def read_only_uri(path: Path) -> str:
