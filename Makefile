@@ -25,11 +25,16 @@ demo: install
 
 # Runs the whole suite, the few slow end-to-end tests included, on two workers (pytest-xdist; tests/conftest.py
 # says which files stay on one worker). pytest's exit 5 (nothing collected) is not a failure.
+# Every process of the suite (the workers and each `ledger` they start) runs BLAS and OpenMP on one thread: two
+# workers on two cores already fill the machine, and OpenBLAS/OpenMP threads that spin-wait on a busy core made the
+# SmolLM2 pipeline tests 2.4x slower (tests/conftest.py, TEST_THREADS). Numbers do not depend on it (the emulated
+# executor's sums have a fixed order; `blas_threads()` records the count with each fp32 row).
+TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 test: install
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=30 tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+	$(TEST_ENV) $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=30 tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 test-fast: install
-	$(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m "not slow" tests
+	$(TEST_ENV) $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m "not slow" tests
 
 bench: install
 	mkdir -p bench-results

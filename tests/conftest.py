@@ -11,6 +11,14 @@ from tests.once import shared_once
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# One BLAS / OpenMP thread in every process of the suite (`make test` sets the same, Makefile TEST_ENV): the xdist
+# workers fill the cores, and threads that spin-wait on a busy core slowed the SmolLM2 pipeline tests from 39 s to
+# 93 s (2026-12-02, tests/integration/test_pipeline.py, another job on the machine). Set before numpy is imported;
+# the `ledger` subprocesses inherit it.
+TEST_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+for _var, _value in TEST_THREADS.items():
+    os.environ.setdefault(_var, _value)
+
 
 def _tiny(tmp_path_factory, kind):
     from tests.models import build_tiny_model
