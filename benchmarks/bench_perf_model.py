@@ -111,6 +111,9 @@ def main(argv=None) -> int:
     off = [f"{m} tok/s {r['tps_error']:+.1%}, TTFT {r['ttft_error']:+.1%}" for m, r in held.items() if not within[m]]
     print(f"\nwithin ±{TOLERANCE:.0%} (TTFT and tok/s): {sum(within.values())}/{len(held)} held-out models"
           + (f"; outside: {'; '.join(off)}" if off else ""))
+    llama_ok = abs(tps_err) <= TOLERANCE and abs(llama["ttft_s"]["error"]) <= TOLERANCE
+    print(f"all nine (the eight + Llama-3.2-1B against its profile): {sum(within.values()) + llama_ok}/9; "
+          f"Llama-3.2-1B at e972f29 against the README row: tok/s {now['tps_error']:+.1%}, TTFT {now['ttft_error']:+.1%}")
     print("ELF/layer 'meas' is the README's count; for Qwen2.5-1.5B / -3B it reads swiglu+down_add as one dispatch, "
           "while their ARCHITECTURE.md diagrams and prefill code run them as two (tests/unit/test_dispatch_architectures.py)")
     if args.out:
