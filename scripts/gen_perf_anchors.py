@@ -82,6 +82,15 @@ def md_rows(repo: str) -> list[dict]:
         return {"kernel": "gemv", "shape": {"M": M, "K": K}, "tile": {"herd_m": hm, "tile_m": tm, "m_input": mi},
                 "latency_us": us(c[2])}
     table("GEMV_bf16.md", 92, 128, gemv)
+    # the m_input sweep point the registry states in its tile-choice notes (2048x2048, herd_m 8, tile_m 8,
+    # m_input 1, in GFLOP/s): the only GEMV row where m_input < tile_m at a K the table also has at m_input 8
+    path = f"{DETAILS}/GEMV_bf16.md"
+    for i, line in enumerate(show(repo, path)):
+        m = re.search(r"\((\d+)×(\d+), `tile_m=(\d+)`: `m_input=(\d+)` → ([\d.]+),", line)
+        if m:
+            M, K, tm, mi, gf = int(m[1]), int(m[2]), int(m[3]), int(m[4]), float(m[5])
+            out.append({"kernel": "gemv", "shape": {"M": M, "K": K}, "tile": {"herd_m": 8, "tile_m": tm, "m_input": mi},
+                        "latency_us": round(2 * M * K / (gf * 1e9) * 1e6, 2), "gflops": gf, "src": f"{path}:{i + 1}"})
 
     def norm(kernel):
         def f(c):

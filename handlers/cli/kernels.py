@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import click
 
@@ -28,6 +29,13 @@ from kernels.mlir_air.table import HarnessError
 from kernels.mlir_air.output import TranscriptError
 from kernels.numerics.spec import ShapeError, UnknownKernel
 from kernels.numerics.tiles import TileRuleViolation
+from registry.catalog import shape_key
+from registry.fold import HARDWARE
+from registry.lookup import PlanningRegistry, gemm_answer, kernel_rows
+from registry.render_json import GEMM_JSON
+from registry.text import shape_args
+
+ENV_MLIR_AIR = "MLIR_AIR_DIR"  # kernels.mlir_air.table.ENV_MLIR_AIR
 
 
 def _parse_pairs(text: str, what: str, strings: bool = False) -> dict:
@@ -81,7 +89,9 @@ def kernel() -> None:
 @click.option("--inputs", "input_mode", type=click.Choice(["project", "harness"]), default="project", show_default=True,
               help="project: the project's fixed-seed inputs; harness: mlir-air's harness inputs and reference")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
-def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_tile, seed, input_mode, as_json) -> None:
+@click.pass_obj
+def run_cmd(app, kernel_name, shape, executor, target, contract, tile_text, force_tile, seed, input_mode,
+            as_json) -> None:
     """Run KERNEL at --shape and judge it against its FP32 reference."""
     try:
         spec = get_spec(kernel_name)
@@ -101,20 +111,62 @@ def run_cmd(kernel_name, shape, executor, target, contract, tile_text, force_til
     if as_json:
         click.echo(json.dumps(result.to_json(), sort_keys=True, default=str))
     else:
-        _print_table(result, spec, harness=runner.source == "harness")
+        _print_table(result, spec, harness=runner.source == "harness", registry=_registry(app))
     if not result.passed:
         raise SystemExit(1)
 
 
-def _print_table(r, spec, harness: bool) -> None:
+def _registry(app) -> PlanningRegistry:
+    """The workspace's registry (its ledger, read-only, when it has one) and MLIR_AIR_DIR's kernel_registry/."""
+    events = []
+    if app is not None and (not app.db_url.startswith("sqlite") or (app.workspace / ".ledger").is_dir()):
+        app.read_only = True
+        events = [e for e in app.ledger.read_all() if e.type == "KernelVerified"]
+    return PlanningRegistry(events, os.environ.get(ENV_MLIR_AIR) or None)
+
+
+def npu2_comparison(kernel: str, shape: dict, contract: str, spec, registry: PlanningRegistry) -> str:
+    """The "NPU2 measured" figure a run is compared with: the registry's row for this exact shape and contract
+    when one is measured on NPU2 (the ledger's rows, imported or hardware, and MLIR_AIR_DIR's GEMM JSON, through
+    registry.lookup), with its cite; else the catalog's figure, saying it was measured at another shape."""
+    c = spec.contract(contract)
+    if kernel == "gemm" and c.out_dtype == "bf16" and c.tier:
+        M, K, N = (int(shape[k]) for k in ("M", "K", "N"))
+        choice = registry.best("gemm", {"M": M, "K": K, "N": N}, c.tier)  # the row planning follows, cited
+        for _, doc in registry.documents if choice is not None else ():
+            try:
+                a = gemm_answer(doc, GEMM_JSON["bf16"], M, K, N, "bf16", c.tier)
+            except KeyError:
+                continue
+            if a["method"] == choice.method and a.get("mean_rel_L1") is not None:
+                return f"NPU2 measured {a['mean_rel_L1']:.1e} at this exact shape: {choice.cite}"
+    elif kernel != "gemm":
+        try:
+            rows = kernel_rows(kernel, registry.data, **shape)
+        except (KeyError, ValueError):
+            rows = []
+        for row in rows:
+            ms = [m for m in row.measurements if m.evidence in HARDWARE and m.contract == c.name
+                  and m.verdict == "PASS" and m.mean_rel_L1 is not None]
+            if ms and dict(row.shape) == dict(shape_key(row.spec, shape)):
+                m = ms[-1]
+                return (f"NPU2 measured {m.mean_rel_L1:.1e} at this exact shape: ledger seq {m.seq}: {kernel} "
+                        f"{shape_args(row.shape)} {m.method} ({m.evidence})")
+    npu2 = spec.npu2_figure(contract)
+    return (f"NPU2 measured {npu2.mean_rel_L1:.1e} at {npu2.at}: the catalog's figure at another shape "
+            f"(no NPU2 row of {kernel} {shape_args(tuple(shape.items()))} in the registry)")
+
+
+def _print_table(r, spec, harness: bool, registry: PlanningRegistry | None = None) -> None:
     shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
-    npu2 = spec.npu2_figure(r.contract)
+    comparison = npu2_comparison(r.kernel, dict(r.shape), r.contract, spec,
+                                 registry if registry is not None else PlanningRegistry())
     rows = [
         ("kernel", f"{r.kernel} {shape}"),
         ("contract", f"{r.contract}  (rtol {r.rtol:g}, atol {r.atol:g})"),
         ("executor", f"{r.executor} / {r.target}"),
         ("verdict", f"{r.verdict}  ({r.mismatches} of {r.n_elements} elements outside, {r.nan_count} NaN)"),
-        ("mean_rel_L1", f"{_fmt(r.mean_rel_L1)}  (NPU2 measured {npu2.mean_rel_L1:.1e} at {npu2.at})"),
+        ("mean_rel_L1", f"{_fmt(r.mean_rel_L1)}  ({comparison})"),
         ("max_abs / max_rel", f"{_fmt(r.max_abs)} / {_fmt(r.max_rel)}"),
         *_time_rows(r, harness),
         ("tile", " ".join(f"{k}={v}" for k, v in r.tile.items())),

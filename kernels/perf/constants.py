@@ -13,7 +13,7 @@ Physical (not fitted):
 FLOORS: a fitted per-MAC time may not beat one tile's MMA peak (1 / (512 x 1.5e9) s per MAC).
 
 FITTED: the kernel cost model's constants (seconds per unit of the feature of the same name in
-`kernels.perf.kernel_model`), fitted once by `kernels.perf.fit.fit(kernel_rows())` on all 226 rows of
+`kernels.perf.kernel_model`), fitted once by `kernels.perf.fit.fit(kernel_rows())` on all 227 rows of
 anchors.toml (NNLS on relative error); `tests/unit/test_perf_model.py` refits and checks they still agree.
 EVIDENCE says what each means and which rows fix it.
 
@@ -41,29 +41,29 @@ FLOORS = {
 
 # fitted: python -c "from kernels.perf.fit import fit; from kernels.perf.anchors import kernel_rows; print(fit(kernel_rows()))"
 FITTED: dict[str, float] = {
-    "launch_s": 7.985e-05,
-    "gemm_s_per_mac_mmcc": 1.675e-12,
-    "gemm_s_per_mac_direct": 5.945e-12,
-    "gemm_s_per_call": 4.895e-08,
-    "gemm_s_per_block": 5.052e-06,
-    "gemm_s_per_l2_chunk": 8.125e-07,
-    "gemm_s_per_ddr_byte": 1.654e-11,
-    "gemm_s_cast_launch": 0.0003303,
-    "gemv_s_per_byte_per_column": 2.098e-10,
-    "gemv_s_per_call": 1.214e-06,
+    "launch_s": 8.007e-05,
+    "gemm_s_per_mac_mmcc": 1.665e-12,
+    "gemm_s_per_mac_direct": 5.937e-12,
+    "gemm_s_per_call": 4.924e-08,
+    "gemm_s_per_block": 4.965e-06,
+    "gemm_s_per_l2_chunk": 8.136e-07,
+    "gemm_s_per_ddr_byte": 1.658e-11,
+    "gemm_s_cast_launch": 0.00033,
+    "gemv_s_per_byte_per_column": 2.336e-10,
+    "gemv_s_per_call": 3.504e-07,
     "rmsnorm_s_per_byte_per_tile": 3.287e-10,
-    "rmsnorm_s_per_unit": 1.178e-07,
-    "layernorm_s_per_byte_per_tile": 6.004e-10,
+    "rmsnorm_s_per_unit": 1.168e-07,
+    "layernorm_s_per_byte_per_tile": 6.001e-10,
     "layernorm_s_per_unit": 0.0,
-    "rope_s_per_byte_per_tile": 9.316e-11,
+    "rope_s_per_byte_per_tile": 9.306e-11,
     "rope_s_per_unit": 2.731e-08,
     "eltwise_add_s_per_byte_per_tile": 0.0,
-    "eltwise_add_s_per_unit": 1.355e-06,
+    "eltwise_add_s_per_unit": 1.354e-06,
     "silu_mul_s_per_byte_per_tile": 3.27e-10,
     "silu_mul_s_per_unit": 0.0,
-    "gelu_s_per_byte_per_tile": 5.658e-10,
+    "gelu_s_per_byte_per_tile": 5.656e-10,
     "gelu_s_per_unit": 0.0,
-    "fa_s_pipeline_fill": 0.0005268,
+    "fa_s_pipeline_fill": 0.0005266,
     "fa_s_per_mac": 1.302e-12,
     "fa_s_per_mac_chunked": 2.069e-11,
     "fa_s_per_score": 2e-09,
@@ -94,10 +94,11 @@ EVIDENCE: dict[str, str] = {
     "gemm_s_cast_launch": "the fused-cast method's extra f32->bf16 cast launch: 330 us on top of its bytes; "
                           "fused-cast vs drain at 512^3 (482 vs 1703 GF/s), 1024^3 (2502 vs 4637), 2048x2048x512 "
                           "(4083 vs 5626) in GEMM_bf16_in_bf16_out.json.",
-    "gemv_s_per_byte_per_column": "A-matrix stream per AIE column: 1/4.77 GB/s per column, 38 GB/s for 8 columns; "
+    "gemv_s_per_byte_per_column": "A-matrix stream per AIE column: 1/4.28 GB/s per column, 34 GB/s for 8 columns; "
                                   "the large GEMV rows (GEMV_bf16.md:94-128, 16384x2048 2193 us).",
-    "gemv_s_per_call": "per mv.cc call (m_input rows): 1.2 us; the m_input 1/2 rows (2048x11008 8/2/1 1631 us, "
-                       "GEMV_bf16.md:116) and the registry's '~1.2x from m_input 1 -> tile_m' note (line 59).",
+    "gemv_s_per_call": "per mv.cc call (m_input rows): 0.35 us; fixed by the registry's m_input sweep point "
+                       "(2048x2048 at tile_m 8: m_input 1 20.9 vs m_input 8 25.5 GFLOP/s, GEMV_bf16.md:163 "
+                       "against line 92) with the m_input < tile_m row 2048x11008 8/2/1 (line 116).",
     "rmsnorm_s_per_byte_per_tile": "RMSNorm vector throughput per tile: 1/3.04 GB/s (in + out + weight); "
                                    "RMSNorm_bf16.md:102-109 and the herd_x sweep lines 132-134.",
     "rmsnorm_s_per_unit": "per row per tile (sum of squares reduction, rsqrt, row DMA): 0.12 us; the N=128 "

@@ -1,12 +1,15 @@
 """The cost of one XRT call and of one host op, given the host constants `h` (`kernels.perf.host`).
 
+A call = BO write + NPU run (its launches at the deployment's tiles, one dispatch per call) + BO read + the host
+side of the call (`xrt_call_s`).
+
 `kernels.perf.host` fits the fixed XRT call cost with `call_cost`, and `kernels.perf.predict` sums both over a
 deployment's dispatch plan; neither imports the other.
 """
 
 from __future__ import annotations
 
-from kernels.perf.dispatch import Call, HostOp
+from kernels.perf.dispatch import Call, HostOp, Launch
 from kernels.perf.kernel_model import kernel_latency_s
 
 
@@ -17,11 +20,18 @@ def call_cost(call: Call, switches: dict[str, bool], h: dict[str, float]) -> dic
         write += sum(call.static.values())
     if not switches["intermediate_bos"]:
         write += sum(call.intermediate.values())
-    npu = sum(kernel_latency_s(la.kernel, la.shape) for la in call.launches)
+    # each launch's modelled time holds the registry's whole per-launch floor, of which the call's one dispatch
+    # (`dispatch_share_s`, kernels.perf.host) is paid once per call, not once per launch
+    npu = sum(launch_s(la) for la in call.launches) - (len(call.launches) - 1) * h["dispatch_share_s"]
     out = {"bo_write_s": write / h["bo_write_bps"], "npu_s": npu,
            "bo_read_s": sum(call.read.values()) / h["bo_read_bps"], "xrt_s": h["xrt_call_s"]}
     out["total_s"] = sum(out.values())
     return out
+
+
+def launch_s(la: Launch) -> float:
+    """Modelled NPU2 seconds of one launch at the tile the deployment builds it with (planner default if none)."""
+    return kernel_latency_s(la.kernel, la.shape, la.tile)
 
 
 def host_op_s(op: HostOp, h: dict[str, float]) -> float:

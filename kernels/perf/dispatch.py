@@ -20,7 +20,11 @@ The rules, named:
   * decode: the attention-input GEMV ELF (`rms_gemv_rope`, `rms_qkv_bias_rope_gemv`,
     `rms_qkv_qknorm_rope_gemv`), attention on the CPU, then the fused `o_gemv_ffn` cascade where
     `kernels.model.config.is_lean` allows it (K divisible by 512; emb_dim/512 cascade stages within the 4
-    core rows), else `o_gemv`, `gate_gemv`, `up_gemv`, `down_gemv` with the M=1 glue on the host;
+    core rows), else `o_gemv`, `gate_gemv`, `up_gemv`, `down_gemv` with the M=1 glue on the host; at e972f29
+    `o_gemv_ffn` is three cascade launches (O + residual, FFN RMSNorm + Gate/Up + SwiGLU, Down + residual;
+    shared/builders/o_gemv_ffn_multi.py:4-16), each costed as the plain GEMV of its weights (the registry has
+    no rows of the cascade kernels); `profiled=True` gives the eight-launch form the Llama-3.2-1B profile
+    measured (before mlir-air #1631); every decode GEMV carries the tile its deployment builds (`decode_gemv_tile`);
   * the LM head: one ELF of ceil(V/P) GEMV partitions, P = `kernels.model.config.lm_head_partition(V)`
     (prefill: the last row only, after a CPU RMSNorm).
 Switches (all on = the profiled deployment): `fusion` (multi-launch merge; off: one call per launch),
@@ -53,6 +57,29 @@ class Launch:
     role: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    tile: dict[str, Any] | None = None  # the tile the deployment builds it with; None: the planner's default
+
+
+# The decode GEMV tiles mlir-air's deployments build (e972f29), as rules of the config:
+#  * every model links one mv.o compiled at DIM_M_OUTPUT = tile_m = 8 (llama32_3b_decode.py:179, "tile_m=8 ->
+#    shared mv.o"; a Down GEMV that needs less compiles its own, qwen25_3b_decode.py:278-282) and takes a
+#    smaller tile_m only where the GEMV's L2 budget (herd_m*tile_m*K*2 + herd_m*tile_m*2 <= 512 KiB,
+#    GEMV_bf16.md:65) forbids 8: llama32_3b_decode.py:83-85, qwen3_4b_decode.py:110-121,
+#    qwen25_1_5b_decode.py:69-73; m_input = tile_m;
+#  * the shared attention-input GEMV builders default to tile_m 8, m_input 4 (rms_gemv_rope_multi.py:379-381,
+#    rms_qkv_qknorm_rope_multi.py:677-679; Qwen2.5's bias ELF is built at 8/8/8, qwen25_0_5b_decode.py:70-71);
+#  * the LM-head partitions: tile_m 8, m_input 4, herd_m 8 (lm_head_gemv_multi.py:43-45, passed explicitly by
+#    every Qwen decode, e.g. qwen25_0_5b_decode.py:157-159).
+GEMV_HERD_M, GEMV_TILE_M, GEMV_L2_BYTES = 8, 8, 512 * 1024
+LM_HEAD_TILE = {"herd_m": 8, "tile_m": 8, "m_input": 4}
+
+
+def decode_gemv_tile(M: int, K: int, m_input: int | None = None) -> dict[str, int]:
+    """The decode GEMV tile of the deployments (rules above); `m_input` where a builder fixes it."""
+    for tm in (GEMV_TILE_M, 4, 2):
+        if M % (GEMV_HERD_M * tm) == 0 and GEMV_HERD_M * tm * (K + 1) * BF16 <= GEMV_L2_BYTES:
+            return {"herd_m": GEMV_HERD_M, "tile_m": tm, "m_input": min(tm, m_input or tm)}
+    return {}  # no legal deployment tile: the planner's default
 
 
 @dataclass
@@ -180,7 +207,7 @@ def decode_elfs(c) -> list[str]:
     return [first, "o_gemv_ffn"] if is_lean(c) else [first, "o_gemv", "gate_gemv", "up_gemv", "down_gemv"]
 
 
-def _decode_launches(c) -> tuple[list[list[Launch]], dict[str, int], set[str]]:
+def _decode_launches(c, profiled: bool = False) -> tuple[list[list[Launch]], dict[str, int], set[str]]:
     E, H, Hkv, D, F = c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim
     HD, KD = H * D, Hkv * D
     size = {"x": E, "normed": E, "q": HD, "k": KD, "v": KD, "q_roped": HD, "k_roped": KD, "attn_out": HD,
@@ -188,10 +215,12 @@ def _decode_launches(c) -> tuple[list[list[Launch]], dict[str, int], set[str]]:
             "w_norm": E, "wq": E * HD, "wk": E * KD, "wv": E * KD, "lut_q": H * D, "lut_k": Hkv * D,
             "wo": HD * E, "w_norm2": E, "w_gate": E * F, "w_up": E * F, "w_down": F * E}
     static = {"w_norm", "wq", "wk", "wv", "wo", "w_norm2", "w_gate", "w_up", "w_down"}  # LUTs change per token
+    mi = None if c.qkv_bias else 4  # the shared attention-input builders' m_input (rules above)
     first = [Launch("rmsnorm", {"M": 1, "N": E}, "attn RMSNorm", ("x", "w_norm"), ("normed",)),
-             Launch("gemv", {"M": HD, "K": E}, "Q proj", ("normed", "wq"), ("q",)),
-             Launch("gemv", {"M": KD, "K": E}, "K proj", ("normed", "wk"), ("k",)),
-             Launch("gemv", {"M": KD, "K": E}, "V proj", ("normed", "wv"), ("v_raw" if c.qkv_bias else "v",))]
+             Launch("gemv", {"M": HD, "K": E}, "Q proj", ("normed", "wq"), ("q",), decode_gemv_tile(HD, E, mi)),
+             Launch("gemv", {"M": KD, "K": E}, "K proj", ("normed", "wk"), ("k",), decode_gemv_tile(KD, E, mi)),
+             Launch("gemv", {"M": KD, "K": E}, "V proj", ("normed", "wv"), ("v_raw" if c.qkv_bias else "v",),
+                    decode_gemv_tile(KD, E, mi))]
     q, k = "q", "k"
     if c.qkv_bias:
         first += _bias_launches(size, static, 1, HD, KD)
@@ -204,11 +233,21 @@ def _decode_launches(c) -> tuple[list[list[Launch]], dict[str, int], set[str]]:
         q, k = "q_n", "k_n"
     first += [Launch("rope", {"rows": H, "head_dim": D}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
               Launch("rope", {"rows": Hkv, "head_dim": D}, "RoPE K", (k, "lut_k"), ("k_roped",))]
-    o = Launch("gemv", {"M": E, "K": HD}, "O proj", ("attn_out", "wo"), ("proj",))
-    gate = Launch("gemv", {"M": F, "K": E}, "Gate proj", ("normed2", "w_gate"), ("gate",))
-    up = Launch("gemv", {"M": F, "K": E}, "Up proj", ("normed2", "w_up"), ("up",))
-    down = Launch("gemv", {"M": E, "K": F}, "Down proj", ("swiglu", "w_down"), ("down",))
-    if is_lean(c):
+    o = Launch("gemv", {"M": E, "K": HD}, "O proj", ("attn_out", "wo"), ("proj",), decode_gemv_tile(E, HD))
+    gate = Launch("gemv", {"M": F, "K": E}, "Gate proj", ("normed2", "w_gate"), ("gate",), decode_gemv_tile(F, E))
+    up = Launch("gemv", {"M": F, "K": E}, "Up proj", ("normed2", "w_up"), ("up",), decode_gemv_tile(F, E))
+    down = Launch("gemv", {"M": E, "K": F}, "Down proj", ("swiglu", "w_down"), ("down",), decode_gemv_tile(E, F))
+    if is_lean(c) and not profiled:  # e972f29: o_gemv_ffn is three cascade launches (o_gemv_ffn_multi.py:4-16)
+        size["w_gateup"] = 2 * F * E
+        static.add("w_gateup")
+        ffn = [Launch("gemv", {"M": E, "K": HD}, "O proj + residual (matvec_2tile_add)", ("attn_out", "wo", "x"),
+                      ("res1",)),
+               Launch("gemv", {"M": 2 * F, "K": E}, "FFN RMSNorm + Gate/Up + SwiGLU (matvec_swiglu_rms)",
+                      ("res1", "w_norm2", "w_gateup"), ("swiglu",)),
+               Launch("gemv", {"M": E, "K": F}, "Down proj + residual (matvec_2tile_add)", ("swiglu", "w_down", "res1"),
+                      ("out",))]
+        return [first, ffn], size, static
+    if is_lean(c):  # as profiled (profile.md:257-260): eight launches, before mlir-air #1631
         ffn = [o, Launch("eltwise_add", {"N": E}, "attn residual", ("proj", "x"), ("res1",)),
                Launch("rmsnorm", {"M": 1, "N": E}, "ffn RMSNorm", ("res1", "w_norm2"), ("normed2",)),
                gate, up, Launch("silu_mul", {"N": F}, "SwiGLU", ("gate", "up"), ("swiglu",)), down,
@@ -254,8 +293,8 @@ def _lm_head(c) -> Call:
     E, V = c.emb_dim, c.vocab_size
     P = lm_head_partition(V)
     parts = math.ceil(V / P)
-    launches = [Launch("gemv", {"M": min(P, V - p * P), "K": E},
-                       f"LM head partition {p}", ("x_last", f"w_lm{p}"), (f"logits{p}",)) for p in range(parts)]
+    launches = [Launch("gemv", {"M": min(P, V - p * P), "K": E}, f"LM head partition {p}", ("x_last", f"w_lm{p}"),
+                       (f"logits{p}",), LM_HEAD_TILE) for p in range(parts)]
     call = Call("lm_head_gemv", launches, write={"x_last": E * BF16},
                 static={f"w_lm{p}": la.shape["M"] * E * BF16 for p, la in enumerate(launches)})
     call.intermediate = {f"logits{p}": la.shape["M"] * BF16 for p, la in enumerate(launches)}
@@ -263,8 +302,10 @@ def _lm_head(c) -> Call:
     return call
 
 
-def dispatch_plan(config, switches=None, seq: int = 2048, ctx: int = 128) -> DispatchPlan:
-    """See the module docstring. `config` is duck-typed (ModelConfig's fields)."""
+def dispatch_plan(config, switches=None, seq: int = 2048, ctx: int = 128, profiled: bool = False) -> DispatchPlan:
+    """See the module docstring. `config` is duck-typed (ModelConfig's fields). `profiled`: the lean decode as
+    llama32_1b/docs/profile.md profiled it (an eight-launch o_gemv_ffn, replaced by three launches in mlir-air
+    #1631, 462bf133b, before e972f29): the form the host constants are calibrated on."""
     if seq <= 0 or ctx <= 0:
         raise ValueError(f"seq and ctx must be positive (seq={seq}, ctx={ctx})")
     sw = normalize_switches(switches)
@@ -277,7 +318,7 @@ def dispatch_plan(config, switches=None, seq: int = 2048, ctx: int = 128) -> Dis
     if D != 64 or not sw["seq_first"]:  # head-first flash attention: q, k, v in and attn_out back, on the host
         host.append(HostOp("seq<->head transpose", "strided_copy", S * (2 * H + 2 * Hkv) * D * BF16))
     once = [HostOp("embed_lookup", "embed", S * c.emb_dim * BF16), HostOp("final_rms_norm", "fixed")]
-    dgroups, dsize, dstatic = _decode_launches(c)
+    dgroups, dsize, dstatic = _decode_launches(c, profiled)
     decode = _calls(dgroups, decode_elfs(c), dsize, dstatic, sw["fusion"],
                     {"q_roped", "k_roped", "v", "out"})
     dhost = [HostOp("decode attention", "decode_attention", 2 * ctx * Hkv * D * BF16)]

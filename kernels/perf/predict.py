@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kernels.perf.cost import call_cost, host_op_s
+from kernels.perf.cost import call_cost, host_op_s, launch_s
 from kernels.perf.dispatch import Call, HostOp, dispatch_plan
 from kernels.perf.host import host_constants
-from kernels.perf.kernel_model import kernel_latency_s
 from kernels.perf.memory import memory_fit
 
 PADDED_SRC = "smollm2_1_7b/ARCHITECTURE.md:69 (EOS-pad), llms/README.md performance table at seq_len=2048 (e972f29)"
@@ -52,10 +51,12 @@ def _ms(s: float) -> float:
     return round(s * 1e3, 4)
 
 
-def predict(config, seq: int = 2048, switches=None, ctx: int = 128, host_bytes: int | None = None) -> Prediction:
+def predict(config, seq: int = 2048, switches=None, ctx: int = 128, host_bytes: int | None = None,
+            profiled: bool = False) -> Prediction:
     """See the module docstring. `switches`: None (all on), a dict, or the names that are on; `host_bytes`:
-    the target machine's memory, when known, for the memory-fit check (kernels.perf.memory)."""
-    plan = dispatch_plan(config, switches, seq, ctx)
+    the target machine's memory, when known, for the memory-fit check (kernels.perf.memory); `profiled`: the
+    lean decode in the form Llama-3.2-1B's profile.md measured (kernels.perf.dispatch.dispatch_plan)."""
+    plan = dispatch_plan(config, switches, seq, ctx, profiled=profiled)
     h = host_constants()
     sw, L = plan.switches, plan.n_layers
     per_elf: dict[str, dict[str, Any]] = {}
@@ -73,7 +74,7 @@ def predict(config, seq: int = 2048, switches=None, ctx: int = 128, host_bytes: 
         for k in ("bo_write", "npu", "bo_read", "xrt"):
             totals[phase][k] += c[f"{k}_s"] * count
         for la in call.launches:
-            per_kernel[phase][la.kernel] = per_kernel[phase].get(la.kernel, 0.0) + kernel_latency_s(la.kernel, la.shape) * count
+            per_kernel[phase][la.kernel] = per_kernel[phase].get(la.kernel, 0.0) + launch_s(la) * count
         return c["total_s"] * count
 
     host: dict[str, dict[str, float]] = {"prefill": {}, "decode": {}}

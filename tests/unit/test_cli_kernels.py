@@ -2,6 +2,8 @@
 
 import json
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -125,3 +127,50 @@ def test_kernel_run_on_mlir_air_runs_the_harness_command_and_prints_what_it_prin
     monkeypatch.setenv("NPU_LEDGER_HARNESSES", str(tmp_path / "missing.toml"))
     bad = _run("run", "gemm", "--shape", "M=2048,K=2048,N=2048", "--executor", "mlir-air")
     assert bad.exit_code == 1 and bad.output.count("\n") == 1 and "cannot read harness table" in bad.output
+
+
+# --- the "NPU2 measured" comparison line cites the exact shape's registry row when there is one (issue #24) ----
+
+UPSTREAM = Path(__file__).resolve().parents[1] / "fixtures" / "upstream_registry"
+IN_REGISTRY = "M=64,K=720,N=32"  # GEMM_bf16_in_bf16_out.json: best.high drain, mean_rel_L1 0.00901
+
+
+def _mean_line(output: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith("mean_rel_L1"))
+
+
+def test_the_comparison_cites_mlir_air_dirs_row_for_the_exact_shape(tmp_path, monkeypatch):
+    details = tmp_path / "programming_examples" / "kernel_registry" / "details"
+    details.mkdir(parents=True)
+    shutil.copy(UPSTREAM / "GEMM_bf16_in_bf16_out.json", details)
+    monkeypatch.setenv("MLIR_AIR_DIR", str(tmp_path))
+    res = _run("run", "gemm", "--shape", IN_REGISTRY, "--contract", "bf16-out-high")
+    assert res.exit_code == 0, res.output
+    line = _mean_line(res.output)
+    assert "NPU2 measured 9.0e-03 at this exact shape" in line  # the row's 0.00901, not the catalog's 9.7e-3
+    assert "GEMM_bf16_in_bf16_out.json" in line and "64x720x32 best.high drain" in line
+    assert "catalog" not in line
+
+
+def test_without_a_row_the_comparison_says_it_is_the_catalogs_figure_and_where(monkeypatch):
+    monkeypatch.delenv("MLIR_AIR_DIR", raising=False)
+    res = _run("run", "gemm", "--shape", IN_REGISTRY, "--contract", "bf16-out-high")
+    line = _mean_line(res.output)
+    assert "the catalog's figure at another shape" in line and "at 2048x2048x2048" in line
+    assert "no NPU2 row of gemm M=64,K=720,N=32" in line and "exact shape" not in line
+
+
+def test_the_comparison_cites_the_ledgers_imported_row_with_its_seq(tmp_path, monkeypatch):
+    from handlers.cli import cli
+
+    monkeypatch.delenv("MLIR_AIR_DIR", raising=False)
+    runner = CliRunner()
+    ws = ["--workspace", str(tmp_path / "ws")]
+    assert runner.invoke(cli, ws + ["registry", "import", str(UPSTREAM)]).exit_code == 0
+    res = runner.invoke(cli, ws + ["kernel", "run", "gemm", "--shape", IN_REGISTRY])
+    assert res.exit_code == 0, res.output
+    line = _mean_line(res.output)
+    assert "at this exact shape: ledger seq " in line and "64x720x32 best.high drain 37 GFLOP/s" in line
+    # a kernel the imported registry has no row of keeps the catalog's figure, saying so
+    res = runner.invoke(cli, ws + ["kernel", "run", "rmsnorm", "--shape", "M=1,N=2048"])
+    assert "catalog's figure at another shape" in _mean_line(res.output)

@@ -71,3 +71,54 @@ def test_qwen2_bias_and_qwen3_norm_are_launches_of_the_attention_input_elf():
     assert len(qwen3.prefill_layer[0].launches) == 8  # "FUSED, 8 launches", qwen3_0_6b/ARCHITECTURE.md:22
     o = next(la for la in qwen3.prefill_layer[2].launches if la.role == "O proj")
     assert (o.shape["K"], o.shape["N"]) == (2048, 1024)  # decoupled q_dim, qwen3_0_6b/ARCHITECTURE.md:89-90
+
+
+def _plan(fixture, **kw):
+    return dispatch_plan(resolve(load_raw_config(CONFIGS / f"{fixture}.json")), **kw)
+
+
+@pytest.mark.parametrize("fixture", ["llama-3.2-1b", "smollm2-1.7b", "qwen3-0.6b", "qwen3-1.7b"])
+def test_the_lean_decode_ffn_is_three_launches_at_e972f29_and_eight_as_profiled(fixture):
+    # e972f29: matvec_2tile_add (O + residual), matvec_swiglu_rms (FFN RMSNorm + interleaved Gate/Up + SwiGLU),
+    # matvec_2tile_add (Down + residual) - shared/builders/o_gemv_ffn_multi.py:4-16, 94-113; mlir-air #1631
+    # (462bf133b) replaced the eight-launch ELF that llama32_1b/docs/profile.md:257-260 profiled
+    now = _plan(fixture).decode_layer[-1]
+    assert now.elf == "o_gemv_ffn" and [la.kernel for la in now.launches] == ["gemv", "gemv", "gemv"]
+    E, F = now.launches[0].shape["M"], now.launches[2].shape["K"]
+    assert now.launches[1].shape == {"M": 2 * F, "K": E} and now.static["w_gateup"] == 2 * F * E * 2
+    assert list(now.read) == ["out"]  # only the layer output comes back to the host
+    profiled = _plan(fixture, profiled=True).decode_layer[-1]
+    assert len(profiled.launches) == 8 and profiled.elf == "o_gemv_ffn"
+    # the weights streamed per token are the same in both forms
+    assert sum(now.static.values()) == sum(profiled.static.values())
+
+
+# (fixture, role, (herd_m, tile_m, m_input)) as each model's decode file builds it at e972f29
+DEPLOYED_GEMV_TILES = [
+    ("qwen2.5-0.5b", "Q proj", (8, 8, 8)),  # qwen25_0_5b_decode.py:70 (_GEMV_QO, passed to the bias ELF)
+    ("qwen2.5-0.5b", "K proj", (8, 8, 8)),  # qwen25_0_5b_decode.py:71
+    ("qwen2.5-0.5b", "Gate proj", (8, 8, 8)),  # qwen25_0_5b_decode.py:72
+    ("qwen2.5-1.5b", "Down proj", (8, 2, 2)),  # qwen25_1_5b_decode.py:73 (K=8960: L2)
+    ("qwen2.5-1.5b", "Gate proj", (8, 8, 8)),  # qwen25_1_5b_decode.py:72
+    ("llama-3.2-3b", "Down proj", (8, 2, 2)),  # llama32_3b_decode.py:76 (K=8192: L2)
+    ("llama-3.2-3b", "O proj", (8, 8, 8)),  # llama32_3b_decode.py:84
+    ("llama-3.2-3b", "Q proj", (8, 8, 4)),  # rms_gemv_rope_multi.py:379-381 defaults (llama32_3b_decode.py:164)
+    ("qwen3-4b", "O proj", (8, 4, 4)),  # qwen3_4b_decode.py:115-119 (decoupled K=4096: L2 ceiling)
+    ("qwen3-4b", "Down proj", (8, 2, 2)),  # qwen3_4b_decode.py:121
+    ("qwen3-4b", "Q proj", (8, 8, 4)),  # rms_qkv_qknorm_rope_multi.py:677-679 defaults
+]
+# Two deployments pick below the rule, and the plan does not follow them: qwen25_0_5b_decode.py:73 builds its
+# Down GEMV (896x4864) at tile_m 2 (its comment budgets L2 at 256 KB; at the registry's 512 KiB tile_m 4 fits,
+# GEMV_bf16.md:104 measures it), and qwen25_3b_decode.py:85 builds its Down (2048x11008) at m_input 1 (L1).
+
+
+@pytest.mark.parametrize("fixture,role,tile", DEPLOYED_GEMV_TILES)
+def test_decode_gemvs_carry_the_tile_the_deployment_builds(fixture, role, tile):
+    la = next(la for call in _plan(fixture).decode_layer for la in call.launches if la.role == role)
+    assert (la.tile["herd_m"], la.tile["tile_m"], la.tile["m_input"]) == tile
+
+
+@pytest.mark.parametrize("fixture", ["llama-3.2-1b", "qwen2.5-0.5b", "qwen3-4b"])
+def test_the_lm_head_partitions_are_built_at_8_4_8(fixture):
+    # lm_head_gemv_multi.py:43-45 defaults, passed explicitly by every Qwen decode (qwen25_0_5b_decode.py:157-159)
+    assert all(la.tile == {"herd_m": 8, "tile_m": 8, "m_input": 4} for la in _plan(fixture).lm_head.launches)

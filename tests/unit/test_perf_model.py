@@ -76,7 +76,7 @@ def test_no_modelled_gemm_beats_the_physical_peak():
 
 
 def test_llama_3_2_1b_end_to_end_is_within_15_percent_of_its_profile():
-    p = predict(LLAMA)
+    p = predict(LLAMA, profiled=True)  # the deployment as profile.md measured it (eight-launch o_gemv_ffn)
     assert p.ttft_s == pytest.approx(1.27, rel=0.15)
     assert p.ms_per_token == pytest.approx(92.0, rel=0.15)
     assert (p.prefill_calls_per_layer, p.decode_calls_per_layer) == (3, 2)
@@ -84,25 +84,65 @@ def test_llama_3_2_1b_end_to_end_is_within_15_percent_of_its_profile():
 
 # flash_attn is NOT within the target: the registry's standalone kernel is 15.4-16.1 ms (FlashAttention_bf16.md:149)
 # while the profiled ELF call is 21.6 ms; its 12 MB BO write explains ~1 ms. The model (16.1 ms/call) misses by ~26%.
-# That is a measured gap, reported by `make bench` and in the closing note, not fitted away (no constant may be tuned
-# to one ELF) and not hidden by a wider band: the test below holds every other ELF to 25% and states the miss.
+# lm_head_gemv is NOT within it either, the other way: at the tile the ELF is built with (8/4/8,
+# lm_head_gemv_multi.py:43-45) the model reproduces the registry's standalone 16384x2048 row, but the profiled
+# 8-partition ELF takes 13.6-14.0 ms, 1.7-1.75 ms a partition, ~20% under that standalone row (2193 us,
+# GEMV_bf16.md:96): a multi-launch speed-up no registry row shows. Both are measured gaps, reported by `make bench`
+# and in the closing note, not fitted away (no constant may be tuned to one ELF) and not hidden by a wider band:
+# the test below holds every other ELF to 25% and the two after it state each miss.
 KNOWN_MISS = "prefill:flash_attn"
+KNOWN_MISS_ELFS = {KNOWN_MISS, "prefill:lm_head_gemv", "decode:lm_head_gemv"}
 
 
-def test_llama_3_2_1b_per_elf_per_call_times_are_within_25_percent_but_flash_attention():
-    p, prof = predict(LLAMA), profile()
+def test_llama_3_2_1b_per_elf_per_call_times_are_within_25_percent_but_flash_attention_and_the_lm_head():
+    p, prof = predict(LLAMA, profiled=True), profile()
+    checked = 0
     for phase, table in (("prefill", prof["prefill_per_call_ms"]), ("decode", prof["decode_per_call_ms"])):
         for elf, measured in table.items():
             key = f"{phase}:{elf}"
-            if elf == "src" or key == KNOWN_MISS:
+            if elf == "src" or key in KNOWN_MISS_ELFS:
                 continue
             assert p.per_elf[key]["per_call_ms"] == pytest.approx(measured, rel=0.25), key
+            checked += 1
+    assert checked == 4  # rms_gemms_rope, o_ffn, o_gemv_ffn, rms_gemv_rope
 
 
 def test_the_flash_attention_elf_is_modelled_short_of_its_profile_as_reported():
-    p, prof = predict(LLAMA), profile()
+    p, prof = predict(LLAMA, profiled=True), profile()
     ratio = p.per_elf[KNOWN_MISS]["per_call_ms"] / prof["prefill_per_call_ms"]["flash_attn"]
     assert ratio < 0.75  # when this fails the gap has closed: move flash_attn back under the 25% test above
+
+
+def test_the_lm_head_miss_is_the_profiled_elf_beating_the_registrys_own_standalone_row():
+    row = next(r for r in kernel_rows("gemv") if r["shape"] == {"M": 16384, "K": 2048})  # GEMV_bf16.md:96
+    modelled = modelled_kernel_figures("gemv", row["shape"], row["tile"])["latency_us"]
+    assert modelled == pytest.approx(row["latency_us"], rel=0.05)  # the model reproduces the standalone row
+    prof = profile()
+    for phase in ("prefill", "decode"):
+        per_partition_us = prof[f"{phase}_per_call_ms"]["lm_head_gemv"] * 1e3 / 8
+        assert per_partition_us < 0.82 * row["latency_us"], phase  # the ELF is faster than the row it is made of
+        assert predict(LLAMA, profiled=True).per_elf[f"{phase}:lm_head_gemv"]["per_call_ms"] > \
+            1.15 * prof[f"{phase}_per_call_ms"]["lm_head_gemv"]  # when this fails the gap has closed
+
+
+def test_the_per_call_dispatch_cost_is_the_playbooks_and_merging_saves_it_per_call():
+    from kernels.perf.host import PLAYBOOK_DISPATCH_S, host_constants
+
+    h = host_constants()
+    assert h["xrt_call_s"] >= 0 and 0 <= h["dispatch_share_s"] < FITTED["launch_s"]
+    assert h["xrt_call_s"] + h["dispatch_share_s"] == pytest.approx(PLAYBOOK_DISPATCH_S)
+    assert 50e-6 <= PLAYBOOK_DISPATCH_S <= 200e-6  # "~50-200 us per call", opt-merge-multi-launch-kernels/SKILL.md:3
+    # the profiled call that splits it is reproduced (its measured time is what fixes the split)
+    assert predict(LLAMA, profiled=True).per_elf["decode:rms_gemv_rope"]["per_call_ms"] == pytest.approx(0.9, rel=1e-3)
+    # unmerging the decode layers: every launch its own call, so each extra call costs the playbook's figure on the
+    # NPU run + XRT side (the BO traffic of the now-visible intermediates comes on top, in BO write / read)
+    for config in (LLAMA, TINY[2]):
+        on, off = predict(config), predict(config, switches={"fusion": False})
+        layer = [e for k, e in on.per_elf.items() if k.startswith("decode:") and k != "decode:lm_head_gemv"]
+        extra_calls = sum(e["calls"] * (e["launches"] - 1) for e in layer)  # the LM head stays one ELF
+        assert extra_calls > 0
+        saved = sum(off.totals["decode"][k] - on.totals["decode"][k] for k in ("npu", "xrt"))
+        assert saved == pytest.approx(extra_calls * PLAYBOOK_DISPATCH_S * 1e3, rel=1e-3)
 
 
 @pytest.mark.parametrize("config", TINY, ids=["tiny64", "tiny128_qk", "tiny_bias"])
