@@ -37,7 +37,7 @@ from kernels.mlir_air.output import TranscriptError
 _NUM = r"([\d.]+)"
 TTFT_FORMATS: tuple[tuple[str, re.Pattern, float], ...] = (
     ("warm_ttft", re.compile(rf"Warm time to first token \(TTFT\):\s*{_NUM}\s*s"), 1e3),
-    ("ttft", re.compile(rf"^[ \t]*Time to first token \(TTFT\):\s*{_NUM}\s*s", re.M), 1e3),
+    ("ttft", re.compile(rf"^\s*Time to first token \(TTFT\):\s*{_NUM}\s*s", re.M), 1e3),
     ("e2e_prefill", re.compile(rf"End-to-end \(prefill, per query\)\s+{_NUM}\s*ms"), 1.0),
     ("action_chunk", re.compile(rf"Action chunk \([^)]*\):\s*{_NUM}\s*ms"), 1.0),
 )
@@ -46,7 +46,7 @@ DECODE_FORMATS: tuple[tuple[str, re.Pattern], ...] = (
     ("e2e_token", re.compile(rf"End-to-end \(per token\)\s+{_NUM}\s*ms")),
     ("tokens_second", re.compile(rf"Tokens/second:\s*{_NUM}")),
 )
-_CONTEXT = re.compile(r"prompt_len[=:]\s*(\d+)")
+CONTEXT_FORMAT = re.compile(r"prompt_len[=:]\s*(\d+)")
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def parse_model_profile(text: str) -> ModelProfile:
         raise TranscriptError("the text matches none of extract_perf.py's TTFT or decode formats (no `Time to first "
                               "token (TTFT)`, `End-to-end (...)`, `Action chunk`, `(... tok/s)` or `Tokens/second` "
                               "line).", text)
-    ctx = _CONTEXT.search(text)
+    ctx = CONTEXT_FORMAT.search(text)
     pre = TTFT_FORMATS[2][1].search(text)
     tok = DECODE_FORMATS[1][1].search(text)
     return ModelProfile(ttft_ms=ttft, ttft_format=ttft_fmt, decode_tokens_per_sec=tps, decode_format=tps_fmt,
