@@ -5,7 +5,8 @@ forms the script's comments document; each expected number is worked out by hand
 
 import pytest
 
-from kernels.mlir_air.model_profile import parse_model_profile
+from kernels.mlir_air.contract import contract_checks
+from kernels.mlir_air.model_profile import CONTEXT_FORMAT, DECODE_FORMATS, TTFT_FORMATS, parse_model_profile
 from kernels.mlir_air.output import TranscriptError
 
 PROMPT = "LLAMA Inference: prompt_len=2048, n_tokens=32\n"
@@ -65,11 +66,9 @@ def test_text_without_a_figure_is_one_clear_error(text):
 def test_every_format_parsed_is_one_the_contract_pins():
     """The contract's extract_perf.py entry (contract.toml, what `ledger doctor` looks for upstream) names each
     pattern this parser uses: a format dropped upstream shows up as a doctor difference, not a silent null."""
-    from kernels.mlir_air.contract import contract_checks
-    from kernels.mlir_air.model_profile import DECODE_FORMATS, TTFT_FORMATS, CONTEXT_FORMAT
-
     [check] = [c for c in contract_checks() if c.file.endswith("bench/extract_perf.py")]
-    patterns = [rx.pattern for _, rx, _ in TTFT_FORMATS] + [rx.pattern for _, rx in DECODE_FORMATS] + [CONTEXT_FORMAT.pattern]
+    patterns = ([rx.pattern for _, rx, _ in TTFT_FORMATS] + [rx.pattern for _, rx in DECODE_FORMATS]
+                + [CONTEXT_FORMAT.pattern])
     assert len(patterns) == 8 == len(check.items)
     for pattern in patterns:
         assert [i for i in check.items if i in pattern], pattern

@@ -16,6 +16,8 @@ from kernels.mlir_air.model_profile import parse_model_profile
 from kernels.mlir_air.scaffold import scaffold, stated_switches
 from kernels.mlir_air.twin import write_twin
 from kernels.model.architecture import load_raw_config, resolve
+from kernels.perf.dispatch import dispatch_plan
+from kernels.perf.figures import npu2_figures
 from kernels.perf.predict import predict
 
 OFF = {"fusion": False, "weight_residency": False, "intermediate_bos": False, "seq_first": False}
@@ -102,7 +104,6 @@ def test_architecture_states_the_switches_it_was_given_and_lays_the_elfs_out_und
     assert stated_switches(text) == {"prefill": {k: bool(switches.get(k)) for k in names},
                                      "decode": {k: bool(switches.get("decode:" + k)) for k in names}}
     elfs = lambda section: re.findall(r"^- `([^`]+)\.elf`", text.split(section, 1)[1].split("\n## ", 1)[0], re.M)
-    from kernels.perf.dispatch import dispatch_plan
     pre = dispatch_plan(config, {k: bool(switches.get(k)) for k in names})
     assert elfs("## Prefill (per layer)") == [c.elf for c in pre.prefill_layer]
     dec = dispatch_plan(config, {k: bool(switches.get("decode:" + k)) for k in names})
@@ -112,8 +113,6 @@ def test_architecture_states_the_switches_it_was_given_and_lays_the_elfs_out_und
 def test_make_profile_prints_what_the_mlir_air_backend_reads_through_the_nightlys_parser(model_dir, tiny_llama):
     """kernels.backends.mlir_air takes Phases 4-6's figures from `make profile` through model_profile: the
     End-to-end lines (no LM head) where printed; on the stand-in they are the modelled NPU2 figures."""
-    from kernels.perf.figures import npu2_figures
-
     done = _make(model_dir, tiny_llama, "profile", "N_TOKENS=2")
     assert done.returncode == 0, done.stdout + done.stderr
     p = parse_model_profile(done.stdout)
