@@ -346,6 +346,20 @@ class PerformanceMeasured(Measured):
     toolchain: dict[str, Any] = Field(default_factory=dict)
 
 
+class NightlyPerfImported(Event):
+    """One line of mlir-air's nightly perf history (history.ndjson, sweep_history.ndjson or
+    prefill_sweep_history.ndjson on its `perf-history` branch) read into the ledger verbatim, as evidence of kind
+    imported (`ledger perf import-history`; schema and check: registry.nightly_history). Stream
+    `nightly:perf-history`; the event id is a UUID5 of the series and row, so a line is recorded once."""
+
+    series: Literal["history", "sweep", "prefill_sweep"]
+    row: dict[str, Any]
+    file: str = ""  # the file's name as given, no folder
+    line: int = 0
+    file_sha256: str = ""
+    source: Literal["imported"] = "imported"
+
+
 class EvaluationRecorded(Event):
     verdict: Literal["PASS", "PASS-with-warnings", "FAIL"]
     findings: list[dict[str, Any]] = Field(default_factory=list)  # {severity, seq, message}

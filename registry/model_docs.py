@@ -346,6 +346,6 @@ def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, 
     out.update({f"{PROGRESS}/{file}": png for file, png in charts.items()})
     if elf_png is not None:
         out[f"{PROGRESS}/{ELF_CHART}"] = elf_png
-    out.update(project_history(events, name))  # docs/perf_history.md (+ .png): figures per toolchain
+    out.update(project_history(events, name, model_dir_name(name)))  # docs/perf_history.md (+ .png): figures per toolchain
     prefix = f"llms/{model_dir_name(name)}/"
     return {prefix + rel: out[rel] for rel in sorted(out)}

@@ -12,6 +12,11 @@ peano commits it ran on, with its verify status), built from the ledger alone: o
 
 Rows written before provenance existed show the toolchain "unrecorded". The chart has TTFT (ms) and tokens/s
 against the toolchain index; bytes are identical on every rebuild (registry.chart's determinism).
+
+Beside them, the rows of mlir-air's own nightly imported into the ledger (`ledger perf import-history`,
+registry.nightly_history) for the deployment's mlir-air model directory name: one table per series (history,
+decode vs context), each row with its source label (measured NPU2 nightly, or an npu-ledger export's own label),
+and a second panel of the chart (TTFT and tokens/s per nightly run).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Sequence
 from kernels.toolchain import toolchain_label
 from ledger.record import RecordedEvent
 from registry.chart import DPI, HEIGHT_IN, WIDTH_IN
+from registry.nightly_history import SOURCES, NightlyRow, fold_nightly, source_of
 from registry.text import fixed, shown, table
 
 FILE_MD = "docs/perf_history.md"
@@ -73,14 +79,53 @@ def fold_history(events: Sequence[RecordedEvent]) -> list[ToolchainRow]:
     return sorted(rows.values(), key=lambda r: r.first_seq)
 
 
-def render_history(name: str, rows: Sequence[ToolchainRow]) -> str:
+_LABEL = {"modelled-npu2": SOURCES["modelled-npu2"], "mlir-air-profile": "mlir-air make profile",
+          "wall": SOURCES["cpu-emulator"]}
+
+
+def nightly_rows(events: Sequence[RecordedEvent], model: str) -> list[NightlyRow]:
+    """The imported nightly rows of mlir-air model directory `model` that still pass their schema check."""
+    return [r for r in fold_nightly(events) if r.problem is None and r.row.get("model") == model]
+
+
+def _nightly_tables(model: str, nightly: Sequence[NightlyRow]) -> list[str]:
+    parts = []
+    hist = [r for r in nightly if r.series == "history"]
+    sweep = [r for r in nightly if r.series == "sweep"]
+    pre = [r for r in nightly if r.series == "prefill_sweep"]
+    if not (hist or sweep or pre):
+        return parts
+    parts.append(f"## mlir-air nightly: `{model}` (imported)\n")
+    parts.append("Lines of mlir-air's nightly perf history (`ledger perf import-history`), as recorded; the source "
+                 "column says whose figure each is.\n")
+    def base(r):
+        w = r.row
+        return [r.seq, w["date"], f"`{w['air_sha'][:7]}`" if w["air_sha"] else None, source_of(w)]
+    if hist:
+        parts.append(table(["seq", "date", "mlir-air", "source", "context", "TTFT (ms)", "tokens/s", "verify"],
+                           [base(r) + [r.row["context_len"], r.row["ttft_ms"], r.row["decode_tokens_per_sec"],
+                                       r.row.get("verify_status") or None] for r in hist]))
+    if sweep:
+        parts.append("Decode throughput against context (sweep_history.ndjson):\n")
+        parts.append(table(["seq", "date", "mlir-air", "source", "context", "tokens/s", "ms/token", "status"],
+                           [base(r) + [r.row["context_len"], r.row["decode_tokens_per_sec"], r.row["ms_per_token"],
+                                       r.row["status"]] for r in sweep]))
+    if pre:
+        parts.append("Prefill TTFT against padded prefill length (prefill_sweep_history.ndjson):\n")
+        parts.append(table(["seq", "date", "mlir-air", "source", "prefill length", "TTFT (ms)", "status"],
+                           [base(r) + [r.row["prefill_len"], r.row["ttft_ms"], r.row["status"]] for r in pre]))
+    return parts
+
+
+def render_history(name: str, rows: Sequence[ToolchainRow], model: str = "",
+                   nightly: Sequence[NightlyRow] = ()) -> str:
     parts = [f"# {name}: performance and verify status per toolchain\n",
              "Projected from the ledger (`ledger registry build`); never edit by hand. One row per toolchain the "
              "deployment's evidence was recorded on (npu-ledger version; the emulated numerics' and perf model's "
              "versions, or the mlir-air commit and aie / peano / XRT versions on hardware).\n"]
     if not rows:
         parts.append("No evidence recorded yet.\n")
-        return "\n".join(parts)
+        return "\n".join(parts + _nightly_tables(model, nightly))
     cells = []
     for i, r in enumerate(rows, start=1):
         n_ok = sum(r.kernels.values())
@@ -88,7 +133,7 @@ def render_history(name: str, rows: Sequence[ToolchainRow]) -> str:
             i, f"`{r.label}`", r.first_seq,
             fixed(r.ttft_s * 1e3, 2) if r.ttft_s is not None else None,
             fixed(r.tokens_per_s, 2) if r.tokens_per_s is not None else None,
-            r.source or None,
+            f"{_LABEL.get(r.source, r.source)} ({r.source})" if r.source else None,
             f"{n_ok}/{len(r.kernels)}" if r.kernels else None,
             f"{r.gates_passed}/{r.gates}" if r.gates else None,
             "; ".join(r.blockers) if r.blockers else ("green" if (n_ok == len(r.kernels) and r.gates_passed == r.gates)
@@ -96,53 +141,72 @@ def render_history(name: str, rows: Sequence[ToolchainRow]) -> str:
         ])
     parts.append(table(["#", "toolchain", "first seq", "TTFT (ms)", "tokens/s", "figures", "Phase 1 PASS",
                         "token gate PASS", "verify"], cells))
-    if any(r.ttft_s is not None for r in rows):
-        parts.append("![TTFT and tokens/s per toolchain](perf_history.png)\n")
+    parts += _nightly_tables(model, nightly)
+    if any(r.ttft_s is not None for r in rows) or any(r.series == "history" for r in nightly):
+        parts.append("![TTFT and tokens/s per toolchain, and per nightly run](perf_history.png)\n")
     return "\n".join(parts)
 
 
-def history_png(name: str, rows: Sequence[ToolchainRow]) -> bytes | None:
-    """TTFT (ms, left axis) and tokens/s (right axis) per toolchain index; None without any figure."""
+def _panel(ax, xs_t, ttft_ms, xs_s, tps, xlabel: str, title: str):
+    ax.plot(xs_t, ttft_ms, marker="o", color="tab:blue", label="TTFT (ms)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("TTFT (ms)")
+    ax2 = ax.twinx()
+    ax2.plot(xs_s, tps, marker="s", color="tab:orange", label="tokens/s")
+    ax2.set_ylabel("tokens/s")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, linewidth=0.4, alpha=0.6)
+
+
+def history_png(name: str, rows: Sequence[ToolchainRow], nightly: Sequence[NightlyRow] = ()) -> bytes | None:
+    """TTFT (ms, left axis) and tokens/s (right axis) per toolchain index, and beside it (when imported nightly
+    history rows exist) the same per nightly run; None without any figure."""
     points = [(i, r) for i, r in enumerate(rows, start=1) if r.ttft_s is not None or r.tokens_per_s is not None]
-    if not points:
+    runs = [r.row for r in nightly if r.series == "history"]
+    if not points and not runs:
         return None
     import matplotlib.style  # here, not at the top: matplotlib is slow to import and only the chart needs it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     with matplotlib.style.context("default"):
-        fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
+        fig = Figure(figsize=(WIDTH_IN * (2 if runs else 1), HEIGHT_IN), dpi=DPI)
         FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        xs = [i for i, r in points if r.ttft_s is not None]
-        ax.plot(xs, [r.ttft_s * 1e3 for _, r in points if r.ttft_s is not None], marker="o", color="tab:blue",
-                label="TTFT (ms)")
-        ax.set_xlabel("toolchain # (see the table)")
-        ax.set_ylabel("TTFT (ms)")
-        ax2 = ax.twinx()
-        xs2 = [i for i, r in points if r.tokens_per_s is not None]
-        ax2.plot(xs2, [r.tokens_per_s for _, r in points if r.tokens_per_s is not None], marker="s",
-                 color="tab:orange", label="tokens/s")
-        ax2.set_ylabel("tokens/s")
+        ax = fig.add_subplot(1, 2 if runs else 1, 1)
+        sources = sorted({_LABEL.get(r.source, r.source) for _, r in points if r.source})
+        _panel(ax, [i for i, r in points if r.ttft_s is not None],
+               [r.ttft_s * 1e3 for _, r in points if r.ttft_s is not None],
+               [i for i, r in points if r.tokens_per_s is not None],
+               [r.tokens_per_s for _, r in points if r.tokens_per_s is not None], "toolchain # (see the table)",
+               f"{name}: per toolchain, {', '.join(sources) or 'no figure'} (x: verify failures)")
         for i, r in points:  # verify status: a red x on toolchains with a failure or a reverify blocker
             bad = r.blockers or sum(r.kernels.values()) != len(r.kernels) or r.gates_passed != r.gates
             if bad and r.ttft_s is not None:
                 ax.plot([i], [r.ttft_s * 1e3], marker="x", markersize=12, color="tab:red")
         ax.set_xticks([i for i, _ in points])
-        ax.set_title(f"{name}: TTFT and tokens/s per toolchain (x: verify failures)")
-        ax.grid(True, linewidth=0.4, alpha=0.6)
+        if runs:
+            nx = fig.add_subplot(1, 2, 2)
+            idx = list(enumerate(runs, start=1))
+            _panel(nx, [i for i, w in idx if w["ttft_ms"] is not None], [w["ttft_ms"] for _, w in idx
+                                                                          if w["ttft_ms"] is not None],
+                   [i for i, w in idx if w["decode_tokens_per_sec"] is not None],
+                   [w["decode_tokens_per_sec"] for _, w in idx if w["decode_tokens_per_sec"] is not None],
+                   "imported nightly row # (see the table)",
+                   "mlir-air nightly: " + ", ".join(sorted({source_of(w) for w in runs})))
         fig.tight_layout()
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return buf.getvalue()
 
 
-def project_history(events: Sequence[RecordedEvent], name: str) -> dict[str, bytes]:
-    """{FILE_MD: markdown, FILE_PNG: png (when figures exist)} of deployment `name` (paths under llms/<name>/)."""
+def project_history(events: Sequence[RecordedEvent], name: str, model: str = "") -> dict[str, bytes]:
+    """{FILE_MD: markdown, FILE_PNG: png (when figures exist)} of deployment `name` (paths under llms/<name>/);
+    `model` is its mlir-air model directory name, which the imported nightly rows are matched on."""
     stream = f"deployment:{name}"
     rows = fold_history([e for e in events if e.stream_id == stream])
-    out = {FILE_MD: render_history(shown(name), rows).encode("utf-8")}
-    png = history_png(shown(name), rows)
+    nightly = nightly_rows(events, model) if model else []
+    out = {FILE_MD: render_history(shown(name), rows, model, nightly).encode("utf-8")}
+    png = history_png(shown(name), rows, nightly)
     if png is not None:
         out[FILE_PNG] = png
     return out

@@ -11,7 +11,7 @@ from handlers.cli.common import open_deployment
 from handlers.gates import GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.phase456 import measure, performance_event
-from handlers.gates.runtime import backend_class, model_backend
+from handlers.gates.runtime import backend_class, declared_options, model_backend
 from handlers.narrate import TerminalProgress
 from handlers.uow import DeploymentUnit
 from kernels.mlir_air.scaffold import ScaffoldError, scaffold
@@ -51,7 +51,8 @@ def scaffold_cmd(app: App, name: str, stand_in: str | None) -> None:
         raise click.ClickException(f"deployment {name!r} has no resolved config (is it in scope?)")
     config = GateRun(state=state, workspace=app.workspace).config
     try:
-        out = scaffold(_mlir_air_dir(), model_dir_name(name), state.model_path, config, stand_in)
+        out = scaffold(_mlir_air_dir(), model_dir_name(name), state.model_path, config, stand_in,
+                       switches=declared_options(state)[0])
     except ScaffoldError as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"{out['dir']}: wrote {', '.join(out['written']) or 'nothing'}"

@@ -1,11 +1,15 @@
 """`ledger scaffold NAME [--stand-in emulated]`: the model directory of mlir-air's Phase 6 playbook.
 
 Writes `programming_examples/llms/<name>/` inside MLIR_AIR_DIR the way deploy-new-llm/SKILL.md:133-147 and
-phase-6-finalize-and-learn/SKILL.md:46-76 lay it out: Makefile (compile / run / profile / verify /
+phase-6-finalize-and-learn/SKILL.md:46-76 lay it out: Makefile (compile / run / profile / chat / verify /
 verify-full / diagnosis / clean, the recipes of mlir-air's own model Makefiles, PE/llms/llama32_1b/Makefile:
-73-129, calling `../verify/verify_runner.py --runner=<name>.verify_adapter`), verify_adapter.py (the
-adapter protocol, verify_runner.py:265-338), `<name>_inference.py`, README.md, ARCHITECTURE.md (the
-per-layer ELF sequence of `kernels.perf.dispatch.dispatch_plan`), .gitignore.
+73-129, calling `../verify/verify_runner.py --runner=<name>.verify_adapter`; profile-prefill / bench at the padded
+prefill length CTX, as the later model Makefiles have them, llama32_1b_q4nx/Makefile:38-40,173-176 and
+qwen25_3b_q4/Makefile:236-244 @e972f29), verify_adapter.py (the adapter protocol, verify_runner.py:265-338),
+`<name>_inference.py`, README.md, ARCHITECTURE.md (the per-layer ELF sequence of
+`kernels.perf.dispatch.dispatch_plan` under the deployment's switches, and a `## Switches` table stating them,
+`stated_switches` reads it back), `run_npu2_{compile,verify,profile,prefill_sweep}.lit` (lit tests in the form of
+llama32_1b's run_npu2_*.lit @e972f29 and run_npu2_prefill_sweep.lit @f4ffd43), .gitignore.
 
 npu-ledger's own targets beside mlir-air's: `verify-walk` / `verify-walk-full` run npu-ledger's teacher-forced
 walk (`python -m kernels.mlir_air.walk`) on the runner the same adapter builds, against the same HF bf16
@@ -36,7 +40,8 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from kernels.perf.dispatch import dispatch_plan
+from kernels.perf.dispatch import SWITCHES, dispatch_plan
+from kernels.perf.figures import path_switches
 
 MANIFEST = ".npu-ledger-scaffold.json"
 
@@ -69,15 +74,19 @@ BUILD_DIR ?= build_peano
 N_TOKENS ?= 100
 PROMPT ?= What is the capital of France?
 MODEL ?= local
+# the padded prefill length of profile-prefill / bench (llama32_1b_q4nx/Makefile:38-40@e972f29: CTX, no fixed
+# seq_len); sweep_prefill.py passes CTX=<length> and the engine's length in LLM_SEQ_LEN (run_npu2_prefill_sweep.lit)
+CTX ?= $(or $(LLM_SEQ_LEN),2048)
 VERIFY_RUNNER = $(srcdir)/../verify/verify_runner.py
 RUNNER_ADAPTER = {name}.verify_adapter
 RUN_PY = $(if $(NPU_LEDGER),PYTHONPATH=$(NPU_LEDGER)$${{PYTHONPATH:+:$$PYTHONPATH}}) $(PYTHON)
 # npu-ledger's teacher-forced walk (verify-walk), imported from NPU_LEDGER
 WALK = $(RUN_PY) -m kernels.mlir_air.walk --runner=$(RUNNER_ADAPTER) --llms-dir $(srcdir)/.. --model $(MODEL)
 {extra}
-.PHONY: help compile run profile all verify verify-full verify-walk verify-walk-full diagnosis clean
+.PHONY: help compile run profile chat profile-prefill bench all verify verify-full verify-walk verify-walk-full diagnosis clean
 help:
-\t@echo "targets: compile run profile verify verify-full verify-walk verify-walk-full diagnosis clean (PROMPT, N_TOKENS, MODEL)"
+\t@echo "targets: compile run profile chat profile-prefill bench verify verify-full verify-walk verify-walk-full diagnosis clean"
+\t@echo "options: PROMPT, N_TOKENS, MODEL, CTX (profile-prefill / bench: padded prefill length, default 2048)"
 
 compile:
 \t@mkdir -p $(BUILD_DIR)
@@ -90,6 +99,19 @@ run:
 profile:
 \t@mkdir -p $(BUILD_DIR)
 \tcd $(BUILD_DIR) && $(RUN_PY) {inf} --run-only --n-tokens $(N_TOKENS) --prompt "$(PROMPT)" --model $(MODEL) --profile
+
+# llama32_1b/Makefile:87-90@e972f29: prepare the runtime once, then one reply per prompt
+chat:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(RUN_PY) {inf} --run-only --interactive --n-tokens $(N_TOKENS) --model $(MODEL)
+
+# warm prefill TTFT at the padded length CTX (llama32_1b_q4nx/Makefile:173-176@e972f29); `bench` is the same
+# target under the name qwen25_3b_q4/Makefile:236-244@e972f29 gives it (extract_perf.py parses either's output)
+profile-prefill:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(RUN_PY) {inf} --run-only --prefill-only --seq-len $(CTX) --model $(MODEL)
+
+bench: profile-prefill
 
 all: compile profile
 
@@ -206,22 +228,87 @@ def _inference(name: str, stand_in: bool) -> str:
                 "if __name__ == \"__main__\":\n    sys.exit(main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
     return (f'"""{name}: production inference (the engineer writes it: setup(), run_npu_prefill, run_npu_decode_step,\n'
             "and a CLI --compile-only / --run-only --n-tokens N --prompt P --model M [--profile] printing the lines\n"
-            'of PE/llms/llama32_1b/llama32_1b_inference.py:672-756 and :801-934)."""\n'
+            "of PE/llms/llama32_1b/llama32_1b_inference.py:672-756 and :801-934; --interactive for make chat;\n"
+            "--prefill-only --seq-len N for make profile-prefill, printing `Compiling prefill kernels (seq_len=N)` and\n"
+            '`Time to first token (TTFT): <s>s`, the lines PE/llms/bench/sweep_prefill.py reads)."""\n'
             "raise SystemExit('not written yet: see the docstring')\n")
 
 
-def _architecture(name: str, config) -> str:
-    p = dispatch_plan(config)
+SWITCH_TABLE = "## Switches"
+
+
+def _architecture(name: str, config, switches: dict[str, bool] | None) -> str:
+    """The per-layer ELF sequence of each path under the deployment's own switches (Phase 4's on prefill, Phase 5's
+    `decode:` ones on decode, kernels.perf.figures.path_switches), and a table of those switches."""
+    pre, dec = path_switches(switches or {}, "prefill"), path_switches(switches or {}, "decode")
+    p, d = dispatch_plan(config, pre), dispatch_plan(config, dec)
+    on = lambda v: "on" if v else "off"  # noqa: E731
     lines = [f"# {name}: architecture", "", f"{p.n_layers} decoder layers; per layer, in dispatch order "
-             "(`kernels.perf.dispatch.dispatch_plan`, no optimisation switched on):", "", "## Prefill (per layer)", ""]
+             "(`kernels.perf.dispatch.dispatch_plan`), under the deployment's switches as the ledger records them "
+             "(requested at init, and the optimisations Phases 4-5 applied).", "", SWITCH_TABLE, "",
+             "| switch | prefill | decode |", "|---|---|---|"]
+    lines += [f"| {k} | {on(pre[k])} | {on(dec[k])} |" for k in SWITCHES]
+    lines += ["", "## Prefill (per layer)", ""]
     for call in p.prefill_layer:
         lines.append(f"- `{call.elf}.elf`: " + ", ".join(f"{x.role} ({x.kernel})" for x in call.launches))
     lines += [f"- host: {h.name}" for h in p.prefill_host_layer]
     lines += ["", f"After the layers: `{p.lm_head.elf}.elf` (" + ", ".join(x.role for x in p.lm_head.launches) + ")",
               "", "## Decode (per layer, per token)", ""]
-    for call in p.decode_layer:
+    for call in d.decode_layer:
         lines.append(f"- `{call.elf}.elf`: " + ", ".join(f"{x.role} ({x.kernel})" for x in call.launches))
-    lines += [f"- host: {h.name}" for h in p.decode_host_layer]
+    lines += [f"- host: {h.name}" for h in d.decode_host_layer]
+    return "\n".join(lines) + "\n"
+
+
+def stated_switches(architecture_md: str) -> dict[str, dict[str, bool]]:
+    """{"prefill": {switch: on}, "decode": {...}} as an ARCHITECTURE.md written here states them."""
+    text = architecture_md.split(SWITCH_TABLE, 1)[1].split("\n## ", 1)[0]
+    out: dict[str, dict[str, bool]] = {"prefill": {}, "decode": {}}
+    for row in text.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in SWITCHES:
+            out["prefill"][cells[0]], out["decode"][cells[0]] = cells[1] == "on", cells[2] == "on"
+    return out
+
+
+# run_npu2_*.lit: lit tests in the form of mlir-air's model directories (PE/llms/llama32_1b/run_npu2_compile.lit,
+# run_npu2_verify.lit, run_npu2_profile.lit @e972f29; run_npu2_prefill_sweep.lit @f4ffd43): a header saying what
+# the test gates, REQUIRES, RUN lines through the model Makefile and the shared bench scripts, CHECK lines.
+_LIT_WHAT = {
+    "compile": ("compile-only smoke test: every kernel ELF builds; no NPU dispatch, no weights.",
+                ["make -f %S/Makefile compile PEANO_INSTALL_DIR=%PEANO_INSTALL_DIR | FileCheck %s"],
+                ["Compilation passed."]),
+    "verify": ("verify gate: top-k token inclusion, NPU vs HF bf16, 2 prompts x 32 greedy tokens, k=5 "
+               "(make verify-full: every prompt).",
+               ["make -f %S/Makefile verify PEANO_INSTALL_DIR=%PEANO_INSTALL_DIR | FileCheck %s"],
+               ["[verify] PASS"]),
+    "profile": ("profiling: TTFT and decode throughput into {name}.perf.json through bench/extract_perf.py; gates "
+                "only that profiling ran end to end (correctness: run_npu2_verify.lit).",
+                ["make -f %S/Makefile profile PEANO_INSTALL_DIR=%PEANO_INSTALL_DIR N_TOKENS=128 "
+                 "PROMPT=\"What is the capital of France?\" | tee profile.txt",
+                 "%PYTHON %S/../bench/extract_perf.py profile.txt --model {name} > {name}.perf.json",
+                 "FileCheck %s < {name}.perf.json"],
+                ['"model": "{name}"']),
+    "prefill_sweep": ("prefill TTFT against the padded prefill length into {name}.prefill_sweep.json "
+                      "(bench/sweep_prefill.py, make profile-prefill CTX=<length>); latency only.",
+                      ["%PYTHON %S/../bench/sweep_prefill.py --model-name {name} --makefile %S/Makefile "
+                       "--lengths 512,1024,2048 --seq-env LLM_SEQ_LEN --bench-env LLM_BENCH_L "
+                       "--peano-dir %PEANO_INSTALL_DIR --out {name}.prefill_sweep.json",
+                       "FileCheck %s < {name}.prefill_sweep.json"],
+                      ['"model": "{name}"', '"axis": "prefill_len"']),
+}
+
+
+def _lit(name: str, kind: str, stand_in: bool) -> str:
+    what, runs, checks = _LIT_WHAT[kind]
+    # a stand-in directory needs no NPU, and must not run in mlir-air's CI: a feature its lit config never defines
+    requires = "npu_ledger_stand_in" if stand_in else "ryzen_ai_npu2, peano"
+    lines = ["// SPDX-License-Identifier: MIT", "//", f"// {name} {what.format(name=name)}",
+             "// Written by `ledger scaffold` (npu-ledger) in the form of mlir-air's run_npu2_*.lit files.", "//",
+             f"// REQUIRES: {requires}", "//", f"// RUN: mkdir -p test_peano_{kind}", f"// RUN: cd test_peano_{kind}",
+             "// RUN: make -f %S/Makefile clean"]
+    lines += [f"// RUN: {r.format(name=name)}" for r in runs]
+    lines += [f"// CHECK: {c.format(name=name)}" for c in checks]
     return "\n".join(lines) + "\n"
 
 
@@ -232,15 +319,20 @@ def _readme(name: str, stand_in: bool) -> str:
             "    make verify       # top-k token gate, 2 prompts (make verify-full: all)\n"
             "    make verify-walk  # npu-ledger's teacher-forced walk, same adapter, prompts and reference\n"
             "    make diagnosis    # per-layer ffn_out cosine on PROMPT\n"
-            "    make run          # TTFT and tokens/s\n    make profile      # + per-ELF breakdown\n\n"
+            "    make run          # TTFT and tokens/s\n    make profile      # + per-ELF breakdown\n"
+            "    make chat         # one reply per prompt read from stdin\n"
+            "    make profile-prefill CTX=1024   # warm prefill TTFT at a padded length (make bench: the same)\n\n"
+            "The `run_npu2_*.lit` files are lit tests in mlir-air's form (compile, verify, profile, prefill sweep).\n\n"
             "Run each under `flock -x -w 1800 /tmp/mlir-air-npu.lock make <target>`; no recipe takes the lock.\n\n"
             "No file here names a path of one machine. By hand, give what npu-ledger passes on each make call:\n\n"
             "    make verify PYTHON=<python with the model's dependencies> NPU_LEDGER=<npu-ledger checkout, or empty "
             "if installed> NPU_LEDGER_MODEL=<model folder or HF id>\n")
 
 
-def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand_in: str | None = None) -> dict:
-    """Write (or refresh) the model directory; return {"dir", "written", "kept"}."""
+def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand_in: str | None = None,
+             switches: dict[str, bool] | None = None) -> dict:
+    """Write (or refresh) the model directory; return {"dir", "written", "kept"}. `switches`: the deployment's
+    (handlers.gates.runtime.declared_options), which ARCHITECTURE.md states and lays the ELFs out under."""
     if stand_in not in (None, "emulated"):
         raise ScaffoldError(f"unknown stand-in {stand_in!r}; the one stand-in is 'emulated'")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -256,8 +348,9 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
         "verify_adapter.py": _adapter(name, str(model_path), bool(stand_in)),
         f"{name}_inference.py": _inference(name, bool(stand_in)),
         "README.md": _readme(name, bool(stand_in)),
-        "ARCHITECTURE.md": _architecture(name, config),
-        ".gitignore": "build_peano/\n*kernel_cache/\nair_project/\n__pycache__/\n",
+        "ARCHITECTURE.md": _architecture(name, config, switches),
+        ".gitignore": "build_peano/\n*kernel_cache/\nair_project/\n__pycache__/\ntest_peano_*/\n",
+        **{f"run_npu2_{kind}.lit": _lit(name, kind, bool(stand_in)) for kind in _LIT_WHAT},
         "__init__.py": "",
     }
     if stand_in:

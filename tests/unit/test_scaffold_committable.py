@@ -24,7 +24,7 @@ def test_no_written_file_names_a_path_of_this_machine(tmp_path, tiny_llama, stan
     out = scaffold(twin, "tiny", str(tiny_llama), resolve(load_raw_config(tiny_llama)), stand_in=stand_in)
     d = Path(out["dir"])
     written = [d / rel for rel in out["written"]] + [d / ".npu-ledger-scaffold.json"]
-    assert len(written) >= 7
+    assert len(written) >= 11 and {f"run_npu2_{k}.lit" for k in ("compile", "verify", "profile", "prefill_sweep")} <= set(out["written"])
     machine = {str(ROOT), sys.executable, str(Path(sys.executable).resolve()), str(tiny_llama), str(twin),
                str(tmp_path), str(Path.home())}
     for path in written:

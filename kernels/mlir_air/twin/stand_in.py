@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.backends.in_process import InProcessBackend
-from kernels.perf.figures import npu2_figures
+from kernels.perf.figures import NPU2_DECODE_CTX, npu2_figures, path_switches
+from kernels.perf.predict import predict
 
 ENV_SWITCHES = "NPU_LEDGER_SWITCHES"
 ENV_FAULTS = "NPU_LEDGER_FAULTS"
@@ -100,31 +101,59 @@ def _figures(model_path: str) -> dict:
     return npu2_figures(cfg, {k: True for k in switches_from_env()})
 
 
+def _generate(runner: StandInRunner, tokens: list[int], n: int) -> list[int]:
+    out = [runner.prefill(tokens).top1_token]
+    for i in range(n - 1):
+        out.append(runner.decode_step(out[-1], len(tokens) + i).top1_token)
+    return out
+
+
+def _prefill_only(model_path: str, seq_len: int) -> int:
+    """`make profile-prefill CTX=N` (`make bench`): the warm prefill TTFT at padded length N, in the lines
+    sweep_prefill.py reads (57bbed0 sweep_prefill.py: its TTFT_RE and SEQ_RE guard); modelled, latency only."""
+    cfg = resolve(load_raw_config(model_path))
+    p = predict(cfg, seq=seq_len, switches=path_switches({k: True for k in switches_from_env()}, "prefill"),
+                ctx=NPU2_DECODE_CTX)
+    print(f"Compiling prefill kernels (seq_len={seq_len}) (npu-ledger stand-in: nothing to compile)")
+    print(f"LLAMA Prefill: prompt_len={seq_len} (padded)")
+    print(f"Time to first token (TTFT): {p.ttft_s:.4f}s (modelled NPU2, seq {seq_len})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="inference")
     p.add_argument("--model-dir", required=True)
     p.add_argument("--compile-only", action="store_true")
     p.add_argument("--run-only", action="store_true")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--interactive", action="store_true", help="make chat: one reply per line read from stdin")
+    p.add_argument("--prefill-only", action="store_true", help="make profile-prefill / bench: TTFT at --seq-len")
+    p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--n-tokens", type=int, default=100)
     p.add_argument("--prompt", default="What is the capital of France?")
     p.add_argument("--model", default="local")
     a = p.parse_args(argv)
     model_path = settings(a.model_dir)["model_path"]
     if a.compile_only:
-        print("Compilation complete (npu-ledger stand-in: nothing to compile).")
+        print("Compilation passed. (npu-ledger stand-in: nothing to compile)")
         return 0
+    if a.prefill_only:
+        return _prefill_only(model_path, a.seq_len)
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_path)
-    tokens = list(tok.encode(a.prompt))
     runner = StandInRunner(model_path)
-    f = _figures(model_path)
-    first = runner.prefill(tokens).top1_token
-    out = [first]
     n = max(1, a.n_tokens)
-    for i in range(n - 1):
-        out.append(runner.decode_step(out[-1], len(tokens) + i).top1_token)
+    if a.interactive:  # llama32_1b's `make chat` REPL: prepare once, then one reply per prompt
+        print("Chat (npu-ledger stand-in: emulated tokens). One prompt per line; end with EOF.", flush=True)
+        for line in sys.stdin:
+            if line.strip():
+                print(tok.decode(_generate(runner, list(tok.encode(line.strip())), n)), flush=True)
+        return 0
+    tokens = list(tok.encode(a.prompt))
+    f = _figures(model_path)
+    out = _generate(runner, tokens, n)
+    first = out[0]
     # llama32_1b_inference.py:672-756, figures modelled (NPU2 performance model)
     print(f"LLAMA Inference: prompt_len={len(tokens)}, n_tokens={n}")
     print(f"Time to first token (TTFT): {f['ttft_s']:.4f}s (modelled NPU2, seq {f['seq']}). First token: {first}")

@@ -1,0 +1,60 @@
+"""`ledger perf export-history` / `ledger perf import-history FILE`: the ledger's figures in mlir-air's nightly
+history format, and the nightly's files read into the ledger (handlers.nightly_ops, registry.nightly_history)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from handlers.bootstrap import App
+from handlers.nightly_ops import FILES, BadLine, export_history, import_history
+
+
+@click.group("perf")
+def perf_group() -> None:
+    """mlir-air's nightly perf history (history.ndjson, sweep_history.ndjson) in and out of the ledger."""
+
+
+@perf_group.command("import-history")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="print what was read and added as JSON")
+@click.pass_obj
+def import_history_cmd(app: App, file: str, as_json: bool) -> None:
+    """Read one of mlir-air's nightly ndjson files (history / sweep_history / prefill_sweep_history) into the
+    ledger as imported evidence; a line that is not a row refuses the whole file and records nothing."""
+    if not Path(file).is_file():
+        raise BadLine(f"{file}: no such file; nothing was imported")
+    try:
+        out = import_history(app.ledger, file)
+    except BadLine as e:  # the CLI boundary prints it as one `error: ...` line, exit 1
+        raise BadLine(f"{e}; nothing was imported") from None
+    if as_json:
+        click.echo(json.dumps(out, sort_keys=True))
+    else:
+        kinds = ", ".join(f"{n} {FILES[s]}" for s, n in sorted(out["series"].items()))
+        click.echo(f"{out['file']}: {out['read']} line(s) read ({kinds}); {out['added']} new to the ledger")
+
+
+@perf_group.command("export-history")
+@click.option("--series", type=click.Choice(sorted(FILES)), default="history", show_default=True,
+              help="history.ndjson, sweep_history.ndjson or prefill_sweep_history.ndjson lines")
+@click.option("--model", default=None, help="only this mlir-air model directory name")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="write here instead of stdout")
+@click.option("--json", "as_json", is_flag=True, help="print the rows as one JSON array instead of ndjson")
+@click.pass_obj
+def export_history_cmd(app: App, series: str, model: str | None, out: str | None, as_json: bool) -> None:
+    """The ledger's Phase 6 / reverify figures (runner `npu-ledger/<source>`) and the imported nightly rows, as
+    lines of mlir-air's nightly history schema."""
+    app.read_only = True
+    lines = export_history(app.ledger.read_all(), series, model)
+    text = (json.dumps([json.loads(x) for x in lines]) + "\n") if as_json else "".join(x + "\n" for x in lines)
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        click.echo(f"{len(lines)} {FILES[series]} line(s) written to {out}")
+    else:
+        click.echo(text, nl=False)
+
+
+commands = [perf_group]
