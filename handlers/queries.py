@@ -24,6 +24,7 @@ from handlers.gates import GateRun
 from handlers.uow import DeploymentUnit
 from kernels.model import architecture
 from kernels.model.config import ModelConfig
+from kernels.perf.curve import context_window as curve_window
 from ledger import Checkpoint
 from ledger.checkpoints import ChainReport, check_chain
 from ledger.record import RecordedEvent
@@ -78,11 +79,7 @@ def context_window(app: App, target: str) -> int | None:
         if not folder:
             return None
         p = Path(folder)
-    try:
-        value = architecture.load_raw_config(p).get("max_position_embeddings")
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return curve_window(p)
 
 
 def registry_lookup(kernel: str, dims: dict[str, Any], *, events: Callable[[], Sequence[RecordedEvent]],

@@ -34,9 +34,12 @@ Pure and deterministic.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from kernels.model.architecture import load_raw_config
 from kernels.model.config import ModelConfig
 from kernels.numerics.tiles import plan_tile
 from kernels.perf.dispatch import dispatch_plan
@@ -49,6 +52,16 @@ DECODE_CONTEXTS = (NPU2_DECODE_CTX, 1024, 2048, 4096, 8192, 16384, 32768)
 SOURCE = "modelled-npu2"
 LAYOUT_SRC = ("mlir-air programming_examples/generate_readme.py@a5a6c31 (render_llm_prefill_sweep, "
               "render_llm_sweep), llms/bench/sweep_prefill.py@a32bef3, llms/bench/sweep_decode.py@e972f29")
+
+
+def context_window(model_path) -> int | None:
+    """The model's trained context, `max_position_embeddings` of the config.json at `model_path` (a HF folder or the
+    file); None when there is none or it says none (the curve then has no context-window bound)."""
+    try:
+        value = load_raw_config(model_path).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _illegal(config: ModelConfig, switches: Mapping[str, bool], seq: int) -> dict[tuple[str, str], str]:
@@ -215,3 +228,48 @@ def curve_png(curve: Mapping[str, Any], title: str) -> bytes:
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
     return buf.getvalue()
+
+
+@dataclass
+class CurveComparison:
+    """A recorded curve against the one a deployment gives now, point by point (`compare_curves`)."""
+
+    compared: int = 0  # points with a figure on both sides
+    regressions: list[str] = field(default_factory=list)  # slower beyond the band, or a figure that is gone
+    changes: list[str] = field(default_factory=list)  # faster beyond the band, a new figure, or not judged
+    rtol: float | None = None
+
+
+AXES = (("prefill", "prefill_len", "ttft_ms", "TTFT", "ms", +1), ("decode", "context_len", "decode_tokens_per_sec",
+                                                                   "decode", "tokens/s", -1))
+
+
+def compare_curves(recorded: Mapping[str, Any], now: Mapping[str, Any], rtol: float | None) -> CurveComparison:
+    """Compare two curves of kernels.perf.curve's shape. A point whose figure moved the slow way (TTFT up, decode
+    tokens/s down) by more than `rtol` (relative), or that had a figure and has none now, is a regression; one that
+    moved the fast way, or gained a figure, is a change. `rtol` None (a source with no agreed band, e.g. a
+    device's sweep) lists every difference as a change, judging none; curves from two sources are not compared."""
+    out = CurveComparison(rtol=rtol)
+    if recorded.get("source") != now.get("source"):
+        out.changes.append(f"curve source {recorded.get('source')} recorded, {now.get('source')} now: not compared")
+        return out
+    for axis, key, metric, name, unit, slow in AXES:
+        was = {p.get(key): p for p in (recorded.get(axis) or {}).get("points", [])}
+        for p in (now.get(axis) or {}).get("points", []):
+            x, old = p.get(key), was.get(p.get(key))
+            if old is None:
+                continue
+            a, b = old.get(metric), p.get(metric)
+            where = f"{name} at {_label(x)}"
+            if a is not None and b is None:
+                out.regressions.append(f"{where}: {a:g} {unit} recorded, none now ({p.get('status')}: {p.get('detail', '')})")
+            elif a is None and b is not None:
+                out.changes.append(f"{where}: {b:g} {unit} now, none recorded ({old.get('status')})")
+            elif a is not None and b is not None:
+                out.compared += 1
+                moved = (b - a) / a if a else (0.0 if b == a else math.copysign(math.inf, b - a))
+                if moved and (rtol is None or abs(moved) > rtol):
+                    line = f"{where}: {a:g} -> {b:g} {unit} ({moved:+.2%})"
+                    judged = rtol is not None and moved * slow > 0
+                    (out.regressions if judged else out.changes).append(line + ("" if rtol is not None else " (not judged: no agreed band)"))
+    return out

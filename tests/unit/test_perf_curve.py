@@ -15,11 +15,22 @@ import pytest
 from click.testing import CliRunner
 
 from handlers.cli.main import cli
+from handlers.evaluator.replay import _curve_problems
 from kernels.model.architecture import load_raw_config, resolve
-from kernels.perf.curve import DECODE_CONTEXTS, PREFILL_LENGTHS, decode_curve, npu2_curve, point, prefill_curve
+from kernels.perf.curve import (
+    DECODE_CONTEXTS,
+    PREFILL_LENGTHS,
+    compare_curves,
+    decode_curve,
+    npu2_curve,
+    point,
+    prefill_curve,
+)
 from kernels.perf.dispatch import SWITCHES, normalize_switches
 from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
 from kernels.perf.predict import predict
+from kernels.thresholds import CURVE_COMPARE_RTOL, FIGURE_RTOL
+from registry.curve_page import CURVE_CHART, curve_section
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 MODELS = ["llama-3.2-1b.json", "smollm2-1.7b.json", "smollm2-135m-instruct.json"]
@@ -132,3 +143,75 @@ def test_predict_curve_refuses_an_unknown_switch_in_one_line(tmp_path, monkeypat
     r = CliRunner().invoke(cli, ["predict", str(CONFIGS / "llama-3.2-1b.json"), "--curve", "--switches", "warp"])
     assert r.exit_code != 0 and "unknown switch" in r.output and len(r.output.strip().splitlines()) == 1
     assert not list(tmp_path.glob("*.png"))
+
+
+# --- reverify compares curves, not points (hand-built pairs) ------------------------------------------------------
+
+def _hand_curve(ttft_ms, tps, source="modelled-npu2"):
+    return {"source": source,
+            "prefill": {"points": [{"prefill_len": L, "ttft_ms": t, "status": "ok" if t is not None else "no_legal_tile"}
+                                   for L, t in zip((512, 2048, 8192), ttft_ms)]},
+            "decode": {"points": [{"context_len": C, "decode_tokens_per_sec": v, "status": "ok" if v is not None else
+                                   "does_not_fit"} for C, v in zip((128, 8192, 32768), tps)]}}
+
+
+def test_a_curve_equal_at_every_point_is_no_regression():
+    a = _hand_curve([400.0, 1169.5, 5867.2], [9.99, 8.32, 5.51])
+    cmp = compare_curves(a, _hand_curve([400.0, 1169.5, 5867.2], [9.99, 8.32, 5.51]), FIGURE_RTOL)
+    assert cmp.compared == 6 and cmp.regressions == [] and cmp.changes == []
+
+
+def test_a_kv_regression_at_long_context_is_caught_where_the_phase6_point_did_not_move():
+    recorded = _hand_curve([400.0, 1169.5, 5867.2], [9.99, 8.32, 5.51])
+    now = _hand_curve([400.0, 1169.5, 5867.2], [9.99, 8.32, 4.10])  # 128-context point unchanged
+    cmp = compare_curves(recorded, now, FIGURE_RTOL)
+    assert len(cmp.regressions) == 1 and "decode at 32k: 5.51 -> 4.1 tokens/s" in cmp.regressions[0]
+
+
+def test_a_slower_prefill_length_is_a_regression_and_a_faster_one_a_change():
+    recorded = _hand_curve([400.0, 1169.5, 5867.2], [9.99, 8.32, 5.51])
+    now = _hand_curve([380.0, 1169.5, 6100.0], [9.99, 8.32, 5.51])
+    cmp = compare_curves(recorded, now, FIGURE_RTOL)
+    assert [r.split(":")[0] for r in cmp.regressions] == ["TTFT at 8k"]
+    assert [c.split(":")[0] for c in cmp.changes] == ["TTFT at 512"]
+
+
+def test_a_point_that_lost_its_figure_is_a_regression_and_one_that_gained_it_a_change():
+    recorded = _hand_curve([400.0, 1169.5, None], [9.99, 8.32, 5.51])
+    now = _hand_curve([400.0, 1169.5, 5867.2], [9.99, 8.32, None])
+    cmp = compare_curves(recorded, now, FIGURE_RTOL)
+    assert len(cmp.regressions) == 1 and "decode at 32k" in cmp.regressions[0] and "does_not_fit" in cmp.regressions[0]
+    assert len(cmp.changes) == 1 and "TTFT at 8k" in cmp.changes[0]
+
+
+def test_the_modelled_band_is_the_evaluators_point_tolerance_and_a_device_sweep_is_listed_not_judged():
+    assert CURVE_COMPARE_RTOL["modelled-npu2"] == FIGURE_RTOL
+    recorded = _hand_curve([400.0, 1169.5, 5867.2], [9.99, 8.32, 5.51], source="mlir-air-sweep")
+    now = _hand_curve([400.0, 1180.0, 5867.2], [9.99, 8.32, 5.40], source="mlir-air-sweep")
+    cmp = compare_curves(recorded, now, CURVE_COMPARE_RTOL.get("mlir-air-sweep"))
+    assert cmp.regressions == [] and len(cmp.changes) == 2 and all("not judged" in c for c in cmp.changes)
+    other = compare_curves(_hand_curve([1.0] * 3, [1.0] * 3), recorded, FIGURE_RTOL)
+    assert other.compared == 0 and other.regressions == [] and "not compared" in other.changes[0]
+
+
+# --- the per-model docs plot it; the evaluator re-derives a modelled one ------------------------------------------
+
+def test_the_phase6_page_shows_both_curves_and_its_chart_is_the_same_bytes_on_every_rebuild():
+    config, window = _config("smollm2-135m-instruct.json")
+    c = npu2_curve(config, ALL_ON, ALL_ON, max_positions=window)
+    text, png = curve_section(c, "smol", 42)
+    assert "(modelled NPU2, PerformanceMeasured seq 42)" in text and f"]({CURVE_CHART})" in text
+    assert "| TTFT (ms) |" in text and "| decode tokens/s |" in text
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and curve_section(c, "smol", 42)[1] == png
+    assert curve_section({}, "smol", 42) == ("", None)  # a record from before curves
+
+
+def test_the_evaluator_recomputes_a_modelled_phase6_curve_and_names_a_forged_point():
+    config, window = _config("smollm2-135m-instruct.json")
+    cfg = config.to_dict()
+    c = npu2_curve(config, ALL_ON, ALL_ON, max_positions=window)
+    assert _curve_problems(c, cfg) == []
+    forged = json.loads(json.dumps(c))
+    point(forged, "decode", 4096)["decode_tokens_per_sec"] *= 1.5
+    problems = _curve_problems(forged, cfg)
+    assert len(problems) == 1 and "curve decode at 4096" in problems[0]
