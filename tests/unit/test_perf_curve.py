@@ -215,3 +215,13 @@ def test_the_evaluator_recomputes_a_modelled_phase6_curve_and_names_a_forged_poi
     point(forged, "decode", 4096)["decode_tokens_per_sec"] *= 1.5
     problems = _curve_problems(forged, cfg)
     assert len(problems) == 1 and "curve decode at 4096" in problems[0]
+
+
+def test_phase6s_own_points_keep_their_figures_past_a_short_context_window_and_say_so():
+    config, _ = _config("smollm2-135m-instruct.json")
+    c = npu2_curve(config, ALL_ON, ALL_ON, max_positions=100)  # shorter than both Phase 6 points
+    own_pre, own_dec = point(c, "prefill", NPU2_PREFILL_SEQ), point(c, "decode", NPU2_DECODE_CTX)
+    assert own_pre["ttft_s"] == predict(config).ttft_s and "Phase 6's compiled length" in own_pre["detail"]
+    assert own_dec["decode_tokens_per_sec"] == predict(config).decode_tokens_per_s and "Phase 6" in own_dec["detail"]
+    others = [p for axis in ("prefill", "decode") for p in c[axis]["points"] if p not in (own_pre, own_dec)]
+    assert others and all(p["status"] == "beyond_context_window" for p in others)
