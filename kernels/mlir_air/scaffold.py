@@ -2,7 +2,8 @@
 
 Writes `programming_examples/llms/<name>/` inside MLIR_AIR_DIR the way deploy-new-llm/SKILL.md:133-147 and
 phase-6-finalize-and-learn/SKILL.md:46-76 lay it out: Makefile (compile / run / profile / verify /
-verify-full / diagnosis / clean, the recipes of mlir-air's own model Makefiles, PE/llms/llama32_1b/Makefile:
+verify-full / diagnosis / clean, and profile-prefill CTX=L / sweep-prefill: the target and the sweep of mlir-air's
+llms/bench/sweep_prefill.py@a32bef3 over padded prefill lengths, the recipes of mlir-air's own model Makefiles, PE/llms/llama32_1b/Makefile:
 73-129, calling `../verify/verify_runner.py --runner=<name>.verify_adapter`), verify_adapter.py (the
 adapter protocol, verify_runner.py:265-338), `<name>_inference.py`, README.md, ARCHITECTURE.md (the
 per-layer ELF sequence of `kernels.perf.dispatch.dispatch_plan`), .gitignore.
@@ -75,9 +76,15 @@ RUN_PY = $(if $(NPU_LEDGER),PYTHONPATH=$(NPU_LEDGER)$${{PYTHONPATH:+:$$PYTHONPAT
 # npu-ledger's teacher-forced walk (verify-walk), imported from NPU_LEDGER
 WALK = $(RUN_PY) -m kernels.mlir_air.walk --runner=$(RUNNER_ADAPTER) --llms-dir $(srcdir)/.. --model $(MODEL)
 {extra}
-.PHONY: help compile run profile all verify verify-full verify-walk verify-walk-full diagnosis clean
+# profile-prefill: one prefill built for CTX positions, timed (the target mlir-air's bench/sweep_prefill.py@a32bef3
+# runs per length: `make -f Makefile profile-prefill CTX=<L>`, reading `Time to first token (TTFT): <s>s`);
+# sweep-prefill: that sweep over SWEEP_LENGTHS with this Makefile, its record in SWEEP_OUT
+CTX ?= 2048
+SWEEP_LENGTHS ?= 128,256,512,1024,2048
+SWEEP_OUT ?= $(srcdir)/reports/sweep_prefill.json
+.PHONY: help compile run profile profile-prefill sweep-prefill all verify verify-full verify-walk verify-walk-full diagnosis clean
 help:
-\t@echo "targets: compile run profile verify verify-full verify-walk verify-walk-full diagnosis clean (PROMPT, N_TOKENS, MODEL)"
+\t@echo "targets: compile run profile profile-prefill sweep-prefill verify verify-full verify-walk verify-walk-full diagnosis clean (PROMPT, N_TOKENS, MODEL, CTX, SWEEP_LENGTHS)"
 
 compile:
 \t@mkdir -p $(BUILD_DIR)
@@ -90,6 +97,14 @@ run:
 profile:
 \t@mkdir -p $(BUILD_DIR)
 \tcd $(BUILD_DIR) && $(RUN_PY) {inf} --run-only --n-tokens $(N_TOKENS) --prompt "$(PROMPT)" --model $(MODEL) --profile
+
+profile-prefill:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(RUN_PY) {inf} --run-only --prefill-only --seq-len $(CTX) --prompt "$(PROMPT)" --model $(MODEL)
+
+sweep-prefill:
+\t@mkdir -p $(dir $(SWEEP_OUT))
+\t$(PYTHON) $(srcdir)/../bench/sweep_prefill.py --model-name {name} --makefile $(srcdir)/Makefile --lengths $(SWEEP_LENGTHS) --out $(SWEEP_OUT)
 
 all: compile profile
 
@@ -206,7 +221,9 @@ def _inference(name: str, stand_in: bool) -> str:
                 "if __name__ == \"__main__\":\n    sys.exit(main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
     return (f'"""{name}: production inference (the engineer writes it: setup(), run_npu_prefill, run_npu_decode_step,\n'
             "and a CLI --compile-only / --run-only --n-tokens N --prompt P --model M [--profile] printing the lines\n"
-            'of PE/llms/llama32_1b/llama32_1b_inference.py:672-756 and :801-934)."""\n'
+            'of PE/llms/llama32_1b/llama32_1b_inference.py:672-756 and :801-934; --prefill-only --seq-len L: one prefill\n'
+            'built for L positions, printing `constructing seq_len=L` and `Time to first token (TTFT): <s>s`, the\n'
+            'lines llms/bench/sweep_prefill.py@a32bef3 reads)."""\n'
             "raise SystemExit('not written yet: see the docstring')\n")
 
 
