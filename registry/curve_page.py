@@ -19,4 +19,7 @@ def curve_section(curve: Mapping[str, Any], name: str, seq: int) -> tuple[str, b
     body = render_curve(curve, name).split("\n", 2)[2]  # the tables and notes, under this page's own heading
     text = (f"## Prefill length and decode context as axes ({label}, PerformanceMeasured seq {seq})\n\n"
             f"![TTFT against padded prefill length, decode tokens/s against context]({CURVE_CHART})\n\n{body}")
+    modelled = curve.get("modelled_npu2")
+    if modelled:  # a device's sweep: the performance model's curve beside it
+        text += "\n### The NPU2 performance model's curve beside it\n\n" + render_curve(modelled, name).split("\n", 2)[2]
     return text, curve_png(curve, f"{name}: {label} (PerformanceMeasured seq {seq})")

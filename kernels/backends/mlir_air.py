@@ -293,7 +293,7 @@ class MlirAirBackend:
                                "provenance": prof["provenance"],
                                "switches": {k: bool(self._switches.get(DECODE + k, False)) for k in SWITCHES}})
 
-    def _curve(self) -> dict[str, Any]:
+    def sweep_curve(self) -> dict[str, Any]:
         """The model directory's `make sweep-prefill` (kernels.mlir_air.sweeps): TTFT against padded prefill length,
         measured; the modelled curve beside it. A sweep that printed no point is recorded as not swept, saying why."""
         modelled = npu2_curve(self.config, path_switches(self._switches, "prefill"),
@@ -315,7 +315,7 @@ class MlirAirBackend:
                 "ttft_s": prof["prefill_s"], "prefill_s": prof["prefill_s"], "ms_per_token": prof["s_per_token"] * 1e3,
                 "tokens_per_s": 1.0 / prof["s_per_token"] if prof["s_per_token"] > 0 else None,
                 "per_elf": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"]},
-                self._curve())
+                self.sweep_curve())
 
     def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> IntegratedRun:
         command, rc, text, prov = self.executor.run_model_target(

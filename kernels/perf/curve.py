@@ -182,7 +182,10 @@ def render_curve(curve: Mapping[str, Any], title: str) -> str:
     pre, dec = curve["prefill"]["points"], curve["decode"]["points"]
     lines = [f"# {title}: prefill length and decode context as axes ({label})", ""]
 
-    def block(name: str, points, xkey: str, rows: list[tuple[str, str, str]]) -> None:
+    def block(name: str, points, xkey: str, rows: list[tuple[str, str, str]], axis: Mapping[str, Any]) -> None:
+        if not points:  # an axis not swept (a device's decode on a bf16 model directory): why, no table
+            lines.extend([f"## {name} ({label})", "", f"{axis.get('status', 'no points')}: {axis.get('detail', '')}", ""])
+            return
         lines.extend([f"## {name} ({label})", "",
                       "| metric | " + " | ".join(_label(p[xkey]) for p in points) + " |",
                       "|:---|" + "---:|" * len(points)])
@@ -192,9 +195,9 @@ def render_curve(curve: Mapping[str, Any], title: str) -> str:
         lines.append("")
 
     block("Prefill latency vs padded prefill length", pre, "prefill_len",
-          [("TTFT (ms)", "ttft_ms", ".1f"), ("prefill tokens/s", "prefill_tokens_per_sec", ".1f")])
+          [("TTFT (ms)", "ttft_ms", ".1f"), ("prefill tokens/s", "prefill_tokens_per_sec", ".1f")], curve["prefill"])
     block("Decode throughput vs context", dec, "context_len",
-          [("decode tokens/s", "decode_tokens_per_sec", ".2f"), ("ms/token", "ms_per_token", ".2f")])
+          [("decode tokens/s", "decode_tokens_per_sec", ".2f"), ("ms/token", "ms_per_token", ".2f")], curve["decode"])
     lines += [f"- {n}" for n in curve.get("notes", [])]
     lines.append(f"- layout: {curve.get('layout', LAYOUT_SRC)}")
     return "\n".join(lines) + "\n"
@@ -219,12 +222,16 @@ def curve_png(curve: Mapping[str, Any], title: str) -> bytes:
         FigureCanvasAgg(fig)
         for i, (axis, xkey, ykey, xlabel, ylabel, name) in enumerate(panels, start=1):
             ax = fig.add_subplot(1, 2, i)
-            pts = [p for p in curve[axis]["points"] if p.get(ykey) is not None]
-            ax.plot([p[xkey] for p in pts], [p[ykey] for p in pts], marker="o", markersize=4, linewidth=1.2,
-                    label=label)
+            series = [(label, curve, "-")] + ([("modelled NPU2", curve["modelled_npu2"], "--")]
+                                              if curve.get("modelled_npu2") else [])  # a device's curve: the model beside
+            for name_, c, style in series:
+                pts = [p for p in c[axis]["points"] if p.get(ykey) is not None]
+                ax.plot([p[xkey] for p in pts], [p[ykey] for p in pts], style, marker="o", markersize=4,
+                        linewidth=1.2, label=name_)
             ax.set_xscale("log", base=2)
-            xs = [p[xkey] for p in curve[axis]["points"]]
-            ax.set_xticks(xs, [_label(x) for x in xs], fontsize=7)
+            xs = sorted({p[xkey] for _, c, _ in series for p in c[axis]["points"] if p.get(xkey)})
+            if xs:
+                ax.set_xticks(xs, [_label(x) for x in xs], fontsize=7)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
             ax.set_title(f"{name} ({label})", fontsize=9)

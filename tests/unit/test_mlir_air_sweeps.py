@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.backends.mlir_air import MlirAirBackend
 from kernels.mlir_air.checkout import ROOT
 from kernels.mlir_air.output import TranscriptError
 from kernels.mlir_air.scaffold import scaffold
@@ -20,6 +21,7 @@ from kernels.model.architecture import load_raw_config, resolve
 from kernels.perf.curve import compare_curves, npu2_curve, point
 from kernels.perf.dispatch import normalize_switches
 from kernels.thresholds import CURVE_COMPARE_RTOL
+from registry.curve_page import curve_section
 
 # sweep_prefill.py's per-length prints: `[sweep_prefill] <model> L=<L> ...`, then `[sweep_prefill]   <json.dumps(pt)>`
 TRANSCRIPT = """[sweep_prefill] llama32_1b L=512 ...
@@ -81,3 +83,30 @@ def test_the_twins_sweep_over_a_stand_in_model_directory_prints_what_mlir_airs_p
     record = json.loads(out.read_text())
     assert (record["model"], record["axis"], record["metric"]) == ("tiny", "prefill_len", "ttft_ms")
     assert record["points"] == points
+
+
+def test_the_mlir_air_backends_curve_is_the_model_directorys_sweep_with_the_modelled_one_beside(
+        tmp_path, tiny_llama, monkeypatch):
+    monkeypatch.setenv("LEDGER_NPU_LOCK", str(tmp_path / "npu.lock"))
+    twin = write_twin(tmp_path / "mlir-air")
+    config = resolve(load_raw_config(tiny_llama))
+    scaffold(twin, "tiny", str(tiny_llama), config, stand_in="emulated")
+    curve = MlirAirBackend(tiny_llama, config, "tiny", mlir_air_dir=str(twin)).sweep_curve()
+    command = curve["provenance"]["command"]
+    assert curve["source"] == "mlir-air-sweep" and " sweep-prefill " in command and "SWEEP_LENGTHS=" in command
+    modelled = curve["modelled_npu2"]
+    swept = [p["prefill_len"] for p in modelled["prefill"]["points"] if p["status"] == "ok"]
+    assert [p["prefill_len"] for p in curve["prefill"]["points"]] == swept  # the lengths the plan and window allow
+    for p in curve["prefill"]["points"]:
+        assert p["ttft_ms"] == round(point(modelled, "prefill", p["prefill_len"])["ttft_s"] * 1e3, 2)
+    assert curve["decode"]["points"] == [] and "fused (Q4NX) decode only" in curve["decode"]["detail"]
+
+
+def test_a_device_curve_renders_its_sweep_says_why_decode_has_no_points_and_plots_the_model_beside(tiny_llama):
+    config = resolve(load_raw_config(tiny_llama))
+    sw = normalize_switches(None)
+    curve = hardware_curve(parse_prefill_sweep(TRANSCRIPT), npu2_curve(config, sw, sw), {})
+    text, png = curve_section(curve, "llama32_1b", 7)
+    assert "Prefill latency vs padded prefill length (measured NPU2)" in text and "| TTFT (ms) | 315.0 | — |" in text
+    assert "not_swept: " in text and "### The NPU2 performance model's curve beside it" in text
+    assert png[:4] == b"\x89PNG" and curve_section(curve, "llama32_1b", 7)[1] == png
