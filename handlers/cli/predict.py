@@ -38,7 +38,8 @@ from kernels.perf.predict import predict, render_table
 @click.option("--host-memory-gib", type=click.FloatRange(min=0.1), default=None,
               help="the target machine's memory, to check that the resident BOs fit it (NPU2 shares host DDR)")
 @click.option("--curve", is_flag=True,
-              help="TTFT / prefill tokens/s against prefill length and decode tokens/s against context, with a PNG")
+              help="TTFT / prefill tokens/s against padded prefill length and decode tokens/s against context "
+                   "(the lengths and contexts are the curve's own: --seq / --ctx do not apply), with a PNG")
 @click.option("--png", "png_path", type=click.Path(dir_okay=False), default=None,
               help="with --curve: where the PNG goes (default <name>_curve.png here)")
 @click.pass_obj

@@ -5,8 +5,9 @@ harness directory `kernels/mlir_air/harnesses.toml` uses, each with a Makefile t
 defaults) of mlir-air's own Makefile and forwarding them as the same flags (mlir_air_contract.md §1, each
 cited in the generated Makefile), `programming_examples/weighted_rms_norm/weighted_rms_norm.py` (the table
 calls that script directly), `programming_examples/layer_norm/layer_norm.py` (likewise), `programming_examples/llms/verify/verify_runner.py` with the part of mlir-air's
-CLI the model Makefiles use, `programming_examples/llms/bench/sweep_prefill.py` (mlir-air's prefill sweep CLI and lines, over a model
-directory's `make profile-prefill CTX=L`), `programming_examples/llms/verify/prompts/{instruct,base}.txt` (npu-ledger's
+CLI the model Makefiles use, `programming_examples/llms/bench/sweep_prefill.py` (mlir-air's prefill sweep CLI
+and lines over a model directory's `make profile-prefill CTX=L`, kernels.mlir_air.twin.sweep_prefill),
+`programming_examples/llms/verify/prompts/{instruct,base}.txt` (npu-ledger's
 own prompt sets, one per line, written here - mlir-air's prompts are never copied), a README saying the
 latency figures are modelled, and a git repository with one commit (the "mlir-air commit" the tool records).
 
