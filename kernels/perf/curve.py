@@ -42,7 +42,7 @@ from typing import Any
 
 from kernels.model.architecture import load_raw_config
 from kernels.model.config import ModelConfig
-from kernels.numerics.tiles import plan_tile
+from kernels.numerics.tiles import check_tile, plan_tile
 from kernels.perf.dispatch import dispatch_plan
 from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ
 from kernels.perf.memory import BO_ADDRESS_LIMIT, BO_LIMIT_SRC
@@ -72,8 +72,9 @@ def _illegal(config: ModelConfig, switches: Mapping[str, bool], seq: int) -> dic
     for call in [*plan.prefill_layer, plan.lm_head]:
         for la in call.launches:
             tp = plan_tile(la.kernel, la.shape, "npu2")
-            if not tp.legal:
-                out.setdefault((la.kernel, tp.warnings[0].split("(", 1)[-1].split(":", 1)[0]), tp.warnings[0])
+            if not tp.legal:  # the planner's own tile breaks these rules at this shape
+                for rule, msg in check_tile(la.kernel, la.shape, tp.tile, "npu2"):
+                    out.setdefault((la.kernel, rule), f"{la.kernel} {la.role}: {rule}: {msg}")
     return out
 
 
@@ -88,8 +89,8 @@ def prefill_curve(config: ModelConfig, switches: Mapping[str, bool], lengths=PRE
                   max_positions: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The prefill points (see the module docstring) under the prefill path's `switches`, and the notes."""
     base = _illegal(config, switches, NPU2_PREFILL_SEQ)
-    notes = [f"no legal NPU2 tile at any length for {k} ({r}): the shape's, not the length's; the model pads it"
-             for k, r in sorted(base)]
+    notes = [f"no legal NPU2 tile at {NPU2_PREFILL_SEQ} either ({base[k]}): the shape's, not the length's (the "
+             "hardware needs it padded)" for k in sorted(base)]
     points = []
     for L in lengths:
         pt: dict[str, Any] = {"prefill_len": L, "ttft_ms": None, "prefill_tokens_per_sec": None, "status": "ok"}

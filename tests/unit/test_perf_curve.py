@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from handlers.cli.main import cli
 from handlers.evaluator.replay import _curve_problems
 from kernels.model.architecture import load_raw_config, resolve
+from kernels.model.config import ModelConfig
 from kernels.perf.curve import (
     DECODE_CONTEXTS,
     PREFILL_LENGTHS,
@@ -112,6 +113,10 @@ def test_a_length_the_tiles_cannot_split_ends_the_prefill_axis_but_a_shape_illeg
     points, notes = prefill_curve(config, ALL_ON, lengths=(2048, 2048 + 32))  # flash attention: lq % lqp
     assert points[0]["status"] == "ok" and not notes
     assert points[1]["status"] == "no_legal_tile" and "flash_attention" in points[1]["detail"]
+    tiny = ModelConfig(n_layers=2, emb_dim=64, n_heads=4, n_kv_heads=2, head_dim=16, hidden_dim=176, vocab_size=300)
+    points, notes = prefill_curve(tiny, ALL_ON)  # head_dim 16, K=176: no legal tile at any length
+    assert all(p["status"] == "ok" for p in points)
+    assert notes and all("the shape's, not the length's" in n for n in notes)
 
 
 @pytest.mark.parametrize("name", ["llama-3.2-1b.json", "smollm2-1.7b.json"])
