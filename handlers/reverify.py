@@ -150,7 +150,7 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
 
 
 def _compare_curve(state, backend, result: Reverified) -> None:
-    """4. The Phase 6 curve (PerformanceMeasured.curve: TTFT against prefill length, decode tokens/s against
+    """3. The Phase 6 curve (PerformanceMeasured.curve: TTFT against prefill length, decode tokens/s against
     context) against the one the backend gives now, point by point (kernels.perf.curve.compare_curves, in
     kernels.thresholds.CURVE_COMPARE_RTOL's band for its source): a slower point, or one that lost its figure, is a
     regression; a deployment recorded before curves has none to compare."""
