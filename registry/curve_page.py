@@ -16,10 +16,15 @@ def curve_section(curve: Mapping[str, Any], name: str, seq: int) -> tuple[str, b
     if not curve or not (curve.get("prefill") and curve.get("decode")):
         return "", None
     label = curve.get("label") or curve.get("source")
-    body = render_curve(curve, name).split("\n", 2)[2]  # the tables and notes, under this page's own heading
+    body = _under(render_curve(curve, name))
     text = (f"## Prefill length and decode context as axes ({label}, PerformanceMeasured seq {seq})\n\n"
             f"![TTFT against padded prefill length, decode tokens/s against context]({CURVE_CHART})\n\n{body}")
     modelled = curve.get("modelled_npu2")
     if modelled:  # a device's sweep: the performance model's curve beside it
-        text += "\n### The NPU2 performance model's curve beside it\n\n" + render_curve(modelled, name).split("\n", 2)[2]
+        text += "\n### The NPU2 performance model's curve beside it\n\n" + _under(render_curve(modelled, name))
     return text, curve_png(curve, f"{name}: {label} (PerformanceMeasured seq {seq})")
+
+
+def _under(markdown: str) -> str:
+    """render_curve's tables and notes without its title, one heading level down (under this page's section)."""
+    return markdown.split("\n", 2)[2].replace("## ", "### ")

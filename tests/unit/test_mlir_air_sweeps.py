@@ -107,6 +107,6 @@ def test_a_device_curve_renders_its_sweep_says_why_decode_has_no_points_and_plot
     sw = normalize_switches(None)
     curve = hardware_curve(parse_prefill_sweep(TRANSCRIPT), npu2_curve(config, sw, sw), {})
     text, png = curve_section(curve, "llama32_1b", 7)
-    assert "Prefill latency vs padded prefill length (measured NPU2)" in text and "| TTFT (ms) | 315.0 | — |" in text
+    assert "### Prefill latency vs padded prefill length (measured NPU2)" in text and "| TTFT (ms) | 315.0 | — |" in text
     assert "not_swept: " in text and "### The NPU2 performance model's curve beside it" in text
     assert png[:4] == b"\x89PNG" and curve_section(curve, "llama32_1b", 7)[1] == png
