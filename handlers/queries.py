@@ -2,6 +2,7 @@
 
   model_target(app, target, platform)   NAME|CONFIG -> (ModelConfig, target) for `plan`
   predict_config(app, target)           NAME|CONFIG -> ModelConfig for `predict` (scope-checked)
+  context_window(app, target)           NAME|CONFIG -> its config.json's max_position_embeddings (`predict --curve`)
   registry_lookup(kernel, dims, ...)    the best GEMM config, or the registry rows of a kernel
   verify_chain(app, checkpoint)         `ledger verify`'s chain check and the checkpoint kept
 
@@ -23,6 +24,7 @@ from handlers.gates import GateRun
 from handlers.uow import DeploymentUnit
 from kernels.model import architecture
 from kernels.model.config import ModelConfig
+from kernels.perf.curve import context_window as curve_window
 from ledger import Checkpoint
 from ledger.checkpoints import ChainReport, check_chain
 from ledger.record import RecordedEvent
@@ -65,6 +67,19 @@ def predict_config(app: App, target: str) -> ModelConfig:
     if not assessment.in_scope:
         raise TargetError(f"out of scope: {assessment.reasons[0]}")
     return architecture.resolve(raw)
+
+
+def context_window(app: App, target: str) -> int | None:
+    """The model's trained context (`max_position_embeddings` of its config.json) for `ledger predict --curve`:
+    from `target` when it is a config.json / HF folder, else from deployment `target`'s model folder; None when
+    neither says (the curve then has no context-window bound)."""
+    p = Path(target).expanduser()
+    if not p.exists():
+        folder = DeploymentUnit(app.ledger, target).state.model_path
+        if not folder:
+            return None
+        p = Path(folder)
+    return curve_window(p)
 
 
 def registry_lookup(kernel: str, dims: dict[str, Any], *, events: Callable[[], Sequence[RecordedEvent]],

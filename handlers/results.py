@@ -175,6 +175,11 @@ def predict_json(prediction) -> dict[str, Any]:
     return out
 
 
+def curve_json(curve: dict[str, Any], png: str) -> dict[str, Any]:
+    """`ledger predict CONFIG|NAME --curve --json`: both curves (kernels.perf.curve.npu2_curve) and the PNG's path."""
+    return {**curve, "png": png}
+
+
 KERNEL_RUN = model_schema(KernelResult)
 
 

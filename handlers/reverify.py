@@ -9,9 +9,12 @@ For each deployment at `deployed`:
    the gate runs them (`handlers.gates.phase1.verify_row`), and recorded.
 2. The token gate (Phase 3's, 2 prompts) runs again through `handlers.gates.runtime.model_backend` and is
    recorded (context "reverify").
-3. A row that passed and now FAILs (without the documented caveat), or a prompt that passed and now fails,
-   is a regression: one BlockerRaised(phase 7) names each and what changed, and the deployment goes to
-   `needs_human_review` (as a failed re-audit does); `ledger resume` after a fix re-runs the evaluation.
+3. The Phase 6 curve (TTFT against prefill length, decode tokens/s against context) is compared with the one
+   the backend gives now, point by point (`_compare_curve`), not one point.
+4. A row that passed and now FAILs (without the documented caveat), a prompt that passed and now fails, or a
+   curve point that is slower beyond its band (or lost its figure), is a regression: one BlockerRaised(phase 7)
+   names each and what changed, and the deployment goes to `needs_human_review` (as a failed re-audit does);
+   `ledger resume` after a fix re-runs the evaluation.
 A declared stand-in fault (`standin_fault`, kernels.numerics.executors.standin) makes the matching rows' harness fail,
 standing for a broken toolchain in tests; it is recorded in those rows' toolchain (the emulated runner wrapped by
 `kernels.backends.in_process_runner.StandinFaultRunner`).
@@ -33,9 +36,11 @@ from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import make_runner
 from kernels.numerics.executors.standin import StandinError, StandinFault
 from kernels.model.plan_record import replan
+from kernels.perf.curve import compare_curves
+from kernels.thresholds import CURVE_COMPARE_RTOL
 from kernels.toolchain import current_toolchain, toolchain_changes, toolchain_label
 from ledger import Ledger
-from ledger.events import BlockerRaised, KernelVerified, TokenGateChecked
+from ledger.events import BlockerRaised, KernelVerified, PerformanceMeasured, TokenGateChecked
 from statemachine.gate import kernel_key
 from registry.text import shown
 from statemachine.phases import Phase, Status
@@ -50,6 +55,7 @@ class Reverified:
     rows_rerun: int = 0
     rows_unchanged: int = 0
     token_prompts: int = 0
+    curve_points: int = 0  # Phase 6 curve points compared (both sides with a figure)
     regressions: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)  # what changed, per re-run row kind
     skipped: str = ""
@@ -64,6 +70,7 @@ class Reverified:
         return {"name": self.name, "verdict": self.verdict, "status_before": self.status_before,
                 "status": self.status, "executor": self.executor, "rows_rerun": self.rows_rerun,
                 "rows_unchanged": self.rows_unchanged, "token_prompts": self.token_prompts,
+                "curve_points": self.curve_points,
                 "regressions": self.regressions, "changed": self.changed, "skipped": self.skipped}
 
 
@@ -133,12 +140,30 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
         if was.get(e.prompt_index, True) and not e.passed:
             result.regressions.append(f"token gate prompt {e.prompt_index} now fails (divergence step "
                                       f"{e.divergence_step}) on {executor}, toolchain {_short(now)}")
+    _compare_curve(state, backend, result)
     events = bind(new_events, state.model_digest)
     if result.regressions:
         head = result.regressions[0] + (f" (+{len(result.regressions) - 1} more)" if len(result.regressions) > 1 else "")
         events.append(BlockerRaised(phase=7, reason=f"reverify regression: {head}"))
     unit.commit(events)
     result.status = unit.state.status.value
+
+
+def _compare_curve(state, backend, result: Reverified) -> None:
+    """3. The Phase 6 curve (PerformanceMeasured.curve: TTFT against prefill length, decode tokens/s against
+    context) against the one the backend gives now, point by point (kernels.perf.curve.compare_curves, in
+    kernels.thresholds.CURVE_COMPARE_RTOL's band for its source): a slower point, or one that lost its figure, is a
+    regression; a deployment recorded before curves has none to compare."""
+    passed = state.passed.get(Phase.FINALIZE)
+    recorded = [ev.event for ev in (passed.evidence if passed else [])
+                if isinstance(ev.event, PerformanceMeasured) and ev.event.phase == 6 and ev.event.curve]
+    if not recorded:
+        return
+    old = recorded[-1].curve
+    cmp = compare_curves(old, backend.npu2_figures().curve, CURVE_COMPARE_RTOL.get(old.get("source")))
+    result.curve_points = cmp.compared
+    result.regressions += [f"Phase 6 curve {r}" for r in cmp.regressions]
+    result.changed += [f"Phase 6 curve {c}" for c in cmp.changes]
 
 
 def _short(tc: dict) -> str:

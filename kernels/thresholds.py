@@ -149,6 +149,11 @@ KERNEL_REMEASURE_HW_BAND = 1.0
 BLOCK_REMEASURE_ATOL = 1e-4
 # figures re-derived from their own samples (medians, means, counts): float round-off only
 FIGURE_RTOL = 1e-9
+# `ledger reverify` compares a deployment's Phase 6 curve (kernels.perf.curve) with the one it gives now, point
+# by point, in the band the evaluator holds the Phase 6 point to: a modelled curve is a pure function of (config,
+# switches, perf model), so FIGURE_RTOL; a device's sweep has no agreed band (as a device's `make diagnosis` re-run
+# has none, BLOCK_REMEASURE_ATOL's note): its differences are listed, not judged.
+CURVE_COMPARE_RTOL: dict[str, float] = {"modelled-npu2": FIGURE_RTOL}
 
 # --- the teacher-forced walk of the token gate (issue #15) -------------------------------------------------
 # Both sides are fed the reference's greedy tokens for all TOKEN_GATE_STEPS steps. At every step each side's

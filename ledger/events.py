@@ -344,6 +344,10 @@ class PerformanceMeasured(Measured):
     # the toolchain the figures came from (kernels.toolchain: npu-ledger version, the perf model's version on
     # emulated/torch, mlir-air commit and aie/peano/XRT versions on hardware); {} in ledgers written before it
     toolchain: dict[str, Any] = Field(default_factory=dict)
+    # Phase 6: prefill length and decode context as axes (kernels.perf.curve: TTFT against padded prefill length,
+    # decode tokens/s against context; modelled NPU2 on emulated/torch, the sweeps' on hardware); {} elsewhere and
+    # in ledgers written before it
+    curve: dict[str, Any] = Field(default_factory=dict)
 
 
 class NightlyPerfImported(Event):

@@ -12,7 +12,8 @@
     docs/development_progress/phase3_layer_cosine.png   (only when LayerDiagnosed events exist)
     docs/development_progress/phase3_step_kl.png        (only when a Phase 3 token gate recorded its teacher-forced walk)
     docs/development_progress/phase4_prefill.md, phase5_decode.md   OptimizationTried + baselines
-    docs/development_progress/phase6_finalize.md  TTFT, tokens/s, profile
+    docs/development_progress/phase6_finalize.md  TTFT, tokens/s, profile; the curves against prefill length and context
+    docs/development_progress/phase6_curve.png    (only when the Phase 6 record has a curve: registry.curve_page)
     docs/development_progress/LESSONS.md          LessonRecorded
     docs/evaluation_report.md                     the latest EvaluationRecorded
 
@@ -30,6 +31,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Sequence
 
 from ledger.record import RecordedEvent
+from registry.curve_page import CURVE_CHART
 from registry.evaluation_page import render_evaluation
 from registry.model_fold import DeploymentView, PhaseView, fold_deployment, show_time
 from registry.model_pages import (
@@ -55,7 +57,8 @@ PROGRESS = "docs/development_progress"
 DOC_FILES = (
     "TODO.md", *(f"{PROGRESS}/{f}" for f in (
         "progress.md", "phase_timing.md", "phase1_kernels.md", "phase2_block.md", "phase3_full.md",
-        "phase4_prefill.md", "phase5_decode.md", "phase6_finalize.md", "LESSONS.md", CHART, KL_CHART, ELF_CHART)),
+        "phase4_prefill.md", "phase5_decode.md", "phase6_finalize.md", "LESSONS.md", CHART, KL_CHART, ELF_CHART,
+        CURVE_CHART)),
     "docs/evaluation_report.md", "docs/perf_history.md", "docs/perf_history.png",
 )
 FOLDER_MAX = 240  # registry.names.MAX_NAME_LENGTH (255-byte components; <name>_cpu_helpers.py in its mlir-air folder)
@@ -328,7 +331,7 @@ def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, 
     """Every doc of deployment `name`, keyed by path under `llms/<name>/`, sorted."""
     v = fold_deployment(events, name)
     phase3, charts = render_phase3(v)
-    phase6, elf_png = render_phase6(v)
+    phase6, phase6_charts = render_phase6(v)
     docs = {
         "TODO.md": render_todo(v),
         f"{PROGRESS}/progress.md": render_progress(v),
@@ -344,8 +347,7 @@ def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, 
     }
     out: dict[str, bytes] = {rel: text.encode("utf-8") for rel, text in docs.items()}
     out.update({f"{PROGRESS}/{file}": png for file, png in charts.items()})
-    if elf_png is not None:
-        out[f"{PROGRESS}/{ELF_CHART}"] = elf_png
+    out.update({f"{PROGRESS}/{file}": png for file, png in phase6_charts.items()})
     out.update(project_history(events, name, model_dir_name(name)))  # docs/perf_history.md (+ .png): figures per toolchain
     prefix = f"llms/{model_dir_name(name)}/"
     return {prefix + rel: out[rel] for rel in sorted(out)}

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from ledger.record import RecordedEvent
 from registry.catalog import shape_key, spec_for
 from registry.chart import elf_breakdown_png, layer_cosine_png, step_kl_png
+from registry.curve_page import CURVE_CHART, curve_section
 from registry.model_fold import PHASE_TITLES, DeploymentView, show_time
 from registry.perf_records import Npu2Figures, Profile
 from registry.render_markdown import tile_text
@@ -312,12 +313,13 @@ def _npu2_section(npu2: Npu2Figures) -> tuple[str, list[tuple[str, float, float,
     return text, bars
 
 
-def render_phase6(v: DeploymentView) -> tuple[str, bytes | None]:
-    """phase6_finalize.md, and the PNG of the modelled NPU2 per-ELF breakdown (None without a Phase 6 record)."""
+def render_phase6(v: DeploymentView) -> tuple[str, dict[str, bytes]]:
+    """phase6_finalize.md, and its charts by file name: the modelled NPU2 per-ELF breakdown and the curves against
+    prefill length and context (registry.curve_page), each where the last Phase 6 record has it."""
     parts = [header(v, "phase6_finalize.md"), f"# Phase 6 — Finalize & Learn — {v.name}\n",
              f"{GLYPH[v.phases[6].status]} {v.phases[6].status}.\n"]
     perf = [r for r in v.of("PerformanceMeasured") if r.event.phase == 6]
-    png = None
+    png = curve_chart = None
     profile = Profile.of(perf[-1].event.profile) if perf else None
     if profile is not None and profile.npu2 is not None:
         rec = perf[-1]
@@ -361,13 +363,17 @@ def render_phase6(v: DeploymentView) -> tuple[str, bytes | None]:
         if len(perf) > 1:
             parts.append("## All Phase 6 measurements\n")
             parts.append(_perf_table(perf))
+    if perf:
+        curve_text, curve_chart = curve_section(perf[-1].event.curve, v.name, perf[-1].seq)
+        parts += [curve_text] if curve_text else []
     gates = [r for r in v.of("TokenGateChecked") if r.event.context == "phase6"]
     parts.append("## Token gate (integrated runner)\n")
     rows = [[r.seq, r.event.prompt_index, "PASS" if r.event.passed else "FAIL",
              r.event.divergence_step if r.event.divergence_step is not None else "none", r.event.agreed_prefix] for r in gates]
     parts.append(table(["seq", "prompt #", "verdict", "divergence step", "agreed prefix"], rows) if rows else "None recorded yet.\n")
     parts.append(f"Lessons recorded: {len(v.of('LessonRecorded'))} — see [LESSONS.md](LESSONS.md).\n")
-    return "\n".join(parts), png
+    charts = {name: b for name, b in ((ELF_CHART, png), (CURVE_CHART, curve_chart)) if b is not None}
+    return "\n".join(parts), charts
 
 
 def render_lessons(v: DeploymentView) -> str:

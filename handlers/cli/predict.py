@@ -4,6 +4,12 @@ CONFIG is a config.json or a local HF folder (resolved by kernels.model.architec
 (MoE, sliding window, MLA, encoder-decoder, non-SwiGLU) ends as one `error:` line and exit status 1.
 NAME (a deployment) is predicted from its folded ConfigResolved; the Phase 6 page of a deployment carries the
 per-ELF chart of its own switches (`registry.model_pages.render_phase6`).
+
+`--curve` gives prefill length and decode context as axes instead of one point (kernels.perf.curve): TTFT and
+prefill tokens/s against padded prefill length (each point the deployment compiled for that length), decode
+tokens/s against context, as markdown tables (or `--json`) and a PNG beside them (`--png PATH`, default
+`<target name>_curve.png` in the current directory). Its 2048 point and its Phase 6 context point are exactly
+the figures `ledger predict` gives without `--curve`.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from pathlib import Path
 import click
 
 from handlers import results
-from handlers.queries import TargetError, predict_config
+from handlers.queries import TargetError, context_window, predict_config
+from kernels.perf.curve import curve_png, npu2_curve, render_curve
+from kernels.perf.dispatch import normalize_switches
 from kernels.perf.predict import predict, render_table
 
 
@@ -29,17 +37,25 @@ from kernels.perf.predict import predict, render_table
                    "'none' for all off); default: all on")
 @click.option("--host-memory-gib", type=click.FloatRange(min=0.1), default=None,
               help="the target machine's memory, to check that the resident BOs fit it (NPU2 shares host DDR)")
+@click.option("--curve", is_flag=True,
+              help="TTFT / prefill tokens/s against padded prefill length and decode tokens/s against context "
+                   "(the lengths and contexts are the curve's own: --seq / --ctx do not apply), with a PNG")
+@click.option("--png", "png_path", type=click.Path(dir_okay=False), default=None,
+              help="with --curve: where the PNG goes (default <name>_curve.png here)")
 @click.pass_obj
 def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: str | None,
-                host_memory_gib: float | None) -> None:
+                host_memory_gib: float | None, curve: bool, png_path: str | None) -> None:
     """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME."""
     try:
         config = predict_config(app, target)
     except TargetError as e:
         raise click.ClickException(str(e)) from e
+    host_bytes = int(host_memory_gib * 2**30) if host_memory_gib else None
+    if curve:
+        _curve(app, target, config, switches, host_bytes, as_json, png_path)
+        return
     try:
-        p = predict(config, seq=seq, switches=switches, ctx=ctx,
-                    host_bytes=int(host_memory_gib * 2**30) if host_memory_gib else None)
+        p = predict(config, seq=seq, switches=switches, ctx=ctx, host_bytes=host_bytes)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     if as_json:
@@ -48,6 +64,27 @@ def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: s
         sys.stdout.write(render_table(p, title=Path(target).name))
     for problem in p.memory["problems"]:
         click.echo(f"warning: {problem}", err=True)
+
+
+def _curve(app, target: str, config, switches: str | None, host_bytes: int | None, as_json: bool,
+           png_path: str | None) -> None:
+    """`ledger predict --curve`: both curves under one switch set, the table (or JSON) on stdout, the PNG beside."""
+    try:
+        sw = normalize_switches(switches)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
+    name = Path(target).stem if Path(target).is_file() else Path(target).name
+    c = npu2_curve(config, sw, sw, max_positions=context_window(app, target), host_bytes=host_bytes)
+    png = Path(png_path or f"{name}_curve.png")
+    try:
+        png.write_bytes(curve_png(c, f"{name}: modelled NPU2"))
+    except OSError as e:
+        raise click.ClickException(f"cannot write the curve's PNG {png}: {e.strerror or e}") from e
+    if as_json:
+        click.echo(json.dumps(results.curve_json(c, str(png)), sort_keys=True))
+    else:
+        sys.stdout.write(render_curve(c, name))
+        click.echo(f"chart: {png}")
 
 
 commands = [predict_cmd]

@@ -38,6 +38,7 @@ from statemachine.gate import GateContext
 from statemachine.predicates import GATES
 from statemachine.phases import Phase
 from kernels.model.digest import changed_files, changed_numerics, invalidated_phases
+from kernels.perf.curve import npu2_curve
 from kernels.perf.figures import npu2_prediction
 from kernels.model.config import ModelConfig
 
@@ -182,6 +183,7 @@ def _perf_problems(p: dict, config: dict | None = None) -> list[str]:
                           ("tokens_per_s", dec.decode_tokens_per_s)):
             if not _close(p.get(key), want):
                 out.append(f"{key} {p.get(key)} is not the NPU2 model's {want:.6g} under the recorded switches")
+        out += _curve_problems(p.get("curve") or {}, config)
         steps = wall.get("decode_s_per_token")
         if steps is None:
             out.append("phase 6 PerformanceMeasured without the integrated run's per-token decode times")
@@ -207,6 +209,28 @@ def _perf_problems(p: dict, config: dict | None = None) -> list[str]:
                 out.append(f"{key} {p.get(key)} differs from its profile's {prof[key]}")
         if not _close(p.get("ttft_s"), p.get("prefill_s")):
             out.append(f"ttft_s {p.get('ttft_s')} is not the timed prefill {p.get('prefill_s')}")
+    return out
+
+
+def _curve_problems(curve: dict, config: dict | None) -> list[str]:
+    """A modelled Phase 6 curve (kernels.perf.curve) recomputed under its recorded switches and context window:
+    every point's figure and status equal the model's (a curve recorded before curves existed is {})."""
+    if not curve or curve.get("source") != "modelled-npu2":
+        return []
+    sw = curve.get("switches") or {}
+    if not isinstance(sw.get("prefill"), dict) or not isinstance(sw.get("decode"), dict):
+        return ["a modelled Phase 6 curve without the switches it was modelled under"]
+    cfg = ModelConfig(**{k: v for k, v in (config or {}).items() if k in ModelConfig.__dataclass_fields__})
+    want = npu2_curve(cfg, sw["prefill"], sw["decode"], max_positions=curve.get("max_positions"))
+    out = []
+    for axis, x, y in (("prefill", "prefill_len", "ttft_s"), ("decode", "context_len", "decode_tokens_per_sec")):
+        got = {pt.get(x): pt for pt in (curve.get(axis) or {}).get("points", [])}
+        for pt in want[axis]["points"]:
+            rec = got.get(pt[x])
+            if rec is None or rec.get("status") != pt["status"] or not _close(rec.get(y), pt.get(y)):
+                out.append(f"curve {axis} at {pt[x]}: {y} {None if rec is None else rec.get(y)} "
+                           f"({None if rec is None else rec.get('status')}) is not the NPU2 model's {pt.get(y)} "
+                           f"({pt['status']}) under the recorded switches")
     return out
 
 

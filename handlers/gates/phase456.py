@@ -274,6 +274,7 @@ def run_finalize(ctx: GateRun) -> GateOutcome:
                                    "ms_per_token": r.ms_per_token, "n_prompt_tokens": len(tokens)},
                  # a measured path (mlir-air's make run / profile): its per-token times are the record's own
                  **({} if npu2.modelled else {"decode_s_per_token": r.profile["decode_s_per_token"]})},
+        curve=npu2.curve,
     )
     reasons = [f"prompt {g.prompt_index}: {_gate_why(g)}" for g in gates if not g.passed]
     return GateOutcome(events=[*gates, *layers, perf], reasons=reasons,

@@ -50,7 +50,8 @@ class Npu2Figures:
     """Phase 6's NPU2 figures: TTFT (prefill at `seq` plus the LM head), prefill time and decode speed at context
     `ctx`, from the NPU2 performance model (source "modelled-npu2") or a device's `make profile`
     ("mlir-air-profile"). `record` is the whole breakdown as Phase 6 records it (PerformanceMeasured
-    profile["npu2"]): the per-ELF tables, switches and, from a device, the provenance."""
+    profile["npu2"]): the per-ELF tables, switches and, from a device, the provenance; `curve` the figures
+    against prefill length and context (PerformanceMeasured curve)."""
 
     source: str
     seq: int
@@ -60,11 +61,14 @@ class Npu2Figures:
     ms_per_token: float
     tokens_per_s: float | None
     record: dict[str, Any]
+    # prefill length and decode context as axes (kernels.perf.curve's shape), recorded as PerformanceMeasured.curve;
+    # its `source` says whose: "modelled-npu2", or the sweeps' on a device
+    curve: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, record: dict[str, Any]) -> "Npu2Figures":
+    def of(cls, record: dict[str, Any], curve: dict[str, Any] | None = None) -> "Npu2Figures":
         return cls(record["source"], record["seq"], record["ctx"], record["ttft_s"], record["prefill_s"],
-                   record["ms_per_token"], record["tokens_per_s"], record)
+                   record["ms_per_token"], record["tokens_per_s"], record, dict(curve or {}))
 
     @property
     def modelled(self) -> bool:

@@ -22,6 +22,7 @@ from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from kernels.model.options import PipelineOptions
 from kernels.model.prompts import Prompt, canonical_tokens, mlir_air_prompts, prompts_for
 from kernels.model.weights import load_weights
+from kernels.perf.curve import context_window, npu2_curve
 from kernels.perf.dispatch import SWITCHES
 from kernels.perf.figures import (
     DECODE,
@@ -134,8 +135,11 @@ class InProcessBackend:
 
     def npu2_figures(self) -> Npu2Figures:
         """Modelled NPU2 TTFT and decode speed with the per-ELF breakdown of each path (Phase 6):
-        `kernels.perf.figures.npu2_figures` under this backend's switches."""
-        return Npu2Figures.of(npu2_figures(self.config, self._switches))
+        `kernels.perf.figures.npu2_figures` under this backend's switches, and the curves against prefill length
+        and decode context (`kernels.perf.curve`, bounded by the model folder's context window)."""
+        curve = npu2_curve(self.config, path_switches(self._switches, "prefill"), path_switches(self._switches, "decode"),
+                           max_positions=context_window(self.model_path))
+        return Npu2Figures.of(npu2_figures(self.config, self._switches), curve)
 
     def _prompt(self, length: int) -> np.ndarray:
         """A fixed prompt of `length` tokens: the canonical prompt repeated (deterministic)."""

@@ -22,7 +22,10 @@
                           `End-to-end (prefill, per query)` / `End-to-end (per token)` where printed (llama32_1b),
                           else the TTFT / tok/s formats the other drivers print; the NPU2 model's figures
                           beside them. The printed figure is the judge (source "mlir-air-profile").
-  npu2_figures            `make profile`'s figures (source "mlir-air-profile"), the NPU2 model's beside them.
+  npu2_figures            `make profile`'s figures (source "mlir-air-profile"), the NPU2 model's beside them; its
+                          curve `make sweep-prefill` (mlir-air's bench/sweep_prefill.py over `profile-prefill
+                          CTX=L`, kernels.mlir_air.sweeps: TTFT against padded prefill length, measured; decode
+                          not swept on a bf16 model directory), the modelled curve beside it.
   integrated_run          `make run N_TOKENS=32`: TTFT, Tokens/second, Time/token.
   with_options            a copy whose make calls carry NPU_LEDGER_SWITCHES / NPU_LEDGER_FAULTS (the stand-in's
                           adapter switches the optimisation itself; a hardware model directory ignores them:
@@ -56,8 +59,10 @@ from kernels.model.hf_reference import load_tokenizer
 from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from kernels.model.options import PipelineOptions
 from kernels.model.prompts import CANONICAL_PROMPT, Prompt, mlir_air_prompts, prompts_for
+from kernels.mlir_air.sweeps import hardware_curve, parse_prefill_sweep
 from kernels.perf.dispatch import SWITCHES
-from kernels.perf.figures import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures
+from kernels.perf.curve import context_window, npu2_curve
+from kernels.perf.figures import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
 from kernels.thresholds import block_thresholds
 
 _TTFT = re.compile(r"^\s*(?:Warm time|Time) to first token \(TTFT\):\s*([\d.]+)\s*s.*?(?:First token:\s*(\d+))?$", re.M)
@@ -294,12 +299,29 @@ class MlirAirBackend:
                                "provenance": prof["provenance"],
                                "switches": {k: bool(self._switches.get(DECODE + k, False)) for k in SWITCHES}})
 
+    def sweep_curve(self) -> dict[str, Any]:
+        """The model directory's `make sweep-prefill` (kernels.mlir_air.sweeps): TTFT against padded prefill length,
+        measured; the modelled curve beside it. A sweep that printed no point is recorded as not swept, saying why."""
+        modelled = npu2_curve(self.config, path_switches(self._switches, "prefill"),
+                              path_switches(self._switches, "decode"), max_positions=context_window(self.model_path))
+        lengths = ",".join(str(p["prefill_len"]) for p in modelled["prefill"]["points"] if p["status"] == "ok")
+        command, rc, text, prov = self.executor.run_model_target(
+            "sweep_prefill", self.model_dir, make_vars=self._make_vars(SWEEP_LENGTHS=lengths))
+        prov = self._provenance(command, prov, None, text)
+        try:
+            return hardware_curve(parse_prefill_sweep(text), modelled, prov)
+        except TranscriptError as e:
+            tail = (text.strip().splitlines() or [""])[-1][-200:]
+            return hardware_curve([], modelled, prov, prefill_detail=f"`{command}` (exit status {rc}): {e}; last "
+                                                                     f"line: {tail}")
+
     def npu2_figures(self) -> Npu2Figures:
         prof = self._profile()
         return Npu2Figures.of({"source": "mlir-air-profile", "seq": prof["seq"], "ctx": NPU2_DECODE_CTX,
                 "ttft_s": prof["prefill_s"], "prefill_s": prof["prefill_s"], "ms_per_token": prof["s_per_token"] * 1e3,
                 "tokens_per_s": 1.0 / prof["s_per_token"] if prof["s_per_token"] > 0 else None,
-                "per_elf": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"]})
+                "per_elf": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"]},
+                self.sweep_curve())
 
     def integrated_run(self, tokens: np.ndarray, n_tokens: int) -> IntegratedRun:
         command, rc, text, prov = self.executor.run_model_target(

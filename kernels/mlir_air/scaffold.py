@@ -8,7 +8,8 @@ prefill length CTX, as the later model Makefiles have them, llama32_1b_q4nx/Make
 qwen25_3b_q4/Makefile:236-244 @e972f29), verify_adapter.py (the adapter protocol, verify_runner.py:265-338),
 `<name>_inference.py`, README.md, ARCHITECTURE.md (the per-layer ELF sequence of
 `kernels.perf.dispatch.dispatch_plan` under the deployment's switches, and a `## Switches` table stating them,
-`stated_switches` reads it back), `run_npu2_{compile,verify,profile,prefill_sweep}.lit` (lit tests in the form of
+`stated_switches` reads it back), profile-prefill CTX=L / sweep-prefill (the target and the sweep of mlir-air's
+llms/bench/sweep_prefill.py@a32bef3 over padded prefill lengths), `run_npu2_{compile,verify,profile,prefill_sweep}.lit` (lit tests in the form of
 llama32_1b's run_npu2_*.lit @e972f29 and run_npu2_prefill_sweep.lit @f4ffd43), .gitignore.
 
 npu-ledger's own targets beside mlir-air's: `verify-walk` / `verify-walk-full` run npu-ledger's teacher-forced
@@ -83,10 +84,14 @@ RUN_PY = $(if $(NPU_LEDGER),PYTHONPATH=$(NPU_LEDGER)$${{PYTHONPATH:+:$$PYTHONPAT
 # npu-ledger's teacher-forced walk (verify-walk), imported from NPU_LEDGER
 WALK = $(RUN_PY) -m kernels.mlir_air.walk --runner=$(RUNNER_ADAPTER) --llms-dir $(srcdir)/.. --model $(MODEL)
 {extra}
-.PHONY: help compile run profile chat profile-prefill bench all verify verify-full verify-walk verify-walk-full diagnosis clean
+# sweep-prefill: mlir-air's bench/sweep_prefill.py@a32bef3 over SWEEP_LENGTHS with this Makefile (it runs
+# `make -f Makefile profile-prefill CTX=<L>` per length), its record in SWEEP_OUT
+SWEEP_LENGTHS ?= 128,256,512,1024,2048
+SWEEP_OUT ?= $(srcdir)/reports/sweep_prefill.json
+.PHONY: help compile run profile chat profile-prefill bench sweep-prefill all verify verify-full verify-walk verify-walk-full diagnosis clean
 help:
-\t@echo "targets: compile run profile chat profile-prefill bench verify verify-full verify-walk verify-walk-full diagnosis clean"
-\t@echo "options: PROMPT, N_TOKENS, MODEL, CTX (profile-prefill / bench: padded prefill length, default 2048)"
+\t@echo "targets: compile run profile chat profile-prefill bench sweep-prefill verify verify-full verify-walk verify-walk-full diagnosis clean"
+\t@echo "options: PROMPT, N_TOKENS, MODEL, CTX (profile-prefill / bench: padded prefill length, default 2048), SWEEP_LENGTHS"
 
 compile:
 \t@mkdir -p $(BUILD_DIR)
@@ -112,6 +117,10 @@ profile-prefill:
 \tcd $(BUILD_DIR) && $(RUN_PY) {inf} --run-only --prefill-only --seq-len $(CTX) --model $(MODEL)
 
 bench: profile-prefill
+
+sweep-prefill:
+\t@mkdir -p $(dir $(SWEEP_OUT))
+\t$(PYTHON) $(srcdir)/../bench/sweep_prefill.py --model-name {name} --makefile $(srcdir)/Makefile --lengths $(SWEEP_LENGTHS) --out $(SWEEP_OUT)
 
 all: compile profile
 

@@ -7,6 +7,8 @@
   dispatch       which launches form which XRT/ELF call, with BO categories, under the switches
   host           XRT-call and host-side constants derived from the Llama-3.2-1B profile
   predict        Prediction: TTFT, ms/token, per-ELF / per-kernel breakdown, text table, PNG chart
+  curve          prefill length and decode context as axes: TTFT / prefill tokens/s against padded prefill length,
+                 decode tokens/s against context, with the bounds of each axis; tables, PNG, curve comparison
 Everything is a pure, deterministic function of its inputs.
 """
 

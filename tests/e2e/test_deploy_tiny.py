@@ -476,3 +476,21 @@ def test_a_gate_drill_names_its_faults_catches_an_injected_one_and_is_recorded_a
     page = (progress / "phase3_full.md").read_text()
     assert "## Gate drills" in page and "lm_head_partition_offset" in page
     assert "Teacher-forced KL per step" in page and (progress / "phase3_step_kl.png").exists()
+
+
+def test_phase6_records_the_curve_whose_points_are_its_own_figures_and_the_docs_plot_it(deployed, tmp_path):
+    events = ledger_json(deployed, "log", "--stream", "deployment:tiny")
+    perf6 = [e["payload"] for e in events if e["type"] == "PerformanceMeasured" and e["payload"]["phase"] == 6][-1]
+    curve, npu2 = perf6["curve"], perf6["profile"]["npu2"]
+    assert curve["source"] == "modelled-npu2" and curve["switches"] == npu2["switches"]
+    pre = {p["prefill_len"]: p for p in curve["prefill"]["points"]}
+    dec = {p["context_len"]: p for p in curve["decode"]["points"]}
+    assert pre[npu2["seq"]]["ttft_s"] == perf6["ttft_s"]  # the Phase 6 point is the curve's point
+    assert dec[npu2["ctx"]]["decode_tokens_per_sec"] == perf6["tokens_per_s"]
+    progress = deployed / "llms" / "tiny" / "docs" / "development_progress"
+    page = (progress / "phase6_finalize.md").read_text(encoding="utf-8")
+    assert "## Prefill length and decode context as axes (modelled NPU2" in page and "(phase6_curve.png)" in page
+    assert (progress / "phase6_curve.png").read_bytes()[:4] == b"\x89PNG"
+    png = tmp_path / "tiny_curve.png"
+    out = ledger_json(deployed, "predict", "tiny", "--curve", "--json", "--png", str(png))
+    assert out["prefill"]["points"][0]["prefill_len"] == 128 and png.is_file()

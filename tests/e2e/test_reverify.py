@@ -14,7 +14,7 @@ import json
 import pytest
 
 from tests.e2e.cli import ledger, ledger_json, read_in_process
-from tests.e2e.workspaces import copy_workspace
+from tests.e2e.workspaces import clone_stream, copy_workspace
 
 pytestmark = pytest.mark.slow
 
@@ -49,3 +49,28 @@ def test_a_broken_stand_in_harness_blocks_exactly_the_deployment_that_uses_it_an
     table = ledger(two_deployed, "reverify", "--all").stdout  # the table: tiny green, qwen3 skipped (blocked)
     assert "tiny" in table and "green" in table and "not deployed" in table
     assert read_in_process(two_deployed, "verify").returncode == 0
+
+
+def test_reverify_compares_the_phase6_curve_and_blocks_a_point_slower_than_recorded(tiny_at):
+    """`tiny` as deployed: every curve point compared, green. `fast`: its stream with one prefill point of the Phase 6
+    curve recorded faster than the model gives (Phase 6's own 2048 point untouched): that point regressed."""
+    ws = tiny_at(7)
+    forged: list[int] = []
+
+    def change(t, p, seq):
+        if t == "PerformanceMeasured" and p["phase"] == 6 and p.get("curve"):
+            pt = next(pt for pt in p["curve"]["prefill"]["points"]
+                      if pt["ttft_ms"] is not None and pt["prefill_len"] != p["profile"]["npu2"]["seq"])
+            pt["ttft_ms"] = round(pt["ttft_ms"] * 0.9, 3)
+            forged.append(pt["prefill_len"])
+        return p
+
+    clone_stream(ws, "tiny", "fast", change)
+    assert forged
+    proc = ledger(ws, "reverify", "--all", "--json")
+    assert proc.returncode == 1, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert rows["tiny"]["verdict"] == "green" and rows["tiny"]["curve_points"] > 2
+    assert rows["fast"]["verdict"] == "REGRESSED" and rows["fast"]["status"] == "needs_human_review"
+    assert rows["fast"]["regressions"] == [r for r in rows["fast"]["regressions"] if "Phase 6 curve TTFT at" in r]
+    assert len(rows["fast"]["regressions"]) == 1, rows["fast"]["regressions"]

@@ -5,7 +5,9 @@ harness directory `kernels/mlir_air/harnesses.toml` uses, each with a Makefile t
 defaults) of mlir-air's own Makefile and forwarding them as the same flags (mlir_air_contract.md §1, each
 cited in the generated Makefile), `programming_examples/weighted_rms_norm/weighted_rms_norm.py` (the table
 calls that script directly), `programming_examples/layer_norm/layer_norm.py` (likewise), `programming_examples/llms/verify/verify_runner.py` with the part of mlir-air's
-CLI the model Makefiles use, `programming_examples/llms/verify/prompts/{instruct,base}.txt` (npu-ledger's
+CLI the model Makefiles use, `programming_examples/llms/bench/sweep_prefill.py` (mlir-air's prefill sweep CLI
+and lines over a model directory's `make profile-prefill CTX=L`, kernels.mlir_air.twin.sweep_prefill),
+`programming_examples/llms/verify/prompts/{instruct,base}.txt` (npu-ledger's
 own prompt sets, one per line, written here - mlir-air's prompts are never copied), a README saying the
 latency figures are modelled, and a git repository with one commit (the "mlir-air commit" the tool records).
 
@@ -150,6 +152,16 @@ def _verify_runner_script() -> str:
             "os.execve(PY, [PY, '-m', 'kernels.mlir_air.twin.verify_runner', *sys.argv[1:]], env)\n")
 
 
+def _sweep_prefill_script() -> str:
+    return ("#!/usr/bin/env python3\n"
+            "# npu-ledger twin of mlir-air programming_examples/llms/bench/sweep_prefill.py (its CLI, [sweep_prefill]\n"
+            "# lines and --out record); the work is npu-ledger's kernels.mlir_air.twin.sweep_prefill.\n"
+            "import os, sys\n"
+            f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
+            "env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))\n"
+            "os.execve(PY, [PY, '-m', 'kernels.mlir_air.twin.sweep_prefill', *sys.argv[1:]], env)\n")
+
+
 def _script(kind: str, root: Path) -> str:
     return ("#!/usr/bin/env python3\n"
             f"# npu-ledger twin of an mlir-air harness script ({kind}); runs kernels.mlir_air.twin.harness.\n"
@@ -186,6 +198,11 @@ def write_twin(directory: str | Path) -> Path:
         body = "\n".join(p.replace("\n", " ") for p in prompts)
         (verify / "prompts" / f"{name}.txt").write_text(f"# npu-ledger's own {name} prompts (one per line)\n{body}\n")
     (verify / ".gitignore").write_text("reports/\n__pycache__/\n")
+    bench = pe / "llms" / "bench"
+    bench.mkdir(parents=True, exist_ok=True)
+    sweep = bench / "sweep_prefill.py"
+    sweep.write_text(_sweep_prefill_script())
+    sweep.chmod(0o755)
     (root / "README.md").write_text(README)
     (root / MARKER).write_text("npu-ledger twin\n")
     (root / ".gitignore").write_text("build_peano/\nbuild_chess/\n__pycache__/\n")

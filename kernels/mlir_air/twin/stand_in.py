@@ -5,7 +5,8 @@ DEFAULT_MODEL, resolve_model, hf_reference, build_config, build_runner) with the
 mlir-air's own verify runner (or the twin's) judges npu-ledger's emulated pipeline. `<name>_inference.py`
 there runs `main`: the `make run` / `make profile` lines of mlir-air's llama32_1b_inference.py (:672-756,
 :801-934), with TTFT / tokens-per-second / per-ELF figures from the NPU2 performance model (modelled) and
-tokens from the emulated pipeline.
+tokens from the emulated pipeline; `--prefill-only --seq-len L` (`make profile-prefill CTX=L`) prints the two
+lines mlir-air's llms/bench/sweep_prefill.py@a32bef3 reads, the TTFT modelled for a prefill built for L.
 
 The optimisations and test faults in force come from env NPU_LEDGER_SWITCHES / NPU_LEDGER_FAULTS
 (comma-separated; the model Makefile exports its make variables of the same names), so `ledger advance`
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.backends.in_process import InProcessBackend
-from kernels.perf.figures import NPU2_DECODE_CTX, npu2_figures, path_switches
+from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
 from kernels.perf.predict import predict
 
 ENV_SWITCHES = "NPU_LEDGER_SWITCHES"
@@ -116,7 +117,7 @@ def _prefill_only(model_path: str, seq_len: int) -> int:
                 ctx=NPU2_DECODE_CTX)
     print(f"Compiling prefill kernels (seq_len={seq_len}) (npu-ledger stand-in: nothing to compile)")
     print(f"LLAMA Prefill: prompt_len={seq_len} (padded)")
-    print(f"Time to first token (TTFT): {p.ttft_s:.4f}s (modelled NPU2, seq {seq_len})")
+    print(f"Time to first token (TTFT): {p.ttft_s:.6f}s (modelled NPU2, seq {seq_len})")
     return 0
 
 
@@ -132,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-tokens", type=int, default=100)
     p.add_argument("--prompt", default="What is the capital of France?")
     p.add_argument("--model", default="local")
+    p.add_argument("--prefill-only", action="store_true")
+    p.add_argument("--seq-len", type=int, default=NPU2_PREFILL_SEQ)
     a = p.parse_args(argv)
     model_path = settings(a.model_dir)["model_path"]
     if a.compile_only:
