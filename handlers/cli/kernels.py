@@ -114,7 +114,8 @@ def _print_table(r, spec, harness: bool) -> None:
         ("contract", f"{r.contract}  (rtol {r.rtol:g}, atol {r.atol:g})"),
         ("executor", f"{r.executor} / {r.target}"),
         ("verdict", f"{r.verdict}  ({r.mismatches} of {r.n_elements} elements outside, {r.nan_count} NaN)"),
-        ("mean_rel_L1", f"{_fmt(r.mean_rel_L1)}  (NPU2 measured {npu2.mean_rel_L1:.1e} at {npu2.at})"),
+        ("mean_rel_L1", f"{_fmt(r.mean_rel_L1)}  "
+         + (f"(NPU2 measured {npu2.mean_rel_L1:.1e} at {npu2.at})" if npu2 else "(NPU2: not measured)")),
         ("max_abs / max_rel", f"{_fmt(r.max_abs)} / {_fmt(r.max_rel)}"),
         *_time_rows(r, harness),
         ("tile", " ".join(f"{k}={v}" for k, v in r.tile.items())),
