@@ -16,7 +16,8 @@ import click
 
 from handlers import results
 from handlers.queries import TargetError, predict_config
-from kernels.perf.predict import predict, render_table
+from kernels.perf.predict import render_table
+from kernels.perf.q4nx import WEIGHTS, matching_anchor, predict_weights
 
 
 @click.command("predict")
@@ -29,23 +30,34 @@ from kernels.perf.predict import predict, render_table
                    "'none' for all off); default: all on")
 @click.option("--host-memory-gib", type=click.FloatRange(min=0.1), default=None,
               help="the target machine's memory, to check that the resident BOs fit it (NPU2 shares host DDR)")
+@click.option("--weights", type=click.Choice(WEIGHTS), default="bf16", show_default=True,
+              help="how the projections are stored: bf16; q4nx-host (4-bit, dequantised at load: the bf16 pipeline); "
+                   "q4nx-device (4-bit on the NPU: fused one-dispatch decode of 4-bit GEMVs, kernels.perf.q4nx)")
 @click.pass_obj
 def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: str | None,
-                host_memory_gib: float | None) -> None:
+                host_memory_gib: float | None, weights: str) -> None:
     """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME."""
     try:
         config = predict_config(app, target)
     except TargetError as e:
         raise click.ClickException(str(e)) from e
     try:
-        p = predict(config, seq=seq, switches=switches, ctx=ctx,
-                    host_bytes=int(host_memory_gib * 2**30) if host_memory_gib else None)
+        p = predict_weights(config, weights, seq=seq, switches=switches, ctx=ctx,
+                            host_bytes=int(host_memory_gib * 2**30) if host_memory_gib else None)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     if as_json:
-        click.echo(json.dumps(results.predict_json(p), sort_keys=True))
+        out = results.predict_json(p)
+        out["weights"] = weights
+        anchor = matching_anchor(config) if weights == "q4nx-device" else None
+        if anchor is not None:  # the 4-bit README's own figures, beside the modelled ones
+            out["measured"] = {"source": "measured NPU2", "role": anchor["role"], "ttft_s": anchor["ttft_s"],
+                               "decode_tokens_per_s": anchor["decode_tok_s"], "src": anchor["src"],
+                               "conditions": anchor["conditions"]}
+        click.echo(json.dumps(out, sort_keys=True))
     else:
-        sys.stdout.write(render_table(p, title=Path(target).name))
+        title = Path(target).name + ("" if weights == "bf16" else f" ({weights})")
+        sys.stdout.write(render_table(p, title=title))
     for problem in p.memory["problems"]:
         click.echo(f"warning: {problem}", err=True)
 
