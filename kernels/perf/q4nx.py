@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernels.model.config import ModelConfig
+from kernels.model.plan_q4nx import padded_shape
 from kernels.perf.dispatch import Call, Launch
 from kernels.perf.host import host_constants
 from kernels.perf.constants import FITTED
@@ -83,7 +84,9 @@ def lm_head_rows(c: ModelConfig) -> int:
 
 
 def q4_bytes(rows: int, cols: int) -> float:
-    return rows * cols * Q4_BYTES_PER_WEIGHT
+    """Bytes of a (rows, cols) projection in q4k blocks, zero-padded to whole 32 x 256 blocks as deployed."""
+    s = padded_shape("gemv_q4nx", rows, cols)[0]
+    return s["M"] * s["K"] * Q4_BYTES_PER_WEIGHT
 
 
 def decode_weight_bytes(c: ModelConfig) -> dict[str, float]:
@@ -101,9 +104,10 @@ def fused_decode_call(c: ModelConfig) -> Call:
     """The one XRT call of a decode token: per layer the 4-bit GEMV of each projection (the fused kernel's
     other work - norms, RoPE, attention over the KV window, SwiGLU - rides on the same stream), then the LM
     head; the weights and KV are static BOs, the token's embedding row goes in, the logits come out."""
-    launches = [Launch("gemv_q4nx", {"M": m, "K": k}, f"L{i} {name} proj", ("x", f"w{i}_{name}"), (f"y{i}_{name}",))
-                for i in range(c.n_layers) for name, (m, k) in projection_shapes(c).items()]
-    launches.append(Launch("gemv_q4nx", {"M": lm_head_rows(c), "K": c.emb_dim}, "LM head", ("x_last", "w_lm"), ("logits",)))
+    launches = [Launch("gemv_q4nx", padded_shape("gemv_q4nx", m, k)[0], f"L{i} {name} proj", ("x", f"w{i}_{name}"),
+                       (f"y{i}_{name}",)) for i in range(c.n_layers) for name, (m, k) in projection_shapes(c).items()]
+    launches.append(Launch("gemv_q4nx", padded_shape("gemv_q4nx", lm_head_rows(c), c.emb_dim)[0], "LM head",
+                           ("x_last", "w_lm"), ("logits",)))
     w = decode_weight_bytes(c)
     return Call("fused_decode", launches, write={"x": c.emb_dim * 2},
                 static={"weights_q4": int(w["layers"] + w["lm_head"]), "kv_cache": int(decode_kv_bytes(c))},

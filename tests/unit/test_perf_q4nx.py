@@ -101,3 +101,9 @@ def test_an_unknown_weight_format_is_one_clear_error():
     assert r.exit_code == 2 and "'int4' is not one of" in r.output
     with pytest.raises(ValueError, match="unknown weights"):
         predict_weights(llama_1b(), "int4")
+
+
+def test_a_576_wide_model_streams_its_blocks_zero_padded_to_256_columns():
+    # SmolLM2-135M: 576 = 2.25 x 256; the deployed q4k blocks hold 768 columns (zero codes beyond 576)
+    assert q4_bytes(576, 576) == 576 * 768 * Q4_BYTES_PER_WEIGHT
+    assert q4_bytes(2048, 2048) == 2048 * 2048 * Q4_BYTES_PER_WEIGHT
