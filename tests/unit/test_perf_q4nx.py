@@ -107,3 +107,13 @@ def test_a_576_wide_model_streams_its_blocks_zero_padded_to_256_columns():
     # SmolLM2-135M: 576 = 2.25 x 256; the deployed q4k blocks hold 768 columns (zero codes beyond 576)
     assert q4_bytes(576, 576) == 576 * 768 * Q4_BYTES_PER_WEIGHT
     assert q4_bytes(2048, 2048) == 2048 * 2048 * Q4_BYTES_PER_WEIGHT
+
+
+def test_the_4_bit_kernels_stream_rate_constant_is_the_calibrated_one():
+    from kernels.perf.constants import Q4_STREAM_BPS
+    from kernels.perf.kernel_model import modelled_kernel_figures
+
+    assert Q4_STREAM_BPS == pytest.approx(calibration()["stream_bps"], rel=1e-3)
+    row = modelled_kernel_figures("gemv_q4nx", {"M": 2048, "K": 2048})
+    assert row["modelled"] and row["latency_us"] > 2048 * 2048 * Q4_BYTES_PER_WEIGHT / Q4_STREAM_BPS * 1e6
+    assert modelled_kernel_figures("dequant_q4nx", {"M": 512, "K": 2048})["gbps"] > 0
