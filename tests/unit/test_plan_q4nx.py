@@ -64,3 +64,19 @@ def test_a_4_bit_gemv_measured_on_npu2_is_planned_from_the_registry_first():
     assert gate_up.source.startswith("registry: ") and gate_up.tile.tile["herd_x"] == 4
     others = [r for r in q4 if r.kernel == "gemv_q4nx" and r.role != "Gate/Up proj"]
     assert others and all(r.source == "heuristic" for r in others)
+
+
+def test_ledger_plan_lists_the_4_bit_rows_for_an_on_device_4_bit_deployment(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from handlers.cli.main import cli
+
+    base = ["--workspace", str(tmp_path), "plan", "tests/fixtures/configs/llama-3.2-1b.json", "--json"]
+    r = CliRunner().invoke(cli, base + ["--weights", "q4nx-device"])
+    assert r.exit_code == 0, r.output
+    kernels = {row["kernel"] for row in json.loads(r.output)}
+    assert {"gemv_q4nx", "dequant_q4nx", "gemm"} <= kernels and "gemv" not in kernels
+    plain = CliRunner().invoke(cli, base)
+    assert "gemv_q4nx" not in plain.output and '"gemv"' in plain.output
