@@ -21,6 +21,7 @@ staircase"). The byte count reproduces every decode weight size the READMEs stat
 
 One constant is calibrated, on one figure only: the fused decode's effective weight-stream rate, from
 llama32_1b_q4nx's ~50 tok/s (20 ms/token) minus the modelled per-dispatch host/XRT part (`calibration()`).
+The per-token host work (embedding row, sampling) and anything else not modelled sits inside that one rate.
 The prefill's causal skip is derived from the block geometry (`causal_skip_fraction`), not fitted. The other
 4-bit READMEs' figures (anchors_q4nx.toml) are held out: reported beside the prediction, never fitted.
 """

@@ -6,7 +6,8 @@ script that KIND stands for (the argparse each `programming_examples/<dir>/<scri
 messages, as a Python traceback), runs the kernel at the requested shape and tile on npu-ledger's emulated
 NPU2 executor and prints what mlir-air's `XRTRunner` prints (python/air/backend/xrt_runner.py:296-303
 Latency, :375-392 `[precision]`, :433-469 the ERROR / Shape / Mismatches / Index block, :336-373 `PASS!` /
-`failed.`); exit status 0 on PASS and 255 on failure (`exit(runner.run_test(...))` with -1).
+`failed.`); exit status 0 on PASS and 255 on failure (`exit(runner.run_test(...))` with -1). Kind dequant_q4nx is
+llms/llama32_1b_q4nx/dequant_q4nx.py (@0d63308, later than e972f29): no flags, its one 512x2048 check.
 
 Latency figures are the NPU2 performance model's (`kernels.perf.modelled_kernel_figures`) printed in
 mlir-air's own line format, so mlir-air's parsers read them unchanged; the twin's README says they are
