@@ -36,12 +36,14 @@ def planning_registry(ledger, mlir_air_dir: str | None = None, deployment: str |
     return PlanningRegistry(events, mlir_air_dir or os.environ.get(ENV_MLIR_AIR) or None)
 
 
-def deployment_plan(config: ModelConfig, target: str, ledger=None, deployment: str | None = None) -> tuple[list[PlannedKernel], dict[str, Any]]:
+def deployment_plan(config: ModelConfig, target: str, ledger=None, deployment: str | None = None,
+                    weights: str = "bf16") -> tuple[list[PlannedKernel], dict[str, Any]]:
     """The registry-first plan of `config` on `target` and its record (see the module docstring); without a
-    ledger, the registry is MLIR_AIR_DIR's alone (or none); `deployment`: the one planned (its own rows left out)."""
+    ledger, the registry is MLIR_AIR_DIR's alone (or none); `deployment`: the one planned (its own rows left out);
+    `weights`: kernels.model.plan's weight format (bf16, q4nx-host: the bf16 rows; q4nx-device: the 4-bit ones)."""
     registry = planning_registry(ledger, deployment=deployment) if ledger is not None else PlanningRegistry(
         (), os.environ.get(ENV_MLIR_AIR) or None)
-    rows = plan(config, target=target, registry=registry)
+    rows = plan(config, target=target, registry=registry, weights=weights)
     return rows, {**registry.record(), "rows": plan_sources(rows)}
 
 

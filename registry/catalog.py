@@ -130,6 +130,22 @@ CATALOG: tuple[KernelSpec, ...] = (
         math="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", datapath="bf16 tanh",
         tolerances=(_tol("gelu", "bf16-out", label="bf16"),), npu2_mean_rel_L1="8.4e-3", target_tiles=16,
     ),
+    # the 4-bit (Q4NX) kernels of the on-device 4-bit deployment (mlir-air llama32_1b_q4nx; the upstream
+    # kernel_registry has no page for them): dequant_q4nx.cc@0d63308 and the fused decode's q4_k.h@54341c8
+    KernelSpec(
+        key="dequant_q4nx", kernel="dequant_q4nx", title="Q4NX dequant (4-bit -> BF16)", page="Dequant_Q4NX_bf16",
+        columns=("M", "K"), aliases={"m": "M", "k": "K", "n_out": "M"},
+        math="w[M,K] = q * scale + min, bf16 scale/min per 32-column group",
+        datapath="FP32 add of the exact product q*scale, one round-to-nearest-even to bf16",
+        tolerances=(_tol("dequant_q4nx", "bf16-out", label="bf16"),), npu2_mean_rel_L1="not measured", target_tiles=4,
+    ),
+    KernelSpec(
+        key="gemv_q4nx", kernel="gemv_q4nx", title="GEMV (Q4NX 4-bit weights, BF16)", page="GEMV_Q4NX_bf16",
+        columns=("M", "K"), aliases={"m": "M", "k": "K"}, unit="GFLOP/s",
+        math="y[M] = W[M,K] @ x[K], W = q * scale + min never built (decode)",
+        datapath="per 32-column group FP32 q.x rounded to bf16 times scale, plus min * bf16(sum x); bf16 out",
+        tolerances=(_tol("gemv_q4nx", "bf16-out", label="bf16"),), npu2_mean_rel_L1="not measured", target_tiles=8,
+    ),
 )
 
 _BY_KEY = {spec.key: spec for spec in CATALOG}
@@ -141,6 +157,7 @@ _KERNEL_ALIASES = {
     "rope": "rope", "ropehalfsplit": "rope", "flashattention": "flash_attention", "attention": "flash_attention",
     "eltwiseadd": "eltwise_add", "elementwiseadd": "eltwise_add", "add": "eltwise_add",
     "silumul": "silu_mul", "siluandmul": "silu_mul", "gelu": "gelu",
+    "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 }
 
 

@@ -21,6 +21,7 @@ from handlers.planning import deployment_plan
 from handlers.queries import TargetError, model_target
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
+from kernels.model.plan import PLAN_WEIGHTS
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
 from registry.text import shown
@@ -182,8 +183,11 @@ def graph_cmd() -> None:
 @click.argument("target_")
 @click.option("--target", type=click.Choice(["npu2", "npu1"]), default=None)
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--weights", type=click.Choice(PLAN_WEIGHTS), default="bf16", show_default=True,
+              help="plan for these weights: bf16, q4nx-host (dequantised at load: the bf16 rows) or q4nx-device "
+                   "(4-bit GEMVs in decode, dequant at load)")
 @click.pass_obj
-def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
+def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights: str) -> None:
     """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
     app.read_only = True
     try:
@@ -191,7 +195,7 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool) -> None:
     except TargetError as e:
         raise click.ClickException(str(e)) from e
     own = None if Path(target_).exists() else target_  # a deployment is planned without its own rows, as Phase 1 does
-    rows, _ = deployment_plan(cfg, tgt, app.ledger, own)  # the registry's measured rows first, then the heuristic
+    rows, _ = deployment_plan(cfg, tgt, app.ledger, own, weights=weights)  # the registry's measured rows first, then the heuristic
     if as_json:
         click.echo(json.dumps(results.plan_json(rows), indent=1))
         return

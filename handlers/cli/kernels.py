@@ -153,6 +153,8 @@ def npu2_comparison(kernel: str, shape: dict, contract: str, spec, registry: Pla
                 return (f"NPU2 measured {m.mean_rel_L1:.1e} at this exact shape: ledger seq {m.seq}: {kernel} "
                         f"{shape_args(row.shape)} {m.method} ({m.evidence})")
     npu2 = spec.npu2_figure(contract)
+    if npu2 is None:
+        return "NPU2: not measured (no registry row of this shape, no published figure of this kernel)"
     return (f"NPU2 measured {npu2.mean_rel_L1:.1e} at {npu2.at}: the catalog's figure at another shape "
             f"(no NPU2 row of {kernel} {shape_args(tuple(shape.items()))} in the registry)")
 

@@ -24,7 +24,8 @@ from handlers import results
 from handlers.queries import TargetError, context_window, predict_config
 from kernels.perf.curve import curve_png, npu2_curve, render_curve
 from kernels.perf.dispatch import normalize_switches
-from kernels.perf.predict import predict, render_table
+from kernels.perf.predict import render_table
+from kernels.perf.q4nx import WEIGHTS, matching_anchor, predict_weights
 
 
 @click.command("predict")
@@ -42,9 +43,12 @@ from kernels.perf.predict import predict, render_table
                    "(the lengths and contexts are the curve's own: --seq / --ctx do not apply), with a PNG")
 @click.option("--png", "png_path", type=click.Path(dir_okay=False), default=None,
               help="with --curve: where the PNG goes (default <name>_curve.png here)")
+@click.option("--weights", type=click.Choice(WEIGHTS), default="bf16", show_default=True,
+              help="how the projections are stored: bf16; q4nx-host (4-bit, dequantised at load: the bf16 pipeline); "
+                   "q4nx-device (4-bit on the NPU: fused one-dispatch decode of 4-bit GEMVs, kernels.perf.q4nx)")
 @click.pass_obj
 def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: str | None,
-                host_memory_gib: float | None, curve: bool, png_path: str | None) -> None:
+                host_memory_gib: float | None, curve: bool, png_path: str | None, weights: str) -> None:
     """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME."""
     try:
         config = predict_config(app, target)
@@ -52,16 +56,27 @@ def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: s
         raise click.ClickException(str(e)) from e
     host_bytes = int(host_memory_gib * 2**30) if host_memory_gib else None
     if curve:
+        if weights != "bf16":
+            raise click.ClickException("--curve models the bf16 deployment only; the 4-bit model (--weights) gives "
+                                       "one point")
         _curve(app, target, config, switches, host_bytes, as_json, png_path)
         return
     try:
-        p = predict(config, seq=seq, switches=switches, ctx=ctx, host_bytes=host_bytes)
+        p = predict_weights(config, weights, seq=seq, switches=switches, ctx=ctx, host_bytes=host_bytes)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     if as_json:
-        click.echo(json.dumps(results.predict_json(p), sort_keys=True))
+        out = results.predict_json(p)
+        out["weights"] = weights
+        anchor = matching_anchor(config) if weights == "q4nx-device" else None
+        if anchor is not None:  # the 4-bit README's own figures, beside the modelled ones
+            out["measured"] = {"source": "measured NPU2", "role": anchor["role"], "ttft_s": anchor["ttft_s"],
+                               "decode_tokens_per_s": anchor["decode_tok_s"], "src": anchor["src"],
+                               "conditions": anchor["conditions"]}
+        click.echo(json.dumps(out, sort_keys=True))
     else:
-        sys.stdout.write(render_table(p, title=Path(target).name))
+        title = Path(target).name + ("" if weights == "bf16" else f" ({weights})")
+        sys.stdout.write(render_table(p, title=title))
     for problem in p.memory["problems"]:
         click.echo(f"warning: {problem}", err=True)
 

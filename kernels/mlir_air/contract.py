@@ -9,7 +9,8 @@ read at, what must be there) plus the harness Makefiles' variables and targets, 
 * `CONTRACT_VERSION`: the toml's `version`; recorded with every mlir-air toolchain (`mlir_air_contract`).
 * `contract_checks()`: every `Check` of the toml and of the harness table.
 * `check_checkout(dir, extra)`: one `Finding` per check (status `ok`, `differs`, `missing` or `n/a`), reading a real
-  checkout's files, or in a `ledger twin` directory the file that plays the part (`Check.twin`).
+  checkout's files, or in a `ledger twin` directory the file that plays the part (`Check.twin`); a check with
+  `since` (a file added after the contract's commit, e.g. the 4-bit dequant harness) is `n/a` where the file is absent.
 * `usable_checkout(dir)`: None when `dir` can be run against, else one line saying why not (unset, not an
   mlir-air checkout, a check that fails) — the preflight of `ledger advance --executor mlir-air`.
 
@@ -42,6 +43,7 @@ class Check:
     items: tuple = ()
     twin: str = "same"  # "same", a path in the npu-ledger checkout, or "" (no such file in a twin)
     twin_items: tuple | None = None  # what the twin's file must hold, when it spells the format differently
+    since: str = ""  # a commit later than the contract's: a checkout without the file is n/a, not missing
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def _harness_checks() -> list[Check]:
 def contract_checks() -> tuple[Check, ...]:
     from_toml = [Check(what=c["what"], file=c["file"], at=c["at"], kind=c["kind"], items=tuple(c["items"]),
                        twin=c.get("twin", "same"),
-                       twin_items=tuple(c["twin_items"]) if "twin_items" in c else None)
+                       twin_items=tuple(c["twin_items"]) if "twin_items" in c else None, since=c.get("since", ""))
                  for c in _TOML["check"]]
     return tuple(_harness_checks() + from_toml)
 
@@ -134,8 +136,8 @@ def check_checkout(directory: str | Path, extra: list[Check] | tuple = ()) -> li
             items = check.twin_items if check.twin_items is not None else check.items
         else:
             path = root / check.file
-        if not path.is_file():
-            out.append(Finding(check, "missing", read=str(path)))
+        if not path.is_file():  # a file that appeared after the contract's commit may be absent from a checkout
+            out.append(Finding(check, "n/a" if check.since else "missing", read=str(path)))
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         absent = tuple(i for i in items if not _present(check.kind, text, i))

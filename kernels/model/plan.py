@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kernels.model.config import ModelConfig, lm_head_partition
+from kernels.model.plan_q4nx import q4nx_device_rows
 from kernels.numerics.catalog import get_spec
 from kernels.numerics.tiles import TilePlan, TileRuleViolation, plan_tile
 from kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
@@ -337,14 +338,32 @@ def _heuristic(r: _Row, target: str, registry: MeasuredRows | None, contract: st
     return tile, contract, method, tier, HEURISTIC, notes
 
 
+PLAN_WEIGHTS = ("bf16", "q4nx-host", "q4nx-device")
+
+
+def _weight_rows(config: ModelConfig, seq: int, weights: str) -> list[_Row]:
+    """bf16 and q4nx-host (dequantised at load: the bf16 pipeline) plan the same rows; q4nx-device swaps the
+    decode GEMVs for the 4-bit GEMV and adds the load-time dequant (kernels.model.plan_q4nx)."""
+    if weights not in PLAN_WEIGHTS:
+        raise ValueError(f"unknown weights {weights!r}; expected one of {', '.join(PLAN_WEIGHTS)}")
+    rows = _rows(config, seq)
+    if weights != "q4nx-device":
+        return rows
+    rows = [r for r in rows if r.kernel != "gemv"]
+    return rows + [_Row(q.kernel, q.shape, q.phase, q.names, q.suffix, q.warnings, q.workarounds)
+                   for q in q4nx_device_rows(config)]
+
+
 def plan(config: ModelConfig, target: str = "npu2", seq: int = DEFAULT_SEQ,
-         registry: MeasuredRows | None = None) -> list[PlannedKernel]:
+         registry: MeasuredRows | None = None, weights: str = "bf16") -> list[PlannedKernel]:
     """Every (kernel, shape) `config` needs on `target`, with roles, phases, tile plans, warnings and, per row,
-    the source of its tile (the registry's best measured row, else the heuristic; see the module docstring)."""
+    the source of its tile (the registry's best measured row, else the heuristic; see the module docstring).
+    `weights` "q4nx-device" plans the on-device 4-bit kernels (kernels.model.plan_q4nx); "bf16" and
+    "q4nx-host" plan the bf16 rows."""
     if seq <= 0:
         raise ValueError(f"seq must be positive, got {seq}")
     planned = []
-    rows = _merge(_rows(config, seq))
+    rows = _merge(_weight_rows(config, seq, weights))
     _alignment(config, rows)
     for r in rows:
         contract = planned_contract(r.kernel, r.shape)

@@ -41,6 +41,11 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
         max-subtracted exp, normalise, P @ V) -> bf16 (kernels.numerics.references.attention_reference is that
         computation). The precision line is the compile-and-run pass (`--perf-iters` 0 by default); a
         latency run is a separate invocation and changes no input.
+  Q4NX dequant  programming_examples/llms/llama32_1b_q4nx/dequant_q4nx.py `__main__` (commit 0d63308, later
+        than e972f29): `np.random.seed(0)`, codes `randint(0, 16, (N_out, K), uint8)`, scales
+        `uniform(0.005, 0.02, (N_out, K/32))` then mins `uniform(-0.1, 0.1, ...)`, both `.astype(float32)`;
+        `pack_weight` hands the kernel bf16 scales and mins, while the reference keeps the float32 ones:
+        `(q * repeat(sc, 32) + repeat(mn, 32)).astype(bfloat16)`; `run_test(..., rtol=0.1, atol=0.05)`.
 Statistics: python/air/backend/xrt_runner.py:375-392 (`abs_err = |a - e|`, `rel_err = abs_err/(|e| +
   1e-30)`, `mean_rel_L1 = mean(abs_err)/(mean|e| + 1e-30)`, printed `%.3e`), over the full output; bf16
   outputs are upcast to float64 first (:412-415), float32 outputs stay float32 (numpy's float32 means).
@@ -67,7 +72,10 @@ NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
 ROPE_THETA = 500000.0  # rope_halfsplit.py:216
 GELU_SQRT_2_OVER_PI = 0.7978845608  # python/air/api/ops.py:415
 GELU_BETA = 0.044715  # python/air/api/ops.py:416
-HARNESS_KERNELS = ("gemm", "eltwise_add", "gelu", "silu_mul", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention")
+Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
+Q4NX_GROUP = 32  # dequant_q4nx.py GS
+HARNESS_KERNELS = ("gemm", "eltwise_add", "gelu", "silu_mul", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
+                   "dequant_q4nx")
 
 
 class HarnessNotReproduced(KeyError):
@@ -207,6 +215,17 @@ def _flash_attention(shape: dict, contract: str) -> HarnessCase:
     return HarnessCase({"q": q, "k": k, "v": v}, _bf16(ref), "bf16", "flash_attention/kernel_fusion_based/attn_npu2.py:1439-1473")
 
 
+def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
+    np.random.seed(Q4NX_SEED)
+    M, K = shape["M"], shape["K"]
+    q = np.random.randint(0, 16, (M, K), np.uint8)
+    sc = np.random.uniform(0.005, 0.02, (M, K // Q4NX_GROUP)).astype(np.float32)
+    mn = np.random.uniform(-0.1, 0.1, (M, K // Q4NX_GROUP)).astype(np.float32)
+    ref = q.astype(np.float32) * np.repeat(sc, Q4NX_GROUP, 1) + np.repeat(mn, Q4NX_GROUP, 1)
+    inputs = {"codes": q.astype(np.float32), "scale": _bf16(sc), "min": _bf16(mn)}  # what pack_weight packs
+    return HarnessCase(inputs, _bf16(ref), "bf16", "llms/llama32_1b_q4nx/dequant_q4nx.py@0d63308 __main__")
+
+
 _BUILDERS = {
     "gemm": _gemm,
     "eltwise_add": _eltwise_add,
@@ -217,6 +236,7 @@ _BUILDERS = {
     "rope": _rope,
     "gemv": _gemv,
     "flash_attention": _flash_attention,
+    "dequant_q4nx": _dequant_q4nx,
 }
 
 

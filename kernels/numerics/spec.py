@@ -144,8 +144,9 @@ class KernelSpec:
     def bytes(self, shape: dict) -> float:
         return float(self.bytes_fn(self.normalize_shape(shape)))
 
-    def npu2_figure(self, contract: str | None = None) -> NpuFigure:
-        return self.npu2[self.contract(contract).name]
+    def npu2_figure(self, contract: str | None = None) -> NpuFigure | None:
+        """The NPU2 measured figure of a contract; None where mlir-air published none (the 4-bit kernels)."""
+        return self.npu2.get(self.contract(contract).name)
 
 
 def _as_bool(kernel: str, key: str, v) -> bool:

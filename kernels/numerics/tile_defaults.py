@@ -181,6 +181,20 @@ def _fa_default(s: dict, target: str) -> dict:
 
 
 
+# --- 4-bit (Q4NX) kernels -------------------------------------------------------------------------------
+
+
+def _dequant_q4_default(s: dict, target: str) -> dict:
+    """dequant_q4nx.py's herd [1, herd_n=4] (build_module@0d63308), fewer rows when M needs it."""
+    return {"herd_x": 1, "herd_y": largest_divisor(s["M"], min(4, array_rows(target)))}
+
+
+def _gemv_q4_default(s: dict, target: str) -> dict:
+    """32-row q4k blocks over up to every column of the array (one row of cores)."""
+    return {"herd_x": largest_divisor(max(s["M"] // 32, 1), array_columns(target)), "herd_y": 1}
+
+
+
 # --- by kernel -------------------------------------------------------------------------------------------
 
 
@@ -194,6 +208,8 @@ DEFAULTS = {
     "eltwise_add": _elt_default("eltwise_add"),
     "silu_mul": _elt_default("silu_mul"),
     "gelu": _elt_default("gelu"),
+    "dequant_q4nx": _dequant_q4_default,
+    "gemv_q4nx": _gemv_q4_default,
 }
 
 

@@ -23,11 +23,12 @@ import math
 from typing import Any, Mapping
 
 from kernels.numerics.catalog import get_spec
-from kernels.perf.constants import FITTED
+from kernels.perf.constants import DERIVED, FITTED
 from kernels.numerics.tiles import default_tile
 
 STREAMING = ("rmsnorm", "layernorm", "rope", "eltwise_add", "silu_mul", "gelu")
-KERNELS = ("gemm", "gemv", "flash_attention") + STREAMING
+Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
+KERNELS = ("gemm", "gemv", "flash_attention") + STREAMING + Q4_KERNELS
 MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
 FUSED_CAST_METHODS = ("fused-cast",)
 
@@ -69,6 +70,15 @@ def _gemv(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
         "gemv_s_per_byte_per_column": M * K * 2.0 / hm,  # the A stream each column's shim DMA carries
         "gemv_s_per_call": float(_ceil(M, hm * mi)),  # kernel invocations per column (m_input rows each)
     }
+
+
+def _q4(kernel: str, s: Mapping[str, Any]) -> dict[str, float]:
+    """The 4-bit kernels move their codes + bf16 scale/min per 32 columns (0.625 B/weight) and their bf16
+    activations (GEMV: x in, y out; dequant: the bf16 matrix out) at the fused decode's calibrated stream rate."""
+    M, K = s["M"], s["K"]
+    packed = M * K * (0.5 + 4.0 / 32)
+    moved = packed + (2.0 * M * K if kernel == "dequant_q4nx" else 2.0 * (K + M))
+    return {"launch_s": 1.0, "q4_s_per_byte": moved}
 
 
 def _streaming(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
@@ -126,6 +136,8 @@ def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, An
         return _gemv(s, t)
     if kernel == "flash_attention":
         return _flash_attention(s, t)
+    if kernel in Q4_KERNELS:
+        return _q4(kernel, s)
     return _streaming(kernel, s, t)
 
 
@@ -141,7 +153,7 @@ def kernel_latency_s(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, A
                      constants: Mapping[str, float] | None = None) -> float:
     """Modelled NPU2 latency (seconds) of one launch of `kernel` at `shape` with `tile` (planner default)."""
     if constants is None:
-        constants = FITTED
+        constants = {**FITTED, **DERIVED}
     return latency_from(kernel_features(kernel, shape, tile), constants)
 
 
@@ -154,7 +166,7 @@ def modelled_kernel_figures(kernel: str, shape: Mapping[str, Any], tile: Mapping
     s = get_spec(kernel).normalize_shape(dict(shape))
     lat = kernel_latency_s(kernel, s, tile)
     out: dict[str, Any] = {"latency_us": round(lat * 1e6, 3), "modelled": True}
-    if kernel in ("gemm", "gemv"):
+    if kernel in ("gemm", "gemv", "gemv_q4nx"):
         out["gflops"] = round(get_spec(kernel).flops(s) / lat / 1e9, 3)
     elif kernel == "flash_attention":
         flops = 2.0 * s["heads_q"] * s["lq"] * s["lk"] * (s["dk"] + s["dv"])

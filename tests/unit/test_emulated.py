@@ -238,7 +238,7 @@ def test_gemv_sums_64_lanes_in_k_order_then_halves_the_lanes_as_aie2p_reduce_add
 def test_every_kernel_passes_at_a_small_shape(kernel, contract):
     r = run_kernel(kernel, get_spec(kernel).small_shape, contract=contract)
     assert r.verdict == "PASS", (r.mismatches, r.max_abs, r.mean_rel_L1)
-    assert r.nan_count == 0 and r.mean_rel_L1 > 0 or kernel == "gemv"
+    assert r.nan_count == 0 and r.mean_rel_L1 > 0 or kernel in ("gemv", "dequant_q4nx")  # exact at this shape
 
 
 @pytest.mark.parametrize(

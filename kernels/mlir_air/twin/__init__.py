@@ -136,7 +136,7 @@ mlir-air prints. What differs:
   holds mlir-air's keys only (npu-ledger's teacher-forced walk is each model directory's `make verify-walk`).
 
 Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
-eltwise_add, silu_mul, gelu) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
+eltwise_add, silu_mul, gelu, dequant_q4nx) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
 NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile.
 """
 
@@ -189,6 +189,10 @@ def write_twin(directory: str | Path) -> Path:
     ln = pe / "layer_norm" / "layer_norm.py"
     ln.write_text(_script("layernorm", root))
     ln.chmod(0o755)
+    q4 = pe / "llms" / "llama32_1b_q4nx"  # dequant_q4nx.py (@0d63308, later than e972f29): run directly, no Makefile rule
+    q4.mkdir(parents=True, exist_ok=True)
+    (q4 / "dequant_q4nx.py").write_text(_script("dequant_q4nx", root))
+    (q4 / "dequant_q4nx.py").chmod(0o755)
     verify = pe / "llms" / "verify"
     (verify / "prompts").mkdir(parents=True, exist_ok=True)
     runner = verify / "verify_runner.py"

@@ -6,7 +6,8 @@ script that KIND stands for (the argparse each `programming_examples/<dir>/<scri
 messages, as a Python traceback), runs the kernel at the requested shape and tile on npu-ledger's emulated
 NPU2 executor and prints what mlir-air's `XRTRunner` prints (python/air/backend/xrt_runner.py:296-303
 Latency, :375-392 `[precision]`, :433-469 the ERROR / Shape / Mismatches / Index block, :336-373 `PASS!` /
-`failed.`); exit status 0 on PASS and 255 on failure (`exit(runner.run_test(...))` with -1).
+`failed.`); exit status 0 on PASS and 255 on failure (`exit(runner.run_test(...))` with -1). Kind dequant_q4nx is
+llms/llama32_1b_q4nx/dequant_q4nx.py (@0d63308, later than e972f29): no flags, its one 512x2048 check.
 
 Latency figures are the NPU2 performance model's (`kernels.perf.modelled_kernel_figures`) printed in
 mlir-air's own line format, so mlir-air's parsers read them unchanged; the twin's README says they are
@@ -39,7 +40,9 @@ ENV_FAULTS = "NPU_LEDGER_TWIN_FAULTS"
 ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
-         "silu_mul", "gelu")
+         "silu_mul", "gelu", "dequant_q4nx")
+# dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
+Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
 
 def faults() -> dict[str, str]:
@@ -153,6 +156,8 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--perf-iters", type=int, default=0)
         p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
         p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+    elif kind == "dequant_q4nx":  # dequant_q4nx.py has no argparse: `python3 dequant_q4nx.py`, nothing else
+        p = argparse.ArgumentParser(prog=kind)
     else:
         raise SystemExit(f"unknown harness kind {kind!r}; expected one of {', '.join(KINDS)}")
     return p
@@ -234,6 +239,9 @@ def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, boo
         print(f"GELU n={a.n} tile_n={a.tile_n} bf16 on {a.target}")
         herd = " ".join(str(x) for x in a.herd_shape) if a.herd_shape else ""
         return "gelu", {"N": a.n}, None, {"tile_n": a.tile_n, **({"herd_shape": herd} if herd else {})}, None, a.compile_only
+    if kind == "dequant_q4nx":  # dequant_q4nx.py `__main__`: N_out, K = 512, 2048; build_module asserts N_out % 4
+        assert Q4NX_DEQUANT_SHAPE["M"] % 4 == 0
+        return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
     # silu_mul: silu_and_mul.py:39-44
     hy = a.herd_y or 1
     assert a.n % (a.tile_n * a.herd_x * hy) == 0

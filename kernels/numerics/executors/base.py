@@ -16,6 +16,9 @@ Layouts (dimensions named once):
   flash_attention(q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv), causal, q_offset=0) -> (Hq, Lq, Dv)
         GQA: q head h uses kv head h // (Hq // Hkv); causal masks key j > q_offset + i; scale 1/sqrt(Dk)
   eltwise_add(a, b), silu_mul(g, u), gelu(x)     elementwise, any shape
+  dequant_q4nx(codes (M, K), scale (M, K/32), min (M, K/32))       -> (M, K)   w = q * scale + min
+  gemv_q4nx(codes (M, K), scale (M, K/32), min (M, K/32), x (K,))  -> (M,)     y = w @ x, w never built
+        codes are the 4-bit values 0..15 as float32; scale and min bf16, one per 32-column group
 
 `static_key`, where accepted, names a weight that does not change between calls (weight residency): an
 executor may cache its converted/quantised form under that key. It must never change the numbers.
@@ -41,6 +44,8 @@ KERNEL_NAMES = (
     "eltwise_add",
     "silu_mul",
     "gelu",
+    "dequant_q4nx",
+    "gemv_q4nx",
 )
 
 
@@ -145,6 +150,14 @@ class Fp32Executor(Executor):
         x = np.asarray(x, np.float32)
         c = np.float32(math.sqrt(2.0 / math.pi))
         return np.float32(0.5) * x * (np.float32(1) + np.tanh(c * (x + np.float32(0.044715) * x**3)))
+
+    def dequant_q4nx(self, codes, scale, mn):
+        group = np.shape(codes)[1] // np.shape(scale)[1]  # 32 columns per scale/min
+        s, m = (np.repeat(np.asarray(v, np.float32), group, axis=1) for v in (scale, mn))
+        return np.asarray(codes, np.float32) * s + m
+
+    def gemv_q4nx(self, codes, scale, mn, x):
+        return self.dequant_q4nx(codes, scale, mn) @ np.asarray(x, np.float32)
 
 
 class MixedExecutor(Executor):

@@ -6,7 +6,7 @@ unit; nothing is random. docs/emulated_numerics.md holds the model with the evid
 (mlir-air sources, the NPU2 figures of its kernel registry and `[precision]` lines); `make bench` prints
 the comparison. This module is the executor and its GEMM; the other kernels' datapaths are its siblings:
 `emulated_elementwise` (RMSNorm, LayerNorm, RoPE, SiLU-and-Mul, GELU, the bf16 rounding steps),
-`emulated_gemv` (mv.cc's lane order), `emulated_flash` (attn_npu2.cc), `emulated_nlf` (exp2, tanh,
+`emulated_gemv` (mv.cc's lane order), `emulated_q4` (the 4-bit dequant and GEMV), `emulated_flash` (attn_npu2.cc), `emulated_nlf` (exp2, tanh,
 aie::inv) and `emulated_threads`. `npu1` (AIE2) has a native bf16 MMA: the MMA kernels skip the BFP16 step;
 everything else is modelled as on NPU2.
 
@@ -32,6 +32,7 @@ from kernels.numerics.executors.emulated_elementwise import (
 )
 from kernels.numerics.executors.emulated_flash import flash_attention
 from kernels.numerics.executors.emulated_gemv import mv_lane_sum
+from kernels.numerics.executors.emulated_q4 import dequant_q4nx, gemv_q4nx
 from kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
 from kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
 from kernels.numerics.tiles import FUSED_CAST_MIN_MKN, default_tile
@@ -233,6 +234,16 @@ class EmulatedExecutor(Executor):
     def gelu(self, x):
         with self.timer.time("gelu"):
             return self._rows(gelu_rows, [x])
+
+    # --- 4-bit (Q4NX) kernels: emulated_q4 (dequant_q4nx.cc, q4_k.h) ------------------------------------
+
+    def dequant_q4nx(self, codes, scale, mn):
+        with self.timer.time("dequant_q4nx"):
+            return dequant_q4nx(codes, scale, mn)
+
+    def gemv_q4nx(self, codes, scale, mn, x):
+        with self.timer.time("gemv_q4nx"):
+            return gemv_q4nx(codes, scale, mn, x)
 
     # --- attention ---------------------------------------------------------------------------------------
 

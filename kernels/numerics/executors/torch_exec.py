@@ -14,6 +14,7 @@ What a bf16 GPU deployment computes, op by op (CPU, or CUDA when present):
   attention     F.scaled_dot_product_attention in bf16 (FP32 softmax inside), GQA; an explicit boolean
                 mask when the causal window is offset (decode).
   eltwise_add   bf16 add;  silu_mul  F.silu(g) * u (vLLM SiluAndMul);  gelu  F.gelu(approximate="tanh").
+  q4nx          dequantise q * scale + min in bf16 (each op rounded), then the bf16 GEMV above.
 Arrays cross the interface as float32 numpy (bf16 values), like every executor; weights given a
 `static_key` are converted to device bf16 tensors once.
 """
@@ -133,3 +134,18 @@ class TorchExecutor(Executor):
     def gelu(self, x):
         with self.timer.time("gelu"), torch.inference_mode():
             return self._np(F.gelu(self._t(x), approximate="tanh"))
+
+    def dequant_q4nx(self, codes, scale, mn):
+        with self.timer.time("dequant_q4nx"), torch.inference_mode():
+            return self._np(self._dequant(codes, scale, mn))
+
+    def gemv_q4nx(self, codes, scale, mn, x):
+        with self.timer.time("gemv_q4nx"), torch.inference_mode():
+            return self._np(self._dequant(codes, scale, mn) @ self._t(x))
+
+    def _dequant(self, codes, scale, mn) -> torch.Tensor:
+        """q * scale + min in bf16 tensors, each op rounded (a GPU's dequantise-then-bf16-matmul path)."""
+        group = np.shape(codes)[1] // np.shape(scale)[1]
+        s = torch.repeat_interleave(self._t(scale), group, dim=1)
+        m = torch.repeat_interleave(self._t(mn), group, dim=1)
+        return self._t(codes) * s + m

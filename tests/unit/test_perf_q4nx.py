@@ -1,0 +1,119 @@
+"""The 4-bit performance model: Q4NX weight traffic, the fused one-dispatch decode, the causal-skip prefill."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from handlers.cli.main import cli
+from kernels.model.architecture import load_raw_config, resolve
+from kernels.perf.predict import predict
+from kernels.perf.q4nx import (
+    Q4_BYTES_PER_WEIGHT,
+    anchor_config,
+    anchors,
+    calibration,
+    causal_skip_fraction,
+    decode_weight_bytes,
+    fused_decode_call,
+    held_out_table,
+    predict_weights,
+    q4_bytes,
+)
+
+LLAMA_1B = "tests/fixtures/configs/llama-3.2-1b.json"
+
+
+def llama_1b():
+    return resolve(load_raw_config(LLAMA_1B))
+
+
+def test_a_q4k_block_of_32_rows_by_256_columns_is_2560_bf16_words():
+    # proj_qmm.cc@5bcb24c: "w : one q4k block, 2560 bf16" = 4096 B of codes + 8 groups x 32 rows x (scale, min)
+    assert Q4_BYTES_PER_WEIGHT == 0.625
+    assert q4_bytes(32, 256) == 2560 * 2
+
+
+@pytest.mark.parametrize("row", [r for r in anchors()["model"] if "decode_weights_gib" in r], ids=lambda r: r["name"])
+def test_the_decode_weight_bytes_are_the_sizes_the_readmes_state(row):
+    w = decode_weight_bytes(anchor_config(row))
+    assert (w["layers"] + w["lm_head"]) / 2**30 == pytest.approx(row["decode_weights_gib"], abs=0.006)
+
+
+def test_the_causal_skip_computes_the_blocks_at_or_below_the_diagonal():
+    # 8 q chunks of 256 rows, 32 k blocks of 64: chunk i needs 4 (i + 1) blocks -> 144 of 256
+    assert causal_skip_fraction(2048) == 144 / 256
+    assert causal_skip_fraction(256) == 1.0
+
+
+def test_host_dequantisation_runs_the_bf16_pipeline_unchanged():
+    c = llama_1b()
+    bf16, host = predict(c), predict_weights(c, "q4nx-host")
+    assert (host.ttft_s, host.ms_per_token, host.per_elf) == (bf16.ttft_s, bf16.ms_per_token, bf16.per_elf)
+    assert any("q4nx-host" in n for n in host.notes)
+
+
+def test_the_on_device_decode_is_one_dispatch_per_token_of_4_bit_gemvs():
+    c = llama_1b()
+    p = predict_weights(c, "q4nx-device")
+    decode = {k: v for k, v in p.per_elf.items() if k.startswith("decode:")}
+    assert list(decode) == ["decode:fused_decode"] and decode["decode:fused_decode"]["calls"] == 1
+    call = fused_decode_call(c)
+    assert {la.kernel for la in call.launches} == {"gemv_q4nx"}
+    assert len(call.launches) == 7 * c.n_layers + 1  # q, k, v, o, gate, up, down per layer + the LM head
+
+
+def test_the_decode_is_calibrated_on_the_llama32_1b_q4nx_readme_and_nothing_else():
+    cal = calibration()
+    assert "llama32_1b_q4nx/README.md" in cal["src"] and cal["token_s"] == 1 / 50.0
+    assert predict_weights(llama_1b(), "q4nx-device").decode_tokens_per_s == pytest.approx(50.0, rel=1e-3)
+    roles = [r["role"] for r in anchors()["model"]]
+    assert roles.count("calibration") == 1
+
+
+def test_the_decode_streams_the_whole_kv_window_whatever_the_context():
+    c = llama_1b()
+    assert predict_weights(c, "q4nx-device", ctx=16).ms_per_token == predict_weights(c, "q4nx-device", ctx=2000).ms_per_token
+
+
+def test_the_held_out_readmes_are_reported_beside_the_prediction():
+    table = held_out_table()
+    held = [r for r in table if r["role"] == "held-out"]
+    assert {r["model"] for r in held} >= {"Llama-3.2-3B", "Llama-3.1-8B", "Qwen3-8B", "Qwen2.5-7B"}
+    for r in table:
+        assert r["ttft_s"][0] > 0 and r["decode_tok_s"][0] > 0 and r["src"].startswith("programming_examples/llms/")
+
+
+def test_ledger_predict_states_the_4_bit_figures_beside_the_readmes():
+    runner = CliRunner()
+    r = runner.invoke(cli, ["predict", LLAMA_1B, "--weights", "q4nx-device", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["weights"] == "q4nx-device" and out["source"] == "modelled NPU2"
+    assert out["measured"]["ttft_s"] == 0.93 and out["measured"]["decode_tokens_per_s"] == 50.0
+    assert out["measured"]["source"] == "measured NPU2" and out["measured"]["role"] == "calibration"
+    text = runner.invoke(cli, ["predict", LLAMA_1B, "--weights", "q4nx-device"]).output
+    assert "TTFT 0.93 s, 50.0 tok/s" in text and "ONE fused dispatch per token" in text
+
+
+def test_an_unknown_weight_format_is_one_clear_error():
+    r = CliRunner().invoke(cli, ["predict", LLAMA_1B, "--weights", "int4"])
+    assert r.exit_code == 2 and "'int4' is not one of" in r.output
+    with pytest.raises(ValueError, match="unknown weights"):
+        predict_weights(llama_1b(), "int4")
+
+
+def test_a_576_wide_model_streams_its_blocks_zero_padded_to_256_columns():
+    # SmolLM2-135M: 576 = 2.25 x 256; the deployed q4k blocks hold 768 columns (zero codes beyond 576)
+    assert q4_bytes(576, 576) == 576 * 768 * Q4_BYTES_PER_WEIGHT
+    assert q4_bytes(2048, 2048) == 2048 * 2048 * Q4_BYTES_PER_WEIGHT
+
+
+def test_the_4_bit_kernels_stream_rate_constant_is_the_calibrated_one():
+    from kernels.perf.constants import Q4_STREAM_BPS
+    from kernels.perf.kernel_model import modelled_kernel_figures
+
+    assert Q4_STREAM_BPS == pytest.approx(calibration()["stream_bps"], rel=1e-3)
+    row = modelled_kernel_figures("gemv_q4nx", {"M": 2048, "K": 2048})
+    assert row["modelled"] and row["latency_us"] > 2048 * 2048 * Q4_BYTES_PER_WEIGHT / Q4_STREAM_BPS * 1e6
+    assert modelled_kernel_figures("dequant_q4nx", {"M": 512, "K": 2048})["gbps"] > 0
