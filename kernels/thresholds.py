@@ -12,6 +12,7 @@ beside each value. This module imports nothing of the project: every layer may d
 from __future__ import annotations
 
 import math
+from typing import Any
 
 # --- leaf kernels: |out - ref| <= atol + rtol * |ref| on every element (NUMERICS.md, mlir-air's harnesses) ---
 
@@ -248,4 +249,35 @@ def strictest_teacher_forced(recorded: dict[str, float] | None) -> dict[str, flo
             out[key] = min(rec[key], now[key])
     if isinstance(rec.get("top_k"), (int, float)):
         out["top_k"] = min(int(rec["top_k"]), now["top_k"])
+    return out
+
+# --- the quantisation budget of a 4-bit (Q4NX) deployment (issue #26) ----------------------------------------
+# The dequantised model vs the original bf16 model, both HF transformers bf16, teacher-forced over the instruct
+# and base prompt sets (kernels.model.q4nx_budget): KL mean over every step, KL max, top-5 agreement (fraction of
+# steps where both argmaxes sit in the other's top-5), the worst prompt's perplexity ratio. Measured 2026-12-02
+# (scripts/q4nx_budget.py; `ledger quantize` min/max round-to-nearest, both layouts):
+#   MEASUREMENTS_PENDING
+QUANT_BUDGET = {"kl_mean": 1.0, "kl_max": 5.0, "top5_agreement_min": 0.8, "ppl_ratio_max": 3.0}
+
+
+def quant_budget_problems(fig: dict[str, Any], thresholds: dict[str, float] | None = None) -> list[str]:
+    """Why a quantisation budget fails (empty: it holds), from its recorded aggregate only."""
+    t = thresholds or QUANT_BUDGET
+    out = []
+    checks = (("kl_mean", "<=", t["kl_mean"]), ("kl_max", "<=", t["kl_max"]),
+              ("top5_agreement", ">=", t["top5_agreement_min"]), ("ppl_ratio_max", "<=", t["ppl_ratio_max"]))
+    for key, op, limit in checks:
+        v = fig.get(key)
+        ok = isinstance(v, (int, float)) and math.isfinite(v) and (v <= limit if op == "<=" else v >= limit)
+        if not ok:
+            out.append(f"quantisation {key} {v} is not {op} {limit}")
+    return out
+
+
+def strictest_quant_budget(recorded: dict[str, float] | None) -> dict[str, float]:
+    """The stricter of a recorded budget's thresholds and QUANT_BUDGET (never re-judged looser)."""
+    out = dict(QUANT_BUDGET)
+    for key, value in (recorded or {}).items():
+        if key in out and isinstance(value, (int, float)):
+            out[key] = max(value, out[key]) if key == "top5_agreement_min" else min(value, out[key])
     return out

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Verdict = Literal["PASS", "FAIL"]
 Target = Literal["npu2", "npu1"]
-DType = Literal["bf16", "fp16"]
+DType = Literal["bf16", "fp16", "q4nx"]  # fp16: old streams only (init refuses it since issue #26)
 ExecutorName = Literal["emulated", "torch", "mlir-air"]
 
 
@@ -60,6 +60,9 @@ class DeploymentRequested(Event):
     executor: ExecutorName = "emulated"
     hf_model_id: str | None = None
     pipeline: dict[str, Any] = Field(default_factory=dict)
+    # a 4-bit deployment (issue #26): format, layout, the bundle and the bf16 base folder it was read with;
+    # model_path is then the dequantised reference folder Phase 0 writes. Empty for a bf16 deployment.
+    quantisation: dict[str, Any] = Field(default_factory=dict)
 
 
 class ArchitectureAssessed(Event):
@@ -160,6 +163,37 @@ class WeightsChecked(Measured):
     expected: int
     missing: list[str] = Field(default_factory=list)
     misshaped: list[str] = Field(default_factory=list)
+
+
+class QuantisedBundleRead(Measured):
+    """Phase 0 of a 4-bit deployment: the Q4NX bundle and its bf16 base digested, the dequantised reference
+    folder written from the bundle (kernels.model.q4nx_bundle); `dequantised_sha256` hashes its tensors (names
+    and bf16 bytes), re-derivable from the bundle alone."""
+
+    bundle: str
+    bundle_sha256: str
+    base: str
+    base_digest: str
+    layout: str
+    scale_dtype: str = "bfloat16"
+    padded: list[str] = Field(default_factory=list)  # 'RxC->R'xC'' per distinct padded projection shape
+    dequantised_sha256: str = ""
+
+
+class QuantisationBudgetMeasured(Measured):
+    """Phase 0 of a 4-bit deployment: the dequantised model vs the original bf16 model (HF transformers both),
+    teacher-forced on the prompt sets (kernels.model.q4nx_budget), judged against `thresholds`."""
+
+    kl_mean: float | None = None
+    kl_max: float | None = None
+    top5_agreement: float | None = None
+    ppl_ratio_max: float | None = None
+    n_prompts: int = 0
+    n_steps: int = 0
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    passed: bool = False
+    problems: list[str] = Field(default_factory=list)
 
 
 class ReferenceBaselineRecorded(Measured):

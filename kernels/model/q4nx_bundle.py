@@ -35,7 +35,7 @@ from kernels.model.q4nx import (
     read_bundle,
     write_container,
 )
-from kernels.model.weights import expected_tensors, load_weights
+from kernels.model.weights import ModelWeights, expected_tensors, load_weights, weights_from
 
 BUNDLE_FILE = "model.q4nx"
 REFERENCE_FILE = "model.safetensors"
@@ -155,10 +155,21 @@ def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str |
             "stored_shapes": {n: bundle.header[n]["shape"] for n in bundle.names if is_projection(n)}}
 
 
-def padding_of(bundle: Bundle, config: ModelConfig) -> list[str]:
+def padding_of(config: ModelConfig) -> list[str]:
     """The projections' padding, from the config (what the reader crops): 'RxC->R'xC'' per distinct shape."""
     out = set()
     for name, shape in expected_tensors(config).items():
         if is_projection(name) and padded_shape(*shape) != tuple(shape):
             out.add(f"{shape[0]}x{shape[1]}->{padded_shape(*shape)[0]}x{padded_shape(*shape)[1]}")
     return sorted(out)
+
+
+def host_dequantised_weights(folder: str | Path, config: ModelConfig, dequant=dequantise) -> ModelWeights:
+    """The pipeline's weights of a 4-bit deployment: its folder's model.q4nx dequantised on the host at load (the
+    qwen3_0_6b_q4nx style: bf16 pipeline, same Phase 1 rows), read through `dequant` (a test fault may wrap it)."""
+    tensors = dequantised_tensors(read_bundle(Path(folder) / BUNDLE_FILE), config, dequant)
+    return weights_from(tensors.__getitem__, folder, config)
+
+
+def is_quantised_folder(folder: str | Path) -> bool:
+    return (Path(folder) / BUNDLE_FILE).is_file()
