@@ -60,8 +60,7 @@ class DeploymentRequested(Event):
     executor: ExecutorName = "emulated"
     hf_model_id: str | None = None
     pipeline: dict[str, Any] = Field(default_factory=dict)
-    # a 4-bit deployment (issue #26): format, layout, the bundle and the bf16 base folder it was read with;
-    # model_path is then the dequantised reference folder Phase 0 writes. Empty for a bf16 deployment.
+    # 4-bit (issue #26): format, bundle, bf16 base folder; model_path is the dequantised reference folder
     quantisation: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -166,9 +165,8 @@ class WeightsChecked(Measured):
 
 
 class QuantisedBundleRead(Measured):
-    """Phase 0 of a 4-bit deployment: the Q4NX bundle and its bf16 base digested, the dequantised reference
-    folder written from the bundle (kernels.model.q4nx_bundle); `dequantised_sha256` hashes its tensors (names
-    and bf16 bytes), re-derivable from the bundle alone."""
+    """Phase 0, 4-bit: bundle and bf16 base digested, the dequantised reference folder written from the bundle;
+    `dequantised_sha256` hashes its tensors (names, bf16 bytes), re-derivable from the bundle alone."""
 
     bundle: str
     bundle_sha256: str
@@ -181,8 +179,7 @@ class QuantisedBundleRead(Measured):
 
 
 class QuantisationBudgetMeasured(Measured):
-    """Phase 0 of a 4-bit deployment: the dequantised model vs the original bf16 model (HF transformers both),
-    teacher-forced on the prompt sets (kernels.model.q4nx_budget), judged against `thresholds`."""
+    """Phase 0, 4-bit: the dequantised vs the bf16 model, teacher-forced (kernels.model.q4nx_budget)."""
 
     kl_mean: float | None = None
     kl_max: float | None = None

@@ -28,5 +28,34 @@ def main(folders: list[str]) -> None:
                   f"{b['top5_agreement']:.3f}  PPL ratio max {b['ppl_ratio_max']:.3f}", flush=True)
 
 
+
+
+def faulty(folders: list[str]) -> None:
+    """The same budget for two broken dequantisations (what the budget must catch): the other family's formula
+    on the bundle's fields, and group g+1's scale for group g (kernels.model.faults.bundle_dequantiser)."""
+    from kernels.model.faults import bundle_dequantiser
+    from kernels.model.q4nx import dequantise
+    from kernels.model.q4nx_bundle import dequantised_tensors, reference_bytes
+    from kernels.model.q4nx import read_bundle, write_container
+
+    wrong_formula = lambda c, s, m, layout: dequantise(c, s, m, "qwen3" if layout == "llama" else "llama")
+    for folder in folders:
+        config = resolve(load_raw_config(Path(folder)))
+        original = HfRunner(folder)
+        for label, dq in (("other family's formula", wrong_formula),
+                          ("group g+1's scale", bundle_dequantiser(frozenset({"q4nx_group_scale_shift"})))):
+            with tempfile.TemporaryDirectory() as tmp:
+                write_bundle(folder, Path(tmp) / "b.q4nx", config, "llama")
+                write_reference_folder(Path(tmp) / "b.q4nx", folder, Path(tmp) / "ref", config)
+                tensors = reference_bytes(dequantised_tensors(read_bundle(Path(tmp) / "b.q4nx"), config, dq))
+                write_container(Path(tmp) / "ref" / "model.safetensors", tensors, {"format": "pt"})
+                b = budget(budget_rows(HfRunner(Path(tmp) / "ref"), original, original.tokenizer))
+            print(f"{Path(folder).name:28s} FAULT {label:24s} KL mean {b['kl_mean']:.4f}  KL max {b['kl_max']:.3f}  "
+                  f"top-5 agreement {b['top5_agreement']:.3f}  PPL ratio max {b['ppl_ratio_max']:.3f}", flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--faults"]:
+        faulty(sys.argv[2:])
+    else:
+        main(sys.argv[1:])
