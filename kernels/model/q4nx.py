@@ -14,7 +14,7 @@ qs[g][c][k] (the row de-interleave `row_in_block = g*16 + r*2 + b`, qwen3_0_6b_q
 Blocks follow one another in (row block, column block) order. The two families differ
 (`LAYOUTS`):
 
-  llama  header dtype I16, header shape the (padded) real [M, K]; dequantisation `w = scale * (q - min)`, the
+  llama  header shape the (padded) real [M, K] (the loader ignores the dtype; ours writes I16); dequantisation `w = scale * (q - min)`, the
          min field being a zero point (llama32_1b_q4nx_weights.py:56-64, `Q4nxModel.dequant`@5b5fc4a).
   qwen3  "I8 / GGUF-Q4_1-derived": header dtype I8, packed header shape (n_blocks, 5120); dequantisation
          `w = scale * q + min`, an additive min (qwen3_0_6b_q4nx_weights.py:6-16, 73-107@81d902e).
@@ -238,7 +238,9 @@ class Bundle:
         layout = self.layout()
         mp, kp = padded_shape(rows, cols)
         want = ([mp * kp // (ROW_BLOCK * COL_BLOCK), BLOCK_BYTES] if layout == "qwen3" else [mp, kp])
-        if h["dtype"] != _HEADER_DTYPE[layout] or list(h["shape"]) != want:
+        # the Llama loader reads the bytes whatever the header's dtype says (`_raw_i16`@5b5fc4a): only its shape counts
+        dtype_ok = layout == "llama" or h["dtype"] == _HEADER_DTYPE[layout]
+        if not dtype_ok or list(h["shape"]) != want:
             raise Q4nxError(f"{self.path.name}: {name} is {h['dtype']} {list(h['shape'])}, the config's {rows}x{cols} "
                             f"needs {_HEADER_DTYPE[layout]} {want} in the {layout} layout")
         codes, scales, mins = unpack(self.raw(name), mp, kp)

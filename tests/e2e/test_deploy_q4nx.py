@@ -81,9 +81,11 @@ def test_init_refuses_a_bundle_the_config_disagrees_with_a_wrong_scale_dtype_and
     cases = {"shapes": ("init", str(q4nx_bundle), "--base", str(base), "--name", "a"),
              "fp16": ("init", str(tiny_llama), "--dtype", "fp16", "--name", "b"),
              "no base": ("init", str(q4nx_bundle), "--dtype", "q4nx", "--name", "c")}
+    said = {}
     for what, args in cases.items():
         proc = ledger(ws, *args)
         assert proc.returncode == 1, what
         assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: "), (what, proc.stderr)
-    assert "gate_proj" in ledger(ws, *cases["shapes"]).stderr
+        said[what] = proc.stderr
+    assert "gate_proj" in said["shapes"] and "fp16 is not implemented" in said["fp16"] and "--base" in said["no base"]
     assert not (ws / ".ledger" / "ledger.db").exists() or not workspace_ledger(ws).streams("deployment:")
