@@ -1,5 +1,5 @@
 """Measure the quantisation budget (kernels.model.q4nx_budget) of `ledger quantize` on model folders, both
-layouts: the figures kernels/thresholds.py QUANT_BUDGET cites. Usage: python scripts/q4nx_budget.py DIR... """
+layouts: the figures kernels/thresholds.py QUANT_BUDGET cites. Usage: python scripts/q4nx_budget.py [--faults] DIR... """
 
 from __future__ import annotations
 
@@ -34,9 +34,8 @@ def faulty(folders: list[str]) -> None:
     """The same budget for two broken dequantisations (what the budget must catch): the other family's formula
     on the bundle's fields, and group g+1's scale for group g (kernels.model.faults.bundle_dequantiser)."""
     from kernels.model.faults import bundle_dequantiser
-    from kernels.model.q4nx import dequantise
+    from kernels.model.q4nx import dequantise, read_bundle, write_container
     from kernels.model.q4nx_bundle import dequantised_tensors, reference_bytes
-    from kernels.model.q4nx import read_bundle, write_container
 
     wrong_formula = lambda c, s, m, layout: dequantise(c, s, m, "qwen3" if layout == "llama" else "llama")
     for folder in folders:

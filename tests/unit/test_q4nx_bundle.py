@@ -3,15 +3,14 @@ one-line refusals, the dequantised reference folder and the host dequantisation 
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import numpy as np
 import pytest
 
+from handlers import deploy
+from handlers.uow import DeploymentError
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.faults import bundle_dequantiser
-from kernels.model.q4nx import Bundle, dequantise, pack, quantise, read_bundle, unpack, write_container
+from kernels.model.q4nx import dequantise, pack, quantise, read_bundle, unpack, write_container
 from kernels.model.q4nx_bundle import (
     bundle_problem,
     dequantised_tensors,
@@ -21,6 +20,7 @@ from kernels.model.q4nx_bundle import (
     write_bundle,
     write_reference_folder,
 )
+from ledger import open_ledger
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_a_bundle_the_config_disagrees_with_is_named_in_one_line(tiny_llama, tin
     assert problem and "\n" not in problem and "gate_proj" in problem and "needs" in problem
 
 
-def test_right_codes_with_a_wrong_scale_dtype_are_refused(tiny_bundle, tmp_path):
+def test_right_codes_with_a_wrong_scale_dtype_are_refused_at_init_in_one_line(tiny_llama, tiny_bundle, tmp_path):
     path, config, _ = tiny_bundle
     b = read_bundle(path)
     tensors = {}
@@ -84,3 +84,9 @@ def test_right_codes_with_a_wrong_scale_dtype_are_refused(tiny_bundle, tmp_path)
     write_container(tmp_path / "f16.q4nx", tensors, {**b.metadata, "scale_dtype": "float16"})
     problem = bundle_problem(tmp_path / "f16.q4nx", config)
     assert problem and "float16" in problem and "\n" not in problem
+    ledger = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    with pytest.raises(DeploymentError, match="float16") as e:
+        deploy.init(ledger, str(tmp_path / "f16.q4nx"), base=str(tiny_llama), dtype="q4nx", name="f16",
+                    workspace=tmp_path)
+    assert "\n" not in str(e.value) and not ledger.streams("deployment:") and not (tmp_path / ".ledger").exists()
+    assert deploy.init(ledger, str(path), base=str(tiny_llama), dtype="q4nx", name="ok", workspace=tmp_path) == "ok"
