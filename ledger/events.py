@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Verdict = Literal["PASS", "FAIL"]
 Target = Literal["npu2", "npu1"]
-DType = Literal["bf16", "fp16"]
+DType = Literal["bf16", "fp16", "q4nx"]  # fp16: old streams only (init refuses it since issue #26)
 ExecutorName = Literal["emulated", "torch", "mlir-air"]
 
 
@@ -60,6 +60,8 @@ class DeploymentRequested(Event):
     executor: ExecutorName = "emulated"
     hf_model_id: str | None = None
     pipeline: dict[str, Any] = Field(default_factory=dict)
+    # 4-bit (issue #26): format, bundle, bf16 base folder; model_path is the dequantised reference folder
+    quantisation: dict[str, Any] = Field(default_factory=dict)
 
 
 class ArchitectureAssessed(Event):
@@ -160,6 +162,35 @@ class WeightsChecked(Measured):
     expected: int
     missing: list[str] = Field(default_factory=list)
     misshaped: list[str] = Field(default_factory=list)
+
+
+class QuantisedBundleRead(Measured):
+    """Phase 0, 4-bit: bundle and bf16 base digested, the dequantised reference folder written from the bundle;
+    `dequantised_sha256` hashes its tensors (names, bf16 bytes), re-derivable from the bundle alone."""
+
+    bundle: str
+    bundle_sha256: str
+    base: str
+    base_digest: str
+    layout: str
+    scale_dtype: str = "bfloat16"
+    padded: list[str] = Field(default_factory=list)  # 'RxC->R'xC'' per distinct padded projection shape
+    dequantised_sha256: str = ""
+
+
+class QuantisationBudgetMeasured(Measured):
+    """Phase 0, 4-bit: the dequantised vs the bf16 model, teacher-forced (kernels.model.q4nx_budget)."""
+
+    kl_mean: float | None = None
+    kl_max: float | None = None
+    top5_agreement: float | None = None
+    ppl_ratio_max: float | None = None
+    n_prompts: int = 0
+    n_steps: int = 0
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    passed: bool = False
+    problems: list[str] = Field(default_factory=list)
 
 
 class ReferenceBaselineRecorded(Measured):

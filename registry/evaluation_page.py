@@ -9,6 +9,7 @@ from typing import Any
 
 from registry.model_fold import DeploymentView, show_time
 from registry.model_pages import header, val
+from registry.quantisation_page import render_split
 from registry.text import DASH, fixed, sci, table
 
 
@@ -18,7 +19,7 @@ AUDIT_LINES = (
     ("Every gate re-derived from all of its attempt's evidence (figures, counts, digest binding)", ()),
     ("Gate code path real and driving the production runner", ("production-path", "pipeline-options")),
     ("Re-measured sample agrees (model digest, Phase 1 rows, block gate, token gate)",
-     ("model-digest", "remeasure-kernel", "remeasure-block", "rerun")),
+     ("model-digest", "remeasure-kernel", "remeasure-block", "rerun", "quantisation")),
 )
 
 
@@ -119,6 +120,9 @@ def render_evaluation(v: DeploymentView) -> str:
         parts.append("## 2. Findings\n")
         rows = [[f.get("severity"), f.get("seq"), f.get("check"), f.get("message")] for f in e.findings]
         parts.append(table(["severity", "seq", "check", "finding"], rows) if rows else "No findings.\n")
+        split = render_split(v)
+        if split:
+            parts.append(split)
         parts.append("## 3. Re-measured numbers\n")
         tables = _remeasured_tables(e.remeasured)
         parts.append("\n".join(tables) if tables else "None recorded.\n")

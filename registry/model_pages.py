@@ -18,6 +18,7 @@ from registry.chart import elf_breakdown_png, layer_cosine_png, step_kl_png
 from registry.curve_page import CURVE_CHART, curve_section
 from registry.model_fold import PHASE_TITLES, DeploymentView, show_time
 from registry.perf_records import Npu2Figures, Profile
+from registry.quantisation_page import render_split
 from registry.render_markdown import tile_text
 from registry.text import cell, fixed, num, sci, shape_args, table
 
@@ -189,6 +190,9 @@ def render_phase3(v: DeploymentView) -> tuple[str, dict[str, bytes]]:
              "every step each side's argmax must be in the other's top-5, and the per-step KL(reference || ours) and "
              "the perplexity ratio of the reference continuation must stay under the recorded thresholds. A prompt "
              "passes when both walks do.\n"]
+    split = render_split(v)  # a 4-bit deployment: the implementation's figures beside the quantisation's
+    if split:
+        parts.append(split)
     all_gates = v.of("TokenGateChecked")
     gates = [r for r in all_gates if not _is_drill(r.event)]
     drills = [r for r in all_gates if _is_drill(r.event)]

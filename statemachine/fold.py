@@ -48,6 +48,8 @@ from ledger.events import (
     PhaseFailed,
     PhasePassed,
     PhaseStarted,
+    QuantisationBudgetMeasured,
+    QuantisedBundleRead,
     ReferenceBaselineRecorded,
     TokenGateChecked,
     WeightsChecked,
@@ -67,6 +69,8 @@ EVIDENCE_TYPES: tuple[type[Event], ...] = (
     PerformanceMeasured,
     WeightsChecked,
     ReferenceBaselineRecorded,
+    QuantisedBundleRead,
+    QuantisationBudgetMeasured,
     FailureTriaged,
     EvaluationRecorded,
     LessonRecorded,
@@ -142,7 +146,7 @@ def _requested(rec: RecordedEvent, e: DeploymentRequested) -> DeploymentState:
     return DeploymentState(
         name=e.name, stream_id=rec.stream_id, version=rec.version, last_seq=rec.seq, status=Status.REQUESTED,
         next_phase=None, model_path=e.model_path, hf_model_id=e.hf_model_id, target=e.target, dtype=e.dtype,
-        executor=e.executor, pipeline=dict(e.pipeline),
+        executor=e.executor, pipeline=dict(e.pipeline), quantisation=dict(e.quantisation),
     )
 
 

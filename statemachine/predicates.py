@@ -20,13 +20,21 @@ from ledger.events import (
     LayerDiagnosed,
     Measured,
     ModelDigested,
+    QuantisationBudgetMeasured,
+    QuantisedBundleRead,
     OptimizationTried,
     PerformanceMeasured,
     ReferenceBaselineRecorded,
     TokenGateChecked,
     WeightsChecked,
 )
-from kernels.thresholds import BLOCK_COSINE_MIN, TOKEN_GATE_TOP_K, per_position_threshold
+from kernels.thresholds import (
+    BLOCK_COSINE_MIN,
+    TOKEN_GATE_TOP_K,
+    per_position_threshold,
+    quant_budget_problems,
+    strictest_quant_budget,
+)
 from statemachine.checks import kernel_problem, token_gate_problem
 from statemachine.gate import GateContext, GateResult, Predicate, kernel_key
 from statemachine.phases import Phase
@@ -94,6 +102,16 @@ def gate_0_reference_ok(state: DeploymentState, context: GateContext) -> GateRes
                    f"{b.config_mismatches}")
     if digested is None:
         return _no("no ModelDigested in the attempt: the evidence is bound to no model")
+    if state.quantisation:
+        read = _latest(state, QuantisedBundleRead)
+        if read is None:
+            return _no("a 4-bit deployment without QuantisedBundleRead in the attempt")
+        budget = _latest(state, QuantisationBudgetMeasured)
+        if budget is None:
+            return _no("a 4-bit deployment without QuantisationBudgetMeasured in the attempt")
+        problems = quant_budget_problems(budget.event.model_dump(), strictest_quant_budget(budget.event.thresholds))
+        if problems:
+            return _no(f"QuantisationBudgetMeasured seq {budget.seq}: {problems[0]}")
     return _yes(f"config resolved; {w.n_tensors} weight tensors (seq {weights.seq}); HF bf16 top-1 "
                 f"{b.top1_text!r} p={b.top1_prob:.3f} (seq {baseline.seq})")
 

@@ -32,15 +32,20 @@ from statemachine.mermaid import mermaid
 @click.argument("model", type=click.Path())
 @click.option("--name", help="deployment name (default: the folder name, lower-cased, non-alphanumerics to _)")
 @click.option("--target", type=click.Choice(["npu2", "npu1"]), default="npu2", show_default=True)
-@click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "q4nx"]), default=None,
+              help="bf16 (default), q4nx (MODEL is a Q4NX bundle; the default with --base); fp16 is refused")
+@click.option("--base", type=click.Path(exists=True, file_okay=False),
+              help="with a Q4NX bundle as MODEL: the bf16 HF folder giving its config and tokenizer")
 @click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default="emulated", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str, executor: str, as_json: bool) -> None:
-    """Start a deployment of MODEL (a local HF folder or a config.json)."""
+def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | None, base: str | None,
+             executor: str, as_json: bool) -> None:
+    """Start a deployment of MODEL (a local HF folder or a config.json; a Q4NX bundle with --base)."""
+    dtype = dtype or ("q4nx" if base else "bf16")
     try:
         created = deploy.init(app.ledger, model, name=name, target=target, dtype=dtype, executor=executor,
-                              workspace=app.workspace)
+                              workspace=app.workspace, base=base)
     except deploy.OutOfScope as e:
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)

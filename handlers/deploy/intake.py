@@ -13,6 +13,7 @@ from typing import Any
 
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
+from kernels.model.q4nx_bundle import bundle_problem
 from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name
@@ -33,11 +34,27 @@ def init(
     executor: str = "emulated",
     pipeline: dict[str, Any] | None = None,
     workspace: Path | None = None,
+    base: str | None = None,
 ) -> str:
     """Record a new deployment of the model at `model` (HF folder or config.json); return its name.
 
+    With `base` (dtype q4nx), `model` is a Q4NX bundle and `base` the bf16 HF folder whose config and tokenizer
+    it is deployed with: a bundle the config cannot read (a missing or mis-shaped tensor, a scale dtype other
+    than bf16, non-zero padding) is refused in one line; model_path becomes the dequantised reference folder
+    Phase 0 writes under the workspace (`reference_folder`). `--dtype fp16` is refused: no pipeline runs fp16
+    (the weights were read as bf16 and the flag ignored before issue #26).
+
     A name the projections cannot hold (registry.names: length, control characters) is refused first."""
+    if dtype == "fp16":
+        raise DeploymentError("--dtype fp16 is not implemented: every pipeline runs bf16 weights (use bf16, or q4nx "
+                              "with --base); nothing was recorded")
+    if (dtype == "q4nx") != (base is not None):
+        raise DeploymentError("a Q4NX bundle needs --dtype q4nx and --base HF_FOLDER (its config and tokenizer) "
+                              "together; nothing was recorded")
     path = Path(model).expanduser().resolve()
+    bundle = path if base is None else (path / "model.q4nx" if path.is_dir() else path)
+    if base is not None:
+        path = Path(base).expanduser().resolve()
     name = name or default_name(path)
     problem = name_problem(name, workspace)
     if problem:
@@ -48,21 +65,35 @@ def init(
         raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
     _refuse_folder_clash(ledger, name)
     folder = path if path.is_dir() else path.parent
+    config_file = folder / "config.json" if path.is_dir() else path
+    quantisation: dict[str, Any] = {}
+    assessment = assess(raw)
+    if base is not None:
+        if not assessment.in_scope:
+            raise DeploymentError(f"{name}: {assessment.architecture} is out of scope; nothing was recorded")
+        problem = bundle_problem(bundle, resolve(raw)) if bundle.is_file() else f"no Q4NX bundle at {bundle}"
+        if problem:
+            raise DeploymentError(f"{problem}; nothing was recorded")
+        quantisation = {"format": "q4nx", "bundle": str(bundle), "base": str(folder)}
+        folder = reference_folder(workspace or Path.cwd(), name)
     requested = DeploymentRequested(
         model_path=str(folder), name=name, target=target, dtype=dtype, executor=executor,
-        hf_model_id=raw.get("_name_or_path") or None, pipeline=pipeline or {},
+        hf_model_id=raw.get("_name_or_path") or None, pipeline=pipeline or {}, quantisation=quantisation,
     )
-    assessment = assess(raw)
     events: list = [requested, ArchitectureAssessed(**assessment.event_fields())]
     if assessment.in_scope:
         cfg = resolve(raw)
-        config_file = folder / "config.json" if path.is_dir() else path
         digest = hashlib.sha256(config_file.read_bytes()).hexdigest()
         events.append(ConfigResolved(**cfg.to_dict(), source_sha256=digest))
     unit.commit(events)
     if not assessment.in_scope:
         raise OutOfScope(f"{name}: {assessment.architecture} is out of scope: " + " ".join(assessment.reasons))
     return name
+
+
+def reference_folder(workspace: Path, name: str) -> Path:
+    """Where Phase 0 writes a 4-bit deployment's dequantised reference (an HF folder; derived, re-derivable)."""
+    return (Path(workspace) / ".ledger" / "q4nx" / model_dir_name(name)).resolve()
 
 
 def _refuse_folder_clash(ledger: Ledger, name: str) -> None:

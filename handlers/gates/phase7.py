@@ -11,6 +11,7 @@ from collections import Counter
 from handlers.evaluator import audit, remeasure
 from handlers.evaluator import replay as audit_replay
 from handlers.evaluator.plan_sources import plan_source_findings
+from handlers.evaluator.quantised import check_budget, quantisation_findings
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import declared_options, model_backend
@@ -60,7 +61,10 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
     findings += audit_replay.figure_findings(events, states)
     findings += audit_replay.gate_evidence_findings(events, states)
     findings += plan_source_findings(events, ledger.read_all(), cfg, state.target)
-    bound = not any(f.check == "model-digest" for f in findings)
+    findings += quantisation_findings(state, events, cfg)
+    findings += [audit.Finding("error", e.seq, e.type, msg) for e in events if e.type == "QuantisationBudgetMeasured"
+                 for msg in check_budget(e)]
+    bound = not any(f.check in ("model-digest", "quantisation") for f in findings)
 
     kernel_rows, block_row, rerun = [], None, []
     if bound:  # re-measuring a folder that is not the deployment's model would compare other weights

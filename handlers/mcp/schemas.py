@@ -57,10 +57,12 @@ INPUTS: dict[str, dict] = {
                    "description": "harness: mlir-air's harness inputs and reference (its [precision] line)"},
     }, ("kernel", "shape")),
     "init": _inputs({
-        "model": {**TEXT, "description": "a local HF folder or a config.json"},
+        "model": {**TEXT, "description": "a local HF folder or a config.json (a Q4NX bundle with base)"},
         "name": {**TEXT, "description": "deployment name (default: the folder name)"},
         "target": {**TARGET, "default": "npu2"},
-        "dtype": {"type": "string", "enum": ["bf16", "fp16"], "default": "bf16"},
+        "dtype": {"type": "string", "enum": ["bf16", "q4nx"], "default": "bf16",
+                  "description": "q4nx: model is a Q4NX bundle, base its bf16 HF folder"},
+        "base": {**TEXT, "description": "with a Q4NX bundle: the bf16 HF folder giving its config and tokenizer"},
         "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"], "default": "emulated"},
     }, ("model",)),
     "advance": _inputs({

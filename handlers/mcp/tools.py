@@ -127,10 +127,11 @@ def _verify(c: Call):
 
 def _init(c: Call):
     a = c.args
-    created = deploy.init(c.app.ledger, a["model"], name=a.get("name"), target=a["target"], dtype=a["dtype"],
-                          executor=a["executor"], workspace=c.app.workspace)
+    dtype = "q4nx" if a.get("base") else a["dtype"]
+    created = deploy.init(c.app.ledger, a["model"], name=a.get("name"), target=a["target"], dtype=dtype,
+                          executor=a["executor"], workspace=c.app.workspace, base=a.get("base"))
     refresh(c.app)
-    return results.init_json(created, a["executor"], a["target"], a["dtype"])
+    return results.init_json(created, a["executor"], a["target"], dtype)
 
 
 def _advance(c: Call):

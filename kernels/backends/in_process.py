@@ -17,7 +17,8 @@ from kernels.numerics.executors import make_executor
 from kernels.model.compare import bisect_block, block_gate, diagnose_layers, token_gate
 from kernels.model.config import ModelConfig
 from kernels.model.hf_reference import HfRunner
-from kernels.model.faults import build_pipeline
+from kernels.model.faults import WEIGHT_FAULTS, build_pipeline, bundle_dequantiser
+from kernels.model.q4nx_bundle import host_dequantised_weights, is_quantised_folder
 from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from kernels.model.options import PipelineOptions
 from kernels.model.prompts import Prompt, canonical_tokens, mlir_air_prompts, prompts_for
@@ -41,7 +42,11 @@ __all__ = ["InProcessBackend", "Measurement", "ModelBackend", "hf_reference", "p
 # --- the in-process pipeline ------------------------------------------------------------------------------
 
 @lru_cache(maxsize=4)
-def _weights(folder: str, config: ModelConfig):
+def _weights(folder: str, config: ModelConfig, faults: frozenset[str] = frozenset()):
+    """A bf16 folder's weights; a 4-bit deployment's reference folder holds its bundle, which the pipeline
+    dequantises on the host at load (kernels.model.q4nx_bundle; a weights fault wraps the dequantisation)."""
+    if is_quantised_folder(folder):
+        return host_dequantised_weights(folder, config, bundle_dequantiser(faults & WEIGHT_FAULTS))
     return load_weights(folder, config)
 
 
@@ -75,7 +80,7 @@ class InProcessBackend:
         # the in-process pipeline has one code path per switch for prefill and decode alike: a switch applied on
         # either path turns it on (the token gate then checks those numerics); dispatch-only switches have none
         numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
-        self.pipeline = build_pipeline(_weights(self.model_path, config), config, pipeline_executor(executor, target),
+        self.pipeline = build_pipeline(_weights(self.model_path, config, self._faults & WEIGHT_FAULTS), config, pipeline_executor(executor, target),
                                     PipelineOptions(**numerics, faults=self._faults))
 
     @property

@@ -22,7 +22,7 @@ from typing import Any
 from kernels.model.architecture import load_raw_config, resolve, rope_scaling
 
 CONFIG_FILE = "config.json"
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf", ".q4nx")
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 _CHUNK = 1 << 22  # 4 MiB reads
 

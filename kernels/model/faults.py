@@ -13,6 +13,9 @@ options declare no fault, the faulty one otherwise. The names and their one-line
   stale_decode_buffer       a decode step reads the previous step's O-projection output
   lm_head_partition_offset  decode's first LM-head partition streams its rows one row late
   kv_head_group_mismap      query head h attends with K/V head h % Hkv instead of h // (H / Hkv)
+  q4nx_group_scale_shift    a 4-bit deployment's host dequantisation uses group g+1's scale for group g (the
+                            last group of a row keeps its own): a weights fault, `bundle_dequantiser` wraps the
+                            codec's `dequantise`
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from kernels.numerics.executors.base import Executor, Fp32Executor, MixedExecuto
 from kernels.model.config import ModelConfig
 from kernels.model.options import FAULTS, PipelineOptions
 from kernels.model.pipeline import NpuPipeline
+from kernels.model.q4nx import dequantise
 from kernels.model.runner import PrefillRecord
 from kernels.model.weights import ModelWeights
 
 KERNEL_FAULTS = frozenset({"rope_interleaved"})
-PIPELINE_FAULTS = FAULTS - KERNEL_FAULTS
+WEIGHT_FAULTS = frozenset({"q4nx_group_scale_shift"})
+PIPELINE_FAULTS = FAULTS - KERNEL_FAULTS - WEIGHT_FAULTS
 DOWN_BF16_CHUNK = 32  # K chunk of the "down_bf16_accumulate" fault
 
 
@@ -147,6 +152,19 @@ class FaultyPipeline(NpuPipeline):
     def _kv_slot(self, pos: int) -> int:
         """"kv_cache_off_by_one": decode writes position `pos`'s K/V one slot late."""
         return pos + 1 if "kv_cache_off_by_one" in self.options.faults else pos
+
+
+def bundle_dequantiser(faults: frozenset[str]):
+    """The codec's `dequantise`, or (fault q4nx_group_scale_shift) one that hands group g the scale of g+1."""
+    if "q4nx_group_scale_shift" not in faults:
+        return dequantise
+
+    def shifted(codes, scales, mins, layout):
+        s = np.array(scales, np.float32)
+        s[:, :-1] = scales[:, 1:]
+        return dequantise(codes, s, mins, layout)
+
+    return shifted
 
 
 def build_pipeline(weights: ModelWeights, config: ModelConfig | None = None, executor: Executor | None = None,

@@ -27,6 +27,7 @@ FAULT_HELP = {
     "stale_decode_buffer": "a decode step reads the previous step's O-projection output (a stale buffer)",
     "lm_head_partition_offset": "decode's first LM-head partition streams its rows one row late",
     "kv_head_group_mismap": "query head h attends with K/V head h % Hkv instead of h // (H / Hkv)",
+    "q4nx_group_scale_shift": "a 4-bit deployment's host dequantisation uses group g+1's scale for group g",
 }
 FAULTS = frozenset(FAULT_HELP)
 

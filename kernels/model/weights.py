@@ -197,9 +197,17 @@ def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
     if not report.ok:
         raise WeightsError(f"{folder}: {report.first_problem()}.")
     tensors = _index(folder)
+    return weights_from(lambda name: _read_tensor(tensors[name]), folder, config)
+
+
+def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
+    """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values), projections transposed
+    once to (in, out); RoPE scaling from the folder's config.json. A 4-bit deployment's host dequantisation
+    reads its bundle through this (kernels.model.q4nx_bundle)."""
+    folder = Path(folder)
 
     def get(name: str, transpose: bool = False) -> np.ndarray:
-        arr = _read_tensor(tensors[name])
+        arr = read(name)
         return np.ascontiguousarray(arr.T) if transpose else np.array(arr)
 
     layers = []
