@@ -165,13 +165,19 @@ PREDICT = obj({
 })
 
 
-def predict_json(prediction) -> dict[str, Any]:
-    """`ledger predict CONFIG|NAME --json`: modelled TTFT, decode rate and the per-ELF / kernel breakdown."""
+def predict_json(prediction, weights: str = "bf16", measured: dict | None = None) -> dict[str, Any]:
+    """`ledger predict CONFIG|NAME --json`: modelled TTFT, decode rate and the per-ELF / kernel breakdown, the weight
+    storage it models (`--weights`), and the 4-bit README's own figures beside it when one matches (`measured`)."""
     d = prediction.to_dict()
     out = {k: d[k] for k in ("ttft_s", "decode_tokens_per_s", "ms_per_token", "prefill_calls_per_layer",
                              "decode_calls_per_layer", "seq", "ctx", "switches", "modelled", "notes", "memory")}
     out["source"] = "modelled NPU2"
     out["breakdown"] = {k: d[k] for k in ("per_elf", "per_kernel", "host", "totals")}
+    out["weights"] = weights
+    if measured is not None:
+        out["measured"] = {"source": "measured NPU2", "role": measured["role"], "ttft_s": measured["ttft_s"],
+                           "decode_tokens_per_s": measured["decode_tok_s"], "src": measured["src"],
+                           "conditions": measured["conditions"]}
     return out
 
 

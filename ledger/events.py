@@ -11,42 +11,12 @@ recorder's canonical JSON encodes them explicitly (see `ledger.canonical`).
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-Verdict = Literal["PASS", "FAIL"]
-Target = Literal["npu2", "npu1"]
-DType = Literal["bf16", "fp16", "q4nx"]  # fp16: old streams only (init refuses it since issue #26)
-ExecutorName = Literal["emulated", "torch", "mlir-air"]
-
-
-class Event(BaseModel):
-    """Base of every ledger event. Subclasses are frozen and reject unknown fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=True)
-    registry: ClassVar[dict[str, type["Event"]]] = {}
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        Event.registry[cls.__name__] = cls
-
-    @property
-    def type_name(self) -> str:
-        return self.__class__.__name__
-
-    def to_payload(self) -> dict[str, Any]:
-        return self.model_dump(mode="python")
-
-
-@dataclass(frozen=True, slots=True)
-class NewEvent:
-    """An event about to be appended: the typed event plus its client-made id (idempotency key)."""
-
-    event: "Event"
-    event_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+from ledger.event_base import DType, Event, ExecutorName, Measured, NewEvent, Target, Verdict
+from ledger.events_imported import NightlyPerfImported, QuantisationBudgetMeasured, QuantisedBundleRead
 
 
 # --- deployment lifecycle ---------------------------------------------------------------------------
@@ -134,17 +104,7 @@ class LessonRecorded(Event):
     phase: int | None = None
 
 
-# --- evidence bound to the model it measured -------------------------------------------------------------
-
-
-class Measured(Event):
-    """Base of every evidence event: `model_digest` is the `ModelDigested.digest` of the model folder the
-    evidence was measured against ("" in ledgers written before the binding, and in imported rows)."""
-
-    model_digest: str = ""
-
-
-# --- Phase 0 evidence --------------------------------------------------------------------------------
+# --- Phase 0 evidence (Measured: evidence bound to the model it measured, ledger.event_base) ---------------
 
 
 class ModelDigested(Measured):
@@ -162,35 +122,6 @@ class WeightsChecked(Measured):
     expected: int
     missing: list[str] = Field(default_factory=list)
     misshaped: list[str] = Field(default_factory=list)
-
-
-class QuantisedBundleRead(Measured):
-    """Phase 0, 4-bit: bundle and bf16 base digested, the dequantised reference folder written from the bundle;
-    `dequantised_sha256` hashes its tensors (names, bf16 bytes), re-derivable from the bundle alone."""
-
-    bundle: str
-    bundle_sha256: str
-    base: str
-    base_digest: str
-    layout: str
-    scale_dtype: str = "bfloat16"
-    padded: list[str] = Field(default_factory=list)  # 'RxC->R'xC'' per distinct padded projection shape
-    dequantised_sha256: str = ""
-
-
-class QuantisationBudgetMeasured(Measured):
-    """Phase 0, 4-bit: the dequantised vs the bf16 model, teacher-forced (kernels.model.q4nx_budget)."""
-
-    kl_mean: float | None = None
-    kl_max: float | None = None
-    top5_agreement: float | None = None
-    ppl_ratio_max: float | None = None
-    n_prompts: int = 0
-    n_steps: int = 0
-    rows: list[dict[str, Any]] = Field(default_factory=list)
-    thresholds: dict[str, float] = Field(default_factory=dict)
-    passed: bool = False
-    problems: list[str] = Field(default_factory=list)
 
 
 class ReferenceBaselineRecorded(Measured):
@@ -381,20 +312,6 @@ class PerformanceMeasured(Measured):
     curve: dict[str, Any] = Field(default_factory=dict)
 
 
-class NightlyPerfImported(Event):
-    """One line of mlir-air's nightly perf history (history.ndjson, sweep_history.ndjson or
-    prefill_sweep_history.ndjson on its `perf-history` branch) read into the ledger verbatim, as evidence of kind
-    imported (`ledger perf import-history`; schema and check: registry.nightly_history). Stream
-    `nightly:perf-history`; the event id is a UUID5 of the series and row, so a line is recorded once."""
-
-    series: Literal["history", "sweep", "prefill_sweep"]
-    row: dict[str, Any]
-    file: str = ""  # the file's name as given, no folder
-    line: int = 0
-    file_sha256: str = ""
-    source: Literal["imported"] = "imported"
-
-
 class EvaluationRecorded(Event):
     verdict: Literal["PASS", "PASS-with-warnings", "FAIL"]
     findings: list[dict[str, Any]] = Field(default_factory=list)  # {severity, seq, message}
@@ -416,3 +333,8 @@ def parse_event(type_name: str, payload: dict[str, Any]) -> Event:
     except KeyError as e:
         raise KeyError(f"unknown event type {type_name!r}") from e
     return cls.model_validate(payload)
+
+
+# the vocabulary as one namespace: the base types and the events defined beside this module are re-exported here
+__all__ = sorted({"DType", "ExecutorName", "NewEvent", "Target", "Verdict", "parse_event",
+                  *(name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Event))})

@@ -66,14 +66,8 @@ def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: s
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     if as_json:
-        out = results.predict_json(p)
-        out["weights"] = weights
-        anchor = matching_anchor(config) if weights == "q4nx-device" else None
-        if anchor is not None:  # the 4-bit README's own figures, beside the modelled ones
-            out["measured"] = {"source": "measured NPU2", "role": anchor["role"], "ttft_s": anchor["ttft_s"],
-                               "decode_tokens_per_s": anchor["decode_tok_s"], "src": anchor["src"],
-                               "conditions": anchor["conditions"]}
-        click.echo(json.dumps(out, sort_keys=True))
+        anchor = matching_anchor(config) if weights == "q4nx-device" else None  # the 4-bit README's own figures
+        click.echo(json.dumps(results.predict_json(p, weights, anchor), sort_keys=True))
     else:
         title = Path(target).name + ("" if weights == "bf16" else f" ({weights})")
         sys.stdout.write(render_table(p, title=title))

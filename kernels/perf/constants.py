@@ -42,7 +42,7 @@ FLOORS = {
 # The 4-bit kernels (dequant_q4nx, gemv_q4nx) have no registry rows to fit: their one constant is the fused
 # 4-bit decode's effective DDR stream rate, calibrated on llama32_1b_q4nx/README.md@137ff7c (~50 tok/s) by
 # kernels.perf.q4nx.calibration() (tests/unit/test_perf_q4nx.py recomputes it and checks it agrees).
-Q4_STREAM_BPS = 42.03e9
+Q4_STREAM_BPS = 42.21e9
 DERIVED: dict[str, float] = {"q4_s_per_byte": 1.0 / Q4_STREAM_BPS}
 
 # fitted: python -c "from kernels.perf.fit import fit; from kernels.perf.anchors import kernel_rows; print(fit(kernel_rows()))"

@@ -129,12 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true")
     p.add_argument("--interactive", action="store_true", help="make chat: one reply per line read from stdin")
     p.add_argument("--prefill-only", action="store_true", help="make profile-prefill / bench: TTFT at --seq-len")
-    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--seq-len", type=int, default=NPU2_PREFILL_SEQ)
     p.add_argument("--n-tokens", type=int, default=100)
     p.add_argument("--prompt", default="What is the capital of France?")
     p.add_argument("--model", default="local")
-    p.add_argument("--prefill-only", action="store_true")
-    p.add_argument("--seq-len", type=int, default=NPU2_PREFILL_SEQ)
     a = p.parse_args(argv)
     model_path = settings(a.model_dir)["model_path"]
     if a.compile_only:
