@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from tests.once import shared_once
+from tests import prebuilt
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -21,9 +21,7 @@ for _var, _value in TEST_THREADS.items():
 
 
 def _tiny(tmp_path_factory, kind):
-    from tests.models import build_tiny_model
-
-    return shared_once(tmp_path_factory, f"tiny-{kind}", lambda folder: build_tiny_model(kind, folder))
+    return prebuilt.tiny_model(tmp_path_factory, kind)
 
 
 @pytest.fixture(scope="session")
@@ -83,8 +81,59 @@ def single_torch_thread():
 GROUPED = ("test_reverify.py", "test_verify_walk.py", "test_pipeline.py", "test_token_gate_matrix.py", "test_gates.py")
 
 
+# The order the workers are dealt tests in: the twin's end-to-end run first (the longest chain of the run, it needs
+# only the tiny Llama), then the tests that need no shared deployment (unit, integration), then the other
+# end-to-end tests, whose snapshots the xdist controller builds meanwhile (tests/prebuilt.py, `_prebuild` below).
+FIRST = ("test_mlir_air_twin.py",)
+
+
+def _order(item) -> int:
+    parts = item.path.parts
+    layer = 0 if item.path.name in FIRST else 1 if "unit" in parts else 2 if "integration" in parts else 3
+    return layer
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_order)  # stable: collection order within a layer; identical on every worker
     for item in items:
         if item.path.name in GROUPED:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+def _is_xdist_controller(config) -> bool:
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
+
+
+_PREBUILD: dict = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """Under pytest-xdist, the controller (which only deals tests out) builds the shared folders of tests/prebuilt.py
+    on a thread while the workers run the tests that need none of them. A folder a worker asks for first is built
+    by that worker (shared_once's lock); one whose build failed here is built again by the first worker that asks,
+    which then reports the failure as its own."""
+    config = session.config
+    if not _is_xdist_controller(config):
+        return
+    import threading
+
+    factory = config._tmp_path_factory
+    factory.getbasetemp()  # made (and cached) here, before xdist's node set-up asks for it too
+
+    def build() -> None:
+        try:
+            prebuilt.build_all(factory)
+        except BaseException as e:  # the worker that asks rebuilds it and fails with the real error
+            _PREBUILD["error"] = e
+
+    thread = threading.Thread(target=build, name="prebuild", daemon=True)
+    thread.start()
+    _PREBUILD["thread"] = thread
+
+
+def pytest_sessionfinish(session, exitstatus):
+    thread = _PREBUILD.get("thread")
+    if thread is not None:
+        thread.join(timeout=600)

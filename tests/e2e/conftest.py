@@ -20,29 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.once import shared_once
-from tests.e2e.cli import ledger
+from tests import prebuilt
 from tests.e2e.workspaces import copy_workspace
 
-SNAPSHOT_PHASES = (0, 3, 7)  # after Phase 0, after Phase 3, deployed (Phase 7 passed)
+SNAPSHOT_PHASES = prebuilt.SNAPSHOT_PHASES  # after Phase 0, after Phase 3, deployed (Phase 7 passed)
 
 
 @pytest.fixture(scope="session")
 def tiny_snapshots(tmp_path_factory, tiny_llama) -> dict[int, Path]:
     """Phase -> a snapshot of the workspace in which `tiny` has just passed that phase (never hand one out).
-    Built once per test run (`shared_once`: the xdist workers share it)."""
-
-    def build(root: Path) -> None:
-        live = root / "live"
-        proc = ledger(live, "init", str(tiny_llama), "--name", "tiny")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        for phase in SNAPSHOT_PHASES:
-            proc = ledger(live, "advance", "tiny", *(["--until", str(phase)] if phase < 7 else []))
-            assert proc.returncode == 0, proc.stdout + proc.stderr
-            copy_workspace(live, root / f"phase{phase}")
-
-    root = shared_once(tmp_path_factory, "tiny-snapshots", build)
-    return {phase: root / f"phase{phase}" for phase in SNAPSHOT_PHASES}
+    Built once per test run (tests.prebuilt: the xdist workers share it)."""
+    return prebuilt.tiny_snapshots(tmp_path_factory)
 
 
 @pytest.fixture

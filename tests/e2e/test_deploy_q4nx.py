@@ -13,30 +13,18 @@ import pytest
 
 from tests.e2e.cli import ledger, ledger_json
 from tests.e2e.workspaces import copy_workspace, workspace_ledger
-from tests.once import shared_once
+from tests import prebuilt
 
 
 @pytest.fixture(scope="session")
 def q4nx_bundle(tmp_path_factory, tiny_llama) -> Path:
-    def build(root: Path) -> None:
-        proc = ledger(root, "quantize", str(tiny_llama), "--to", "q4nx", str(root / "model.q4nx"))
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-
-    return shared_once(tmp_path_factory, "q4nx-bundle", build) / "model.q4nx"
+    return prebuilt.q4nx_bundle(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def q4nx_snapshot(tmp_path_factory, tiny_llama, q4nx_bundle) -> Path:
     """A workspace where `tq` (the tiny Llama's Q4NX bundle on its bf16 base) is deployed (never hand it out)."""
-
-    def build(root: Path) -> None:
-        live = root / "live"
-        proc = ledger(live, "init", str(q4nx_bundle), "--base", str(tiny_llama), "--name", "tq")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        proc = ledger(live, "advance", "tq")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-
-    return shared_once(tmp_path_factory, "q4nx-snapshot", build) / "live"
+    return prebuilt.q4nx_snapshot(tmp_path_factory)
 
 
 def _events(ws: Path, type_: str) -> list[dict]:
