@@ -121,6 +121,21 @@ def _prefill_only(model_path: str, seq_len: int) -> int:
     return 0
 
 
+def encode_prompt(model_path: str, text: str) -> list[int]:
+    """The prompt's token ids as the model's AutoTokenizer gives them (`encode`, special tokens added): read with
+    the `tokenizers` library from the folder's tokenizer.json when it has one (what a fast AutoTokenizer runs;
+    transformers' import alone is ~3 s of a `make profile` that runs once per Phase 4-5 switch), else through
+    AutoTokenizer. tests/unit/test_twin_stand_in.py checks the two agree."""
+    path = Path(model_path) / "tokenizer.json"
+    if path.is_file():
+        from tokenizers import Tokenizer
+
+        return Tokenizer.from_file(str(path)).encode(text).ids
+    from transformers import AutoTokenizer
+
+    return list(AutoTokenizer.from_pretrained(model_path).encode(text))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="inference")
     p.add_argument("--model-dir", required=True)
@@ -140,18 +155,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.prefill_only:
         return _prefill_only(model_path, a.seq_len)
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(model_path)
     runner = StandInRunner(model_path)
     n = max(1, a.n_tokens)
     if a.interactive:  # llama32_1b's `make chat` REPL: prepare once, then one reply per prompt
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(model_path)
         print("Chat (npu-ledger stand-in: emulated tokens). One prompt per line; end with EOF.", flush=True)
         for line in sys.stdin:
             if line.strip():
                 print(tok.decode(_generate(runner, list(tok.encode(line.strip())), n)), flush=True)
         return 0
-    tokens = list(tok.encode(a.prompt))
+    tokens = encode_prompt(model_path, a.prompt)
     f = _figures(model_path)
     out = _generate(runner, tokens, n)
     first = out[0]
