@@ -36,6 +36,16 @@ def planning_registry(ledger, mlir_air_dir: str | None = None, deployment: str |
     return PlanningRegistry(events, mlir_air_dir or os.environ.get(ENV_MLIR_AIR) or None)
 
 
+def workspace_registry(app) -> PlanningRegistry:
+    """`planning_registry` for a command run in a workspace (`kernel run`'s comparison line, `triage`'s fix check):
+    its ledger read-only when it has one (a SQLite workspace without a `.ledger/` has none: nothing is created),
+    plus MLIR_AIR_DIR's kernel_registry/."""
+    if app is not None and (not app.db_url.startswith("sqlite") or (app.workspace / ".ledger").is_dir()):
+        app.read_only = True
+        return planning_registry(app.ledger)
+    return PlanningRegistry([], os.environ.get(ENV_MLIR_AIR) or None)
+
+
 def deployment_plan(config: ModelConfig, target: str, ledger=None, deployment: str | None = None,
                     weights: str = "bf16") -> tuple[list[PlannedKernel], dict[str, Any]]:
     """The registry-first plan of `config` on `target` and its record (see the module docstring); without a

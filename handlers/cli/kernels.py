@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import click
 
+from handlers.planning import workspace_registry
 from kernels.backends.kernel_runners import figure_source
 from kernels.backends.kernel_runners import EXECUTOR_NAMES, make_runner
 from kernels.backends.runner_base import KernelRow
@@ -34,8 +34,6 @@ from registry.fold import HARDWARE
 from registry.lookup import PlanningRegistry, gemm_answer, kernel_rows
 from registry.render_json import GEMM_JSON
 from registry.text import shape_args
-
-ENV_MLIR_AIR = "MLIR_AIR_DIR"  # kernels.mlir_air.table.ENV_MLIR_AIR
 
 
 def _parse_pairs(text: str, what: str, strings: bool = False) -> dict:
@@ -111,18 +109,10 @@ def run_cmd(app, kernel_name, shape, executor, target, contract, tile_text, forc
     if as_json:
         click.echo(json.dumps(result.to_json(), sort_keys=True, default=str))
     else:
-        _print_table(result, spec, harness=runner.source == "harness", registry=_registry(app))
+        _print_table(result, spec, harness=runner.source == "harness", registry=workspace_registry(app))
     if not result.passed:
         raise SystemExit(1)
 
-
-def _registry(app) -> PlanningRegistry:
-    """The workspace's registry (its ledger, read-only, when it has one) and MLIR_AIR_DIR's kernel_registry/."""
-    events = []
-    if app is not None and (not app.db_url.startswith("sqlite") or (app.workspace / ".ledger").is_dir()):
-        app.read_only = True
-        events = [e for e in app.ledger.read_all() if e.type == "KernelVerified"]
-    return PlanningRegistry(events, os.environ.get(ENV_MLIR_AIR) or None)
 
 
 def npu2_comparison(kernel: str, shape: dict, contract: str, spec, registry: PlanningRegistry) -> str:

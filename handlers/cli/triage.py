@@ -9,16 +9,14 @@ a rule matches; 1 when an input cannot be read or the rules file is malformed. T
 from __future__ import annotations
 
 import json
-import os
 import sys
 import textwrap
 
 import click
 
-from handlers.planning import ENV_MLIR_AIR
+from handlers.planning import workspace_registry
 from handlers.triage import Match, RuleError, load_rules, triage_evidence
 from handlers.triage.registry_check import check_fixes
-from registry.lookup import PlanningRegistry
 
 NO_MATCH = "No known failure pattern matches."
 
@@ -61,14 +59,6 @@ def _render(matches: list[Match]) -> str:
     return "\n".join(out).rstrip()
 
 
-def _registry(app) -> PlanningRegistry:
-    """The workspace's registry (its ledger, read-only, when it has one) and MLIR_AIR_DIR's, to check fixes."""
-    events = []
-    if app is not None and (not app.db_url.startswith("sqlite") or (app.workspace / ".ledger").is_dir()):
-        app.read_only = True
-        events = [e for e in app.ledger.read_all() if e.type == "KernelVerified"]
-    return PlanningRegistry(events, os.environ.get(ENV_MLIR_AIR) or None)
-
 
 @click.command("triage")
 @click.argument("file", metavar="FILE|-")
@@ -93,7 +83,7 @@ def triage(app, file: str, as_json: bool, evidence_path: str | None, rules_path:
         rules = load_rules(rules_path)
     except RuleError as e:
         sys.exit(_fail(f"triage: {e}"))
-    matches = check_fixes(triage_evidence(evidence, text, rules=rules), evidence, _registry(app))
+    matches = check_fixes(triage_evidence(evidence, text, rules=rules), evidence, workspace_registry(app))
     if as_json:
         click.echo(json.dumps([m.to_json() for m in matches], indent=2))
     else:
