@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,20 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 TEST_THREADS = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 for _var, _value in TEST_THREADS.items():
     os.environ.setdefault(_var, _value)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def reference_store(tmp_path_factory):
+    """One store of recorded HF reference walks for the run (kernels.model.reference_walks), shared by the xdist
+    workers and every process they start: the twin's `make verify` / `make verify-walk` re-walk the same tiny
+    reference at every Phase 4-5 switch. A store the caller exported is kept."""
+    from kernels.model.reference_walks import CACHE_ENV
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's root, shared by the workers (tests/once.py)
+    os.environ.setdefault(CACHE_ENV, str(base / "reference-walks"))
+    return Path(os.environ[CACHE_ENV])
 
 
 def _tiny(tmp_path_factory, kind):

@@ -22,6 +22,7 @@ from handlers.evaluator.remeasure import phase1_rows
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.digest import model_digest
 from kernels.model.plan import plan
+from kernels.model.reference_walks import CACHE_ENV as REFERENCE_STORE_ENV
 from kernels.numerics.run import BLAS_THREAD_VARS
 from ledger.canonical import loads
 from ledger.events import EvaluationRecorded, TokenGateChecked
@@ -150,6 +151,7 @@ def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[lis
     if checkpoint:
         cmd += ["--against", checkpoint]
     env = child_env()  # the evaluator dies with this process (handlers.lifeline)
+    env.pop(REFERENCE_STORE_ENV, None)  # it walks its reference itself, never from a store the deployment wrote to
     threads = Counter(ev.event.provenance.get("blas_threads") for ev in phase1_rows(ctx.state))
     threads.pop(None, None)
     if threads:  # pin the BLAS thread count the Phase 1 rows were measured at (fp32 accumulation order)

@@ -23,7 +23,9 @@ The walk is `kernels.model.compare.token_gate`: both sides fed the reference's g
 kernels.thresholds). Memory is kept as mlir-air's `--gate-phase auto` keeps it (:380-404, the two models never
 co-reside): the reference walks first and its logits are kept (32 x vocab float32 per prompt), it is released,
 then the adapter's runner walks on the same tokens; token_gate replays the two recordings (a replayed side
-refuses any input other than the one it recorded).
+refuses any input other than the one it recorded: kernels.model.reference_walks). npu-ledger's own reference
+(the twin's) is walked through `reference_walks`, which keeps its walks by content in $NPU_LEDGER_REFERENCE_CACHE
+when that is set; a checkout's own verify/runners HfRunner is walked every time.
 
 Report: `<report dir>/teacher_forced_walk_<stamp>.json` beside mlir-air's verify reports (default
 llms/verify/reports, :218), read by kernels.mlir_air.walk_report. Lines: `[walk] JSON: <path>`,
@@ -42,10 +44,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
-from kernels.model.compare import token_gate, topk_ids
-from kernels.model.runner import DecodeStepRecord, PrefillRecord
+from kernels.model.compare import token_gate
+from kernels.model.reference_walks import Recorded, Replay, ReplayMismatch, record, reference_walks
 from kernels.thresholds import TOKEN_GATE_STEPS, TOKEN_GATE_TOP_K
 
 MAX_SEQ = 2048  # verify_runner.py:275
@@ -53,8 +54,8 @@ REPORT_PREFIX = "teacher_forced_walk_"
 SCHEMA = "npu-ledger teacher-forced walk, v1"
 
 
-class WalkError(RuntimeError):
-    pass
+WalkError = ReplayMismatch  # the walk cannot compare the two sides (a replay fed other inputs, logits of another shape)
+__all__ = ["Recorded", "Replay", "WalkError", "main", "record", "walk_row"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,48 +76,6 @@ def read_prompts(path: Path) -> list[str]:
     return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-class Recorded:
-    """One side's walk, recorded: the prompt, the tokens it was fed, the logits of every step."""
-
-    def __init__(self, prompt: list[int]) -> None:
-        self.prompt, self.fed, self.logits = list(prompt), [], []
-
-
-def record(runner, prompt: list[int], n_steps: int, feed: list[int] | None) -> Recorded:
-    """Walk `runner` over `n_steps` logits: prefill, then decode fed `feed` (None: its own greedy token, the
-    smaller id on a tie, as token_gate forces the reference's)."""
-    rec = Recorded(prompt)
-    rec.logits.append(np.asarray(runner.prefill(np.asarray(prompt, np.int64)).logits_at_pred, np.float32).copy())
-    for step in range(1, n_steps):
-        token = int(feed[step - 1]) if feed is not None else topk_ids(rec.logits[-1], 1)[0]
-        rec.fed.append(token)
-        out = runner.decode_step(token, len(prompt) + step - 1)
-        rec.logits.append(np.asarray(out.lm_head_logits, np.float32).copy())
-    return rec
-
-
-class Replay:
-    """A recorded walk as a Runner: the recorded logits for exactly the recorded inputs."""
-
-    def __init__(self, name: str, rec: Recorded) -> None:
-        self.name, self.rec, self.i = name, rec, 0
-
-    def prefill(self, prompt_tokens) -> PrefillRecord:
-        if [int(t) for t in prompt_tokens] != self.rec.prompt:
-            raise WalkError(f"{self.name}: replayed on another prompt")
-        self.i = 0
-        z = self.rec.logits[0]
-        return PrefillRecord([], np.empty(0, np.float32), z, topk_ids(z, 1)[0])
-
-    def decode_step(self, input_token: int, current_pos: int) -> DecodeStepRecord:
-        self.i += 1
-        if self.i >= len(self.rec.logits) or int(input_token) != self.rec.fed[self.i - 1] \
-                or int(current_pos) != len(self.rec.prompt) + self.i - 1:
-            raise WalkError(f"{self.name}: step {self.i} fed token {input_token} at {current_pos}, not what was recorded")
-        z = self.rec.logits[self.i]
-        return DecodeStepRecord(z, topk_ids(z, 1)[0])
-
-
 def _import_paths(llms: Path) -> None:
     for p in (str(llms), str(llms / "verify")):  # verify_runner.py:48-51 (llms/verify/ ends up first)
         if p in sys.path:
@@ -124,19 +83,34 @@ def _import_paths(llms: Path) -> None:
         sys.path.insert(0, p)
 
 
-def _reference(adapter, model_name: str, hf_ref: str, config, llms: Path, lite: bool):
-    """The HF bf16 reference `make verify` uses in this checkout (verify_runner.py:311-338), and its name."""
+def _reference_walks(adapter, model_name: str, hf_ref: str, config, llms: Path, ids: list[list[int]], n: int):
+    """The HF bf16 reference `make verify` uses in this checkout (verify_runner.py:311-338) walked greedily over
+    every prompt, and its name. The checkout's own `verify/runners/hf_runner.HfRunner` is walked every time;
+    npu-ledger's HfRunner (where the checkout has none: the twin) through `reference_walks`, which reads a walk
+    of exactly this folder, toolchain and prompt from $NPU_LEDGER_REFERENCE_CACHE when one is kept there."""
+    say = lambda line: print(f"[walk] {line}", flush=True)  # noqa: E731
     if (llms / "verify" / "runners" / "hf_runner.py").is_file():
         from runners.hf_runner import HfRunner  # the checkout's own (llms/verify on sys.path, see _import_paths)
 
         model = None
         if hasattr(adapter, "build_hf_model"):
             model = adapter.build_hf_model(npu_model_name=model_name, hf_ref_model=hf_ref, config=config)
-        return HfRunner(model_name=hf_ref, config=config, max_seq=MAX_SEQ, lite_mode=lite, model=model), \
-            "verify/runners/hf_runner.py HfRunner"
-    from kernels.model.hf_reference import HfRunner  # heavy (torch, transformers): only where the checkout has none
+        ref = HfRunner(model_name=hf_ref, config=config, max_seq=MAX_SEQ, lite_mode=True, model=model)
+        say("reference: verify/runners/hf_runner.py HfRunner")
+        refs = []
+        for i, p in enumerate(ids):
+            say(f"prompt {i + 1}/{len(ids)}: reference greedy walk ({n} steps)...")
+            refs.append(record(ref, p, n, None))
+        return refs, "verify/runners/hf_runner.py HfRunner"
 
-    return HfRunner(hf_ref), "npu-ledger kernels.model.hf_reference.HfRunner (the checkout has no verify/runners)"
+    def build():
+        from kernels.model.hf_reference import HfRunner  # heavy (torch, transformers): only when a walk is computed
+
+        return HfRunner(hf_ref)
+
+    name = "npu-ledger kernels.model.hf_reference.HfRunner (the checkout has no verify/runners)"
+    say(f"reference: {name}")
+    return reference_walks(hf_ref, ids, n, build, say=say), name
 
 
 def _rank(token: int, top: list[int]) -> int | None:
@@ -195,13 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     n = TOKEN_GATE_STEPS
     print(f"[walk] adapter={a.runner}, model={model_name}, hf_ref={hf_ref}: teacher-forced walk, {len(prompts)} "
           f"prompts x {n} steps, k={TOKEN_GATE_TOP_K} (from {pfile.name})", flush=True)
-    ref, ref_name = _reference(adapter, model_name, hf_ref, config, llms, lite=True)
-    print(f"[walk] reference: {ref_name}", flush=True)
-    refs = []
-    for i, p in enumerate(ids):
-        print(f"[walk] prompt {i + 1}/{len(ids)}: reference greedy walk ({n} steps)...", flush=True)
-        refs.append(record(ref, p, n, None))
-    del ref
+    refs, ref_name = _reference_walks(adapter, model_name, hf_ref, config, llms, ids, n)
     gc.collect()  # the reference is released before the adapter's runner is built (verify_runner.py:380-404)
     print("[walk] building the runner via the adapter...", flush=True)
     ours = adapter.build_runner(model_name=model_name, config=config, max_seq=MAX_SEQ, tokenizer=tok,

@@ -18,3 +18,21 @@ def test_the_stand_ins_prompt_ids_are_the_autotokenizers(which, request):
     tok = load_tokenizer(folder)
     for text in PROMPTS:
         assert encode_prompt(str(folder), text) == list(tok.encode(text)), text
+
+
+@pytest.mark.parametrize("which", ["tiny_llama", "smollm2_dir"])
+def test_the_stand_ins_tokenizer_decodes_as_the_autotokenizer(which, request):
+    """The twin's verify runner writes decoded text into mlir-air's report fields (`*_text_at_div`,
+    `agreed_prefix_text`): the same strings AutoTokenizer's decode gives, special tokens and byte pieces included."""
+    import numpy as np
+
+    from kernels.mlir_air.twin.stand_in import FastTokenizer, stand_in_tokenizer
+
+    folder = request.getfixturevalue(which)
+    tok, fast = load_tokenizer(folder), stand_in_tokenizer(folder)
+    assert isinstance(fast, FastTokenizer)  # both test models are BPE with a tokenizer.json
+    rng = np.random.default_rng(7)
+    sequences = [list(tok.encode(text)) for text in PROMPTS] + [[0], list(range(40))]
+    sequences += [rng.integers(0, tok.vocab_size, size=n).tolist() for n in (1, 2, 5, 17, 64) for _ in range(4)]
+    for ids in sequences:
+        assert fast.decode(ids) == tok.decode(ids), ids

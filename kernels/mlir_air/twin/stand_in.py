@@ -121,19 +121,54 @@ def _prefill_only(model_path: str, seq_len: int) -> int:
     return 0
 
 
-def encode_prompt(model_path: str, text: str) -> list[int]:
-    """The prompt's token ids as the model's AutoTokenizer gives them (`encode`, special tokens added): read with
-    the `tokenizers` library from the folder's tokenizer.json when it has one (what a fast AutoTokenizer runs;
-    transformers' import alone is ~3 s of a `make profile` that runs once per Phase 4-5 switch), else through
-    AutoTokenizer. tests/unit/test_twin_stand_in.py checks the two agree."""
-    path = Path(model_path) / "tokenizer.json"
-    if path.is_file():
-        from tokenizers import Tokenizer
+class FastTokenizer:
+    """A model folder's tokenizer.json read with the `tokenizers` library: `encode` (special tokens added) and
+    `decode` (special tokens kept) as the folder's fast AutoTokenizer gives them, where that is exactly the
+    library's own output: transformers 5 adds nothing to a fast tokenizer's decode unless the folder asks for
+    `clean_up_tokenization_spaces` on a non-BPE model (tokenization_utils_tokenizers.py `_decode`), and then
+    `stand_in_tokenizer` takes AutoTokenizer instead. transformers' import alone is ~3 s of each `make profile`
+    and `make verify`, which run once per Phase 4-5 switch. tests/unit/test_twin_stand_in.py checks both agree
+    with AutoTokenizer."""
 
-        return Tokenizer.from_file(str(path)).encode(text).ids
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer  # the Rust library only: no torch, no transformers
+
+        self._tok = Tokenizer.from_file(str(path))
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text).ids)
+
+    def decode(self, ids) -> str:
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+def _library_output_is_autotokenizers(folder: Path) -> bool:
+    try:
+        spec = json.loads((folder / "tokenizer.json").read_text())
+        extra = json.loads((folder / "tokenizer_config.json").read_text()) \
+            if (folder / "tokenizer_config.json").is_file() else {}
+    except (OSError, ValueError):
+        return False
+    if not extra.get("clean_up_tokenization_spaces"):
+        return True
+    bpe = (spec.get("model") or {}).get("type") == "BPE"
+    return bpe and not extra.get("clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output")
+
+
+def stand_in_tokenizer(model_path: str | Path):
+    """The tokenizer the stand-in's scripts encode prompts and decode tokens with: `FastTokenizer` where its output
+    is the AutoTokenizer's (above), else AutoTokenizer."""
+    folder = Path(model_path)
+    if (folder / "tokenizer.json").is_file() and _library_output_is_autotokenizers(folder):
+        return FastTokenizer(folder / "tokenizer.json")
     from transformers import AutoTokenizer
 
-    return list(AutoTokenizer.from_pretrained(model_path).encode(text))
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def encode_prompt(model_path: str, text: str) -> list[int]:
+    """The prompt's token ids as the model's AutoTokenizer gives them (`encode`, special tokens added)."""
+    return list(stand_in_tokenizer(model_path).encode(text))
 
 
 def main(argv: list[str] | None = None) -> int:

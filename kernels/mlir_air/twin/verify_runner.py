@@ -5,7 +5,9 @@ The CLI is mlir-air's (verify_runner.py:197-263: --runner --model --prompt-style
 --gate-file); `--runner` names an adapter module under programming_examples/llms/ (imported like
 mlir-air does, :48-51, :186-193). Tokenisation is raw `AutoTokenizer.encode` (:75-86), prompt files one per
 line with blanks and `#` lines ignored (:89-95). The reference is HF transformers bf16 of the adapter's model
-folder (npu-ledger's `HfRunner`).
+folder (npu-ledger's `HfRunner`), walked greedily first and replayed to the gate (kernels.model.reference_walks:
+kept by content in $NPU_LEDGER_REFERENCE_CACHE when that is set); prompts are encoded and tokens decoded with
+`stand_in.stand_in_tokenizer` (AutoTokenizer's ids and text).
 
 verify (`--prompts topk_token`): per prompt the NPU runner and the reference decode 32 tokens; the
 first-divergence check is mlir-air's (comparators.py:194-268: at the first step the chosen tokens differ,
@@ -35,8 +37,9 @@ from pathlib import Path
 
 import numpy as np
 from kernels.model.compare import cosine, per_position_cosine
-from kernels.model.hf_reference import HfRunner
 from kernels.model.compare import token_gate
+from kernels.model.reference_walks import Replay, reference_prefill, reference_walks
+from kernels.mlir_air.twin.stand_in import stand_in_tokenizer
 
 GATE_N_TOKENS, GATE_K = 32, 5  # verify_runner.py:70-71
 
@@ -126,10 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     lite = verify
     print(f"[verify] adapter={a.runner}, model={model_name}, hf_ref={hf_ref}, mode={'verify' if verify else 'diagnosis'}, "
           f"lite={lite}", flush=True)
-    from transformers import AutoTokenizer
-
-
-    tok = AutoTokenizer.from_pretrained(model_name)
+    tok = stand_in_tokenizer(model_name)  # AutoTokenizer's ids and text (stand_in.FastTokenizer), no transformers import
     config = adapter.build_config()
     report_dir = Path(a.report_dir) if a.report_dir else here / "reports"
     base_config = {"runner": a.runner, "model": choice, "model_name": model_name, "npu_attn": a.npu_attn == "on"}
@@ -138,10 +138,16 @@ def main(argv: list[str] | None = None) -> int:
         npu = adapter.build_runner(model_name=model_name, config=config, max_seq=2048, tokenizer=tok,
                                    npu_attn=a.npu_attn == "on", lite_mode=False)
         print(f"[verify] building HF runner ({hf_ref}, lite=False, may download)...", flush=True)
-        hf = HfRunner(hf_ref)
+
+        def build():
+            from kernels.model.hf_reference import HfRunner  # heavy (torch, transformers): only when computed
+
+            return HfRunner(hf_ref)
+
         ids = np.asarray(tok.encode(a.prompt)[:2048], np.int64)
         print("[diagnosis] prefill: NPU + HF...", flush=True)
-        o, r = npu.prefill(ids), hf.prefill(ids)
+        o = npu.prefill(ids)
+        r = reference_prefill(hf_ref, [int(t) for t in ids], build, say=lambda line: print(f"[diagnosis] {line}", flush=True))
         print("[diagnosis] comparing per-layer ffn_out (NPU vs HF bf16)...", flush=True)
         rows = []
         n_layers = config.n_layers
@@ -183,14 +189,23 @@ def main(argv: list[str] | None = None) -> int:
     if a.gate_phase == "auto":
         print("[verify] auto: HF compare phase (subprocess)...", flush=True)
     print(f"[verify] building HF runner ({hf_ref}, lite=True, may download)...", flush=True)
-    hf = HfRunner(hf_ref)
+    ids = [tok.encode(text)[:2048] for text in prompts]
+
+    def build():
+        from kernels.model.hf_reference import HfRunner  # heavy (torch, transformers): only when a walk is computed
+
+        return HfRunner(hf_ref)
+
+    # the reference's walks (its greedy tokens: the ones token_gate feeds both sides), read from
+    # $NPU_LEDGER_REFERENCE_CACHE when it keeps them for this folder and toolchain (kernels.model.reference_walks)
+    refs = reference_walks(hf_ref, ids, GATE_N_TOKENS, build, say=lambda line: print(f"[verify]   {line}", flush=True))
     rows = []
     for i, text in enumerate(prompts):
         short = text if len(text) <= 60 else text[:60] + "…"
         print(f"[verify] prompt {i + 1}/{n}: {short!r}", flush=True)
         print(f"[verify]   HF greedy decode ({GATE_N_TOKENS} tokens)...", flush=True)
-        ids = tok.encode(text)[:2048]
-        g = token_gate(npu, hf, ids, n_tokens=GATE_N_TOKENS, k=GATE_K, prompt_index=i, prompt=text, tokenizer=tok)
+        g = token_gate(npu, Replay("reference", refs[i]), ids[i], n_tokens=GATE_N_TOKENS, k=GATE_K, prompt_index=i,
+                       prompt=text, tokenizer=tok)
         rows.append(_topk_row(i, text, g, tok))
     failed = sum(1 for r in rows if r["status"] == "FAIL")
     summary = {"n_layer_records": 0, "topk_passed": n - failed, "topk_failed": failed}
