@@ -40,7 +40,7 @@ def _url(schema: str) -> str:
 def _sweep(model: Path, n_workers: int, sleep_s: float, work: Path) -> dict:
     from handlers import deploy
     from handlers.uow import DeploymentUnit
-    from handlers.workers.coordinator import _landed, _open
+    from handlers.workers.coordinator import landed_rows, open_kernel_attempt
     from handlers.workers.queue import TASK_NAME, conninfo, ensure_schema, job_lock, make_app, queue_name
     from ledger import open_ledger
 
@@ -64,7 +64,7 @@ def _sweep(model: Path, n_workers: int, sleep_s: float, work: Path) -> dict:
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
         _wait_registered(schema, n_workers)
         unit = DeploymentUnit(led, "bench")
-        attempt = _open(unit, lambda m: None)
+        attempt = open_kernel_attempt(unit, lambda m: None)
         rows = list(unit.state.open_attempt.plan)[:N_ROWS]
         app = make_app(dsn)
         with app.open():
@@ -73,10 +73,10 @@ def _sweep(model: Path, n_workers: int, sleep_s: float, work: Path) -> dict:
                 app.configure_task(TASK_NAME, queue=queue_name("emulated"),
                                    queueing_lock=job_lock("bench", attempt, kernel, shape)).defer(
                     deployment="bench", attempt=attempt, kernel=kernel, shape=dict(shape))
-            while len(_landed(DeploymentUnit(led, "bench"))) < N_ROWS:
+            while len(landed_rows(DeploymentUnit(led, "bench"))) < N_ROWS:
                 time.sleep(0.05)
             seconds = time.perf_counter() - t0
-        hosts = sorted({ev.event.provenance.get("worker") for evs in _landed(DeploymentUnit(led, "bench")).values()
+        hosts = sorted({ev.event.provenance.get("worker") for evs in landed_rows(DeploymentUnit(led, "bench")).values()
                         for ev in evs})
         led.close()
         return {"workers": n_workers, "rows": N_ROWS, "seconds": round(seconds, 3),

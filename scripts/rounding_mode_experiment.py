@@ -15,7 +15,7 @@ import numpy as np
 import kernels.numerics.executors.emulated as em
 import kernels.numerics.executors.emulated_elementwise as elementwise
 from benchmarks.bench_precision_lines import emulate_line, load_lines, reproducible
-from kernels.numerics.bf16 import _HI16
+from kernels.numerics.bf16 import BF16_BITS_MASK
 
 
 def chop_bf16(x, out=None):
@@ -24,7 +24,7 @@ def chop_bf16(x, out=None):
     elif out is not x:
         np.copyto(out, x, casting="same_kind")
     u = out.view(np.uint32)
-    u &= _HI16
+    u &= BF16_BITS_MASK
     return out
 
 

@@ -59,7 +59,7 @@ def advance_distributed(ledger: Ledger, name: str, *, workspace: Path, until: in
     state = unit.state
     if state.status is not Status.PHASE1:  # blocked, deployed, past Phase 1: the normal advance says what to do
         return deploy.advance(ledger, name, until=until, workspace=workspace, progress=progress, options=options)
-    attempt = _open(unit, progress)
+    attempt = open_kernel_attempt(unit, progress)
     ensure_schema(dsn)
     _enqueue(dsn, unit, attempt, progress)
     unit = _wait(ledger, dsn, name, attempt, progress, poll_s, wait_s)
@@ -77,7 +77,7 @@ def advance_distributed(ledger: Ledger, name: str, *, workspace: Path, until: in
     return rest
 
 
-def _open(unit: DeploymentUnit, progress) -> int:
+def open_kernel_attempt(unit: DeploymentUnit, progress) -> int:
     """The open Phase 1 attempt's number, opening it (PhaseStarted + plan, committed alone) when none is."""
     state = unit.state
     if state.attempt_open(Phase.KERNELS):
@@ -92,7 +92,7 @@ def _open(unit: DeploymentUnit, progress) -> int:
     return attempt
 
 
-def _landed(unit: DeploymentUnit) -> dict[tuple[str, str], list]:
+def landed_rows(unit: DeploymentUnit) -> dict[tuple[str, str], list]:
     """The open attempt's KernelVerified per planned (kernel, shape) key, in stream order."""
     out: dict[tuple[str, str], list] = {}
     for e in unit.state.open_attempt.evidence:
@@ -103,7 +103,7 @@ def _landed(unit: DeploymentUnit) -> dict[tuple[str, str], list]:
 
 def _enqueue(dsn: str, unit: DeploymentUnit, attempt: int, progress) -> None:
     state = unit.state
-    landed = _landed(unit)
+    landed = landed_rows(unit)
     active = {kernel_key(j["kernel"], j["shape"]) for j in jobs_of(dsn, state.name, attempt)
               if j["status"] not in FINAL_STATUSES}
     todo = [(k, s) for k, s in state.open_attempt.plan if kernel_key(k, s) not in landed and kernel_key(k, s) not in active]
@@ -129,7 +129,7 @@ def _wait(ledger: Ledger, dsn: str, name: str, attempt: int, progress, poll_s: f
         if not (unit.state.attempt_open(Phase.KERNELS) and unit.state.open_attempt.number == attempt):
             return unit
         planned = planned or [kernel_key(k, s) for k, s in unit.state.open_attempt.plan]
-        landed = _landed(unit)
+        landed = landed_rows(unit)
         done = [key for key in planned if key in landed]
         if len(done) != shown:
             last = max((ev for key in done for ev in landed[key]), key=lambda e: e.seq, default=None)
@@ -155,7 +155,7 @@ def _judge(ledger: Ledger, name: str, attempt: int, dsn: str) -> dict[str, Any]:
         unit = DeploymentUnit(ledger, name)
         state = unit.state
         plan = state.open_attempt.plan
-        landed = _landed(unit)
+        landed = landed_rows(unit)
         jobs = {kernel_key(j["kernel"], j["shape"]): j for j in jobs_of(dsn, name, attempt)}
         reasons, triage, workers = [], [], set()
         for kernel, shape in plan:

@@ -29,7 +29,8 @@ BF16 = ml_dtypes.bfloat16
 BFP16_BLOCK = 8
 BFP16_MANTISSA_BITS = 8  # signed: [-128, 127]
 
-_HI16 = np.uint32(0xFFFF0000)
+BF16_BITS_MASK = np.uint32(0xFFFF0000)  # the float32 bits a bf16 keeps (sign, exponent, 7 mantissa bits)
+_HI16 = BF16_BITS_MASK
 _LO16 = np.uint32(0xFFFF)
 
 

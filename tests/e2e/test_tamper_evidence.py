@@ -1,6 +1,6 @@
 """Issue #22: tamper evidence where it is claimed, on copies of one deployed tiny Llama.
 
-One deployment is taken to `deployed` per module; each test works on a copy (shutil.copytree). Covered: a
+The session's deployed snapshot is copied once per module; each test works on a copy (shutil.copytree). Covered: a
 consistent superuser rewrite caught by `ledger audit` from the workspace's checkpoint record (with and
 without --against); a moved workspace keeping its checkpoints (a truncation after the move is caught); a
 diverged copy reported as one; a symlinked projection folder refused and flagged; a read-only copy read by
@@ -31,12 +31,17 @@ from tests.e2e.cli import ledger, ledger_json, spawn
 
 
 @pytest.fixture(scope="module")
-def deployed(tmp_path_factory, tiny_llama):
-    ws = tmp_path_factory.mktemp("deployed")
-    assert ledger(ws, "init", str(tiny_llama), "--name", "tiny").returncode == 0
-    proc = ledger(ws, "advance", "tiny")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return ws
+def deployed(tmp_path_factory, tiny_snapshots):
+    """The session's deployed tiny Llama (tests/e2e/conftest.py: `ledger init` + `ledger advance` through the real
+    CLI, its checkpoints kept by the ledger's identity), copied once for the module; each test copies this."""
+    return shutil.copytree(tiny_snapshots[7], tmp_path_factory.mktemp("deployed") / "ws")
+
+
+def _checkpoints(ws: Path) -> list[str]:
+    """The `SIZE:HASH` checkpoints the workspace's record keeps for its ledger (.ledger/checkpoints.json)."""
+    record = json.loads((ws / ".ledger" / "checkpoints.json").read_text())
+    [entry] = record["ledgers"].values()
+    return entry["checkpoints"]
 
 
 def _copy(ws: Path, dst: Path) -> Path:
@@ -92,7 +97,11 @@ def test_a_consistent_rewrite_fails_the_audit_naming_the_range_with_and_without_
     assert proc.returncode == 1 and report["verdict"] == "FAIL"
     [finding] = [f for f in report["findings"] if f["check"] == "checkpoint"]
     first, last = map(int, re.search(r"history rewritten in seq (\d+)\.\.(\d+)", finding["message"]).groups())
-    assert finding["seq"] == first and 1 < first <= kernel["seq"] <= last == size  # after init's checkpoint
+    # the range runs from after the last checkpoint before the kernel row to the first one at or after it (the
+    # snapshot's advances kept one after Phases 0, 3 and 7, so the record narrows the range to Phase 1-3's events)
+    kept = sorted(int(c.split(":")[0]) for c in _checkpoints(ws))
+    assert finding["seq"] == first == max(k for k in kept if k < kernel["seq"]) + 1 and 1 < first <= kernel["seq"]
+    assert last == min(k for k in kept if k >= kernel["seq"]) and last <= size
     assert "this workspace's checkpoint" in finding["message"] and ".ledger/checkpoints.json" in finding["message"]
 
     proc = ledger(second, "audit", "tiny", "--against", against, "--json")
