@@ -21,10 +21,11 @@ from tests.e2e import schema_only_verify
 from tests.e2e.cli import ledger, ledger_json
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def through_phase1(tmp_path_factory, tiny_llama):
     """A twin, a scaffolded model directory and a deployment that passed Phase 1 (its workspace is copied
-    by each variant)."""
+    by each variant). Session-scoped: the two variants run on one worker (tests/conftest.py GROUPED) but not
+    always back to back, and a module fixture was built again for the second (75 s of one core)."""
     root = tmp_path_factory.mktemp("twin-e2e")
     twin, ws = root / "mlir-air", root / "ws"
     with pytest.MonkeyPatch.context() as mp:
