@@ -1,7 +1,9 @@
 """A 4-bit deployment end to end (issue #26): `ledger quantize` a tiny model, `ledger init BUNDLE --base`,
 `ledger advance` 0 -> 7 on the emulated executor, audit PASS; the evaluation report shows the implementation
 (vs the dequantised reference) and the quantisation (vs bf16) apart. One from-scratch deployment for the
-whole file (`q4nx_snapshot`, shared by the xdist workers); the drill runs on a copy of it."""
+whole file (`q4nx_snapshot`, shared by the xdist workers); the drill runs on a copy of it. Not `slow` (that mark is
+for the real SmolLM2): `make test-fast` deploys the tiny 4-bit model too (issue #26, "a tiny model in the fast
+suite")."""
 
 from __future__ import annotations
 
@@ -31,7 +33,6 @@ def _events(ws: Path, type_: str) -> list[dict]:
     return [e.payload for e in workspace_ledger(ws).read_stream("deployment:tq") if e.type == type_]
 
 
-@pytest.mark.slow
 def test_a_quantized_tiny_model_deploys_to_deployed_and_the_audit_passes(q4nx_snapshot, tmp_path):
     ws = copy_workspace(q4nx_snapshot, tmp_path / "ws")
     assert ledger_json(ws, "status", "tq")["status"] == "deployed"
@@ -46,7 +47,6 @@ def test_a_quantized_tiny_model_deploys_to_deployed_and_the_audit_passes(q4nx_sn
     assert f"{budget['kl_mean']:.4f} vs bf16" in report
 
 
-@pytest.mark.slow
 def test_the_wrong_group_drill_fails_every_instruct_prompt_while_the_budget_stays_green(q4nx_snapshot, tmp_path):
     ws = copy_workspace(q4nx_snapshot, tmp_path / "ws")
     proc = ledger(ws, "verify-model", "tq", "--full", "--inject", "q4nx_group_scale_shift", "--json")
