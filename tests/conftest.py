@@ -124,19 +124,30 @@ def _is_xdist_controller(config) -> bool:
 _PREBUILD: dict = {}
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(wrapper=True)
 def pytest_sessionstart(session):
     """Under pytest-xdist, the controller (which only deals tests out) builds the shared folders of tests/prebuilt.py
     on a thread while the workers run the tests that need none of them. A folder a worker asks for first is built
     by that worker (shared_once's lock); one whose build failed here is built again by the first worker that asks,
-    which then reports the failure as its own."""
+    which then reports the failure as its own.
+
+    The thread starts only once xdist has started its workers (its own pytest_sessionstart, trylast, runs inside
+    this wrapper's yield): CPython starts a subprocess with vfork, and a worker started while this thread was
+    importing torch and transformers failed once with `OSError: [Errno 14] Bad address` on the venv's python
+    (2026-12-02), the whole run with it."""
     config = session.config
-    if not _is_xdist_controller(config):
-        return
+    if _is_xdist_controller(config):
+        config._tmp_path_factory.getbasetemp()  # made (and cached) here, before xdist's node set-up asks for it too
+    result = yield
+    if _is_xdist_controller(config):
+        _start_prebuild(config)
+    return result
+
+
+def _start_prebuild(config) -> None:
     import threading
 
     factory = config._tmp_path_factory
-    factory.getbasetemp()  # made (and cached) here, before xdist's node set-up asks for it too
 
     def build() -> None:
         try:
