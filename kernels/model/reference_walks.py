@@ -128,6 +128,11 @@ def walk_key(identity: dict[str, str], prompt: Sequence[int], n_steps: int) -> s
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _store_dir(cache_dir: str | Path | None) -> str | Path | None:
+    """The store to use: `cache_dir` when given, else $NPU_LEDGER_REFERENCE_CACHE, else none."""
+    return cache_dir if cache_dir is not None else os.environ.get(CACHE_ENV) or None
+
+
 def _load(path: Path, prompt: Sequence[int], n_steps: int) -> Recorded | None:
     try:
         with np.load(path) as z:
@@ -166,7 +171,7 @@ def reference_walks(folder: str | Path, prompts: Sequence[Sequence[int]], n_step
     """The reference's greedy walk of every prompt: from the store (`cache_dir`, else $NPU_LEDGER_REFERENCE_CACHE)
     where it holds one for exactly this folder, toolchain, CPU, prompt and step count; else recorded on
     `build()` (called at most once) and kept there."""
-    where = cache_dir if cache_dir is not None else os.environ.get(CACHE_ENV) or None
+    where = _store_dir(cache_dir)
     identity = reference_identity(folder) if where else None
     runner = None
     out = []
@@ -190,7 +195,7 @@ def reference_prefill(folder: str | Path, prompt: Sequence[int], build: Callable
     """The reference's prefill of `prompt` with every layer's `ffn_out` and the final-norm output (what a
     diagnosis compares), from the store where it holds one for exactly this folder, toolchain, CPU and prompt;
     else computed on `build()` and kept there."""
-    where = cache_dir if cache_dir is not None else os.environ.get(CACHE_ENV) or None
+    where = _store_dir(cache_dir)
     path = Path(where) / f"{walk_key({**reference_identity(folder), 'what': 'prefill'}, prompt, 0)}.npz" \
         if where else None
     if path is not None:

@@ -30,7 +30,6 @@ BFP16_BLOCK = 8
 BFP16_MANTISSA_BITS = 8  # signed: [-128, 127]
 
 BF16_BITS_MASK = np.uint32(0xFFFF0000)  # the float32 bits a bf16 keeps (sign, exponent, 7 mantissa bits)
-_HI16 = BF16_BITS_MASK
 _LO16 = np.uint32(0xFFFF)
 
 
@@ -68,7 +67,7 @@ def floor_bf16(x, out: np.ndarray | None = None) -> np.ndarray:
     sign = u >> np.uint32(31)  # 1 for negative values
     sign *= _LO16
     u += sign  # negative: +0xFFFF carries into bit 16 iff the low half is non-zero
-    u &= _HI16
+    u &= BF16_BITS_MASK
     return out
 
 
@@ -83,7 +82,7 @@ def rne_bf16_(x: np.ndarray) -> np.ndarray:
     t &= np.uint32(1)
     t += np.uint32(0x7FFF)
     u += t
-    u &= _HI16
+    u &= BF16_BITS_MASK
     return x
 
 
