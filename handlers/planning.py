@@ -46,6 +46,12 @@ def workspace_registry(app) -> PlanningRegistry:
     return PlanningRegistry([], os.environ.get(ENV_MLIR_AIR) or None)
 
 
+def plan_weights(state) -> str:
+    """The weight format a deployment's Phase 1 plans (kernels.model.plan.PLAN_WEIGHTS): the 4-bit kernels for an
+    on-device 4-bit deployment, the bf16 rows otherwise (a host-dequantised bundle runs the bf16 pipeline)."""
+    return "q4nx-device" if (state.quantisation or {}).get("style") == "device" else "bf16"
+
+
 def deployment_plan(config: ModelConfig, target: str, ledger=None, deployment: str | None = None,
                     weights: str = "bf16") -> tuple[list[PlannedKernel], dict[str, Any]]:
     """The registry-first plan of `config` on `target` and its record (see the module docstring); without a

@@ -182,7 +182,7 @@ class KernelVerified(Measured):
     modelled_npu2: dict[str, Any] = Field(default_factory=dict)
     source: Literal["emulated", "torch", "harness", "diagnosis", "imported"] = "emulated"
     role: str = ""
-    stage: Literal["prefill", "decode", ""] = ""
+    stage: Literal["load", "prefill", "decode", ""] = ""
     method: str = ""  # mlir-air's registry method: drain / fused-cast / direct (bf16 out), external / direct (f32 out)
     tier: str = ""  # high / low precision tier
     provenance: dict[str, Any] = Field(default_factory=dict)  # command, output_sha256, host, toolchain, file

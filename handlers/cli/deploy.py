@@ -36,16 +36,19 @@ from statemachine.mermaid import mermaid
               help="bf16 (default), q4nx (MODEL is a Q4NX bundle; the default with --base); fp16 is refused")
 @click.option("--base", type=click.Path(exists=True, file_okay=False),
               help="with a Q4NX bundle as MODEL: the bf16 HF folder giving its config and tokenizer")
+@click.option("--q4nx-style", type=click.Choice(["host", "device"]), default="host", show_default=True,
+              help="with --base: host (dequantised at load, the bf16 pipeline) or device (4-bit decode GEMVs on the "
+                   "NPU, fused one-dispatch decode)")
 @click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default="emulated", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | None, base: str | None,
-             executor: str, as_json: bool) -> None:
+             q4nx_style: str, executor: str, as_json: bool) -> None:
     """Start a deployment of MODEL (a local HF folder or a config.json; a Q4NX bundle with --base)."""
     dtype = dtype or ("q4nx" if base else "bf16")
     try:
         created = deploy.init(app.ledger, model, name=name, target=target, dtype=dtype, executor=executor,
-                              workspace=app.workspace, base=base)
+                              workspace=app.workspace, base=base, q4nx_style=q4nx_style)
     except deploy.OutOfScope as e:
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)

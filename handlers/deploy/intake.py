@@ -14,6 +14,8 @@ from typing import Any
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
 from kernels.model.q4nx_bundle import bundle_problem
+from kernels.backends.model_backends import backend_type
+from kernels.model.q4nx_device import STYLES
 from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name
@@ -35,6 +37,7 @@ def init(
     pipeline: dict[str, Any] | None = None,
     workspace: Path | None = None,
     base: str | None = None,
+    q4nx_style: str = "host",
 ) -> str:
     """Record a new deployment of the model at `model` (HF folder or config.json); return its name.
 
@@ -42,7 +45,10 @@ def init(
     it is deployed with: a bundle the config cannot read (a missing or mis-shaped tensor, a scale dtype other
     than bf16, non-zero padding) is refused in one line; model_path becomes the dequantised reference folder
     Phase 0 writes under the workspace (`reference_folder`). `--dtype fp16` is refused: no pipeline runs fp16
-    (the weights were read as bf16 and the flag ignored before issue #26).
+    (the weights were read as bf16 and the flag ignored before issue #26). `q4nx_style`: "host" (dequantised at
+    load, the bf16 pipeline: qwen3_0_6b_q4nx) or "device" (dequant_q4nx at load for the prefill, the decode's
+    4-bit GEMVs on re-quantised codes and the fused one-dispatch decode: llama32_1b_q4nx); the device style runs
+    on the in-process executors only (mlir-air's fused decode is not driven yet).
 
     A name the projections cannot hold (registry.names: length, control characters) is refused first."""
     if dtype == "fp16":
@@ -51,6 +57,12 @@ def init(
     if (dtype == "q4nx") != (base is not None):
         raise DeploymentError("a Q4NX bundle needs --dtype q4nx and --base HF_FOLDER (its config and tokenizer) "
                               "together; nothing was recorded")
+    if q4nx_style not in STYLES:
+        raise DeploymentError(f"unknown --q4nx-style {q4nx_style!r} (known: {', '.join(STYLES)}); nothing was recorded")
+    if q4nx_style == "device" and (base is None or not backend_type(executor).runs_q4nx_device):
+        raise DeploymentError("--q4nx-style device needs a Q4NX bundle with --base, on the emulated or torch "
+                              "executor (mlir-air's fused 4-bit decode is not driven by this tool yet); nothing "
+                              "was recorded")
     path = Path(model).expanduser().resolve()
     bundle = path if base is None else (path / "model.q4nx" if path.is_dir() else path)
     if base is not None:
@@ -75,6 +87,8 @@ def init(
         if problem:
             raise DeploymentError(f"{problem}; nothing was recorded")
         quantisation = {"format": "q4nx", "bundle": str(bundle), "base": str(folder)}
+        if q4nx_style != "host":  # a host-style request records no style: streams from before #26's device style
+            quantisation["style"] = q4nx_style
         folder = reference_folder(workspace or Path.cwd(), name)
     requested = DeploymentRequested(
         model_path=str(folder), name=name, target=target, dtype=dtype, executor=executor,

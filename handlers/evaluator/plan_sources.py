@@ -31,7 +31,8 @@ def _file_sha(path: str) -> str | None:
         return None
 
 
-def plan_source_findings(events: list[RecordedEvent], all_events: list[RecordedEvent], config, target: str) -> list[Finding]:
+def plan_source_findings(events: list[RecordedEvent], all_events: list[RecordedEvent], config, target: str,
+                         weights: str = "bf16") -> list[Finding]:
     """Each recorded Phase 1 plan's sources, re-derived (see the module docstring). `config` is the
     kernels.model.config.ModelConfig re-resolved from config.json; `all_events` the whole ledger."""
     findings = []
@@ -53,7 +54,7 @@ def plan_source_findings(events: list[RecordedEvent], all_events: list[RecordedE
             root = Path(path).parents[len(MLIR_AIR_REGISTRY_DIR.parts)]
         others = [e for e in kernel_rows if e.stream_id != rec.stream_id]  # as planned: without its own rows
         registry = PlanningRegistry(others, root, upto_seq=sources.get("ledger_seq"))
-        again = {(r["kernel"], kernel_key(r["kernel"], r["shape"])[1]): r for r in plan_sources(plan(config, target=target, registry=registry))}
+        again = {(r["kernel"], kernel_key(r["kernel"], r["shape"])[1]): r for r in plan_sources(plan(config, target=target, registry=registry, weights=weights))}
         for row in sources.get("rows") or []:
             want = again.get((row["kernel"], kernel_key(row["kernel"], row["shape"])[1]))
             differ = [k for k in _CHOICE if want is None or want.get(k) != row.get(k)]

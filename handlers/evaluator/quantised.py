@@ -16,7 +16,8 @@ from handlers.evaluator.audit import Finding
 from kernels.model.config import ModelConfig
 from kernels.model.digest import file_sha256
 from kernels.model.q4nx import read_bundle
-from kernels.model.q4nx_bundle import BUNDLE_FILE, REFERENCE_FILE, reference_sha256
+from kernels.model.q4nx_bundle import BUNDLE_FILE, REFERENCE_FILE, decode_reference_sha256, reference_sha256
+from kernels.model.q4nx_device import DECODE_FILE
 from kernels.thresholds import FIGURE_RTOL, quant_budget_problems, strictest_quant_budget
 from ledger.record import RecordedEvent
 from statemachine.state import DeploymentState
@@ -71,6 +72,13 @@ def quantisation_findings(state: DeploymentState, events: list[RecordedEvent], c
             ("the reference folder's model.safetensors", _tensors_sha256(Path(state.model_path) / REFERENCE_FILE),
              p["dequantised_sha256"]),
         ]
+        if p.get("style", "host") == "device":
+            checks += [
+                ("the decode's re-quantised tensors re-derived from the bundle", decode_reference_sha256(bundle, cfg),
+                 p["decode_sha256"]),
+                ("the reference folder's decode.safetensors", _tensors_sha256(Path(state.model_path) / DECODE_FILE),
+                 p["decode_sha256"]),
+            ]
     except Exception as e:  # noqa: BLE001 - an unreadable bundle is a finding, not a crash
         return [Finding("error", rec.seq, "quantisation", f"cannot re-derive the dequantised reference: {e}")]
     return [Finding("error", rec.seq, "quantisation", f"{what} is {now[:12]}, Phase 0 recorded {recorded[:12]}")

@@ -38,6 +38,7 @@ from statemachine.gate import GateContext
 from statemachine.predicates import GATES
 from statemachine.phases import Phase
 from kernels.model.digest import changed_files, changed_numerics, invalidated_phases
+from handlers.planning import plan_weights
 from kernels.perf.curve import npu2_curve
 from kernels.perf.figures import npu2_prediction
 from kernels.model.config import ModelConfig
@@ -140,14 +141,15 @@ def _close(a: Any, b: Any) -> bool:
     return math.isclose(float(a), float(b), rel_tol=FIGURE_RTOL, abs_tol=1e-15)
 
 
-def _modelled(config: dict | None, switches: dict):
-    """The NPU2 performance model's figure, recomputed from the config and the recorded switches."""
+def _modelled(config: dict | None, switches: dict, weights: str = "bf16"):
+    """The NPU2 performance model's figure, recomputed from the config, the recorded switches and the weight
+    format the deployment declared (its init request, not the figure's own record)."""
 
     cfg = ModelConfig(**{k: v for k, v in (config or {}).items() if k in ModelConfig.__dataclass_fields__})
-    return npu2_prediction(cfg, switches)
+    return npu2_prediction(cfg, switches, weights)
 
 
-def _perf_problems(p: dict, config: dict | None = None) -> list[str]:
+def _perf_problems(p: dict, config: dict | None = None, weights: str = "bf16") -> list[str]:
     phase, prof = p["phase"], p.get("profile") or {}
     out = []
     if phase in (4, 5):
@@ -168,7 +170,7 @@ def _perf_problems(p: dict, config: dict | None = None) -> list[str]:
         if prof.get("source") == "modelled-npu2":  # re-derived exactly: the model is a pure function
             if not isinstance(prof.get("switches"), dict):
                 return out + ["a modelled figure without the switches it was modelled under"]
-            m = _modelled(config, prof["switches"])
+            m = _modelled(config, prof["switches"], weights)
             want = m.prefill_s if phase == 4 else m.ms_per_token / 1e3
             if not _close(median, want):
                 out.append(f"the modelled NPU2 figure {median:.6g} s is not the model's {want:.6g} s under the "
@@ -178,12 +180,12 @@ def _perf_problems(p: dict, config: dict | None = None) -> list[str]:
         sw = npu2.get("switches") or {}
         if not isinstance(sw.get("prefill"), dict) or not isinstance(sw.get("decode"), dict):
             return ["a modelled Phase 6 figure without the switches it was modelled under"]
-        pre, dec = _modelled(config, sw["prefill"]), _modelled(config, sw["decode"])
+        pre, dec = _modelled(config, sw["prefill"], weights), _modelled(config, sw["decode"], weights)
         for key, want in (("ttft_s", pre.ttft_s), ("prefill_s", pre.prefill_s), ("ms_per_token", dec.ms_per_token),
                           ("tokens_per_s", dec.decode_tokens_per_s)):
             if not _close(p.get(key), want):
                 out.append(f"{key} {p.get(key)} is not the NPU2 model's {want:.6g} under the recorded switches")
-        out += _curve_problems(p.get("curve") or {}, config)
+        out += _curve_problems(p.get("curve") or {}, config, weights)
         steps = wall.get("decode_s_per_token")
         if steps is None:
             out.append("phase 6 PerformanceMeasured without the integrated run's per-token decode times")
@@ -212,7 +214,7 @@ def _perf_problems(p: dict, config: dict | None = None) -> list[str]:
     return out
 
 
-def _curve_problems(curve: dict, config: dict | None) -> list[str]:
+def _curve_problems(curve: dict, config: dict | None, weights: str = "bf16") -> list[str]:
     """A modelled Phase 6 curve (kernels.perf.curve) recomputed under its recorded switches and context window:
     every point's figure and status equal the model's (a curve recorded before curves existed is {})."""
     if not curve or curve.get("source") != "modelled-npu2":
@@ -221,7 +223,7 @@ def _curve_problems(curve: dict, config: dict | None) -> list[str]:
     if not isinstance(sw.get("prefill"), dict) or not isinstance(sw.get("decode"), dict):
         return ["a modelled Phase 6 curve without the switches it was modelled under"]
     cfg = ModelConfig(**{k: v for k, v in (config or {}).items() if k in ModelConfig.__dataclass_fields__})
-    want = npu2_curve(cfg, sw["prefill"], sw["decode"], max_positions=curve.get("max_positions"))
+    want = npu2_curve(cfg, sw["prefill"], sw["decode"], max_positions=curve.get("max_positions"), weights=weights)
     out = []
     for axis, x, y in (("prefill", "prefill_len", "ttft_s"), ("decode", "context_len", "decode_tokens_per_sec")):
         got = {pt.get(x): pt for pt in (curve.get(axis) or {}).get("points", [])}
@@ -281,7 +283,8 @@ def figure_findings(events: list[RecordedEvent], states: list) -> list[Finding]:
         p = rec.payload
         if rec.type == "PerformanceMeasured":
             findings += [Finding("error", rec.seq, "figures", f"PerformanceMeasured(phase {p['phase']}): {m}")
-                         for m in _perf_problems(p, state.config if state is not None else None)]
+                         for m in _perf_problems(p, state.config if state is not None else None,
+                                                 plan_weights(state) if state is not None else "bf16")]
         elif rec.type == "OptimizationTried":
             after = (p.get("samples") or {}).get("after_samples_s")
             if after and not _close(p.get("after_s"), statistics.median(after)):

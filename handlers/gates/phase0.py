@@ -30,11 +30,15 @@ def _read_bundle(ctx: GateRun) -> tuple[list, list[str]]:
     q = ctx.state.quantisation
     ctx.progress(f"dequantising {q['bundle']} into the reference folder")
     try:
-        info = write_reference_folder(q["bundle"], q["base"], ctx.model_path, ctx.config)
+        style = q.get("style", "host")
+        if style == "device":
+            ctx.progress("re-quantising the decode's weights (on-device 4-bit style) into decode.safetensors")
+        info = write_reference_folder(q["bundle"], q["base"], ctx.model_path, ctx.config, style)
         fields = dict(bundle=q["bundle"], bundle_sha256=file_sha256(Path(q["bundle"])), base=q["base"],
                       base_digest=model_digest(q["base"]).digest, layout=info["layout"],
                       scale_dtype=info["scale_dtype"], padded=padding_of(ctx.config),
-                      dequantised_sha256=info["dequantised_sha256"])
+                      dequantised_sha256=info["dequantised_sha256"],
+                      **({"style": style, "decode_sha256": info["decode_sha256"]} if style != "host" else {}))
     except (OSError, Q4nxError, ModelConfigError) as e:
         return [], [f"Q4NX bundle unreadable: {e}"]
     return [QuantisedBundleRead(**fields)], []

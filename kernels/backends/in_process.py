@@ -18,7 +18,8 @@ from kernels.model.compare import bisect_block, block_gate, diagnose_layers, tok
 from kernels.model.config import ModelConfig
 from kernels.model.hf_reference import HfRunner
 from kernels.model.faults import WEIGHT_FAULTS, build_pipeline, bundle_dequantiser
-from kernels.model.q4nx_bundle import host_dequantised_weights, is_quantised_folder
+from kernels.model.q4nx_bundle import BUNDLE_FILE, host_dequantised_weights, is_quantised_folder
+from kernels.model.q4nx_device import decode_weights, is_device_folder
 from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from kernels.model.options import PipelineOptions
 from kernels.model.prompts import Prompt, canonical_tokens, mlir_air_prompts, prompts_for
@@ -50,6 +51,19 @@ def _weights(folder: str, config: ModelConfig, faults: frozenset[str] = frozense
     return load_weights(folder, config)
 
 
+@lru_cache(maxsize=2)
+def _decode_weights(folder: str, config: ModelConfig):
+    """An on-device 4-bit deployment's decode weights (its bundle re-quantised, kernels.model.q4nx_device), or
+    None for every other folder."""
+    return decode_weights(Path(folder) / BUNDLE_FILE, config) if is_device_folder(folder) else None
+
+
+def weights_format(folder: str | Path) -> str:
+    """What the NPU2 model prices (kernels.perf.q4nx.WEIGHTS): the on-device 4-bit decode for a device-style
+    reference folder; bf16 otherwise (a host-dequantised 4-bit deployment runs the bf16 pipeline)."""
+    return "q4nx-device" if is_device_folder(folder) else "bf16"
+
+
 @lru_cache(maxsize=4)
 def hf_reference(folder: str):
     """The HF transformers bf16 reference of a model folder (one per process and folder)."""
@@ -68,6 +82,7 @@ class InProcessBackend:
 
     switches_keep_numbers = True  # PipelineOptions' switches change the dispatch, never the numbers
     hardware = False
+    runs_q4nx_device = True  # kernels.model.pipeline_q4 (a device-style reference folder chooses it)
     can_bisect = True  # the pipeline swaps its kernels to FP32 one at a time (kernels.model.compare.bisect_block)
     block_remeasure_atol = BLOCK_REMEASURE_ATOL  # a re-run differs by bf16 flips only
 
@@ -80,8 +95,10 @@ class InProcessBackend:
         # the in-process pipeline has one code path per switch for prefill and decode alike: a switch applied on
         # either path turns it on (the token gate then checks those numerics); dispatch-only switches have none
         numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
-        self.pipeline = build_pipeline(_weights(self.model_path, config, self._faults & WEIGHT_FAULTS), config, pipeline_executor(executor, target),
-                                    PipelineOptions(**numerics, faults=self._faults))
+        self.weights = weights_format(self.model_path)
+        self.pipeline = build_pipeline(_weights(self.model_path, config, self._faults & WEIGHT_FAULTS), config,
+                                       pipeline_executor(executor, target), PipelineOptions(**numerics, faults=self._faults),
+                                       _decode_weights(self.model_path, config))
 
     @property
     def options(self) -> dict[str, Any]:
@@ -136,15 +153,15 @@ class InProcessBackend:
 
     def predict(self, path: str):
         """The NPU2 model's prediction of `path` ("prefill" / "decode") under that path's switches."""
-        return npu2_prediction(self.config, path_switches(self._switches, path))
+        return npu2_prediction(self.config, path_switches(self._switches, path), self.weights)
 
     def npu2_figures(self) -> Npu2Figures:
         """Modelled NPU2 TTFT and decode speed with the per-ELF breakdown of each path (Phase 6):
         `kernels.perf.figures.npu2_figures` under this backend's switches, and the curves against prefill length
         and decode context (`kernels.perf.curve`, bounded by the model folder's context window)."""
         curve = npu2_curve(self.config, path_switches(self._switches, "prefill"), path_switches(self._switches, "decode"),
-                           max_positions=context_window(self.model_path))
-        return Npu2Figures.of(npu2_figures(self.config, self._switches), curve)
+                           max_positions=context_window(self.model_path), weights=self.weights)
+        return Npu2Figures.of(npu2_figures(self.config, self._switches, self.weights), curve)
 
     def _prompt(self, length: int) -> np.ndarray:
         """A fixed prompt of `length` tokens: the canonical prompt repeated (deterministic)."""

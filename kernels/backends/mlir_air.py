@@ -87,6 +87,7 @@ class MlirAirBackend:
     switches_keep_numbers = False  # a switch is another compiled program: each keeps its own token-gate re-run
     hardware = True
     can_bisect = False  # make targets cannot swap one kernel to FP32
+    runs_q4nx_device = False  # llama32_1b_q4nx's fused decode is not driven by this backend (yet)
     block_remeasure_atol = None  # a device's `make diagnosis` re-run has no agreed band: the evaluator does not re-run it
 
     def __init__(self, model_path: str | Path, config, deployment: str, target: str = "npu2",

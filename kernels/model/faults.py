@@ -29,7 +29,9 @@ from kernels.numerics.executors.base import Executor, Fp32Executor, MixedExecuto
 from kernels.model.config import ModelConfig
 from kernels.model.options import FAULTS, PipelineOptions
 from kernels.model.pipeline import NpuPipeline
+from kernels.model.pipeline_q4 import Q4DecodeMixin, Q4DevicePipeline
 from kernels.model.q4nx import dequantise
+from kernels.model.q4nx_device import DecodeWeights
 from kernels.model.runner import PrefillRecord
 from kernels.model.weights import ModelWeights
 
@@ -167,9 +169,29 @@ def bundle_dequantiser(faults: frozenset[str]):
     return shifted
 
 
+class FaultyQ4DevicePipeline(Q4DecodeMixin, FaultyPipeline):
+    """`FaultyPipeline` with the on-device 4-bit decode (kernels.model.pipeline_q4)."""
+
+    def __init__(self, weights: ModelWeights, config: ModelConfig | None, executor: Executor | None,
+                 options: PipelineOptions | None, decode: DecodeWeights) -> None:
+        super().__init__(weights, config, executor, options)
+        self.decode = decode
+
+    def with_fp32_kernels(self, swapped: set[str] | frozenset[str]) -> NpuPipeline:
+        mixed = MixedExecutor(self.k, Fp32Executor(), set(swapped))
+        return build_pipeline(self.weights, self.config, mixed,
+                              replace(self.options, faults=self.options.faults - KERNEL_FAULTS), self.decode)
+
+
 def build_pipeline(weights: ModelWeights, config: ModelConfig | None = None, executor: Executor | None = None,
-                   options: PipelineOptions | None = None) -> NpuPipeline:
-    """The production `NpuPipeline`, or a `FaultyPipeline` when `options` declare test faults."""
-    if options is not None and options.faults:
+                   options: PipelineOptions | None = None, decode: DecodeWeights | None = None) -> NpuPipeline:
+    """The production `NpuPipeline`, or a `FaultyPipeline` when `options` declare test faults; with `decode`
+    (an on-device 4-bit deployment's re-quantised weights) their 4-bit-decode variants."""
+    faulty = options is not None and bool(options.faults)
+    if decode is not None:
+        if faulty:
+            return FaultyQ4DevicePipeline(weights, config, executor, options, decode)
+        return Q4DevicePipeline(weights, config, executor, options or PipelineOptions(), decode)
+    if faulty:
         return FaultyPipeline(weights, config, executor, options)
     return NpuPipeline(weights, config, executor, options)

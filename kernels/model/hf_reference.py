@@ -4,6 +4,10 @@
 greedy prefill/decode with transformers' own KV cache, and captures every decoder layer's raw output
 (forward hooks, so the last layer's pre-final-norm output is kept too) and the final-norm output.
 
+A folder holding `decode.safetensors` (a 4-bit deployment of the on-device style, kernels.model.q4nx_device) is
+the model as that deployment runs it: prefill with the folder's model.safetensors, every decode step with the
+re-quantised decode weights (LM head untied from the embedding), swapped in place between the two.
+
 `baseline(prompt)` is the Phase 0 evidence: the next-token distribution on the prompt must be finite and
 not degenerate, judged against `kernels.thresholds.BASELINE_THRESHOLDS` (recorded with the numbers).
 """
@@ -19,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from kernels.model.architecture import load_raw_config, resolve
+from kernels.model.q4nx_device import DECODE_FILE
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
 from kernels.thresholds import BASELINE_THRESHOLDS
 
@@ -95,6 +100,30 @@ class HfRunner:
         for i, layer in enumerate(inner.layers):
             layer.register_forward_hook(self._hook(f"layer{i}"))
         inner.norm.register_forward_hook(self._hook("norm"))
+        self._swap: dict[str, tuple[Any, Any, Any]] = {}
+        self._in_use = "prefill"
+        if (self.folder / DECODE_FILE).is_file():
+            self._load_decode_weights(torch, self.folder / DECODE_FILE)
+
+    def _load_decode_weights(self, torch, path: Path) -> None:
+        """Keep the decode's weights beside the prefill's (an untied LM head): `_use` swaps the tensors."""
+        from safetensors.torch import load_file
+
+        head = self.model.get_output_embeddings()
+        head.weight = torch.nn.Parameter(head.weight.detach().clone(), requires_grad=False)  # untie from the embedding
+        params = dict(self.model.named_parameters())
+        for name, t in load_file(str(path)).items():
+            p = params.get(name)
+            if p is None or tuple(p.shape) != tuple(t.shape):
+                raise ValueError(f"{path.name}: {name} {list(t.shape)} does not match the model")
+            self._swap[name] = (p, p.data, t.to(torch.bfloat16))
+
+    def _use(self, which: str) -> None:
+        """The prefill's or the decode's weights (only a folder with decode.safetensors has two sets)."""
+        if self._swap and which != self._in_use:
+            for p, pre, dec in self._swap.values():
+                p.data = pre if which == "prefill" else dec
+            self._in_use = which
 
     def _hook(self, key: str):
         def hook(_module, _inputs, output):
@@ -112,6 +141,7 @@ class HfRunner:
     def prefill(self, prompt_tokens) -> PrefillRecord:
         torch = _torch()
         ids = torch.tensor(np.asarray(prompt_tokens, np.int64).reshape(1, -1))
+        self._use("prefill")
         self._captured.clear()
         self._capture = True
         try:
@@ -132,6 +162,7 @@ class HfRunner:
             raise RuntimeError("decode_step called before prefill")
         if current_pos != self._pos:
             raise ValueError(f"decode position {current_pos} does not follow the cache ({self._pos} positions)")
+        self._use("decode")
         with torch.no_grad(), _one_thread(torch):
             out = self.model(torch.tensor([[int(input_token)]]), use_cache=True, logits_to_keep=1,
                              return_dict=True, **{self._cache_arg: self._past})
@@ -144,6 +175,7 @@ class HfRunner:
         """Prefill without capturing intermediates (benchmarks)."""
         torch = _torch()
         ids = torch.tensor(np.asarray(prompt_tokens, np.int64).reshape(1, -1))
+        self._use("prefill")
         with torch.no_grad():
             out = self.model(ids, use_cache=True, logits_to_keep=1, return_dict=True)
         self._past, self._pos = getattr(out, self._cache_arg), ids.shape[1]

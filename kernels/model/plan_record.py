@@ -48,13 +48,13 @@ def plan_sources(rows: list[PlannedKernel]) -> list[dict[str, Any]]:
              "method": r.method, "tier": r.tier, "tile": dict(r.tile.tile)} for r in rows]
 
 
-def replan(config: ModelConfig, target: str, sources: dict[str, Any] | None) -> list[PlannedKernel]:
+def replan(config: ModelConfig, target: str, sources: dict[str, Any] | None, weights: str = "bf16") -> list[PlannedKernel]:
     """The plan a PhaseStarted recorded (`plan_sources`), rebuilt: registry rows as recorded, the rest by the
     heuristic; without recorded sources (ledgers written before them) the heuristic plan."""
     if not sources:
-        return plan(config, target=target)
+        return plan(config, target=target, weights=weights)
     recorded = RecordedChoices(list(sources.get("rows") or []))
-    rows = plan(config, target=target, registry=recorded)
+    rows = plan(config, target=target, registry=recorded, weights=weights)
     for r in rows:  # a heuristic row moved off a failing method is replayed as recorded
         rec = recorded.row(r.kernel, r.shape)
         if rec is not None and rec.get("source") == HEURISTIC and rec.get("method") and rec["method"] != r.method:

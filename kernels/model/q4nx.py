@@ -114,16 +114,22 @@ def unpack(raw: bytes | np.ndarray, rows: int, cols: int) -> tuple[np.ndarray, n
     return np.ascontiguousarray(codes), side(0, half), side(half, 2 * half)
 
 
-def dequantise(codes: np.ndarray, scales: np.ndarray, mins: np.ndarray, layout: str) -> np.ndarray:
-    """The bf16 weights (float32 array of bf16 values) of codes/scales/mins: float32 math, one RNE to bf16."""
+def dequantise_fp32(codes: np.ndarray, scales: np.ndarray, mins: np.ndarray, layout: str) -> np.ndarray:
+    """The weights of codes/scales/mins in float32, unrounded (the loaders' `dequant`, e.g.
+    llama32_1b_q4nx_weights.py `dequant`@0d63308, before any cast to bf16)."""
     s = np.repeat(np.asarray(scales, np.float32), GROUP, axis=1)
     m = np.repeat(np.asarray(mins, np.float32), GROUP, axis=1)
     q = codes.astype(np.float32)
     if layout == "llama":
-        return to_bf16(s * (q - m))
+        return s * (q - m)
     if layout == "qwen3":
-        return to_bf16(s * q + m)
+        return s * q + m
     raise Q4nxError(f"unknown Q4NX layout {layout!r} (known: {', '.join(LAYOUTS)})")
+
+
+def dequantise(codes: np.ndarray, scales: np.ndarray, mins: np.ndarray, layout: str) -> np.ndarray:
+    """The bf16 weights (float32 array of bf16 values) of codes/scales/mins: float32 math, one RNE to bf16."""
+    return to_bf16(dequantise_fp32(codes, scales, mins, layout))
 
 
 def quantise(w: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -35,6 +35,7 @@ from kernels.model.q4nx import (
     read_bundle,
     write_container,
 )
+from kernels.model.q4nx_device import DECODE_FILE, decode_tensors, decode_weights, tensors_sha256
 from kernels.model.weights import ModelWeights, expected_tensors, load_weights, weights_from
 
 BUNDLE_FILE = "model.q4nx"
@@ -133,10 +134,16 @@ def reference_sha256(bundle_path: str | Path, config: ModelConfig) -> str:
     return h.hexdigest()
 
 
+def decode_reference_sha256(bundle_path: str | Path, config: ModelConfig) -> str:
+    """sha256 of the decode.safetensors a device-style reference folder holds, re-derived from the bundle."""
+    return tensors_sha256(decode_tensors(decode_weights(bundle_path, config)))
+
+
 def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str | Path,
-                           config: ModelConfig) -> dict[str, Any]:
+                           config: ModelConfig, style: str = "host") -> dict[str, Any]:
     """The dequantised model as an HF folder: the base folder's config and tokenizer files, the bundle as
-    model.q4nx, the dequantised weights as one bf16 model.safetensors. Returns the digests written."""
+    model.q4nx, the dequantised weights as one bf16 model.safetensors; for the device style also the decode's
+    re-quantised weights as decode.safetensors (kernels.model.q4nx_device). Returns the digests written."""
     base, out = Path(base), Path(out)
     bundle = read_bundle(bundle_path)
     tensors = reference_bytes(dequantised_tensors(bundle, config))
@@ -149,8 +156,13 @@ def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str |
     h = hashlib.sha256()
     for name in sorted(tensors):
         h.update(name.encode() + b"\0" + tensors[name][2])
+    decode_sha = ""
+    if style == "device":
+        dec = decode_tensors(decode_weights(out / BUNDLE_FILE, config))
+        write_container(out / DECODE_FILE, reference_bytes(dec), {"format": "pt", "requantised_from": BUNDLE_FILE})
+        decode_sha = tensors_sha256(dec)
     pads = bundle.metadata.get("padding", "")
-    return {"layout": bundle.layout(), "dequantised_sha256": h.hexdigest(),
+    return {"layout": bundle.layout(), "dequantised_sha256": h.hexdigest(), "style": style, "decode_sha256": decode_sha,
             "padded": [p for p in pads.split(", ") if p and p != "none"], "scale_dtype": bundle.scale_dtype(),
             "stored_shapes": {n: bundle.header[n]["shape"] for n in bundle.names if is_projection(n)}}
 

@@ -46,7 +46,7 @@ from kernels.numerics.tiles import check_tile, plan_tile
 from kernels.perf.dispatch import dispatch_plan
 from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ
 from kernels.perf.memory import BO_ADDRESS_LIMIT, BO_LIMIT_SRC
-from kernels.perf.predict import predict
+from kernels.perf.q4nx import predict_weights
 
 PREFILL_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 DECODE_CONTEXTS = (NPU2_DECODE_CTX, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -86,7 +86,7 @@ def _largest_bo(config: ModelConfig, switches: Mapping[str, bool], seq: int) -> 
 
 
 def prefill_curve(config: ModelConfig, switches: Mapping[str, bool], lengths=PREFILL_LENGTHS,
-                  max_positions: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+                  max_positions: int | None = None, weights: str = "bf16") -> tuple[list[dict[str, Any]], list[str]]:
     """The prefill points (see the module docstring) under the prefill path's `switches`, and the notes."""
     base = _illegal(config, switches, NPU2_PREFILL_SEQ)
     notes = [f"no legal NPU2 tile at {NPU2_PREFILL_SEQ} either ({base[k]}): the shape's, not the length's (the "
@@ -105,7 +105,7 @@ def prefill_curve(config: ModelConfig, switches: Mapping[str, bool], lengths=PRE
             pt.update(status="bo_address_limit", detail=f"BO {bo} is {size / 2**30:.2f} GiB, past the 4 GiB one BO "
                                                         f"addresses ({BO_LIMIT_SRC})")
         else:
-            p = predict(config, seq=L, switches=dict(switches), ctx=NPU2_DECODE_CTX)
+            p = predict_weights(config, weights, seq=L, switches=dict(switches), ctx=NPU2_DECODE_CTX)
             pt.update(ttft_ms=round(p.ttft_s * 1e3, 3), ttft_s=p.ttft_s,
                       prefill_tokens_per_sec=round(L / p.ttft_s, 1), prefill_s=p.prefill_s)
             if max_positions is not None and L > max_positions:  # the Phase 6 build itself: kept, and said
@@ -116,7 +116,8 @@ def prefill_curve(config: ModelConfig, switches: Mapping[str, bool], lengths=PRE
 
 
 def decode_curve(config: ModelConfig, switches: Mapping[str, bool], contexts=DECODE_CONTEXTS,
-                 max_positions: int | None = None, host_bytes: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+                 max_positions: int | None = None, host_bytes: int | None = None,
+                 weights: str = "bf16") -> tuple[list[dict[str, Any]], list[str]]:
     """The decode points (see the module docstring) under the decode path's `switches`, and the notes."""
     notes = [] if host_bytes is not None else [
         "host memory not given: the KV cache (host memory; decode attention runs on the CPU) is not checked "
@@ -129,7 +130,7 @@ def decode_curve(config: ModelConfig, switches: Mapping[str, bool], contexts=DEC
                       detail=f"{C} positions > the model's max_position_embeddings {max_positions}")
             points.append(pt)
             continue
-        p = predict(config, seq=NPU2_PREFILL_SEQ, switches=dict(switches), ctx=C, host_bytes=host_bytes)
+        p = predict_weights(config, weights, seq=NPU2_PREFILL_SEQ, switches=dict(switches), ctx=C, host_bytes=host_bytes)
         pt["kv_cache_bytes"] = p.memory["kv_cache_bytes"]
         if not p.memory["fits"]:
             pt.update(status="does_not_fit", detail="; ".join(p.memory["problems"]))
@@ -142,13 +143,13 @@ def decode_curve(config: ModelConfig, switches: Mapping[str, bool], contexts=DEC
 
 
 def npu2_curve(config: ModelConfig, prefill_switches: Mapping[str, bool], decode_switches: Mapping[str, bool], *,
-               max_positions: int | None = None, host_bytes: int | None = None) -> dict[str, Any]:
+               max_positions: int | None = None, host_bytes: int | None = None, weights: str = "bf16") -> dict[str, Any]:
     """Both curves of a deployment (see the module docstring), each path under its own switches (a deployment's
     switch dict gives them through `kernels.perf.figures.path_switches`; `ledger predict` one set for both)."""
     pre_sw, dec_sw = dict(prefill_switches), dict(decode_switches)
-    pre, pre_notes = prefill_curve(config, pre_sw, max_positions=max_positions)
-    dec, dec_notes = decode_curve(config, dec_sw, max_positions=max_positions, host_bytes=host_bytes)
-    return {"source": SOURCE, "label": "modelled NPU2", "layout": LAYOUT_SRC,
+    pre, pre_notes = prefill_curve(config, pre_sw, max_positions=max_positions, weights=weights)
+    dec, dec_notes = decode_curve(config, dec_sw, max_positions=max_positions, host_bytes=host_bytes, weights=weights)
+    return {**({"weights": weights} if weights != "bf16" else {}), "source": SOURCE, "label": "modelled NPU2", "layout": LAYOUT_SRC,
             "phase6_seq": NPU2_PREFILL_SEQ, "phase6_ctx": NPU2_DECODE_CTX, "max_positions": max_positions,
             "switches": {"prefill": dict(pre_sw), "decode": dict(dec_sw)},
             "prefill": {"axis": "prefill_len", "metric": "ttft_ms", "points": pre},

@@ -1,6 +1,7 @@
 """The NPU2 figures the performance gates decide on (Phases 4-6) and the evaluator recomputes: the model's
 prediction of a deployment's dispatch plan at the compiled prefill length and the modelled decode context,
-under the deployment's switches. Plain functions of (config, switches): any backend, the mlir-air stand-in
+under the deployment's switches and weight format (`kernels.perf.q4nx.WEIGHTS`: bf16, or a 4-bit deployment's
+q4nx-host / q4nx-device). Plain functions of (config, switches, weights): any backend, the mlir-air stand-in
 and the evaluator call the same ones.
 
 A deployment's switch dict names a switch applied on the decode path (Phase 5) `decode:<switch>` and one
@@ -14,7 +15,8 @@ from typing import Any
 
 from kernels.model.config import ModelConfig
 from kernels.perf.dispatch import SWITCHES
-from kernels.perf.predict import Prediction, predict
+from kernels.perf.predict import Prediction
+from kernels.perf.q4nx import predict_weights
 
 DECODE = "decode:"  # a switch applied to the decode path (Phase 5) is recorded as "decode:<switch>"
 NPU2_PREFILL_SEQ = 2048  # the compiled prefill length the modelled figure is taken at (NUMERICS.md)
@@ -28,10 +30,10 @@ def path_switches(switches: Mapping[str, bool], path: str) -> dict[str, bool]:
     return {k: bool(switches.get(prefix + k, False)) for k in SWITCHES}
 
 
-def npu2_prediction(config: ModelConfig, switches: dict[str, bool]) -> Prediction:
+def npu2_prediction(config: ModelConfig, switches: dict[str, bool], weights: str = "bf16") -> Prediction:
     """The NPU2 performance model's prediction the gates decide on: prefill at the compiled seq, decode at the
     modelled context, under `switches` (one path's; the evaluator recomputes recorded figures with this call)."""
-    return predict(config, seq=NPU2_PREFILL_SEQ, switches=switches, ctx=NPU2_DECODE_CTX)
+    return predict_weights(config, weights, seq=NPU2_PREFILL_SEQ, switches=switches, ctx=NPU2_DECODE_CTX)
 
 
 def per_elf(p: Prediction, path: str) -> dict[str, dict[str, Any]]:
@@ -39,13 +41,14 @@ def per_elf(p: Prediction, path: str) -> dict[str, dict[str, Any]]:
     return {k.split(":", 1)[1]: v for k, v in p.per_elf.items() if k.startswith(path + ":")}
 
 
-def npu2_figures(config: ModelConfig, switches: Mapping[str, bool]) -> dict[str, Any]:
+def npu2_figures(config: ModelConfig, switches: Mapping[str, bool], weights: str = "bf16") -> dict[str, Any]:
     """Modelled NPU2 TTFT (prefill at the compiled seq + LM head) and decode speed, with the per-ELF breakdown
     of each path under its own switches (what Phase 6 records)."""
-    pre = npu2_prediction(config, path_switches(switches, "prefill"))
-    dec = npu2_prediction(config, path_switches(switches, "decode"))
+    pre = npu2_prediction(config, path_switches(switches, "prefill"), weights)
+    dec = npu2_prediction(config, path_switches(switches, "decode"), weights)
     return {"source": "modelled-npu2", "seq": pre.seq, "ctx": dec.ctx, "ttft_s": pre.ttft_s, "prefill_s": pre.prefill_s,
             "ms_per_token": dec.ms_per_token, "tokens_per_s": dec.decode_tokens_per_s,
             "prefill_calls_per_layer": pre.prefill_calls_per_layer, "decode_calls_per_layer": dec.decode_calls_per_layer,
             "per_elf": {"prefill": per_elf(pre, "prefill"), "decode": per_elf(dec, "decode")},
-            "switches": {"prefill": pre.switches, "decode": dec.switches}}
+            "switches": {"prefill": pre.switches, "decode": dec.switches},
+            **({"weights": weights} if weights != "bf16" else {})}
