@@ -73,9 +73,26 @@ def q4nx_snapshot(factory) -> Path:
     return shared_once(factory, "q4nx-snapshot", build) / "live"
 
 
+def q4nx_device_snapshot(factory) -> Path:
+    """A workspace where `tqd` (the same bundle in the on-device 4-bit style, `--q4nx-style device`) is deployed."""
+    from tests.e2e.cli import ledger
+
+    llama, bundle = tiny_model(factory, "llama"), q4nx_bundle(factory)
+
+    def build(root: Path) -> None:
+        live = root / "live"
+        proc = ledger(live, "init", str(bundle), "--base", str(llama), "--name", "tqd", "--q4nx-style", "device")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        proc = ledger(live, "advance", "tqd")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    return shared_once(factory, "q4nx-device-snapshot", build) / "live"
+
+
 def build_all(factory) -> None:
     """Everything above, in the order the suite first needs it (the xdist controller's background build)."""
     for kind in ("llama", "qwen2", "qwen3"):
         tiny_model(factory, kind)
     tiny_snapshots(factory)
     q4nx_snapshot(factory)
+    q4nx_device_snapshot(factory)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.cli import ledger, ledger_json
-from tests.e2e.workspaces import copy_workspace, workspace_ledger
+from tests.e2e.workspaces import clone_stream, copy_workspace, requesting, workspace_ledger
 from tests import prebuilt
 
 
@@ -76,4 +76,64 @@ def test_init_refuses_a_bundle_the_config_disagrees_with_a_wrong_scale_dtype_and
         assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: "), (what, proc.stderr)
         said[what] = proc.stderr
     assert "gate_proj" in said["shapes"] and "fp16 is not implemented" in said["fp16"] and "--base" in said["no base"]
+    assert not (ws / ".ledger" / "ledger.db").exists() or not workspace_ledger(ws).streams("deployment:")
+
+
+# --- the on-device style (llama32_1b_q4nx: 4-bit decode GEMVs, fused one-dispatch decode) -------------------
+
+
+@pytest.fixture(scope="session")
+def q4nx_device_snapshot(tmp_path_factory, tiny_llama, q4nx_bundle) -> Path:
+    """A workspace where `tqd` (the bundle in the on-device style) is deployed (never hand it out)."""
+    return prebuilt.q4nx_device_snapshot(tmp_path_factory)
+
+
+def _stream(ws: Path, name: str, type_: str) -> list[dict]:
+    return [e.payload for e in workspace_ledger(ws).read_stream(f"deployment:{name}") if e.type == type_]
+
+
+def test_an_on_device_4_bit_deployment_verifies_the_4_bit_kernels_fuses_its_decode_and_passes_the_audit(
+        q4nx_device_snapshot, tmp_path):
+    ws = copy_workspace(q4nx_device_snapshot, tmp_path / "ws")
+    assert ledger_json(ws, "status", "tqd")["status"] == "deployed"
+    [read] = _stream(ws, "tqd", "QuantisedBundleRead")
+    assert read["style"] == "device" and len(read["decode_sha256"]) == 64
+    rows = _stream(ws, "tqd", "KernelVerified")
+    stages = {(r["kernel"], r["stage"]) for r in rows}
+    assert {("dequant_q4nx", "load"), ("gemv_q4nx", "decode")} <= stages  # Phase 1 verified the 4-bit kernels
+    assert not any(r["kernel"] == "gemv" for r in rows)  # the bf16 decode GEMVs are not in this plan
+    assert all(r["verdict"] == "PASS" for r in rows)
+    tried = {(t["phase"], t["optimisation"]): t["outcome"] for t in _stream(ws, "tqd", "OptimizationTried")}
+    assert tried[(5, "decode:fusion")] == "applied"  # one dispatch per token: the fused decode
+    [final] = [p for p in _stream(ws, "tqd", "PerformanceMeasured") if p["phase"] == 6]
+    assert list(final["profile"]["npu2"]["per_elf"]["decode"]) == ["fused_decode"]
+    [evaluation] = _stream(ws, "tqd", "EvaluationRecorded")
+    assert evaluation["verdict"] == "PASS", evaluation["findings"]
+
+
+def test_a_changed_decode_safetensors_fails_the_audit_naming_it(q4nx_device_snapshot, tmp_path):
+    ws = copy_workspace(q4nx_device_snapshot, tmp_path / "ws")
+    [decode] = list((ws / ".ledger" / "q4nx").glob("*/decode.safetensors"))
+    # the recorded model_path is the snapshot's own folder: a clone of the stream points at this copy of it
+    clone_stream(ws, "tqd", "tqd2", requesting(model_path=str(decode.parent)))
+    assert ledger_json(ws, "audit", "tqd2")["verdict"] == "PASS"  # untouched, the copy audits as the original
+    raw = bytearray(decode.read_bytes())
+    raw[-2] ^= 0x01  # one bf16 weight of the last tensor, one mantissa bit: the file stays a valid container
+    decode.write_bytes(bytes(raw))
+    proc = ledger(ws, "audit", "tqd2", "--json")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and report["verdict"] == "FAIL"
+    said = [f["message"] for f in report["findings"] if f["check"] == "quantisation"]
+    assert any("decode.safetensors" in m for m in said), report["findings"]
+
+
+def test_init_refuses_the_device_style_where_it_cannot_run_in_one_line(tiny_llama, q4nx_bundle, tmp_path):
+    ws = tmp_path / "ws"
+    cases = {"mlir-air": ("init", str(q4nx_bundle), "--base", str(tiny_llama), "--q4nx-style", "device",
+                          "--executor", "mlir-air", "--name", "d1"),
+             "bf16": ("init", str(tiny_llama), "--q4nx-style", "device", "--name", "d2")}
+    for what, args in cases.items():
+        proc = ledger(ws, *args)
+        assert proc.returncode == 1, what
+        assert len(proc.stderr.strip().splitlines()) == 1 and "--q4nx-style device" in proc.stderr, (what, proc.stderr)
     assert not (ws / ".ledger" / "ledger.db").exists() or not workspace_ledger(ws).streams("deployment:")

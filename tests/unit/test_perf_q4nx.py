@@ -117,3 +117,14 @@ def test_the_4_bit_kernels_stream_rate_constant_is_the_calibrated_one():
     row = modelled_kernel_figures("gemv_q4nx", {"M": 2048, "K": 2048})
     assert row["modelled"] and row["latency_us"] > 2048 * 2048 * Q4_BYTES_PER_WEIGHT / Q4_STREAM_BPS * 1e6
     assert modelled_kernel_figures("dequant_q4nx", {"M": 512, "K": 2048})["gbps"] > 0
+
+
+def test_with_fusion_off_the_on_device_decode_is_one_gemv_dispatch_per_projection_and_slower():
+    c = llama_1b()
+    fused = predict_weights(c, "q4nx-device", switches={"fusion": True})
+    unfused = predict_weights(c, "q4nx-device", switches={"fusion": False})
+    decode = {k: v for k, v in unfused.per_elf.items() if k.startswith("decode:")}
+    assert list(decode) == ["decode:gemv_q4nx"] and decode["decode:gemv_q4nx"]["calls"] == 7 * c.n_layers + 1
+    assert unfused.ms_per_token > fused.ms_per_token  # Phase 5's decode:fusion has something to gain
+    assert unfused.totals["decode"]["host"] > 0 and fused.totals["decode"]["host"] == 0
+    assert any("never measured" in n for n in unfused.notes)  # the unfused form is a heuristic and says so
