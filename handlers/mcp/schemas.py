@@ -63,6 +63,8 @@ INPUTS: dict[str, dict] = {
         "dtype": {"type": "string", "enum": ["bf16", "q4nx"], "default": "bf16",
                   "description": "q4nx: model is a Q4NX bundle, base its bf16 HF folder"},
         "base": {**TEXT, "description": "with a Q4NX bundle: the bf16 HF folder giving its config and tokenizer"},
+        "q4nx_style": {"type": "string", "enum": ["host", "device"], "default": "host",
+                       "description": "with base: host (dequantised at load) or device (4-bit decode GEMVs, fused decode)"},
         "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"], "default": "emulated"},
     }, ("model",)),
     "advance": _inputs({

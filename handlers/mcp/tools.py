@@ -129,7 +129,8 @@ def _init(c: Call):
     a = c.args
     dtype = "q4nx" if a.get("base") else a["dtype"]
     created = deploy.init(c.app.ledger, a["model"], name=a.get("name"), target=a["target"], dtype=dtype,
-                          executor=a["executor"], workspace=c.app.workspace, base=a.get("base"))
+                          executor=a["executor"], workspace=c.app.workspace, base=a.get("base"),
+                          q4nx_style=a.get("q4nx_style", "host"))
     refresh(c.app)
     return results.init_json(created, a["executor"], a["target"], dtype)
 
