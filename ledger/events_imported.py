@@ -23,7 +23,7 @@ class QuantisedBundleRead(Measured):
     scale_dtype: str = "bfloat16"
     padded: list[str] = Field(default_factory=list)  # 'RxC->R'xC'' per distinct padded projection shape
     dequantised_sha256: str = ""
-    # the on-device style (kernels.model.q4nx_device): the decode's re-quantised weights, decode.safetensors
+    # the on-device style (kernels.model.q4nx_device): the decode's re-quantised weights, decode.requant
     style: str = "host"
     decode_sha256: str = ""
 

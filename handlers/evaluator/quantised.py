@@ -76,7 +76,7 @@ def quantisation_findings(state: DeploymentState, events: list[RecordedEvent], c
             checks += [
                 ("the decode's re-quantised tensors re-derived from the bundle", decode_reference_sha256(bundle, cfg),
                  p["decode_sha256"]),
-                ("the reference folder's decode.safetensors", _tensors_sha256(Path(state.model_path) / DECODE_FILE),
+                ("the reference folder's decode.requant", _tensors_sha256(Path(state.model_path) / DECODE_FILE),
                  p["decode_sha256"]),
             ]
     except Exception as e:  # noqa: BLE001 - an unreadable bundle is a finding, not a crash

@@ -32,7 +32,7 @@ def _read_bundle(ctx: GateRun) -> tuple[list, list[str]]:
     try:
         style = q.get("style", "host")
         if style == "device":
-            ctx.progress("re-quantising the decode's weights (on-device 4-bit style) into decode.safetensors")
+            ctx.progress("re-quantising the decode's weights (on-device 4-bit style) into decode.requant")
         info = write_reference_folder(q["bundle"], q["base"], ctx.model_path, ctx.config, style)
         fields = dict(bundle=q["bundle"], bundle_sha256=file_sha256(Path(q["bundle"])), base=q["base"],
                       base_digest=model_digest(q["base"]).digest, layout=info["layout"],

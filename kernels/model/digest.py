@@ -1,6 +1,6 @@
 """The model digest: what a deployment's evidence was measured against.
 
-`model_digest(folder)` hashes config.json and every weight file (sha256 of the bytes) and resolves the
+`model_digest(folder)` hashes config.json and every weight file (a device-style 4-bit reference's decode.requant too) (sha256 of the bytes) and resolves the
 config fields that affect numerics (the `ModelConfig` fields plus RoPE scaling, the activation and the
 stored dtype). Its `digest` is one sha256 over all of that, so any changed byte of config.json or of a
 weight file, or any changed numerics field, changes it. Phase 0 records it (`ModelDigested`); every later
@@ -22,7 +22,7 @@ from typing import Any
 from kernels.model.architecture import load_raw_config, resolve, rope_scaling
 
 CONFIG_FILE = "config.json"
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf", ".q4nx")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf", ".q4nx", ".requant")  # .requant: kernels.model.q4nx_device
 WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 _CHUNK = 1 << 22  # 4 MiB reads
 

@@ -4,7 +4,7 @@
 greedy prefill/decode with transformers' own KV cache, and captures every decoder layer's raw output
 (forward hooks, so the last layer's pre-final-norm output is kept too) and the final-norm output.
 
-A folder holding `decode.safetensors` (a 4-bit deployment of the on-device style, kernels.model.q4nx_device) is
+A folder holding `decode.requant` (a 4-bit deployment of the on-device style, kernels.model.q4nx_device) is
 the model as that deployment runs it: prefill with the folder's model.safetensors, every decode step with the
 re-quantised decode weights (LM head untied from the embedding), swapped in place between the two.
 
@@ -119,7 +119,7 @@ class HfRunner:
             self._swap[name] = (p, p.data, t.to(torch.bfloat16))
 
     def _use(self, which: str) -> None:
-        """The prefill's or the decode's weights (only a folder with decode.safetensors has two sets)."""
+        """The prefill's or the decode's weights (only a folder with decode.requant has two sets)."""
         if self._swap and which != self._in_use:
             for p, pre, dec in self._swap.values():
                 p.data = pre if which == "prefill" else dec

@@ -40,7 +40,7 @@ from kernels.model.weights import ModelWeights, expected_tensors, load_weights, 
 
 BUNDLE_FILE = "model.q4nx"
 REFERENCE_FILE = "model.safetensors"
-_WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".gguf", ".q4nx")
+_WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".gguf", ".q4nx", ".requant")
 _WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
@@ -135,7 +135,7 @@ def reference_sha256(bundle_path: str | Path, config: ModelConfig) -> str:
 
 
 def decode_reference_sha256(bundle_path: str | Path, config: ModelConfig) -> str:
-    """sha256 of the decode.safetensors a device-style reference folder holds, re-derived from the bundle."""
+    """sha256 of the decode.requant a device-style reference folder holds, re-derived from the bundle."""
     return tensors_sha256(decode_tensors(decode_weights(bundle_path, config)))
 
 
@@ -143,7 +143,7 @@ def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str |
                            config: ModelConfig, style: str = "host") -> dict[str, Any]:
     """The dequantised model as an HF folder: the base folder's config and tokenizer files, the bundle as
     model.q4nx, the dequantised weights as one bf16 model.safetensors; for the device style also the decode's
-    re-quantised weights as decode.safetensors (kernels.model.q4nx_device). Returns the digests written."""
+    re-quantised weights as decode.requant (kernels.model.q4nx_device). Returns the digests written."""
     base, out = Path(base), Path(out)
     bundle = read_bundle(bundle_path)
     tensors = reference_bytes(dequantised_tensors(bundle, config))

@@ -15,7 +15,7 @@ decode's weight is w' = q * bf16(sc) + bf16(mn), an additive min whatever the bu
 the pipeline's names, plus the LM head; the in-process pipeline's decode runs `gemv_q4nx` on them
 (`kernels.model.pipeline_q4`). `decode_tensors(weights)` are the same weights as HF-named bf16 tensors
 (w' in float32, one RNE to bf16; `lm_head.weight` untied): the decode half of the device style's reference,
-written as `decode.safetensors` beside the dequantised model (`kernels.model.hf_reference` prefills with the
+written as `decode.requant` beside the dequantised model (`kernels.model.hf_reference` prefills with the
 dequantised bundle and decodes with these, as the deployment does).
 """
 
@@ -31,7 +31,9 @@ from kernels.model.config import ModelConfig
 from kernels.model.q4nx import GROUP, bf16_bytes, dequantise_fp32, read_bundle, to_bf16
 from kernels.model.weights import expected_tensors
 
-DECODE_FILE = "decode.safetensors"
+# a safetensors container, named so that neither transformers nor the weights check (`*.safetensors`) reads it as
+# part of the dequantised model; kernels.model.digest hashes it with the weight files
+DECODE_FILE = "decode.requant"
 STYLES = ("host", "device")  # q4nx deployment styles: dequantised at load / on-device 4-bit decode
 # pipeline name -> HF projection (the decode GEMVs); fused steps concatenate rows in this order
 PROJECTION_OF = {"wq": "self_attn.q_proj", "wk": "self_attn.k_proj", "wv": "self_attn.v_proj",

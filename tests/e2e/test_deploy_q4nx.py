@@ -111,9 +111,9 @@ def test_an_on_device_4_bit_deployment_verifies_the_4_bit_kernels_fuses_its_deco
     assert evaluation["verdict"] == "PASS", evaluation["findings"]
 
 
-def test_a_changed_decode_safetensors_fails_the_audit_naming_it(q4nx_device_snapshot, tmp_path):
+def test_a_changed_decode_requant_fails_the_audit_naming_it(q4nx_device_snapshot, tmp_path):
     ws = copy_workspace(q4nx_device_snapshot, tmp_path / "ws")
-    [decode] = list((ws / ".ledger" / "q4nx").glob("*/decode.safetensors"))
+    [decode] = list((ws / ".ledger" / "q4nx").glob("*/decode.requant"))
     # the recorded model_path is the snapshot's own folder: a clone of the stream points at this copy of it
     clone_stream(ws, "tqd", "tqd2", requesting(model_path=str(decode.parent)))
     assert ledger_json(ws, "audit", "tqd2")["verdict"] == "PASS"  # untouched, the copy audits as the original
@@ -124,7 +124,7 @@ def test_a_changed_decode_safetensors_fails_the_audit_naming_it(q4nx_device_snap
     report = json.loads(proc.stdout)
     assert proc.returncode == 1 and report["verdict"] == "FAIL"
     said = [f["message"] for f in report["findings"] if f["check"] == "quantisation"]
-    assert any("decode.safetensors" in m for m in said), report["findings"]
+    assert any("decode.requant" in m for m in said), report["findings"]
 
 
 def test_init_refuses_the_device_style_where_it_cannot_run_in_one_line(tiny_llama, q4nx_bundle, tmp_path):

@@ -1,6 +1,6 @@
 """The on-device 4-bit style's two halves on the tiny Llama (issue #26): the in-process pipeline decodes with the
 4-bit GEMV on the re-quantised codes (kernels.model.pipeline_q4), and the HF reference prefills with the
-dequantised bundle and decodes with decode.safetensors (kernels.model.hf_reference), as the deployment does."""
+dequantised bundle and decodes with decode.requant (kernels.model.hf_reference), as the deployment does."""
 
 from __future__ import annotations
 
