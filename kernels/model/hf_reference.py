@@ -102,6 +102,9 @@ class HfRunner:
         inner.norm.register_forward_hook(self._hook("norm"))
         self._swap: dict[str, tuple[Any, Any, Any]] = {}
         self._in_use = "prefill"
+        # as transformers loaded it (the decode's weights untie the head below): what config_mismatches compares
+        self._tied = bool(self.model.get_output_embeddings().weight.data_ptr()
+                          == self.model.get_input_embeddings().weight.data_ptr())
         if (self.folder / DECODE_FILE).is_file():
             self._load_decode_weights(torch, self.folder / DECODE_FILE)
 
@@ -231,8 +234,7 @@ class HfRunner:
             "vocab_size": int(embed.shape[0]),
             "rope_theta": float(theta) if theta is not None else ours.rope_theta,
             "rms_norm_eps": float(hf.rms_norm_eps),
-            "tie_word_embeddings": bool(
-                self.model.get_output_embeddings().weight.data_ptr() == embed.data_ptr()),
+            "tie_word_embeddings": self._tied,
             "qkv_bias": attn.q_proj.bias is not None,
             "qk_norm": hasattr(attn, "q_norm"),
         }

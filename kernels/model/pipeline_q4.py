@@ -26,13 +26,13 @@ class Q4DecodeMixin:
 
     def _gemv(self, layer: int, name: str, x: np.ndarray) -> np.ndarray:
         codes, scale, mn = self.decode.rows(layer, name)
-        return self.k.gemv_q4nx(codes, scale, mn, x)[None, :]
+        return self.k.gemv_q4nx(codes, scale, mn, x, static_key=self._key(f"q4.L{layer}.{name}"))[None, :]
 
     def _lm_head(self, normed: np.ndarray) -> np.ndarray:
         if self._phase != "decode":
             return super()._lm_head(normed)  # the prefill's predicted position: the bf16 LM-head GEMV
         with self._stage("lm_head", "gemv_q4nx"):
-            return self.k.gemv_q4nx(*self.decode.lm_head, normed)
+            return self.k.gemv_q4nx(*self.decode.lm_head, normed, static_key=self._key("q4.lm_head"))
 
 
 class Q4DevicePipeline(Q4DecodeMixin, NpuPipeline):

@@ -156,7 +156,7 @@ class Fp32Executor(Executor):
         s, m = (np.repeat(np.asarray(v, np.float32), group, axis=1) for v in (scale, mn))
         return np.asarray(codes, np.float32) * s + m
 
-    def gemv_q4nx(self, codes, scale, mn, x):
+    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
         return self.dequant_q4nx(codes, scale, mn) @ np.asarray(x, np.float32)
 
 

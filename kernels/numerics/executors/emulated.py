@@ -32,7 +32,7 @@ from kernels.numerics.executors.emulated_elementwise import (
 )
 from kernels.numerics.executors.emulated_flash import flash_attention
 from kernels.numerics.executors.emulated_gemv import mv_lane_sum
-from kernels.numerics.executors.emulated_q4 import dequant_q4nx, gemv_q4nx
+from kernels.numerics.executors.emulated_q4 import dequant_q4nx, gemv_q4nx, group_columns
 from kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
 from kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
 from kernels.numerics.tiles import FUSED_CAST_MIN_MKN, default_tile
@@ -241,9 +241,9 @@ class EmulatedExecutor(Executor):
         with self.timer.time("dequant_q4nx"):
             return dequant_q4nx(codes, scale, mn)
 
-    def gemv_q4nx(self, codes, scale, mn, x):
+    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
         with self.timer.time("gemv_q4nx"):
-            return gemv_q4nx(codes, scale, mn, x)
+            return gemv_q4nx(codes, scale, mn, x, self._static("gemv_q4nx.codes", codes, static_key, group_columns))
 
     # --- attention ---------------------------------------------------------------------------------------
 

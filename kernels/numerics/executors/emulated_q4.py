@@ -65,14 +65,24 @@ def reduce_add_32(v: np.ndarray) -> np.ndarray:
     return t[..., 0]
 
 
-def gemv_q4nx(codes, scale, mn, x) -> np.ndarray:
-    """y = W x with W = q * scale + min, in q4_k.h's order and roundings (module docstring); bf16 out."""
+def group_columns(codes) -> np.ndarray:
+    """The codes as (32, M, G): column c of every group contiguous, the operand order of the mac chain (a layout
+    copy only: `gemv_q4nx` computes the same numbers from it, 32 contiguous passes instead of 32 strided ones)."""
+    q = f32(codes)
+    M, K = q.shape
+    return np.ascontiguousarray(q.reshape(M, K // Q4_GROUP, Q4_GROUP).transpose(2, 0, 1))
+
+
+def gemv_q4nx(codes, scale, mn, x, columns: np.ndarray | None = None) -> np.ndarray:
+    """y = W x with W = q * scale + min, in q4_k.h's order and roundings (module docstring); bf16 out.
+    `columns`: `group_columns(codes)`, when the caller keeps it (a resident weight)."""
     q3, s, m = group_views(codes, scale, mn)
     M, G, _ = q3.shape
+    cols = group_columns(codes) if columns is None else columns
     xg = f32(x).reshape(G, Q4_GROUP)  # (groups, columns of a group)
     t = np.zeros((M, G), np.float32)
     for c in range(Q4_GROUP):  # the mul/mac chain over the group's 32 columns, in column order
-        t += q3[:, :, c] * xg[:, c]
+        t += cols[c] * xg[:, c]
     tb = to_bf16(t)  # temp_acc.to_vector<bf16>()
     rb = to_bf16(reduce_add_32(xg))  # (G,) bf16(reduce_add(x of the group))
     acc = np.zeros(M, np.float32)

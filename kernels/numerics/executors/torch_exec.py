@@ -139,7 +139,7 @@ class TorchExecutor(Executor):
         with self.timer.time("dequant_q4nx"), torch.inference_mode():
             return self._np(self._dequant(codes, scale, mn))
 
-    def gemv_q4nx(self, codes, scale, mn, x):
+    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
         with self.timer.time("gemv_q4nx"), torch.inference_mode():
             return self._np(self._dequant(codes, scale, mn) @ self._t(x))
 
