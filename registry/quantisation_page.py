@@ -41,16 +41,20 @@ def render_split(v: DeploymentView) -> str:
     read = v.latest("QuantisedBundleRead")
     layout = read.payload.get("layout") if read else "?"
     padded = ", ".join(read.payload.get("padded") or []) if read else ""
+    device = bool(read) and read.payload.get("style") == "device"
+    weights = ("the dequantised weights (prefill) and the decode's re-quantised ones (on-device style, "
+               "decode.requant)" if device else "the dequantised weights")
     line = (f"implementation: KL mean {fixed(impl['kl_mean'], 4) if impl else 'not measured yet'} vs dequantised; "
             f"quantisation: KL mean {fixed(q.get('kl_mean'), 4)} vs bf16")
     rows = []
     if impl:
-        rows.append(["implementation", f"{impl['executor']} vs HF transformers on the dequantised weights",
+        rows.append(["implementation", f"{impl['executor']} vs HF transformers on {weights}",
                      impl["n_prompts"], fixed(impl["kl_mean"], 4), fixed(impl["kl_max"], 3),
                      fixed(impl["top5_agreement"], 3), fixed(impl["ppl_ratio_max"], 3),
                      "CPU emulator (Phase 3 token gate)" if impl["executor"] == "emulated" else impl["executor"],
                      "PASS" if impl["passed"] else "FAIL"])
-    rows.append(["quantisation", f"dequantised vs original bf16 (HF transformers both; Q4NX {layout})",
+    rows.append(["quantisation", f"{'dequantised + re-quantised' if device else 'dequantised'} vs original bf16 "
+                                 f"(HF transformers both; Q4NX {layout})",
                  q.get("n_prompts"), fixed(q.get("kl_mean"), 4), fixed(q.get("kl_max"), 3),
                  fixed(q.get("top5_agreement"), 3), fixed(q.get("ppl_ratio_max"), 3),
                  f"CPU, HF transformers (Phase 0, seq {budget.seq})", "PASS" if q.get("passed") else "FAIL"])

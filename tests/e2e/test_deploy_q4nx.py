@@ -109,6 +109,8 @@ def test_an_on_device_4_bit_deployment_verifies_the_4_bit_kernels_fuses_its_deco
     assert list(final["profile"]["npu2"]["per_elf"]["decode"]) == ["fused_decode"]
     [evaluation] = _stream(ws, "tqd", "EvaluationRecorded")
     assert evaluation["verdict"] == "PASS", evaluation["findings"]
+    report = (ws / "llms" / "tqd" / "docs" / "evaluation_report.md").read_text()
+    assert "decode's re-quantised ones (on-device style" in report and "dequantised + re-quantised vs original" in report
 
 
 def test_a_changed_decode_requant_fails_the_audit_naming_it(q4nx_device_snapshot, tmp_path):
