@@ -1,15 +1,15 @@
 """The weights the on-device 4-bit decode streams (the llama32_1b_q4nx style): the bundle re-quantised.
 
 mlir-air's on-device 4-bit deployment does not stream the bundle's codes as stored. llama32_1b_q4nx/
-q4nx_requant.py `build_requant_cache`@a75ea2e dequantises every projection of the bundle in float32
-(`Q4nxModel.dequant`, unrounded) and re-quantises it per 32-column group with min/max codes (`_requant_q4k`):
+q4nx_requant.py `build_requant_cache`@137ff7c dequantises every projection of the bundle in float32
+(`Q4nxModel.dequant`, unrounded) and re-quantises it per 32-column group with min/max codes (`_requant_q4k`, :25-34):
   mn = the group's min, sc = (max - mn) / 15 in float32 (1.0 for a constant group),
   q  = clip(round((w - mn) / sc), 0, 15)        numpy's round: to nearest, ties to even
 and the tied LM head is the bf16 `embed_tokens` re-quantised the same way (the bundle's own lm_head is ignored;
 the vocabulary padding rows are zero and discarded, so they are not built here). An untied head (no mlir-air 4-bit
-model has one; kernels.model.q4nx_bundle keeps it bf16 in the bundle) is re-quantised from that bf16 tensor. The packer stores scale and
-min as bf16 (proj_qmm_pack.py `pack_q4k_block`@0d63308: `bfloat16(scale[r, g])`, nearest even), so the
-decode's weight is w' = q * bf16(sc) + bf16(mn), an additive min whatever the bundle's layout.
+model has one; kernels.model.q4nx_bundle keeps it bf16 in the bundle) is re-quantised from that bf16 tensor.
+The packer stores scale and min as bf16 (proj_qmm_pack.py `pack_q4k_block`:33-38@0d63308: `bfloat16(scale[r, g])`,
+nearest even), so the decode's weight is w' = q * bf16(sc) + bf16(mn), an additive min whatever the bundle's layout.
 
 `decode_weights(bundle_path, config) -> DecodeWeights`: per layer the seven projections as (codes, scale, min) in
 the pipeline's names, plus the LM head; the in-process pipeline's decode runs `gemv_q4nx` on them
