@@ -56,10 +56,7 @@ def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: s
         raise click.ClickException(str(e)) from e
     host_bytes = int(host_memory_gib * 2**30) if host_memory_gib else None
     if curve:
-        if weights != "bf16":
-            raise click.ClickException("--curve models the bf16 deployment only; the 4-bit model (--weights) gives "
-                                       "one point")
-        _curve(app, target, config, switches, host_bytes, as_json, png_path)
+        _curve(app, target, config, switches, host_bytes, as_json, png_path, weights)
         return
     try:
         p = predict_weights(config, weights, seq=seq, switches=switches, ctx=ctx, host_bytes=host_bytes)
@@ -76,14 +73,14 @@ def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: s
 
 
 def _curve(app, target: str, config, switches: str | None, host_bytes: int | None, as_json: bool,
-           png_path: str | None) -> None:
+           png_path: str | None, weights: str = "bf16") -> None:
     """`ledger predict --curve`: both curves under one switch set, the table (or JSON) on stdout, the PNG beside."""
     try:
         sw = normalize_switches(switches)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     name = Path(target).stem if Path(target).is_file() else Path(target).name
-    c = npu2_curve(config, sw, sw, max_positions=context_window(app, target), host_bytes=host_bytes)
+    c = npu2_curve(config, sw, sw, max_positions=context_window(app, target), host_bytes=host_bytes, weights=weights)
     png = Path(png_path or f"{name}_curve.png")
     try:
         png.write_bytes(curve_png(c, f"{name}: modelled NPU2"))

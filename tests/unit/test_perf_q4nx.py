@@ -128,3 +128,13 @@ def test_with_fusion_off_the_on_device_decode_is_one_gemv_dispatch_per_projectio
     assert unfused.ms_per_token > fused.ms_per_token  # Phase 5's decode:fusion has something to gain
     assert unfused.totals["decode"]["host"] > 0 and fused.totals["decode"]["host"] == 0
     assert any("never measured" in n for n in unfused.notes)  # the unfused form is a heuristic and says so
+
+
+def test_the_on_device_curve_decodes_at_one_rate_whatever_the_context(tmp_path):
+    # the fused decode's template streams the whole ATTN_MAXL window every token (llama32_3b_q4nx/README.md@75bad96)
+    r = CliRunner().invoke(cli, ["predict", LLAMA_1B, "--weights", "q4nx-device", "--curve", "--json",
+                                 "--png", str(tmp_path / "c.png")])
+    assert r.exit_code == 0, r.output
+    curve = json.loads(r.output)
+    rates = {pt["decode_tokens_per_sec"] for pt in curve["decode"]["points"] if pt["status"] == "ok"}
+    assert len(rates) == 1 and curve["weights"] == "q4nx-device" and (tmp_path / "c.png").stat().st_size
