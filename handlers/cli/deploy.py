@@ -17,7 +17,7 @@ from handlers.gates import GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, describe
-from handlers.planning import deployment_plan
+from handlers.planning import deployment_plan, plan_weights
 from handlers.queries import TargetError, model_target
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
@@ -191,11 +191,12 @@ def graph_cmd() -> None:
 @click.argument("target_")
 @click.option("--target", type=click.Choice(["npu2", "npu1"]), default=None)
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--weights", type=click.Choice(PLAN_WEIGHTS), default="bf16", show_default=True,
+@click.option("--weights", type=click.Choice(PLAN_WEIGHTS), default=None,
               help="plan for these weights: bf16, q4nx-host (dequantised at load: the bf16 rows) or q4nx-device "
-                   "(4-bit GEMVs in decode, dequant at load)")
+                   "(4-bit GEMVs in decode, dequant at load); default: a deployment's own (as its Phase 1 plans), "
+                   "else bf16")
 @click.pass_obj
-def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights: str) -> None:
+def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights: str | None) -> None:
     """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
     app.read_only = True
     try:
@@ -203,6 +204,7 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights:
     except TargetError as e:
         raise click.ClickException(str(e)) from e
     own = None if Path(target_).exists() else target_  # a deployment is planned without its own rows, as Phase 1 does
+    weights = weights or (plan_weights(DeploymentUnit(app.ledger, own).state) if own else "bf16")
     rows, _ = deployment_plan(cfg, tgt, app.ledger, own, weights=weights)  # the registry's measured rows first, then the heuristic
     if as_json:
         click.echo(json.dumps(results.plan_json(rows), indent=1))
