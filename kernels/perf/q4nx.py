@@ -269,7 +269,8 @@ def _device(c: ModelConfig, p: Prediction, seq: int) -> Prediction:
     if d["weight_bytes"] > 4 * 2**30:
         notes.append("decode weights exceed the 4 GiB one BO addresses: split over layer groups (DECODE_WGROUP, "
                      "llama31_8b_q4nx/README.md@a8131a5), still one dispatch")
-    notes += measured_lines(c, ttft, token_s)
+    if not calls:  # the READMEs measured the fused decode: an unfused figure is not set beside them
+        notes += measured_lines(c, ttft, token_s)
     return replace(p, ttft_s=round(ttft, 6), prefill_s=round(p.prefill_s - saved, 6),
                    decode_tokens_per_s=round(1.0 / token_s, 4), ms_per_token=_ms(token_s),
                    decode_calls_per_layer=calls, per_elf=per_elf, per_kernel=per_kernel,

@@ -128,6 +128,8 @@ def test_with_fusion_off_the_on_device_decode_is_one_gemv_dispatch_per_projectio
     assert unfused.ms_per_token > fused.ms_per_token  # Phase 5's decode:fusion has something to gain
     assert unfused.totals["decode"]["host"] > 0 and fused.totals["decode"]["host"] == 0
     assert any("never measured" in n for n in unfused.notes)  # the unfused form is a heuristic and says so
+    assert not any(n.startswith("measured NPU2") for n in unfused.notes)  # not set beside the README's fused figure
+    assert any(n.startswith("measured NPU2") for n in fused.notes)
 
 
 def test_the_on_device_curve_decodes_at_one_rate_whatever_the_context(tmp_path):
