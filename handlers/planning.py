@@ -46,9 +46,10 @@ def workspace_registry(app) -> PlanningRegistry:
     return PlanningRegistry([], os.environ.get(ENV_MLIR_AIR) or None)
 
 
-def plan_weights(state) -> str:
-    """The weight format a deployment's Phase 1 plans (kernels.model.plan.PLAN_WEIGHTS): the 4-bit kernels for an
-    on-device 4-bit deployment, the bf16 rows otherwise (a host-dequantised bundle runs the bf16 pipeline)."""
+def deployment_weights(state) -> str:
+    """The weight format a deployment declared at init (kernels.model.plan.PLAN_WEIGHTS, kernels.perf.q4nx.WEIGHTS):
+    "q4nx-device" for an on-device 4-bit deployment, "bf16" otherwise (a host-dequantised bundle runs the bf16
+    pipeline). Phase 1 plans with it, its model backend runs and prices it, the evaluator re-derives with it."""
     return "q4nx-device" if (state.quantisation or {}).get("style") == "device" else "bf16"
 
 

@@ -31,7 +31,7 @@ from handlers.gates import GateRun
 from handlers.gates.phase1 import kernel_row, verify_row
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import model_backend
-from handlers.planning import plan_weights, recorded_sources
+from handlers.planning import deployment_weights, recorded_sources
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import make_runner
 from kernels.numerics.executors.standin import StandinError, StandinFault
@@ -109,7 +109,7 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
         if isinstance(ev.event, KernelVerified):
             latest[kernel_key(ev.event.kernel, ev.event.shape)] = ev.event
     sources = recorded_sources(unit.events, state.passed[Phase.KERNELS].attempt)  # the rows as Phase 1 planned them
-    planned = {kernel_key(r.kernel, r.shape): r for r in replan(ctx.config, state.target, sources, plan_weights(state))}
+    planned = {kernel_key(r.kernel, r.shape): r for r in replan(ctx.config, state.target, sources, deployment_weights(state))}
     now = current_toolchain(executor)
     new_events: list = []
     for i, (key, old) in enumerate(sorted(latest.items()), start=1):

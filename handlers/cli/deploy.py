@@ -17,7 +17,7 @@ from handlers.gates import GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, describe
-from handlers.planning import deployment_plan, plan_weights
+from handlers.planning import deployment_plan, deployment_weights
 from handlers.queries import TargetError, model_target
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
@@ -204,7 +204,7 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights:
     except TargetError as e:
         raise click.ClickException(str(e)) from e
     own = None if Path(target_).exists() else target_  # a deployment is planned without its own rows, as Phase 1 does
-    weights = weights or (plan_weights(DeploymentUnit(app.ledger, own).state) if own else "bf16")
+    weights = weights or (deployment_weights(DeploymentUnit(app.ledger, own).state) if own else "bf16")
     rows, _ = deployment_plan(cfg, tgt, app.ledger, own, weights=weights)  # the registry's measured rows first, then the heuristic
     if as_json:
         click.echo(json.dumps(results.plan_json(rows), indent=1))

@@ -9,13 +9,12 @@ re-judges it against the stricter of its recorded thresholds and `kernels.thresh
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from handlers.evaluator.audit import Finding
 from kernels.model.config import ModelConfig
 from kernels.model.digest import file_sha256
-from kernels.model.q4nx import read_bundle
+from kernels.model.q4nx import named_bytes_sha256, read_bundle
 from kernels.model.q4nx_bundle import BUNDLE_FILE, REFERENCE_FILE, decode_reference_sha256, reference_sha256
 from kernels.model.q4nx_device import DECODE_FILE
 from kernels.thresholds import FIGURE_RTOL, quant_budget_problems, strictest_quant_budget
@@ -48,10 +47,7 @@ def check_budget(rec: RecordedEvent) -> list[str]:
 def _tensors_sha256(path: Path) -> str:
     """sha256 of a safetensors file's tensors (names and bytes, sorted), as QuantisedBundleRead hashes them."""
     b = read_bundle(path)
-    h = hashlib.sha256()
-    for name in b.names:
-        h.update(name.encode() + b"\0" + bytes(b.raw(name)))
-    return h.hexdigest()
+    return named_bytes_sha256({name: bytes(b.raw(name)) for name in b.names})
 
 
 def quantisation_findings(state: DeploymentState, events: list[RecordedEvent], cfg: ModelConfig) -> list[Finding]:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from handlers.evaluator.audit import Finding
-from handlers.planning import plan_weights
+from handlers.planning import deployment_weights
 from handlers.gates.phase1 import kernel_row, verify_once
 from handlers.gates.runtime import backend_class, model_backend
 from kernels.backends.kernel_runners import make_runner
@@ -50,7 +50,7 @@ def phase1_rows(state) -> list:
 def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None,
                   sources: dict | None = None) -> tuple[list[Finding], list[dict]]:
     rows = phase1_rows(state)
-    planned = {kernel_key(r.kernel, r.shape): r for r in replan(cfg, state.target, sources, plan_weights(state))}  # as Phase 1 planned
+    planned = {kernel_key(r.kernel, r.shape): r for r in replan(cfg, state.target, sources, deployment_weights(state))}  # as Phase 1 planned
     candidates = [ev for ev in rows if kernel_key(ev.event.kernel, ev.event.shape) in planned]
     seed = sample_seed(head_hash)
     chosen = sorted(random.Random(seed).sample(candidates, min(KERNEL_REMEASURE_SAMPLE, len(candidates))),

@@ -38,7 +38,7 @@ from statemachine.gate import GateContext
 from statemachine.predicates import GATES
 from statemachine.phases import Phase
 from kernels.model.digest import changed_files, changed_numerics, invalidated_phases
-from handlers.planning import plan_weights
+from handlers.planning import deployment_weights
 from kernels.perf.curve import npu2_curve
 from kernels.perf.figures import npu2_prediction
 from kernels.model.config import ModelConfig
@@ -284,7 +284,7 @@ def figure_findings(events: list[RecordedEvent], states: list) -> list[Finding]:
         if rec.type == "PerformanceMeasured":
             findings += [Finding("error", rec.seq, "figures", f"PerformanceMeasured(phase {p['phase']}): {m}")
                          for m in _perf_problems(p, state.config if state is not None else None,
-                                                 plan_weights(state) if state is not None else "bf16")]
+                                                 deployment_weights(state) if state is not None else "bf16")]
         elif rec.type == "OptimizationTried":
             after = (p.get("samples") or {}).get("after_samples_s")
             if after and not _close(p.get("after_s"), statistics.median(after)):

@@ -36,12 +36,12 @@ from ledger.events import KernelVerified
 from statemachine.checks import atol_artifact
 from statemachine.gate import GateContext, kernel_key
 from statemachine.phases import Phase
-from handlers.planning import deployment_plan, plan_weights
+from handlers.planning import deployment_plan, deployment_weights
 
 
 def run(ctx: GateRun) -> GateOutcome:
     state = ctx.state
-    rows, sources = deployment_plan(ctx.config, state.target, ctx.ledger, state.name, plan_weights(state))  # registry first, each row says its source
+    rows, sources = deployment_plan(ctx.config, state.target, ctx.ledger, state.name, deployment_weights(state))  # registry first, each row says its source
     events: list = []
     triage: list = []
     failures: list[str] = []

@@ -17,7 +17,7 @@ from handlers.gates.phase23 import token_gate_events
 from handlers.gates.runtime import declared_options, model_backend
 from handlers.lifeline import child_env
 from handlers.narrate import relay_progress
-from handlers.planning import plan_weights, recorded_sources
+from handlers.planning import deployment_weights, recorded_sources
 from handlers.evaluator.remeasure import phase1_rows
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.digest import model_digest
@@ -42,7 +42,7 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
     head = ledger.head()  # the sample seed: unknown to whoever wrote the evidence
     try:  # the plan is re-derived from config.json itself, not from what the ledger says the config was
         cfg = resolve(load_raw_config(ctx.model_path))
-        planned = [(r.kernel, r.shape) for r in plan(cfg, target=state.target, weights=plan_weights(state))]
+        planned = [(r.kernel, r.shape) for r in plan(cfg, target=state.target, weights=deployment_weights(state))]
     except Exception as e:  # noqa: BLE001 - an unreadable model folder is a finding, not a crash
         findings.append(audit.Finding("error", None, "model-folder", f"cannot re-derive the plan: {e}"))
         cfg, planned = ctx.config, None
@@ -61,7 +61,7 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
     findings += audit_replay.rejudge_attempts(events, states, planned)
     findings += audit_replay.figure_findings(events, states)
     findings += audit_replay.gate_evidence_findings(events, states)
-    findings += plan_source_findings(events, ledger.read_all(), cfg, state.target, plan_weights(state))
+    findings += plan_source_findings(events, ledger.read_all(), cfg, state.target, deployment_weights(state))
     findings += quantisation_findings(state, events, cfg)
     findings += [audit.Finding("error", e.seq, e.type, msg) for e in events if e.type == "QuantisationBudgetMeasured"
                  for msg in check_budget(e)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from handlers.planning import deployment_weights
 from kernels.backends.base import BackendUnavailable, ModelBackend
 from kernels.backends.model_backends import backend_type, make_model_backend
 from kernels.model.config import ModelConfig
@@ -25,11 +26,11 @@ __all__ = ["DECODE", "FAULTS", "SWITCHES", "BackendUnavailable", "backend_class"
 
 def make_backend(executor: str, model_path: str | Path, config: ModelConfig, *, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
-                 deployment: str | None = None) -> ModelBackend:
+                 deployment: str | None = None, weights: str = "bf16") -> ModelBackend:
     """The model backend of a deployment's executor (kernels.backends.model_backends.make_model_backend): mlir-air's
     model directory (`make verify / diagnosis / profile`) for mlir-air, the in-process pipeline otherwise."""
     return make_model_backend(executor, model_path, config, target=target, switches=switches, faults=faults,
-                              deployment=deployment)
+                              deployment=deployment, weights=weights)
 
 
 def backend_class(state: DeploymentState) -> type[ModelBackend]:
@@ -53,4 +54,4 @@ def model_backend(state: DeploymentState, config: ModelConfig, overrides: dict[s
     """The deployment's model backend with its declared options (+ `overrides`)."""
     switches, faults = declared_options(state, overrides)
     return make_backend(state.executor, state.model_path, config, target=state.target, switches=switches,
-                        faults=faults, deployment=model_dir_name(state.name))
+                        faults=faults, deployment=model_dir_name(state.name), weights=deployment_weights(state))

@@ -22,7 +22,7 @@ from procrastinate.exceptions import AlreadyEnqueued
 
 from handlers import deploy
 from handlers.gates import GateOutcome, GateRun
-from handlers.planning import deployment_plan, plan_weights
+from handlers.planning import deployment_plan, deployment_weights
 from handlers.uow import DeploymentError, DeploymentUnit, SomeoneElseAdvanced
 from handlers.workers.queue import (
     FINAL_STATUSES,
@@ -85,7 +85,7 @@ def open_kernel_attempt(unit: DeploymentUnit, progress) -> int:
         return state.open_attempt.number
     deploy.stop_if_model_changed(unit, progress)
     rows, sources = deployment_plan(GateRun(state=state, workspace=None).config, state.target, unit.ledger, state.name,
-                                    plan_weights(state))
+                                    deployment_weights(state))
     attempt = state.attempt_number(Phase.KERNELS)
     deploy.open_attempt(unit, Phase.KERNELS, attempt, GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows],
                                                                   plan_sources=sources))

@@ -30,7 +30,7 @@ from typing import Any
 from handlers.deploy import bind
 from handlers.gates import GateRun
 from handlers.gates.phase1 import kernel_row, verify_row
-from handlers.planning import plan_weights, recorded_sources
+from handlers.planning import deployment_weights, recorded_sources
 from handlers.uow import DeploymentUnit, SomeoneElseAdvanced
 from kernels.backends.kernel_runners import make_runner
 from kernels.backends.runner_base import KernelRunner
@@ -101,7 +101,7 @@ def _planned_row(unit: DeploymentUnit, kernel: str, shape: dict[str, Any]):
     state = unit.state
     key = kernel_key(kernel, shape)
     sources = recorded_sources(unit.events, state.open_attempt.number)
-    for row in replan(GateRun(state=state, workspace=None).config, state.target, sources, plan_weights(state)):
+    for row in replan(GateRun(state=state, workspace=None).config, state.target, sources, deployment_weights(state)):
         if kernel_key(row.kernel, row.shape) == key:
             return row
     raise RowRefused(f"{kernel} {key[1]} is not in the plan of {state.name}")

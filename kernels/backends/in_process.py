@@ -19,13 +19,14 @@ from kernels.model.config import ModelConfig
 from kernels.model.hf_reference import HfRunner
 from kernels.model.faults import WEIGHT_FAULTS, build_pipeline, bundle_dequantiser
 from kernels.model.q4nx_bundle import BUNDLE_FILE, host_dequantised_weights, is_quantised_folder
-from kernels.model.q4nx_device import decode_weights, is_device_folder
+from kernels.model.q4nx_device import decode_weights
 from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from kernels.model.options import PipelineOptions
 from kernels.model.prompts import Prompt, canonical_tokens, mlir_air_prompts, prompts_for
 from kernels.model.weights import load_weights
 from kernels.perf.curve import context_window, npu2_curve
 from kernels.perf.dispatch import SWITCHES
+from kernels.perf.q4nx import check_weights
 from kernels.perf.figures import (
     DECODE,
     NPU2_DECODE_CTX,
@@ -53,15 +54,8 @@ def _weights(folder: str, config: ModelConfig, faults: frozenset[str] = frozense
 
 @lru_cache(maxsize=2)
 def _decode_weights(folder: str, config: ModelConfig):
-    """An on-device 4-bit deployment's decode weights (its bundle re-quantised, kernels.model.q4nx_device), or
-    None for every other folder."""
-    return decode_weights(Path(folder) / BUNDLE_FILE, config) if is_device_folder(folder) else None
-
-
-def weights_format(folder: str | Path) -> str:
-    """What the NPU2 model prices (kernels.perf.q4nx.WEIGHTS): the on-device 4-bit decode for a device-style
-    reference folder; bf16 otherwise (a host-dequantised 4-bit deployment runs the bf16 pipeline)."""
-    return "q4nx-device" if is_device_folder(folder) else "bf16"
+    """An on-device 4-bit deployment's decode weights: its bundle re-quantised (kernels.model.q4nx_device)."""
+    return decode_weights(Path(folder) / BUNDLE_FILE, config)
 
 
 @lru_cache(maxsize=4)
@@ -82,12 +76,13 @@ class InProcessBackend:
 
     switches_keep_numbers = True  # PipelineOptions' switches change the dispatch, never the numbers
     hardware = False
-    runs_q4nx_device = True  # kernels.model.pipeline_q4 (a device-style reference folder chooses it)
+    runs_q4nx_device = True  # kernels.model.pipeline_q4, for weights "q4nx-device"
     can_bisect = True  # the pipeline swaps its kernels to FP32 one at a time (kernels.model.compare.bisect_block)
     block_remeasure_atol = BLOCK_REMEASURE_ATOL  # a re-run differs by bf16 flips only
 
     def __init__(self, model_path: str | Path, config: ModelConfig, executor: str, target: str = "npu2",
-                 switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset()) -> None:
+                 switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
+                 weights: str = "bf16") -> None:
         self.model_path, self.config, self.name, self.target = str(model_path), config, executor, target
         known = {*SWITCHES, *(DECODE + k for k in SWITCHES)}
         self._switches = {k: bool(v) for k, v in (switches or {}).items() if k in known}
@@ -95,10 +90,11 @@ class InProcessBackend:
         # the in-process pipeline has one code path per switch for prefill and decode alike: a switch applied on
         # either path turns it on (the token gate then checks those numerics); dispatch-only switches have none
         numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
-        self.weights = weights_format(self.model_path)
+        self.weights = check_weights(weights)  # what the NPU2 model prices (kernels.perf.q4nx.WEIGHTS)
+        decode = _decode_weights(self.model_path, config) if weights == "q4nx-device" else None
         self.pipeline = build_pipeline(_weights(self.model_path, config, self._faults & WEIGHT_FAULTS), config,
                                        pipeline_executor(executor, target), PipelineOptions(**numerics, faults=self._faults),
-                                       _decode_weights(self.model_path, config))
+                                       decode)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -106,7 +102,7 @@ class InProcessBackend:
         return {**self.pipeline.options.to_dict(), "switches": dict(sorted(self._switches.items()))}
 
     def with_options(self, switches: dict[str, bool], faults: frozenset[str] = frozenset()) -> "InProcessBackend":
-        return InProcessBackend(self.model_path, self.config, self.name, self.target, switches, faults)
+        return InProcessBackend(self.model_path, self.config, self.name, self.target, switches, faults, self.weights)
 
     @property
     def reference(self):

@@ -23,9 +23,11 @@ def backend_type(executor: str) -> type[ModelBackend]:
 
 def make_model_backend(executor: str, model_path: str | Path, config: ModelConfig, *, target: str = "npu2",
                        switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
-                       deployment: str | None = None) -> ModelBackend:
+                       deployment: str | None = None, weights: str = "bf16") -> ModelBackend:
     """The model backend of `executor` for a model folder; `deployment` names the mlir-air model directory
-    (programming_examples/llms/<deployment>/). Raises BackendUnavailable when it cannot be built."""
+    (programming_examples/llms/<deployment>/); `weights` the deployment's weight format (the in-process pipeline
+    runs "q4nx-device" with its 4-bit decode; init refuses that style on mlir-air). Raises BackendUnavailable when
+    it cannot be built."""
     if backend_type(executor) is MlirAirBackend:
         if not deployment:
             raise BackendUnavailable("the mlir-air backend needs the deployment's name (its model directory)")
@@ -33,4 +35,4 @@ def make_model_backend(executor: str, model_path: str | Path, config: ModelConfi
             return MlirAirBackend(model_path, config, deployment, target, switches, faults)
         except MlirAirBackendError as e:
             raise BackendUnavailable(str(e)) from e
-    return InProcessBackend(model_path, config, executor, target, switches, faults)
+    return InProcessBackend(model_path, config, executor, target, switches, faults, weights)

@@ -185,6 +185,14 @@ def write_container(path: Path, tensors: dict[str, tuple[str, list[int], bytes]]
     return h.hexdigest()
 
 
+def named_bytes_sha256(named: dict[str, bytes]) -> str:
+    """sha256 over (name, NUL, bytes) in name order: how QuantisedBundleRead digests a set of tensors."""
+    h = hashlib.sha256()
+    for name in sorted(named):
+        h.update(name.encode() + b"\0" + named[name])
+    return h.hexdigest()
+
+
 def bf16_bytes(a: np.ndarray) -> bytes:
     return np.asarray(a, np.float32).astype(_BF16).tobytes()
 

@@ -13,7 +13,6 @@ model.safetensors, the bundle beside it) so transformers loads the dequantised r
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -29,13 +28,14 @@ from kernels.model.q4nx import (
     Q4nxError,
     bf16_bytes,
     dequantise,
+    named_bytes_sha256,
     pack,
     padded_shape,
     quantise,
     read_bundle,
     write_container,
 )
-from kernels.model.q4nx_device import DECODE_FILE, decode_tensors, decode_weights, tensors_sha256
+from kernels.model.q4nx_device import DECODE_FILE, decode_tensors, decode_weights
 from kernels.model.weights import ModelWeights, expected_tensors, load_weights, weights_from
 
 BUNDLE_FILE = "model.q4nx"
@@ -125,18 +125,19 @@ def reference_bytes(tensors: dict[str, np.ndarray]) -> dict[str, tuple[str, list
     return {name: ("BF16", list(a.shape), bf16_bytes(a)) for name, a in tensors.items()}
 
 
+def container_sha256(tensors: dict[str, tuple[str, list[int], bytes]]) -> str:
+    """The digest QuantisedBundleRead records of a container's tensors: names and bytes, in name order."""
+    return named_bytes_sha256({name: t[2] for name, t in tensors.items()})
+
+
 def reference_sha256(bundle_path: str | Path, config: ModelConfig) -> str:
     """sha256 of the model.safetensors `write_reference_folder` writes from this bundle (re-derived, not read)."""
-    tensors = reference_bytes(dequantised_tensors(read_bundle(bundle_path), config))
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        h.update(name.encode() + b"\0" + tensors[name][2])
-    return h.hexdigest()
+    return container_sha256(reference_bytes(dequantised_tensors(read_bundle(bundle_path), config)))
 
 
 def decode_reference_sha256(bundle_path: str | Path, config: ModelConfig) -> str:
     """sha256 of the decode.requant a device-style reference folder holds, re-derived from the bundle."""
-    return tensors_sha256(decode_tensors(decode_weights(bundle_path, config)))
+    return container_sha256(reference_bytes(decode_tensors(decode_weights(bundle_path, config))))
 
 
 def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str | Path,
@@ -153,16 +154,14 @@ def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str |
             shutil.copyfile(p, out / p.name)
     shutil.copyfile(bundle.path, out / BUNDLE_FILE)
     write_container(out / REFERENCE_FILE, tensors, {"format": "pt", "dequantised_from": BUNDLE_FILE})
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        h.update(name.encode() + b"\0" + tensors[name][2])
     decode_sha = ""
     if style == "device":
-        dec = decode_tensors(decode_weights(out / BUNDLE_FILE, config))
-        write_container(out / DECODE_FILE, reference_bytes(dec), {"format": "pt", "requantised_from": BUNDLE_FILE})
-        decode_sha = tensors_sha256(dec)
+        dec = reference_bytes(decode_tensors(decode_weights(out / BUNDLE_FILE, config)))
+        write_container(out / DECODE_FILE, dec, {"format": "pt", "requantised_from": BUNDLE_FILE})
+        decode_sha = container_sha256(dec)
     pads = bundle.metadata.get("padding", "")
-    return {"layout": bundle.layout(), "dequantised_sha256": h.hexdigest(), "style": style, "decode_sha256": decode_sha,
+    return {"layout": bundle.layout(), "dequantised_sha256": container_sha256(tensors), "style": style,
+            "decode_sha256": decode_sha,
             "padded": [p for p in pads.split(", ") if p and p != "none"], "scale_dtype": bundle.scale_dtype(),
             "stored_shapes": {n: bundle.header[n]["shape"] for n in bundle.names if is_projection(n)}}
 

@@ -21,14 +21,13 @@ dequantised bundle and decodes with these, as the deployment does).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from kernels.model.config import ModelConfig
-from kernels.model.q4nx import GROUP, bf16_bytes, dequantise_fp32, read_bundle, to_bf16
+from kernels.model.q4nx import GROUP, dequantise_fp32, read_bundle, to_bf16
 from kernels.model.weights import expected_tensors
 
 # a safetensors container, named so that neither transformers nor the weights check (`*.safetensors`) reads it as
@@ -107,15 +106,3 @@ def decode_tensors(weights: DecodeWeights) -> dict[str, np.ndarray]:
     out["lm_head.weight"] = to_bf16(requantised_fp32(weights.lm_head))
     return out
 
-
-def tensors_sha256(tensors: dict[str, np.ndarray]) -> str:
-    """sha256 over (name, bf16 bytes) in name order: the digest Phase 0 records and the evaluator re-derives."""
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        h.update(name.encode() + b"\0" + bf16_bytes(tensors[name]))
-    return h.hexdigest()
-
-
-def is_device_folder(folder: str | Path) -> bool:
-    """A reference folder of the device style (it holds the decode's weights)."""
-    return (Path(folder) / DECODE_FILE).is_file()

@@ -32,7 +32,7 @@ def folders(tiny_llama, tmp_path_factory):
 
 def test_the_device_styles_decode_runs_the_4_bit_gemv_for_every_projection_and_the_lm_head(folders):
     cfg, device, host = folders
-    backend = InProcessBackend(device, cfg, "emulated")
+    backend = InProcessBackend(device, cfg, "emulated", weights="q4nx-device")
     assert isinstance(backend.pipeline, Q4DevicePipeline) and backend.weights == "q4nx-device"
     pipe = backend.pipeline
     pipe.prefill(TOKENS)
