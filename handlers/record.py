@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from handlers.uow import DeploymentUnit
 from kernels.perf.evidence import EvidenceError, check_measurement
 from kernels.mlir_air.output import sha256_text
+from kernels.provenance import harness_provenance
 from kernels.mlir_air.transcript import parse_harness_transcript
 from ledger import Ledger
 from ledger.events import KernelVerified
@@ -44,9 +45,34 @@ def reused_by(ledger: Ledger, sha256: str, row: tuple) -> str | None:
     return None
 
 
+# the toolchain keys a person may declare for a transcript run elsewhere (kernels.toolchain names them)
+DECLARABLE_TOOLCHAIN = ("mlir_air_commit", "aie_opt", "air_opt", "xrt_smi", "peano")
+
+
+def parse_toolchain(text: str | None) -> dict[str, str]:
+    """`mlir_air_commit=e972f29,peano=clang 22.0` -> a toolchain dict; keys other than DECLARABLE_TOOLCHAIN and
+    empty values are refused (EvidenceError naming them)."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in DECLARABLE_TOOLCHAIN or not value:
+            raise EvidenceError(f"toolchain item {part.strip()[:60]!r} is not KEY=VALUE with KEY one of "
+                                f"{', '.join(DECLARABLE_TOOLCHAIN)}")
+        out[key] = value
+    return out
+
+
 def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contract: str | None, text: str,
-                   file_label: str, role: str = "") -> tuple[int, KernelVerified]:
-    """Validate the transcript for (kernel, shape, contract) and record it; return (seq, event)."""
+                   file_label: str, role: str = "", device: str | None = None,
+                   toolchain: dict[str, str] | None = None) -> tuple[int, KernelVerified]:
+    """Validate the transcript for (kernel, shape, contract) and record it; return (seq, event).
+
+    `device` and `toolchain` are what the person recording declares of the machine the transcript came from (the
+    NPU's name as xrt-smi reports it; the mlir-air commit and tool versions): with both, the row is
+    `npu2-measured`; without, `unattested` (kernels.provenance) and never verified, best or exported."""
     result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded
     unit = DeploymentUnit(ledger, name)
     fields = {k: v for k, v in result.kernel_verified_fields().items() if v is not None or k == "mean_rel_L1"}
@@ -61,6 +87,8 @@ def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contra
         kernel=kernel, shape=checked["shape"], contract=checked["contract"], executor="mlir-air",
         target=unit.state.target, source="harness", role=role,
         measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        provenance={"file": file_label, "output_sha256": digest}, **fields,
+        provenance={"file": file_label, "output_sha256": digest, "device": device or None,
+                    "toolchain": dict(toolchain or {}), "declared_by": "ledger record harness"},
+        provenance_class=harness_provenance(toolchain, device), **fields,
     )
     return unit.commit([event])[0], event

@@ -214,13 +214,14 @@ def diagnose_json(layers: list[LayerDiagnosed]) -> list[dict[str, Any]]:
 
 
 RECORD_HARNESS = obj({"seq": INT, "kernel": STR, "shape": ANY_OBJECT, "contract": STR, "verdict": STR,
-                      "output_sha256": STR})
+                      "output_sha256": STR, "provenance_class": STR})
 
 
 def record_harness_json(seq: int, event: KernelVerified) -> dict[str, Any]:
     """`ledger record harness ... --json`: the KernelVerified(source=harness) recorded from the transcript."""
     return {"seq": seq, "kernel": event.kernel, "shape": event.shape, "contract": event.contract,
-            "verdict": event.verdict, "output_sha256": event.provenance["output_sha256"]}
+            "verdict": event.verdict, "output_sha256": event.provenance["output_sha256"],
+            "provenance_class": event.provenance_class}
 
 
 # --- triage, the registry, the chain -------------------------------------------------------------------------

@@ -13,6 +13,8 @@ PerformanceMeasured (`toolchain`) records it.
                       (kernels.mlir_air.lock.probe_toolchain; peano's clang from PEANO_INSTALL_DIR)
   mlir_air_contract   the mlir-air contract version the checkout was read by (kernels.mlir_air.contract);
                       absent on rows recorded before it existed
+  standin            on a `ledger twin` checkout: "ledger twin" (kernels.mlir_air.lock.probe_toolchain reads its marker);
+                      kernels.provenance makes every figure run there a stand-in rehearsal
   standin_fault       only on rows of a declared stand-in fault (kernels.numerics.executors.standin): never on real rows
 
 `toolchain_label` renders one as a short, stable text (the history projection's x axis);
@@ -33,7 +35,7 @@ from kernels.perf import PERF_MODEL_VERSION
 # the keys that identify a toolchain, in the order labels show them
 KEYS = ("npu_ledger", "executor", "emulated_numerics", "perf_model", "torch", "mlir_air_commit", "mlir_air_contract",
         "aie_opt",
-        "air_opt", "xrt_smi", "peano", "standin_fault")
+        "air_opt", "xrt_smi", "peano", "standin", "standin_fault")
 
 
 @lru_cache(maxsize=1)

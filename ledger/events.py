@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ledger.event_base import DType, Event, ExecutorName, Measured, NewEvent, Target, Verdict
+from ledger.event_base import DType, Event, ExecutorName, Measured, NewEvent, ProvenanceClass, Target, Verdict
 from ledger.events_imported import NightlyPerfImported, QuantisationBudgetMeasured, QuantisedBundleRead
 
 
@@ -185,7 +185,10 @@ class KernelVerified(Measured):
     stage: Literal["load", "prefill", "decode", ""] = ""
     method: str = ""  # mlir-air's registry method: drain / fused-cast / direct (bf16 out), external / direct (f32 out)
     tier: str = ""  # high / low precision tier
-    provenance: dict[str, Any] = Field(default_factory=dict)  # command, output_sha256, host, toolchain, file
+    provenance: dict[str, Any] = Field(default_factory=dict)  # command, output_sha256, host, toolchain, device, file
+    # where the verdict and figures come from, decided where the row was made (kernels.provenance); every reader
+    # re-derives it from `source` and `provenance` (kernels.provenance.kernel_row_provenance), never trusts it
+    provenance_class: ProvenanceClass = ""
     measured_at: str = ""
     note: str = ""
     # a row that passed in an earlier, failed attempt of the same phase and was not re-run: the seq of the
@@ -310,6 +313,9 @@ class PerformanceMeasured(Measured):
     # decode tokens/s against context; modelled NPU2 on emulated/torch, the sweeps' on hardware); {} elsewhere and
     # in ledgers written before it
     curve: dict[str, Any] = Field(default_factory=dict)
+    # where the headline figures (ttft_s, prefill_s, ms_per_token, tokens_per_s) come from (kernels.provenance):
+    # modelled-npu2 on emulated / torch, standin-rehearsal on a twin checkout, npu2-measured from a device
+    provenance_class: ProvenanceClass = ""
 
 
 class EvaluationRecorded(Event):

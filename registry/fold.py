@@ -4,11 +4,16 @@
 
 * one `ShapeRow` per (page, shape), pages in catalog order, rows in the order their shape was first
   measured (lowest seq) — never dict or set iteration order, never the clock;
-* every measurement kept (`ShapeRow.measurements`, seq order) with its evidence class: `hardware`
-  (mlir-air harness or diagnosis runs), `imported` (mlir-air's own registry JSON), or `emulated` / `torch`;
+* every measurement kept (`ShapeRow.measurements`, seq order) with its evidence class, from the provenance
+  re-derived from the row's recorded facts (kernels.provenance; a row's own `provenance_class` claim is never
+  believed, a disagreement is kept as `claim_mismatch` for the evaluator): `hardware` (npu2-measured: a harness
+  run naming its device and a probed toolchain, not on a stand-in checkout), `imported` (mlir-air's own registry
+  JSON), `rehearsal` (a `ledger twin` checkout), `unattested` (a harness run with no device / toolchain
+  reported), or `emulated` / `torch`;
 * `best` = the fastest PASS among hardware/imported evidence; only when a shape has no hardware PASS at all
-  does an emulated/torch PASS become `best`, and then `best.evidence` says so (status 🧪). An emulated
-  throughput is a CPU figure: it never outranks a number measured on NPU2;
+  does another PASS become `best`, and then `best.evidence` says which (status 🎭 / ❔ / 🧪): the projections never
+  show it as verified, and the JSON and the lookup never hand it out. A rehearsal, unattested or emulated
+  throughput is not an NPU2 figure: it never outranks a number measured on NPU2;
 * "Used by" = the union of `<deployment> <role>` (deployment from the `deployment:<name>` stream id) and
   the `role` text of streams without a deployment (imported rows carry upstream's `used_by` there),
   in first-seen order;
@@ -16,8 +21,8 @@
   per-model docs;
 * a status per row: `verified` (hardware PASS), `caveat` (hardware PASS plus a recorded caveat: a hardware
   FAIL of another config, only the low-precision tier verified, tiles below target without a
-  justification), `failed` (no PASS, or hardware evidence that only FAILs), `emulated` (PASS on
-  emulated/torch evidence only).
+  justification), `failed` (no PASS, or hardware evidence that only FAILs), `unattested` / `rehearsal` /
+  `emulated` (PASS on that evidence only, no NPU2 evidence).
 
 Payloads are read as plain dicts with the `KernelVerified` field defaults (the recorder validated them on
 the way in), which keeps a rebuild over tens of thousands of rows close to the cost of reading them.
@@ -28,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from kernels.provenance import (IMPORTED_REGISTRY, NPU2_MEASURED, STANDIN_REHEARSAL, UNATTESTED, claim_problem,
+                                kernel_row_provenance)
 from ledger.events import KernelVerified
 from ledger.record import RecordedEvent
 from registry.catalog import CATALOG, KernelSpec, Shape, Tolerance, contract_tier, shape_key, spec_for, throughput
@@ -80,6 +87,8 @@ class Measurement:
     measured: str  # YYYY-MM[-DD]
     provenance: dict[str, Any] = field(repr=False)
     caveat: str = ""  # e.g. near-zero-atol-artifact: a FAIL verdict the Phase 1 gate accepts (see statemachine)
+    provenance_class: str = ""  # re-derived from the row's facts (kernels.provenance.kernel_row_provenance)
+    claim_mismatch: str = ""  # the row's recorded provenance_class disagrees with its facts (the evaluator's finding)
 
     @property
     def passed(self) -> bool:
@@ -147,16 +156,35 @@ class RegistryData:
         raise KeyError(f"no registry page {key!r}; pages: {[p.spec.key for p in self.pages]}")
 
 
-_EVIDENCE_ORDER = {"hardware": 0, "imported": 1, "emulated": 2, "torch": 3}
+_EVIDENCE_ORDER = {"hardware": 0, "imported": 1, "rehearsal": 2, "unattested": 3, "emulated": 4, "torch": 5}
 
 
-def evidence_of(source: str, executor: str) -> str:
+# the registry's evidence class of each provenance (kernels.provenance): only the first two count as NPU2
+_EVIDENCE_OF_CLASS = {NPU2_MEASURED: "hardware", IMPORTED_REGISTRY: "imported", STANDIN_REHEARSAL: "rehearsal",
+                      UNATTESTED: "unattested"}
+
+
+# how a row that is not an NPU2 figure is marked wherever it is shown: (glyph, what it is)
+NOT_NPU2 = {"rehearsal": ("🎭", "stand-in rehearsal, not NPU2"), "unattested": ("❔", "unattested harness run, not NPU2"),
+            "emulated": ("🧪", "CPU emulator, not NPU2"), "torch": ("🧪", "torch on CPU, not NPU2")}
+
+
+def not_npu2_mark(m: "Measurement") -> str:
+    """`🎭 stand-in rehearsal, not NPU2` (etc.) for a row whose figures are not NPU2 measurements; "" for one that is."""
+    if m.on_hardware:
+        return ""
+    glyph, what = NOT_NPU2.get(m.evidence, ("🧪", f"{m.evidence}, not NPU2"))
+    return f"{glyph} {what}"
+
+
+def evidence_of(source: str, executor: str, provenance_class: str = "") -> str:
+    """The row's evidence class from its re-derived provenance (never from what the row claims): hardware
+    (npu2-measured), imported (mlir-air's registry), rehearsal (a stand-in checkout), unattested (a harness run
+    with no device / toolchain reported), emulated or torch (CPU executors)."""
+    if provenance_class in _EVIDENCE_OF_CLASS:
+        return _EVIDENCE_OF_CLASS[provenance_class]
     if source in ("emulated", "torch"):
         return source
-    if source == "imported":
-        return "imported"
-    if executor == "mlir-air":
-        return "hardware"
     return "torch" if executor == "torch" else "emulated"
 
 
@@ -198,7 +226,8 @@ def measurement(rec: RecordedEvent) -> Measurement:
     shape = shape_key(spec, get("shape") or {})
     executor = get("executor")
     source = get("source")
-    evidence = evidence_of(source, executor)
+    derived = kernel_row_provenance(p)
+    evidence = evidence_of(source, executor, derived)
     deployment = deployment_of(rec.stream_id)
     role = get("role") or ""
     if deployment:
@@ -219,7 +248,8 @@ def measurement(rec: RecordedEvent) -> Measurement:
         tiles_target=get("tiles_target"), tile_justification=get("tile_justification") or "",
         role=role, stage=get("stage") or "", used_by=used_by, note=get("note") or "",
         measured=get("measured_at") or rec.recorded_at[:10], provenance=dict(get("provenance") or {}),
-        caveat=get("caveat") or "",
+        caveat=get("caveat") or "", provenance_class=derived,
+        claim_mismatch=claim_problem(get("provenance_class"), derived) or "",
     )
 
 
@@ -256,6 +286,9 @@ def _status(ms: Sequence[Measurement], caveats: Sequence[str]) -> str:
         if not any(m.passed for m in hw):
             return "failed"
         return "caveat" if caveats else "verified"
+    for evidence in ("unattested", "rehearsal"):
+        if any(m.passed and m.evidence == evidence for m in ms):
+            return evidence
     if any(m.passed for m in ms):
         return "emulated"
     return "failed"

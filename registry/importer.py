@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.perf.evidence import EvidenceError, check_measurement
+from kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
 from registry.catalog import fallback_tolerance
 
@@ -144,7 +145,7 @@ def events_from_upstream(path: str | Path, today: date | None = None) -> list[tu
                 tile=dict(meth.get("tile") or {}),
                 herd=list(herd) if herd is not None else None,
                 gflops=meth.get("gflops"),
-                source="imported",
+                source="imported", provenance_class=IMPORTED_REGISTRY,
                 role=s.get("used_by", ""),
                 method=name,
                 tier=tier,

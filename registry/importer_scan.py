@@ -31,6 +31,7 @@ from typing import Any
 from kernels.numerics.catalog import get_spec
 from kernels.perf.evidence import EvidenceError, check_measurement
 from kernels.thresholds import kernel_tolerance
+from kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
 from registry.importer_tables import gemm_shape, later_fields, parse_tables, row_fields, status_of
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
@@ -191,7 +192,7 @@ def _known(key, header, cells, sha, date, rel):
         rtol=rtol, atol=atol, mean_rel_L1=f["mean_rel_L1"], max_abs=f["max_abs"], max_rel=f["max_rel"],
         latency_us=f["latency_us"], gflops=f.get("gflops"), tile=f["tile"],
         herd=[herd_x, f["tile"].get("herd_y", 1)] if herd_x else None,
-        source="imported", role=f["used_by"], caveat=caveat, measured_at=date,
+        source="imported", provenance_class=IMPORTED_REGISTRY, role=f["used_by"], caveat=caveat, measured_at=date,
         provenance={"file": Path(rel).name, "sha256": sha, "table": " | ".join(header), "row": " | ".join(cells),
                     "status_text": f["status"]},
         note=f["status"] if caveat else "",
@@ -217,7 +218,7 @@ def _later(key, name, header, cells, heading, sha, date, rel):
         event = KernelVerified(
             kernel=key, shape=f["shape"], contract="bf16", executor="mlir-air", verdict=f["verdict"],
             rtol=spec["rtol"], atol=spec["atol"], mean_rel_L1=l1, latency_us=f["latency_us"], tile=f["tile"],
-            herd=herd, source="imported", caveat=caveat, measured_at=date,
+            herd=herd, source="imported", provenance_class=IMPORTED_REGISTRY, caveat=caveat, measured_at=date,
             provenance={"file": Path(rel).name, "sha256": sha, "table": " | ".join(header),
                         "row": " | ".join(cells), "status_text": f["status"], "schema_commit": spec["commit"]},
             note=f["status"] if f["verdict"] != "PASS" or caveat else "",

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from registry.fold import KernelPage, Measurement, ShapeRow, pick_best
+from registry.fold import KernelPage, Measurement, ShapeRow, not_npu2_mark, pick_best
+
+_EVIDENCE_RANK = {"unattested": 0, "rehearsal": 1, "emulated": 2, "torch": 3}
 
 # --- upstream headers -------------------------------------------------------------------------------------
 
@@ -126,7 +128,7 @@ def _bw(m: Measurement | None) -> float | None:
 
 def _mark(m: Measurement | None, text: str) -> str:
     """A cell of mlir-air's NPU2 columns: an emulated row's CPU time or throughput is never shown as one."""
-    return f"{EMULATED} not NPU2 (CPU emulator)" if m is not None and not m.on_hardware and text not in ("—", "") else text
+    return f"{not_npu2_mark(m)}: {text}" if m is not None and not m.on_hardware and text not in ("—", "") else text
 
 
 def _num(x: float | None, m: Measurement | None, bold: bool = False, digits: int = 0) -> str:
@@ -144,7 +146,8 @@ def status_cell(row: ShapeRow, m: Measurement | None = None) -> str:
     if hw and not any(x.passed for x in hw):
         return "❌"
     if not hw:
-        return f"{EMULATED} emulated (not NPU2)" if any(x.passed for x in ms) else "❌"
+        passed = [x for x in ms if x.passed]
+        return not_npu2_mark(min(passed, key=lambda x: _EVIDENCE_RANK.get(x.evidence, 9))) if passed else "❌"
     warn = [x for x in hw if x.caveat == "upstream-warning"]
     if warn:
         return warn[0].provenance.get("status_text") or "⚠️"

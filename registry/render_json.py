@@ -12,12 +12,14 @@ Choices, stated once:
 
 * Only PASS measurements on NPU2 target go in (upstream's tables only hold accepted configs; FAILs are in
   the markdown). A method's entry is its best PASS (fastest, earliest on ties).
-* Emulated / torch rows go in under method names that carry their provenance (`emulated`,
-  `emulated:<method>`, `torch`), and they are **never** `best`: `best.<tier>` is the fastest
-  hardware-measured (harness / imported) PASS with a recorded gflops. An emulated gflops is a CPU figure,
-  and `gemm_config` callers build NPU kernels from the answer — a shape with emulated evidence only has no
-  `best`, so the lookup raises instead of handing back an unmeasured config. A hardware PASS with no
-  throughput recorded is listed (`gflops: null`, as upstream does) but cannot be `best` either.
+* `shapes` holds NPU2 evidence only (npu2-measured harness rows and mlir-air's own imported rows; the class is
+  re-derived from each row's facts, kernels.provenance): `gemm_config` reads `best` and `gemm_config_method` reads
+  `methods.<name>` as measured configs (mlir-air registry_lookup.py:38-95, :97-125 at e972f29), and their callers
+  build NPU kernels from the answer. Stand-in rehearsal, unattested, emulated and torch PASS rows go to the
+  top-level `_not_measured_on_npu2` list (shape, method, tier, tile, provenance), which mlir-air's lookup never
+  reads; a shape with only such evidence is not in `shapes`, so the lookup raises instead of handing back an
+  unmeasured config. A hardware PASS with no throughput recorded is listed (`gflops: null`, as upstream does) but
+  cannot be `best`.
 * A per-method `herd` is written only where upstream had one (imported rows remember it) or where a
   measured herd differs from the file's full-chip `herd` — exactly the override upstream's lookup surfaces.
 * Key order: upstream's, fixed; shapes in first-measured order; methods hardware first, then by tier and
@@ -30,7 +32,7 @@ import json
 import math
 from typing import Any
 
-from registry.fold import HARDWARE, Measurement, RegistryData, ShapeRow, pick_best
+from registry.fold import Measurement, RegistryData, ShapeRow, pick_best
 from registry.text import plain
 
 FULL_HERD = (8, 4)
@@ -47,8 +49,9 @@ def _comment(output_dtype: str) -> str:
         "ledger (KernelVerified events) -- do not edit: `ledger registry build` rewrites it and "
         "`ledger registry build --check` fails on hand edits. Read by registry_lookup.py gemm_config(). "
         "tile is {tile_m, tile_k_l2, tile_k_l1, tile_n}; herd 8x4 unless a method says otherwise. "
-        "best.<tier> = fastest PASS measured on NPU2 (harness or imported); methods named 'emulated' or "
-        "'torch' were not measured on NPU2 and are never best."
+        "best.<tier> = fastest PASS measured on NPU2 (a harness run naming its device and toolchain, or imported "
+        "from mlir-air's registry); rows not measured on NPU2 (stand-in rehearsal, unattested, emulated) are only "
+        "listed under _not_measured_on_npu2, never in shapes."
     )
 
 
@@ -101,19 +104,17 @@ def method_entry(m: Measurement) -> dict[str, Any]:
 def shape_entry(row: ShapeRow) -> dict[str, Any] | None:
     """One shape's `gemm.json` entry: its passing methods (best measurement each) and the best method per
     tier on hardware; None when no measurement of the shape passed."""
-    candidates = [m for m in row.measurements if m.passed]
+    candidates = [m for m in row.measurements if m.passed and m.on_hardware]
     if not candidates:
         return None
     by_method: dict[str, list[Measurement]] = {}
     for m in candidates:
         by_method.setdefault(m.method, []).append(m)
     reps = {name: pick_best(ms) for name, ms in by_method.items()}
-    names = sorted(
-        reps, key=lambda n: (reps[n].evidence not in HARDWARE, _TIER_ORDER.get(reps[n].tier, 9), reps[n].tier, n)
-    )
+    names = sorted(reps, key=lambda n: (_TIER_ORDER.get(reps[n].tier, 9), reps[n].tier, n))
     best: dict[str, str] = {}
     for tier in sorted({reps[n].tier for n in names}, key=lambda t: (_TIER_ORDER.get(t, 9), t)):
-        eligible = [n for n in names if reps[n].tier == tier and reps[n].on_hardware and _gflops(reps[n]) is not None]
+        eligible = [n for n in names if reps[n].tier == tier and _gflops(reps[n]) is not None]
         if eligible:
             best[tier] = max(eligible, key=lambda n: (_gflops(reps[n]), -reps[n].seq))
     shape = dict(row.shape)
@@ -137,15 +138,16 @@ def gemm_document(data: RegistryData, output_dtype: str) -> dict[str, Any]:
     if output_dtype not in GEMM_PAGES:
         raise ValueError(f"output_dtype must be one of {sorted(GEMM_PAGES)}, got {output_dtype!r}")
     page = data.page(GEMM_PAGES[output_dtype])
-    shapes = []
+    shapes, elsewhere = [], []
     measured = ""
     for row in page.rows:
+        elsewhere += not_npu2_entries(row)
         entry = shape_entry(row)
         if entry is None:
             continue
         shapes.append(entry)
         measured = max([measured] + [m.measured[:7] for m in row.measurements if m.passed and m.on_hardware])
-    return {
+    doc = {
         "_comment": _comment(output_dtype),
         "kernel": "GEMM",
         "output_dtype": output_dtype,
@@ -154,6 +156,25 @@ def gemm_document(data: RegistryData, output_dtype: str) -> dict[str, Any]:
         "herd": list(FULL_HERD),
         "shapes": shapes,
     }
+    if elsewhere:
+        doc["_not_measured_on_npu2"] = elsewhere
+    return doc
+
+
+def not_npu2_entries(row: ShapeRow) -> list[dict[str, Any]]:
+    """The shape's passing rows that are not NPU2 evidence, one per (method, evidence): where they came from and
+    the tile they ran, no throughput (a rehearsal's or emulator's figure is not one mlir-air may build from)."""
+    groups: dict[tuple[str, str], list[Measurement]] = {}
+    for m in row.measurements:
+        if m.passed and not m.on_hardware:
+            groups.setdefault((m.method, m.evidence), []).append(m)
+    out = []
+    for (method, _), ms in groups.items():
+        m = pick_best(ms)
+        out.append({"M": dict(row.shape).get("M"), "K": dict(row.shape).get("K"), "N": dict(row.shape).get("N"),
+                    "method": method, "tier": m.tier, "tile": _tile(m.tile), "provenance": m.provenance_class,
+                    "seq": m.seq})
+    return out
 
 
 def render_gemm_json(data: RegistryData, output_dtype: str) -> bytes:

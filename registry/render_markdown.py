@@ -11,14 +11,16 @@ Pure: same data, same bytes.
 from __future__ import annotations
 
 from kernels.toolchain import toolchain_label
-from registry.fold import KernelPage, Measurement, RegistryData, ShapeRow
+from registry.fold import NOT_NPU2, KernelPage, Measurement, RegistryData, ShapeRow, not_npu2_mark
 from registry.text import DASH, cell, fixed, num, scalar, sci, shape_args, shape_text, table
 
-STATUS_GLYPH = {"verified": "✅", "caveat": "⚠️", "failed": "❌", "emulated": "🧪"}
+STATUS_GLYPH = {"verified": "✅", "caveat": "⚠️", "failed": "❌", "unattested": "❔", "rehearsal": "🎭", "emulated": "🧪"}
 LEGEND = (
-    "**Status legend**: ✅ verified on real NPU2 (harness run, or imported from mlir-air's registry) · "
-    "⚠️ verified on NPU2 with a recorded caveat · 🧪 emulated / torch evidence only — **not** measured on "
-    "NPU2, never chosen over a hardware number · ❌ failed"
+    "**Status legend**: ✅ verified on real NPU2 (a harness run that named its NPU2 device and toolchain, or "
+    "imported from mlir-air's registry) · ⚠️ verified on NPU2 with a recorded caveat · ❔ unattested harness run "
+    "(no device / toolchain reported) · 🎭 stand-in rehearsal (`ledger twin`: emulated numerics, modelled time) · "
+    "🧪 emulated / torch evidence only · ❔ 🎭 🧪 are **not** measured on NPU2: never bold, never best over an NPU2 "
+    "row, never in the JSON mlir-air's `registry_lookup` reads · ❌ failed"
 )
 _TILE_ORDER = ("tile_m", "tile_k_l2", "tile_k_l1", "tile_n")
 
@@ -57,8 +59,10 @@ def tiles_text(m: Measurement) -> str | None:
 
 def status_text(row: ShapeRow) -> str:
     glyph = STATUS_GLYPH[row.status]
-    if row.best is not None and row.status in ("verified", "caveat", "emulated"):
+    if row.best is not None and row.status in ("verified", "caveat"):
         return f"{glyph} {row.best.evidence if row.best.evidence != 'hardware' else row.best.source}"
+    if row.best is not None and row.status in NOT_NPU2:
+        return not_npu2_mark(row.best)
     return glyph
 
 
@@ -80,7 +84,7 @@ def _shape_headers(page: KernelPage) -> list[str]:
 
 def _kernel_status(page: KernelPage) -> str:
     statuses = {row.status for row in page.rows}
-    for status in ("verified", "caveat", "emulated", "failed"):
+    for status in ("verified", "caveat", "unattested", "rehearsal", "emulated", "failed"):
         if status in statuses:
             return STATUS_GLYPH[status]
     return "not measured yet"
@@ -99,7 +103,7 @@ def index_table(data: RegistryData) -> str:
             if m.on_hardware:
                 best_text = f"{tp} ({where})" if tp else f"({where}; no throughput recorded)"
             else:
-                best_text = (f"— not measured on NPU2 (🧪 CPU-emulator rows only, {where}; NPU2 rows come from "
+                best_text = (f"— not measured on NPU2 ({not_npu2_mark(m)} rows only, {where}; NPU2 rows come from "
                              "`--executor mlir-air` runs on the hardware or `ledger registry import`)")
         counts = {s: sum(1 for r in page.rows if r.status == s) for s in STATUS_GLYPH}
         count_text = " ".join(f"{counts[s]}{STATUS_GLYPH[s]}" for s in STATUS_GLYPH if counts[s]) or "0"
@@ -127,7 +131,8 @@ def shapes_table(page: KernelPage) -> str:
         rows.append(_shape_cells(page, row.shape) + [
             b.method if b else None,
             tile_text(b.tile) if b else None,
-            (num(b.throughput) if b.on_hardware else f"🧪 {num(b.throughput)} (CPU emulator)") if b and b.throughput is not None else None,
+            (num(b.throughput) if b.on_hardware else f"{not_npu2_mark(b)}: {num(b.throughput)}")
+            if b and b.throughput is not None else None,
             sci(b.mean_rel_L1) if b else None,
             sci(b.max_abs) if b else None,
             ", ".join(row.contracts),
@@ -193,7 +198,8 @@ def _method_table(page: KernelPage) -> str:
             same = [x for x in row.measurements if (x.contract, x.method, x.evidence) == (m.contract, m.method, m.evidence)]
             rows.append(_shape_cells(page, row.shape) + [
                 m.contract, m.tier, m.method, m.evidence, m.executor, tile_text(m.tile), herd_text(m),
-                tiles_text(m), num(m.throughput), fixed(m.latency_us, 1), sci(m.mean_rel_L1), sci(m.max_abs),
+                tiles_text(m), num(m.throughput) if m.on_hardware or m.throughput is None
+                else f"{not_npu2_mark(m)}: {num(m.throughput)}", fixed(m.latency_us, 1), sci(m.mean_rel_L1), sci(m.max_abs),
                 f"{sci(m.rtol)} / {sci(m.atol)}", f"{sum(1 for x in same if x.passed)}/{len(same)}", m.verdict,
                 m.seq,
             ])
@@ -205,8 +211,9 @@ def _notes(page: KernelPage) -> list[str]:
     for row in page.rows:
         for c in row.caveats:
             lines.append(f"- ⚠️ **{shape_text(row.shape)}**: {cell(c)}")
-        if row.status == "emulated":
-            lines.append(f"- 🧪 **{shape_text(row.shape)}**: emulated/torch evidence only; measure it on NPU2.")
+        if row.status in NOT_NPU2 and row.best is not None:
+            lines.append(f"- {not_npu2_mark(row.best)} — **{shape_text(row.shape)}**: no NPU2 evidence yet; "
+                         "measure it on NPU2.")
         seen: set[str] = set()
         for m in row.measurements:
             if m.note and m.note not in seen:

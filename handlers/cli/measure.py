@@ -17,7 +17,7 @@ from handlers.cli.common import open_deployment, refresh_projections
 from kernels.backends.kernel_runners import figure_source
 from handlers.gates.runtime import model_backend
 from handlers.narrate import TerminalProgress, describe
-from handlers.record import record_harness
+from handlers.record import parse_toolchain, record_harness
 from kernels.model.compare import token_gate_failure
 from kernels.model.options import FAULT_HELP, FAULTS
 from kernels.model.prompts import token_ids
@@ -141,16 +141,21 @@ def record_group() -> None:
 @click.option("--contract", default=None)
 @click.option("--file", "file_", required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--role", default="")
+@click.option("--device", default=None, help="the NPU the transcript ran on, as xrt-smi names it (e.g. 'NPU Strix')")
+@click.option("--toolchain", "toolchain_text", default=None,
+              help="what it ran on: mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=...")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str,
-                       as_json: bool) -> None:
+                       device: str | None, toolchain_text: str | None, as_json: bool) -> None:
     """Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness)."""
     text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")
     seq, event = record_harness(app.ledger, name, kernel=kernel, shape=shape, contract=contract, text=text,
-                                file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role)
+                                file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role,
+                                device=device, toolchain=parse_toolchain(toolchain_text))
     click.echo(json.dumps(results.record_harness_json(seq, event)) if as_json else
-               f"{kernel} {shape}: {event.verdict} recorded at seq {seq} (sha256 {event.provenance['output_sha256'][:12]})")
+               f"{kernel} {shape}: {event.verdict} recorded at seq {seq} as {event.provenance_class} "
+               f"(sha256 {event.provenance['output_sha256'][:12]})")
     refresh_projections(app)
 
 

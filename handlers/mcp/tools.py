@@ -24,7 +24,7 @@ import structlog
 
 from handlers import deploy, on_demand, queries, results
 from handlers.bootstrap import App
-from handlers.record import record_harness
+from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
 from handlers.planning import deployment_plan
 from kernels.backends.kernel_runners import make_runner
@@ -183,7 +183,8 @@ def _record_harness(c: Call):
     path = Path(a["transcript_path"])
     text = path.read_text(encoding="utf-8", errors="replace")  # as `ledger record harness --file` reads it
     seq, event = record_harness(c.app.ledger, a["name"], kernel=a["kernel"], shape=a["shape"],
-                                contract=a.get("contract"), text=text, file_label=path.name, role=a["role"])
+                                contract=a.get("contract"), text=text, file_label=path.name, role=a["role"],
+                                device=a.get("device"), toolchain=parse_toolchain(a.get("toolchain")))
     refresh(c.app)
     return results.record_harness_json(seq, event)
 

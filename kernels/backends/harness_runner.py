@@ -25,6 +25,7 @@ from kernels.numerics.run import INPUT_MODES, KernelResult
 from kernels.numerics.tiles import plan_tile
 from kernels.perf.evidence import check_measurement
 from kernels.thresholds import KERNEL_REMEASURE_HW_BAND, kernel_tolerance
+from kernels.provenance import harness_provenance
 from kernels.toolchain import current_toolchain, with_npu_ledger
 
 __all__ = ["TAIL_LINES", "HarnessRunner"]
@@ -71,6 +72,9 @@ class HarnessRunner:
                           **{k: v for k, v in fields.items() if k not in ("kernel", "shape", "contract", "method", "tier")})
         fields["provenance"] = {**fields["provenance"], "attempt": attempt,
                                 "toolchain": with_npu_ledger(fields["provenance"].get("toolchain"), self.name)}
+        # decided here, from what the executor probed where the harness ran (the checkout's marker, device, tools)
+        fields["provenance_class"] = harness_provenance(fields["provenance"]["toolchain"],
+                                                        fields["provenance"].get("device"))
         fields.update(role=row.role, stage=row.stage, note=row.note,
                       tiles_target=row.plan.tiles_target if row.plan else None,
                       tile_justification=row.plan.justification if row.plan else "")
@@ -99,7 +103,8 @@ class HarnessRunner:
         rtol, atol = kernel_tolerance(row.kernel, contract)
         lines = [ln for ln in transcript.splitlines() if ln.strip()]
         provenance = {"command": command, "returncode": returncode, "host": platform.node() or "unknown",
-                      "attempt": attempt, "failure": kind, "tail": lines[-TAIL_LINES:]}
+                      "attempt": attempt, "failure": kind, "tail": lines[-TAIL_LINES:],
+                      "toolchain": with_npu_ledger(self.toolchain(row), self.name), "device": None}
         if transcript:
             provenance["transcript_sha256"] = sha256_text(transcript)
         plan = row.plan
@@ -110,6 +115,7 @@ class HarnessRunner:
             "tiles_target": plan.tiles_target if plan else None,
             "tile_justification": plan.justification if plan else "", "source": self.source, "role": row.role,
             "stage": row.stage, "provenance": provenance, "measured_at": when, "not_measured": kind,
+            "provenance_class": harness_provenance(provenance["toolchain"], None),
             "note": "; ".join(x for x in (f"not measured ({kind}): {_NOT_MEASURED[kind]}: {message}", row.note) if x),
         }, transcript)
 

@@ -13,6 +13,7 @@ from kernels.numerics.executors.standin import FaultyEmulated, StandinFault
 from kernels.numerics.run import KernelResult, blas_threads, run_kernel
 from kernels.perf import modelled_kernel_figures
 from kernels.thresholds import KERNEL_REMEASURE_MAX_ABS_RTOL, KERNEL_REMEASURE_RTOL
+from kernels.provenance import CPU_EMULATOR
 from kernels.toolchain import current_toolchain
 
 __all__ = ["InProcessRunner", "StandinFaultRunner"]
@@ -45,7 +46,7 @@ class InProcessRunner:
                    f"--target {self.target}")
         return KernelVerification({
             **result.event_fields(), "source": self.source, "role": row.role, "stage": row.stage,
-            "measured_at": when, "note": row.note,
+            "measured_at": when, "note": row.note, "provenance_class": CPU_EMULATOR,
             "provenance": {"command": command, "host": host, "attempt": attempt, "seed": 0,
                            "blas_threads": blas_threads(), "toolchain": self.toolchain(row)},
             "modelled_npu2": modelled_kernel_figures(row.kernel, row.shape, row.tile) if self.target == "npu2" else {},

@@ -49,6 +49,7 @@ PRODUCT = ("statemachine", "handlers", "ledger", "kernels", "registry")
 # kernels.backends, while the rest of kernels.mlir_air is below it).
 LEVELS: tuple[str, ...] = (
     "kernels.thresholds",      # every number a verdict is judged against: imports nothing of the product
+    "kernels.provenance",      # where a figure comes from: the closed vocabulary (imports nothing of the product)
     "kernels.numerics",        # leaf kernels: catalog, bf16, comparators, tiles, run_kernel, the executors
     "kernels.model",           # config, architecture, weights, the decoder pipeline, HF reference, prompts, plan
     "kernels.perf",            # the NPU2 performance model (and the physical-plausibility checks of evidence)

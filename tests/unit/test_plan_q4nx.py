@@ -52,12 +52,14 @@ def test_an_unknown_weight_format_is_refused():
 
 def test_a_4_bit_gemv_measured_on_npu2_is_planned_from_the_registry_first():
     from ledger.events import KernelVerified
+    from tests.npu2_facts import NPU2_PROVENANCE
     from registry.lookup import PlanningRegistry
     from registry.synthetic import record
 
     measured = KernelVerified(kernel="gemv_q4nx", shape={"M": 8192, "K": 2048}, contract="bf16-out",
                               executor="mlir-air", verdict="PASS", rtol=1.6e-2, atol=4e-2, mean_rel_L1=3.6e-3,
-                              source="harness", latency_us=400.0, tile={"herd_x": 4, "herd_y": 1}, herd=[4, 1])
+                              source="harness", latency_us=400.0, tile={"herd_x": 4, "herd_y": 1}, herd=[4, 1],
+                              provenance=NPU2_PROVENANCE)
     registry = PlanningRegistry(record([("deployment:q", measured)]))
     q4 = plan(cfg("llama-3.2-1b"), weights="q4nx-device", registry=registry)
     gate_up = next(r for r in q4 if r.kernel == "gemv_q4nx" and r.role == "Gate/Up proj")

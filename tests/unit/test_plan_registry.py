@@ -19,6 +19,7 @@ from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.config import ModelConfig
 from kernels.model.plan import HEURISTIC, plan
 from kernels.model.plan_record import plan_sources, replan
+from tests.npu2_facts import NPU2_PROVENANCE
 from ledger.events import KernelVerified, PhaseStarted
 from registry.importer import IMPORT_STREAM, events_from_upstream
 from registry.lookup import PlanningRegistry
@@ -109,7 +110,8 @@ def _hardware_fail(M: int, K: int, N: int, method: str) -> KernelVerified:
         kernel="gemm", shape={"M": M, "K": K, "N": N}, contract="bf16-out-high", executor="mlir-air", verdict="FAIL",
         rtol=4e-2, atol=1.5e-3, mean_rel_L1=0.8, max_abs=3.0, max_rel=10.0, mismatches=900, n_elements=1000,
         tile={"tile_m": 64, "tile_k_l2": 256, "tile_k_l1": 32, "tile_n": 128, "herd_m": 8, "herd_n": 4, "method": method},
-        method=method, tier="high", herd=[8, 4], tiles_in_flight=32, tiles_target=32, source="harness", role="x")
+        method=method, tier="high", herd=[8, 4], tiles_in_flight=32, tiles_target=32, source="harness", role="x",
+        provenance=NPU2_PROVENANCE)
 
 
 def test_a_method_that_only_failed_on_a_shape_is_not_planned():

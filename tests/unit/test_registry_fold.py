@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.npu2_facts import npu2_provenance
 from ledger.events import KernelVerified
 from registry.fold import fold_registry
 from registry.synthetic import record
@@ -13,7 +14,7 @@ def kv(verdict="PASS", executor="mlir-air", source="harness", gflops=None, metho
        contract="bf16-out-high", role="", **kw) -> KernelVerified:
     return KernelVerified(kernel=kernel, shape=shape or GEMM, contract=contract, executor=executor, verdict=verdict,
                           rtol=1.6e-2, atol=1.5e-3, mean_rel_L1=9.4e-3, gflops=gflops, source=source, method=method,
-                          role=role, **kw)
+                          role=role, **npu2_provenance(source, kw))
 
 
 def only_row(events, key="gemm_bf16"):

@@ -11,6 +11,7 @@ import pytest
 from handlers.registry_merge import merge_into_mlir_air
 from handlers.registry_ops import import_registry
 from ledger import open_ledger
+from tests.npu2_facts import NPU2_PROVENANCE
 from ledger.events import KernelVerified
 from registry import mlir_air_tables as T
 from registry.fold import fold_registry
@@ -79,7 +80,7 @@ def test_each_kernels_table_is_rendered_in_upstreams_columns_with_emulated_rows_
         for _, header in tables:
             assert "| " + " | ".join(header) + " |" in page, key
     row = next(line for line in index.splitlines() if line.startswith("| 4096×4096 | 8 |"))
-    assert "🧪" in row and "**" not in row and "emulated" in row
+    assert "🧪" in row and "**" not in row and "CPU emulator, not NPU2" in row
     upstream_row = next(line for line in index.splitlines() if line.startswith("| 2048×128 | 8 | 155 µs |"))
     assert upstream_row.endswith("| ✅ |")
 
@@ -87,7 +88,8 @@ def test_each_kernels_table_is_rendered_in_upstreams_columns_with_emulated_rows_
 def test_build_into_mlir_air_adds_new_rows_after_each_table_and_leaves_the_rest_as_it_was(tmp_path, kernel_registry):
     (tmp_path / ".ledger").mkdir()
     lg = open_ledger(f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}")
-    harness = dict(executor="mlir-air", source="harness", verdict="PASS", measured_at="2026-12-01")
+    harness = dict(executor="mlir-air", source="harness", verdict="PASS", measured_at="2026-12-01",
+                   provenance=NPU2_PROVENANCE)
     new = [
         KernelVerified(kernel="gemv", shape={"M": 576, "K": 576}, contract="bf16-out", rtol=1.6e-2, atol=1e-3,
                        mean_rel_L1=2e-9, max_abs=1e-3, max_rel=4e-3, latency_us=60.0, tile={"herd_m": 8, "tile_m": 8,

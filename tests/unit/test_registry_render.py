@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from handlers.registry_ops import build_projections
+from tests.npu2_facts import npu2_provenance
 from ledger.events import KernelVerified
 from registry.fold import fold_registry
 from registry.projections import project_all, project_registry
@@ -18,10 +19,10 @@ def kv(kernel="gemm", shape=None, contract="bf16-out-high", executor="mlir-air",
        gflops=None, method="", mean_rel_L1=9.4e-3, **kw) -> KernelVerified:
     return KernelVerified(kernel=kernel, shape=shape or GEMM, contract=contract, executor=executor, verdict=verdict,
                           rtol=1.6e-2, atol=1.5e-3, mean_rel_L1=mean_rel_L1, gflops=gflops, source=source, method=method,
-                          **kw)
+                          **npu2_provenance(source, kw))
 
 
-def test_json_lists_emulated_methods_by_provenance_but_best_is_always_hardware():
+def test_json_shapes_hold_npu2_methods_only_and_the_rest_are_listed_apart_by_provenance():
     doc = gemm_document(fold_registry(record([
         ("deployment:a", kv(executor="emulated", source="emulated", gflops=99999, tile={"tile_m": 64})),
         ("deployment:a", kv(executor="torch", source="torch", gflops=88888, method="drain")),
@@ -31,17 +32,31 @@ def test_json_lists_emulated_methods_by_provenance_but_best_is_always_hardware()
         ("deployment:a", kv(gflops=7000, method="fused-cast", verdict="FAIL")),
     ])), "bf16")
     (shape,) = doc["shapes"]
-    assert list(shape["methods"]) == ["drain", "direct", "emulated", "torch:drain"]  # hardware first, FAIL left out
+    assert list(shape["methods"]) == ["drain", "direct"]  # NPU2 rows only (mlir-air's lookup reads methods), FAIL out
     assert shape["best"] == {"high": "drain", "low": "direct"}
     assert shape["methods"]["drain"]["gflops"] == 5000 and shape["methods"]["drain"]["tile"]["tile_k_l2"] == 512
     assert shape["methods"]["direct"]["herd"] == [4, 4] and "herd" not in shape["methods"]["drain"]
     assert shape["used_by"] == "a"
-    assert list(doc) == ["_comment", "kernel", "output_dtype", "target", "measured", "herd", "shapes"]
+    assert list(doc) == ["_comment", "kernel", "output_dtype", "target", "measured", "herd", "shapes",
+                         "_not_measured_on_npu2"]
+    apart = doc["_not_measured_on_npu2"]
+    assert [(e["method"], e["provenance"]) for e in apart] == [("emulated", "cpu-emulator"), ("torch:drain", "cpu-emulator")]
+    assert all("gflops" not in e for e in apart)
 
 
-def test_a_shape_with_emulated_evidence_only_has_no_best():
+def test_a_shape_with_emulated_evidence_only_is_not_in_the_shapes_mlir_air_reads():
     doc = gemm_document(fold_registry(record([("deployment:a", kv(executor="emulated", source="emulated", gflops=10))])), "bf16")
-    assert "best" not in doc["shapes"][0] and list(doc["shapes"][0]["methods"]) == ["emulated"]
+    assert doc["shapes"] == [] and [e["method"] for e in doc["_not_measured_on_npu2"]] == ["emulated"]
+
+
+def test_a_harness_row_without_device_and_toolchain_is_unattested_and_never_in_shapes():
+    row = KernelVerified(kernel="gemm", shape=GEMM, contract="bf16-out-high", executor="mlir-air", verdict="PASS",
+                         rtol=1.6e-2, atol=1.5e-3, mean_rel_L1=9.4e-3, gflops=4000.0, source="harness", method="drain")
+    data = fold_registry(record([("deployment:a", row)]))
+    (shape_row,) = data.page("gemm_bf16").rows
+    assert shape_row.status == "unattested" and not shape_row.best.on_hardware
+    doc = gemm_document(data, "bf16")
+    assert doc["shapes"] == [] and doc["_not_measured_on_npu2"][0]["provenance"] == "unattested"
 
 
 def test_a_hardware_pass_without_gflops_derives_it_from_latency():
@@ -63,7 +78,7 @@ def test_markdown_uses_each_kernels_natural_columns_and_marks_emulated_rows():
     assert "| M | N | best method |" in index
     assert "| lq | lk | dk | heads | kv_heads | causal |" in index
     assert "| M | K | best method |" in index and "| N | best method |" in index
-    assert "🧪 emulated" in index
+    assert "🧪 CPU emulator, not NPU2" in index
     rms = files["kernel_registry/details/RMSNorm_bf16.md"].decode()
     assert "ledger kernel run rmsnorm --shape M=2048,N=576 --contract bf16" in rms
     assert "| bf16 | 1.6e-2 | 1.5e-3 | 1 | recorded in events |" in rms  # tolerance as recorded in the event
