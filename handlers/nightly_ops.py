@@ -53,7 +53,9 @@ def import_history(ledger, path: str | Path) -> dict:
     return {"file": path.name, "read": len(rows), "added": len(new), "series": counts}
 
 
-def export_history(events: Sequence[RecordedEvent], series: str, model: str | None = None) -> list[str]:
-    """The ndjson lines of `series` (history, sweep, prefill_sweep), optionally of one mlir-air model name only."""
-    return [line_text(s, row) for _, s, row in export_rows(events, model_dir_name)
+def export_history(events: Sequence[RecordedEvent], series: str, model: str | None = None,
+                   include_not_measured: bool = False) -> list[str]:
+    """The ndjson lines of `series` (history, sweep, prefill_sweep), optionally of one mlir-air model name only;
+    the ledger's own figures only where measured on NPU2 unless `include_not_measured`."""
+    return [line_text(s, row) for _, s, row in export_rows(events, model_dir_name, include_not_measured)
             if s == series and (model is None or row.get("model") == model)]

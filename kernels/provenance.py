@@ -102,3 +102,32 @@ def claim_problem(claimed: str | None, derived: str) -> str | None:
         return (f"claims {NPU2_MEASURED} but its recorded facts make it {derived} "
                 "(an NPU2 measurement names its device and a probed toolchain, on a checkout that is not a stand-in)")
     return f"claims {claimed} but its recorded facts make it {derived}"
+
+
+# the `source` a performance figure's record names (kernels.backends.base.Measurement / Npu2Figures)
+_MODELLED_SOURCES = (MODELLED_NPU2,)
+_WALL_SOURCES = ("wall", CPU_EMULATOR)
+_DEVICE_SOURCES = ("mlir-air-profile", "measured-npu2")
+
+
+def figure_provenance(source: str, facts: Mapping[str, Any] | None) -> str:
+    """The class of a performance figure from the source its record names and, for a device's figure, the facts
+    recorded with it (toolchain, device, the backend's `stand_in`)."""
+    facts = dict(facts or {})
+    if source in _MODELLED_SOURCES:
+        return MODELLED_NPU2
+    if source in _WALL_SOURCES:
+        return CPU_EMULATOR
+    if source in _DEVICE_SOURCES:
+        if facts.get("stand_in"):
+            return STANDIN_REHEARSAL
+        return harness_provenance(facts.get("toolchain"), facts.get("device"))
+    return UNATTESTED
+
+
+def perf_row_provenance(payload: Mapping[str, Any]) -> str:
+    """A PerformanceMeasured payload's class, re-derived from its profile's source and recorded facts (Phases 4-5:
+    profile.provenance; Phase 6: profile.npu2.provenance), never from its `provenance_class` claim."""
+    prof = payload.get("profile") or {}
+    facts = prof.get("provenance") or (prof.get("npu2") or {}).get("provenance") or {}
+    return figure_provenance(str(prof.get("source") or ""), facts)

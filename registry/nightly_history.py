@@ -29,8 +29,10 @@ per record (TTFT at its prefill length, decode tokens/s; `context_len` the promp
 prefill length. Fields it cannot know are what the schema writes for missing values: `aie_hash` "" (the ledger
 records aie-opt's version, not mlir-aie's commit), `air_sha` / `peano` "" off hardware. `run_id` is
 "npu-ledger:<deployment>:<seq>" (a string, as the schema allows). `runner` names where the figure came from,
-`npu-ledger/<source>` with source measured-npu2, modelled-npu2 or cpu-emulator, so a history holding both
-never passes a modelled figure for a measured one (`source_of`).
+`npu-ledger/<class>` with the figure's kernels.provenance class. Only `npu2-measured` figures are exported unless
+the caller asks for the others (`--include-not-measured`): mlir-air's published page keeps the runner label off
+the page (programming_examples/test_perf_publish.py:176 at e972f29), so a modelled or rehearsal line fed to its
+tools would read as a nightly measurement; in our own projections `source_of` names every line's class.
 """
 
 from __future__ import annotations
@@ -40,11 +42,16 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from kernels.provenance import CPU_EMULATOR, MODELLED_NPU2, NPU2_MEASURED, STANDIN_REHEARSAL, UNATTESTED, \
+    perf_row_provenance
 from ledger.record import RecordedEvent
 
 NIGHTLY_STREAM = "nightly:perf-history"
 OUR_RUNNER = "npu-ledger/"
-SOURCES = {"measured-npu2": "measured NPU2", "modelled-npu2": "modelled NPU2", "cpu-emulator": "CPU emulator"}
+# our runner suffixes (kernels.provenance classes; "measured-npu2" in lines exported before the vocabulary)
+SOURCES = {NPU2_MEASURED: "measured NPU2 (npu-ledger)", "measured-npu2": "measured NPU2 (npu-ledger)",
+           MODELLED_NPU2: "modelled NPU2 (not measured)", CPU_EMULATOR: "CPU emulator (not NPU2)",
+           STANDIN_REHEARSAL: "stand-in rehearsal (not NPU2)", UNATTESTED: "unattested (not NPU2)"}
 
 _STR, _ID, _NUM, _INT, _OPT_INT = "str", "int|str", "number|null", "int", "int|null"
 _PROVENANCE = (("date", _STR), ("timestamp_utc", _STR), ("run_id", _ID), ("air_sha", _STR), ("aie_hash", _STR),
@@ -160,14 +167,8 @@ def fold_nightly(events: Sequence[RecordedEvent]) -> list[NightlyRow]:
 
 
 def _figure_source(p: dict[str, Any]) -> str:
-    prof = p.get("profile") or {}
-    src = prof.get("source") or ""
-    if src == "modelled-npu2":
-        return "modelled-npu2"
-    if src == "mlir-air-profile":
-        stand_in = ((prof.get("npu2") or {}).get("provenance") or {}).get("stand_in")
-        return "modelled-npu2" if stand_in else "measured-npu2"  # a `ledger twin` prints modelled figures
-    return "cpu-emulator"
+    """The figure's class (kernels.provenance), re-derived from the record's facts."""
+    return perf_row_provenance(p)
 
 
 def _stamp(recorded_at: str) -> str:
@@ -178,9 +179,11 @@ def _r2(x: float | None) -> float | None:
     return None if x is None else round(float(x), 2)
 
 
-def export_rows(events: Sequence[RecordedEvent], model_of) -> list[tuple[int, str, dict[str, Any]]]:
+def export_rows(events: Sequence[RecordedEvent], model_of,
+                include_not_measured: bool = False) -> list[tuple[int, str, dict[str, Any]]]:
     """(seq, series, row) of every line the ledger holds: imported rows verbatim and, for each PerformanceMeasured
-    with a TTFT or tokens/s figure, its history / sweep / prefill_sweep lines (the module docstring)."""
+    with a TTFT or tokens/s figure measured on NPU2 (or any, with `include_not_measured`), its history / sweep /
+    prefill_sweep lines (the module docstring)."""
     out = [(r.seq, r.series, r.row) for r in fold_nightly(events) if r.problem is None]
     gates: dict[str, list[bool]] = {}
     for rec in events:
@@ -190,6 +193,8 @@ def export_rows(events: Sequence[RecordedEvent], model_of) -> list[tuple[int, st
         elif rec.type == "TokenGateChecked":
             gates.setdefault(stream, []).append(bool(p.get("passed")))
         elif rec.type == "PerformanceMeasured" and (p.get("ttft_s") is not None or p.get("tokens_per_s") is not None):
+            if not include_not_measured and _figure_source(p) != NPU2_MEASURED:
+                continue
             name = stream.split(":", 1)[1]
             tc = p.get("toolchain") or {}
             ts = _stamp(str(rec.recorded_at))

@@ -29,6 +29,7 @@ from typing import Sequence
 from kernels.toolchain import toolchain_label
 from ledger.record import RecordedEvent
 from registry.chart import DPI, HEIGHT_IN, WIDTH_IN
+from kernels.provenance import perf_row_provenance
 from registry.nightly_history import SOURCES, NightlyRow, fold_nightly, source_of
 from registry.text import fixed, shown, table
 
@@ -69,7 +70,7 @@ def fold_history(events: Sequence[RecordedEvent]) -> list[ToolchainRow]:
             if p.get("ttft_s") is not None or p.get("tokens_per_s") is not None:
                 r = row(current, rec.seq)
                 r.ttft_s, r.tokens_per_s, r.perf_seq = p.get("ttft_s"), p.get("tokens_per_s"), rec.seq
-                r.source = str((p.get("profile") or {}).get("source") or p.get("executor") or "")
+                r.source = perf_row_provenance(p)  # the figure's class, re-derived from its facts
         elif rec.type == "TokenGateChecked" and current is not None:
             r = row(current, rec.seq)
             r.gates += 1
@@ -79,8 +80,7 @@ def fold_history(events: Sequence[RecordedEvent]) -> list[ToolchainRow]:
     return sorted(rows.values(), key=lambda r: r.first_seq)
 
 
-_LABEL = {"modelled-npu2": SOURCES["modelled-npu2"], "mlir-air-profile": "mlir-air make profile",
-          "wall": SOURCES["cpu-emulator"]}
+_LABEL = SOURCES
 
 
 def nightly_rows(events: Sequence[RecordedEvent], model: str) -> list[NightlyRow]:

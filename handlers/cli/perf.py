@@ -42,13 +42,17 @@ def import_history_cmd(app: App, file: str, as_json: bool) -> None:
               help="history.ndjson, sweep_history.ndjson or prefill_sweep_history.ndjson lines")
 @click.option("--model", default=None, help="only this mlir-air model directory name")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="write here instead of stdout")
+@click.option("--include-not-measured", is_flag=True,
+              help="also the modelled / rehearsal / emulator figures (runner names each); mlir-air's pages do not "
+                   "show the runner, so such a file must not be fed to them")
 @click.option("--json", "as_json", is_flag=True, help="print the rows as one JSON array instead of ndjson")
 @click.pass_obj
-def export_history_cmd(app: App, series: str, model: str | None, out: str | None, as_json: bool) -> None:
-    """The ledger's Phase 6 / reverify figures (runner `npu-ledger/<source>`) and the imported nightly rows, as
-    lines of mlir-air's nightly history schema."""
+def export_history_cmd(app: App, series: str, model: str | None, out: str | None, include_not_measured: bool,
+                       as_json: bool) -> None:
+    """The ledger's Phase 6 / reverify figures measured on NPU2 (runner `npu-ledger/npu2-measured`) and the imported
+    nightly rows, as lines of mlir-air's nightly history schema."""
     app.read_only = True
-    lines = export_history(app.ledger.read_all(), series, model)
+    lines = export_history(app.ledger.read_all(), series, model, include_not_measured)
     text = (json.dumps([json.loads(x) for x in lines]) + "\n") if as_json else "".join(x + "\n" for x in lines)
     if out:
         Path(out).write_text(text, encoding="utf-8")

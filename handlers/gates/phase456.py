@@ -34,6 +34,7 @@ from handlers.gates.phase23 import diagnosis_events, token_gate_events
 from handlers.gates.runtime import DECODE, FAULTS, SWITCHES, model_backend
 from kernels.backends.base import IntegratedRun, Measurement
 from kernels.model.prompts import canonical_tokens
+from kernels.provenance import CPU_EMULATOR, figure_provenance
 from kernels.thresholds import TOKEN_GATE_STEPS
 from ledger.events import OptimizationTried, PerformanceMeasured
 from statemachine.phases import Phase
@@ -233,6 +234,7 @@ def performance_event(ctx: GateRun, phase: int, backend, m: Measurement, label: 
         warmup=m.warmup, runs=len(m.samples_s),
         profile={"label": label, "source": m.source, "samples_s": m.samples_s, **m.detail},
     )
+    fields["provenance_class"] = figure_provenance(m.source, m.detail.get("provenance"))
     if phase == 4:
         fields["prefill_s"] = m.median_s
     else:
@@ -274,10 +276,12 @@ def run_finalize(ctx: GateRun) -> GateOutcome:
                                    "ms_per_token": r.ms_per_token, "n_prompt_tokens": len(tokens)},
                  # a measured path (mlir-air's make run / profile): its per-token times are the record's own
                  **({} if npu2.modelled else {"decode_s_per_token": r.profile["decode_s_per_token"]})},
-        curve=npu2.curve,
+        curve=npu2.curve, provenance_class=figure_provenance(npu2.source, npu2.record.get("provenance")),
     )
     reasons = [f"prompt {g.prompt_index}: {_gate_why(g)}" for g in gates if not g.passed]
     return GateOutcome(events=[*gates, *layers, perf], reasons=reasons,
                        summary=f"TTFT {npu2.ttft_s * 1e3:.1f} ms, {npu2.tokens_per_s:.1f} tokens/s "
-                               f"({npu2.source}, seq {npu2.seq}); emulator here: TTFT {r.ttft_s * 1e3:.1f} ms, "
+                               f"({perf.provenance_class}, seq {npu2.seq}); integrated run "
+                               f"({CPU_EMULATOR if npu2.modelled else perf.provenance_class}): TTFT "
+                               f"{r.ttft_s * 1e3:.1f} ms, "
                                f"{r.tokens_per_s or 0:.1f} tokens/s; token gate {sum(g.passed for g in gates)}/{len(gates)}")

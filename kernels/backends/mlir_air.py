@@ -135,7 +135,9 @@ class MlirAirBackend:
                 "transcript_sha256": sha256_text(transcript), "returncode": prov.get("returncode"),
                 "mlir_air_commit": (prov.get("toolchain") or {}).get("mlir_air_commit"),
                 "mlir_air_dir": str(self.mlir_air_dir), "stand_in": self.stand_in,
-                "lock": prov.get("lock_held_by", "tool")}
+                "lock": prov.get("lock_held_by", "tool"),
+                # what kernels.provenance decides a figure's class from: the probed tools and the device
+                "toolchain": dict(prov.get("toolchain") or {}), "device": prov.get("device")}
 
     # -- tokenizer and prompts --
 

@@ -64,8 +64,14 @@ def _types_ok(row: dict, fields: list[str]) -> None:
             assert v is None or (isinstance(v, float) and not isinstance(v, bool)), k
 
 
+def test_a_modelled_figure_is_exported_only_when_asked_and_then_names_its_class():
+    assert export_history(_events(), "history") == [] and export_history(_events(), "sweep") == []
+    [line] = export_history(_events(), "history", include_not_measured=True)
+    assert json.loads(line)["runner"] == "npu-ledger/modelled-npu2"
+
+
 def test_an_exported_line_has_append_historys_fields_in_its_order_and_types():
-    [line] = export_history(_events(), "history")
+    [line] = export_history(_events(), "history", include_not_measured=True)
     row = json.loads(line)
     assert list(row) == HISTORY_FIELDS
     _types_ok(row, HISTORY_FIELDS)
@@ -74,7 +80,7 @@ def test_an_exported_line_has_append_historys_fields_in_its_order_and_types():
     assert (row["ttft_ms"], row["decode_tokens_per_sec"], row["context_len"]) == (117.34, 40.12, 2048)
     assert row["runner"] == "npu-ledger/modelled-npu2" and row["verify_status"] == "pass"
     assert row["aie_hash"] == "" and row["air_sha"] == "" and row["model"] == "tiny"  # unknown: the schema's ""
-    [sweep] = export_history(_events(), "sweep")
+    [sweep] = export_history(_events(), "sweep", include_not_measured=True)
     srow = json.loads(sweep)
     assert list(srow) == SWEEP_FIELDS
     _types_ok(srow, SWEEP_FIELDS)
@@ -138,7 +144,7 @@ def test_perf_history_shows_the_nightly_beside_the_ledgers_figures_each_with_its
     events += record(imported, start_seq=len(events) + 1)
     files = project_history(events, "tiny", "tiny")
     md = files[FILE_MD].decode()
-    assert "modelled NPU2 (modelled-npu2)" in md and "## mlir-air nightly: `tiny` (imported)" in md
+    assert "modelled NPU2 (not measured) (modelled-npu2)" in md and "## mlir-air nightly: `tiny` (imported)" in md
     assert md.count("measured NPU2 nightly (mlir-air)") == 2 and "1870.0" in md and "9.14" in md
     assert '"1.0"' not in md and "| 1.0 |" not in md
     alone = project_history(_events(), "tiny", "tiny")
@@ -146,4 +152,6 @@ def test_perf_history_shows_the_nightly_beside_the_ledgers_figures_each_with_its
     width = lambda png: int.from_bytes(png[16:20], "big")  # the PNG header's width
     assert width(files[FILE_PNG]) == 2 * width(alone[FILE_PNG])  # a second panel: the nightly runs
     assert project_history(events, "tiny", "tiny") == files  # rebuilt: the same bytes
-    assert [json.loads(x)["ttft_ms"] for x in export_history(events, "history")] == [117.34, 1870.0, None]
+    assert [json.loads(x)["ttft_ms"] for x in export_history(events, "history")] == [1870.0, None]
+    assert [json.loads(x)["ttft_ms"] for x in export_history(events, "history", include_not_measured=True)] == \
+        [117.34, 1870.0, None]
