@@ -45,6 +45,8 @@ def reused_by(ledger: Ledger, sha256: str, row: tuple) -> str | None:
     return None
 
 
+# mlir-air's GEMM methods as its registry JSON names them (bf16 out: direct / fused-cast / drain; f32 out: external)
+GEMM_METHODS = ("direct", "fused-cast", "drain", "external")
 # the toolchain keys a person may declare for a transcript run elsewhere (kernels.toolchain names them)
 DECLARABLE_TOOLCHAIN = ("mlir_air_commit", "aie_opt", "air_opt", "xrt_smi", "peano")
 
@@ -67,12 +69,16 @@ def parse_toolchain(text: str | None) -> dict[str, str]:
 
 def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contract: str | None, text: str,
                    file_label: str, role: str = "", device: str | None = None,
-                   toolchain: dict[str, str] | None = None) -> tuple[int, KernelVerified]:
+                   toolchain: dict[str, str] | None = None, method: str = "") -> tuple[int, KernelVerified]:
     """Validate the transcript for (kernel, shape, contract) and record it; return (seq, event).
 
     `device` and `toolchain` are what the person recording declares of the machine the transcript came from (the
     NPU's name as xrt-smi reports it; the mlir-air commit and tool versions): with both, the row is
-    `npu2-measured`; without, `unattested` (kernels.provenance) and never verified, best or exported."""
+    `npu2-measured`; without, `unattested` (kernels.provenance) and never verified, best or exported. `method` is
+    the GEMM method the run used (mlir-air's run.py does not print it: the make run's METHOD), the key the
+    registry JSON files the row under."""
+    if method and (kernel != "gemm" or method not in GEMM_METHODS):
+        raise EvidenceError(f"--method {method[:40]!r}: a GEMM run's method is one of {', '.join(GEMM_METHODS)}")
     result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded
     unit = DeploymentUnit(ledger, name)
     fields = {k: v for k, v in result.kernel_verified_fields().items() if v is not None or k == "mean_rel_L1"}
@@ -85,7 +91,7 @@ def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contra
                             "one harness run is evidence for one (kernel, shape, contract) only")
     event = KernelVerified(
         kernel=kernel, shape=checked["shape"], contract=checked["contract"], executor="mlir-air",
-        target=unit.state.target, source="harness", role=role,
+        target=unit.state.target, source="harness", role=role, method=method,
         measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         provenance={"file": file_label, "output_sha256": digest, "device": device or None,
                     "toolchain": dict(toolchain or {}), "declared_by": "ledger record harness"},

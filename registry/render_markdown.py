@@ -103,7 +103,7 @@ def index_table(data: RegistryData) -> str:
             if m.on_hardware:
                 best_text = f"{tp} ({where})" if tp else f"({where}; no throughput recorded)"
             else:
-                best_text = (f"— not measured on NPU2 ({not_npu2_mark(m)} rows only, {where}; NPU2 rows come from "
+                best_text = (f"— not measured on NPU2 (only {not_npu2_mark(m)} rows: {where}; NPU2 rows come from "
                              "`--executor mlir-air` runs on the hardware or `ledger registry import`)")
         counts = {s: sum(1 for r in page.rows if r.status == s) for s in STATUS_GLYPH}
         count_text = " ".join(f"{counts[s]}{STATUS_GLYPH[s]}" for s in STATUS_GLYPH if counts[s]) or "0"

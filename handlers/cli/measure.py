@@ -141,18 +141,19 @@ def record_group() -> None:
 @click.option("--contract", default=None)
 @click.option("--file", "file_", required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--role", default="")
+@click.option("--method", default="", help="GEMM: the METHOD the make run used (direct, fused-cast, drain, external)")
 @click.option("--device", default=None, help="the NPU the transcript ran on, as xrt-smi names it (e.g. 'NPU Strix')")
 @click.option("--toolchain", "toolchain_text", default=None,
               help="what it ran on: mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=...")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str,
-                       device: str | None, toolchain_text: str | None, as_json: bool) -> None:
+                       method: str, device: str | None, toolchain_text: str | None, as_json: bool) -> None:
     """Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness)."""
     text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")
     seq, event = record_harness(app.ledger, name, kernel=kernel, shape=shape, contract=contract, text=text,
                                 file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role,
-                                device=device, toolchain=parse_toolchain(toolchain_text))
+                                device=device, toolchain=parse_toolchain(toolchain_text), method=method)
     click.echo(json.dumps(results.record_harness_json(seq, event)) if as_json else
                f"{kernel} {shape}: {event.verdict} recorded at seq {seq} as {event.provenance_class} "
                f"(sha256 {event.provenance['output_sha256'][:12]})")

@@ -27,6 +27,7 @@ from kernels.thresholds import (
     KERNEL_TOLERANCES,
     per_position_threshold,
 )
+from kernels.provenance import claim_problem, kernel_row_provenance, perf_row_provenance
 from ledger import Checkpoint, Ledger
 from ledger.record import RecordedEvent
 from statemachine.checks import teacher_forced_problem
@@ -217,6 +218,9 @@ def audit_stream(
         check = CHECKS.get(rec.type)
         problems = check(rec) if check else (check_block(rec, head_dim) if rec.type == "BlockValidated" else [])
         findings.extend(Finding("error", rec.seq, rec.type, msg) for msg in problems)
+        claim = provenance_claim_problem(rec)
+        if claim:
+            findings.append(Finding("error", rec.seq, "provenance", f"{rec.type}: {claim}"))
         if rec.type == "TokenGateChecked" and declared_executor and p["executor"] != declared_executor:
             findings.append(Finding("error", rec.seq, "production-path",
                                     f"token gate ran on {p['executor']}, the deployment declares {declared_executor}"))
@@ -248,6 +252,17 @@ def audit_stream(
         if phase == 1 and planned is not None:
             findings.extend(_plan_coverage(rec, cited, planned))
     return findings
+
+
+def provenance_claim_problem(rec: RecordedEvent) -> str | None:
+    """A KernelVerified's or PerformanceMeasured's recorded `provenance_class` against the class its recorded facts
+    give (kernels.provenance): e.g. a stand-in row edited to claim npu2-measured, or a harness row that claims it
+    without naming a device and a probed toolchain."""
+    if rec.type == "KernelVerified":
+        return claim_problem(rec.payload.get("provenance_class"), kernel_row_provenance(rec.payload))
+    if rec.type == "PerformanceMeasured":
+        return claim_problem(rec.payload.get("provenance_class"), perf_row_provenance(rec.payload))
+    return None
 
 
 def _says_fail(rec: RecordedEvent) -> bool:

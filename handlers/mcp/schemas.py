@@ -97,6 +97,7 @@ INPUTS: dict[str, dict] = {
         "name": NAME, "kernel": TEXT, "shape": {**TEXT, "description": "e.g. M=2048,K=2048,N=2048"},
         "contract": TEXT, "role": {"type": "string", "default": ""},
         "transcript_path": {**TEXT, "description": "the `make run` transcript file (read and validated)"},
+        "method": {"type": "string", "default": "", "description": "GEMM: the make run's METHOD"},
         "device": {**TEXT, "description": "the NPU the transcript ran on (without it and toolchain: unattested)"},
         "toolchain": {**TEXT, "description": "mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=..."},
     }, ("name", "kernel", "shape", "transcript_path")),

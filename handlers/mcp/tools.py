@@ -184,7 +184,8 @@ def _record_harness(c: Call):
     text = path.read_text(encoding="utf-8", errors="replace")  # as `ledger record harness --file` reads it
     seq, event = record_harness(c.app.ledger, a["name"], kernel=a["kernel"], shape=a["shape"],
                                 contract=a.get("contract"), text=text, file_label=path.name, role=a["role"],
-                                device=a.get("device"), toolchain=parse_toolchain(a.get("toolchain")))
+                                device=a.get("device"), toolchain=parse_toolchain(a.get("toolchain")),
+                                method=a.get("method") or "")
     refresh(c.app)
     return results.record_harness_json(seq, event)
 

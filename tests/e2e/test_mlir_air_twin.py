@@ -136,3 +136,66 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     evaluation = next(e["payload"] for e in events if e["type"] == "EvaluationRecorded")
     assert evaluation["remeasured"]["kernel_sample"][1:] and all(r["agrees"] for r in evaluation["remeasured"]["kernel_sample"][1:])
     assert all(g["passed"] for g in evaluation["remeasured"]["token_gate"])
+
+
+TRANSCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
+NPU2_TOOLCHAIN = "mlir_air_commit=e972f2942,aie_opt=aie-opt 1.0,xrt_smi=xrt-smi 2.19,peano=clang version 22.0.0"
+
+
+def test_a_rehearsal_and_a_hardware_transcript_share_a_workspace_and_only_the_hardware_row_is_verified(
+        through_phase1, tmp_path, monkeypatch):
+    """Issue #34: the twin's Phase 1 rows are stand-in rehearsals wherever they are shown, chosen or exported; a
+    transcript recorded with its device and toolchain is the only NPU2 row; a rehearsal row that claims
+    npu2-measured is the evaluator's finding and still not verified."""
+    root, _ = through_phase1
+    ws = tmp_path / "ws"
+    shutil.copytree(root / "ws", ws)
+    monkeypatch.setenv("MLIR_AIR_DIR", str(root / "mlir-air"))
+    events = ledger_json(ws, "log", "--stream", "deployment:tiny")
+    rows = [e["payload"] for e in events if e["type"] == "KernelVerified"]
+    assert rows and all(r["provenance_class"] == "standin-rehearsal" for r in rows)  # the events name the stand-in
+    assert all(r["provenance"]["toolchain"]["standin"] == "ledger twin" for r in rows)
+
+    # the rehearsal alone: nothing verified, nothing in the JSON mlir-air's registry_lookup reads, no lookup answer
+    assert ledger(ws, "registry", "build").returncode == 0
+    index = (ws / "kernel_registry" / "supported_kernels.md").read_text()
+    table = index.split("## Kernels", 1)[1].split("\n---\n", 1)[0]
+    assert "✅" not in table and "**" not in table and "🎭 stand-in rehearsal, not NPU2" in table
+    doc = json.loads((ws / "kernel_registry" / "details" / "GEMM_bf16_in_bf16_out.json").read_text())
+    assert doc["shapes"] == [] and {e["provenance"] for e in doc["_not_measured_on_npu2"]} == {"standin-rehearsal"}
+    assert ledger(ws, "registry", "lookup", "gemm", "2048", "1024", "512").returncode != 0
+
+    # a transcript from an NPU2 machine, recorded with its device and toolchain
+    transcript = tmp_path / "gemm_2048.txt"
+    transcript.write_text((TRANSCRIPTS / "gemm_pass.txt").read_text())
+    done = ledger_json(ws, "record", "harness", "tiny", "--kernel", "gemm", "--shape", "M=2048,K=2048,N=2048",
+                       "--contract", "bf16-out-high", "--method", "fused-cast", "--file", str(transcript), "--device", "NPU Strix",
+                       "--toolchain", NPU2_TOOLCHAIN)
+    assert done["provenance_class"] == "npu2-measured"
+    assert ledger(ws, "registry", "build").returncode == 0
+    doc = json.loads((ws / "kernel_registry" / "details" / "GEMM_bf16_in_bf16_out.json").read_text())
+    assert [(s["M"], s["K"], s["N"], s["best"]) for s in doc["shapes"]] == [(2048, 2048, 2048, {"high": "fused-cast"})]
+    index = (ws / "kernel_registry" / "supported_kernels.md").read_text()
+    kernels_table = index.split("## Kernels", 1)[1].split("\n---\n", 1)[0]
+    verified = [line for line in kernels_table.splitlines() if "✅" in line]
+    assert len(verified) == 1 and "GEMM (BF16 in, BF16 out)" in verified[0] and "**8517 GFLOP/s**" in verified[0]
+    lookup = ledger_json(ws, "registry", "lookup", "gemm", "2048", "2048", "2048")
+    assert lookup["method"] == "fused-cast" and lookup["gflops"] == pytest.approx(8516.634)
+    assert ledger(ws, "registry", "lookup", "gemm", "2048", "1024", "512").returncode != 0
+
+    # a rehearsal row that claims npu2-measured (appended with a valid chain): a finding, and still not verified
+    from handlers.evaluator.audit import provenance_claim_problem
+    from ledger import open_ledger
+    from ledger.events import KernelVerified
+    from registry.fold import fold_registry
+
+    lg = open_ledger(f"sqlite:///{ws / '.ledger' / 'ledger.db'}")
+    forged = {**rows[-1], "provenance_class": "npu2-measured", "gflops": 9000.0}
+    forged = {k: v for k, v in forged.items() if k in KernelVerified.model_fields}
+    stream = "deployment:tiny"
+    lg.append(stream, lg.stream_version(stream), [KernelVerified(**forged)])
+    rec = lg.read_all()[-1]
+    assert "claims npu2-measured but its recorded facts make it standin-rehearsal" in provenance_claim_problem(rec)
+    row = next(r for p in fold_registry(lg.read_all()).pages for r in p.rows
+               if any(m.seq == rec.seq for m in r.measurements))
+    assert row.status == "rehearsal" and not row.best.on_hardware
