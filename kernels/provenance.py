@@ -46,8 +46,9 @@ LABELS = {
     IMPORTED_REGISTRY: "imported from mlir-air's kernel registry (measured on NPU2 by mlir-air)",
     IMPORTED_NIGHTLY: "imported from mlir-air's nightly (measured on NPU2 by mlir-air)",
 }
-SHORT = {NPU2_MEASURED: "NPU2", STANDIN_REHEARSAL: "rehearsal", MODELLED_NPU2: "modelled", CPU_EMULATOR: "CPU emulator",
-         UNATTESTED: "unattested", IMPORTED_REGISTRY: "imported", IMPORTED_NIGHTLY: "imported nightly"}
+SHORT = {NPU2_MEASURED: "measured NPU2", STANDIN_REHEARSAL: "stand-in rehearsal", MODELLED_NPU2: "modelled NPU2",
+         CPU_EMULATOR: "CPU emulator", UNATTESTED: "unattested", IMPORTED_REGISTRY: "imported (mlir-air registry)",
+         IMPORTED_NIGHTLY: "imported (mlir-air nightly)"}
 
 # a toolchain key whose presence says a real NPU toolchain was found (kernels.toolchain; the commit alone is not)
 ATTESTING_TOOLS = ("aie_opt", "air_opt", "xrt_smi", "peano")
@@ -130,4 +131,7 @@ def perf_row_provenance(payload: Mapping[str, Any]) -> str:
     profile.provenance; Phase 6: profile.npu2.provenance), never from its `provenance_class` claim."""
     prof = payload.get("profile") or {}
     facts = prof.get("provenance") or (prof.get("npu2") or {}).get("provenance") or {}
-    return figure_provenance(str(prof.get("source") or ""), facts)
+    source = str(prof.get("source") or "")
+    if not source:  # a record that names no source is the executor's own wall time (registry.perf_records)
+        return CPU_EMULATOR if payload.get("executor") in ("emulated", "torch") else UNATTESTED
+    return figure_provenance(source, facts)

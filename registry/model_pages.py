@@ -12,6 +12,7 @@ import json
 import math
 from typing import Any, Sequence
 
+from kernels.provenance import CPU_EMULATOR, LABELS, MODELLED_NPU2, SHORT, kernel_row_provenance, perf_row_provenance
 from ledger.record import RecordedEvent
 from registry.catalog import shape_key, spec_for
 from registry.chart import elf_breakdown_png, layer_cosine_png, step_kl_png
@@ -103,18 +104,21 @@ def render_phase1(v: DeploymentView) -> str:
         e = rec.event
         rows.append([e.kernel, shape_args(shape_key(spec_for(e.kernel, e.contract), e.shape)), e.contract, e.role,
                      e.stage, e.verdict, sci(e.mean_rel_L1), sci(e.max_abs), _tile(e.tile), _tiles(e), e.executor,
-                     len(g), rec.seq, _kernel_notes(v, rec)])
+                     SHORT[kernel_row_provenance(e.model_dump())], len(g), rec.seq, _kernel_notes(v, rec)])
     parts.append(table(["kernel", "shape", "contract", "role", "stage", "verdict", "mean_rel_L1", "max_abs", "tile",
-                        "tiles in flight", "executor", "runs", "seq", "notes"], rows))
+                        "tiles in flight", "executor", "provenance", "runs", "seq", "notes"], rows))
     parts.append("## Every run\n")
     rows = []
     for rec in v.of("KernelVerified"):
         e = rec.event
         mism = f"{e.mismatches}/{e.n_elements}" if e.mismatches is not None and e.n_elements else e.mismatches
         rows.append([rec.seq, show_time(rec.recorded_at), e.kernel, shape_args(shape_key(spec_for(e.kernel, e.contract), e.shape)),
-                     e.contract, e.executor, e.source, e.verdict, sci(e.mean_rel_L1), sci(e.max_abs), sci(e.max_rel),
+                     e.contract, e.executor, SHORT[kernel_row_provenance(e.model_dump())], e.verdict,
+                     sci(e.mean_rel_L1), sci(e.max_abs), sci(e.max_rel),
                      mism, f"{sci(e.rtol)} / {sci(e.atol)}", fixed(e.latency_us, 1), num(e.gflops)])
-    parts.append(table(["seq", "recorded (UTC)", "kernel", "shape", "contract", "executor", "source", "verdict",
+    parts.append("Latency and GFLOP/s are NPU2 figures only where the provenance says measured NPU2 (a stand-in "
+                 "rehearsal prints the performance model's figures).\n")
+    parts.append(table(["seq", "recorded (UTC)", "kernel", "shape", "contract", "executor", "provenance", "verdict",
                         "mean_rel_L1", "max_abs", "max_rel", "mismatches", "rtol / atol", "latency (µs)", "GFLOP/s"], rows))
     return "\n".join(parts)
 
@@ -262,7 +266,7 @@ def _perf_table(recs: Sequence[RecordedEvent]) -> str:
     rows = []
     for rec in recs:
         p = rec.event
-        source = Profile.of(p.profile).source
+        source = SHORT[perf_row_provenance(p.model_dump())]
         rows.append([rec.seq, p.phase, p.executor, source, fixed(p.prefill_s, 4), fixed(p.ttft_s, 4),
                      fixed(p.ms_per_token, 3), num(p.tokens_per_s), f"{p.warmup} + {p.runs}",
                      val(dict(sorted(p.pipeline.items()))) if p.pipeline else None])
@@ -329,24 +333,30 @@ def render_phase6(v: DeploymentView) -> tuple[str, dict[str, bytes]]:
         rec = perf[-1]
         p = rec.event
         npu2, wall = profile.npu2, profile.wall
+        gate_class = perf_row_provenance(p.model_dump())  # re-derived from the record's facts
+        run_class = CPU_EMULATOR if gate_class == MODELLED_NPU2 else gate_class  # make run on the same checkout
         parts.append(f"## Final numbers (PerformanceMeasured seq {rec.seq}, executor {p.executor})\n")
-        parts.append(f"The gate's figures are the NPU2 performance model's ({npu2.source}: prefill at seq "
-                     f"{npu2.seq}, decode at context {npu2.ctx}); the emulator's own wall time on this "
-                     "machine is shown beside them as information, never as NPU2's.\n")
-        parts.append(table(["metric", "modelled NPU2", f"emulator here ({wall.n_prompt_tokens} prompt tokens)"], [
+        parts.append(f"The gate's figures are **{LABELS[gate_class]}** ({npu2.source}: prefill at seq {npu2.seq}, "
+                     f"decode at context {npu2.ctx}); the integrated run's figures beside them are "
+                     f"**{LABELS[run_class]}**" + (", information, never NPU2's" if run_class == CPU_EMULATOR else "")
+                     + ".\n")
+        calls = ("— (mlir-air's `make profile` does not print it)" if npu2.prefill_calls_per_layer is None
+                 else f"{npu2.prefill_calls_per_layer} / {npu2.decode_calls_per_layer}")
+        parts.append(table(["metric", f"gate figure: {SHORT[gate_class]}",
+                            f"integrated run: {SHORT[run_class]} ({wall.n_prompt_tokens} prompt tokens)"], [
             ["TTFT (s)", fixed(p.ttft_s, 4), fixed(wall.ttft_s, 4)],
             ["tokens/s", num(p.tokens_per_s), num(wall.tokens_per_s)],
             ["ms/token", fixed(p.ms_per_token, 3), fixed(wall.ms_per_token, 3)],
             ["prefill (s)", fixed(p.prefill_s, 4), fixed(wall.prefill_s, 4)],
-            ["XRT calls per layer (prefill / decode)",
-             f"{npu2.prefill_calls_per_layer} / {npu2.decode_calls_per_layer}", None],
-            ["setup (s, outside the timed region)", None, fixed(p.setup_s, 3)],
+            ["XRT calls per layer (prefill / decode)", calls, "— (not counted by the integrated run)"],
+            ["setup (s, outside the timed region)", "— (not part of the gate figure)", fixed(p.setup_s, 3)],
         ]))
         text, bars = _npu2_section(npu2)
-        parts.append("## Modelled NPU2 breakdown per ELF\n")
-        parts.append(f"![modelled NPU2 time per ELF]({ELF_CHART})\n")
+        what = SHORT[gate_class]
+        parts.append(f"## {what} breakdown per ELF\n")
+        parts.append(f"![{what} time per ELF]({ELF_CHART})\n")
         parts.append(text)
-        png = elf_breakdown_png(bars, f"{v.name}: modelled NPU2 time per ELF (PerformanceMeasured seq {rec.seq})")
+        png = elf_breakdown_png(bars, f"{v.name}: {what} time per ELF (PerformanceMeasured seq {rec.seq})")
         if len(perf) > 1:
             parts.append("## All Phase 6 measurements\n")
             parts.append(_perf_table(perf))

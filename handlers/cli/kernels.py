@@ -177,8 +177,7 @@ def _time_rows(r, harness: bool) -> list[tuple[str, str]]:
     if not harness:
         return [("time", f"{r.seconds * 1e3:.2f} ms wall, {figure_source(r.executor)}"
                  + (f"  ({r.gflops:.1f} GFLOP/s on the CPU emulator)" if r.gflops else ""))]
-    source = figure_source(r.executor)
-    npu = "measured NPU2" if source == "measured NPU2" else "modelled NPU2, the stand-in's figure"
+    npu = figure_source(r.executor)
     rows = [("time", f"{r.seconds * 1e3:.2f} ms wall of the harness run (host clock: compile + run)")]
     if r.gflops:
         rows.append(("throughput", f"{r.gflops:.1f} GFLOP/s ({npu})"))

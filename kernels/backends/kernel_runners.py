@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from kernels.backends.harness_runner import HarnessRunner
 from kernels.backends.in_process_runner import InProcessRunner, StandinFaultRunner
 from kernels.backends.runner_base import KernelRunner
-from kernels.mlir_air.checkout import is_twin
 from kernels.mlir_air.executor import MlirAirExecutor
+from kernels.mlir_air.lock import probe_device
 from kernels.numerics.executors import EXECUTOR_NAMES as IN_PROCESS
 from kernels.numerics.executors import Executor
 from kernels.numerics.executors import make_executor as make_in_process
 from kernels.numerics.executors.standin import StandinError, StandinFault, standin_sleep_s
+from kernels.provenance import CPU_EMULATOR, LABELS, harness_provenance
+from kernels.toolchain import current_toolchain
 
 __all__ = ["DEPLOYMENT_EXECUTORS", "EXECUTOR_NAMES", "WORKER_EXECUTORS", "WorkerKind", "make_executor",
            "make_runner", "worker_kind"]
@@ -83,11 +85,17 @@ def worker_kind(name: str) -> WorkerKind:
     return WorkerKind(name, name)
 
 
-def figure_source(executor: str, mlir_air_dir: str | None = None) -> str:
-    """Where a timed figure of `executor` comes from, as every output labels it: `measured NPU2` (mlir-air on a
-    real checkout), or `CPU emulator` (the emulated / torch / fp32 executors, and mlir-air's stand-in)."""
-    if executor == "mlir-air" and not is_twin(mlir_air_dir or os.environ.get("MLIR_AIR_DIR")):
-        return "measured NPU2"
+def figure_class(executor: str, mlir_air_dir: str | None = None) -> str:
+    """The kernels.provenance class of a figure `executor` produces here: on mlir-air what the checkout and the
+    machine say (a stand-in's marker; a device with a probed toolchain), else the CPU emulator."""
     if executor == "mlir-air":
-        return "CPU emulator (the mlir-air stand-in, not NPU2)"
-    return f"CPU emulator ({executor}, not NPU2)"
+        directory = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
+        return harness_provenance(current_toolchain("mlir-air", mlir_air_dir=directory), probe_device())
+    return CPU_EMULATOR
+
+
+def figure_source(executor: str, mlir_air_dir: str | None = None) -> str:
+    """Where a timed figure of `executor` comes from, as every output labels it (kernels.provenance.LABELS; the
+    emulated / torch / fp32 executors name themselves)."""
+    cls = figure_class(executor, mlir_air_dir)
+    return LABELS[cls] if executor == "mlir-air" else f"CPU emulator ({executor}, not NPU2)"

@@ -16,7 +16,7 @@ the decode axis is recorded as not swept, the modelled curve beside it.
 
 `parse_prefill_sweep(transcript)` reads the per-point JSON lines (the lines are the contract: the --out file
 is the same objects); `hardware_curve(points, modelled, provenance)` is the curve Phase 6 records (source
-"mlir-air-sweep", label "measured NPU2"). A transcript with no point line is a TranscriptError, never a curve.
+"mlir-air-sweep", label the figures' kernels.provenance class: "measured NPU2" only from a device). A transcript with no point line is a TranscriptError, never a curve.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import json
 import re
 from typing import Any, Mapping
 
+from kernels.provenance import SHORT, figure_provenance
 from kernels.mlir_air.output import TranscriptError
 
 SWEEP_PREFILL_SRC = "mlir-air programming_examples/llms/bench/sweep_prefill.py@a32bef3 (run_point, main)"
@@ -62,7 +63,8 @@ def hardware_curve(points: list[dict[str, Any]], modelled: Mapping[str, Any], pr
         {**p, "ttft_ms": p.get("ttft_ms") if p.get("status") == "ok" else None} for p in points]}
     if not points:
         prefill.update(status="not_swept", detail=prefill_detail)
-    return {"source": SOURCE, "label": "measured NPU2", "layout": SWEEP_PREFILL_SRC,
+    cls = figure_provenance("mlir-air-profile", provenance)  # a stand-in's sweep prints modelled figures
+    return {"source": SOURCE, "label": SHORT[cls], "provenance_class": cls, "layout": SWEEP_PREFILL_SRC,
             "prefill": prefill,
             "decode": {"axis": "context_len", "metric": "decode_tokens_per_sec", "points": [],
                        "status": "not_swept",

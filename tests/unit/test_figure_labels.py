@@ -25,7 +25,7 @@ def test_no_npu2_column_holds_an_emulator_figure(tmp_path):
            if line.startswith("|") and NUMBER_AFTER_GLYPH.search(line) and "(CPU emulator)" not in line]
     assert bad == []
     index = (tmp_path / "kernel_registry" / "supported_kernels.md").read_text(encoding="utf-8")
-    assert "not measured on NPU2 (🧪 CPU-emulator rows only" in index
+    assert "not measured on NPU2 (only 🧪 CPU emulator, not NPU2 rows:" in index
 
 
 def test_kernel_run_labels_its_time_as_the_cpu_emulators():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from tests.npu2_facts import NPU2_PROVENANCE
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,11 @@ def test_the_sweeps_point_lines_parse_to_its_points_failures_kept_with_their_sta
     points = parse_prefill_sweep(TRANSCRIPT)
     assert [(p["prefill_len"], p["status"], p.get("ttft_ms")) for p in points] == [
         (512, "ok", 315.0), (4096, "expected_fail", None)]
-    curve = hardware_curve(points, {"source": "modelled-npu2"}, {"command": "make -C d sweep-prefill"})
+    curve = hardware_curve(points, {"source": "modelled-npu2"}, {"command": "make -C d sweep-prefill", **NPU2_PROVENANCE})
     assert curve["source"] == "mlir-air-sweep" and curve["label"] == "measured NPU2"
+    # the label is the sweep's provenance: no device reported, or a stand-in checkout, is not NPU2
+    assert hardware_curve(points, {}, {"command": "make"})["label"] == "unattested"
+    assert hardware_curve(points, {}, {**NPU2_PROVENANCE, "stand_in": True})["label"] == "stand-in rehearsal"
     assert point(curve, "prefill", 4096)["detail"] == "bd_exhaustion" and curve["decode"]["status"] == "not_swept"
     assert curve["modelled_npu2"] == {"source": "modelled-npu2"}
 
@@ -105,7 +109,7 @@ def test_the_mlir_air_backends_curve_is_the_model_directorys_sweep_with_the_mode
 def test_a_device_curve_renders_its_sweep_says_why_decode_has_no_points_and_plots_the_model_beside(tiny_llama):
     config = resolve(load_raw_config(tiny_llama))
     sw = normalize_switches(None)
-    curve = hardware_curve(parse_prefill_sweep(TRANSCRIPT), npu2_curve(config, sw, sw), {})
+    curve = hardware_curve(parse_prefill_sweep(TRANSCRIPT), npu2_curve(config, sw, sw), NPU2_PROVENANCE)
     text, png = curve_section(curve, "llama32_1b", 7)
     assert "### Prefill latency vs padded prefill length (measured NPU2)" in text and "| TTFT (ms) | 315.0 | — |" in text
     assert "not_swept: " in text and "### The NPU2 performance model's curve beside it" in text

@@ -96,7 +96,7 @@ def test_phase1_lists_kernel_rows_with_tiles_in_flight_and_the_triage_of_the_fai
     assert "8/8 kernel × shape × contract rows PASS" in p1
     assert "| gemm | M=2048,K=576,N=576 | bf16-out-high | Q/O proj | prefill | PASS | 9.4e-3 |" in p1
     assert "64/192/32/64" in p1 and "8/32 — heads-per-unroll 2 limits placement" in p1
-    assert "| 16 | 2026-06-18 09:45:00Z | silu_mul | N=3145728 | bf16 | emulated | emulated | FAIL |" in p1
+    assert "| 16 | 2026-06-18 09:45:00Z | silu_mul | N=3145728 | bf16 | emulated | CPU emulator | FAIL |" in p1
 
 
 def test_phase2_has_the_bisect_table(blocked):
@@ -122,7 +122,7 @@ def test_optimisation_pages_show_outcomes_speedups_and_baselines(finished):
     p4 = text(finished, f"{DOCS}/phase4_prefill.md")
     assert "| 59 | weight residency | applied | 1.8400 | 1.2100 | 1.52× | PASS | weights converted once |" in p4
     assert "| 60 | fused qkv | reverted |" in p4
-    assert "## Baseline" in p4 and "| 57 | 3 | emulated | wall | 1.8400 |" in p4
+    assert "## Baseline" in p4 and "| 57 | 3 | emulated | CPU emulator | 1.8400 |" in p4
     p6 = text(finished, f"{DOCS}/phase6_finalize.md")
     assert "| TTFT (s) | 1.0500 |" in p6 and "| tokens/s | 16.1 |" in p6
     assert "| gemm | 150 | 0.61 |" in p6
