@@ -83,7 +83,7 @@ def _curve(app, target: str, config, switches: str | None, host_bytes: int | Non
     c = npu2_curve(config, sw, sw, max_positions=context_window(app, target), host_bytes=host_bytes, weights=weights)
     png = Path(png_path or f"{name}_curve.png")
     try:
-        png.write_bytes(curve_png(c, f"{name}: modelled NPU2"))
+        png.write_bytes(curve_png(c, f"{name}: {c['label']}"))
     except OSError as e:
         raise click.ClickException(f"cannot write the curve's PNG {png}: {e.strerror or e}") from e
     if as_json:

@@ -26,6 +26,8 @@ What bounds each axis (a point beyond a bound has no figure, a `status` naming t
     every length, as in the tiny test models, is the shape's, said in `notes`); and no buffer object of the
     plan may pass the 4 GiB one BO addresses (kernels.perf.memory.BO_ADDRESS_LIMIT: the activation BOs grow
     as L x hidden) ("bo_address_limit");
+  * the 4-bit on-device decode (weights "q4nx-device"): the fused decode template streams an ATTN_MAXL (2048) KV
+    window, the one build the model prices; a context past it is "beyond_decode_window", no figure;
   * the decode KV cache: `kernels.perf.memory.memory_fit` at context C. Decode attention runs on the CPU
     (llms/README.md "What runs on NPU vs CPU", e972f29), so the cache is host memory: it is checked against
     the target machine's memory when `host_bytes` is given ("does_not_fit"), otherwise not at all (said in
@@ -46,7 +48,7 @@ from kernels.numerics.tiles import check_tile, plan_tile
 from kernels.perf.dispatch import dispatch_plan
 from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ
 from kernels.perf.memory import BO_ADDRESS_LIMIT, BO_LIMIT_SRC
-from kernels.perf.q4nx import predict_weights
+from kernels.perf.q4nx import ATTN_MAXL, predict_weights
 
 PREFILL_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 DECODE_CONTEXTS = (NPU2_DECODE_CTX, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -130,6 +132,12 @@ def decode_curve(config: ModelConfig, switches: Mapping[str, bool], contexts=DEC
                       detail=f"{C} positions > the model's max_position_embeddings {max_positions}")
             points.append(pt)
             continue
+        if weights == "q4nx-device" and C > ATTN_MAXL:
+            pt.update(status="beyond_decode_window", detail=(
+                f"{C} positions > the fused decode template's ATTN_MAXL {ATTN_MAXL} KV window, the only build the "
+                "model streams (kernels.perf.q4nx; a longer context needs another template build, not modelled)"))
+            points.append(pt)
+            continue
         p = predict_weights(config, weights, seq=NPU2_PREFILL_SEQ, switches=dict(switches), ctx=C, host_bytes=host_bytes)
         pt["kv_cache_bytes"] = p.memory["kv_cache_bytes"]
         if not p.memory["fits"]:
@@ -149,7 +157,8 @@ def npu2_curve(config: ModelConfig, prefill_switches: Mapping[str, bool], decode
     pre_sw, dec_sw = dict(prefill_switches), dict(decode_switches)
     pre, pre_notes = prefill_curve(config, pre_sw, max_positions=max_positions, weights=weights)
     dec, dec_notes = decode_curve(config, dec_sw, max_positions=max_positions, host_bytes=host_bytes, weights=weights)
-    return {**({"weights": weights} if weights != "bf16" else {}), "source": SOURCE, "label": "modelled NPU2", "layout": LAYOUT_SRC,
+    label = "modelled NPU2" + (f", {weights} weights" if weights != "bf16" else "")
+    return {**({"weights": weights} if weights != "bf16" else {}), "source": SOURCE, "label": label, "layout": LAYOUT_SRC,
             "phase6_seq": NPU2_PREFILL_SEQ, "phase6_ctx": NPU2_DECODE_CTX, "max_positions": max_positions,
             "switches": {"prefill": dict(pre_sw), "decode": dict(dec_sw)},
             "prefill": {"axis": "prefill_len", "metric": "ttft_ms", "points": pre},

@@ -230,3 +230,23 @@ def test_phase6s_own_points_keep_their_figures_past_a_short_context_window_and_s
     assert own_dec["decode_tokens_per_sec"] == predict(config).decode_tokens_per_s and "Phase 6" in own_dec["detail"]
     others = [p for axis in ("prefill", "decode") for p in c[axis]["points"] if p not in (own_pre, own_dec)]
     assert others and all(p["status"] == "beyond_context_window" for p in others)
+
+
+def test_the_4_bit_fused_decode_curve_stops_at_its_template_window_and_names_its_weights(tmp_path):
+    png = tmp_path / "c.png"
+    r = CliRunner().invoke(cli, ["predict", str(CONFIGS / "llama-3.2-1b.json"), "--curve", "--weights", "q4nx-device",
+                                 "--json", "--png", str(png)])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    curve = out.get("curve", out)
+    assert "q4nx-device" in curve["label"]
+    for p in curve["decode"]["points"]:
+        if p["context_len"] > 2048:  # past ATTN_MAXL: the modelled build holds no more positions
+            assert p["status"] == "beyond_decode_window" and p["decode_tokens_per_sec"] is None
+        else:
+            assert p["status"] == "ok" and p["decode_tokens_per_sec"] > 0
+    # bf16 has no such window
+    bf16 = json.loads(CliRunner().invoke(cli, ["predict", str(CONFIGS / "llama-3.2-1b.json"), "--curve", "--json",
+                                               "--png", str(png)]).output)
+    bf16 = bf16.get("curve", bf16)
+    assert not any(p["status"] == "beyond_decode_window" for p in bf16["decode"]["points"])
