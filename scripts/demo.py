@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kernels.provenance import SHORT, perf_row_provenance
+
 
 def ledger(ws: Path, *args: str, check: bool = True, capture: bool = False) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "handlers.cli", "--workspace", str(ws), *args]
@@ -50,12 +52,14 @@ def main() -> None:
     print(f"status: {status['status']} (phases passed: {status['phases_passed']})")
     if evaluation:
         print(f"independent evaluation: {evaluation[-1]['verdict']} ({len(evaluation[-1]['findings'])} findings)")
-    print(f"\n{'phase':<7}{'what':<18}{'prefill ms':>11}{'TTFT ms':>10}{'ms/token':>10}{'tokens/s':>10}")
+    print(f"\n{'phase':<7}{'what':<18}{'prefill ms':>11}{'TTFT ms':>10}{'ms/token':>10}{'tokens/s':>10}  figures are")
     for p in perf:
         label = p.get("profile", {}).get("label", "integrated" if p["phase"] == 6 else "")
         fmt = lambda x, scale=1.0: "—" if x is None else f"{x * scale:.1f}"  # noqa: E731
         print(f"{p['phase']:<7}{label:<18}{fmt(p.get('prefill_s'), 1e3):>11}{fmt(p.get('ttft_s'), 1e3):>10}"
-              f"{fmt(p.get('ms_per_token')):>10}{fmt(p.get('tokens_per_s')):>10}")
+              f"{fmt(p.get('ms_per_token')):>10}{fmt(p.get('tokens_per_s')):>10}  {SHORT[perf_row_provenance(p)]}")
+    print("(modelled NPU2: the performance model's prediction for NPU2, not a measurement; CPU emulator: this "
+          "machine's wall time; only `measured NPU2` comes from a device)")
     print("\nreports:")
     for rel in ("kernel_registry/supported_kernels.md", "kernel_registry/details/GEMM_bf16_in_bf16_out.json",
                 "llms/smollm2_135m_instruct/TODO.md", "llms/smollm2_135m_instruct/docs/evaluation_report.md"):
