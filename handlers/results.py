@@ -240,6 +240,7 @@ GEMM_CONFIG = obj({"method": STR, "tile": ANY_OBJECT, "gflops": NUM, "mean_rel_L
 REGISTRY_ROW = obj({
     "kernel": STR, "page": STR, "shape": ANY_OBJECT, "status": STR, "caveats": arr(STR), "used_by": arr(STR),
     "contracts": arr(STR), "methods": arr(STR), "measured": {}, "best": maybe(ANY_OBJECT),
+    "not_npu2": maybe(ANY_OBJECT),
 })
 REGISTRY_LOOKUP = {"anyOf": [GEMM_CONFIG, arr(REGISTRY_ROW)]}
 
@@ -251,10 +252,16 @@ def registry_row_json(r) -> dict[str, Any]:
         "kernel": r.spec.kernel, "page": r.spec.page, "shape": dict(r.shape), "status": r.status,
         "caveats": list(r.caveats), "used_by": list(r.used_by), "contracts": list(r.contracts),
         "methods": list(r.methods), "measured": r.measured,
-        "best": None if b is None else {
-            "method": b.method, "evidence": b.evidence, "contract": b.contract, "tile": b.tile,
-            "throughput": b.throughput, "unit": r.spec.unit, "mean_rel_L1": b.mean_rel_L1, "max_abs": b.max_abs,
-            "seq": b.seq,
+        # `best` is an NPU2 row only (kernels.provenance); a shape with rehearsal / emulated evidence alone names
+        # that row under `not_npu2`, with its provenance and without its throughput
+        "best": None if b is None or not b.on_hardware else {
+            "method": b.method, "evidence": b.evidence, "provenance": b.provenance_class, "contract": b.contract,
+            "tile": b.tile, "throughput": b.throughput, "unit": r.spec.unit, "mean_rel_L1": b.mean_rel_L1,
+            "max_abs": b.max_abs, "seq": b.seq,
+        },
+        "not_npu2": None if b is None or b.on_hardware else {
+            "method": b.method, "evidence": b.evidence, "provenance": b.provenance_class, "contract": b.contract,
+            "tile": b.tile, "mean_rel_L1": b.mean_rel_L1, "seq": b.seq,
         },
     }
 

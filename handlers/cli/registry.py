@@ -16,6 +16,7 @@ from handlers.registry_merge import merge_into_mlir_air
 from handlers.registry_ops import SkippedRows, build_projections, import_registry_accounted, link_message
 from handlers.results import registry_row_json
 from registry.catalog import canonical_kernel
+from registry.fold import not_npu2_mark
 from registry.lookup import gemm_config, kernel_rows
 from registry.render_markdown import STATUS_GLYPH, tile_text
 from registry.text import num, sci, shape_args
@@ -120,9 +121,13 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json
         return
     for r in rows:
         b = r.best
-        click.echo(f"{r.spec.kernel} {shape_args(r.shape)}: {STATUS_GLYPH[r.status]} {r.status}"
-                   + (f"  best {b.method} ({b.evidence}) tile {tile_text(b.tile)} {num(b.throughput)} {r.spec.unit} "
-                      f"mean_rel_L1 {sci(b.mean_rel_L1)}" if b else "")
+        if b is not None and not b.on_hardware:  # never "best": a rehearsal / emulated row is not an NPU2 figure
+            what = (f"  no NPU2 row; {not_npu2_mark(b)}: {b.method} tile {tile_text(b.tile)} "
+                    f"mean_rel_L1 {sci(b.mean_rel_L1)}")
+        else:
+            what = (f"  best {b.method} ({b.evidence}) tile {tile_text(b.tile)} {num(b.throughput)} {r.spec.unit} "
+                    f"mean_rel_L1 {sci(b.mean_rel_L1)}" if b else "")
+        click.echo(f"{r.spec.kernel} {shape_args(r.shape)}: {STATUS_GLYPH[r.status]} {r.status}" + what
                    + (f"  used by {' + '.join(r.used_by)}" if r.used_by else ""))
 
 
