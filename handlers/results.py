@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 
 from handlers.triage import Match
 from kernels.numerics.run import KernelResult
+from kernels.provenance import IMPORTED_README, MODELLED_NPU2
 from ledger.events import KernelVerified, LayerDiagnosed, TokenGateChecked
 
 STR: dict = {"type": "string"}
@@ -160,7 +161,7 @@ _FIGURES = {"type": "object", "additionalProperties": {"type": "object"}}
 PREDICT = obj({
     "ttft_s": NUM, "decode_tokens_per_s": NUM, "ms_per_token": NUM, "prefill_calls_per_layer": INT,
     "decode_calls_per_layer": INT, "seq": INT, "ctx": INT, "switches": {"type": "object"}, "modelled": BOOL,
-    "notes": arr(STR), "memory": ANY_OBJECT, "source": STR,
+    "notes": arr(STR), "memory": ANY_OBJECT, "source": STR, "provenance": STR,
     "breakdown": obj({"per_elf": _FIGURES, "per_kernel": _FIGURES, "host": _FIGURES, "totals": _FIGURES}),
 })
 
@@ -172,10 +173,11 @@ def predict_json(prediction, weights: str = "bf16", measured: dict | None = None
     out = {k: d[k] for k in ("ttft_s", "decode_tokens_per_s", "ms_per_token", "prefill_calls_per_layer",
                              "decode_calls_per_layer", "seq", "ctx", "switches", "modelled", "notes", "memory")}
     out["source"] = "modelled NPU2"
+    out["provenance"] = MODELLED_NPU2
     out["breakdown"] = {k: d[k] for k in ("per_elf", "per_kernel", "host", "totals")}
     out["weights"] = weights
     if measured is not None:
-        out["measured"] = {"source": "measured NPU2", "role": measured["role"], "ttft_s": measured["ttft_s"],
+        out["measured"] = {"source": "measured NPU2", "provenance": IMPORTED_README, "role": measured["role"], "ttft_s": measured["ttft_s"],
                            "decode_tokens_per_s": measured["decode_tok_s"], "src": measured["src"],
                            "conditions": measured["conditions"]}
     return out

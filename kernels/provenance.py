@@ -12,7 +12,8 @@ checks, and re-derived from the same recorded facts by every reader (the registr
                         device found, a transcript recorded without --device / --toolchain): kept and shown, never
                         verified, chosen as best or exported as a measurement
     imported:<source>   someone else's figure, with its origin: `imported:mlir-air-registry` (mlir-air's own
-                        kernel_registry), `imported:mlir-air-nightly` (its nightly perf history)
+                        kernel_registry), `imported:mlir-air-nightly` (its nightly perf history),
+                        `imported:mlir-air-readme` (a model directory README's stated figure, set beside predictions)
 
 Only `npu2-measured` and `imported:mlir-air-registry` may be shown as verified on NPU2 or chosen as best
 (`counts_as_npu2`); mlir-air's nightly figures are NPU2 measurements too, shown as imported, never as ours.
@@ -32,9 +33,10 @@ UNATTESTED = "unattested"
 IMPORTED_PREFIX = "imported:"
 IMPORTED_REGISTRY = IMPORTED_PREFIX + "mlir-air-registry"
 IMPORTED_NIGHTLY = IMPORTED_PREFIX + "mlir-air-nightly"
+IMPORTED_README = IMPORTED_PREFIX + "mlir-air-readme"  # a model directory README's stated figure (predict's anchors)
 
 CLASSES = (NPU2_MEASURED, STANDIN_REHEARSAL, MODELLED_NPU2, CPU_EMULATOR, UNATTESTED, IMPORTED_REGISTRY,
-           IMPORTED_NIGHTLY)
+           IMPORTED_NIGHTLY, IMPORTED_README)
 
 # what a person reads beside a figure
 LABELS = {
@@ -45,10 +47,11 @@ LABELS = {
     UNATTESTED: "unattested harness run (no device/toolchain reported; not counted as NPU2)",
     IMPORTED_REGISTRY: "imported from mlir-air's kernel registry (measured on NPU2 by mlir-air)",
     IMPORTED_NIGHTLY: "imported from mlir-air's nightly (measured on NPU2 by mlir-air)",
+    IMPORTED_README: "stated in an mlir-air model README (measured on NPU2 by mlir-air)",
 }
 SHORT = {NPU2_MEASURED: "measured NPU2", STANDIN_REHEARSAL: "stand-in rehearsal", MODELLED_NPU2: "modelled NPU2",
          CPU_EMULATOR: "CPU emulator", UNATTESTED: "unattested", IMPORTED_REGISTRY: "imported (mlir-air registry)",
-         IMPORTED_NIGHTLY: "imported (mlir-air nightly)"}
+         IMPORTED_NIGHTLY: "imported (mlir-air nightly)", IMPORTED_README: "mlir-air README"}
 
 # a toolchain key whose presence says a real NPU toolchain was found (kernels.toolchain; the commit alone is not)
 ATTESTING_TOOLS = ("aie_opt", "air_opt", "xrt_smi", "peano")

@@ -16,7 +16,7 @@ DType = Literal["bf16", "fp16", "q4nx"]  # fp16: old streams only (init refuses 
 ExecutorName = Literal["emulated", "torch", "mlir-air"]
 # where an event's figures come from (kernels.provenance.CLASSES; "" in ledgers written before the field)
 ProvenanceClass = Literal["", "npu2-measured", "standin-rehearsal", "modelled-npu2", "cpu-emulator", "unattested",
-                          "imported:mlir-air-registry", "imported:mlir-air-nightly"]
+                          "imported:mlir-air-registry", "imported:mlir-air-nightly", "imported:mlir-air-readme"]
 
 
 class Event(BaseModel):
