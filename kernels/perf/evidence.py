@@ -124,8 +124,8 @@ def check_consistency(kernel: str, norm: dict[str, Any], latency_us: float, gflo
     raise EvidenceError(
         f"{where or kernel}: latency {latency_text or f'{latency_us:g}'} us and throughput "
         f"{gflops_text or f'{gflops:g}'} GFLOP/s contradict each other: {flops:.6g} FLOP in "
-        f"{latency_us - half_l:g} to {latency_us + half_l:g} us is {lo:.7g} to {hi:.7g} GFLOP/s, the printed "
-        f"throughput {g_lo:.7g} to {g_hi:.7g}")
+        f"{latency_us - half_l:.10g} to {latency_us + half_l:.10g} us is {lo:.7g} to {hi:.7g} GFLOP/s, the printed "
+        f"throughput {g_lo:.10g} to {g_hi:.10g}")
 
 
 def _same(printed: float, expected: float) -> bool:
