@@ -23,6 +23,7 @@ recorder's back is not trusted for its figures).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -105,7 +106,8 @@ def flop_counts(kernel: str, norm: dict[str, Any]) -> tuple[float, ...]:
 
 
 def check_consistency(kernel: str, norm: dict[str, Any], latency_us: float, gflops: float, *,
-                      latency_text: str | None = None, gflops_text: str | None = None, where: str = "") -> None:
+                      latency_text: str | None = None, gflops_text: str | None = None, where: Any = "",
+                      counts: tuple[float, ...] | None = None) -> None:
     """Raise EvidenceError unless latency x throughput is one of the shape's FLOP counts, within half a unit in
     the last printed place of each figure (the only slack: the harness computes throughput from the unrounded
     latency, mlir-air xrt_runner.py:299-302, then both are rounded for printing)."""
@@ -114,7 +116,7 @@ def check_consistency(kernel: str, norm: dict[str, Any], latency_us: float, gflo
     g_lo, g_hi = gflops - half_g, gflops + half_g
     slack = 1e-12  # binary floating point only
     ranges = []
-    for flops in flop_counts(kernel, norm):
+    for flops in counts or flop_counts(kernel, norm):
         hi = math.inf if latency_us - half_l <= 0 else flops / ((latency_us - half_l) * 1e3)
         lo = flops / ((latency_us + half_l) * 1e3)
         if lo * (1 - slack) <= g_hi and g_lo <= hi * (1 + slack):
@@ -206,14 +208,37 @@ def _check_metrics(where: str, verdict: str, metrics: dict[str, Any]) -> None:
             raise EvidenceError(f"{where}: {label}={value} is not finite but the verdict is PASS")
 
 
-def _check_figures(kernel: str, norm: dict[str, Any], where: str, *, target: str, verdict: str,
+def _facts(kernel: str, norm: dict[str, Any]) -> tuple[tuple[float, ...], float, int | None]:
+    """(FLOP counts, minimum DDR bytes, output elements) of a normalised shape."""
+    count = _OUTPUT_ELEMENTS.get(kernel)
+    return flop_counts(kernel, norm), get_spec(kernel).bytes(norm), int(count(norm)) if count else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _stored_facts(kernel: str, items: tuple) -> tuple[dict[str, Any], tuple[tuple[float, ...], float, int | None]]:
+    norm = get_spec(kernel).normalize_shape(dict(items))
+    return norm, _facts(kernel, norm)
+
+
+class _Where:
+    """The row a message is about, formatted only when a message is (on read, most rows raise nothing)."""
+
+    __slots__ = ("kernel", "norm", "contract")
+
+    def __init__(self, kernel: str, norm: dict[str, Any], contract: str) -> None:
+        self.kernel, self.norm, self.contract = kernel, norm, contract
+
+    def __format__(self, spec: str) -> str:
+        return f"{self.kernel} {','.join(f'{k}={v}' for k, v in self.norm.items())} {self.contract}".rstrip()
+
+
+def _check_figures(kernel: str, norm: dict[str, Any], where: Any, *, target: str, verdict: str,
                    n_elements: Any, mean_rel_L1: Any, max_abs: Any, max_rel: Any, latency_us: Any, gflops: Any,
-                   latency_text: str | None = None, gflops_text: str | None = None, on_npu: bool = True) -> None:
+                   latency_text: str | None = None, gflops_text: str | None = None, on_npu: bool = True,
+                   facts: tuple[tuple[float, ...], float, int | None] | None = None) -> None:
     """The checks every figure gets, on the way in and on read (the module docstring). `on_npu=False` (a CPU
     emulator's or torch's timing) skips the target's peak and DDR bounds: they bound the NPU, not the host."""
-    spec = get_spec(kernel)
-    count = _OUTPUT_ELEMENTS.get(kernel)
-    expected = int(count(norm)) if count else None
+    counts, moved, expected = facts or _facts(kernel, norm)
     if n_elements is not None and expected is not None and n_elements != expected:
         raise EvidenceError(f"{where}: the transcript checked {n_elements} elements but the output has {expected}")
     _check_metrics(where, verdict, {"mean_rel_L1": mean_rel_L1, "max_abs": max_abs, "max_rel": max_rel})
@@ -229,7 +254,7 @@ def _check_figures(kernel: str, norm: dict[str, Any], where: str, *, target: str
         latency_us = _positive(where, "latency", "us", latency_us)
     if on_npu and latency_us is not None:
         seconds = latency_us * 1e-6
-        flops, moved = spec.flops(norm), spec.bytes(norm)
+        flops = counts[0]
         if flops / seconds > peak:
             raise EvidenceError(f"{where}: latency {latency_us:g} us is impossible: {flops:.4g} FLOP at "
                                 f"{target}'s peak of {peak / 1e9:.4g} GFLOP/s take at least {flops / peak * 1e6:.4g} us")
@@ -238,7 +263,7 @@ def _check_figures(kernel: str, norm: dict[str, Any], where: str, *, target: str
                                 f"{ddr / 1e9:.4g} GB/s DDR bandwidth take at least {moved / ddr * 1e6:.4g} us")
     if gflops is not None and latency_us is not None:
         check_consistency(kernel, norm, latency_us, gflops, latency_text=latency_text, gflops_text=gflops_text,
-                          where=where)
+                          where=where, counts=counts)
 
 
 def check_stored_row(payload: dict[str, Any]) -> list[str]:
@@ -248,26 +273,25 @@ def check_stored_row(payload: dict[str, Any]) -> list[str]:
     are >= 0 (NaN only on a FAIL), latency and throughput are positive, finite, possible on the row's target and
     agree with each other within the digits they carry. Tolerances are not re-judged here (the evaluator does
     that against NUMERICS.md); a kernel the catalog does not know (one mlir-air added later) gets the checks
-    that need no shape: positive finite latency / throughput and non-negative error figures. Rows timed on the
-    host (source `emulated` / `torch`, or an executor other than mlir-air) are not held to the NPU's bounds."""
+    that need no shape: positive finite latency / throughput and non-negative error figures, and so does a shape
+    the catalog cannot read (an older ledger's spelling, which the registry's own aliases still fold). Rows
+    timed on the host (source `emulated` / `torch`, or an executor other than mlir-air) are not held to the NPU's bounds."""
     p = payload
     kernel, verdict = str(p.get("kernel") or ""), str(p.get("verdict") or "")
     metrics = {k: p.get(k) for k in ("mean_rel_L1", "max_abs", "max_rel")}
     latency_us, gflops = p.get("latency_us"), p.get("gflops")
     try:
         try:
-            norm = get_spec(kernel).normalize_shape(dict(p.get("shape") or {}))
-        except UnknownKernel:
+            norm, facts = _stored_facts(kernel, tuple(sorted(dict(p.get("shape") or {}).items())))
+        except (UnknownKernel, ShapeError, TypeError, ValueError):
             where = f"{kernel} {p.get('shape')}"
             _check_metrics(where, verdict, metrics)
             for label, unit, value in (("latency", "us", latency_us), ("throughput", "GFLOP/s", gflops)):
                 if value is not None:
                     _positive(where, label, unit, value)
             return []
-        except (ShapeError, TypeError, ValueError) as e:
-            return [str(e)]
-        where = f"{kernel} {','.join(f'{k}={v}' for k, v in norm.items())} {p.get('contract') or ''}".rstrip()
-        _check_figures(kernel, norm, where, target=str(p.get("target") or "npu2"), verdict=verdict,
+        where = _Where(kernel, norm, str(p.get("contract") or ""))
+        _check_figures(kernel, norm, where, target=str(p.get("target") or "npu2"), verdict=verdict, facts=facts,
                        n_elements=p.get("n_elements"), latency_us=latency_us, gflops=gflops, **metrics,
                        on_npu=p.get("source") == "imported" or (p.get("source") not in ("emulated", "torch")
                                                                 and p.get("executor") == "mlir-air"))
