@@ -7,6 +7,10 @@
   (Conv1D, Element-wise Multiply: `mlir_air_tables.LATER`). Turning rows into events, and accounting for every
   row read, is `registry.importer_scan`.
 * `shape_of_cells` / `gemm_shape`: the shape a row is about (what `handlers.registry_merge` compares).
+* `status_of(cell)`: a status cell read from a closed set (mlir-air's ✅ / ⚠️ / ❌ markers, or exactly PASS / FAIL);
+  anything else raises `StatusCellError` naming the cell, and the row is refused rather than read as a PASS.
+* Figures keep the digits they were printed with (`latency_text`, `gflops_text`; a `ms` latency becomes `<x>e3`
+  µs), so `kernels.perf.evidence` judges latency x throughput to exactly the rounding the table allows.
 """
 
 from __future__ import annotations
