@@ -83,7 +83,8 @@ def printed_unit(value: float, text: str | None = None) -> float:
     tighter. Trailing zeros of a number printed without a decimal point (`49000`) are not counted as significant
     (the text cannot say whether they are), which again errs on the side of accepting."""
     if text is None:
-        text = str(int(value)) if math.isfinite(value) and float(value).is_integer() and abs(value) < 1e16 else repr(float(value))
+        integral = math.isfinite(value) and float(value).is_integer() and abs(value) < 1e16
+        text = str(int(value)) if integral else repr(float(value))
     body = text.strip().lstrip("+-").lower()
     mantissa, _, exp = body.partition("e")
     try:
