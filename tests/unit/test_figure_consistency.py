@@ -173,3 +173,41 @@ def test_the_audit_reports_a_stored_row_with_implausible_figures_naming_its_seq(
     assert problem.startswith("seq 2 has implausible figures: ") and "negative" in problem
     findings = audit_stream(record([]) + rec, planned=None, head_dim=64)
     assert any(f.seq == 2 and f.severity == "error" and "implausible" in f.message for f in findings)
+
+
+def test_the_phase_1_harness_path_refuses_a_transcript_whose_figures_disagree(tmp_path):
+    """kernels.backends.harness_runner: what the mlir-air executor's harness printed is checked with its printed
+    digits before it can become a row (a real subprocess printing the transcript, as tests/unit/
+    test_mlir_air_executor.py runs harnesses)."""
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from kernels.backends.harness_runner import HarnessRunner
+    from kernels.backends.runner_base import KernelRow
+    from kernels.mlir_air.executor import MlirAirExecutor
+
+    fake = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "fake_harness.py"
+    shape = {"M": 2048, "K": 2048, "N": 2048}
+
+    def runner_printing(gflops: str) -> HarnessRunner:
+        transcript = tmp_path / f"run-{gflops}.txt"
+        transcript.write_text(_transcript(2048 * 2048, "2017.3", gflops))
+        table = tmp_path / f"harnesses-{gflops}.toml"
+        command = " ".join(shlex.quote(a) for a in (sys.executable, str(fake), str(transcript)))
+        table.write_text(f'[harness."gemm"]\ncommand = \'{command}\'\ntimeout_s = 20\n'
+                         '[harness."gemm".defaults]\ntile_n = 128\nherd_n = 4\n')
+        executor = MlirAirExecutor(harness_table=table, mlir_air_dir=str(tmp_path),
+                                   lock_path=str(tmp_path / "npu.lock"), lock_timeout_s=5)
+
+        class Runner(HarnessRunner):  # the runner with this harness table instead of the checkout's
+            def executor(self) -> MlirAirExecutor:
+                return executor
+
+        return Runner("npu2", lock_path=str(tmp_path / "npu.lock"))
+
+    row = KernelRow(kernel="gemm", shape=shape, contract="bf16-out-high", tile={"tile_m": 64, "herd_m": 8})
+    done = runner_printing("8.516269e+03").verify(row, attempt=1, when="", host="")
+    assert done.fields["verdict"] == "PASS" and done.fields["gflops"] == pytest.approx(8516.269)
+    with pytest.raises(EvidenceError, match="latency 2017.3 us and throughput 8.516500e\\+03 GFLOP/s contradict"):
+        runner_printing("8.516500e+03").verify(row, attempt=1, when="", host="")
