@@ -1,7 +1,9 @@
 """`ledger perf import-history FILE` / `export-history`: mlir-air's nightly perf history into and out of the ledger.
 
 `import_history(ledger, path)` reads every line of one of the nightly's ndjson files (registry.nightly_history's
-schemas), refuses the whole file at its first line that is not a row (`BadLine`: nothing appended), and appends
+schemas), refuses the whole file at its first line that is not a row, claims to be this tool's own figure, carries an
+implausible figure, or gives a second figure for a (run id, model, context) of the file or the ledger (`BadLine`:
+nothing appended), and appends
 one `NightlyPerfImported` per line new to the ledger (UUID5 ids of series and row: a second import adds nothing).
 `export_history(events, series)` gives the ndjson text of one series: imported rows verbatim and the ledger's own
 Phase 6 / reverify figures, each line as append_history.py writes it.
@@ -18,7 +20,8 @@ from typing import Sequence
 from ledger.events import NewEvent, NightlyPerfImported
 from ledger.record import RecordedEvent
 from registry.model_docs import model_dir_name
-from registry.nightly_history import FILES, NIGHTLY_STREAM, BadLine, export_rows, line_text, parse_lines
+from registry.nightly_history import (FILES, NIGHTLY_STREAM, BadLine, export_rows, figure_key, figures_of, line_text,
+                                      parse_lines)
 
 _NAMESPACE = uuid.UUID("6f0d4f5e-7a51-4b0e-9d55-2a1c3b7e9a10")  # npu-ledger's nightly-row ids
 
@@ -37,9 +40,12 @@ def import_history(ledger, path: str | Path) -> dict:
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise BadLine(f"{path.name}: cannot be read ({e.__class__.__name__}: {e})") from None
-    rows = parse_lines(text, path.name)
+    held = ledger.read_stream(NIGHTLY_STREAM)
+    known = {figure_key(e.payload["series"], e.payload["row"]): (f"seq {e.seq}", figures_of(e.payload["row"]))
+             for e in held if isinstance(e.payload.get("row"), dict)}
+    rows = parse_lines(text, path.name, known)
     sha = hashlib.sha256(data).hexdigest()
-    existing = {e.event_id for e in ledger.read_stream(NIGHTLY_STREAM)}
+    existing = {e.event_id for e in held}
     new, counts = [], {}
     for line, series, row in rows:
         counts[series] = counts.get(series, 0) + 1

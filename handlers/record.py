@@ -2,7 +2,8 @@
 
 Validated on the way in (kernels.perf.evidence): the shape is the kernel's, the transcript's element count is the
 shape's output size, its printed rtol/atol are the contract's, its figures are non-negative (finite for a
-PASS) and its latency/throughput physically possible on the target. The same transcript bytes are never
+PASS), its latency/throughput positive, physically possible on the target and consistent with each other and the
+shape's FLOP count to the digits printed. The same transcript bytes are never
 evidence for two different (kernel, shape, contract) rows: a sha256 already recorded for another row is
 refused. Anything refused raises `EvidenceError` and records nothing.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from handlers.uow import DeploymentUnit
-from kernels.perf.evidence import EvidenceError, check_measurement
+from kernels.perf.evidence import EvidenceError, check_contract, check_measurement, check_shape
 from kernels.mlir_air.output import sha256_text
 from kernels.provenance import harness_provenance
 from kernels.mlir_air.transcript import parse_harness_transcript
@@ -82,13 +83,15 @@ def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contra
     result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded
     unit = DeploymentUnit(ledger, name)
     fields = {k: v for k, v in result.kernel_verified_fields().items() if v is not None or k == "mean_rel_L1"}
-    checked = check_measurement(kernel, parse_shape(shape), contract, target=unit.state.target, **fields)
+    claimed = parse_shape(shape)
     digest = sha256_text(text)
-    row = (*kernel_key(kernel, checked["shape"]), checked["contract"])
+    row = (*kernel_key(kernel, check_shape(kernel, claimed)), check_contract(kernel, contract))
     other = reused_by(ledger, digest, row)
     if other:
         raise EvidenceError(f"this transcript (sha256 {digest[:12]}) is already the evidence of {other}; "
                             "one harness run is evidence for one (kernel, shape, contract) only")
+    checked = check_measurement(kernel, claimed, contract, target=unit.state.target,
+                                latency_text=result.latency_text, gflops_text=result.gflops_text, **fields)
     event = KernelVerified(
         kernel=kernel, shape=checked["shape"], contract=checked["contract"], executor="mlir-air",
         target=unit.state.target, source="harness", role=role, method=method,

@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 
 from handlers.triage import Match
 from kernels.numerics.run import KernelResult
+from kernels.backends.kernel_runners import figure_class
 from kernels.provenance import IMPORTED_README, MODELLED_NPU2
 from ledger.events import KernelVerified, LayerDiagnosed, TokenGateChecked
 
@@ -192,8 +193,10 @@ KERNEL_RUN = model_schema(KernelResult)
 
 
 def kernel_run_json(result: KernelResult) -> dict[str, Any]:
-    """`ledger kernel run KERNEL --json`: the judged kernel run (every `KernelResult` field)."""
-    return result.to_json()
+    """`ledger kernel run KERNEL --json`: the judged kernel run (every `KernelResult` field) and where its figures
+    come from (`provenance_class`, kernels.provenance: the CPU emulator, or what the mlir-air checkout and machine
+    say)."""
+    return {**result.to_json(), "provenance_class": figure_class(result.executor)}
 
 
 VERIFY_MODEL = obj({"passed": BOOL, "drill": maybe(STR), "caught": maybe(INT),

@@ -19,6 +19,8 @@
   in first-seen order;
 * the registry is NPU2-scoped, as mlir-air's is: rows recorded for another target (npu1) are left to the
   per-model docs;
+* a row whose figures fail `kernels.perf.evidence.check_stored_row` (one appended behind the recorder's back)
+  is `implausible`: it never passes, is never `best`, and its row carries a caveat naming the seq and why;
 * a status per row: `verified` (hardware PASS), `caveat` (hardware PASS plus a recorded caveat: a hardware
   FAIL of another config, only the low-precision tier verified, tiles below target without a
   justification), `failed` (no PASS, or hardware evidence that only FAILs), `unattested` / `rehearsal` /
@@ -33,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from kernels.perf.evidence import check_stored_row
 from kernels.provenance import (IMPORTED_REGISTRY, NPU2_MEASURED, STANDIN_REHEARSAL, UNATTESTED, claim_problem,
                                 kernel_row_provenance)
 from ledger.events import KernelVerified
@@ -89,10 +92,14 @@ class Measurement:
     caveat: str = ""  # e.g. near-zero-atol-artifact: a FAIL verdict the Phase 1 gate accepts (see statemachine)
     provenance_class: str = ""  # re-derived from the row's facts (kernels.provenance.kernel_row_provenance)
     claim_mismatch: str = ""  # the row's recorded provenance_class disagrees with its facts (the evaluator's finding)
+    implausible: str = ""  # kernels.perf.evidence.check_stored_row's problem: never passed, never best
 
     @property
     def passed(self) -> bool:
-        """PASS, or a FAIL verdict carrying the documented near-zero atol caveat (accepted, shown as a caveat)."""
+        """PASS, or a FAIL verdict carrying the documented near-zero atol caveat (accepted, shown as a caveat);
+        never a row whose figures fail the plausibility check on read."""
+        if self.implausible:
+            return False
         return self.verdict == "PASS" or self.caveat == "near-zero-atol-artifact"
 
     @property
@@ -250,18 +257,22 @@ def measurement(rec: RecordedEvent) -> Measurement:
         measured=get("measured_at") or rec.recorded_at[:10], provenance=dict(get("provenance") or {}),
         caveat=get("caveat") or "", provenance_class=derived,
         claim_mismatch=claim_problem(get("provenance_class"), derived) or "",
+        implausible="; ".join(check_stored_row(p)),
     )
 
 
 def _caveats(spec: KernelSpec, ms: Sequence[Measurement]) -> tuple[str, ...]:
-    hw = [m for m in ms if m.on_hardware]
+    hw = [m for m in ms if m.on_hardware and not m.implausible]
     hw_pass = [m for m in hw if m.passed]
     out: list[str] = []
     failed = sorted({(m.contract, m.method) for m in hw if not m.passed} - {(m.contract, m.method) for m in hw_pass})
     for contract, method in failed:
         seqs = [m.seq for m in hw if (m.contract, m.method) == (contract, method)]
         out.append(f"{method} ({contract}) FAILs on NPU2 (seq {', '.join(map(str, seqs))})")
-    artifact = [m.seq for m in ms if m.caveat == "near-zero-atol-artifact"]
+    for m in ms:
+        if m.implausible:
+            out.append(f"seq {m.seq} refused as implausible, not counted: {m.implausible}")
+    artifact = [m.seq for m in ms if m.caveat == "near-zero-atol-artifact" and not m.implausible]
     if artifact:
         out.append("FAIL at rtol/atol only on a handful of near-zero-reference elements (atol artifact, mean_rel_L1 "
                    f"in tier; accepted as mlir-air's registry does; seq {', '.join(map(str, artifact))})")
@@ -281,7 +292,7 @@ def _caveats(spec: KernelSpec, ms: Sequence[Measurement]) -> tuple[str, ...]:
 
 
 def _status(ms: Sequence[Measurement], caveats: Sequence[str]) -> str:
-    hw = [m for m in ms if m.on_hardware]
+    hw = [m for m in ms if m.on_hardware and not m.implausible]
     if hw:
         if not any(m.passed for m in hw):
             return "failed"

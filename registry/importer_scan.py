@@ -33,7 +33,7 @@ from kernels.perf.evidence import EvidenceError, check_measurement
 from kernels.thresholds import kernel_tolerance
 from kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
-from registry.importer_tables import gemm_shape, later_fields, parse_tables, row_fields, status_of
+from registry.importer_tables import StatusCellError, gemm_shape, later_fields, parse_tables, row_fields, status_of
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
 
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/Xilinx/mlir-air/kernel_registry/markdown")
@@ -178,13 +178,15 @@ def _known(key, header, cells, sha, date, rel):
     ident = (key, tuple(sorted(f["shape"].items())))
     kernel, contract = get_spec(key).name, get_spec(key).default_contract
     rtol, atol = kernel_tolerance(kernel, contract)
-    verdict, caveat = status_of(f["status"])
     try:
-        check_measurement(kernel, f["shape"], contract, verdict=verdict, rtol=rtol, atol=atol,
-                          mean_rel_L1=f["mean_rel_L1"], max_abs=f["max_abs"], max_rel=f["max_rel"],
-                          latency_us=f["latency_us"], gflops=f["gflops"] if "gflops" in f else None,
-                          require_count=False)
-    except EvidenceError as e:
+        verdict, caveat = status_of(f["status"])
+        for timing in (f, f.get("fast") or f):  # a range is checked at both of its ends
+            check_measurement(kernel, f["shape"], contract, verdict=verdict, rtol=rtol, atol=atol,
+                              mean_rel_L1=f["mean_rel_L1"], max_abs=f["max_abs"], max_rel=f["max_rel"],
+                              latency_us=timing["latency_us"], gflops=timing.get("gflops"),
+                              latency_text=timing.get("latency_text"), gflops_text=timing.get("gflops_text"),
+                              require_count=False)
+    except (EvidenceError, StatusCellError) as e:
         return str(e)
     herd_x = f["tile"].get("herd_m") or f["tile"].get("herd_x")
     event = KernelVerified(
@@ -202,7 +204,10 @@ def _known(key, header, cells, sha, date, rel):
 
 def _later(key, name, header, cells, heading, sha, date, rel):
     spec = LATER[key]
-    configs = later_fields(key, name, header, cells, heading)
+    try:
+        configs = later_fields(key, name, header, cells, heading)
+    except StatusCellError as e:
+        return str(e)
     if configs is None:
         return "not a shape row of this kernel's schema"
     out = []

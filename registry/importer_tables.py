@@ -7,6 +7,10 @@
   (Conv1D, Element-wise Multiply: `mlir_air_tables.LATER`). Turning rows into events, and accounting for every
   row read, is `registry.importer_scan`.
 * `shape_of_cells` / `gemm_shape`: the shape a row is about (what `handlers.registry_merge` compares).
+* `status_of(cell)`: a status cell read from a closed set (mlir-air's ✅ / ⚠️ / ❌ markers, or exactly PASS / FAIL);
+  anything else raises `StatusCellError` naming the cell, and the row is refused rather than read as a PASS.
+* Figures keep the digits they were printed with (`latency_text`, `gflops_text`; a `ms` latency becomes `<x>e3`
+  µs), so `kernels.perf.evidence` judges latency x throughput to exactly the rounding the table allows.
 """
 
 from __future__ import annotations
@@ -59,13 +63,36 @@ def _first_number(cell: str) -> float | None:
     return float(m.group()) if m else None
 
 
+def _in_us(text: str, cell: str) -> str:
+    """A latency number as printed, in µs: `16.1` of a `ms` cell is `16.1e3` (its digits, and so its rounding, kept)."""
+    if "ms" not in cell:
+        return text
+    mantissa, _, exp = text.lower().partition("e")
+    return f"{mantissa}e{int(exp or 0) + 3}"
+
+
 def _latency_us(cell: str) -> float | None:
-    x = _first_number(cell)
-    if x is None:
-        return None
-    if "ms" in cell:
-        return x * 1000
-    return x
+    m = _NUMBER.search(cell.replace("**", "").replace(",", ""))
+    return float(_in_us(m.group(), cell)) if m else None
+
+
+def figures(cell: str, *, latency: bool = False) -> list[str]:
+    """Every number of a figure cell as printed (a range `15.4–16.1 ms` gives two), latencies in µs."""
+    texts = _NUMBER.findall(cell.replace("**", "").replace(",", ""))
+    return [_in_us(t, cell) for t in texts] if latency else texts
+
+
+def _timing(f: dict[str, Any], lat_cell: str, gf_cell: str | None) -> None:
+    """Latency and throughput of a row. A range (`15.4–16.1 ms`, `1065–1116`) is recorded at its slow end (longest
+    latency, lowest throughput); its fast end is kept in `fast` so both ends can be checked."""
+    lats = sorted(figures(lat_cell, latency=True), key=float)
+    gfs = sorted(figures(gf_cell, latency=False), key=float) if gf_cell is not None else []
+    f["latency_us"], f["latency_text"] = (float(lats[-1]), lats[-1]) if lats else (None, None)
+    if gf_cell is not None:
+        f["gflops"], f["gflops_text"] = (float(gfs[0]), gfs[0]) if gfs else (None, None)
+    if len(lats) > 1 or len(gfs) > 1:
+        f["fast"] = {"latency_us": float(lats[0]) if lats else None, "latency_text": lats[0] if lats else None,
+                     "gflops": float(gfs[-1]) if gfs else None, "gflops_text": gfs[-1] if gfs else None}
 
 
 def ints(cell: str) -> list[int]:
@@ -73,13 +100,29 @@ def ints(cell: str) -> list[int]:
     return [int(x) for x in re.findall(r"\d+", cell.replace("**", ""))]
 
 
+class StatusCellError(ValueError):
+    """Raised for a status cell outside the closed set `status_of` reads (the message names the cell)."""
+
+
+# mlir-air's own status markers, as its legend defines them (e972f29 kernel_registry/supported_kernels.md:14):
+# ✅ verified on real NPU2, ⚠️ verified with a documented caveat, ❌ broken/missing. Its tables at e972f29 use only
+# these (✅ and ⚠️ in every Status column; ❌ in the legend and its sweep tables), never a word.
+_MARKERS = (("✅", "PASS", ""), ("⚠", "PASS", "upstream-warning"), ("❌", "FAIL", ""))
+_WORDS = {"PASS": "PASS", "FAIL": "FAIL"}
+
+
 def status_of(cell: str) -> tuple[str, str]:
-    """(verdict, caveat) of an upstream status cell."""
-    if cell.startswith("❌"):
-        return "FAIL", ""
-    if cell.startswith("⚠"):
-        return "PASS", "upstream-warning"
-    return "PASS", ""
+    """(verdict, caveat) of an upstream status cell, from a closed set: a cell starting with one of mlir-air's
+    markers (text may follow it, e.g. `✅ Qwen3-0.6B Q proj`), or exactly `PASS` / `FAIL`. Anything else
+    (`NUMFAIL`, `not run yet`, an empty cell, ...) raises `StatusCellError` naming the cell."""
+    text = cell.replace("**", "").strip()
+    for marker, verdict, caveat in _MARKERS:
+        if text.startswith(marker):
+            return verdict, caveat
+    if text in _WORDS:
+        return _WORDS[text], ""
+    raise StatusCellError(f"status cell {cell!r} is none of mlir-air's markers (✅, ⚠️, ❌: supported_kernels.md "
+                          "legend) nor PASS / FAIL; refused rather than read as a verdict")
 
 
 def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str, Any] | None:
@@ -92,7 +135,7 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             f["shape"] = {"M": M, "K": K}
             hm, tm, mi = (ints(c.get(header[1], "")) + [None] * 3)[:3]
             f["tile"] = {k: v for k, v in (("herd_m", hm), ("tile_m", tm), ("m_input", mi)) if v is not None}
-            f["gflops"] = _first_number(c.get("GFLOPS", ""))
+            f["gflops_cell"] = c.get("GFLOPS", "")
         elif key in ("rmsnorm", "layernorm"):
             M, N = ints(c[header[0]])[:2]
             f["shape"] = {"M": M, "N": N}
@@ -113,7 +156,7 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             hq, hkv = ints(c["heads q/kv"])[:2]
             f["shape"] = {"lq": lq, "lk": lk, "dk": dk, "dv": dv, "heads_q": hq, "heads_kv": hkv,
                           "causal": c.get("causal", "").startswith("✓")}
-            f["gflops"] = _first_number(c.get("GFLOP/s", ""))
+            f["gflops_cell"] = c.get("GFLOP/s", "")
         elif key in ("eltwise_add", "silu_mul", "gelu"):
             f["shape"] = {"N": ints(c["N"])[0]}
             cfg = ints(next((c[h] for h in header if "config" in h), ""))
@@ -124,7 +167,7 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             return None
     except (KeyError, IndexError, ValueError):
         return None
-    f["latency_us"] = _latency_us(c.get("latency", ""))
+    _timing(f, c.get("latency", ""), f.pop("gflops_cell", None))
     f["mean_rel_L1"] = _first_number(c.get("mean_rel_L1", ""))
     f["max_abs"] = _first_number(c.get("abs_err max", "")) if "abs_err max" in c else None
     f["max_rel"] = _first_number(c.get("rel_err max", "")) if "rel_err max" in c else None
@@ -148,8 +191,8 @@ def later_fields(key: str, name: str, header: tuple[str, ...], cells: list[str],
             pad = "nonzero" if "nonzero" in c["pad"] else "zero" if "zero" in c["pad"] else None
             if pad is None:
                 return None
-            verdict = status_of(c["verdict"])[0] if c["verdict"].startswith(("✅", "❌", "⚠")) else None
-            return [{"shape": {"seq": seq, "C": ch}, "tile": {"pad": pad}, "verdict": verdict or "PASS",
+            verdict = status_of(c["verdict"])[0]
+            return [{"shape": {"seq": seq, "C": ch}, "tile": {"pad": pad}, "verdict": verdict,
                      "status": c["verdict"], "mean_rel_L1": _first_number(c["mean_rel_L1"]), "latency_us": None}]
         if key == "conv1d" and name == "placement":
             m = re.search(r"seq\s*=\s*(\d+)\s*,\s*C\s*=\s*(\d+)", heading)

@@ -42,6 +42,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from kernels.perf.constants import PEAK_FLOPS
+from kernels.perf.evidence import printed_unit
+from kernels.thresholds import DDR_BANDWIDTH_BYTES_S
 from kernels.provenance import CPU_EMULATOR, MODELLED_NPU2, NPU2_MEASURED, STANDIN_REHEARSAL, UNATTESTED, \
     perf_row_provenance
 from ledger.record import RecordedEvent
@@ -111,9 +114,90 @@ def row_problem(series: str, row: Any) -> str | None:
     return None
 
 
-def parse_lines(text: str, file: str) -> list[tuple[int, str, dict[str, Any]]]:
-    """(line number, series, row) of every non-blank line; raise `BadLine` at the first line that is not a row."""
+# --- what an imported line may claim -----------------------------------------------------------------------------
+# Positions: no model in scope trains beyond 131072 (the nightly's decode sweep stops there, sweep_decode.py); a
+# context or prefill length must be 1 .. MAX_POSITIONS (8x that), so a typo or a forged -4 / 1e9 is refused.
+MAX_POSITIONS = 1 << 20
+# Tokens/s: decode streams every weight from DDR once per token, so tokens/s <= DDR bandwidth / weight bytes; the
+# smallest model the tool deploys is SmolLM2-135M, at 4 bits 67.5 MB: 256e9 / 67.5e6 = 3793 tokens/s on NPU2.
+# Prefill needs 2 FLOP per weight per token: tokens/s <= NPU2's peak / (2 x 135e6).
+SMALLEST_PARAMS = 135e6
+MAX_DECODE_TOKENS_S = DDR_BANDWIDTH_BYTES_S["npu2"] / (SMALLEST_PARAMS * 0.5)
+MAX_PREFILL_TOKENS_S = PEAK_FLOPS["npu2"] / (2 * SMALLEST_PARAMS)
+_METRICS = ("ttft_ms", "decode_tokens_per_sec", "ms_per_token", "prefill_tokens_per_sec")
+_POSITIONS = ("context_len", "prefill_len")
+
+
+def claims_ours(row: dict[str, Any]) -> str | None:
+    """Why a line would pass for this tool's own figure (None: it does not): its runner names npu-ledger (what
+    `export_rows` writes, and what `source_of` reads as ours) or its run_id is one of ours."""
+    runner = str(row.get("runner") or "")
+    if runner.strip().lower().startswith(OUR_RUNNER.rstrip("/")):
+        return f"runner {json.dumps(runner)} claims this tool's own figure; an imported line is the nightly's"
+    run_id = row.get("run_id")
+    if isinstance(run_id, str) and run_id.strip().lower().startswith("npu-ledger:"):
+        return f"run_id {json.dumps(run_id)} is one of this tool's own; an imported line is the nightly's"
+    return None
+
+
+def _agree(a: float, b: float, product: float) -> bool:
+    """a x b = product, within half a unit in the last digit each carries (kernels.perf.evidence.printed_unit)."""
+    ha, hb = printed_unit(a) / 2, printed_unit(b) / 2
+    return (a - ha) * (b - hb) <= product * (1 + 1e-12) and (a + ha) * (b + hb) >= product * (1 - 1e-12)
+
+
+def figure_problem(series: str, row: dict[str, Any]) -> str | None:
+    """Why the figures of a schema-valid line cannot be a measurement (None: they can): metrics positive,
+    positions 1 .. MAX_POSITIONS, tokens/s under the physical bounds above, and the figures that are one another's
+    inverse agreeing to their digits (ms_per_token x tokens/s = 1000; prefill tokens/s x ttft = length x 1000)."""
+    for key in _METRICS:
+        v = row.get(key)
+        if v is not None and not v > 0:
+            return f"{key} is {json.dumps(v)}: a time or rate is a positive number"
+    for key in _POSITIONS:
+        v = row.get(key)
+        if v is not None and not 1 <= v <= MAX_POSITIONS:
+            return f"{key} is {json.dumps(v)}, outside 1 .. {MAX_POSITIONS}"
+    tps = row.get("decode_tokens_per_sec")
+    if tps is not None and tps > MAX_DECODE_TOKENS_S:
+        return (f"decode_tokens_per_sec {tps:g} exceeds {MAX_DECODE_TOKENS_S:.0f}, what NPU2's DDR bandwidth allows "
+                "the smallest model in scope")
+    ptps = row.get("prefill_tokens_per_sec")
+    if ptps is not None and ptps > MAX_PREFILL_TOKENS_S:
+        return (f"prefill_tokens_per_sec {ptps:g} exceeds {MAX_PREFILL_TOKENS_S:.0f}, what NPU2's peak allows the "
+                "smallest model in scope")
+    ms = row.get("ms_per_token")
+    if tps is not None and ms is not None and not _agree(tps, ms, 1000.0):
+        return f"ms_per_token {ms:g} and decode_tokens_per_sec {tps:g} contradict each other (their product is not 1000)"
+    ttft, plen = row.get("ttft_ms"), row.get("prefill_len")
+    if ptps is not None and ttft is not None and plen is not None and not _agree(ptps, ttft, plen * 1000.0):
+        return (f"prefill_tokens_per_sec {ptps:g} is not prefill_len {plen} over ttft_ms {ttft:g} "
+                f"({plen / ttft * 1e3:.6g})")
+    return None
+
+
+def import_problem(series: str, row: Any) -> str | None:
+    """Why `row` may not be imported as a line of `series`: its schema, then its claim, then its figures."""
+    return row_problem(series, row) or claims_ours(row) or figure_problem(series, row)
+
+
+def figure_key(series: str, row: dict[str, Any]) -> tuple:
+    """(series, run id, model, context or prefill length): one figure per key."""
+    return (series, json.dumps(row.get("run_id")), row.get("model"),
+            row.get("prefill_len") if series == "prefill_sweep" else row.get("context_len"))
+
+
+def figures_of(row: dict[str, Any]) -> tuple:
+    return tuple(row.get(k) for k in _METRICS)
+
+
+def parse_lines(text: str, file: str, known: dict[tuple, tuple[str, tuple]] | None = None
+                ) -> list[tuple[int, str, dict[str, Any]]]:
+    """(line number, series, row) of every non-blank line; raise `BadLine` at the first line that is not a row, or
+    whose (run id, model, context) already has another figure in the file or in `known` ({key: (where, figures)},
+    what the ledger holds)."""
     out = []
+    seen: dict[tuple, tuple[str, tuple]] = dict(known or {})
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -122,9 +206,14 @@ def parse_lines(text: str, file: str) -> list[tuple[int, str, dict[str, Any]]]:
         except json.JSONDecodeError as e:
             raise BadLine(f"{file}:{n}: not JSON ({e.msg}): {line[:60]!r}") from None
         series = series_of(row) if isinstance(row, dict) else "history"
-        why = row_problem(series, row)
+        why = import_problem(series, row)
         if why:
             raise BadLine(f"{file}:{n}: {why}")
+        key, figs = figure_key(series, row), figures_of(row)
+        if key in seen and seen[key][1] != figs:
+            raise BadLine(f"{file}:{n}: run {key[1]} of {key[2]} at {key[3]} already has another figure "
+                          f"({seen[key][0]}); one run measures one figure per model and context")
+        seen.setdefault(key, (f"line {n}", figs))
         out.append((n, series, row))
     if not out:
         raise BadLine(f"{file}: no line to import")
@@ -154,12 +243,26 @@ class NightlyRow:
 
 
 def fold_nightly(events: Sequence[RecordedEvent]) -> list[NightlyRow]:
-    """The imported rows of the nightly stream, in ledger order, each re-checked against its schema."""
+    """The imported rows of the nightly stream, in ledger order, each re-checked as on import (schema, claim,
+    figures); rows of one (run id, model, context) with different figures are all flagged (which one is right
+    cannot be told), so a row appended behind the importer's back is never shown or exported as measured."""
+    rows = [rec for rec in events if rec.stream_id == NIGHTLY_STREAM and rec.type == "NightlyPerfImported"]
+    problems = {rec.seq: import_problem(rec.payload["series"], rec.payload["row"]) for rec in rows}
+    figures: dict[tuple, dict[tuple, int]] = {}
+    for rec in rows:
+        p = rec.payload
+        if problems[rec.seq] is None:
+            figures.setdefault(figure_key(p["series"], p["row"]), {}).setdefault(figures_of(p["row"]), rec.seq)
     out = []
-    for rec in events:
-        if rec.stream_id == NIGHTLY_STREAM and rec.type == "NightlyPerfImported":
-            p = rec.payload
-            out.append(NightlyRow(rec.seq, p["series"], p["row"], p.get("file", ""), row_problem(p["series"], p["row"])))
+    for rec in rows:
+        p = rec.payload
+        why = problems[rec.seq]
+        if why is None:
+            others = figures[figure_key(p["series"], p["row"])]
+            if len(others) > 1:
+                seqs = ", ".join(map(str, sorted(others.values())))
+                why = f"its run, model and context hold {len(others)} different figures (seq {seqs})"
+        out.append(NightlyRow(rec.seq, p["series"], p["row"], p.get("file", ""), why))
     return out
 
 

@@ -200,7 +200,8 @@ def _method_table(page: KernelPage) -> str:
                 m.contract, m.tier, m.method, m.evidence, m.executor, tile_text(m.tile), herd_text(m),
                 tiles_text(m), num(m.throughput) if m.on_hardware or m.throughput is None
                 else f"{not_npu2_mark(m)}: {num(m.throughput)}", fixed(m.latency_us, 1), sci(m.mean_rel_L1), sci(m.max_abs),
-                f"{sci(m.rtol)} / {sci(m.atol)}", f"{sum(1 for x in same if x.passed)}/{len(same)}", m.verdict,
+                f"{sci(m.rtol)} / {sci(m.atol)}", f"{sum(1 for x in same if x.passed)}/{len(same)}",
+                "refused: implausible" if m.implausible else m.verdict,
                 m.seq,
             ])
     return table(headers, rows)

@@ -13,6 +13,11 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 
+from kernels.numerics.catalog import get_spec
+from kernels.perf.constants import PEAK_FLOPS
+from kernels.numerics.spec import ShapeError
+from kernels.perf.evidence import EvidenceError, output_elements
+from kernels.thresholds import DDR_BANDWIDTH_BYTES_S
 from ledger import events as ev
 from ledger.canonical import dumps, loads
 from ledger.events import Event, KernelVerified
@@ -81,6 +86,16 @@ def _kernel_rows(emb: int, h: int, hkv: int, d: int, f: int, seq: int) -> list[t
     return rows
 
 
+def _sizes(kernel: str, shape: dict) -> tuple[float, float, int | None]:
+    """(FLOP, minimum DDR bytes, output elements) of a row; a shape in the registry's older spelling (FlashAttention's
+    `heads` / `kv_heads`) is not the numerics catalog's: 2MKN-style FLOP, no bytes, no element count."""
+    try:
+        spec = get_spec(kernel)
+        return spec.flops(shape), spec.bytes(shape), output_elements(kernel, shape)
+    except (ShapeError, EvidenceError):
+        return 2.0 * shape.get("M", 1) * shape.get("K", 1) * shape.get("N", 1), 0.0, None
+
+
 def synthetic_kernel_events(n: int, seed: int = 0) -> list[tuple[str, KernelVerified]]:
     """`n` (stream_id, KernelVerified) items: deployments x variants x kernels x shapes, mixed evidence."""
     rng = random.Random(seed)
@@ -96,13 +111,15 @@ def synthetic_kernel_events(n: int, seed: int = 0) -> list[tuple[str, KernelVeri
         r = rng.random()
         executor, source = ("mlir-air", "harness") if r < 0.2 else (("torch", "torch") if r < 0.3 else ("emulated", "emulated"))
         passed = rng.random() > 0.05
-        flops = 2.0 * shape.get("M", 1) * shape.get("K", 1) * shape.get("N", 1)
-        latency = rng.uniform(50.0, 5000.0)
+        flops, moved, count = _sizes(kernel, shape)
+        # a possible latency (kernels.perf.evidence: under the peak and the DDR bound), 1.2x to 20x the floor
+        floor_us = max(flops / PEAK_FLOPS["npu2"], moved / DDR_BANDWIDTH_BYTES_S["npu2"]) * 1e6
+        latency = max(rng.uniform(50.0, 5000.0), floor_us * rng.uniform(1.2, 20.0))
         out.append((stream, KernelVerified(
             kernel=kernel, shape=shape, contract=contract, executor=executor, verdict="PASS" if passed else "FAIL",
             rtol=1.6e-2, atol=4e-3 if "low" in contract else 1.5e-3, mean_rel_L1=rng.uniform(1e-3, 2e-2),
             max_abs=rng.uniform(1e-4, 5e-2), max_rel=rng.uniform(1e-2, 1.0), mismatches=0 if passed else rng.randint(1, 50),
-            n_elements=int(flops // 2 // max(shape.get("K", 1), 1)) or 1,
+            n_elements=count,
             tile={"tile_m": 64, "tile_k_l2": 256, "tile_k_l1": 32, "tile_n": rng.choice((32, 64, 128))}
             if kernel == "gemm" else {"herd_x": 8, "tile_n": 4096},
             herd=[8, 4] if kernel == "gemm" else [8, 1], tiles_in_flight=32 if kernel == "gemm" else 8,

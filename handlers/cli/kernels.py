@@ -19,6 +19,7 @@ import math
 
 import click
 
+from handlers import results
 from handlers.planning import workspace_registry
 from kernels.backends.kernel_runners import figure_source
 from kernels.backends.kernel_runners import EXECUTOR_NAMES, make_runner
@@ -107,7 +108,7 @@ def run_cmd(app, kernel_name, shape, executor, target, contract, tile_text, forc
     except ValueError as e:  # unknown contract / target
         raise click.ClickException(str(e).splitlines()[0]) from None
     if as_json:
-        click.echo(json.dumps(result.to_json(), sort_keys=True, default=str))
+        click.echo(json.dumps(results.kernel_run_json(result), sort_keys=True, default=str))
     else:
         _print_table(result, spec, harness=runner.source == "harness", registry=workspace_registry(app))
     if not result.passed:

@@ -5,7 +5,8 @@ It reads only the ledger and the model folder, and:
 2. replays the stream from nothing (an impossible order is a finding naming the event);
 3. checks that every `PhasePassed` is backed by evidence recorded before it, in the same attempt, of the
    kinds its phase needs, and re-derives each evidence verdict from its own numbers and thresholds —
-   and that the thresholds are the ones NUMERICS.md sets, not weaker ones;
+   and that the thresholds are the ones NUMERICS.md sets, not weaker ones; a KernelVerified whose figures fail
+   the plausibility check (kernels.perf.evidence.check_stored_row) is a finding naming its seq and why;
 4. checks that Phase 1 covered every (kernel, shape) of the model's plan, re-derived from config.json;
 5. checks that the token gate ran the production path (same executor and pipeline options as declared);
 6. re-runs the Phase 3 token gate itself and compares it with what was recorded.
@@ -20,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kernels.perf.evidence import check_stored_row
 from kernels.thresholds import (
     ATOL_ARTIFACT,
     BASELINE_THRESHOLDS,
@@ -73,7 +75,8 @@ def _finite(*xs) -> bool:
 
 def check_kernel(rec: RecordedEvent) -> list[str]:
     p = rec.payload
-    problems = []
+    # the figures themselves, re-checked on read: a row appended behind the recorder's back is not trusted
+    problems = [f"seq {rec.seq} has implausible figures: {why}" for why in check_stored_row(p)]
     # non-GEMM kernels have one contract whatever it was called ("bf16-out", "bf16", "")
     key = (p["kernel"], p["contract"]) if p["kernel"] == "gemm" else (p["kernel"], "bf16-out")
     if key in KERNEL_TOLERANCES:

@@ -99,6 +99,9 @@ class HarnessResult:
     gflops: float | None = None
     failing_output: int | None = None
     failure_reasons: tuple[str, ...] = ()
+    # the latency and throughput exactly as printed: their digits bound how far the two may disagree
+    latency_text: str | None = None
+    gflops_text: str | None = None
 
     def kernel_verified_fields(self) -> dict[str, Any]:
         """The `KernelVerified` fields this transcript determines.
@@ -162,6 +165,7 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
     shapes: dict[int, str] = {}
     correlations: dict[int, float] = {}
     latency: tuple[float, float | None] | None = None
+    printed: tuple[str, str | None] = ("", None)
     verdicts: list[tuple[int, str]] = []
     listed: dict[int, list[tuple[float, float | None]]] = {}  # output -> [(|expected|, diff)] of its Index lines
     more: dict[int, int] = {}
@@ -199,6 +203,7 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
             if not m:
                 raise TranscriptError(f"malformed latency line: {line!r}.", text)
             latency = (float(m["lat"]), float(m["gf"]) if m["gf"] is not None else None)
+            printed = (m["lat"], m["gf"])
         elif m := _ERROR_OUTPUT.match(line):
             current_error = int(m["index"])
             errors.append(current_error)
@@ -373,4 +378,6 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
         gflops=latency[1] if latency else None,
         failing_output=failing,
         failure_reasons=tuple(reasons),
+        latency_text=printed[0] or None,
+        gflops_text=printed[1],
     )
