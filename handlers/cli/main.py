@@ -122,6 +122,12 @@ def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
         for name in report.disabled_triggers:
             click.echo(f"ledger BROKEN: immutability trigger {name} is disabled ({app.ledger.dialect}): "
                        "rows can be updated or deleted", err=True)
+        for name in report.altered_triggers:
+            click.echo(f"ledger BROKEN: immutability trigger {shown(name)} is not the definition the tool installs "
+                       f"({app.ledger.dialect}): it may not fire", err=True)
+        for name in report.extra_triggers:
+            click.echo(f"ledger BROKEN: trigger {shown(name)} on the events table is not one the tool installs "
+                       f"({app.ledger.dialect}): it can swallow or change appends", err=True)
     for line in report.warnings + ([warning] if warning else []):
         click.echo(line if line.startswith("warning:") else f"warning: {line}", err=True)
     if not report.ok:
