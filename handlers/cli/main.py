@@ -14,7 +14,7 @@ import click
 
 from handlers.bootstrap import App, configure_logging
 from ledger import Checkpoint
-from registry.text import shown
+from registry.text import escaped, shown
 
 
 class LedgerGroup(click.Group):
@@ -70,8 +70,8 @@ def log_cmd(app: App, stream: str | None, after: int, as_json: bool) -> None:
         click.echo(json.dumps([e.to_json() for e in events], indent=1, default=str, allow_nan=True))
         return
     for e in events:
-        click.echo(f"{e.seq:>6}  {e.recorded_at[:19]}  {shown(e.stream_id)}@{e.version}  {e.type:<22} "
-                   f"{_short(e.payload)}")
+        click.echo(escaped(f"{e.seq:>6}  {e.recorded_at[:19]}  {shown(e.stream_id)}@{e.version}  {e.type:<22} "
+                           f"{_short(e.payload)}"))
 
 
 @cli.command("head")

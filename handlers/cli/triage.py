@@ -14,6 +14,7 @@ import textwrap
 
 import click
 
+from handlers.inputs import InputError, read_input_text
 from handlers.planning import workspace_registry
 from handlers.triage import Match, RuleError, load_rules, triage_evidence
 from handlers.triage.registry_check import check_fixes
@@ -22,11 +23,10 @@ NO_MATCH = "No known failure pattern matches."
 
 
 def _read(path: str, what: str) -> str:
-    try:
-        with click.open_file(path, encoding="utf-8", errors="replace") as f:  # "-" is stdin
-            return f.read()
-    except OSError as e:
-        sys.exit(_fail(f"triage: cannot read {what} {path!r}: {e.strerror or e}"))
+    try:  # "-" is stdin; a regular file under its cap, read with a bound (handlers.inputs)
+        return read_input_text(path, what)
+    except InputError as e:
+        sys.exit(_fail(f"triage: {e}"))
 
 
 def _fail(message: str) -> int:
