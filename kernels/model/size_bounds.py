@@ -48,6 +48,7 @@ def size_problem(raw: Mapping[str, Any]) -> str | None:
                 continue
             if value > BOUNDS[field]:
                 largest, model = LARGEST[field]
-                return (f"config {where}{key} = {value:g} is over the bound {BOUNDS[field]} ({HEADROOM}x {model}'s "
-                        f"{largest}, the largest in scope); refused before anything was recorded")
+                shown = value if isinstance(value, int) else f"{value:g}"
+                return (f"config {where}{key} = {shown} is over the bound {BOUNDS[field]} ({HEADROOM}x {model}'s "
+                        f"{largest}, the largest in scope); refused, nothing was recorded")
     return None
