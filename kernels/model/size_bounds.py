@@ -38,17 +38,16 @@ ALIASES: dict[str, str] = {
 
 def size_problem(raw: Mapping[str, Any]) -> str | None:
     """Why the config's sizes cannot be a model in scope (one line naming the field, the bound and the model
-    it derives from), or None. Looks at the top level and a nested `text_config`."""
+    it derives from), or None. Looks at the integers at the top level and in a nested `text_config`."""
     for where, cfg in (("", raw), ("text_config.", raw.get("text_config"))):
         if not isinstance(cfg, Mapping):
             continue
         for key, value in cfg.items():
             field = ALIASES.get(key, key)
-            if field not in BOUNDS or isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue
+            if field not in BOUNDS or isinstance(value, bool) or not isinstance(value, int):
+                continue  # a float or text is refused as "not an integer" when the config is resolved
             if value > BOUNDS[field]:
                 largest, model = LARGEST[field]
-                shown = value if isinstance(value, int) else f"{value:g}"
-                return (f"config {where}{key} = {shown} is over the bound {BOUNDS[field]} ({HEADROOM}x {model}'s "
+                return (f"config {where}{key} = {value} is over the bound {BOUNDS[field]} ({HEADROOM}x {model}'s "
                         f"{largest}, the largest in scope); refused, nothing was recorded")
     return None
