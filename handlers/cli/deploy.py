@@ -96,9 +96,10 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
     else:
         for r in report.ran:
             if r["passed"]:
-                click.echo(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}")
+                click.echo(escaped(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}"))
             else:
-                click.echo(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}", err=True)
+                click.echo(escaped(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}"),
+                           err=True)
                 if r.get("blocked"):
                     click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: "
                                f"{ledger_command('resume', name, '--note', '...')}", err=True)

@@ -33,7 +33,7 @@ class LedgerGroup(click.Group):
             if isinstance(app, App) and app.verbosity:
                 traceback.print_exc()
             message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            click.echo(f"error: {message}", err=True)
+            click.echo(f"error: {escaped(message)}", err=True)
             sys.exit(1)
         finally:
             if isinstance(ctx.obj, App):

@@ -18,6 +18,7 @@ from handlers.inputs import InputError, read_input_text
 from handlers.planning import workspace_registry
 from handlers.triage import Match, RuleError, load_rules, triage_evidence
 from handlers.triage.registry_check import check_fixes
+from registry.text import escaped
 
 NO_MATCH = "No known failure pattern matches."
 
@@ -87,7 +88,7 @@ def triage(app, file: str, as_json: bool, evidence_path: str | None, rules_path:
     if as_json:
         click.echo(json.dumps([m.to_json() for m in matches], indent=2))
     else:
-        click.echo(_render(matches))
+        click.echo("\n".join(escaped(line) for line in _render(matches).split("\n")))  # the log's lines: no escape runs
 
 
 commands = [triage]

@@ -175,3 +175,11 @@ def test_the_evaluation_report_s_bash_block_quotes_the_name(tiny_at):
     assert in_process(ws, "registry", "build").returncode == 0
     report = (ws / "llms" / model_dir_name("my model") / "docs" / "evaluation_report.md").read_text()
     assert "ledger audit 'my model'\n" in report and "ledger log --stream 'deployment:my model'\n" in report
+
+
+def test_triage_prints_the_log_lines_it_matched_with_their_escapes_shown_not_run(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("attn_npu2 flash_attn\n\x1b]0;pwned\x07 ERT_CMD_STATE_TIMEOUT\n")
+    proc = in_process(tmp_path / "ws", "triage", str(log))
+    assert proc.returncode == 0 and "ERT_CMD_STATE_TIMEOUT" in proc.stdout, proc.stdout
+    assert "\x1b" not in proc.stdout and "\\x1b]0;pwned\\x07 ERT_CMD_STATE_TIMEOUT" in proc.stdout
