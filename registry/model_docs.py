@@ -143,7 +143,7 @@ def render_todo(v: DeploymentView) -> str:
     for b in v.active_blockers:
         r = b.raised
         blocks.append(f"- **Phase {r.event.phase}** (BlockerRaised seq {r.seq}, {show_time(r.recorded_at)}): "
-                      f"{cell(r.event.reason)} — needs human review; `{ledger_command('resume', v.name, '--note', '...')}` after the fix.\n")
+                      f"{cell(r.event.reason)} — needs human review; `{ledger_command('resume', v.name)}` after the fix.\n")
     for p in v.failed_phases():
         e = p.latest.event
         text = f"### Phase {p.phase} ({p.title}) failed — attempt {e.attempt}, PhaseFailed seq {p.latest.seq}\n\n"
