@@ -25,7 +25,8 @@ Promises (each has a test in the contract suite tests/integration/ledger_contrac
 9. An append checks, before its commit, that the database stored what it appended (the INSERT's row count, and
    the new rows' count, last seq and hash read back); a trigger or rule that swallowed or changed them raises
    `StoreGuardError` and nothing is recorded. `verify()` compares every trigger on the events table with the
-   definition the dialect installs (ledger.guards) and names one that is altered or extra.
+   definition the dialect installs (ledger.guards) and names one that is altered or extra (its tests, on both
+   databases: tests/integration/test_store_guards.py).
 
 What differs between the databases is a `Dialect` (ledger.schema) in `ledger.sqlite` and `ledger.postgres`.
 Imported through the `ledger` package (`open_ledger`, `Ledger`, `default_url`).
