@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
+from handlers.inputs import InputError, read_input
 from ledger.events import NewEvent, NightlyPerfImported
 from ledger.record import RecordedEvent
 from registry.model_docs import model_dir_name
@@ -36,8 +37,10 @@ def import_history(ledger, path: str | Path) -> dict:
     """{"file", "read", "added", "series": {series: lines}}; `BadLine` (nothing appended) on a line that is not a row."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_input(path, "history")  # a regular file under its cap (handlers.inputs)
         text = data.decode("utf-8")
+    except InputError as e:
+        raise BadLine(str(e)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise BadLine(f"{path.name}: cannot be read ({e.__class__.__name__}: {e})") from None
     held = ledger.read_stream(NIGHTLY_STREAM)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from handlers.inputs import input_file
 from ledger.events import NewEvent
 from ledger.record import RecordedEvent
 from registry.importer import IMPORT_STREAM, events_from_upstream
@@ -115,6 +116,10 @@ def import_registry_accounted(ledger, directory: str | Path, allow_skip: bool = 
     directory = Path(directory)
     details = directory / "details" if (directory / "details").is_dir() else directory
     root = directory if details != directory else None  # given details/ itself: its JSON only, as before
+    pages = [root / "supported_kernels.md", *details.glob("*.md")] if root is not None else []
+    for path in [*details.glob("*.json"), *pages]:  # the files the importer reads: regular, under a cap
+        if path.exists() or path.is_symlink():
+            input_file(path, "registry file")
     files = sorted(p for p in details.glob("*.json") if p.is_file())
     from_json, accounts = [], []
     for path in files:

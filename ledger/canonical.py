@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import time
 from typing import Any
 
 import orjson
@@ -87,3 +89,16 @@ def chain_hash(
 
 
 _sha256 = hashlib.sha256
+
+
+def new_event_id() -> str:
+    """A random (version 4) UUID, formatted without the uuid module's overhead."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+def utc_timestamp() -> str:
+    """UTC now as ISO-8601 with microseconds and a Z (the exact text that is hashed)."""
+    now = time.time()
+    seconds = int(now)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{int((now - seconds) * 1e6):06d}Z"

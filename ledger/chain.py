@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from ledger.canonical import GENESIS_HASH, chain_hash
+from ledger.guards import TriggerState
 from ledger.record import Checkpoint, VerifyResult
 
 
@@ -41,23 +42,18 @@ def walk_chain(chunks: Iterable[Sequence[tuple]],
     return None, expect_seq - 1, checkpoint_hash
 
 
-def judge_chain(n: int, checkpoint_hash: str | None, against: Checkpoint | None,
-                missing: tuple[str, ...], disabled: tuple[str, ...]) -> VerifyResult:
+def judge_chain(n: int, checkpoint_hash: str | None, against: Checkpoint | None, guards: TriggerState) -> VerifyResult:
     """The verdict on an intact walk of `n` rows: truncated or rewritten since `against` (whose row hashed to
-    `checkpoint_hash`), or an immutability trigger `missing` / `disabled`; else intact."""
+    `checkpoint_hash`), or an immutability trigger missing, disabled, altered or extra (`guards`); else intact."""
+    named = dict(missing_triggers=guards.missing, disabled_triggers=guards.disabled,
+                 altered_triggers=guards.altered, extra_triggers=guards.extra)
     if against is not None and against.size > 0:
         if n < against.size:
             return VerifyResult(False, n + 1, f"ledger holds {n} events, checkpoint says {against.size}: truncated",
-                                n, missing, disabled)
+                                n, **named)
         if checkpoint_hash != against.hash:
             return VerifyResult(
-                False, against.size, f"event {against.size} differs from the checkpoint: history rewritten", n,
-                missing, disabled,
-            )
-    if missing:
-        return VerifyResult(False, None, f"immutability trigger {', '.join(missing)} is missing: rows can be "
-                                         "rewritten", n, missing, disabled)
-    if disabled:
-        return VerifyResult(False, None, f"immutability trigger {', '.join(disabled)} is disabled: rows can be "
-                                         "rewritten", n, missing, disabled)
+                False, against.size, f"event {against.size} differs from the checkpoint: history rewritten", n, **named)
+    if not guards.ok:
+        return VerifyResult(False, None, guards.reason(), n, **named)
     return VerifyResult(True, None, "intact", n)

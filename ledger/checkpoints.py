@@ -78,12 +78,15 @@ class ChainReport:
     problems: list[ChainProblem] = field(default_factory=list)
     missing_triggers: tuple[str, ...] = ()
     disabled_triggers: tuple[str, ...] = ()
+    altered_triggers: tuple[str, ...] = ()
+    extra_triggers: tuple[str, ...] = ()
     warnings: list[str] = field(default_factory=list)  # not failures: e.g. roles that could lift immutability
     trigger_reason: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.problems and not self.missing_triggers and not self.disabled_triggers
+        return not self.problems and not (self.missing_triggers or self.disabled_triggers or self.altered_triggers
+                                          or self.extra_triggers)
 
     @property
     def first_bad_seq(self) -> int | None:
@@ -97,6 +100,7 @@ class ChainReport:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "first_bad_seq": self.first_bad_seq, "reason": self.reason, "checked": self.checked,
                 "missing_triggers": list(self.missing_triggers), "disabled_triggers": list(self.disabled_triggers),
+                "altered_triggers": list(self.altered_triggers), "extra_triggers": list(self.extra_triggers),
                 "problems": [p.to_json() for p in self.problems], "warnings": list(self.warnings),
                 "head": str(self.head), "identity": self.identity.to_json() if self.identity else None}
 
@@ -213,8 +217,9 @@ def check_chain(ledger: "Ledger", against: Checkpoint | None = None,
     n = walk.checked
     identity = ledger.identity()
     report = ChainReport(checked=n, head=ledger.head(), identity=identity, missing_triggers=walk.missing_triggers,
-                         disabled_triggers=walk.disabled_triggers)
-    if walk.missing_triggers or walk.disabled_triggers:
+                         disabled_triggers=walk.disabled_triggers, altered_triggers=walk.altered_triggers,
+                         extra_triggers=walk.extra_triggers)
+    if walk.missing_triggers or walk.disabled_triggers or walk.altered_triggers or walk.extra_triggers:
         report.trigger_reason = walk.reason
     if ledger.dialect == "postgresql":
         report.warnings += lift_warnings(ledger.engine)

@@ -19,6 +19,11 @@ class LedgerWriteError(LedgerUnavailable):
     """Raised when the database refuses a write (disk full, I/O error, read-only file); nothing was recorded."""
 
 
+class StoreGuardError(LedgerWriteError):
+    """Raised when an append finds the database did not store what it appended (a trigger or rule on the events
+    table swallowed or changed the rows); the append is rolled back, nothing was recorded."""
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of a driver error (the DB-API error SQLAlchemy wraps), with its SQLite error name or
     PostgreSQL SQLSTATE when the line does not already say it."""

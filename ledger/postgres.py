@@ -30,15 +30,23 @@ from ledger.schema import EVENTS, Dialect
 
 # PostgreSQL writers' lock: a transaction advisory lock (key space of two int4 keys) on the events table's oid
 WRITE_LOCK_SQL = "SELECT pg_advisory_xact_lock(7345903, to_regclass('events')::oid::int)"
+_BODY = "BEGIN RAISE EXCEPTION 'ledger events are immutable: %% refused', TG_OP; END"  # %%: a driver's escape
 PG_TRIGGERS = (
-    "CREATE OR REPLACE FUNCTION events_immutable() RETURNS trigger LANGUAGE plpgsql AS $$ "
-    "BEGIN RAISE EXCEPTION 'ledger events are immutable: %% refused', TG_OP; END $$",
+    f"CREATE OR REPLACE FUNCTION events_immutable() RETURNS trigger LANGUAGE plpgsql AS $$ {_BODY} $$",
     "CREATE OR REPLACE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events "
     "FOR EACH ROW EXECUTE FUNCTION events_immutable()",
     "CREATE OR REPLACE TRIGGER events_no_truncate BEFORE TRUNCATE ON events "
     "FOR EACH STATEMENT EXECUTE FUNCTION events_immutable()",
 )
-REQUIRED_TRIGGERS = ("events_no_update_delete", "events_no_truncate")
+# PG_TRIGGERS as `triggers` reads them back: the server's `pg_get_triggerdef` (events' schema left out) and the
+# trigger function's language and source (`pg_proc.prosrc`); the contract suite's fresh installs check the text
+_FUNCTION = f"function plpgsql: {_BODY.replace('%%', '%')}"
+PG_INSTALLED = {
+    "events_no_update_delete": "CREATE TRIGGER events_no_update_delete BEFORE DELETE OR UPDATE ON events FOR EACH ROW "
+                               f"EXECUTE FUNCTION events_immutable(); {_FUNCTION}",
+    "events_no_truncate": "CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events FOR EACH STATEMENT "
+                          f"EXECUTE FUNCTION events_immutable(); {_FUNCTION}",
+}
 
 
 def postgres_engine(url: URL, read_only: bool = False) -> Engine:
@@ -67,11 +75,37 @@ def create_schema(engine: Engine) -> None:
                 conn.exec_driver_sql(ddl)
 
 
-def trigger_flags(conn: Connection) -> dict[str, str]:
-    """The events table's triggers -> `tgenabled` ('O' fires; 'D' disabled, 'R' replica sessions only)."""
-    rows = conn.execute(sa.text(
-        "SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = to_regclass('events') AND NOT tgisinternal"))
-    return {r[0]: str(r[1]) for r in rows}
+_TRIGGERS = """
+SELECT t.tgname, t.tgenabled, pg_get_triggerdef(t.oid), quote_ident(tn.nspname), quote_ident(pn.nspname), l.lanname,
+       p.prosrc
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace tn ON tn.oid = c.relnamespace
+  JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_namespace pn ON pn.oid = p.pronamespace
+  JOIN pg_language l ON l.oid = p.prolang
+ WHERE t.tgrelid = to_regclass('events') AND NOT t.tgisinternal
+"""
+_RULES = "SELECT rulename, ev_enabled, pg_get_ruledef(oid) FROM pg_rewrite WHERE ev_class = to_regclass('events')"
+
+
+def installed() -> dict[str, str]:
+    """The triggers `create_schema` installs, as `triggers` reads them back (`PG_INSTALLED`)."""
+    return dict(PG_INSTALLED)
+
+
+def triggers(conn: Connection) -> dict[str, tuple[str, str]]:
+    """The events table's triggers -> (`tgenabled`: 'O' fires, 'D' disabled, 'R' replica sessions only;
+    `pg_get_triggerdef` without the events table's schema, then "; function LANGUAGE: SOURCE" of its function).
+
+    The function keeps its schema when it is not the events table's. A rule on the events table (`DO INSTEAD
+    NOTHING` swallows appends as a trigger would) is listed as "NAME (rule)", which the tool never installs."""
+    found = {}
+    for name, flag, definition, table_schema, function_schema, language, source in conn.execute(sa.text(_TRIGGERS)):
+        definition = definition.replace(f" ON {table_schema}.events ", " ON events ")
+        if function_schema == table_schema:
+            definition = definition.replace(f" EXECUTE FUNCTION {function_schema}.", " EXECUTE FUNCTION ")
+        found[name] = (str(flag), f"{definition}; function {language}: {source}")
+    for name, flag, definition in conn.execute(sa.text(_RULES)):
+        found[f"{name} (rule)"] = (str(flag), definition)
+    return found
 
 
 # (what, owner oid) of everything whose owner can switch the immutability off
@@ -169,10 +203,10 @@ POSTGRESQL = Dialect(
     name="postgresql",
     mark="%s",
     begin_write=WRITE_LOCK_SQL,
-    required_triggers=REQUIRED_TRIGGERS,
+    installed=installed,
     connect=postgres_engine,
     has_schema=has_schema,
     create_schema=create_schema,
-    trigger_flags=trigger_flags,
+    triggers=triggers,
     writer_problem=writer_problem,
 )

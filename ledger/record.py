@@ -53,6 +53,8 @@ class VerifyResult:
     checked: int = 0
     missing_triggers: tuple[str, ...] = ()  # immutability triggers the database lacks (then ok is False)
     disabled_triggers: tuple[str, ...] = ()  # immutability triggers present but switched off (then ok is False)
+    altered_triggers: tuple[str, ...] = ()  # present, but not the definition the tool installs (then ok is False)
+    extra_triggers: tuple[str, ...] = ()  # on the events table, but not installed by the tool (then ok is False)
 
 
 @dataclass(frozen=True)

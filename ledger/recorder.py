@@ -22,6 +22,11 @@ Promises (each has a test in the contract suite tests/integration/ledger_contrac
    being a superuser is refused (ledger.postgres: the roles).
 8. A database error while writing (disk full, I/O error) is raised as `LedgerWriteError` naming the
    database's own error; the batch is not recorded.
+9. An append checks, before its commit, that the database stored what it appended (the INSERT's row count, and
+   the new rows' count, last seq and hash read back); a trigger or rule that swallowed or changed them raises
+   `StoreGuardError` and nothing is recorded. `verify()` compares every trigger on the events table with the
+   definition the dialect installs (ledger.guards) and names one that is altered or extra (its tests, on both
+   databases: tests/integration/test_store_guards.py).
 
 What differs between the databases is a `Dialect` (ledger.schema) in `ledger.sqlite` and `ledger.postgres`.
 Imported through the `ledger` package (`open_ledger`, `Ledger`, `default_url`).
@@ -31,7 +36,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -39,29 +43,18 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-from ledger.canonical import GENESIS_HASH, chain_hash, dumps
+from ledger.canonical import GENESIS_HASH, chain_hash, dumps, new_event_id, utc_timestamp
 from ledger.chain import judge_chain, walk_chain
-from ledger.errors import ConcurrencyError, LedgerError, LedgerUnavailable, LedgerWriteError, first_line
+from ledger.errors import (ConcurrencyError, LedgerError, LedgerUnavailable, LedgerWriteError, StoreGuardError,
+                           first_line)
 from ledger.events import Event, NewEvent
+from ledger.guards import TriggerState, judge_triggers, stored_problem
 from ledger.postgres import POSTGRESQL
 from ledger.record import Checkpoint, Identity, RecordedEvent, VerifyResult
 from ledger.schema import COLS, SELECT_ALL, Dialect
 from ledger.sqlite import SQLITE
 
 DIALECTS: dict[str, Dialect] = {"sqlite": SQLITE, "postgresql": POSTGRESQL}
-
-
-def _new_event_id() -> str:
-    """A random (version 4) UUID, formatted without the uuid module's overhead."""
-    h = os.urandom(16).hex()
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
-
-
-def _utcnow() -> str:
-    """UTC now as ISO-8601 with microseconds and a Z (the exact text that is hashed)."""
-    now = time.time()
-    seconds = int(now)
-    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(seconds))}.{int((now - seconds) * 1e6):06d}Z"
 
 
 def _safe_close(cur) -> None:
@@ -92,6 +85,10 @@ class Ledger:
             f"SELECT (SELECT MAX(version) FROM events WHERE stream_id = {self._mark}), "
             "(SELECT seq FROM events ORDER BY seq DESC LIMIT 1), (SELECT hash FROM events ORDER BY seq DESC LIMIT 1)"
         )
+        self._sql_stored = (  # what the append stored, read back before its commit (promise 9)
+            f"SELECT (SELECT COUNT(*) FROM events WHERE seq >= {self._mark}), "
+            "(SELECT seq FROM events ORDER BY seq DESC LIMIT 1), (SELECT hash FROM events ORDER BY seq DESC LIMIT 1)"
+        )
 
     # --- writing ------------------------------------------------------------------------------------
 
@@ -107,7 +104,7 @@ class Ledger:
         encoded = [
             (e.event_id, e.event.type_name, dumps(e.event.__dict__))
             if isinstance(e, NewEvent)
-            else (_new_event_id(), e.type_name, dumps(e.__dict__))
+            else (new_event_id(), e.type_name, dumps(e.__dict__))
             for e in events
         ]
         if not encoded:
@@ -136,7 +133,7 @@ class Ledger:
                     raise ConcurrencyError(
                         f"stream {stream_id} is at version {current}, not the expected {expected_version}"
                     )
-                now = _utcnow()
+                now = utc_timestamp()
                 rows = []
                 for version, (eid, type_, payload) in enumerate(encoded, start=expected_version + 1):
                     seq += 1
@@ -147,6 +144,12 @@ class Ledger:
                     cur.execute(self._sql_insert, rows[0])
                 else:
                     cur.executemany(self._sql_insert, rows)
+                stored = cur.rowcount
+                cur.execute(self._sql_stored, (rows[0][0],))
+                problem = stored_problem(stored, rows, cur.fetchone())
+                if problem:  # a trigger or rule swallowed (or changed) the rows: promise 9
+                    raise StoreGuardError(f"{problem} (a trigger or rule on the events table interfered; run "
+                                          "`ledger verify`); nothing was recorded")
                 conn.commit()
                 return [r[0] for r in rows]
             except dbapi.IntegrityError as e:
@@ -215,17 +218,13 @@ class Ledger:
             self._schema_ready = self._db.has_schema(self.engine)
         return self._schema_ready
 
-    def trigger_state(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(missing, disabled): the immutability triggers the dialect requires that the events table lacks, and
-        those it has but that do not fire (PostgreSQL `tgenabled` 'D', or 'R': replica sessions only); ((), ())
-        for a ledger without a table."""
+    def trigger_state(self) -> TriggerState:
+        """The events table's triggers against those the dialect installs (ledger.guards): missing, disabled
+        (PostgreSQL `tgenabled` 'D' or 'R'), altered or extra; all empty for a ledger without a table."""
         if not self.has_schema():
-            return (), ()
+            return TriggerState()
         with self._read() as conn:
-            state = self._db.trigger_flags(conn)
-        required = self._db.required_triggers
-        return (tuple(t for t in required if t not in state),
-                tuple(t for t in required if state.get(t) in ("D", "R")))
+            return judge_triggers(self._db.installed(), self._db.triggers(conn))
 
     def identity(self) -> Identity | None:
         """The ledger's identity: its first event (None while it has none); see `Identity`."""
@@ -339,7 +338,7 @@ class Ledger:
             raise LedgerUnavailable(f"could not read the ledger: {first_line(e)}") from e
         if broken is not None:
             return broken
-        return judge_chain(n, checkpoint_hash, against, *self.trigger_state())
+        return judge_chain(n, checkpoint_hash, against, self.trigger_state())
 
     def close(self) -> None:
         if self._raw is not None:

@@ -43,10 +43,11 @@ class Dialect:
     name: str  # SQLAlchemy's dialect name: "sqlite" | "postgresql"
     mark: str  # the driver's parameter marker in raw SQL ("?" | "%s")
     begin_write: str  # the statement that opens an append and serialises writers up to its commit (promise 2)
-    required_triggers: tuple[str, ...]  # the immutability triggers `verify()` requires (promise 4)
+    installed: Callable[[], dict[str, str]]  # the immutability triggers it installs (promise 4): name -> definition
     connect: Callable[[URL, bool], Engine]  # (url, read_only) -> an engine; connects to nothing yet
     has_schema: Callable[[Engine], bool]  # whether the events table exists; creates nothing (promise 7)
     create_schema: Callable[[Engine], None]  # the table and its triggers, once
-    trigger_flags: Callable[[Connection], dict[str, str]]  # the events table's triggers -> enabled flag
+    # the events table's triggers as the database prints them: name -> (enabled flag, definition) (ledger.guards)
+    triggers: Callable[[Connection], dict[str, tuple[str, str]]]
     # why the connected role must not write (None: it may), given whether the table exists; None: no check
     writer_problem: Callable[..., str | None] | None = None

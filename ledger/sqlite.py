@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
@@ -28,7 +29,6 @@ SQLITE_TRIGGERS = (
     "CREATE TRIGGER IF NOT EXISTS events_no_delete BEFORE DELETE ON events "
     "BEGIN SELECT RAISE(ABORT, 'ledger events are immutable: DELETE refused'); END",
 )
-REQUIRED_TRIGGERS = ("events_no_update", "events_no_delete")
 
 
 def sqlite_engine(url: URL, read_only: bool = False) -> Engine:
@@ -120,19 +120,39 @@ def create_schema(engine: Engine) -> None:
                 conn.exec_driver_sql(ddl)
 
 
-def trigger_flags(conn: Connection) -> dict[str, str]:
-    """The events table's triggers; SQLite has no disabled trigger, so every one is 'O' (enabled)."""
-    rows = conn.execute(sa.text("SELECT name, 'O' FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"))
-    return {r[0]: str(r[1]) for r in rows}
+_TRIGGERS_SQL = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events' ORDER BY name"
+
+
+@lru_cache(maxsize=1)
+def _installed() -> tuple[tuple[str, str], ...]:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE TABLE events (seq INTEGER)")
+        for ddl in SQLITE_TRIGGERS:
+            conn.execute(ddl)
+        return tuple(conn.execute(_TRIGGERS_SQL).fetchall())
+    finally:
+        conn.close()
+
+
+def installed() -> dict[str, str]:
+    """The triggers `create_schema` installs, as SQLite stores them (`sqlite_master.sql`: read back from an
+    install in memory, so SQLite's own rewriting of the text, `IF NOT EXISTS` dropped, is the same)."""
+    return dict(_installed())
+
+
+def triggers(conn: Connection) -> dict[str, tuple[str, str]]:
+    """The events table's triggers -> ('O', stored SQL): SQLite has no disabled trigger, so every one fires."""
+    return {name: ("O", sql or "") for name, sql in conn.execute(sa.text(_TRIGGERS_SQL))}
 
 
 SQLITE = Dialect(
     name="sqlite",
     mark="?",
     begin_write="BEGIN IMMEDIATE",
-    required_triggers=REQUIRED_TRIGGERS,
+    installed=installed,
     connect=sqlite_engine,
     has_schema=has_schema,
     create_schema=create_schema,
-    trigger_flags=trigger_flags,
+    triggers=triggers,
 )

@@ -50,7 +50,7 @@ from registry.model_pages import (
     val,
 )
 from registry.perf_history import project_history
-from registry.text import DASH, cell, fixed, num, table
+from registry.text import DASH, cell, fixed, ledger_command, num, table
 
 PROGRESS = "docs/development_progress"
 # every path under llms/<model>/ project_model_docs can write (registry.names derives the name bound from them)
@@ -143,7 +143,7 @@ def render_todo(v: DeploymentView) -> str:
     for b in v.active_blockers:
         r = b.raised
         blocks.append(f"- **Phase {r.event.phase}** (BlockerRaised seq {r.seq}, {show_time(r.recorded_at)}): "
-                      f"{cell(r.event.reason)} — needs human review; `ledger resume {v.name}` after the fix.\n")
+                      f"{cell(r.event.reason)} — needs human review; `{ledger_command('resume', v.name)}` after the fix.\n")
     for p in v.failed_phases():
         e = p.latest.event
         text = f"### Phase {p.phase} ({p.title}) failed — attempt {e.attempt}, PhaseFailed seq {p.latest.seq}\n\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any, Iterable, Sequence
 
 DASH = "—"
@@ -20,6 +21,25 @@ def shown(text: str) -> str:
     """A name as a terminal line may show it: as it is when every character is printable, else Python's repr
     (newlines, control and invisible format characters escaped, in quotes), so it cannot forge a line."""
     return text if text.isprintable() else repr(text)
+
+
+def escaped(text: str) -> str:
+    """Free text (a lesson, a note, a reason) as a terminal line may show it: every character a terminal would
+    act on or hide (control, escape, format, line separator: `str.isprintable` false) written as its Python
+    escape (`\\x1b`, `\\n`, `\\u202e`), the rest as it is; so an OSC or CSI sequence is shown, never run."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def ledger_command(verb: str, name: str, *options: str) -> str:
+    """`ledger VERB NAME OPTIONS...` as a person can paste it: the name `shlex.quote`d, and after `--` (options
+    first) when it starts with `-`, so `--help` is a name, not an option; `options` are this tool's own text.
+    A name an older ledger holds with a control character is shown escaped (`shown`), never raw."""
+    quoted = shlex.quote(name)
+    if not quoted.isprintable():
+        quoted = shown(name)
+    if name.startswith("-"):
+        return " ".join(["ledger", verb, *options, "--", quoted])
+    return " ".join(["ledger", verb, quoted, *options])
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

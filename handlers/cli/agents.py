@@ -11,15 +11,19 @@ from handlers.mcp.skills import export
 
 
 @click.command("mcp")
+@click.option("--allow-dir", "allow_dirs", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="a folder besides the workspace whose files the tools may read (model folders, transcripts); "
+                   "repeatable")
 @click.pass_obj
-def mcp_cmd(app: App) -> None:
+def mcp_cmd(app: App, allow_dirs: tuple[str, ...]) -> None:
     """Serve the ledger to a coding agent over MCP on stdin/stdout (tools, progress, resources).
 
-    Register it in the agent's .mcp.json (`ledger skills export DIR` writes the entry); README "For agents"."""
+    A tool that takes a path reads it only inside the workspace or an --allow-dir folder. Register it in the
+    agent's .mcp.json (`ledger skills export DIR` writes the entry); README "For agents"."""
     # here, not at the top: the mcp SDK (starlette, pydantic models, ...) adds ~1 s to every CLI start-up
     from handlers.mcp.server import serve
 
-    serve(app.workspace, app.db_url, app.verbosity)
+    serve(app.workspace, app.db_url, app.verbosity, tuple(Path(d) for d in allow_dirs))
 
 
 @click.group("skills")

@@ -24,7 +24,7 @@ from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from kernels.model.plan import PLAN_WEIGHTS
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
-from registry.text import shown
+from registry.text import escaped, ledger_command, shown
 from statemachine.mermaid import mermaid
 
 
@@ -53,7 +53,8 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | N
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)
     click.echo(json.dumps(results.init_json(created, executor, target, dtype)) if as_json else
-               f"deployment {created} recorded ({executor}/{target}, {dtype}); next: ledger advance {created}")
+               f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
+               f"{ledger_command('advance', created)}")
     refresh_projections(app)
 
 
@@ -95,12 +96,13 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
     else:
         for r in report.ran:
             if r["passed"]:
-                click.echo(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}")
+                click.echo(escaped(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}"))
             else:
-                click.echo(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}", err=True)
+                click.echo(escaped(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}"),
+                           err=True)
                 if r.get("blocked"):
-                    click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: ledger resume "
-                               f"{shown(name)} --note ...", err=True)
+                    click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: "
+                               f"{ledger_command('resume', name, '--note', '...')}", err=True)
         if report.stopped:
             click.echo(report.stopped)
         click.echo(f"{shown(name)}: {report.status}")
@@ -117,7 +119,7 @@ def resume_cmd(app: App, name: str, note: str, as_json: bool) -> None:
     """Record a human's fix after a blocker; allows one more attempt."""
     deploy.resume(app.ledger, name, note)
     click.echo(json.dumps(results.resume_json(name, deploy.status(app.ledger, name)[0]["status"])) if as_json else
-               f"{shown(name)} resumed; next: ledger advance {shown(name)}")
+               f"{shown(name)} resumed; next: {ledger_command('advance', name)}")
     refresh_projections(app)
 
 
@@ -155,13 +157,14 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
             click.echo(f"{shown(r['name']):<28} unreplayable: {shown(r['error'])}", err=True)
             continue
         passed = ",".join(map(str, r["phases_passed"])) or "-"
-        click.echo(f"{shown(r['name']):<28} {r['status']:<20} passed [{passed}]  {r['executor']}/{r['target']}  {r['last_verdict']}")
+        click.echo(escaped(f"{shown(r['name']):<28} {r['status']:<20} passed [{passed}]  {r['executor']}/{r['target']}  "
+                           f"{r['last_verdict']}"))
         for b in r["blockers"]:
-            click.echo(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}")
+            click.echo(escaped(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}"))
         if r["triage"]:
-            click.echo(f"    triage of seq {r['triage']['subject_seq']}: {r['triage']['summary']}")
+            click.echo(escaped(f"    triage of seq {r['triage']['subject_seq']}: {r['triage']['summary']}"))
             for m in r["triage"]["matches"]:
-                click.echo(f"      - {m['rule_id']} ({m['confidence']:.2f}): {m['root_cause']} -> {m['remedy']}")
+                click.echo(escaped(f"      - {m['rule_id']} ({m['confidence']:.2f}): {m['root_cause']} -> {m['remedy']}"))
     if broken:
         sys.exit(1)
 
@@ -178,7 +181,7 @@ def history_cmd(app: App, name: str, as_json: bool) -> None:
         click.echo(json.dumps(results.history_json(rows), indent=1, default=str))
         return
     for r in rows:
-        click.echo(f"{r['seq']:>6}  {r['at'][:19]}  {r['type']:<24} {describe(r['type'], r['payload'])}")
+        click.echo(escaped(f"{r['seq']:>6}  {r['at'][:19]}  {r['type']:<24} {describe(r['type'], r['payload'])}"))
 
 
 @click.command("graph")

@@ -14,7 +14,7 @@ import click
 
 from handlers.bootstrap import App, configure_logging
 from ledger import Checkpoint
-from registry.text import shown
+from registry.text import escaped, shown
 
 
 class LedgerGroup(click.Group):
@@ -33,7 +33,7 @@ class LedgerGroup(click.Group):
             if isinstance(app, App) and app.verbosity:
                 traceback.print_exc()
             message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            click.echo(f"error: {message}", err=True)
+            click.echo(f"error: {escaped(message)}", err=True)
             sys.exit(1)
         finally:
             if isinstance(ctx.obj, App):
@@ -70,8 +70,8 @@ def log_cmd(app: App, stream: str | None, after: int, as_json: bool) -> None:
         click.echo(json.dumps([e.to_json() for e in events], indent=1, default=str, allow_nan=True))
         return
     for e in events:
-        click.echo(f"{e.seq:>6}  {e.recorded_at[:19]}  {shown(e.stream_id)}@{e.version}  {e.type:<22} "
-                   f"{_short(e.payload)}")
+        click.echo(escaped(f"{e.seq:>6}  {e.recorded_at[:19]}  {shown(e.stream_id)}@{e.version}  {e.type:<22} "
+                           f"{_short(e.payload)}"))
 
 
 @cli.command("head")
@@ -122,6 +122,12 @@ def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
         for name in report.disabled_triggers:
             click.echo(f"ledger BROKEN: immutability trigger {name} is disabled ({app.ledger.dialect}): "
                        "rows can be updated or deleted", err=True)
+        for name in report.altered_triggers:
+            click.echo(f"ledger BROKEN: immutability trigger {shown(name)} is not the definition the tool installs "
+                       f"({app.ledger.dialect}): it may not fire", err=True)
+        for name in report.extra_triggers:
+            click.echo(f"ledger BROKEN: trigger {shown(name)} on the events table is not one the tool installs "
+                       f"({app.ledger.dialect}): it can swallow or change appends", err=True)
     for line in report.warnings + ([warning] if warning else []):
         click.echo(line if line.startswith("warning:") else f"warning: {line}", err=True)
     if not report.ok:

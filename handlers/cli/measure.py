@@ -13,6 +13,7 @@ import numpy as np
 
 from handlers import on_demand, results
 from handlers.bootstrap import App
+from handlers.inputs import read_input_text
 from handlers.cli.common import open_deployment, refresh_projections
 from kernels.backends.kernel_runners import figure_source
 from handlers.gates.runtime import model_backend
@@ -150,7 +151,7 @@ def record_group() -> None:
 def record_harness_cmd(app: App, name: str, kernel: str, shape: str, contract: str | None, file_: str, role: str,
                        method: str, device: str | None, toolchain_text: str | None, as_json: bool) -> None:
     """Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness)."""
-    text = sys.stdin.read() if file_ == "-" else Path(file_).read_text(encoding="utf-8", errors="replace")
+    text = read_input_text(file_, "transcript")  # a regular file (or stdin) under its cap (handlers.inputs)
     seq, event = record_harness(app.ledger, name, kernel=kernel, shape=shape, contract=contract, text=text,
                                 file_label=Path(file_).name if file_ != "-" else "<stdin>", role=role,
                                 device=device, toolchain=parse_toolchain(toolchain_text), method=method)

@@ -18,6 +18,7 @@ from kernels.mlir_air.scaffold import ScaffoldError, scaffold
 from kernels.mlir_air.twin import write_twin
 from ledger.events import OptimizationTried
 from registry.model_docs import model_dir_name
+from registry.text import ledger_command
 
 
 @click.command("twin")
@@ -75,7 +76,7 @@ def optimise_cmd(app: App, name: str, what: str, phase: str) -> None:
     before = [e for e in app.ledger.read_stream(f"deployment:{name}")
               if e.type == "PerformanceMeasured" and e.payload.get("phase") == p]
     if not before:
-        raise click.ClickException(f"no phase {p} PerformanceMeasured to compare with: `ledger advance {name}` first")
+        raise click.ClickException(f"no phase {p} PerformanceMeasured to compare with: `{ledger_command('advance', name)}` first")
     key = "prefill_s" if p == 4 else "ms_per_token"
     before_s = before[-1].payload[key] / (1 if p == 4 else 1e3)
     backend = model_backend(ctx.state, ctx.config)

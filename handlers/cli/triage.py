@@ -14,19 +14,20 @@ import textwrap
 
 import click
 
+from handlers.inputs import InputError, read_input_text
 from handlers.planning import workspace_registry
 from handlers.triage import Match, RuleError, load_rules, triage_evidence
 from handlers.triage.registry_check import check_fixes
+from registry.text import escaped
 
 NO_MATCH = "No known failure pattern matches."
 
 
 def _read(path: str, what: str) -> str:
-    try:
-        with click.open_file(path, encoding="utf-8", errors="replace") as f:  # "-" is stdin
-            return f.read()
-    except OSError as e:
-        sys.exit(_fail(f"triage: cannot read {what} {path!r}: {e.strerror or e}"))
+    try:  # "-" is stdin; a regular file under its cap, read with a bound (handlers.inputs)
+        return read_input_text(path, what)
+    except InputError as e:
+        sys.exit(_fail(f"triage: {e}"))
 
 
 def _fail(message: str) -> int:
@@ -87,7 +88,7 @@ def triage(app, file: str, as_json: bool, evidence_path: str | None, rules_path:
     if as_json:
         click.echo(json.dumps([m.to_json() for m in matches], indent=2))
     else:
-        click.echo(_render(matches))
+        click.echo("\n".join(escaped(line) for line in _render(matches).split("\n")))  # the log's lines: no escape runs
 
 
 commands = [triage]

@@ -38,6 +38,7 @@ from ledger.events import (
     PhasePassed,
     PhaseStarted,
 )
+from registry.text import ledger_command, shown
 from statemachine.gate import GateContext, GateRejected
 from statemachine.machine import DeploymentMachine
 from statemachine.phases import Phase, Status
@@ -75,7 +76,8 @@ def advance(
             raise DeploymentError(f"{name} was rejected at assessment: it cannot advance")
         if state.status is Status.NEEDS_HUMAN_REVIEW:
             reasons = "; ".join(b.reason for b in state.blockers) or "a gate failed twice"
-            raise DeploymentError(f"{name} needs human review ({reasons}); fix it, then `ledger resume {name} --note ...`")
+            raise DeploymentError(f"{shown(name)} needs human review ({reasons}); fix it, then "
+                                  f"`{ledger_command('resume', name, '--note', '...')}`")
         if state.status is Status.DEPLOYED:
             report.stopped = f"{name} is deployed"
             break

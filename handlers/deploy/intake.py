@@ -11,11 +11,13 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from handlers.inputs import input_file
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
 from kernels.model.q4nx_bundle import bundle_problem
 from kernels.backends.model_backends import backend_type
 from kernels.model.q4nx_device import STYLES
+from kernels.model.size_bounds import size_problem
 from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name
@@ -71,7 +73,14 @@ def init(
     problem = name_problem(name, workspace)
     if problem:
         raise DeploymentError(problem)
+    for file, what in ((path / "config.json" if path.is_dir() else path, "config"), (bundle, "bundle")):
+        if what == "config" or base is not None:
+            if file.exists() or file.is_symlink():  # a missing one is the reader's to name
+                input_file(file, what)  # a regular file under its cap: no FIFO, device or folder (handlers.inputs)
     raw = load_raw_config(path)  # malformed or missing config: ModelConfigError, nothing recorded
+    problem = size_problem(raw)  # 1e5 layers: refused before the resolved config is built or recorded
+    if problem:
+        raise DeploymentError(problem)
     unit = DeploymentUnit(ledger, name, must_exist=False)
     if unit.events:
         raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")

@@ -147,9 +147,8 @@ def _rerun_token_gate(ctx: GateRun, state, cfg, events) -> tuple[list, list]:
 def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[list, EvaluationRecorded]:
     """Run `evaluate` in a new interpreter that sees only the ledger URL and the deployment name."""
     cmd = [sys.executable, "-m", "handlers.cli", "--workspace", str(ctx.workspace), "--db", ctx.ledger.url,
-           "evaluate", ctx.state.name]
-    if checkpoint:
-        cmd += ["--against", checkpoint]
+           "evaluate", *(["--against", checkpoint] if checkpoint else []), "--", ctx.state.name]  # `--`: a name
+    # such as `--help` is the argument, never an option
     env = child_env()  # the evaluator dies with this process (handlers.lifeline)
     env.pop(REFERENCE_STORE_ENV, None)  # it walks its reference itself, never from a store the deployment wrote to
     threads = Counter(ev.event.provenance.get("blas_threads") for ev in phase1_rows(ctx.state))

@@ -62,8 +62,9 @@ def _failure(line: str) -> types.CallToolResult:
 class LedgerServer:
     """The MCP server of one workspace and ledger URL."""
 
-    def __init__(self, workspace: Path, db_url: str, verbosity: int = 0) -> None:
+    def __init__(self, workspace: Path, db_url: str, verbosity: int = 0, allowed: tuple[Path, ...] = ()) -> None:
         self.workspace, self.db_url, self.verbosity = workspace, db_url, verbosity
+        self.allowed = tuple(allowed)  # folders besides the workspace a path argument may lie in (--allow-dir)
         self.long_lock = anyio.Lock()
         self.server = Server("npu-ledger", instructions=INSTRUCTIONS, on_list_tools=self._list_tools,
                              on_call_tool=self._call_tool, on_list_resources=self._list_resources,
@@ -103,7 +104,7 @@ class LedgerServer:
             return _failure(f"error: {name}: bad argument{' ' + where if where else ''}: {e.message}")
         app = self._app()
         try:
-            value = tool.run(Call(app, with_defaults(name, arguments), progress))
+            value = tool.run(Call(app, with_defaults(name, arguments), progress, self.allowed))
         except Exception as e:  # noqa: BLE001 - the tool boundary: one line, as the CLI's
             if self.verbosity:
                 traceback.print_exc()
@@ -139,6 +140,6 @@ class LedgerServer:
             await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
 
 
-def serve(workspace: Path, db_url: str, verbosity: int = 0) -> None:
+def serve(workspace: Path, db_url: str, verbosity: int = 0, allowed: tuple[Path, ...] = ()) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes it."""
-    anyio.run(LedgerServer(workspace, db_url, verbosity).serve)
+    anyio.run(LedgerServer(workspace, db_url, verbosity, allowed).serve)

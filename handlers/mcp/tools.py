@@ -16,6 +16,7 @@ Imports: handlers (deploy, on_demand, queries, record, results, triage, bootstra
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -24,11 +25,13 @@ import structlog
 
 from handlers import deploy, on_demand, queries, results
 from handlers.bootstrap import App
+from handlers.inputs import confined, read_input_text
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
 from handlers.planning import deployment_plan
 from kernels.backends.kernel_runners import make_runner
 from kernels.backends.runner_base import KernelRow
+from kernels.mlir_air.output import TranscriptError
 from kernels.perf.predict import predict
 from ledger import Checkpoint
 
@@ -37,11 +40,22 @@ log = structlog.get_logger("npu_ledger.mcp")
 
 @dataclass
 class Call:
-    """One tool call: its own App (workspace + ledger), the arguments (defaults filled in), a progress sink."""
+    """One tool call: its own App (workspace + ledger), the arguments (defaults filled in), a progress sink, and
+    the folders a path argument may lie in besides the workspace (`ledger mcp --allow-dir`)."""
 
     app: App
     args: dict[str, Any]
     progress: Callable[[str], None] = field(default=lambda message: None)
+    allowed: tuple[Path, ...] = ()
+
+    def path(self, key: str, what: str) -> str:
+        """Argument `key` as a path inside the workspace or an allowed folder (handlers.inputs.confined)."""
+        return str(confined(self.args[key], (self.app.workspace, *self.allowed), what))
+
+    def target(self) -> str:
+        """A plan / predict target: a deployment name as it is, an existing path only when confined."""
+        t = self.args["target"]
+        return self.path("target", "config") if Path(t).expanduser().exists() else t
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,16 @@ def error_line(exc: BaseException) -> str:
     text = str(text).strip()
     line = text.splitlines()[0] if text else type(exc).__name__
     return f"rejected: {line}" if isinstance(exc, deploy.OutOfScope) else f"error: {line}"
+
+
+# a quoted line of the file inside a transcript error: Python's repr of a str (the verdicts it names are kept)
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_KEPT = ("'PASS!'", "'failed.'")
+
+
+def withheld(message: str) -> str:
+    """`message` with every quoted excerpt of the file replaced by `<line withheld>`."""
+    return _QUOTED.sub(lambda m: m.group(0) if m.group(0) in _KEPT else "<line withheld>", message)
 
 
 def refresh(app: App) -> None:
@@ -85,13 +109,13 @@ def _history(c: Call):
 
 
 def _plan(c: Call):
-    cfg, target = queries.model_target(_read_only(c), c.args["target"], c.args.get("platform"))
+    cfg, target = queries.model_target(_read_only(c), c.target(), c.args.get("platform"))
     own = None if Path(c.args["target"]).exists() else c.args["target"]  # as `ledger plan`: registry first
     return results.plan_json(deployment_plan(cfg, target, c.app.ledger, own)[0])
 
 
 def _predict(c: Call):
-    config = queries.predict_config(c.app, c.args["target"])
+    config = queries.predict_config(c.app, c.target())
     a = c.args
     return results.predict_json(predict(config, seq=a["seq"], switches=a.get("switches"), ctx=a["ctx"]))
 
@@ -128,8 +152,9 @@ def _verify(c: Call):
 def _init(c: Call):
     a = c.args
     dtype = "q4nx" if a.get("base") else a["dtype"]
-    created = deploy.init(c.app.ledger, a["model"], name=a.get("name"), target=a["target"], dtype=dtype,
-                          executor=a["executor"], workspace=c.app.workspace, base=a.get("base"),
+    model, base = c.path("model", "model"), c.path("base", "base folder") if a.get("base") else None
+    created = deploy.init(c.app.ledger, model, name=a.get("name"), target=a["target"], dtype=dtype,
+                          executor=a["executor"], workspace=c.app.workspace, base=base,
                           q4nx_style=a.get("q4nx_style", "host"))
     refresh(c.app)
     return results.init_json(created, a["executor"], a["target"], dtype)
@@ -180,12 +205,15 @@ def _audit(c: Call):
 
 def _record_harness(c: Call):
     a = c.args
-    path = Path(a["transcript_path"])
-    text = path.read_text(encoding="utf-8", errors="replace")  # as `ledger record harness --file` reads it
-    seq, event = record_harness(c.app.ledger, a["name"], kernel=a["kernel"], shape=a["shape"],
-                                contract=a.get("contract"), text=text, file_label=path.name, role=a["role"],
-                                device=a.get("device"), toolchain=parse_toolchain(a.get("toolchain")),
-                                method=a.get("method") or "")
+    path = Path(c.path("transcript_path", "transcript"))  # inside the workspace or an --allow-dir folder
+    text = read_input_text(path, "transcript")  # as `ledger record harness --file` reads it
+    try:
+        seq, event = record_harness(c.app.ledger, a["name"], kernel=a["kernel"], shape=a["shape"],
+                                    contract=a.get("contract"), text=text, file_label=path.name, role=a["role"],
+                                    device=a.get("device"), toolchain=parse_toolchain(a.get("toolchain")),
+                                    method=a.get("method") or "")
+    except TranscriptError as e:  # its sentence quotes the file's lines: an agent sees why, not what it holds
+        raise TranscriptError(f"{path.name}: {withheld(str(e))}") from None
     refresh(c.app)
     return results.record_harness_json(seq, event)
 

@@ -50,6 +50,7 @@ from kernels.mlir_air.table import (
     HarnessConfigError,
     HarnessSpec,
     load_harness_table,
+    make_value,
     render_command,
     render_value,
 )
@@ -232,7 +233,7 @@ class MlirAirExecutor(Executor):
         variables = {**self._base_vars(template), "model_dir": model_dir}
         command = render_command(template, variables)
         for key, value in (make_vars or {}).items():
-            command += f" {key}={shlex.quote(render_value(value))}"
+            command += f" {key}={shlex.quote(make_value(value))}"  # `$` doubled: make expands none of it
         limit = timeout_s or self.timeout_s or float(self.table.model.get("timeout_s", self.table.timeout_s))
         started = time.time()
         if self.recipe_takes_lock(command):  # holding it too would deadlock the recipe's own flock

@@ -151,12 +151,21 @@ def render_value(value: Any) -> str:
     return str(value)
 
 
+def make_value(value: Any) -> str:
+    """`value` as the right-hand side of a make variable on make's command line: every `$` doubled, so make
+    expands it to the `$` it was (a model folder named `$(shell touch x)` reaches the recipe as that text, and
+    no make function runs); shell quoting is the caller's."""
+    return render_value(value).replace("$", "$$")
+
+
 def render_command(
     template: str, variables: dict[str, Any], aliases: dict[str, tuple[str, ...]] | None = None, *, quote: bool = True
 ) -> str:
     """Fill `{name}` placeholders case-insensitively from `variables` (trying `aliases` in order), each
-    value shell-quoted unless `quote=False`. A placeholder with no value raises `HarnessConfigError`
-    listing the known names."""
+    value shell-quoted unless `quote=False`, and, where a `make` command assigns it to a variable (`M={M}`),
+    `$`-escaped for make (`make_value`). A placeholder with no value raises `HarnessConfigError` listing the
+    known names."""
+    is_make = template.lstrip().startswith("make ")
     lowered = {str(k).lower(): v for k, v in variables.items()}
     alias_map = {k.lower(): [a.lower() for a in v] for k, v in (aliases or {}).items()}
     out: list[str] = []
@@ -168,7 +177,8 @@ def render_command(
             raise HarnessConfigError(f"placeholder {{{name}}} in {template!r} may not carry a format spec.")
         for candidate in [name.lower(), *alias_map.get(name.lower(), [])]:
             if candidate in lowered:
-                value = render_value(lowered[candidate])
+                assigned = is_make and literal.endswith("=")  # `NAME={value}` on a make call
+                value = make_value(lowered[candidate]) if assigned else render_value(lowered[candidate])
                 out.append(shlex.quote(value) if quote else value)
                 break
         else:

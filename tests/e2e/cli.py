@@ -29,16 +29,23 @@ def ledger(workspace: Path, *args: str, timeout: float = 900, db: str | None = N
 
 def read_in_process(workspace: Path, *args: str) -> subprocess.CompletedProcess:
     """A read command through the click CLI in this process; the result has the shape `ledger` returns."""
+    if args[0] not in READS:
+        raise ValueError(f"`ledger {args[0]}` is not a read command: run it with `ledger(...)`, a subprocess")
+    return in_process(workspace, *args)
+
+
+def in_process(workspace: Path, *args: str, db: str | None = None) -> subprocess.CompletedProcess:
+    """Any command through the click CLI in this process (for a command that needs no fresh interpreter: no
+    crash, no lifeline, no model run); the result has the shape `ledger` returns."""
     from click.testing import CliRunner
 
     from handlers.bootstrap import configure_logging
     from handlers.cli import cli
 
-    if args[0] not in READS:
-        raise ValueError(f"`ledger {args[0]}` is not a read command: run it with `ledger(...)`, a subprocess")
     env = {"LEDGER_DB": None, "LEDGER_HOME": None, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     try:
-        result = CliRunner().invoke(cli, ["--workspace", str(workspace), *args], env=env, prog_name="ledger")
+        result = CliRunner().invoke(cli, ["--workspace", str(workspace), *(["--db", db] if db else []), *args],
+                                    env=env, prog_name="ledger")
     finally:
         configure_logging(0)  # the command pointed structlog at the runner's stderr, which is closed now
     if result.exception is not None and not isinstance(result.exception, SystemExit):

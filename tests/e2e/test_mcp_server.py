@@ -25,12 +25,13 @@ CONFIG = Path(__file__).parents[1] / "fixtures" / "configs" / "smollm2-135m-inst
 
 
 @asynccontextmanager
-async def session(workspace: Path):
-    """An initialized client session on `ledger --workspace WORKSPACE mcp` (a fresh interpreter)."""
+async def session(workspace: Path, *allow: Path):
+    """An initialized client session on `ledger --workspace WORKSPACE mcp --allow-dir ...` (a fresh interpreter)."""
     env = {k: v for k, v in os.environ.items() if k != "LEDGER_DB"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    allowed = [a for d in allow for a in ("--allow-dir", str(d))]
     params = StdioServerParameters(command=sys.executable, env=env,
-                                   args=["-m", "handlers.cli", "--workspace", str(workspace), "mcp"])
+                                   args=["-m", "handlers.cli", "--workspace", str(workspace), "mcp", *allowed])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as s:
             await s.initialize()
@@ -52,7 +53,7 @@ def test_an_agent_plans_predicts_advances_through_the_gates_to_deployed_with_pro
         return record
 
     async def agent():
-        async with session(ws) as s:
+        async with session(ws, CONFIG.parent) as s:
             tools = (await s.list_tools()).tools
             assert {t.name for t in tools} == set(TOOLS)
             for t in tools:
@@ -108,7 +109,7 @@ def test_an_agent_plans_predicts_advances_through_the_gates_to_deployed_with_pro
 
 def test_two_agents_advancing_one_deployment_at_once_one_wins_and_the_chain_is_intact(tmp_path, tiny_llama):
     async def race():
-        async with session(tmp_path) as a, session(tmp_path) as b:
+        async with session(tmp_path, tiny_llama) as a, session(tmp_path, tiny_llama) as b:
             created = await a.call_tool("init", {"model": str(tiny_llama), "name": "tiny"})
             assert not created.is_error, text_of(created)
             results = [None, None]

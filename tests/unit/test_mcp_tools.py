@@ -91,7 +91,7 @@ def _gemm_pass(elements: int) -> str:
 
 @pytest.fixture
 def server(tmp_path):
-    return LedgerServer(tmp_path, f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}")
+    return LedgerServer(tmp_path, f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}", allowed=(CONFIGS,))
 
 
 def _events(server):

@@ -1,0 +1,242 @@
+"""The store checks its own guards (issue 35 item 3), on SQLite and PostgreSQL.
+
+Someone with DDL rights on the events table (a SQLite file's owner; on PostgreSQL the table's owner) can leave
+the immutability triggers in place but make them never fire (`WHEN 0`), add a trigger that swallows appends
+(`BEFORE INSERT ... RAISE(IGNORE)`), drop one, disable one or replace the trigger function's body. `ledger
+verify` names each of them and exits 2; an append whose rows were swallowed raises instead of reporting a seq.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from ledger import StoreGuardError, open_ledger
+from ledger.events import LessonRecorded
+from tests.e2e.cli import in_process
+from tests.postgres import execute, fresh_schema, needs_pg, schema_url
+
+CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
+
+
+@dataclass
+class Store:
+    dialect: str
+    url: str
+    run: Callable[..., None]  # SQL statements run as the database's owner would, behind the tool's back
+    update_rowcount: Callable[[], int]  # rows `UPDATE events SET payload = payload WHERE seq = 1` changed
+
+
+def _sqlite_store(tmp_path: Path) -> Store:
+    path = tmp_path / ".ledger" / "ledger.db"
+
+    def run(*statements: str) -> None:
+        conn = sqlite3.connect(path)
+        conn.executescript(";".join(statements))
+        conn.close()
+
+    def update_rowcount() -> int:
+        conn = sqlite3.connect(path)
+        try:
+            return conn.execute("UPDATE events SET payload = payload WHERE seq = 1").rowcount
+        finally:
+            conn.commit()
+            conn.close()
+
+    return Store("sqlite", f"sqlite:///{path}", run, update_rowcount)
+
+
+def _pg_store(schema: str) -> Store:
+    def run(*statements: str) -> None:
+        for sql in statements:
+            execute(sql, schema=schema)
+
+    def update_rowcount() -> int:
+        execute("UPDATE events SET payload = payload WHERE seq = 1", schema=schema)
+        return 1  # no exception: the no-update trigger did not fire
+
+    return Store("postgresql", schema_url(schema), run, update_rowcount)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=[pytest.mark.postgres, needs_pg])])
+def store(request, tmp_path):
+    """A ledger with two lessons in it, on each database."""
+    if request.param == "sqlite":
+        s = _sqlite_store(tmp_path)
+        _two_lessons(s.url)
+        yield s
+    else:
+        with fresh_schema() as schema:
+            s = _pg_store(schema)
+            _two_lessons(s.url)
+            yield s
+
+
+def _two_lessons(url: str) -> None:
+    led = open_ledger(url)
+    led.append("notes", 0, [LessonRecorded(text="one"), LessonRecorded(text="two")])
+    led.close()
+
+
+# per dialect: the no-update trigger replaced by one that never fires (same name), a trigger swallowing appends
+NEUTERED = {
+    "sqlite": ("events_no_update", [
+        "DROP TRIGGER events_no_update",
+        "CREATE TRIGGER events_no_update BEFORE UPDATE ON events WHEN 0 "
+        "BEGIN SELECT RAISE(ABORT, 'ledger events are immutable: UPDATE refused'); END"]),
+    "postgresql": ("events_no_update_delete", [
+        "CREATE OR REPLACE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON events FOR EACH ROW "
+        "WHEN (false) EXECUTE FUNCTION events_immutable()"]),
+}
+SWALLOW = {
+    "sqlite": ["CREATE TRIGGER swallow BEFORE INSERT ON events BEGIN SELECT RAISE(IGNORE); END"],
+    "postgresql": ["CREATE FUNCTION swallow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$",
+                   "CREATE TRIGGER swallow BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION swallow()"],
+}
+DROPPED = {"sqlite": ("events_no_delete", "DROP TRIGGER events_no_delete"),
+           "postgresql": ("events_no_truncate", "DROP TRIGGER events_no_truncate ON events")}
+
+
+def _verify_cli(store: Store, tmp_path: Path):
+    proc = in_process(tmp_path / "ws", "verify", db=store.url)
+    as_json = json.loads(in_process(tmp_path / "ws", "verify", "--json", db=store.url).stdout)
+    return proc, as_json
+
+
+def test_a_fresh_ledger_has_exactly_the_triggers_the_tool_installs_as_the_database_prints_them(store):
+    """The installed definitions are the text each database stores for them (not blind: the other tests here
+    change one word and are caught)."""
+    led = open_ledger(store.url)
+    state = led.trigger_state()
+    assert state.ok and led.verify().ok, state.reason()
+    led.close()
+
+
+def test_a_no_update_trigger_that_never_fires_is_named_by_verify_which_exits_2(store, tmp_path):
+    name, neuter = NEUTERED[store.dialect]
+    store.run(*neuter)
+    assert store.update_rowcount() == 1  # the attack is real: UPDATE goes through (the row is left as it was)
+    result = open_ledger(store.url).verify()
+    assert not result.ok and result.altered_triggers == (name,) and result.checked == 2
+    proc, as_json = _verify_cli(store, tmp_path)
+    assert proc.returncode == 2
+    assert f"immutability trigger {name} is not the definition the tool installs ({store.dialect})" in proc.stderr
+    assert as_json["altered_triggers"] == [name] and not as_json["ok"]
+
+
+def test_an_extra_trigger_swallowing_appends_is_named_by_verify_and_an_append_raises_recording_nothing(
+        store, tmp_path):
+    store.run(*SWALLOW[store.dialect])
+    led = open_ledger(store.url)
+    head = led.head()
+    with pytest.raises(StoreGuardError, match="stored 0 of the 1 events appended"):
+        led.append("notes", 2, [LessonRecorded(text="three")])
+    with pytest.raises(StoreGuardError, match="stored 0 of the 2 events appended"):
+        led.append("other", 0, [LessonRecorded(text="a"), LessonRecorded(text="b")])
+    assert led.head() == head and led.stream_version("notes") == 2
+    result = led.verify()
+    assert not result.ok and result.extra_triggers == ("swallow",) and result.altered_triggers == ()
+    led.close()
+    proc, as_json = _verify_cli(store, tmp_path)
+    assert proc.returncode == 2 and "trigger swallow on the events table is not one the tool installs" in proc.stderr
+    assert as_json["extra_triggers"] == ["swallow"]
+
+
+def test_a_dropped_trigger_is_named_by_verify_which_exits_2(store, tmp_path):
+    name, drop = DROPPED[store.dialect]
+    store.run(drop)
+    proc, as_json = _verify_cli(store, tmp_path)
+    assert proc.returncode == 2 and f"immutability trigger {name} is missing ({store.dialect})" in proc.stderr
+    assert as_json["missing_triggers"] == [name]
+
+
+def test_the_lesson_command_refuses_in_one_line_when_an_extra_trigger_swallows_its_append(store, tmp_path):
+    ws = tmp_path / "ws"
+    proc = in_process(ws, "init", str(CONFIGS / "smollm2-135m-instruct.json"), "--name", "m", db=store.url)
+    assert proc.returncode == 0, proc.stderr
+    store.run(*SWALLOW[store.dialect])
+    head = open_ledger(store.url).head()
+    proc = in_process(ws, "lesson", "m", "a lesson", db=store.url)
+    assert proc.returncode == 1 and "recorded at seq" not in proc.stdout
+    assert proc.stderr.strip().startswith("error: the database stored 0 of the 1 events appended")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert open_ledger(store.url).head() == head
+
+
+# --- PostgreSQL only: a disabled trigger, a replaced trigger function, a rule ----------------------------------
+
+@pytest.fixture
+def pg_store():
+    with fresh_schema() as schema:
+        s = _pg_store(schema)
+        _two_lessons(s.url)
+        yield s
+
+
+@pytest.mark.postgres
+@needs_pg
+def test_a_disabled_postgres_trigger_is_named_by_verify_which_exits_2(pg_store, tmp_path):
+    pg_store.run("ALTER TABLE events DISABLE TRIGGER events_no_update_delete")
+    proc, as_json = _verify_cli(pg_store, tmp_path)
+    assert proc.returncode == 2
+    assert "immutability trigger events_no_update_delete is disabled (postgresql)" in proc.stderr
+    assert as_json["disabled_triggers"] == ["events_no_update_delete"] and as_json["altered_triggers"] == []
+
+
+@pytest.mark.postgres
+@needs_pg
+def test_a_replaced_trigger_function_body_is_named_by_verify_for_both_triggers_that_call_it(pg_store, tmp_path):
+    pg_store.run("CREATE OR REPLACE FUNCTION events_immutable() RETURNS trigger LANGUAGE plpgsql AS "
+                 "$$ BEGIN RETURN OLD; END $$")
+    assert pg_store.update_rowcount() == 1  # the attack is real
+    proc, as_json = _verify_cli(pg_store, tmp_path)
+    assert proc.returncode == 2
+    for name in ("events_no_update_delete", "events_no_truncate"):
+        assert f"immutability trigger {name} is not the definition the tool installs" in proc.stderr
+    assert as_json["altered_triggers"] == ["events_no_update_delete", "events_no_truncate"]
+
+
+@pytest.mark.postgres
+@needs_pg
+def test_a_trigger_pointed_at_a_lookalike_function_in_another_schema_is_named_by_verify(pg_store, tmp_path):
+    """Same name, same body text, but a function the tool did not install: the definition keeps its schema."""
+    with fresh_schema("other_") as other:
+        pg_store.run(f"CREATE FUNCTION {other}.events_immutable() RETURNS trigger LANGUAGE plpgsql AS "
+                     "$$ BEGIN RAISE EXCEPTION 'ledger events are immutable: %% refused', TG_OP; END $$",
+                     "CREATE OR REPLACE TRIGGER events_no_truncate BEFORE TRUNCATE ON events FOR EACH STATEMENT "
+                     f"EXECUTE FUNCTION {other}.events_immutable()")
+        proc, as_json = _verify_cli(pg_store, tmp_path)
+        pg_store.run("DROP TRIGGER events_no_truncate ON events")  # before the other schema goes
+    assert proc.returncode == 2 and as_json["altered_triggers"] == ["events_no_truncate"]
+
+
+@pytest.mark.postgres
+@needs_pg
+def test_a_rule_that_swallows_appends_is_named_by_verify_and_an_append_raises(pg_store, tmp_path):
+    pg_store.run("CREATE RULE quiet AS ON INSERT TO events DO INSTEAD NOTHING")
+    led = open_ledger(pg_store.url)
+    with pytest.raises(StoreGuardError, match="stored 0 of the 1 events appended"):
+        led.append("notes", 2, [LessonRecorded(text="three")])
+    led.close()
+    proc, as_json = _verify_cli(pg_store, tmp_path)
+    assert proc.returncode == 2 and as_json["extra_triggers"] == ["quiet (rule)"]
+
+
+@pytest.mark.postgres
+@needs_pg
+def test_a_trigger_that_rewrites_the_appended_hash_is_caught_by_the_append_read_back(pg_store):
+    """The row count is right; the row stored is not the one appended."""
+    pg_store.run("CREATE FUNCTION rehash() RETURNS trigger LANGUAGE plpgsql AS "
+                 "$$ BEGIN NEW.hash := repeat('0', 64); RETURN NEW; END $$",
+                 "CREATE TRIGGER rehash BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION rehash()")
+    led = open_ledger(pg_store.url)
+    head = led.head()
+    with pytest.raises(StoreGuardError, match="not 1 ending at seq 3 with the appended hash"):
+        led.append("notes", 2, [LessonRecorded(text="three")])
+    assert led.head() == head
+    led.close()

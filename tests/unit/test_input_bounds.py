@@ -1,0 +1,112 @@
+"""Inputs that cannot run or read what they should not (issue 35 item 4), at the helpers: input files, MCP
+confinement, config sizes, make values, terminal text and printed commands."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from handlers.inputs import CONFIG_MAX_BYTES, InputError, confined, input_file, read_input
+from kernels.mlir_air.table import make_value, render_command
+from kernels.model.size_bounds import BOUNDS, size_problem
+from registry.text import escaped, ledger_command
+
+CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_fifo_a_character_device_and_a_folder_are_refused_before_being_opened_naming_what_they_are(tmp_path, kind):
+    path = {"fifo": tmp_path / "t.fifo", "device": Path("/dev/zero"), "folder": tmp_path}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it to read would block until a writer comes: it is never opened
+    what = {"fifo": "a FIFO", "device": "a character device", "folder": "a folder"}[kind]
+    for call in (lambda: input_file(path, "transcript"), lambda: read_input(path, "history")):
+        with pytest.raises(InputError, match=f"is {what}, not a regular file; refused"):
+            call()
+
+
+def test_a_symbolic_link_to_a_device_is_judged_by_what_it_points_at(tmp_path):
+    link = tmp_path / "transcript.txt"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(InputError, match="a character device"):
+        read_input(link, "transcript")
+
+
+def test_a_file_over_its_cap_is_refused_and_one_at_the_cap_is_read_whole(tmp_path):
+    at_cap, over = tmp_path / "config.json", tmp_path / "big.json"
+    at_cap.write_bytes(b" " * CONFIG_MAX_BYTES)
+    over.write_bytes(b" " * (CONFIG_MAX_BYTES + 1))
+    assert len(read_input(at_cap, "config")) == CONFIG_MAX_BYTES
+    with pytest.raises(InputError, match=r"over the 1\.0 MiB a config may be"):
+        read_input(over, "config")
+
+
+def test_standard_input_is_read_with_the_same_bound(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x" * (CONFIG_MAX_BYTES + 10))))
+    with pytest.raises(InputError, match="on standard input is over"):
+        read_input("-", "evidence")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"PASS!\n")))
+    assert read_input("-", "transcript") == b"PASS!\n"
+
+
+def test_a_path_outside_the_allowed_folders_is_refused_also_through_a_symbolic_link(tmp_path):
+    ws, allowed = tmp_path / "ws", tmp_path / "models"
+    ws.mkdir(), allowed.mkdir()
+    (ws / "run.txt").write_text("PASS!\n")
+    (ws / "escape.txt").symlink_to("/etc/passwd")
+    assert confined(ws / "run.txt", [ws], "transcript") == (ws / "run.txt").resolve()
+    assert confined(allowed / "m", [ws, allowed], "model") == (allowed / "m").resolve()
+    for outside in ("/etc/passwd", ws / "escape.txt", ws / ".." / "models" / "m"):
+        with pytest.raises(InputError, match="outside the folders this server may read"):
+            confined(outside, [ws], "transcript")
+
+
+def _config(name: str) -> dict:
+    return json.loads((CONFIGS / name).read_text())
+
+
+@pytest.mark.parametrize("field, value", [
+    ("num_hidden_layers", 100_000), ("hidden_size", 65536), ("vocab_size", 10**7),
+    ("intermediate_size", 10**6), ("num_attention_heads", 4096), ("max_position_embeddings", 10**8),
+])
+def test_a_config_size_over_the_bound_is_refused_naming_the_field_the_bound_and_the_model(field, value):
+    raw = {**_config("llama-3.2-1b.json"), field: value}
+    problem = size_problem(raw)
+    assert problem is not None and f"config {field} = " in problem and str(BOUNDS[field]) in problem
+    assert "the largest in scope" in problem and "nothing was recorded" in problem
+
+
+def test_sizes_nested_in_a_text_config_or_under_gpt2_names_are_bounded_too():
+    assert "text_config.vocab_size" in size_problem({"text_config": {"vocab_size": 5_000_000}})
+    assert "config n_layer = 100000" in size_problem({"n_layer": 100_000})
+
+
+def test_every_real_config_in_the_fixtures_is_within_the_bounds():
+    """Not blind: the published configs of the models in and near scope (up to Mistral-7B, Mixtral-8x7B) pass."""
+    for path in sorted(CONFIGS.glob("*.json")):
+        assert size_problem(json.loads(path.read_text())) is None, path.name
+
+
+def test_make_variable_values_have_every_dollar_doubled_and_only_where_make_assigns_them():
+    assert make_value("/m/$(shell touch x)") == "/m/$$(shell touch x)"
+    command = render_command("make -C {mlir_air}/pe run M={M} NAME={name}",
+                             {"mlir_air": "/a$b", "M": 64, "name": "$(shell id)"})
+    assert command == "make -C '/a$b'/pe run M=64 NAME='$$(shell id)'"  # -C's argument is a path, not expanded
+    assert render_command("python3 x.py --name {name}", {"name": "$HOME"}) == "python3 x.py --name '$HOME'"
+
+
+def test_terminal_text_is_shown_with_every_control_character_escaped():
+    assert escaped("ok \x1b]0;pwned\x07 then\nnext \u202e") == "ok \\x1b]0;pwned\\x07 then\\nnext \\u202e"
+    assert escaped("plain text, é and ✅") == "plain text, é and ✅"
+
+
+def test_printed_commands_quote_the_name_and_put_a_dash_name_after_a_double_dash():
+    assert ledger_command("advance", "tiny") == "ledger advance tiny"
+    assert ledger_command("advance", "my model") == "ledger advance 'my model'"
+    assert ledger_command("advance", "$(id)") == "ledger advance '$(id)'"
+    assert ledger_command("resume", "--help", "--note", "...") == "ledger resume --note ... -- --help"
