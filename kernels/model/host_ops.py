@@ -59,12 +59,15 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = 
         smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
         inv_freq = np.where(medium, smoothed, scaled).astype(np.float32)
+    elif rtype == "longrope":  # the short factors: positions inside original_max_position_embeddings only
+        short = np.asarray(scaling["short_factor"], np.float32)
+        inv_freq = (np.float32(1.0) / (short * np.power(np.float32(theta), exponents))).astype(np.float32)
     elif rtype != "default":
         raise ValueError(f"RoPE scaling '{rtype}' is not supported")
     return inv_freq
 
 
-def rope_lut(inv_freq: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+def rope_lut(inv_freq: np.ndarray, start: int, stop: int, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """cos/sin tables (stop-start, D/2) for positions [start, stop), rounded to bf16 like transformers' tables.
 
     The angle is the float32 product position * inv_freq (as transformers forms it); cos/sin are taken in
@@ -73,7 +76,10 @@ def rope_lut(inv_freq: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, n
     """
     pos = np.arange(start, stop, dtype=np.float32)
     angles = (pos[:, None] * inv_freq[None, :]).astype(np.float64)  # (positions, D/2)
-    return to_bf16(np.cos(angles).astype(np.float32)), to_bf16(np.sin(angles).astype(np.float32))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    if scale != 1.0:  # LongRoPE's attention factor: HF scales cos and sin in float32 before the bf16 cast
+        cos, sin = cos * np.float32(scale), sin * np.float32(scale)
+    return to_bf16(cos), to_bf16(sin)
 
 
 def rotate_host(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -140,8 +146,9 @@ class RopeTables:
     built once and grown by doubling, and the row tables outlive a prefill; otherwise each prefill rebuilds."""
 
     def __init__(self, inv_freq: np.ndarray, n_heads: int, n_kv_heads: int, *, resident: bool,
-                 seq_first: bool) -> None:
+                 seq_first: bool, scale: float = 1.0, max_positions: int | None = None) -> None:
         self.inv_freq, self.n_heads, self.n_kv_heads = inv_freq, n_heads, n_kv_heads
+        self.scale, self.max_positions = scale, max_positions
         self.resident, self.seq_first = resident, seq_first
         self._table: tuple[np.ndarray, np.ndarray] | None = None  # the resident per-position table
         self._rows: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
@@ -152,12 +159,19 @@ class RopeTables:
             self._rows.clear()
 
     def positions(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos/sin (stop-start, D/2) for positions [start, stop); slices of the resident table when resident."""
+        """cos/sin (stop-start, D/2) for positions [start, stop); slices of the resident table when resident.
+        Positions past `max_positions` (LongRoPE's original_max_position_embeddings: the long factors, which
+        are not implemented) are refused."""
+        if self.max_positions is not None and stop > self.max_positions:
+            raise ValueError(f"position {stop - 1} is past original_max_position_embeddings {self.max_positions}: "
+                             "LongRoPE's long factors are not implemented")
         if not self.resident:
-            return rope_lut(self.inv_freq, start, stop)
+            return rope_lut(self.inv_freq, start, stop, self.scale)
         if self._table is None or len(self._table[0]) < stop:
             size = max(stop, 256, 2 * len(self._table[0]) if self._table is not None else 0)
-            self._table = rope_lut(self.inv_freq, 0, size)
+            if self.max_positions is not None:
+                size = min(size, self.max_positions)
+            self._table = rope_lut(self.inv_freq, 0, size, self.scale)
         return self._table[0][start:stop], self._table[1][start:stop]
 
     def rows(self, start: int, n: int, heads: int) -> tuple[np.ndarray, np.ndarray]:

@@ -86,14 +86,28 @@ class NpuPipeline:
         self.stage_timer = KernelTimer()
         self.stage_kernels: dict[str, str] = {}
         c = self.config
-        self._rope = RopeTables(rope_inv_freq(c.head_dim, c.rope_theta, weights.rope_scaling), c.n_heads,
-                                c.n_kv_heads, resident=self.options.weight_residency, seq_first=self.options.seq_first)
+        self._ropes = self._rope_tables(c, weights)
         self._fused = self.options.fusion
         self._lean = is_lean(self.config)  # mlir-air's 2-ELF decode; otherwise 5 ELFs with host glue
         self._cache: KVCache | None = None
         self._phase = "prefill"
 
     # --- setup ------------------------------------------------------------------------------------
+
+    def _rope_tables(self, c: ModelConfig, weights: ModelWeights) -> list[RopeTables]:
+        """Each layer's RoPE tables (one per distinct theta / scaling: Gemma3's local and global), over the
+        rotary width (the leading `rotary_dim` of a partial rotary). A config recorded before the description
+        takes its scaling from the folder, as it did."""
+        tables: dict = {}
+        rd, arch = c.rotary_dim, c.arch
+        for layer in arch.layers:
+            if layer.rope not in tables:
+                scaling = layer.rope.scaling_dict() if c.description is not None else weights.rope_scaling
+                tables[layer.rope] = RopeTables(
+                    rope_inv_freq(rd, layer.rope.theta, scaling), c.n_heads, c.n_kv_heads,
+                    resident=self.options.weight_residency, seq_first=self.options.seq_first,
+                    scale=float((scaling or {}).get("attention_factor", 1.0)), max_positions=arch.rope_max_positions)
+        return [tables[layer.rope] for layer in arch.layers]
 
     def _fused_w(self, layer: int, name: str) -> np.ndarray:
         """Concatenated weights of a fused step, (in, out): "wqkv" (E, (H+2Hkv)·D), "w_gate_up" (E, 2F)."""
@@ -161,7 +175,8 @@ class NpuPipeline:
         S = int(tokens.shape[0])
         c = self.config
         self._phase = "prefill"
-        self._rope.new_prefill()
+        for tables in set(self._ropes):
+            tables.new_prefill()
         if self._cache is None or not self.options.weight_residency or self._cache.seq_first != self.options.seq_first:
             self._cache = KVCache(c.n_layers, c.n_kv_heads, c.head_dim, S + 64, self.options.seq_first)
         else:
@@ -268,22 +283,31 @@ class NpuPipeline:
             with self._stage("qk_norm", "rmsnorm"):
                 q_rows = k.rmsnorm(q_rows, lw.q_norm, c.rms_norm_eps)
                 k_rows = k.rmsnorm(k_rows, lw.k_norm, c.rms_norm_eps)
-        cos_q, sin_q = self._rope.rows(start, S, H)
-        cos_k, sin_k = self._rope.rows(start, S, Hkv)
+        rope = self._ropes[layer]
+        cos_q, sin_q = rope.rows(start, S, H)
+        cos_k, sin_k = rope.rows(start, S, Hkv)
         if self._fused:
             with self._stage("rope", "rope"):
-                both = k.rope(np.concatenate([q_rows, k_rows]), *self._rope.stacked(start, S))
+                both = self._rotate(k.rope, np.concatenate([q_rows, k_rows]), *rope.stacked(start, S))
             q_rows, k_rows = both[: S * H], both[S * H :]
         else:
             with self._stage("rope", "rope"):
-                q_rows = k.rope(q_rows, cos_q, sin_q)
-                k_rows = k.rope(k_rows, cos_k, sin_k)
+                q_rows = self._rotate(k.rope, q_rows, cos_q, sin_q)
+                k_rows = self._rotate(k.rope, k_rows, cos_k, sin_k)
         if lw.bq is not None:
             with self._stage("qkv_bias", "host"):
                 # RoPE is linear: RoPE(q + b) = RoPE(q) + RoPE(b); b is rotated on the host in float32
-                q_rows = self._buffer(q_rows + rotate_host(self._bias_rows(lw.bq, H, S), cos_q, sin_q))
-                k_rows = self._buffer(k_rows + rotate_host(self._bias_rows(lw.bk, Hkv, S), cos_k, sin_k))
+                q_rows = self._buffer(q_rows + self._rotate(rotate_host, self._bias_rows(lw.bq, H, S), cos_q, sin_q))
+                k_rows = self._buffer(k_rows + self._rotate(rotate_host, self._bias_rows(lw.bk, Hkv, S), cos_k, sin_k))
         return q_rows, k_rows
+
+    def _rotate(self, rope, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """Half-split RoPE over the rotary width: the whole head, or (a partial rotary) the leading rotary_dim
+        columns rotated and the tail passed through (phi4_mini_q4nx/README.md "Partial rotary")."""
+        rd = self.config.rotary_dim
+        if rd == rows.shape[-1]:
+            return rope(rows, cos, sin)
+        return np.concatenate([rope(np.ascontiguousarray(rows[:, :rd]), cos, sin), rows[:, rd:]], axis=1)
 
     def _bias_rows(self, b: np.ndarray, heads: int, S: int) -> np.ndarray:
         """The per-head bias (heads·D,) repeated to one row per (head, position) in this layout."""

@@ -153,7 +153,7 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
         _Row("gemv", {"M": F, "K": E}, "decode", ["Gate/Up"], "proj"),
         _Row("gemv", {"M": E, "K": F}, "decode", ["Down"], "proj"),
     ]
-    rows.append(_lm_head(V, E))
+    rows.append(_lm_head(V, E, c.arch.lm_head_partition))
     rows.append(_Row("rmsnorm", {"M": seq, "N": E}, "prefill", ["attn/ffn/final"], "norm"))
     if c.qk_norm:
         rows.append(_Row("rmsnorm", {"M": seq, "N": D}, "prefill", ["q/k"], f"norm (per head, {H}+{Hkv} calls)"))
@@ -175,10 +175,10 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
     return rows
 
 
-def _lm_head(V: int, E: int) -> _Row:
+def _lm_head(V: int, E: int, fixed: int | None = None) -> _Row:
     """The LM-head partition row: 16384 x E, the vocabulary padded to whole partitions; below one partition,
     V padded up to the smallest M whose GEMV tile is legal."""
-    P = lm_head_partition(V)
+    P = lm_head_partition(V, fixed)
     if V >= P:
         row = _Row("gemv", {"M": P, "K": E}, "decode", ["LM head partition"], "")
         parts = -(-V // P)

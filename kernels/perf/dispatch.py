@@ -291,7 +291,7 @@ def _calls(groups: list[list[Launch]], names: list[str], size: dict[str, int], s
 
 def _lm_head(c) -> Call:
     E, V = c.emb_dim, c.vocab_size
-    P = lm_head_partition(V)
+    P = lm_head_partition(V, c.arch.lm_head_partition)
     parts = math.ceil(V / P)
     launches = [Launch("gemv", {"M": min(P, V - p * P), "K": E}, f"LM head partition {p}", ("x_last", f"w_lm{p}"),
                        (f"logits{p}",), LM_HEAD_TILE) for p in range(parts)]
