@@ -199,3 +199,28 @@ class RopeTables:
         if S > 1:
             self._rows[key] = out
         return out
+
+
+def layer_rope_tables(c, folder_scaling: dict[str, Any] | None, *, resident: bool, seq_first: bool) -> list[RopeTables]:
+    """Each layer's RoPE tables of config `c` (one per distinct theta / scaling: Gemma3's local and global),
+    over the rotary width (the leading `rotary_dim` of a partial rotary). A config recorded before the
+    architecture description takes its scaling from the folder (`folder_scaling`), as it did."""
+    tables: dict = {}
+    rd, arch = c.rotary_dim, c.arch
+    for layer in arch.layers:
+        if layer.rope not in tables:
+            scaling = layer.rope.scaling_dict() if c.description is not None else folder_scaling
+            tables[layer.rope] = RopeTables(
+                rope_inv_freq(rd, layer.rope.theta, scaling), c.n_heads, c.n_kv_heads, resident=resident,
+                seq_first=seq_first, scale=float((scaling or {}).get("attention_factor", 1.0)),
+                max_positions=arch.rope_max_positions)
+    return [tables[layer.rope] for layer in arch.layers]
+
+
+def rotate_partial(rope, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray, rotary_dim: int) -> np.ndarray:
+    """Half-split RoPE (`rope(rows, cos, sin)`: the kernel, or `rotate_host`) over the rotary width: the whole
+    head, or (a partial rotary) the leading rotary_dim columns rotated and the tail passed through
+    (phi4_mini_q4nx/README.md "Partial rotary", mlir-air e972f29)."""
+    if rotary_dim == rows.shape[-1]:
+        return rope(rows, cos, sin)
+    return np.concatenate([rope(np.ascontiguousarray(rows[:, :rotary_dim]), cos, sin), rows[:, rotary_dim:]], axis=1)

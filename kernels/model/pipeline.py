@@ -51,12 +51,12 @@ from kernels.numerics.executors.base import Executor, Fp32Executor, KernelTimer,
 from kernels.model.config import ModelConfig, is_lean
 from kernels.model.host_ops import (
     KVCache,
-    RopeTables,
     host_decode_attention,
     host_rmsnorm,
     host_silu_mul,
-    rope_inv_freq,
+    layer_rope_tables,
     rotate_host,
+    rotate_partial,
 )
 from kernels.model.options import PipelineOptions
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
@@ -86,28 +86,14 @@ class NpuPipeline:
         self.stage_timer = KernelTimer()
         self.stage_kernels: dict[str, str] = {}
         c = self.config
-        self._ropes = self._rope_tables(c, weights)
+        self._ropes = layer_rope_tables(c, weights.rope_scaling, resident=self.options.weight_residency,
+                                        seq_first=self.options.seq_first)
         self._fused = self.options.fusion
         self._lean = is_lean(self.config)  # mlir-air's 2-ELF decode; otherwise 5 ELFs with host glue
         self._cache: KVCache | None = None
         self._phase = "prefill"
 
     # --- setup ------------------------------------------------------------------------------------
-
-    def _rope_tables(self, c: ModelConfig, weights: ModelWeights) -> list[RopeTables]:
-        """Each layer's RoPE tables (one per distinct theta / scaling: Gemma3's local and global), over the
-        rotary width (the leading `rotary_dim` of a partial rotary). A config recorded before the description
-        takes its scaling from the folder, as it did."""
-        tables: dict = {}
-        rd, arch = c.rotary_dim, c.arch
-        for layer in arch.layers:
-            if layer.rope not in tables:
-                scaling = layer.rope.scaling_dict() if c.description is not None else weights.rope_scaling
-                tables[layer.rope] = RopeTables(
-                    rope_inv_freq(rd, layer.rope.theta, scaling), c.n_heads, c.n_kv_heads,
-                    resident=self.options.weight_residency, seq_first=self.options.seq_first,
-                    scale=float((scaling or {}).get("attention_factor", 1.0)), max_positions=arch.rope_max_positions)
-        return [tables[layer.rope] for layer in arch.layers]
 
     def _fused_w(self, layer: int, name: str) -> np.ndarray:
         """Concatenated weights of a fused step, (in, out): "wqkv" (E, (H+2Hkv)·D), "w_gate_up" (E, 2F)."""
@@ -302,12 +288,7 @@ class NpuPipeline:
         return q_rows, k_rows
 
     def _rotate(self, rope, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-        """Half-split RoPE over the rotary width: the whole head, or (a partial rotary) the leading rotary_dim
-        columns rotated and the tail passed through (phi4_mini_q4nx/README.md "Partial rotary")."""
-        rd = self.config.rotary_dim
-        if rd == rows.shape[-1]:
-            return rope(rows, cos, sin)
-        return np.concatenate([rope(np.ascontiguousarray(rows[:, :rd]), cos, sin), rows[:, rd:]], axis=1)
+        return rotate_partial(rope, rows, cos, sin, self.config.rotary_dim)
 
     def _bias_rows(self, b: np.ndarray, heads: int, S: int) -> np.ndarray:
         """The per-head bias (heads·D,) repeated to one row per (head, position) in this layout."""
