@@ -62,7 +62,7 @@ def numerics_fields(raw: dict[str, Any]) -> dict[str, Any]:
     del out["description"]  # an existing family's digest stays what it was: only what the Llama form lacks is added
     extra = beyond_legacy(config.arch, config)
     if extra:
-        out["description"] = extra
+        out["description_beyond_llama"] = extra
     out["rope_scaling"] = rope_scaling(raw)
     out["hidden_act"] = raw.get("hidden_act") or raw.get("hidden_activation") or "silu"
     out["torch_dtype"] = str(raw.get("torch_dtype") or raw.get("dtype") or "")

@@ -230,12 +230,12 @@ class HfRunner:
             "n_heads": int(hf.num_attention_heads),
             "n_kv_heads": int(getattr(hf, "num_key_value_heads", None) or hf.num_attention_heads),
             "head_dim": int(getattr(attn, "head_dim", ours.head_dim)),
-            "hidden_dim": int(layer0.mlp.gate_proj.weight.shape[0]),
+            "hidden_dim": int(layer0.mlp.down_proj.weight.shape[1]),
             "vocab_size": int(embed.shape[0]),
             "rope_theta": float(theta) if theta is not None else ours.rope_theta,
             "rms_norm_eps": float(hf.rms_norm_eps),
             "tie_word_embeddings": self._tied,
-            "qkv_bias": attn.q_proj.bias is not None,
+            "qkv_bias": getattr(getattr(attn, "q_proj", None), "bias", None) is not None,
             "qk_norm": hasattr(attn, "q_norm"),
         }
         out = []

@@ -157,11 +157,12 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
     rows.append(_Row("rmsnorm", {"M": seq, "N": E}, "prefill", ["attn/ffn/final"], "norm"))
     if c.qk_norm:
         rows.append(_Row("rmsnorm", {"M": seq, "N": D}, "prefill", ["q/k"], f"norm (per head, {H}+{Hkv} calls)"))
+    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}  # a partial rotary's width
     rows += [
-        _Row("rope", {"rows": H * seq, "head_dim": D}, "prefill", ["Q"], "rope"),
-        _Row("rope", {"rows": Hkv * seq, "head_dim": D}, "prefill", ["K"], "rope"),
-        _Row("rope", {"rows": H, "head_dim": D}, "decode", ["Q"], "rope"),
-        _Row("rope", {"rows": Hkv, "head_dim": D}, "decode", ["K"], "rope"),
+        _Row("rope", {"rows": H * seq, "head_dim": D, **rd}, "prefill", ["Q"], "rope"),
+        _Row("rope", {"rows": Hkv * seq, "head_dim": D, **rd}, "prefill", ["K"], "rope"),
+        _Row("rope", {"rows": H, "head_dim": D, **rd}, "decode", ["Q"], "rope"),
+        _Row("rope", {"rows": Hkv, "head_dim": D, **rd}, "decode", ["K"], "rope"),
         _Row(
             "flash_attention",
             {"lq": seq, "lk": seq, "dk": D, "dv": D, "heads_q": H, "heads_kv": Hkv, "causal": True},

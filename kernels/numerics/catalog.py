@@ -105,6 +105,7 @@ CATALOG: dict[str, KernelSpec] = {
     "rope": KernelSpec(
         name="rope",
         shape_keys=("rows", "head_dim"),
+        optional_keys=("rotary_dim",),
         contracts=_bf16("rope", "bf16 half-split rotation, cos/sin LUT"),
         default_contract="bf16-out",
         make_inputs_fn=refs.rope_inputs,

@@ -156,8 +156,9 @@ def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], se
         attn_in += [Launch("rmsnorm", {"M": H * S, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
                     Launch("rmsnorm", {"M": Hkv * S, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
         q, k = "q_n", "k_n"
-    attn_in += [Launch("rope", {"rows": H * S, "head_dim": D}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
-                Launch("rope", {"rows": Hkv * S, "head_dim": D}, "RoPE K", (k, "lut_k"), ("k_roped",))]
+    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}  # a partial rotary (phi4_mini_q4nx `rope_partial`)
+    attn_in += [Launch("rope", {"rows": H * S, "head_dim": D, **rd}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
+                Launch("rope", {"rows": Hkv * S, "head_dim": D, **rd}, "RoPE K", (k, "lut_k"), ("k_roped",))]
     fa = [Launch("flash_attention", {"lq": S, "lk": S, "dk": D, "dv": D, "heads_q": H, "heads_kv": Hkv,
                                      "causal": True}, "attention", ("q_roped", "k_roped", "v"), ("attn_out",))]
     o = [Launch("gemm", g(S, HD, E), "O proj", ("attn_out", "wo"), ("proj",)),
@@ -231,8 +232,9 @@ def _decode_launches(c, profiled: bool = False) -> tuple[list[list[Launch]], dic
         first += [Launch("rmsnorm", {"M": H, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
                   Launch("rmsnorm", {"M": Hkv, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
         q, k = "q_n", "k_n"
-    first += [Launch("rope", {"rows": H, "head_dim": D}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
-              Launch("rope", {"rows": Hkv, "head_dim": D}, "RoPE K", (k, "lut_k"), ("k_roped",))]
+    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}
+    first += [Launch("rope", {"rows": H, "head_dim": D, **rd}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
+              Launch("rope", {"rows": Hkv, "head_dim": D, **rd}, "RoPE K", (k, "lut_k"), ("k_roped",))]
     o = Launch("gemv", {"M": E, "K": HD}, "O proj", ("attn_out", "wo"), ("proj",), decode_gemv_tile(E, HD))
     gate = Launch("gemv", {"M": F, "K": E}, "Gate proj", ("normed2", "w_gate"), ("gate",), decode_gemv_tile(F, E))
     up = Launch("gemv", {"M": F, "K": E}, "Up proj", ("normed2", "w_up"), ("up",), decode_gemv_tile(F, E))
