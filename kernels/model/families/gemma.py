@@ -97,4 +97,6 @@ def describe(raw: dict[str, Any], c) -> Description:
 
 
 GEMMA3 = Family("gemma3", ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"), ("gemma3_text", "gemma3"),
-                describe, _problems, tie_default=True, qk_norm=True, windows=True)
+                describe, _problems, tie_default=True, qk_norm=True, windows=True,
+                pipeline_missing="the decoder pipeline does not yet run the sliding-window mask, the post-attention / "
+                                 "post-FFN norms, the GELU-tanh GLU or the embedding scale (plan and predict answer)")

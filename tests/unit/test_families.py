@@ -1,0 +1,105 @@
+"""The architecture description is the one place a family differs (issue #36): no product code outside the family
+adapters (kernels/model/families/) branches on a family or architecture name, and the adapters describe what
+mlir-air's code for each family runs."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from kernels.model.architecture import assess, load_raw_config, resolve
+from kernels.model.description import GELU_TANH_GLU, SANDWICH, SLIDING
+from kernels.model.q4nx import LAYOUTS
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "tests" / "fixtures" / "configs"
+ROOMS = ("kernels", "handlers", "registry", "statemachine", "ledger")
+FAMILY_WORDS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4",
+                "mixtral", "smollm2")
+
+
+def _names_a_family(node: ast.AST) -> bool:
+    """A string constant naming an architecture (`...ForCausalLM`, `...ForConditionalGeneration`) or a family's
+    model_type, or a tuple / list / set literal holding one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        v = node.value
+        return v.endswith(("ForCausalLM", "ForConditionalGeneration")) or v.lower() in FAMILY_WORDS
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_names_a_family(e) for e in node.elts)
+
+
+def _is_codec_layout(node: ast.AST) -> bool:
+    """`layout == "qwen3"`: a Q4NX container layout (kernels.model.q4nx.LAYOUTS, named after the mlir-air loader
+    that reads it, chosen by `ledger quantize --layout`), not a model family."""
+    return isinstance(node, ast.Name) and node.id == "layout"
+
+
+def _family_branches(module: str, tree: ast.AST) -> list[str]:
+    """Comparisons with a family name (`arch == "Qwen2ForCausalLM"`, `x in ("qwen3", ...)`, `"mistral" in arch`)
+    and dicts keyed by one (a Q4NX codec layout's are not: `_is_codec_layout`, `LAYOUTS`)."""
+    found = []
+    for node in ast.walk(tree):
+        sides = (node.left, *node.comparators) if isinstance(node, ast.Compare) else ()
+        if any(_is_codec_layout(s) for s in sides):
+            continue
+        if isinstance(node, ast.Dict) and {getattr(k, "value", None) for k in node.keys} == set(LAYOUTS):
+            continue
+        if isinstance(node, ast.Compare) and any(_names_a_family(s) for s in sides):
+            found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Dict) and any(k is not None and _names_a_family(k) for k in node.keys):
+            found.append(f"{module}:{node.lineno}: a dict keyed by a family name")
+    return found
+
+
+def test_no_code_outside_the_family_adapters_branches_on_a_family_name():
+    hits = []
+    for room in ROOMS:
+        for path in sorted((ROOT / room).rglob("*.py")):
+            rel = path.relative_to(ROOT)
+            if rel.parts[:3] == ("kernels", "model", "families"):
+                continue
+            hits += _family_branches(".".join(rel.with_suffix("").parts), ast.parse(path.read_text()))
+    assert hits == []
+
+
+def test_the_family_branch_check_sees_comparisons_and_tables_but_not_a_keyword():
+    tree = ast.parse('if arch == "Qwen2ForCausalLM":\n    pass\n'
+                     'ok = "mistral" in arch.lower()\n'
+                     'table = {"LlamaForCausalLM": (False, False)}\n'
+                     'make(architecture="LlamaForCausalLM")\n')
+    assert [h.split(":")[1] for h in _family_branches("m", tree)] == ["1", "3", "4"]
+
+
+def test_phi4_mini_is_described_as_mlir_airs_phi4_mini_q4nx_runs_it():
+    c = resolve(load_raw_config(CONFIGS / "phi-4-mini-instruct.json"))
+    d = c.arch
+    assert (c.n_layers, c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim, c.vocab_size) == \
+        (32, 3072, 24, 8, 128, 8192, 200064)
+    assert d.rotary_dim == 96 and d.rope_max_positions == 4096  # README.md:38-46, weights.py:55-58
+    assert dict(d.fused) == {"self_attn.qkv_proj.weight": ("wq", "wk", "wv"),
+                             "mlp.gate_up_proj.weight": ("w_gate", "w_up")}  # weights.py:238-247
+    assert d.lm_head_partition == 16384 and -(-c.vocab_size // d.lm_head_partition) == 13  # prefill.py:57-58
+    scaling = d.layers[0].rope.scaling_dict()
+    assert scaling["rope_type"] == "longrope" and abs(scaling["attention_factor"] - 1.1902380714238083) < 1e-12
+
+
+def test_gemma3_is_described_as_mlir_airs_gemma3_4b_q4nx_runs_it_and_refused_at_init_naming_why():
+    raw = load_raw_config(CONFIGS / "gemma-3-4b-it.json")
+    c = resolve(raw)
+    d = c.arch
+    windows = [x.window for x in d.layers]
+    assert windows.count(None) == 5 and windows[5] is None and windows[0] == 1024  # (i+1) % 6 == 0 global
+    assert {x.rope.theta for x in d.layers if x.mixer == SLIDING} == {10000.0}
+    assert {(x.rope.theta, x.rope.scaling_dict()["factor"]) for x in d.layers if x.mixer != SLIDING} == {(1e6, 8.0)}
+    assert d.mlp == GELU_TANH_GLU and d.norms == SANDWICH and d.norm_offset == 1.0 and d.qk_norm
+    assert d.attn_scale == 0.0625 and d.embed_scale == 50.5  # sqrt(2560) = 50.596 rounded to bf16
+    assert d.prefix == "model.language_model." and d.notes and -(-c.vocab_size // d.lm_head_partition) == 17
+    refused = assess(raw)
+    assert not refused.in_scope and len(refused.reasons) == 1 and "sliding-window mask" in refused.reasons[0]
+    assert assess(raw, deploy=False).in_scope
+
+
+def test_the_known_missing_pieces_are_named_in_one_line():
+    for arch, words in (("Gemma2ForCausalLM", "soft-capping"), ("Gemma4ForCausalLM", "per-layer embeddings"),
+                        ("LlavaForConditionalGeneration", "vision tower")):
+        a = assess({"architectures": [arch], "hidden_size": 64, "num_attention_heads": 4, "rms_norm_eps": 1e-6})
+        assert not a.in_scope and len(a.reasons) == 1 and words in a.reasons[0] and arch in a.reasons[0]
