@@ -30,12 +30,32 @@ def host_silu_mul(g: np.ndarray, u: np.ndarray) -> np.ndarray:
     return (g32 / (np.float32(1.0) + np.exp(-g32))) * np.asarray(u, np.float32)
 
 
-def host_decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_head: np.ndarray) -> np.ndarray:
+def host_glu(g: np.ndarray, u: np.ndarray, gelu: bool) -> np.ndarray:
+    """The gated MLP's activation on the host in FP32: SwiGLU, or (gelu) Gemma's GELU-tanh GLU
+    gelu_tanh(g) * u (gemma3_4b_q4nx README.md:196 `gelu_mul`, mlir-air e972f29)."""
+    if not gelu:
+        return host_silu_mul(g, u)
+    return _FP32.gelu(g) * np.asarray(u, np.float32)
+
+
+def embed_rows(embed: np.ndarray, tokens, scale: float | None) -> np.ndarray:
+    """The embedding gather (S, E); Gemma3 multiplies by its scale, in bf16 as HF does (the scale rounded to bf16,
+    the product rounded to bf16; gemma3_4b_q4nx_weights.py:55-57 applies it at the gather)."""
+    rows = embed[np.asarray(tokens, dtype=np.int64)]
+    return to_bf16(rows * np.float32(scale)) if scale else rows
+
+
+def host_decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_head: np.ndarray,
+                          window: int | None = None, scale: float | None = None) -> np.ndarray:
     """Single-query attention of a decode step, as mlir-air's deployments run it: on the CPU in FP32 against
     the KV cache (exact softmax); the caller casts the output to its bf16 buffer. q (H, D), k/v (Hkv, L, D)
-    -> (H, D) float32. `kv_head[h]` is the K/V head query head h reads."""
+    -> (H, D) float32. `kv_head[h]` is the K/V head query head h reads; `window`: only the last `window`
+    positions (a sliding-window layer)."""
+    if window:
+        k, v = k[:, -window:], v[:, -window:]
     q32, k32, v32 = (np.asarray(a, np.float32) for a in (q, k, v))
-    scores = np.einsum("hd,hld->hl", q32, k32[kv_head]) * np.float32(1.0 / math.sqrt(q.shape[-1]))
+    scale = np.float32(1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    scores = np.einsum("hd,hld->hl", q32, k32[kv_head]) * scale
     probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
     probs /= probs.sum(axis=-1, keepdims=True)
     return np.einsum("hl,hld->hd", probs, v32[kv_head])

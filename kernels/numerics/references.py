@@ -152,8 +152,9 @@ def flash_attention_inputs(s, rng):
     }
 
 
-def attention_reference(q, k, v, causal: bool, q_offset: int = 0) -> np.ndarray:
-    """FP32 SDPA per head (mlir-air attn_npu2.py's reference): masked scores -1e9, softmax in FP32."""
+def attention_reference(q, k, v, causal: bool, q_offset: int = 0, window: int | None = None) -> np.ndarray:
+    """FP32 SDPA per head (mlir-air attn_npu2.py's reference): masked scores -1e9, softmax in FP32; `window`
+    also masks keys at or before q - window (a sliding window)."""
     hq, lq, dk = q.shape
     hkv = k.shape[0]
     group = hq // hkv
@@ -164,6 +165,9 @@ def attention_reference(q, k, v, causal: bool, q_offset: int = 0) -> np.ndarray:
         if causal:
             future = np.arange(k.shape[1])[None, :] > (q_offset + np.arange(lq))[:, None]
             scores = np.where(future, np.float32(-1e9), scores)
+        if window:
+            old = np.arange(k.shape[1])[None, :] <= (q_offset + np.arange(lq))[:, None] - window
+            scores = np.where(old, np.float32(-1e9), scores)
         scores -= scores.max(axis=-1, keepdims=True)
         p = np.exp(scores)
         p /= p.sum(axis=-1, keepdims=True)
@@ -172,10 +176,12 @@ def attention_reference(q, k, v, causal: bool, q_offset: int = 0) -> np.ndarray:
 
 
 def flash_attention_reference(i, s):
-    return attention_reference(i["q"], i["k"], i["v"], s["causal"])
+    return attention_reference(i["q"], i["k"], i["v"], s["causal"], window=s.get("window"))
 
 
 def flash_attention_call(ex, i, s, contract, tile):
+    if s.get("window"):  # a sliding window (Gemma3's local layers): the same kernel with the window mask
+        return ex.flash_attention(i["q"], i["k"], i["v"], causal=s["causal"], window=s["window"])
     return ex.flash_attention(i["q"], i["k"], i["v"], causal=s["causal"])
 
 

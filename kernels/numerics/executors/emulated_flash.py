@@ -19,10 +19,13 @@ FA_CASCADE_STAGES = 4  # num_cascade_stages: the key range splits over the array
 _BF16_LOWEST = np.float32(-3.3895313892515355e38)  # 0xff7f: the kernel's running-max floor
 
 
-def flash_attention(q, k, v, causal: bool, q_offset: int, *, mma_operand, bfp16: bool, threads: int) -> np.ndarray:
+def flash_attention(q, k, v, causal: bool, q_offset: int, *, mma_operand, bfp16: bool, threads: int,
+                    window: int | None = None) -> np.ndarray:
     """attn_npu2.cc's flash attention on float32 (bf16-valued) q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv):
     `mma_operand(x, axis)` is the executor's MMA operand cast (BFP16 blocks on NPU2); the cascade stages run
-    on up to `threads` threads."""
+    on up to `threads` threads. `window`: a sliding window, keys at or before q - window masked to -inf like the
+    future ones (`apply_window_mask`, attn_npu2.cc:730-741 at mlir-air e972f29: it still streams the
+    out-of-window blocks and masks them)."""
     hq, lq, dk = q.shape  # (Hq, Lq, Dk)
     hkv, lk, _ = k.shape  # (Hkv, Lk, Dk)
     dv = v.shape[2]
@@ -40,6 +43,7 @@ def flash_attention(q, k, v, causal: bool, q_offset: int, *, mma_operand, bfp16:
         l2e=to_bf16(np.float32(LOG2E / math.sqrt(dk))),  # log2(e)/sqrt(dk) as a bf16 vector constant
         causal=causal,
         q_offset=q_offset,
+        window=window,
         bfp16=bfp16,
         up=np.full((stages, hkv, lq, group), _BF16_LOWEST, np.float32),  # running max (bf16 lowest)
         sp=np.zeros((stages, hkv, lq, group), np.float32),  # running denominator
@@ -85,6 +89,10 @@ class _FlashState:
                     if band > 0:
                         future = np.arange(k0, k1)[None, :] > qpos[r0 : r0 + band, None]  # (band, w)
                         np.copyto(g[:, :band], -np.inf, where=future[:, None, :])
+                if self.window:
+                    old = np.arange(k0, k1)[None, :] <= qpos[r0:, None] - self.window  # (rows, w)
+                    if old.any():
+                        np.copyto(g, -np.inf, where=old[None, :, None, :])
                 self._chunk(g, self.v[:, k0:k1], self.up[s, :, r0:], self.sp[s, :, r0:], self.gp[s, :, r0:])
 
     def _chunk(self, g, v_chunk, up, sp, gp) -> None:
