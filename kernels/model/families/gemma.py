@@ -31,8 +31,10 @@ from kernels.model.families.common import Family, activation, rope_scaling, rope
 
 GELU_TANH = {"gelu_pytorch_tanh", "gelu_tanh", "gelu_new"}
 LM_HEAD_PARTITION = 16384  # gemma3_4b_q4nx_prefill.py:73-76
-SANDWICH_TENSORS = LLAMA_TENSORS + (("post_attn_norm", "post_attention_layernorm.weight"),
-                                    ("post_ffn_norm", "post_feedforward_layernorm.weight"))
+# HF Gemma3 names the norm on the attention output post_attention_layernorm and the pre-FFN norm
+# pre_feedforward_layernorm (weights.py:215-220 reads the four in this order)
+SANDWICH_TENSORS = tuple((f, "pre_feedforward_layernorm.weight" if f == "ffn_norm" else s) for f, s in LLAMA_TENSORS) \
+    + (("post_attn_norm", "post_attention_layernorm.weight"), ("post_ffn_norm", "post_feedforward_layernorm.weight"))
 
 
 def text_config(raw: dict[str, Any]) -> dict[str, Any]:
@@ -68,9 +70,10 @@ def _problems(raw: dict[str, Any], arch: str) -> list[str]:
     window = raw.get("sliding_window")
     if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
         reasons.append(f"{arch} has no positive integer sliding_window.")
-    scalar = raw.get("query_pre_attn_scalar")
-    if scalar is not None and not (isinstance(scalar, (int, float)) and not isinstance(scalar, bool) and scalar > 0):
-        reasons.append(f"{arch} has query_pre_attn_scalar {scalar!r}; it must be a positive number.")
+    scalar, head_dim = raw.get("query_pre_attn_scalar"), raw.get("head_dim")
+    if scalar is not None and head_dim is not None and scalar != head_dim:
+        reasons.append(f"{arch} scales attention by query_pre_attn_scalar {scalar!r}, not head_dim {head_dim}; the "
+                       "flash-attention kernel scales by 1/sqrt(head_dim) (Gemma3-4B's 256 = head_dim).")
     return reasons
 
 
@@ -97,6 +100,4 @@ def describe(raw: dict[str, Any], c) -> Description:
 
 
 GEMMA3 = Family("gemma3", ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"), ("gemma3_text", "gemma3"),
-                describe, _problems, tie_default=True, qk_norm=True, windows=True,
-                pipeline_missing="the decoder pipeline does not yet run the sliding-window mask, the post-attention / "
-                                 "post-FFN norms, the GELU-tanh GLU or the embedding scale (plan and predict answer)")
+                describe, _problems, tie_default=True, qk_norm=True, windows=True)
