@@ -16,6 +16,9 @@ options declare no fault, the faulty one otherwise. The names and their one-line
   rotary_full_width         a partial rotary (Phi-3) rotates the whole head: the config the pipeline reads
                             describes the whole head as rotary, so its RoPE tables are built over head_dim
   qkv_split_order           the fused qkv_proj split as [q | v | k]: K and V swap (a load-time split fault)
+  window_ignored            Gemma3's sliding-window layers run full causal attention (prefill and decode)
+  norm_fold_missing         a `1+w` family's norm weights used as w: the loaded (folded, bf16) weights less 1,
+                            rounded to bf16 again (a load-time fault)
   q4nx_group_scale_shift    a 4-bit deployment's host dequantisation uses group g+1's scale for group g (the
                             last group of a row keeps its own): a weights fault, `bundle_dequantiser` wraps the
                             codec's `dequantise`
@@ -37,7 +40,7 @@ from kernels.model.pipeline_q4 import Q4DecodeMixin, Q4DevicePipeline
 from kernels.model.q4nx import dequantise
 from kernels.model.q4nx_device import DecodeWeights
 from kernels.model.runner import PrefillRecord
-from kernels.model.weights import ModelWeights
+from kernels.model.weights import NORM_FIELDS, ModelWeights
 
 KERNEL_FAULTS = frozenset({"rope_interleaved"})
 WEIGHT_FAULTS = frozenset({"q4nx_group_scale_shift"})
@@ -91,6 +94,12 @@ class FaultyPipeline(NpuPipeline):
         config = config or weights.config
         if "rotary_full_width" in faults:
             config = replace(config, description=_full_width(config))
+        if "norm_fold_missing" in faults and config.arch.norm_offset:
+            weights = replace(weights, layers=[replace(lw, **{f: to_bf16(getattr(lw, f) - np.float32(1.0))
+                                                              for f in NORM_FIELDS if getattr(lw, f) is not None})
+                                               for lw in weights.layers],
+                              final_norm=to_bf16(weights.final_norm - np.float32(1.0)),
+                              key=weights.key + "-norm_fold_missing", derived={})
         if "qkv_split_order" in faults:
             weights = replace(weights, layers=[replace(lw, wk=lw.wv, wv=lw.wk) for lw in weights.layers],
                               key=weights.key + "-qkv_split_order", derived={})
@@ -161,6 +170,10 @@ class FaultyPipeline(NpuPipeline):
         fresh = o[self._n_real - 1 : self._n_real] if not decode else o
         o, self._stale[layer] = (self._stale.get(layer, fresh) if decode else o), fresh
         return o
+
+    def _window(self, layer: int) -> dict:
+        """"window_ignored": no window reaches the attention (full causal on every layer)."""
+        return {} if "window_ignored" in self.options.faults else super()._window(layer)
 
     def _kv_slot(self, pos: int) -> int:
         """"kv_cache_off_by_one": decode writes position `pos`'s K/V one slot late."""

@@ -30,6 +30,8 @@ FAULT_HELP = {
     "q4nx_group_scale_shift": "a 4-bit deployment's host dequantisation uses group g+1's scale for group g",
     "rotary_full_width": "a partial rotary's RoPE rotates every head dim instead of the leading rotary_dim",
     "qkv_split_order": "the fused qkv_proj is split as [q | v | k] instead of the [q | k | v] rows it holds",
+    "window_ignored": "a sliding-window layer attends to every earlier position (the window mask left out)",
+    "norm_fold_missing": "norm weights stored as w are applied as w, not 1+w (the fold left out at load)",
 }
 FAULTS = frozenset(FAULT_HELP)
 

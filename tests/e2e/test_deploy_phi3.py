@@ -1,4 +1,4 @@
-"""A new family is a description, not a fork (issue #36): the tiny Phi-3 (tests.models: one layer, fused qkv_proj /
+"""A new family is a description, not a fork (issue #36; tests/e2e/test_deploy_gemma3.py for Gemma3): the tiny Phi-3 (tests.models: one layer, fused qkv_proj /
 gate_up_proj, partial rotary 0.75, LongRoPE short factors) deploys through Phases 0-7 on the emulated executor with
 an independent-evaluation PASS, through the real CLI, and its drills are caught."""
 
