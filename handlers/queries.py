@@ -63,7 +63,7 @@ def predict_config(app: App, target: str) -> ModelConfig:
     if not p.exists():
         return deployment_config(app.ledger, target)
     raw = architecture.load_raw_config(p)
-    assessment = architecture.assess(raw, deploy=False)
+    assessment = architecture.assess(raw)
     if not assessment.in_scope:
         raise TargetError(f"out of scope: {assessment.reasons[0]}")
     return architecture.resolve(raw)

@@ -114,14 +114,11 @@ def _out_of_scope_reasons(raw: dict[str, Any], arch: str) -> list[str]:
     return reasons + family.problems(raw, arch)
 
 
-def assess(raw: dict[str, Any], *, deploy: bool = True) -> Assessment:
-    """Decide whether the config is in scope; every rejection reason is one sentence naming it. `deploy`
-    False (plan / predict): a family the pipeline cannot run yet is in scope, its description answers."""
+def assess(raw: dict[str, Any]) -> Assessment:
+    """Decide whether the config is in scope; every rejection reason is one sentence naming it."""
     arch = architecture_name(raw)
     reasons = _out_of_scope_reasons(raw, arch)
     family = families.family_of(arch)
-    if deploy and family is not None and family.pipeline_missing and not reasons:
-        reasons = [f"{arch}: {family.pipeline_missing}."]
     qkv_bias, qk_norm = (family.qkv_bias, family.qk_norm) if family else (False, False)
     raw = families.text_config(raw)
     heads = raw.get("num_attention_heads") or raw.get("n_head") or raw.get("num_heads")

@@ -96,7 +96,8 @@ class HfRunner:
         self._pos = 0
         self._captured: dict[str, Any] = {}
         self._capture = False
-        inner = self.model.model
+        # a Gemma3ForConditionalGeneration folder loads as that class: its text decoder is model.language_model
+        inner = getattr(self.model.model, "language_model", self.model.model)
         for i, layer in enumerate(inner.layers):
             layer.register_forward_hook(self._hook(f"layer{i}"))
         inner.norm.register_forward_hook(self._hook("norm"))
@@ -222,10 +223,10 @@ class HfRunner:
         params = getattr(hf, "rope_parameters", None) or {}
         theta = getattr(hf, "rope_theta", None) or params.get("rope_theta")
         embed = self.model.get_input_embeddings().weight
-        layer0 = self.model.model.layers[0]
+        layer0 = getattr(self.model.model, "language_model", self.model.model).layers[0]
         attn = layer0.self_attn
         loaded = {
-            "n_layers": len(self.model.model.layers),
+            "n_layers": len(getattr(self.model.model, "language_model", self.model.model).layers),
             "emb_dim": int(embed.shape[1]),
             "n_heads": int(hf.num_attention_heads),
             "n_kv_heads": int(getattr(hf, "num_key_value_heads", None) or hf.num_attention_heads),

@@ -82,7 +82,7 @@ def test_phi4_mini_is_described_as_mlir_airs_phi4_mini_q4nx_runs_it():
     assert scaling["rope_type"] == "longrope" and abs(scaling["attention_factor"] - 1.1902380714238083) < 1e-12
 
 
-def test_gemma3_is_described_as_mlir_airs_gemma3_4b_q4nx_runs_it_and_refused_at_init_naming_why():
+def test_gemma3_is_described_as_mlir_airs_gemma3_4b_q4nx_runs_it_its_text_decoder_deployed():
     raw = load_raw_config(CONFIGS / "gemma-3-4b-it.json")
     c = resolve(raw)
     d = c.arch
@@ -93,9 +93,7 @@ def test_gemma3_is_described_as_mlir_airs_gemma3_4b_q4nx_runs_it_and_refused_at_
     assert d.mlp == GELU_TANH_GLU and d.norms == SANDWICH and d.norm_offset == 1.0 and d.qk_norm
     assert d.attn_scale == 0.0625 and d.embed_scale == 50.5  # sqrt(2560) = 50.596 rounded to bf16
     assert d.prefix == "model.language_model." and d.notes and -(-c.vocab_size // d.lm_head_partition) == 17
-    refused = assess(raw)
-    assert not refused.in_scope and len(refused.reasons) == 1 and "sliding-window mask" in refused.reasons[0]
-    assert assess(raw, deploy=False).in_scope
+    assert assess(raw).in_scope and "text decoder" in d.notes[0] and "vision tower is not" in d.notes[0]
 
 
 def test_the_known_missing_pieces_are_named_in_one_line():

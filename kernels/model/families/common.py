@@ -23,9 +23,6 @@ class Family:
     qkv_bias: bool = False  # implied by the family (the ConfigResolved / assessment flags)
     qk_norm: bool = False
     windows: bool = False  # the adapter describes sliding-window layers (else a window is refused)
-    # what the decoder pipeline still lacks to deploy this family ("" : nothing): `ledger init` refuses it,
-    # `ledger plan` / `ledger predict` answer from the description
-    pipeline_missing: str = ""
 
 
 def rope_params(raw: dict[str, Any], layer_type: str | None = None) -> dict[str, Any]:
