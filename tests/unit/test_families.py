@@ -101,3 +101,31 @@ def test_the_known_missing_pieces_are_named_in_one_line():
                         ("LlavaForConditionalGeneration", "vision tower")):
         a = assess({"architectures": [arch], "hidden_size": 64, "num_attention_heads": 4, "rms_norm_eps": 1e-6})
         assert not a.in_scope and len(a.reasons) == 1 and words in a.reasons[0] and arch in a.reasons[0]
+
+
+def test_plan_answers_on_real_size_gemma3_and_phi4_mini_with_their_kernels():
+    from kernels.model.plan import plan
+
+    gemma = plan(resolve(load_raw_config(CONFIGS / "gemma-3-4b-it.json")), "npu2")
+    attention = {r.role: r for r in gemma if r.kernel == "flash_attention"}
+    local, glob = attention["attention (sliding window 1024, 29 layers)"], attention["attention (global, 5 layers)"]
+    assert local.shape["window"] == 1024 and "window" not in glob.shape and local.tile.legal and glob.tile.legal
+    assert local.tile.tile["lkp"] == local.tile.tile["tile_q"] == 32  # fa_headfirst.py:54 at head_dim 256
+    assert any(r.kernel == "gelu" and r.shape == {"N": 2048 * 10240} for r in gemma)
+    assert not any(r.kernel == "silu_mul" for r in gemma)
+    head = next(r for r in gemma if r.role == "LM head partition")
+    assert head.shape == {"M": 16384, "K": 2560} and head.workarounds["lm_head_partitions"] == 17
+    phi = plan(resolve(load_raw_config(CONFIGS / "phi-4-mini-instruct.json")), "npu2")
+    assert {r.shape["rotary_dim"] for r in phi if r.kernel == "rope"} == {96}
+    assert next(r for r in phi if r.role == "LM head partition").workarounds["lm_head_partitions"] == 13
+
+
+def test_predict_answers_on_real_size_gemma3_with_the_elfs_its_prefill_code_compiles():
+    from kernels.perf.predict import predict
+
+    p = predict(resolve(load_raw_config(CONFIGS / "gemma-3-4b-it.json")), seq=2048)
+    elfs = [k.split(":", 1)[1] for k in p.per_elf if k.startswith("prefill:")]
+    # gemma3_4b_q4nx_prefill.py:434-521 compile_all_kernels (one flash-attention ELF per mixer, costed alike)
+    assert elfs == ["rms_qkv_qknorm_rope", "flash_attn", "o_norm_res_norm", "gate", "up", "gelu_mul",
+                    "down_norm_add", "lm_head_gemv"]
+    assert 0 < p.ttft_s < 60 and 0 < p.decode_tokens_per_s
