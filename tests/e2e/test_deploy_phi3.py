@@ -41,3 +41,17 @@ def test_the_phi3_drills_are_caught_by_the_token_gate(phi3_workspace, fault):
     proc = ledger(phi3_workspace, "verify-model", "tphi", "--inject", fault)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # 0: the gate failed on every prompt (caught)
     assert f"[drill] {fault}: the gate failed 2/2 prompts" in proc.stdout, proc.stdout
+
+
+def test_a_phi3_whose_longrope_short_range_is_shorter_than_the_compiled_sequence_is_refused_at_init(tmp_path):
+    import json
+    from pathlib import Path
+
+    raw = json.loads((Path(__file__).parents[1] / "fixtures" / "configs" / "phi-4-mini-instruct.json").read_text())
+    raw.update(original_max_position_embeddings=1024)
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.json").write_text(json.dumps(raw))
+    proc = ledger(tmp_path / "ws", "init", str(tmp_path / "cfg"), "--name", "short")
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "original_max_position_embeddings 1024" in proc.stderr and "long factors" in proc.stderr
+    assert "nothing was recorded" in proc.stderr
