@@ -21,7 +21,7 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
          chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise
          forbid causal attention at head_dim 128; at head_dim 256 lkp 32, the head-first tiling mlir-air runs
          for Gemma3, llms/shared/infra/fa_headfirst.py:36-55 at e972f29: lkp 64 overflows L1), causal ->
-         tile_q == lkp == 64 (32 at head_dim 256), a window a multiple of tile_q, heads per unroll <= 2,
+         tile_q == lkp == 64 (32 at head_dim 256), a window causal and a multiple of lkp, heads per unroll <= 2,
          heads_q % heads_per_unroll == 0, columns heads_per_unroll*num_q_tiles <= 8, stages <= rows,
          lqp % num_q_tiles == 0, lq % lqp == 0, lk % (lkp*stages) == 0.
 
@@ -219,9 +219,10 @@ def _fa_rules(target: str) -> list[Rule]:
         ("flash_attention.causal_tile_q_eq_lkp_eq_64",
          lambda s, t: not s["causal"] or (t["tile_q"] == t["lkp"] == _chunk_lkp(s)),
          lambda s, t: f"causal masking needs tile_q == lkp == {_chunk_lkp(s)} (tile_q={t['tile_q']}, lkp={t['lkp']})"),
-        ("flash_attention.window_multiple_of_tile_q", lambda s, t: not s.get("window") or s["window"] % t["tile_q"] == 0,
-         lambda s, t: f"window={s.get('window')} is not a multiple of tile_q={t['tile_q']} (apply_window_mask measures "
-         "it in blocks of a core's q tile, attn_npu2.cc:730-733)"),
+        ("flash_attention.window_multiple_of_lkp",
+         lambda s, t: not s.get("window") or (s["causal"] and s["window"] % t["lkp"] == 0),
+         lambda s, t: f"window={s.get('window')} must be causal and a multiple of lkp={t['lkp']} (attn_npu2.py:139-143 "
+         "asserts both; apply_window_mask counts it in blocks, attn_npu2.cc:730-733)"),
         ("flash_attention.heads_per_unroll_le_2", lambda s, t: 1 <= t["num_heads_per_unroll"] <= 2,
          lambda s, t: f"num_heads_per_unroll={t['num_heads_per_unroll']} > 2 runs out of shim DMA channels"),
         ("flash_attention.heads_divisible_by_unroll", lambda s, t: s["heads_q"] % t["num_heads_per_unroll"] == 0,
