@@ -30,7 +30,7 @@ def rope_params(raw: dict[str, Any], layer_type: str | None = None) -> dict[str,
     params = raw.get("rope_parameters")
     if isinstance(params, dict) and layer_type and isinstance(params.get(layer_type), dict):
         return params[layer_type]
-    if isinstance(params, dict) and "rope_type" in params or isinstance(params, dict) and "rope_theta" in params:
+    if isinstance(params, dict) and ("rope_type" in params or "rope_theta" in params):
         return params
     scaling = raw.get("rope_scaling")
     return scaling if isinstance(scaling, dict) else {}

@@ -80,12 +80,12 @@ def _problems(raw: dict[str, Any], arch: str) -> list[str]:
 def describe(raw: dict[str, Any], c) -> Description:
     raw = text_config(raw)
     window = int(raw["sliding_window"])
-    global_rope = rope_of(rope_theta(raw, "full_attention", 1000000.0), rope_scaling(raw, "full_attention")
-                          if isinstance(raw.get("rope_parameters"), dict) and "full_attention" in raw["rope_parameters"]
-                          else rope_scaling(raw))
-    local_rope = rope_of(_local_theta(raw), rope_scaling(raw, "sliding_attention")
-                         if isinstance(raw.get("rope_parameters"), dict) and "sliding_attention" in raw["rope_parameters"]
-                         else None)
+    per_type = isinstance(raw.get("rope_parameters"), dict) and "full_attention" in raw["rope_parameters"]
+    # transformers 5: rope_parameters per layer type; transformers 4: rope_theta / rope_scaling are the global
+    # layers', rope_local_base_freq the local layers' (plain RoPE)
+    global_rope = rope_of(rope_theta(raw, "full_attention", 1000000.0),
+                          rope_scaling(raw, "full_attention") if per_type else rope_scaling(raw))
+    local_rope = rope_of(_local_theta(raw), rope_scaling(raw, "sliding_attention") if per_type else None)
     layers = tuple(Layer(mixer=SLIDING, window=window, rope=local_rope) if t == "sliding_attention"
                    else Layer(mixer=FULL, rope=global_rope) for t in _layer_types(raw))
     scalar = float(raw.get("query_pre_attn_scalar") or c.head_dim)
