@@ -36,7 +36,7 @@ def test_the_phi3_plan_rope_rows_carry_the_rotary_width(phi3_workspace):
     assert ropes and all(r["shape"]["rotary_dim"] == 48 and r["shape"]["head_dim"] == 64 for r in ropes)
 
 
-@pytest.mark.parametrize("fault", ["rotary_full_width", "qkv_split_order"])
+@pytest.mark.parametrize("fault", ["rotary_full_width"])  # all four new drills at Phase 2: tests/integration/test_family_drills.py
 def test_the_phi3_drills_are_caught_by_the_token_gate(phi3_workspace, fault):
     proc = ledger(phi3_workspace, "verify-model", "tphi", "--inject", fault)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # 0: the gate failed on every prompt (caught)
