@@ -1,7 +1,8 @@
 """Gemma3's text decoder deploys through its description (issue #36): the tiny Gemma3 (tests.models: a sliding layer
 with a 32-position window - shorter than every gate prompt, so the window matters - and a global one, head_dim 256,
 QK-norm, the four norms with the 1+w fold, GELU-tanh GLU, the embedding scale, dual-theta RoPE) reaches deployed on
-the emulated executor with an independent-evaluation PASS, and the window and fold drills are caught."""
+the emulated executor with an independent-evaluation PASS, and `ledger verify-model --inject window_ignored` is
+caught."""
 
 from __future__ import annotations
 

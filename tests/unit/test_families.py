@@ -129,3 +129,14 @@ def test_predict_answers_on_real_size_gemma3_with_the_elfs_its_prefill_code_comp
     assert elfs == ["rms_qkv_qknorm_rope", "flash_attn", "o_norm_res_norm", "gate", "up", "gelu_mul",
                     "down_norm_add", "lm_head_gemv"]
     assert 0 < p.ttft_s < 60 and 0 < p.decode_tokens_per_s
+
+
+def test_predict_answers_on_real_size_phi4_mini_with_the_elfs_its_prefill_code_compiles():
+    from kernels.perf.predict import predict
+
+    p = predict(resolve(load_raw_config(CONFIGS / "phi-4-mini-instruct.json")), seq=2048)
+    # phi4_mini_q4nx_prefill.py:114-145: the two llama32_3b stitchers + flash_attn, then a 13-partition LM head
+    # (its comment at :56 says 8 partitions; the code's _LM_N_PARTITIONS at :58 is 13, which the plan follows)
+    assert [k.split(":", 1)[1] for k in p.per_elf if k.startswith("prefill:")] == \
+        ["rms_gemms_rope", "flash_attn", "o_ffn", "lm_head_gemv"]
+    assert p.per_elf["prefill:lm_head_gemv"]["launches"] == 13
