@@ -1,5 +1,6 @@
 """Gemma3's text decoder deploys through its description (issue #36): the tiny Gemma3 (tests.models: a sliding layer
-with a 32-position window - shorter than every gate prompt, so the window matters - and a global one, head_dim 256,
+with a 32-position window - shorter than the Phase 0/2 prompt, than one of the two token-gate prompts and than every
+gate's context with its 32 decoded tokens, so the window matters - and a global one, head_dim 256,
 QK-norm, the four norms with the 1+w fold, GELU-tanh GLU, the embedding scale, dual-theta RoPE) reaches deployed on
 the emulated executor with an independent-evaluation PASS, and `ledger verify-model --inject window_ignored` is
 caught."""
@@ -30,9 +31,11 @@ def test_a_tiny_gemma3_reaches_deployed_with_an_independent_evaluation_pass(gemm
     assert described["mlp"] == "gelu_tanh_glu" and described["norms"] == "sandwich" and described["norm_offset"] == 1.0
     from kernels.model.hf_reference import load_tokenizer
 
-    prompts = {e["payload"]["prompt"] for e in events if e["type"] == "TokenGateChecked"}
+    gates = [e["payload"] for e in events if e["type"] == "TokenGateChecked"]
     tokenizer = load_tokenizer(tiny_gemma3)
-    assert prompts and all(len(tokenizer(p)["input_ids"]) > 32 for p in prompts)  # longer than the window
+    lengths = [len(tokenizer(g["prompt"])["input_ids"]) for g in gates]
+    # the window binds: one gate prompt's prefill outruns it, and every gate's context (prompt + decoded tokens)
+    assert gates and max(lengths) > 32 and all(n + g["n_tokens"] > 32 for n, g in zip(lengths, gates))
 
 
 def test_the_gemma3_plan_names_the_window_and_runs_the_gelu_kernel(gemma3_workspace):
