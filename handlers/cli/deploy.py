@@ -18,7 +18,7 @@ from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, describe
 from handlers.planning import deployment_plan, deployment_weights
-from handlers.queries import TargetError, model_target
+from handlers.queries import TargetError, deployment_config, model_target
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from kernels.model.plan import PLAN_WEIGHTS
@@ -52,9 +52,10 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | N
     except deploy.OutOfScope as e:
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)
-    click.echo(json.dumps(results.init_json(created, executor, target, dtype)) if as_json else
-               f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
-               f"{ledger_command('advance', created)}")
+    notes = list(deployment_config(app.ledger, created).arch.notes)  # e.g. a multimodal folder's text decoder
+    click.echo(json.dumps({**results.init_json(created, executor, target, dtype), "notes": notes}) if as_json else
+               "\n".join([f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
+                           f"{ledger_command('advance', created)}", *(f"note: {escaped(n)}" for n in notes)]))
     refresh_projections(app)
 
 

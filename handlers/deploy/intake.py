@@ -14,6 +14,7 @@ from typing import Any
 from handlers.inputs import input_file
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
+from kernels.model.plan import DEFAULT_SEQ
 from kernels.model.q4nx_bundle import bundle_problem
 from kernels.backends.model_backends import backend_type
 from kernels.model.q4nx_device import STYLES
@@ -106,6 +107,10 @@ def init(
     events: list = [requested, ArchitectureAssessed(**assessment.event_fields())]
     if assessment.in_scope:
         cfg = resolve(raw)
+        limit = cfg.arch.rope_max_positions
+        if limit is not None and limit < DEFAULT_SEQ:  # LongRoPE's long factors are not implemented
+            raise DeploymentError(f"{name}: the compiled sequence {DEFAULT_SEQ} is past original_max_position_embeddings "
+                                  f"{limit}, where LongRoPE's long factors apply (not implemented); nothing was recorded")
         digest = hashlib.sha256(config_file.read_bytes()).hexdigest()
         events.append(ConfigResolved(**cfg.to_dict(), source_sha256=digest))
     unit.commit(events)

@@ -14,7 +14,7 @@ import numpy as np
 
 from kernels.backends.base import IntegratedRun, Measurement, ModelBackend, Npu2Figures
 from kernels.numerics.executors import make_executor
-from kernels.model.compare import bisect_block, block_gate, diagnose_layers, token_gate
+from kernels.model.compare import bisect_block, block_gate, block_kernel_order, diagnose_layers, token_gate
 from kernels.model.config import ModelConfig
 from kernels.model.hf_reference import HfRunner
 from kernels.model.faults import WEIGHT_FAULTS, build_pipeline, bundle_dequantiser
@@ -125,7 +125,8 @@ class InProcessBackend:
     def bisect_block(self):
         tokens = self._canonical()
         ref = self.reference.prefill(tokens).layer_intermediates[0]["ffn_out"]
-        return bisect_block(self.pipeline.with_fp32_kernels, tokens, ref, self.config.head_dim)
+        return bisect_block(self.pipeline.with_fp32_kernels, tokens, ref, self.config.head_dim,
+                            order=block_kernel_order(self.config))
 
     # -- Phases 3, 6, 7 --
 

@@ -1,8 +1,8 @@
 """Architecture assessment and config resolution from a local HF config.json.
 
-`assess(raw)` decides whether a model is in scope for the NPU2 recipe (decoder-only, RMSNorm + SwiGLU +
-RoPE, MHA/GQA: Llama, Mistral without sliding window, Qwen2, Qwen3) and, if not, says why in one sentence
-per reason. `resolve(raw)` turns the config.json dict into the `ModelConfig` every numeric component uses.
+`assess(raw)` decides whether a model is in scope for the NPU2 recipe (a decoder-only family with an adapter in
+kernels.model.families: Llama, Mistral without sliding window, Qwen2, Qwen3, Phi-3, Gemma3's text decoder) and,
+if not, says why in one sentence per reason. `resolve(raw)` turns the config.json dict into the `ModelConfig` every numeric component uses.
 Both are pure functions of the dict; `load_raw_config(path)` is the only I/O.
 """
 
@@ -10,27 +10,18 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernels.model import families
 from kernels.model.config import ModelConfig
+from kernels.model.families.common import rope_type
 from kernels.thresholds import CONFIG_SIZE_MAX
 
-# architecture name -> (qkv bias implied, q/k norm implied)
-IN_SCOPE = {
-    "LlamaForCausalLM": (False, False),
-    "MistralForCausalLM": (False, False),
-    "Qwen2ForCausalLM": (True, False),
-    "Qwen3ForCausalLM": (False, True),
-}
-MODEL_TYPES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-               "qwen3": "Qwen3ForCausalLM"}
 MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts", "n_experts",
             "num_experts_per_tok", "moe_intermediate_size")
 SILU = {"silu", "swish"}
-# rope_type values whose host cos/sin LUT the pipeline can build
-ROPE_TYPES = {"default", "linear", "llama3"}
 
 
 class ModelConfigError(ValueError):
@@ -82,17 +73,11 @@ def architecture_name(raw: dict[str, Any]) -> str:
     archs = raw.get("architectures") or []
     if archs:
         return str(archs[0])
-    return MODEL_TYPES.get(str(raw.get("model_type", "")), str(raw.get("model_type") or "unknown"))
+    return families.MODEL_TYPES.get(str(raw.get("model_type", "")), str(raw.get("model_type") or "unknown"))
 
 
 def _rope_type(raw: dict[str, Any]) -> str:
-    for key in ("rope_scaling", "rope_parameters"):
-        params = raw.get(key)
-        if isinstance(params, dict):
-            rtype = params.get("rope_type") or params.get("type")
-            if rtype:
-                return str(rtype)
-    return "default"
+    return rope_type(raw)
 
 
 def _out_of_scope_reasons(raw: dict[str, Any], arch: str) -> list[str]:
@@ -104,16 +89,13 @@ def _out_of_scope_reasons(raw: dict[str, Any], arch: str) -> list[str]:
         reasons.append(f"{arch} is a mixture-of-experts model ({', '.join(moe)}); MoE layers are not supported.")
     if raw.get("kv_lora_rank") or raw.get("q_lora_rank"):
         reasons.append(f"{arch} uses multi-head latent attention (kv_lora_rank); MLA is not supported.")
-    sliding = raw.get("use_sliding_window") is True
-    if "mistral" in arch.lower() or "mixtral" in arch.lower():
-        sliding = sliding or raw.get("sliding_window") is not None
-    sliding = sliding or "sliding_attention" in (raw.get("layer_types") or [])
-    if sliding:
-        reasons.append(f"{arch} uses sliding-window attention (sliding_window={raw.get('sliding_window')}); "
-                       "only full causal attention is supported.")
     if reasons:
         return reasons
-    if arch not in IN_SCOPE:
+    refused = families.refused_reason(arch, raw)
+    if refused:
+        return [refused]
+    family = families.family_of(arch)
+    if family is None:
         act = raw.get("hidden_act") or raw.get("activation_function") or raw.get("feed_forward_proj")
         details = []
         if "rms_norm_eps" not in raw:
@@ -123,27 +105,22 @@ def _out_of_scope_reasons(raw: dict[str, Any], arch: str) -> list[str]:
         if "rope_theta" not in raw and "rope_parameters" not in raw:
             details.append("no RoPE")
         why = f" ({'; '.join(details)})" if details else ""
-        reasons.append(f"{arch} is not an RMSNorm + SwiGLU + RoPE decoder{why}; "
-                       f"in scope: {', '.join(sorted(IN_SCOPE))}.")
-        return reasons
-    act = raw.get("hidden_act", "silu")
-    if act not in SILU:
-        reasons.append(f"{arch} uses activation {act}; the MLP must be SwiGLU (SiLU-gated).")
-    if raw.get("mlp_bias"):
-        reasons.append(f"{arch} has MLP biases (mlp_bias=true); only bias-free gate/up/down are supported.")
-    if raw.get("attention_bias") and not IN_SCOPE[arch][0]:
-        reasons.append(f"{arch} has attention biases including o_proj (attention_bias=true); not supported.")
-    rope_type = _rope_type(raw)
-    if rope_type not in ROPE_TYPES:
-        reasons.append(f"{arch} uses RoPE scaling '{rope_type}'; supported: {', '.join(sorted(ROPE_TYPES))}.")
-    return reasons
+        return [f"{arch} is not an RMSNorm + SwiGLU + RoPE decoder{why}; in scope: {', '.join(families.in_scope_names())}."]
+    reasons = []
+    if not family.windows and (raw.get("use_sliding_window") is True
+                               or "sliding_attention" in (raw.get("layer_types") or [])):
+        reasons.append(f"{arch} uses sliding-window attention (sliding_window={raw.get('sliding_window')}); "
+                       f"the {family.name} adapter describes full causal attention only.")
+    return reasons + family.problems(raw, arch)
 
 
 def assess(raw: dict[str, Any]) -> Assessment:
     """Decide whether the config is in scope; every rejection reason is one sentence naming it."""
     arch = architecture_name(raw)
     reasons = _out_of_scope_reasons(raw, arch)
-    qkv_bias, qk_norm = IN_SCOPE.get(arch, (False, False))
+    family = families.family_of(arch)
+    qkv_bias, qk_norm = (family.qkv_bias, family.qk_norm) if family else (False, False)
+    raw = families.text_config(raw)
     heads = raw.get("num_attention_heads") or raw.get("n_head") or raw.get("num_heads")
     kv_heads = raw.get("num_key_value_heads") or heads
     features = {
@@ -161,8 +138,10 @@ def _positive_int(value: Any) -> bool:
 
 
 def _tie_default(arch: str) -> bool:
-    # transformers' Llama/Mistral/Qwen2/Qwen3 configs default to untied; PretrainedConfig itself to tied.
-    return arch not in IN_SCOPE
+    # transformers' Llama/Mistral/Qwen2/Qwen3/Phi3 configs default to untied; PretrainedConfig itself (and
+    # Gemma3's) to tied
+    family = families.family_of(arch)
+    return family.tie_default if family else True
 
 
 def _require(raw: dict[str, Any], key: str) -> Any:
@@ -171,25 +150,8 @@ def _require(raw: dict[str, Any], key: str) -> Any:
     return raw[key]
 
 
-def rope_theta(raw: dict[str, Any]) -> float:
-    """rope_theta at top level (transformers 4) or under `rope_parameters` (transformers 5)."""
-    if raw.get("rope_theta") is not None:
-        return float(raw["rope_theta"])
-    params = raw.get("rope_parameters")
-    if isinstance(params, dict) and params.get("rope_theta") is not None:
-        return float(params["rope_theta"])
-    return 10000.0
-
-
-def rope_scaling(raw: dict[str, Any]) -> dict[str, Any] | None:
-    """The RoPE scaling parameters (None for plain RoPE), from `rope_scaling` or `rope_parameters`."""
-    for key in ("rope_scaling", "rope_parameters"):
-        params = raw.get(key)
-        if isinstance(params, dict) and (params.get("rope_type") or params.get("type", "default")) != "default":
-            out = dict(params)
-            out["rope_type"] = out.get("rope_type") or out.get("type")
-            return out
-    return None
+rope_theta = families.rope_theta
+rope_scaling = families.rope_scaling
 
 
 _SIZES = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -271,21 +233,25 @@ def _rope_group_problems(group: str, params: Any) -> list[str]:
 
 
 def resolve(raw: dict[str, Any]) -> ModelConfig:
-    """The ModelConfig of an in-scope config.json (head_dim defaults to hidden / heads).
+    """The ModelConfig of an in-scope config.json (head_dim defaults to hidden / heads), with the architecture
+    description its family's adapter builds (kernels.model.families).
 
     Refuses (ModelConfigError, one line naming every unusable value) what `config_problems` finds."""
+    arch = architecture_name(raw)
+    tie = raw.get("tie_word_embeddings", _tie_default(arch))
+    raw = families.text_config(raw)
     problems = config_problems(raw)
     if problems:
         raise ModelConfigError("invalid config.json: " + "; ".join(problems) + ".")
-    arch = architecture_name(raw)
     emb = int(_require(raw, "hidden_size"))
     heads = int(_require(raw, "num_attention_heads"))
     kv_heads = int(raw.get("num_key_value_heads") or heads)
     head_dim = int(raw.get("head_dim") or emb // heads)
-    qkv_bias, qk_norm = IN_SCOPE.get(arch, (False, False))
+    family = families.family_of(arch)
+    qkv_bias, qk_norm = (family.qkv_bias, family.qk_norm) if family else (False, False)
     if heads % kv_heads:
         raise ModelConfigError(f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}.")
-    return ModelConfig(
+    config = ModelConfig(
         n_layers=int(_require(raw, "num_hidden_layers")),
         emb_dim=emb,
         n_heads=heads,
@@ -295,8 +261,14 @@ def resolve(raw: dict[str, Any]) -> ModelConfig:
         vocab_size=int(_require(raw, "vocab_size")),
         rope_theta=rope_theta(raw),
         rms_norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
-        tie_word_embeddings=bool(raw.get("tie_word_embeddings", _tie_default(arch))),
+        tie_word_embeddings=bool(tie),
         qkv_bias=qkv_bias,
         qk_norm=qk_norm,
         architecture=arch,
     )
+    if family is None:
+        return config
+    try:
+        return replace(config, description=family.describe(raw, config))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelConfigError(f"invalid config.json for {arch}: {e}.") from e

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from kernels.model.description import GELU_TANH_GLU
 from kernels.model.pipeline import BLOCK_KERNEL_ORDER
 from kernels.model.runner import Runner
 from kernels.thresholds import (
@@ -102,6 +103,11 @@ def block_gate(ours_layer0: np.ndarray, ref_layer0: np.ndarray, head_dim: int, *
         max_rel=float((diff / np.maximum(np.abs(ref), REL_FLOOR)).max()), nan_count=0,
         thresholds=thresholds, passed=bool(passed),
     )
+
+
+def block_kernel_order(c) -> tuple[str, ...]:
+    """The bisect's order for config `c`: a GELU-tanh GLU block uses the gelu kernel where SwiGLU uses silu_mul."""
+    return tuple("gelu" if k == "silu_mul" and c.arch.mlp == GELU_TANH_GLU else k for k in BLOCK_KERNEL_ORDER)
 
 
 @dataclass

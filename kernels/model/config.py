@@ -6,7 +6,10 @@ assessment live in `kernels.model.architecture`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from typing import Any
+
+from kernels.model.description import Description, legacy
 
 
 @dataclass(frozen=True)
@@ -24,13 +27,30 @@ class ModelConfig:
     qkv_bias: bool = False  # Qwen2
     qk_norm: bool = False  # Qwen3
     architecture: str = "LlamaForCausalLM"
+    # the architecture description (kernels.model.description) its family's adapter built; None in a config
+    # recorded before it, which `arch` reads as the Llama form with this config's flags
+    description: Description | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.description, dict):  # as ConfigResolved records it
+            object.__setattr__(self, "description", Description.from_dict(self.description))
+
+    @property
+    def arch(self) -> Description:
+        return self.description if self.description is not None else legacy(self)
 
     @property
     def gqa_group(self) -> int:
         return self.n_heads // self.n_kv_heads
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    @property
+    def rotary_dim(self) -> int:
+        return self.arch.rotary(self.head_dim)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["description"] = self.description.to_dict() if self.description is not None else None
+        return out
 
 
 CASCADE_K = 512  # o_gemv_ffn's cascade: one stage (one core row) per 512 of emb_dim
@@ -50,8 +70,11 @@ def is_lean(c: ModelConfig) -> bool:
 LM_HEAD_PARTITIONS = (16384, 8192)  # rows per LM-head GEMV partition mlir-air runs
 
 
-def lm_head_partition(vocab_size: int) -> int:
-    """The LM-head partition size: the one that pads the vocabulary least, the larger on a tie - 16384 for
+def lm_head_partition(vocab_size: int, fixed: int | None = None) -> int:
+    """The LM-head partition size: `fixed` where the family's mlir-air code names it (Gemma3 and Phi-4-mini run
+    16384-row partitions, kernels.model.families), else the one that pads the vocabulary least, the larger on a tie - 16384 for
     Llama's 128256 (8 x 16384, llama32_3b/ARCHITECTURE.md:29) and SmolLM2's 49152, 8192 for Qwen's 151936
     (19 x 8192, qwen25_0_5b/ARCHITECTURE.md:32), mlir-air e972f29."""
+    if fixed:
+        return fixed
     return min(LM_HEAD_PARTITIONS, key=lambda p: (-(-vocab_size // p) * p, -p))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.model.architecture import load_raw_config, resolve, rope_scaling
+from kernels.model.description import beyond_legacy
 
 CONFIG_FILE = "config.json"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf", ".q4nx", ".requant")  # .requant: kernels.model.q4nx_device
@@ -56,7 +57,12 @@ def digest_files(folder: Path) -> list[Path]:
 
 def numerics_fields(raw: dict[str, Any]) -> dict[str, Any]:
     """The resolved config fields that change what a model computes."""
-    out = resolve(raw).to_dict()
+    config = resolve(raw)
+    out = config.to_dict()
+    del out["description"]  # an existing family's digest stays what it was: only what the Llama form lacks is added
+    extra = beyond_legacy(config.arch, config)
+    if extra:
+        out["description_beyond_llama"] = extra
     out["rope_scaling"] = rope_scaling(raw)
     out["hidden_act"] = raw.get("hidden_act") or raw.get("hidden_activation") or "silu"
     out["torch_dtype"] = str(raw.get("torch_dtype") or raw.get("dtype") or "")

@@ -13,6 +13,12 @@ options declare no fault, the faulty one otherwise. The names and their one-line
   stale_decode_buffer       a decode step reads the previous step's O-projection output
   lm_head_partition_offset  decode's first LM-head partition streams its rows one row late
   kv_head_group_mismap      query head h attends with K/V head h % Hkv instead of h // (H / Hkv)
+  rotary_full_width         a partial rotary (Phi-3) rotates the whole head: the config the pipeline reads
+                            describes the whole head as rotary, so its RoPE tables are built over head_dim
+  qkv_split_order           the fused qkv_proj split as [q | v | k]: K and V swap (a load-time split fault)
+  window_ignored            Gemma3's sliding-window layers run full causal attention (prefill and decode)
+  norm_fold_missing         a `1+w` family's norm weights used as w: the loaded (folded, bf16) weights less 1,
+                            rounded to bf16 again (a load-time fault)
   q4nx_group_scale_shift    a 4-bit deployment's host dequantisation uses group g+1's scale for group g (the
                             last group of a row keeps its own): a weights fault, `bundle_dequantiser` wraps the
                             codec's `dequantise`
@@ -27,13 +33,14 @@ import numpy as np
 from kernels.numerics.bf16 import to_bf16
 from kernels.numerics.executors.base import Executor, Fp32Executor, MixedExecutor
 from kernels.model.config import ModelConfig
+from kernels.model.description import rope_of
 from kernels.model.options import FAULTS, PipelineOptions
 from kernels.model.pipeline import NpuPipeline
 from kernels.model.pipeline_q4 import Q4DecodeMixin, Q4DevicePipeline
 from kernels.model.q4nx import dequantise
 from kernels.model.q4nx_device import DecodeWeights
 from kernels.model.runner import PrefillRecord
-from kernels.model.weights import ModelWeights
+from kernels.model.weights import NORM_FIELDS, ModelWeights
 
 KERNEL_FAULTS = frozenset({"rope_interleaved"})
 WEIGHT_FAULTS = frozenset({"q4nx_group_scale_shift"})
@@ -83,6 +90,19 @@ class FaultyPipeline(NpuPipeline):
 
     def __init__(self, weights: ModelWeights, config: ModelConfig | None = None,
                  executor: Executor | None = None, options: PipelineOptions | None = None) -> None:
+        faults = (options or PipelineOptions()).faults
+        config = config or weights.config
+        if "rotary_full_width" in faults:
+            config = replace(config, description=_full_width(config))
+        if "norm_fold_missing" in faults and config.arch.norm_offset:
+            weights = replace(weights, layers=[replace(lw, **{f: to_bf16(getattr(lw, f) - np.float32(1.0))
+                                                              for f in NORM_FIELDS if getattr(lw, f) is not None})
+                                               for lw in weights.layers],
+                              final_norm=to_bf16(weights.final_norm - np.float32(1.0)),
+                              key=weights.key + "-norm_fold_missing", derived={})
+        if "qkv_split_order" in faults:
+            weights = replace(weights, layers=[replace(lw, wk=lw.wv, wv=lw.wk) for lw in weights.layers],
+                              key=weights.key + "-qkv_split_order", derived={})
         super().__init__(weights, config, executor, options)
         self.k = with_faults(self.base_executor, self.options.faults)
         self.name = f"pipeline[{self.k.name}]"
@@ -151,9 +171,29 @@ class FaultyPipeline(NpuPipeline):
         o, self._stale[layer] = (self._stale.get(layer, fresh) if decode else o), fresh
         return o
 
+    def _window(self, layer: int) -> dict:
+        """"window_ignored": no window reaches the attention (full causal on every layer)."""
+        return {} if "window_ignored" in self.options.faults else super()._window(layer)
+
     def _kv_slot(self, pos: int) -> int:
         """"kv_cache_off_by_one": decode writes position `pos`'s K/V one slot late."""
         return pos + 1 if "kv_cache_off_by_one" in self.options.faults else pos
+
+
+def _full_width(config: ModelConfig):
+    """"rotary_full_width": the description with the whole head rotary; LongRoPE's short factors (one per
+    rotated pair) extended with 1.0 to the head's pairs, the frequencies a full-width table would read."""
+    arch, pairs = config.arch, config.head_dim // 2
+
+    def widened(layer):
+        scaling = layer.rope.scaling_dict()
+        if not scaling or "short_factor" not in scaling:
+            return layer
+        short = list(scaling["short_factor"])
+        scaling["short_factor"] = short + [1.0] * (pairs - len(short))
+        return replace(layer, rope=rope_of(layer.rope.theta, scaling))
+
+    return replace(arch, rotary_dim=0, layers=tuple(widened(x) for x in arch.layers))
 
 
 def bundle_dequantiser(faults: frozenset[str]):

@@ -96,7 +96,8 @@ class HfRunner:
         self._pos = 0
         self._captured: dict[str, Any] = {}
         self._capture = False
-        inner = self.model.model
+        # a Gemma3ForConditionalGeneration folder loads as that class: its text decoder is model.language_model
+        inner = getattr(self.model.model, "language_model", self.model.model)
         for i, layer in enumerate(inner.layers):
             layer.register_forward_hook(self._hook(f"layer{i}"))
         inner.norm.register_forward_hook(self._hook("norm"))
@@ -222,20 +223,20 @@ class HfRunner:
         params = getattr(hf, "rope_parameters", None) or {}
         theta = getattr(hf, "rope_theta", None) or params.get("rope_theta")
         embed = self.model.get_input_embeddings().weight
-        layer0 = self.model.model.layers[0]
+        layer0 = getattr(self.model.model, "language_model", self.model.model).layers[0]
         attn = layer0.self_attn
         loaded = {
-            "n_layers": len(self.model.model.layers),
+            "n_layers": len(getattr(self.model.model, "language_model", self.model.model).layers),
             "emb_dim": int(embed.shape[1]),
             "n_heads": int(hf.num_attention_heads),
             "n_kv_heads": int(getattr(hf, "num_key_value_heads", None) or hf.num_attention_heads),
             "head_dim": int(getattr(attn, "head_dim", ours.head_dim)),
-            "hidden_dim": int(layer0.mlp.gate_proj.weight.shape[0]),
+            "hidden_dim": int(layer0.mlp.down_proj.weight.shape[1]),
             "vocab_size": int(embed.shape[0]),
             "rope_theta": float(theta) if theta is not None else ours.rope_theta,
             "rms_norm_eps": float(hf.rms_norm_eps),
             "tie_word_embeddings": self._tied,
-            "qkv_bias": attn.q_proj.bias is not None,
+            "qkv_bias": getattr(getattr(attn, "q_proj", None), "bias", None) is not None,
             "qk_norm": hasattr(attn, "q_norm"),
         }
         out = []

@@ -30,12 +30,32 @@ def host_silu_mul(g: np.ndarray, u: np.ndarray) -> np.ndarray:
     return (g32 / (np.float32(1.0) + np.exp(-g32))) * np.asarray(u, np.float32)
 
 
-def host_decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_head: np.ndarray) -> np.ndarray:
+def host_glu(g: np.ndarray, u: np.ndarray, gelu: bool) -> np.ndarray:
+    """The gated MLP's activation on the host in FP32: SwiGLU, or (gelu) Gemma's GELU-tanh GLU
+    gelu_tanh(g) * u (gemma3_4b_q4nx README.md:196 `gelu_mul`, mlir-air e972f29)."""
+    if not gelu:
+        return host_silu_mul(g, u)
+    return _FP32.gelu(g) * np.asarray(u, np.float32)
+
+
+def embed_rows(embed: np.ndarray, tokens, scale: float | None) -> np.ndarray:
+    """The embedding gather (S, E); Gemma3 multiplies by its scale, in bf16 as HF does (the scale rounded to bf16,
+    the product rounded to bf16; gemma3_4b_q4nx_weights.py:55-57 applies it at the gather)."""
+    rows = embed[np.asarray(tokens, dtype=np.int64)]
+    return to_bf16(rows * np.float32(scale)) if scale else rows
+
+
+def host_decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, kv_head: np.ndarray,
+                          window: int | None = None, scale: float | None = None) -> np.ndarray:
     """Single-query attention of a decode step, as mlir-air's deployments run it: on the CPU in FP32 against
     the KV cache (exact softmax); the caller casts the output to its bf16 buffer. q (H, D), k/v (Hkv, L, D)
-    -> (H, D) float32. `kv_head[h]` is the K/V head query head h reads."""
+    -> (H, D) float32. `kv_head[h]` is the K/V head query head h reads; `window`: only the last `window`
+    positions (a sliding-window layer)."""
+    if window:
+        k, v = k[:, -window:], v[:, -window:]
     q32, k32, v32 = (np.asarray(a, np.float32) for a in (q, k, v))
-    scores = np.einsum("hd,hld->hl", q32, k32[kv_head]) * np.float32(1.0 / math.sqrt(q.shape[-1]))
+    scale = np.float32(1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    scores = np.einsum("hd,hld->hl", q32, k32[kv_head]) * scale
     probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
     probs /= probs.sum(axis=-1, keepdims=True)
     return np.einsum("hl,hld->hd", probs, v32[kv_head])
@@ -59,12 +79,15 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = 
         smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
         inv_freq = np.where(medium, smoothed, scaled).astype(np.float32)
+    elif rtype == "longrope":  # the short factors: positions inside original_max_position_embeddings only
+        short = np.asarray(scaling["short_factor"], np.float32)
+        inv_freq = (np.float32(1.0) / (short * np.power(np.float32(theta), exponents))).astype(np.float32)
     elif rtype != "default":
         raise ValueError(f"RoPE scaling '{rtype}' is not supported")
     return inv_freq
 
 
-def rope_lut(inv_freq: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+def rope_lut(inv_freq: np.ndarray, start: int, stop: int, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """cos/sin tables (stop-start, D/2) for positions [start, stop), rounded to bf16 like transformers' tables.
 
     The angle is the float32 product position * inv_freq (as transformers forms it); cos/sin are taken in
@@ -73,7 +96,10 @@ def rope_lut(inv_freq: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, n
     """
     pos = np.arange(start, stop, dtype=np.float32)
     angles = (pos[:, None] * inv_freq[None, :]).astype(np.float64)  # (positions, D/2)
-    return to_bf16(np.cos(angles).astype(np.float32)), to_bf16(np.sin(angles).astype(np.float32))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    if scale != 1.0:  # LongRoPE's attention factor: HF scales cos and sin in float32 before the bf16 cast
+        cos, sin = cos * np.float32(scale), sin * np.float32(scale)
+    return to_bf16(cos), to_bf16(sin)
 
 
 def rotate_host(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -140,8 +166,9 @@ class RopeTables:
     built once and grown by doubling, and the row tables outlive a prefill; otherwise each prefill rebuilds."""
 
     def __init__(self, inv_freq: np.ndarray, n_heads: int, n_kv_heads: int, *, resident: bool,
-                 seq_first: bool) -> None:
+                 seq_first: bool, scale: float = 1.0, max_positions: int | None = None) -> None:
         self.inv_freq, self.n_heads, self.n_kv_heads = inv_freq, n_heads, n_kv_heads
+        self.scale, self.max_positions = scale, max_positions
         self.resident, self.seq_first = resident, seq_first
         self._table: tuple[np.ndarray, np.ndarray] | None = None  # the resident per-position table
         self._rows: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
@@ -152,12 +179,19 @@ class RopeTables:
             self._rows.clear()
 
     def positions(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos/sin (stop-start, D/2) for positions [start, stop); slices of the resident table when resident."""
+        """cos/sin (stop-start, D/2) for positions [start, stop); slices of the resident table when resident.
+        Positions past `max_positions` (LongRoPE's original_max_position_embeddings: the long factors, which
+        are not implemented) are refused."""
+        if self.max_positions is not None and stop > self.max_positions:
+            raise ValueError(f"position {stop - 1} is past original_max_position_embeddings {self.max_positions}: "
+                             "LongRoPE's long factors are not implemented")
         if not self.resident:
-            return rope_lut(self.inv_freq, start, stop)
+            return rope_lut(self.inv_freq, start, stop, self.scale)
         if self._table is None or len(self._table[0]) < stop:
             size = max(stop, 256, 2 * len(self._table[0]) if self._table is not None else 0)
-            self._table = rope_lut(self.inv_freq, 0, size)
+            if self.max_positions is not None:
+                size = min(size, self.max_positions)
+            self._table = rope_lut(self.inv_freq, 0, size, self.scale)
         return self._table[0][start:stop], self._table[1][start:stop]
 
     def rows(self, start: int, n: int, heads: int) -> tuple[np.ndarray, np.ndarray]:
@@ -185,3 +219,28 @@ class RopeTables:
         if S > 1:
             self._rows[key] = out
         return out
+
+
+def layer_rope_tables(c, folder_scaling: dict[str, Any] | None, *, resident: bool, seq_first: bool) -> list[RopeTables]:
+    """Each layer's RoPE tables of config `c` (one per distinct theta / scaling: Gemma3's local and global),
+    over the rotary width (the leading `rotary_dim` of a partial rotary). A config recorded before the
+    architecture description takes its scaling from the folder (`folder_scaling`), as it did."""
+    tables: dict = {}
+    rd, arch = c.rotary_dim, c.arch
+    for layer in arch.layers:
+        if layer.rope not in tables:
+            scaling = layer.rope.scaling_dict() if c.description is not None else folder_scaling
+            tables[layer.rope] = RopeTables(
+                rope_inv_freq(rd, layer.rope.theta, scaling), c.n_heads, c.n_kv_heads, resident=resident,
+                seq_first=seq_first, scale=float((scaling or {}).get("attention_factor", 1.0)),
+                max_positions=arch.rope_max_positions)
+    return [tables[layer.rope] for layer in arch.layers]
+
+
+def rotate_partial(rope, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray, rotary_dim: int) -> np.ndarray:
+    """Half-split RoPE (`rope(rows, cos, sin)`: the kernel, or `rotate_host`) over the rotary width: the whole
+    head, or (a partial rotary) the leading rotary_dim columns rotated and the tail passed through
+    (phi4_mini_q4nx/README.md "Partial rotary", mlir-air e972f29)."""
+    if rotary_dim == rows.shape[-1]:
+        return rope(rows, cos, sin)
+    return np.concatenate([rope(np.ascontiguousarray(rows[:, :rotary_dim]), cos, sin), rows[:, rotary_dim:]], axis=1)

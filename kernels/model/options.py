@@ -28,6 +28,10 @@ FAULT_HELP = {
     "lm_head_partition_offset": "decode's first LM-head partition streams its rows one row late",
     "kv_head_group_mismap": "query head h attends with K/V head h % Hkv instead of h // (H / Hkv)",
     "q4nx_group_scale_shift": "a 4-bit deployment's host dequantisation uses group g+1's scale for group g",
+    "rotary_full_width": "a partial rotary's RoPE rotates every head dim instead of the leading rotary_dim",
+    "qkv_split_order": "the fused qkv_proj is split as [q | v | k] instead of the [q | k | v] rows it holds",
+    "window_ignored": "a sliding-window layer attends to every earlier position (the window mask left out)",
+    "norm_fold_missing": "norm weights stored as w are applied as w, not 1+w (the fold left out at load)",
 }
 FAULTS = frozenset(FAULT_HELP)
 

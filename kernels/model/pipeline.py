@@ -41,24 +41,26 @@ with the executor's own per-kernel timer.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from kernels.numerics.bf16 import to_bf16
 from kernels.numerics.executors.base import Executor, Fp32Executor, KernelTimer, MixedExecutor
 from kernels.model.config import ModelConfig, is_lean
+from kernels.model.description import GELU_TANH_GLU
 from kernels.model.host_ops import (
     KVCache,
-    RopeTables,
     host_decode_attention,
     host_rmsnorm,
-    host_silu_mul,
-    rope_inv_freq,
+    embed_rows,
+    host_glu,
+    layer_rope_tables,
     rotate_host,
+    rotate_partial,
 )
 from kernels.model.options import PipelineOptions
+from kernels.model.stages import StageBookkeeping
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
 from kernels.model.weights import ModelWeights
 
@@ -67,7 +69,7 @@ BLOCK_KERNEL_ORDER = ("rmsnorm", "gemm", "rope", "flash_attention", "eltwise_add
 LM_HEAD_PARTITION = 16384  # GEMV rows per LM-head call (buffer-descriptor repeat limit)
 
 
-class NpuPipeline:
+class NpuPipeline(StageBookkeeping):
     """A decoder-only model run from leaf kernels on `executor`; implements the Runner protocol."""
 
     injects_faults = False  # only kernels.model.faults.FaultyPipeline runs the test faults options may name
@@ -86,8 +88,8 @@ class NpuPipeline:
         self.stage_timer = KernelTimer()
         self.stage_kernels: dict[str, str] = {}
         c = self.config
-        self._rope = RopeTables(rope_inv_freq(c.head_dim, c.rope_theta, weights.rope_scaling), c.n_heads,
-                                c.n_kv_heads, resident=self.options.weight_residency, seq_first=self.options.seq_first)
+        self._ropes = layer_rope_tables(c, weights.rope_scaling, resident=self.options.weight_residency,
+                                        seq_first=self.options.seq_first)
         self._fused = self.options.fusion
         self._lean = is_lean(self.config)  # mlir-air's 2-ELF decode; otherwise 5 ELFs with host glue
         self._cache: KVCache | None = None
@@ -125,28 +127,6 @@ class NpuPipeline:
     def describe(self) -> dict[str, Any]:
         return {**self.k.describe(), "pipeline": self.options.to_dict()}
 
-    # --- bookkeeping --------------------------------------------------------------------------------
-
-    @contextmanager
-    def _stage(self, name: str, kernel: str) -> Iterator[None]:
-        key = f"{self._phase}:{name}"
-        self.stage_kernels[key] = kernel
-        with self.stage_timer.time(key):
-            yield
-
-    def profile(self) -> dict[str, Any]:
-        """Per-stage time (with the kernel each stage uses) and the executor's per-kernel totals."""
-        stages = {key: {"kernel": self.stage_kernels[key], "seconds": s, "calls": self.stage_timer.calls[key]}
-                  for key, s in self.stage_timer.seconds.items()}
-        timer = getattr(self.k, "timer", None)
-        kernels = {n: {"seconds": s, "calls": timer.calls.get(n, 0)} for n, s in timer.seconds.items()} \
-            if timer is not None else {}
-        return {"stages": stages, "kernels": kernels}
-
-    def reset_timers(self) -> None:
-        self.stage_timer.reset()
-        self.stage_kernels.clear()
-
     def _key(self, name: str) -> str | None:
         return f"{self.weights.key}/{name}" if self.options.weight_residency else None
 
@@ -161,13 +141,14 @@ class NpuPipeline:
         S = int(tokens.shape[0])
         c = self.config
         self._phase = "prefill"
-        self._rope.new_prefill()
+        for tables in set(self._ropes):
+            tables.new_prefill()
         if self._cache is None or not self.options.weight_residency or self._cache.seq_first != self.options.seq_first:
             self._cache = KVCache(c.n_layers, c.n_kv_heads, c.head_dim, S + 64, self.options.seq_first)
         else:
             self._cache.reserve(S + 64)
         with self._stage("embedding", "host"):
-            x = self.weights.embed[tokens]  # (S, E)
+            x = embed_rows(self.weights.embed, tokens, self.config.arch.embed_scale)  # (S, E)
         intermediates = []
         for layer in range(c.n_layers):
             x = self._prefill_layer(layer, x, S)
@@ -184,7 +165,7 @@ class NpuPipeline:
         c = self.config
         self._phase = "decode"
         with self._stage("embedding", "host"):
-            x = self.weights.embed[int(input_token)][None, :]  # (1, E)
+            x = embed_rows(self.weights.embed, [int(input_token)], self.config.arch.embed_scale)  # (1, E)
         for layer in range(c.n_layers):
             x = self._decode_layer(layer, x, int(current_pos))
         with self._stage("final_norm", "host"):
@@ -268,22 +249,26 @@ class NpuPipeline:
             with self._stage("qk_norm", "rmsnorm"):
                 q_rows = k.rmsnorm(q_rows, lw.q_norm, c.rms_norm_eps)
                 k_rows = k.rmsnorm(k_rows, lw.k_norm, c.rms_norm_eps)
-        cos_q, sin_q = self._rope.rows(start, S, H)
-        cos_k, sin_k = self._rope.rows(start, S, Hkv)
+        rope = self._ropes[layer]
+        cos_q, sin_q = rope.rows(start, S, H)
+        cos_k, sin_k = rope.rows(start, S, Hkv)
         if self._fused:
             with self._stage("rope", "rope"):
-                both = k.rope(np.concatenate([q_rows, k_rows]), *self._rope.stacked(start, S))
+                both = self._rotate(k.rope, np.concatenate([q_rows, k_rows]), *rope.stacked(start, S))
             q_rows, k_rows = both[: S * H], both[S * H :]
         else:
             with self._stage("rope", "rope"):
-                q_rows = k.rope(q_rows, cos_q, sin_q)
-                k_rows = k.rope(k_rows, cos_k, sin_k)
+                q_rows = self._rotate(k.rope, q_rows, cos_q, sin_q)
+                k_rows = self._rotate(k.rope, k_rows, cos_k, sin_k)
         if lw.bq is not None:
             with self._stage("qkv_bias", "host"):
                 # RoPE is linear: RoPE(q + b) = RoPE(q) + RoPE(b); b is rotated on the host in float32
-                q_rows = self._buffer(q_rows + rotate_host(self._bias_rows(lw.bq, H, S), cos_q, sin_q))
-                k_rows = self._buffer(k_rows + rotate_host(self._bias_rows(lw.bk, Hkv, S), cos_k, sin_k))
+                q_rows = self._buffer(q_rows + self._rotate(rotate_host, self._bias_rows(lw.bq, H, S), cos_q, sin_q))
+                k_rows = self._buffer(k_rows + self._rotate(rotate_host, self._bias_rows(lw.bk, Hkv, S), cos_k, sin_k))
         return q_rows, k_rows
+
+    def _rotate(self, rope, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        return rotate_partial(rope, rows, cos, sin, self.config.rotary_dim)
 
     def _bias_rows(self, b: np.ndarray, heads: int, S: int) -> np.ndarray:
         """The per-head bias (heads·D,) repeated to one row per (head, position) in this layout."""
@@ -312,11 +297,22 @@ class NpuPipeline:
             else:
                 g = k.gemm(h, lw.w_gate, static_key=self._key(f"L{layer}.w_gate"))
                 u = k.gemm(h, lw.w_up, static_key=self._key(f"L{layer}.w_up"))
-        with self._stage("silu_mul", "host" if glue else "silu_mul"):
-            a = self._buffer(host_silu_mul(g, u)) if glue else k.silu_mul(g, u)
+        gelu = self.config.arch.mlp == GELU_TANH_GLU  # gelu_and_mul: the GELU kernel, then the multiply by up
+        with self._stage("gelu_mul" if gelu else "silu_mul", "host" if glue else "gelu" if gelu else "silu_mul"):
+            a = (self._buffer(host_glu(g, u, gelu)) if glue else self._buffer(k.gelu(g) * u) if gelu
+                 else k.silu_mul(g, u))
         with self._stage("down", mm):
-            d = self._down(layer, a, decode)
+            d = self._post_norm("post_ffn_norm", layer, self._down(layer, a, decode), glue)
         return self._residual("ffn_residual", x, d, decode)
+
+    def _post_norm(self, which: str, layer: int, y: np.ndarray, glue: bool) -> np.ndarray:
+        """Gemma3's sandwich: the sublayer output normed before the residual add (a no-op for the pre-norm form)."""
+        w = getattr(self.weights.layers[layer], which)
+        if w is None:
+            return y
+        with self._stage(which, "host" if glue else "rmsnorm"):
+            eps = self.config.rms_norm_eps
+            return self._buffer(host_rmsnorm(y, w, eps)) if glue else self.k.rmsnorm(y, w, eps)
 
     def _down(self, layer: int, a: np.ndarray, decode: bool) -> np.ndarray:
         """The down projection of the SwiGLU output `a` (a GEMV per decode step)."""
@@ -336,7 +332,13 @@ class NpuPipeline:
     def _attention_out(self, layer: int, x: np.ndarray, attn: np.ndarray) -> np.ndarray:
         """(H, S, D) attention output -> O projection -> residual add."""
         decode = self._phase == "decode"
-        return self._residual("attn_residual", x, self._o_proj(layer, attn, decode), decode)
+        o = self._post_norm("post_attn_norm", layer, self._o_proj(layer, attn, decode), decode and not self._lean)
+        return self._residual("attn_residual", x, o, decode)
+
+    def _window(self, layer: int) -> dict:
+        """A sliding-window layer's window, as the attention calls take it (nothing for full causal attention)."""
+        window = self.config.arch.layers[layer].window
+        return {"window": window} if window else {}
 
     def _residual(self, stage: str, x: np.ndarray, y: np.ndarray, decode: bool) -> np.ndarray:
         """x + y. Prefill: the eltwise_add kernel (mlir-air's o_ffn ELF launches the direct-codegen bf16 add,
@@ -372,7 +374,7 @@ class NpuPipeline:
                 v_att = np.ascontiguousarray(v.reshape(S, Hkv, c.head_dim).transpose(1, 0, 2))
             self._cache.write(layer, 0, k_att, v_att)
         with self._stage("attention", "flash_attention"):
-            attn = self._attention(q_att, k_att, v_att, causal=True)  # (H, S, D)
+            attn = self._attention(q_att, k_att, v_att, causal=True, **self._window(layer))  # (H, S, D)
         x = self._attention_out(layer, x, attn)
         return self._mlp(layer, x)
 
@@ -390,6 +392,7 @@ class NpuPipeline:
             self._cache.write(layer, slot, k_rows.reshape(Hkv, 1, D), v.reshape(Hkv, 1, D))
         k_all, v_all = self._cache.read(layer, pos + 1)  # (Hkv, pos+1, D)
         with self._stage("attention", "host"):
-            attn = self._buffer(host_decode_attention(q_rows.reshape(H, D), k_all, v_all, self._kv_head_of()))[:, None, :]
+            attn = self._buffer(host_decode_attention(q_rows.reshape(H, D), k_all, v_all, self._kv_head_of(),
+                                                      **self._window(layer)))[:, None, :]
         x = self._attention_out(layer, x, attn)
         return self._mlp(layer, x)

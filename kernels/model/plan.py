@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kernels.model.config import ModelConfig, lm_head_partition
+from kernels.model.description import GELU_TANH_GLU, SANDWICH
 from kernels.model.plan_q4nx import q4nx_device_rows
 from kernels.numerics.catalog import get_spec
 from kernels.numerics.tiles import TilePlan, TileRuleViolation, plan_tile
@@ -153,32 +154,44 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
         _Row("gemv", {"M": F, "K": E}, "decode", ["Gate/Up"], "proj"),
         _Row("gemv", {"M": E, "K": F}, "decode", ["Down"], "proj"),
     ]
-    rows.append(_lm_head(V, E))
-    rows.append(_Row("rmsnorm", {"M": seq, "N": E}, "prefill", ["attn/ffn/final"], "norm"))
+    rows.append(_lm_head(V, E, c.arch.lm_head_partition))
+    sandwich = c.arch.norms == SANDWICH  # Gemma3: the O and down outputs normed too, before the residual adds
+    rows.append(_Row("rmsnorm", {"M": seq, "N": E}, "prefill",
+                     ["attn/post-attn/pre-ffn/post-ffn/final" if sandwich else "attn/ffn/final"], "norm"))
     if c.qk_norm:
         rows.append(_Row("rmsnorm", {"M": seq, "N": D}, "prefill", ["q/k"], f"norm (per head, {H}+{Hkv} calls)"))
+    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}  # a partial rotary's width
     rows += [
-        _Row("rope", {"rows": H * seq, "head_dim": D}, "prefill", ["Q"], "rope"),
-        _Row("rope", {"rows": Hkv * seq, "head_dim": D}, "prefill", ["K"], "rope"),
-        _Row("rope", {"rows": H, "head_dim": D}, "decode", ["Q"], "rope"),
-        _Row("rope", {"rows": Hkv, "head_dim": D}, "decode", ["K"], "rope"),
-        _Row(
-            "flash_attention",
-            {"lq": seq, "lk": seq, "dk": D, "dv": D, "heads_q": H, "heads_kv": Hkv, "causal": True},
-            "prefill",
-            ["attention"],
-            "",
-        ),
+        _Row("rope", {"rows": H * seq, "head_dim": D, **rd}, "prefill", ["Q"], "rope"),
+        _Row("rope", {"rows": Hkv * seq, "head_dim": D, **rd}, "prefill", ["K"], "rope"),
+        _Row("rope", {"rows": H, "head_dim": D, **rd}, "decode", ["Q"], "rope"),
+        _Row("rope", {"rows": Hkv, "head_dim": D, **rd}, "decode", ["K"], "rope"),
+        *_attention_rows(c, seq),
         _Row("eltwise_add", {"N": seq * E}, "prefill", ["attn/ffn residual"], "add"),
-        _Row("silu_mul", {"N": seq * F}, "prefill", ["SwiGLU"], ""),
+        (_Row("gelu", {"N": seq * F}, "prefill", ["GELU-tanh GLU (gelu, then x up)"], "")
+         if c.arch.mlp == GELU_TANH_GLU else _Row("silu_mul", {"N": seq * F}, "prefill", ["SwiGLU"], "")),
     ]
     return rows
 
 
-def _lm_head(V: int, E: int) -> _Row:
+def _attention_rows(c: ModelConfig, seq: int) -> list[_Row]:
+    """One flash-attention row per distinct mixer: full causal, and each sliding window (Gemma3's local layers,
+    the same kernel with the window mask; the row names the window and how many layers run it)."""
+    D, H, Hkv = c.head_dim, c.n_heads, c.n_kv_heads
+    out = []
+    for window in sorted({x.window or 0 for x in c.arch.layers}):
+        n = sum(1 for x in c.arch.layers if (x.window or 0) == window)
+        shape = {"lq": seq, "lk": seq, "dk": D, "dv": D, "heads_q": H, "heads_kv": Hkv, "causal": True}
+        name = "attention" if not c.arch.windowed() else \
+            (f"attention (sliding window {window}, {n} layers)" if window else f"attention (global, {n} layers)")
+        out.append(_Row("flash_attention", {**shape, "window": window} if window else shape, "prefill", [name], ""))
+    return out
+
+
+def _lm_head(V: int, E: int, fixed: int | None = None) -> _Row:
     """The LM-head partition row: 16384 x E, the vocabulary padded to whole partitions; below one partition,
     V padded up to the smallest M whose GEMV tile is legal."""
-    P = lm_head_partition(V)
+    P = lm_head_partition(V, fixed)
     if V >= P:
         row = _Row("gemv", {"M": P, "K": E}, "decode", ["LM head partition"], "")
         parts = -(-V // P)

@@ -36,7 +36,7 @@ from kernels.model.q4nx import (
     write_container,
 )
 from kernels.model.q4nx_device import DECODE_FILE, decode_tensors, decode_weights
-from kernels.model.weights import ModelWeights, expected_tensors, load_weights, weights_from
+from kernels.model.weights import ModelWeights, fuse, read_checkpoint, split_fused, unfused_tensors, weights_from
 
 BUNDLE_FILE = "model.q4nx"
 REFERENCE_FILE = "model.safetensors"
@@ -45,28 +45,14 @@ _WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json
 
 
 def is_projection(name: str) -> bool:
-    return name.startswith("model.layers.") and any(name.endswith(f"{p}.weight") for p in PROJECTIONS)
+    return ".layers." in name and any(name.endswith(f"{p}.weight") for p in PROJECTIONS)
 
 
 def hf_tensors(folder: str | Path, config: ModelConfig) -> dict[str, np.ndarray]:
-    """Every tensor the config requires, HF names and (out, in) shapes, as float32 arrays of bf16 values."""
-    w = load_weights(folder, config)
-    out: dict[str, np.ndarray] = {"model.embed_tokens.weight": w.embed, "model.norm.weight": w.final_norm}
-    if not config.tie_word_embeddings:
-        out["lm_head.weight"] = w.lm_head
-    fields = {"input_layernorm.weight": ("attn_norm", False), "post_attention_layernorm.weight": ("ffn_norm", False),
-              "self_attn.q_proj.weight": ("wq", True), "self_attn.k_proj.weight": ("wk", True),
-              "self_attn.v_proj.weight": ("wv", True), "self_attn.o_proj.weight": ("wo", True),
-              "mlp.gate_proj.weight": ("w_gate", True), "mlp.up_proj.weight": ("w_up", True),
-              "mlp.down_proj.weight": ("w_down", True), "self_attn.q_proj.bias": ("bq", False),
-              "self_attn.k_proj.bias": ("bk", False), "self_attn.v_proj.bias": ("bv", False),
-              "self_attn.q_norm.weight": ("q_norm", False), "self_attn.k_norm.weight": ("k_norm", False)}
-    for i, layer in enumerate(w.layers):
-        for suffix, (attr, transposed) in fields.items():
-            a = getattr(layer, attr)
-            if a is not None:
-                out[f"model.layers.{i}.{suffix}"] = np.ascontiguousarray(a.T) if transposed else a
-    return out
+    """Every tensor the config requires, (out, in) shapes, as float32 arrays of bf16 values, under the names a
+    bundle stores: the checkpoint's, fused tensors split into their parts (kernels.model.weights.unfused_tensors),
+    norm weights as stored (a `1+w` family's w: the loader folds them)."""
+    return split_fused(read_checkpoint(folder, config), config)
 
 
 def write_bundle(folder: str | Path, out: str | Path, config: ModelConfig, layout: str = "llama") -> dict[str, Any]:
@@ -96,11 +82,12 @@ def write_bundle(folder: str | Path, out: str | Path, config: ModelConfig, layou
 
 
 def dequantised_tensors(bundle: Bundle, config: ModelConfig, dequant=dequantise) -> dict[str, np.ndarray]:
-    """The dequantised model: every tensor the config requires, HF names, float32 arrays of bf16 values.
-    `dequant(codes, scales, mins, layout)` is the codec's unless a test fault wraps it."""
+    """The dequantised model: every tensor the config requires, HF names as the family's checkpoints store them
+    (fused parts concatenated again), float32 arrays of bf16 values. `dequant(codes, scales, mins, layout)` is the
+    codec's unless a test fault wraps it."""
     layout = bundle.layout()
     out = {}
-    for name, shape in expected_tensors(config).items():
+    for name, shape in unfused_tensors(config).items():
         if is_projection(name):
             out[name] = dequant(*bundle.projection(name, *shape), layout)
             continue
@@ -108,7 +95,7 @@ def dequantised_tensors(bundle: Bundle, config: ModelConfig, dequant=dequantise)
         if tuple(a.shape) != tuple(shape):
             raise Q4nxError(f"{bundle.path.name}: {name} has shape {list(a.shape)}, the config needs {list(shape)}")
         out[name] = a
-    return out
+    return fuse(out, config)
 
 
 def bundle_problem(path: str | Path, config: ModelConfig) -> str | None:
@@ -137,7 +124,7 @@ def reference_sha256(bundle_path: str | Path, config: ModelConfig) -> str:
 
 def decode_reference_sha256(bundle_path: str | Path, config: ModelConfig) -> str:
     """sha256 of the decode.requant a device-style reference folder holds, re-derived from the bundle."""
-    return container_sha256(reference_bytes(decode_tensors(decode_weights(bundle_path, config))))
+    return container_sha256(reference_bytes(decode_tensors(decode_weights(bundle_path, config), config)))
 
 
 def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str | Path,
@@ -156,7 +143,7 @@ def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str |
     write_container(out / REFERENCE_FILE, tensors, {"format": "pt", "dequantised_from": BUNDLE_FILE})
     decode_sha = ""
     if style == "device":
-        dec = reference_bytes(decode_tensors(decode_weights(out / BUNDLE_FILE, config)))
+        dec = reference_bytes(decode_tensors(decode_weights(out / BUNDLE_FILE, config), config))
         write_container(out / DECODE_FILE, dec, {"format": "pt", "requantised_from": BUNDLE_FILE})
         decode_sha = container_sha256(dec)
     pads = bundle.metadata.get("padding", "")
@@ -169,7 +156,7 @@ def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str |
 def padding_of(config: ModelConfig) -> list[str]:
     """The projections' padding, from the config (what the reader crops): 'RxC->R'xC'' per distinct shape."""
     out = set()
-    for name, shape in expected_tensors(config).items():
+    for name, shape in unfused_tensors(config).items():
         if is_projection(name) and padded_shape(*shape) != tuple(shape):
             out.add(f"{shape[0]}x{shape[1]}->{padded_shape(*shape)[0]}x{padded_shape(*shape)[1]}")
     return sorted(out)

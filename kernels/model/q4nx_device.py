@@ -28,7 +28,7 @@ import numpy as np
 
 from kernels.model.config import ModelConfig
 from kernels.model.q4nx import GROUP, dequantise_fp32, read_bundle, to_bf16
-from kernels.model.weights import expected_tensors
+from kernels.model.weights import fuse, unfused_tensors
 
 # a safetensors container, named so that neither transformers nor the weights check (`*.safetensors`) reads it as
 # part of the dequantised model; kernels.model.digest hashes it with the weight files
@@ -85,24 +85,25 @@ class DecodeWeights:
 def decode_weights(bundle_path: str | Path, config: ModelConfig) -> DecodeWeights:
     """The bundle re-quantised as the on-device decode streams it (module docstring)."""
     bundle = read_bundle(bundle_path)
-    layout, shapes = bundle.layout(), expected_tensors(config)
+    layout, shapes, prefix = bundle.layout(), unfused_tensors(config), config.arch.prefix
     layers = []
     for i in range(config.n_layers):
         layer = {}
         for name, proj in PROJECTION_OF.items():
-            hf = f"model.layers.{i}.{proj}.weight"
+            hf = f"{prefix}layers.{i}.{proj}.weight"
             layer[name] = requantise(dequantise_fp32(*bundle.projection(hf, *shapes[hf]), layout))
         layers.append(layer)
-    head = "model.embed_tokens.weight" if config.tie_word_embeddings else "lm_head.weight"
+    head = f"{prefix}embed_tokens.weight" if config.tie_word_embeddings else "lm_head.weight"
     return DecodeWeights(layers, requantise(bundle.bf16(head)))
 
 
-def decode_tensors(weights: DecodeWeights) -> dict[str, np.ndarray]:
-    """The decode's weights as HF-named (out, in) bf16 tensors (float32 arrays of bf16 values)."""
-    out = {}
+def decode_tensors(weights: DecodeWeights, config: ModelConfig | None = None) -> dict[str, np.ndarray]:
+    """The decode's weights as HF-named (out, in) bf16 tensors (float32 arrays of bf16 values); with `config`, under
+    the names the family's checkpoints use (its prefix, fused tensors concatenated)."""
+    out, prefix = {}, config.arch.prefix if config is not None else "model."
     for i, layer in enumerate(weights.layers):
         for name, proj in PROJECTION_OF.items():
-            out[f"model.layers.{i}.{proj}.weight"] = to_bf16(requantised_fp32(layer[name]))
+            out[f"{prefix}layers.{i}.{proj}.weight"] = to_bf16(requantised_fp32(layer[name]))
     out["lm_head.weight"] = to_bf16(requantised_fp32(weights.lm_head))
-    return out
+    return fuse(out, config) if config is not None else out
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from kernels.model.architecture import load_raw_config, rope_scaling
 from kernels.model.config import ModelConfig
+from kernels.model.description import LLAMA_TENSORS
 
 
 class WeightsError(ValueError):
@@ -63,8 +64,10 @@ class LayerWeights:
     bq: np.ndarray | None = None  # (H*D,) Qwen2
     bk: np.ndarray | None = None  # (Hkv*D,)
     bv: np.ndarray | None = None  # (Hkv*D,)
-    q_norm: np.ndarray | None = None  # (D,) Qwen3
+    q_norm: np.ndarray | None = None  # (D,) Qwen3, Gemma3
     k_norm: np.ndarray | None = None  # (D,)
+    post_attn_norm: np.ndarray | None = None  # (E,) Gemma3's sandwich: on the O output, before the residual add
+    post_ffn_norm: np.ndarray | None = None  # (E,) on the down output
 
 
 @dataclass
@@ -86,43 +89,57 @@ class ModelWeights:
         return self.derived[key]
 
 
-# (LayerWeights field, HF name suffix, shape as a function of the config, transpose at load)
-_LAYER_TENSORS = (
-    ("attn_norm", "input_layernorm.weight", lambda c: (c.emb_dim,), False),
-    ("wq", "self_attn.q_proj.weight", lambda c: (c.n_heads * c.head_dim, c.emb_dim), True),
-    ("wk", "self_attn.k_proj.weight", lambda c: (c.n_kv_heads * c.head_dim, c.emb_dim), True),
-    ("wv", "self_attn.v_proj.weight", lambda c: (c.n_kv_heads * c.head_dim, c.emb_dim), True),
-    ("bq", "self_attn.q_proj.bias", lambda c: (c.n_heads * c.head_dim,), False),
-    ("bk", "self_attn.k_proj.bias", lambda c: (c.n_kv_heads * c.head_dim,), False),
-    ("bv", "self_attn.v_proj.bias", lambda c: (c.n_kv_heads * c.head_dim,), False),
-    ("q_norm", "self_attn.q_norm.weight", lambda c: (c.head_dim,), False),
-    ("k_norm", "self_attn.k_norm.weight", lambda c: (c.head_dim,), False),
-    ("wo", "self_attn.o_proj.weight", lambda c: (c.emb_dim, c.n_heads * c.head_dim), True),
-    ("ffn_norm", "post_attention_layernorm.weight", lambda c: (c.emb_dim,), False),
-    ("w_gate", "mlp.gate_proj.weight", lambda c: (c.hidden_dim, c.emb_dim), True),
-    ("w_up", "mlp.up_proj.weight", lambda c: (c.hidden_dim, c.emb_dim), True),
-    ("w_down", "mlp.down_proj.weight", lambda c: (c.emb_dim, c.hidden_dim), True),
-)
-_BIAS = {"bq", "bk", "bv"}
-_QK_NORM = {"q_norm", "k_norm"}
+# LayerWeights field -> (HF shape as a function of the config, transposed at load); the HF names are the
+# family's (ModelConfig.arch.tensors, kernels.model.families)
+_SHAPES = {
+    "attn_norm": (lambda c: (c.emb_dim,), False),
+    "wq": (lambda c: (c.n_heads * c.head_dim, c.emb_dim), True),
+    "wk": (lambda c: (c.n_kv_heads * c.head_dim, c.emb_dim), True),
+    "wv": (lambda c: (c.n_kv_heads * c.head_dim, c.emb_dim), True),
+    "bq": (lambda c: (c.n_heads * c.head_dim,), False),
+    "bk": (lambda c: (c.n_kv_heads * c.head_dim,), False),
+    "bv": (lambda c: (c.n_kv_heads * c.head_dim,), False),
+    "q_norm": (lambda c: (c.head_dim,), False),
+    "k_norm": (lambda c: (c.head_dim,), False),
+    "wo": (lambda c: (c.emb_dim, c.n_heads * c.head_dim), True),
+    "ffn_norm": (lambda c: (c.emb_dim,), False),
+    "post_attn_norm": (lambda c: (c.emb_dim,), False),
+    "post_ffn_norm": (lambda c: (c.emb_dim,), False),
+    "w_gate": (lambda c: (c.hidden_dim, c.emb_dim), True),
+    "w_up": (lambda c: (c.hidden_dim, c.emb_dim), True),
+    "w_down": (lambda c: (c.emb_dim, c.hidden_dim), True),
+}
+NORM_FIELDS = ("attn_norm", "ffn_norm", "post_attn_norm", "post_ffn_norm", "q_norm", "k_norm")
 
 
-def _layer_fields(config: ModelConfig):
-    for name, suffix, shape, transpose in _LAYER_TENSORS:
-        if name in _BIAS and not config.qkv_bias:
+def _layer_tensors(config: ModelConfig):
+    """(HF suffix, HF shape, [(field, rows, transpose)]) per tensor of a layer, in block order: one field per
+    tensor, or the fields a fused tensor splits into, row block after row block in the family's order."""
+    arch = config.arch
+    fused = {f: (suffix, parts) for suffix, parts in arch.fused for f in parts}
+    done = set()
+    for name, suffix in arch.layer_tensors():
+        if name in fused:
+            fsuffix, parts = fused[name]
+            if fsuffix in done:
+                continue
+            done.add(fsuffix)
+            shapes = [_SHAPES[p][0](config) for p in parts]
+            rows = sum(sh[0] for sh in shapes)
+            yield fsuffix, (rows, *shapes[0][1:]), [(p, sh[0], _SHAPES[p][1]) for p, sh in zip(parts, shapes)]
             continue
-        if name in _QK_NORM and not config.qk_norm:
-            continue
-        yield name, suffix, shape(config), transpose
+        shape, transpose = _SHAPES[name]
+        yield suffix, shape(config), [(name, shape(config)[0], transpose)]
 
 
 def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor the config requires, name -> HF shape, in block order."""
-    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (config.vocab_size, config.emb_dim)}
+    prefix = config.arch.prefix
+    out: dict[str, tuple[int, ...]] = {f"{prefix}embed_tokens.weight": (config.vocab_size, config.emb_dim)}
     for i in range(config.n_layers):
-        for _, suffix, shape, _ in _layer_fields(config):
-            out[f"model.layers.{i}.{suffix}"] = shape
-    out["model.norm.weight"] = (config.emb_dim,)
+        for suffix, shape, _ in _layer_tensors(config):
+            out[f"{prefix}layers.{i}.{suffix}"] = shape
+    out[f"{prefix}norm.weight"] = (config.emb_dim,)
     if not config.tie_word_embeddings:
         out["lm_head.weight"] = (config.vocab_size, config.emb_dim)
     return out
@@ -178,6 +195,10 @@ def check_weights(folder: str | Path, config: ModelConfig) -> WeightsReport:
                          missing=missing, misshaped=misshaped)
 
 
+def _bf16(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
 def _read_tensor(info: _TensorInfo) -> np.ndarray:
     """float32 array holding the bf16 value of every element."""
     raw = np.memmap(info.file, dtype=np.uint8, mode="r", offset=info.begin, shape=(info.end - info.begin,))
@@ -210,16 +231,101 @@ def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
         arr = read(name)
         return np.ascontiguousarray(arr.T) if transpose else np.array(arr)
 
+    arch, prefix = config.arch, config.arch.prefix
+    fold = np.float32(arch.norm_offset)
+
+    def norm(arr: np.ndarray) -> np.ndarray:
+        """A norm weight as the kernel applies it: `1+w` folded at load where the family stores w (in float32,
+        then bf16, as HF's Gemma3 RMSNorm multiplies by 1 + w in float32)."""
+        return _bf16(arr + fold) if arch.norm_offset else arr
+
     layers = []
     for i in range(config.n_layers):
-        fields = {name: get(f"model.layers.{i}.{suffix}", transpose) for name, suffix, _, transpose in
-                  _layer_fields(config)}
+        fields: dict[str, np.ndarray] = {}
+        for suffix, _, parts in _layer_tensors(config):
+            arr, row = get(f"{prefix}layers.{i}.{suffix}"), 0
+            for name, rows, transpose in parts:
+                block = arr[row : row + rows] if len(parts) > 1 else arr
+                row += rows
+                block = np.ascontiguousarray(block.T) if transpose else np.array(block)
+                fields[name] = norm(block) if name in NORM_FIELDS else block
         layers.append(LayerWeights(**fields))
-    embed = get("model.embed_tokens.weight")
+    embed = get(f"{prefix}embed_tokens.weight")
     lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
     try:
         scaling = rope_scaling(load_raw_config(folder))
     except ValueError:
         scaling = None
-    return ModelWeights(config=config, embed=embed, final_norm=get("model.norm.weight"), lm_head=lm_head,
+    return ModelWeights(config=config, embed=embed, final_norm=norm(get(f"{prefix}norm.weight")), lm_head=lm_head,
                         layers=layers, rope_scaling=scaling)
+
+
+# --- the unfused names a 4-bit bundle stores ------------------------------------------------------------------
+
+_LLAMA_SUFFIX = dict(LLAMA_TENSORS)
+
+
+def unfused_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """`expected_tensors` with every fused tensor replaced by its parts under their Llama names (q_proj / k_proj /
+    v_proj, gate_proj / up_proj), in block order: what a 4-bit bundle of the family stores (mlir-air's Phi-4-mini
+    bundle is written split, phi4_mini_q4nx_weights.py:9-15 at e972f29)."""
+    prefix, fused = config.arch.prefix, dict(config.arch.fused)
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in expected_tensors(config).items():
+        rest = name[len(prefix):].split(".", 2) if name.startswith(f"{prefix}layers.") else None
+        parts = fused.get(rest[2]) if rest else None
+        if not parts:
+            out[name] = shape
+            continue
+        layer = rest[1]
+        for p in parts:
+            out[f"{prefix}layers.{layer}.{_LLAMA_SUFFIX[p]}"] = (_SHAPES[p][0](config)[0], shape[1])
+    return out
+
+
+def split_fused(tensors: dict[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
+    """HF-named tensors (fused as the checkpoint stores them) -> the unfused names of `unfused_tensors`."""
+    out, by_part = {}, _fused_parts(config)
+    for name in unfused_tensors(config):
+        if name in tensors:
+            out[name] = tensors[name]
+            continue
+        fused_name, start, rows = by_part[name]
+        out[name] = tensors[fused_name][start : start + rows]
+    return out
+
+
+def fuse(tensors: dict[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
+    """Unfused tensors (`unfused_tensors` names; any subset) -> HF names as the family's checkpoints store them:
+    each fused tensor whose parts are all present is their rows concatenated in the family's order."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for part, (fused_name, start, _) in _fused_parts(config).items():
+        groups.setdefault(fused_name, []).append((start, part))
+    out = {name: a for name, a in tensors.items() if not any(name == p for g in groups.values() for _, p in g)}
+    for fused_name, parts in groups.items():
+        if all(p in tensors for _, p in parts):
+            out[fused_name] = np.concatenate([tensors[p] for _, p in sorted(parts)], axis=0)
+    return out
+
+
+def _fused_parts(config: ModelConfig) -> dict[str, tuple[str, int, int]]:
+    """unfused name -> (fused HF name, first row, rows)."""
+    prefix, out = config.arch.prefix, {}
+    for i in range(config.n_layers):
+        for suffix, parts in config.arch.fused:
+            start = 0
+            for p in parts:
+                rows = _SHAPES[p][0](config)[0]
+                out[f"{prefix}layers.{i}.{_LLAMA_SUFFIX[p]}"] = (f"{prefix}layers.{i}.{suffix}", start, rows)
+                start += rows
+    return out
+
+
+def read_checkpoint(folder: str | Path, config: ModelConfig) -> dict[str, np.ndarray]:
+    """Every tensor the config requires as the checkpoint stores it (HF names, (out, in), float32 arrays of bf16
+    values; norm weights unfolded)."""
+    report = check_weights(folder, config)
+    if not report.ok:
+        raise WeightsError(f"{folder}: {report.first_problem()}.")
+    tensors = _index(Path(folder))
+    return {name: _read_tensor(tensors[name]) for name in expected_tensors(config)}

@@ -105,6 +105,7 @@ CATALOG: dict[str, KernelSpec] = {
     "rope": KernelSpec(
         name="rope",
         shape_keys=("rows", "head_dim"),
+        optional_keys=("rotary_dim",),
         contracts=_bf16("rope", "bf16 half-split rotation, cos/sin LUT"),
         default_contract="bf16-out",
         make_inputs_fn=refs.rope_inputs,
@@ -121,6 +122,7 @@ CATALOG: dict[str, KernelSpec] = {
     "flash_attention": KernelSpec(
         name="flash_attention",
         shape_keys=("lq", "lk", "dk", "dv", "heads_q", "heads_kv", "causal"),
+        optional_keys=("window",),
         contracts=_bf16("flash_attention", "bf16 Q/K/V, BFP16 MMAs, bf16 online softmax"),
         default_contract="bf16-out",
         make_inputs_fn=refs.flash_attention_inputs,

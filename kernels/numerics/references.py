@@ -105,23 +105,35 @@ def rope_lut(rows: int, head_dim: int, theta: float = ROPE_THETA, positions=None
 def rope_check_shape(s):
     if s["head_dim"] % 2:
         raise ShapeError(f"rope: head_dim={s['head_dim']} must be even (half-split)")
+    rd = s.get("rotary_dim", s["head_dim"])
+    if rd % 2 or rd > s["head_dim"]:
+        raise ShapeError(f"rope: rotary_dim={rd} must be even and at most head_dim={s['head_dim']}")
+
+
+def _rotary(s) -> int:
+    """The leading columns a row rotates: rotary_dim of a partial rotary (the tail passes through), else all."""
+    return s.get("rotary_dim", s["head_dim"])
 
 
 def rope_inputs(s, rng):
-    cos, sin = rope_lut(s["rows"], s["head_dim"])
+    cos, sin = rope_lut(s["rows"], _rotary(s))
     return {"x": bf16_randn(rng, (s["rows"], s["head_dim"])), "cos": cos, "sin": sin}
 
 
 def rope_reference(i, s):
-    x = i["x"]
-    half = x.shape[-1] // 2
+    rd = _rotary(s)
+    x, tail = i["x"][:, :rd], i["x"][:, rd:]
+    half = rd // 2
     x1, x2 = x[:, :half], x[:, half:]
     c, sn = i["cos"], i["sin"]
-    return np.concatenate([x1 * c - x2 * sn, x1 * sn + x2 * c], axis=-1)
+    return np.concatenate([x1 * c - x2 * sn, x1 * sn + x2 * c, tail], axis=-1)
 
 
 def rope_call(ex, i, s, contract, tile):
-    return ex.rope(i["x"], i["cos"], i["sin"])
+    rd = _rotary(s)
+    if rd == s["head_dim"]:
+        return ex.rope(i["x"], i["cos"], i["sin"])
+    return np.concatenate([ex.rope(np.ascontiguousarray(i["x"][:, :rd]), i["cos"], i["sin"]), i["x"][:, rd:]], axis=-1)
 
 
 # --- FlashAttention --------------------------------------------------------------------------------------
@@ -140,8 +152,9 @@ def flash_attention_inputs(s, rng):
     }
 
 
-def attention_reference(q, k, v, causal: bool, q_offset: int = 0) -> np.ndarray:
-    """FP32 SDPA per head (mlir-air attn_npu2.py's reference): masked scores -1e9, softmax in FP32."""
+def attention_reference(q, k, v, causal: bool, q_offset: int = 0, window: int | None = None) -> np.ndarray:
+    """FP32 SDPA per head (mlir-air attn_npu2.py's reference): masked scores -1e9, softmax in FP32; `window`
+    also masks keys at or before q - window (a sliding window)."""
     hq, lq, dk = q.shape
     hkv = k.shape[0]
     group = hq // hkv
@@ -152,6 +165,9 @@ def attention_reference(q, k, v, causal: bool, q_offset: int = 0) -> np.ndarray:
         if causal:
             future = np.arange(k.shape[1])[None, :] > (q_offset + np.arange(lq))[:, None]
             scores = np.where(future, np.float32(-1e9), scores)
+        if window:
+            old = np.arange(k.shape[1])[None, :] <= (q_offset + np.arange(lq))[:, None] - window
+            scores = np.where(old, np.float32(-1e9), scores)
         scores -= scores.max(axis=-1, keepdims=True)
         p = np.exp(scores)
         p /= p.sum(axis=-1, keepdims=True)
@@ -160,10 +176,12 @@ def attention_reference(q, k, v, causal: bool, q_offset: int = 0) -> np.ndarray:
 
 
 def flash_attention_reference(i, s):
-    return attention_reference(i["q"], i["k"], i["v"], s["causal"])
+    return attention_reference(i["q"], i["k"], i["v"], s["causal"], window=s.get("window"))
 
 
 def flash_attention_call(ex, i, s, contract, tile):
+    if s.get("window"):  # a sliding window (Gemma3's local layers): the same kernel with the window mask
+        return ex.flash_attention(i["q"], i["k"], i["v"], causal=s["causal"], window=s["window"])
     return ex.flash_attention(i["q"], i["k"], i["v"], causal=s["causal"])
 
 

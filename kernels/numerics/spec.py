@@ -77,6 +77,7 @@ class KernelSpec:
     small_shape: dict[str, Any]
     target_tiles: dict[str, int]  # per target
     bool_keys: tuple[str, ...] = ()
+    optional_keys: tuple[str, ...] = ()  # keys a shape may add (rope's rotary_dim of a partial rotary)
     fidelity_band: float = 0.25  # the issue's "within +-x of the NPU2 figure" band
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -86,7 +87,7 @@ class KernelSpec:
         """The shape with exactly this kernel's keys, sizes as positive ints (bools for flags)."""
         if not isinstance(shape, dict):
             raise ShapeError(f"{self.name}: shape must be a dict of {', '.join(self.shape_keys)}")
-        unknown = set(shape) - set(self.shape_keys)
+        unknown = set(shape) - set(self.shape_keys) - set(self.optional_keys)
         missing = [k for k in self.shape_keys if k not in shape]
         if unknown or missing:
             parts = []
@@ -96,7 +97,7 @@ class KernelSpec:
                 parts.append(f"unknown {', '.join(sorted(unknown))}")
             raise ShapeError(f"{self.name}: shape needs {', '.join(self.shape_keys)} ({'; '.join(parts)})")
         out: dict[str, Any] = {}
-        for k in self.shape_keys:
+        for k in (*self.shape_keys, *(k for k in self.optional_keys if k in shape)):
             v = shape[k]
             if k in self.bool_keys:
                 out[k] = _as_bool(self.name, k, v)

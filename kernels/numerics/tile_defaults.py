@@ -171,6 +171,9 @@ def _fa_default(s: dict, target: str) -> dict:
     if hpu == 1 and cols < 8:
         q_tiles = cols
     tile_q = 64
+    if s["dk"] == 256:  # Gemma3's head-first tiling: lkp 32, one head per unroll, 8 q tiles (fa_headfirst.py:49-55)
+        lkp = tile_q = 32
+        hpu, q_tiles = 1, cols
     while q_tiles > 1 and s["lq"] % (tile_q * q_tiles):
         q_tiles //= 2
     stages = rows

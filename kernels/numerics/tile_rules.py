@@ -19,7 +19,9 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
   gelu   herd_x*herd_y <= 16 (2 DMAs per tile: 8x2 places, 8x4 does not), N % (tile_n*herd_x*herd_y) == 0.
   flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
          chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise
-         forbid causal attention at head_dim 128), causal -> tile_q == lkp == 64, heads per unroll <= 2,
+         forbid causal attention at head_dim 128; at head_dim 256 lkp 32, the head-first tiling mlir-air runs
+         for Gemma3, llms/shared/infra/fa_headfirst.py:36-55 at e972f29: lkp 64 overflows L1), causal ->
+         tile_q == lkp == 64 (32 at head_dim 256), a window causal and a multiple of lkp, heads per unroll <= 2,
          heads_q % heads_per_unroll == 0, columns heads_per_unroll*num_q_tiles <= 8, stages <= rows,
          lqp % num_q_tiles == 0, lq % lqp == 0, lk % (lkp*stages) == 0.
 
@@ -202,16 +204,25 @@ def _elt_rules(kernel: str, target: str) -> list[Rule]:
 # --- flash attention -------------------------------------------------------------------------------------
 
 
+def _chunk_lkp(s: dict) -> int:
+    """The dk/dv-chunked lkp: 64, or 32 at head_dim 256 (fa_headfirst.py:49-55 `_FA_TILING`, mlir-air e972f29)."""
+    return 32 if s["dk"] == 256 else 64
+
+
 def _fa_rules(target: str) -> list[Rule]:
     cols, rows = array_columns(target), array_rows(target)
     return [
         ("flash_attention.lkp_equals_head_dim",
-         lambda s, t: t["lkp"] == s["dk"] or (t["lkp"] == 64 and s["dk"] % 64 == 0 and s["dv"] % 64 == 0),
+         lambda s, t: t["lkp"] == s["dk"] or (t["lkp"] == _chunk_lkp(s) and s["dk"] % 64 == 0 and s["dv"] % 64 == 0),
          lambda s, t: f"lkp={t['lkp']} must equal head_dim dk={s['dk']} (or be 64 with dk, dv multiples of 64: "
          "the dk/dv-chunked layout mlir-air runs at head_dim 128)"),
         ("flash_attention.causal_tile_q_eq_lkp_eq_64",
-         lambda s, t: not s["causal"] or (t["tile_q"] == t["lkp"] == 64),
-         lambda s, t: f"causal masking needs tile_q == lkp == 64 (tile_q={t['tile_q']}, lkp={t['lkp']})"),
+         lambda s, t: not s["causal"] or (t["tile_q"] == t["lkp"] == _chunk_lkp(s)),
+         lambda s, t: f"causal masking needs tile_q == lkp == {_chunk_lkp(s)} (tile_q={t['tile_q']}, lkp={t['lkp']})"),
+        ("flash_attention.window_multiple_of_lkp",
+         lambda s, t: not s.get("window") or (s["causal"] and s["window"] % t["lkp"] == 0),
+         lambda s, t: f"window={s.get('window')} must be causal and a multiple of lkp={t['lkp']} (attn_npu2.py:139-143 "
+         "asserts both; apply_window_mask counts it in blocks, attn_npu2.cc:730-733)"),
         ("flash_attention.heads_per_unroll_le_2", lambda s, t: 1 <= t["num_heads_per_unroll"] <= 2,
          lambda s, t: f"num_heads_per_unroll={t['num_heads_per_unroll']} > 2 runs out of shim DMA channels"),
         ("flash_attention.heads_divisible_by_unroll", lambda s, t: s["heads_q"] % t["num_heads_per_unroll"] == 0,

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from kernels.model.config import is_lean, lm_head_partition
+from kernels.model.description import GELU_TANH_GLU, SANDWICH
 
 FFN_MERGE_ALIGN = 1024  # hidden_dim alignment the merged prefill O+FFN ELF needs
 O_FFN_HEAD_MAX_HIDDEN = 4864  # O + Gate/Up + SwiGLU in one ELF up to here (qwen25_0_5b)
@@ -156,10 +157,11 @@ def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], se
         attn_in += [Launch("rmsnorm", {"M": H * S, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
                     Launch("rmsnorm", {"M": Hkv * S, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
         q, k = "q_n", "k_n"
-    attn_in += [Launch("rope", {"rows": H * S, "head_dim": D}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
-                Launch("rope", {"rows": Hkv * S, "head_dim": D}, "RoPE K", (k, "lut_k"), ("k_roped",))]
+    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}  # a partial rotary (phi4_mini_q4nx `rope_partial`)
+    attn_in += [Launch("rope", {"rows": H * S, "head_dim": D, **rd}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
+                Launch("rope", {"rows": Hkv * S, "head_dim": D, **rd}, "RoPE K", (k, "lut_k"), ("k_roped",))]
     fa = [Launch("flash_attention", {"lq": S, "lk": S, "dk": D, "dv": D, "heads_q": H, "heads_kv": Hkv,
-                                     "causal": True}, "attention", ("q_roped", "k_roped", "v"), ("attn_out",))]
+                                     "causal": True}, _attention_role(c), ("q_roped", "k_roped", "v"), ("attn_out",))]
     o = [Launch("gemm", g(S, HD, E), "O proj", ("attn_out", "wo"), ("proj",)),
          Launch("eltwise_add", {"N": S * E}, "attn residual", ("proj", "x"), ("res1",)),
          Launch("rmsnorm", {"M": S, "N": E}, "ffn RMSNorm", ("res1", "w_norm2"), ("normed2",))]
@@ -169,11 +171,44 @@ def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], se
     dn = [Launch("gemm", g(S, F, E), "Down proj", ("swiglu", "w_down"), ("down",)),
           Launch("eltwise_add", {"N": S * E}, "ffn residual", ("down", "res1"), ("out",))]
     names = prefill_elfs(c)
+    if c.arch.norms == SANDWICH:
+        return [attn_in, fa, *_sandwich_tail(c, S, size, static)], size, static
     gate, up, silu = gu
     tail = {"o_ffn": [o + gu + dn], "o_ffn_qwen": [o + gu + dn], "o_ffn_head": [o + gu, dn],
             "gate_up": [o, [gate, up], [silu], dn], "gate": [o, [gate], [up], [silu], dn]}
     key = next(n for n in names[2:] if n in tail)
     return [attn_in, fa, *tail[key]], size, static
+
+
+def _attention_role(c) -> str:
+    """A windowed model's attention launch: the same kernel with the window mask on the local layers, which
+    still streams every out-of-window K block (gemma3_4b_q4nx/README.md:83-86), costed as causal."""
+    windows = [x.window for x in c.arch.layers if x.window]
+    if not windows:
+        return "attention"
+    return f"attention (window {windows[0]} on {len(windows)} of {c.n_layers} layers: flash_attn_local)"
+
+
+def _sandwich_tail(c, S: int, size: dict[str, int], static: set[str]) -> list[list[Launch]]:
+    """Gemma3's prefill after attention (gemma3_4b_q4nx_prefill.py:182-186 `o_norm_res_norm`: O + post-attention
+    norm + residual + pre-FFN norm; :259 `gate` / `up` single-GEMM ELFs; :305-306 `gelu_mul`; :319-322
+    `down_norm_add`: Down + post-FFN norm + residual; mlir-air e972f29)."""
+    E, HD, F = c.emb_dim, c.n_heads * c.head_dim, c.hidden_dim
+    g = lambda M, K, N: {"M": M, "K": K, "N": N}  # noqa: E731
+    size.update({"o_n": S * E, "d_n": S * E, "w_post_attn": E, "w_post_ffn": E})
+    static |= {"w_post_attn", "w_post_ffn"}
+    act = (Launch("gelu", {"N": S * F}, "GELU-tanh GLU (gelu_and_mul)", ("gate", "up"), ("swiglu",))
+           if c.arch.mlp == GELU_TANH_GLU else Launch("silu_mul", {"N": S * F}, "SwiGLU", ("gate", "up"), ("swiglu",)))
+    return [[Launch("gemm", g(S, HD, E), "O proj", ("attn_out", "wo"), ("proj",)),
+             Launch("rmsnorm", {"M": S, "N": E}, "post-attention RMSNorm", ("proj", "w_post_attn"), ("o_n",)),
+             Launch("eltwise_add", {"N": S * E}, "attn residual", ("o_n", "x"), ("res1",)),
+             Launch("rmsnorm", {"M": S, "N": E}, "pre-FFN RMSNorm", ("res1", "w_norm2"), ("normed2",))],
+            [Launch("gemm", g(S, E, F), "Gate proj", ("normed2", "w_gate"), ("gate",))],
+            [Launch("gemm", g(S, E, F), "Up proj", ("normed2", "w_up"), ("up",))],
+            [act],
+            [Launch("gemm", g(S, F, E), "Down proj", ("swiglu", "w_down"), ("down",)),
+             Launch("rmsnorm", {"M": S, "N": E}, "post-FFN RMSNorm", ("down", "w_post_ffn"), ("d_n",)),
+             Launch("eltwise_add", {"N": S * E}, "ffn residual", ("d_n", "res1"), ("out",))]]
 
 
 def _bias_launches(size: dict[str, int], static: set[str], rows: int, HD: int, KD: int) -> list[Launch]:
@@ -193,6 +228,9 @@ def attention_input_elf(c) -> str:
 def prefill_elfs(c) -> list[str]:
     """The per-layer prefill ELF names, in order (see the module docstring's rules)."""
     names = [attention_input_elf(c), "flash_attn"]
+    if c.arch.norms == SANDWICH:  # Gemma3 (`_sandwich_tail`)
+        return names + ["o_norm_res_norm", "gate", "up", "gelu_mul" if c.arch.mlp == GELU_TANH_GLU else "swiglu",
+                        "down_norm_add"]
     F = c.hidden_dim
     if F % FFN_MERGE_ALIGN == 0:
         return names + ["o_ffn_qwen" if c.qk_norm else "o_ffn"]
@@ -231,8 +269,9 @@ def _decode_launches(c, profiled: bool = False) -> tuple[list[list[Launch]], dic
         first += [Launch("rmsnorm", {"M": H, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
                   Launch("rmsnorm", {"M": Hkv, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
         q, k = "q_n", "k_n"
-    first += [Launch("rope", {"rows": H, "head_dim": D}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
-              Launch("rope", {"rows": Hkv, "head_dim": D}, "RoPE K", (k, "lut_k"), ("k_roped",))]
+    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}
+    first += [Launch("rope", {"rows": H, "head_dim": D, **rd}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
+              Launch("rope", {"rows": Hkv, "head_dim": D, **rd}, "RoPE K", (k, "lut_k"), ("k_roped",))]
     o = Launch("gemv", {"M": E, "K": HD}, "O proj", ("attn_out", "wo"), ("proj",), decode_gemv_tile(E, HD))
     gate = Launch("gemv", {"M": F, "K": E}, "Gate proj", ("normed2", "w_gate"), ("gate",), decode_gemv_tile(F, E))
     up = Launch("gemv", {"M": F, "K": E}, "Up proj", ("normed2", "w_up"), ("up",), decode_gemv_tile(F, E))
@@ -291,7 +330,7 @@ def _calls(groups: list[list[Launch]], names: list[str], size: dict[str, int], s
 
 def _lm_head(c) -> Call:
     E, V = c.emb_dim, c.vocab_size
-    P = lm_head_partition(V)
+    P = lm_head_partition(V, c.arch.lm_head_partition)
     parts = math.ceil(V / P)
     launches = [Launch("gemv", {"M": min(P, V - p * P), "K": E}, f"LM head partition {p}", ("x_last", f"w_lm{p}"),
                        (f"logits{p}",), LM_HEAD_TILE) for p in range(parts)]

@@ -31,6 +31,9 @@ EXPECTED = {
     "qwen3-1.7b.json": None,
     "qwen3-4b.json": None,
     "smollm2-1.7b.json": None,
+    # issue #36: Phi-4-mini and Gemma3-4B's text decoder (a Gemma3ForConditionalGeneration folder)
+    "phi-4-mini-instruct.json": None,
+    "gemma-3-4b-it.json": None,
 }
 
 

@@ -216,13 +216,16 @@ def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, boo
             assert a.lqp // a.num_q_tiles == a.lkp, (
                 f"Causal masking requires tile_size_q == lkp, got tile_size_q={a.lqp // a.num_q_tiles}, lkp={a.lkp}")
         assert not a.causal_skip or a.causal, "causal_skip requires causal=True"
+        if a.window is not None:  # attn_npu2.py:139-143
+            assert a.causal, "window requires causal=True"
+            assert a.window % a.lkp == 0, f"window ({a.window}) must be a multiple of the block size lkp ({a.lkp})"
         assert hkv > 0, f"num_kv_heads must be positive, got {hkv}"
         assert a.num_heads % hkv == 0, f"num_heads ({a.num_heads}) must be divisible by num_kv_heads ({hkv})"
         assert a.num_heads % a.num_heads_per_unroll == 0, (
             f"num_heads ({a.num_heads}) must be divisible by num_heads_per_unroll ({a.num_heads_per_unroll})")
         flops = 2.0 * a.num_heads * a.lq * a.lk * (a.dk + a.dv) * (0.5 if a.causal else 1.0)  # :1487-1489
         shape = {"lq": a.lq, "lk": a.lk, "dk": a.dk, "dv": a.dv, "heads_q": a.num_heads, "heads_kv": hkv,
-                 "causal": bool(a.causal)}
+                 "causal": bool(a.causal), **({"window": a.window} if a.window else {})}
         return ("flash_attention", shape, None, {"lqp": a.lqp, "lkp": a.lkp}, flops,
                 a.compile_mode != "compile-and-run")
     if kind == "eltwise_add":  # eltwise_add.py:40-67, :242-244

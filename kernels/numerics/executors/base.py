@@ -120,7 +120,7 @@ class Fp32Executor(Executor):
         x1, x2 = x[..., :half], x[..., half:]
         return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
-    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0):
+    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         q = np.asarray(q, np.float32)
         k = np.asarray(k, np.float32)
         v = np.asarray(v, np.float32)
@@ -134,6 +134,9 @@ class Fp32Executor(Executor):
             qi = np.arange(lq)[:, None] + q_offset
             kj = np.arange(lk)[None, :]
             s = np.where(kj > qi, np.float32(-np.inf), s)
+        if window:  # sliding window: keep q - window < kv (attn_npu2.cc `apply_window_mask`)
+            qi = np.arange(lq)[:, None] + q_offset
+            s = np.where(np.arange(lk)[None, :] <= qi - window, np.float32(-np.inf), s)
         s = s - s.max(axis=-1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)

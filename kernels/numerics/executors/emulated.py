@@ -247,7 +247,7 @@ class EmulatedExecutor(Executor):
 
     # --- attention ---------------------------------------------------------------------------------------
 
-    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0):
+    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         with self.timer.time("flash_attention"):
             return flash_attention(f32(q), f32(k), f32(v), bool(causal), int(q_offset), mma_operand=self._mma_operand,
-                                   bfp16=self.bfp16, threads=self.threads)
+                                   bfp16=self.bfp16, threads=self.threads, window=window)

@@ -19,17 +19,27 @@ FA_CASCADE_STAGES = 4  # num_cascade_stages: the key range splits over the array
 _BF16_LOWEST = np.float32(-3.3895313892515355e38)  # 0xff7f: the kernel's running-max floor
 
 
-def flash_attention(q, k, v, causal: bool, q_offset: int, *, mma_operand, bfp16: bool, threads: int) -> np.ndarray:
+def fa_lkp(dk: int) -> int:
+    """Keys (and dk columns) per chunk: FA_LKP, or 32 at head_dim 256 (the head-first tiling mlir-air runs for
+    Gemma3, llms/shared/infra/fa_headfirst.py:49-55 at e972f29: lkp 64 overflows L1)."""
+    return 32 if dk == 256 else FA_LKP
+
+
+def flash_attention(q, k, v, causal: bool, q_offset: int, *, mma_operand, bfp16: bool, threads: int,
+                    window: int | None = None) -> np.ndarray:
     """attn_npu2.cc's flash attention on float32 (bf16-valued) q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv):
     `mma_operand(x, axis)` is the executor's MMA operand cast (BFP16 blocks on NPU2); the cascade stages run
-    on up to `threads` threads."""
+    on up to `threads` threads. `window`: a sliding window, keys at or before q - window masked to -inf like the
+    future ones (`apply_window_mask`, attn_npu2.cc:730-741 at mlir-air e972f29: it still streams the
+    out-of-window blocks and masks them)."""
     hq, lq, dk = q.shape  # (Hq, Lq, Dk)
     hkv, lk, _ = k.shape  # (Hkv, Lk, Dk)
     dv = v.shape[2]
     if hq % hkv:
         raise ValueError(f"flash_attention: {hq} query heads do not group over {hkv} kv heads")
     group = hq // hkv
-    n_chunks = max(1, -(-lk // FA_LKP))
+    lkp = fa_lkp(dk)
+    n_chunks = max(1, -(-lk // lkp))
     stages = min(FA_CASCADE_STAGES, n_chunks)
     per_stage = -(-n_chunks // stages)
     fa = _FlashState(
@@ -40,6 +50,8 @@ def flash_attention(q, k, v, causal: bool, q_offset: int, *, mma_operand, bfp16:
         l2e=to_bf16(np.float32(LOG2E / math.sqrt(dk))),  # log2(e)/sqrt(dk) as a bf16 vector constant
         causal=causal,
         q_offset=q_offset,
+        window=window,
+        lkp=lkp,
         bfp16=bfp16,
         up=np.full((stages, hkv, lq, group), _BF16_LOWEST, np.float32),  # running max (bf16 lowest)
         sp=np.zeros((stages, hkv, lq, group), np.float32),  # running denominator
@@ -68,7 +80,7 @@ class _FlashState:
         qpos = self.q_offset + np.arange(lq)
         with single_threaded_blas():
             for j in chunks:
-                k0, k1 = j * FA_LKP, min(lk, (j + 1) * FA_LKP)
+                k0, k1 = j * self.lkp, min(lk, (j + 1) * self.lkp)
                 # rows that see at least one key of this chunk (earlier rows skip it: an exact identity)
                 r0 = min(lq, max(0, k0 - self.q_offset)) if self.causal else 0
                 if r0 >= lq:
@@ -76,8 +88,8 @@ class _FlashState:
                 rows = lq - r0
                 qs = self.q[:, r0:].reshape(hkv, rows * group, dk)
                 g = None  # bf16 scores (Hkv, R*G, w), accumulated over dk chunks
-                for d0 in range(0, dk, FA_LKP):
-                    part = np.matmul(qs[:, :, d0 : d0 + FA_LKP], self.kt[:, d0 : d0 + FA_LKP, k0:k1])
+                for d0 in range(0, dk, self.lkp):
+                    part = np.matmul(qs[:, :, d0 : d0 + self.lkp], self.kt[:, d0 : d0 + self.lkp, k0:k1])
                     g = rne_bf16_(part) if g is None else rne_bf16_(np.add(g, part, out=g))
                 g = g.reshape(hkv, rows, group, k1 - k0)
                 if self.causal:
@@ -85,6 +97,10 @@ class _FlashState:
                     if band > 0:
                         future = np.arange(k0, k1)[None, :] > qpos[r0 : r0 + band, None]  # (band, w)
                         np.copyto(g[:, :band], -np.inf, where=future[:, None, :])
+                if self.window:
+                    old = np.arange(k0, k1)[None, :] <= qpos[r0:, None] - self.window  # (rows, w)
+                    if old.any():
+                        np.copyto(g, -np.inf, where=old[None, :, None, :])
                 self._chunk(g, self.v[:, k0:k1], self.up[s, :, r0:], self.sp[s, :, r0:], self.gp[s, :, r0:])
 
     def _chunk(self, g, v_chunk, up, sp, gp) -> None:

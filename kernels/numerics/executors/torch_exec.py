@@ -109,13 +109,18 @@ class TorchExecutor(Executor):
             rotated = torch.cat([-xt[..., half:], xt[..., :half]], dim=-1)  # rotate_half
             return self._np(xt * c + rotated * s)
 
-    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0):
+    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         with self.timer.time("flash_attention"), torch.inference_mode():
             # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels
             qt, kt, vt = self._t(q)[None], self._t(k)[None], self._t(v)[None]
             lq, lk = qt.shape[2], kt.shape[2]
             gqa = qt.shape[1] != kt.shape[1]
-            if causal and (q_offset != 0 or lq != lk):
+            if window:
+                qpos = torch.arange(lq, device=self.device) + int(q_offset)
+                kpos = torch.arange(lk, device=self.device)[None, :]
+                allowed = (kpos > qpos[:, None] - int(window)) & (kpos <= qpos[:, None] if causal else True)
+                out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed, enable_gqa=gqa)
+            elif causal and (q_offset != 0 or lq != lk):
                 qpos = torch.arange(lq, device=self.device) + int(q_offset)
                 allowed = torch.arange(lk, device=self.device)[None, :] <= qpos[:, None]
                 out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed, enable_gqa=gqa)
