@@ -26,6 +26,8 @@ What bounds each axis (a point beyond a bound has no figure, a `status` naming t
     every length, as in the tiny test models, is the shape's, said in `notes`); and no buffer object of the
     plan may pass the 4 GiB one BO addresses (kernels.perf.memory.BO_ADDRESS_LIMIT: the activation BOs grow
     as L x hidden) ("bo_address_limit");
+  * the RoPE tables the model is deployed with (LongRoPE's short factors cover original_max_position_embeddings;
+    the long factors are not implemented): a length or context past them is "beyond_rope_tables", no figure;
   * the 4-bit on-device decode (weights "q4nx-device"): the fused decode template streams an ATTN_MAXL (2048) KV
     window, the one build the model prices; a context past it is "beyond_decode_window", no figure;
   * the decode KV cache: `kernels.perf.memory.memory_fit` at context C. Decode attention runs on the CPU
@@ -67,6 +69,17 @@ def context_window(model_path) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+def _beyond_rope(config: ModelConfig, positions: int) -> str:
+    """Why `positions` is past the RoPE tables the model is deployed with ("" when it is not): LongRoPE's short
+    factors cover original_max_position_embeddings only (the description's rope_max_positions; the long factors
+    are not implemented, so the pipeline refuses such positions and the model prices none)."""
+    limit = config.arch.rope_max_positions
+    if limit is None or positions <= limit:
+        return ""
+    return (f"{positions} positions > the {limit} its RoPE tables cover (LongRoPE short factors; the long factors "
+            "are not implemented)")
+
+
 def _illegal(config: ModelConfig, switches: Mapping[str, bool], seq: int) -> dict[tuple[str, str], str]:
     """(kernel, rule) -> message for every prefill launch of the plan at `seq` that has no legal NPU2 tile."""
     plan = dispatch_plan(config, dict(switches), seq, NPU2_DECODE_CTX)
@@ -98,9 +111,12 @@ def prefill_curve(config: ModelConfig, switches: Mapping[str, bool], lengths=PRE
         pt: dict[str, Any] = {"prefill_len": L, "ttft_ms": None, "prefill_tokens_per_sec": None, "status": "ok"}
         new = {k: m for k, m in _illegal(config, switches, L).items() if k not in base}
         size, bo = _largest_bo(config, switches, L)
+        rope = _beyond_rope(config, L)
         if max_positions is not None and L > max_positions and L != NPU2_PREFILL_SEQ:
             pt.update(status="beyond_context_window",
                       detail=f"{L} positions > the model's max_position_embeddings {max_positions}")
+        elif rope:
+            pt.update(status="beyond_rope_tables", detail=rope)
         elif new:
             pt.update(status="no_legal_tile", detail="; ".join(new[k] for k in sorted(new)))
         elif size > BO_ADDRESS_LIMIT:
@@ -130,6 +146,10 @@ def decode_curve(config: ModelConfig, switches: Mapping[str, bool], contexts=DEC
         if max_positions is not None and C > max_positions and C != NPU2_DECODE_CTX:
             pt.update(status="beyond_context_window",
                       detail=f"{C} positions > the model's max_position_embeddings {max_positions}")
+            points.append(pt)
+            continue
+        if _beyond_rope(config, C):
+            pt.update(status="beyond_rope_tables", detail=_beyond_rope(config, C))
             points.append(pt)
             continue
         if weights == "q4nx-device" and C > ATTN_MAXL:

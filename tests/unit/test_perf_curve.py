@@ -250,3 +250,13 @@ def test_the_4_bit_fused_decode_curve_stops_at_its_template_window_and_names_its
                                                "--png", str(png)]).output)
     bf16 = bf16.get("curve", bf16)
     assert not any(p["status"] == "beyond_decode_window" for p in bf16["decode"]["points"])
+
+
+def test_a_longrope_model_s_curve_stops_where_its_short_factor_tables_stop(tmp_path):
+    out = json.loads(CliRunner().invoke(cli, ["predict", str(CONFIGS / "phi-4-mini-instruct.json"), "--curve", "--json",
+                                              "--png", str(tmp_path / "c.png")]).output)
+    limit = json.loads((CONFIGS / "phi-4-mini-instruct.json").read_text())["original_max_position_embeddings"]
+    for axis, key, fig in (("prefill", "prefill_len", "ttft_ms"), ("decode", "context_len", "decode_tokens_per_sec")):
+        for p in out[axis]["points"]:
+            beyond = p[key] > limit
+            assert (p["status"] == "beyond_rope_tables") == beyond and (p[fig] is None) == beyond, p
