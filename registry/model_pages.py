@@ -353,7 +353,7 @@ def render_phase6(v: DeploymentView) -> tuple[str, dict[str, bytes]]:
         ]))
         text, bars = _npu2_section(npu2)
         what = SHORT[gate_class]
-        parts.append(f"## {what} breakdown per ELF\n")
+        parts.append(f"## {what[:1].upper() + what[1:]} breakdown per ELF\n")
         parts.append(f"![{what} time per ELF]({ELF_CHART})\n")
         parts.append(text)
         png = elf_breakdown_png(bars, f"{v.name}: {what} time per ELF (PerformanceMeasured seq {rec.seq})")
