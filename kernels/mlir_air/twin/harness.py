@@ -1,8 +1,8 @@
 """The stand-in's kernel harnesses: mlir-air's scripts' command lines, computed by the emulated executor.
 
 `python -m kernels.mlir_air.twin.harness KIND [the script's own flags]` parses the flags of the mlir-air
-script that KIND stands for (the argparse each `programming_examples/<dir>/<script>.py` declares, listed in
-/work/notes/mlir_air_contract.md §1 and cited per parser below), asserts what that script asserts (the same
+script that KIND stands for (the argparse each `programming_examples/<dir>/<script>.py` declares, cited per
+parser below), asserts what that script asserts (the same
 messages, as a Python traceback), runs the kernel at the requested shape and tile on npu-ledger's emulated
 NPU2 executor and prints what mlir-air's `XRTRunner` prints (python/air/backend/xrt_runner.py:296-303
 Latency, :375-392 `[precision]`, :433-469 the ERROR / Shape / Mismatches / Index block, :336-373 `PASS!` /
