@@ -171,8 +171,9 @@ _EVIDENCE_OF_CLASS = {NPU2_MEASURED: "hardware", IMPORTED_REGISTRY: "imported", 
                       UNATTESTED: "unattested"}
 
 
-# how a row that is not an NPU2 figure is marked wherever it is shown: (glyph, what it is)
-NOT_NPU2 = {"rehearsal": ("🎭", "stand-in rehearsal, not NPU2"), "unattested": ("❔", "unattested harness run, not NPU2"),
+# how a row that is not an NPU2 figure is marked wherever it is shown: (glyph, what it is); in the order a shape
+# with several such kinds of evidence is named by (a harness run first, the CPU last)
+NOT_NPU2 = {"unattested": ("❔", "unattested harness run, not NPU2"), "rehearsal": ("🎭", "stand-in rehearsal, not NPU2"),
             "emulated": ("🧪", "CPU emulator, not NPU2"), "torch": ("🧪", "torch on CPU, not NPU2")}
 
 
@@ -297,11 +298,9 @@ def _status(ms: Sequence[Measurement], caveats: Sequence[str]) -> str:
         if not any(m.passed for m in hw):
             return "failed"
         return "caveat" if caveats else "verified"
-    for evidence in ("unattested", "rehearsal"):
+    for evidence in NOT_NPU2:
         if any(m.passed and m.evidence == evidence for m in ms):
-            return evidence
-    if any(m.passed for m in ms):
-        return "emulated"
+            return "emulated" if evidence == "torch" else evidence
     return "failed"
 
 

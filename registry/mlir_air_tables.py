@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from registry.fold import KernelPage, Measurement, ShapeRow, not_npu2_mark, pick_best
+from registry.fold import NOT_NPU2, KernelPage, Measurement, ShapeRow, not_npu2_mark, pick_best
 
-_EVIDENCE_RANK = {"unattested": 0, "rehearsal": 1, "emulated": 2, "torch": 3}
+_NOT_NPU2_ORDER = list(NOT_NPU2)
 
 # --- upstream headers -------------------------------------------------------------------------------------
 
@@ -147,7 +147,7 @@ def status_cell(row: ShapeRow, m: Measurement | None = None) -> str:
         return "❌"
     if not hw:
         passed = [x for x in ms if x.passed]
-        return not_npu2_mark(min(passed, key=lambda x: _EVIDENCE_RANK.get(x.evidence, 9))) if passed else "❌"
+        return not_npu2_mark(min(passed, key=lambda x: _NOT_NPU2_ORDER.index(x.evidence) if x.evidence in NOT_NPU2 else 9)) if passed else "❌"
     warn = [x for x in hw if x.caveat == "upstream-warning"]
     if warn:
         return warn[0].provenance.get("status_text") or "⚠️"

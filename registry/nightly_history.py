@@ -269,9 +269,6 @@ def fold_nightly(events: Sequence[RecordedEvent]) -> list[NightlyRow]:
 # --- the ledger's own figures as nightly lines ------------------------------------------------------------------
 
 
-def _figure_source(p: dict[str, Any]) -> str:
-    """The figure's class (kernels.provenance), re-derived from the record's facts."""
-    return perf_row_provenance(p)
 
 
 def _stamp(recorded_at: str) -> str:
@@ -296,7 +293,8 @@ def export_rows(events: Sequence[RecordedEvent], model_of,
         elif rec.type == "TokenGateChecked":
             gates.setdefault(stream, []).append(bool(p.get("passed")))
         elif rec.type == "PerformanceMeasured" and (p.get("ttft_s") is not None or p.get("tokens_per_s") is not None):
-            if not include_not_measured and _figure_source(p) != NPU2_MEASURED:
+            cls = perf_row_provenance(p)  # the figure's class, re-derived from the record's facts
+            if not include_not_measured and cls != NPU2_MEASURED:
                 continue
             name = stream.split(":", 1)[1]
             tc = p.get("toolchain") or {}
@@ -304,7 +302,7 @@ def export_rows(events: Sequence[RecordedEvent], model_of,
             seen = gates.get(stream, [])
             base = {"date": ts[:10], "timestamp_utc": ts, "run_id": f"npu-ledger:{name}:{rec.seq}",
                     "air_sha": tc.get("mlir_air_commit") or "", "aie_hash": "", "peano": tc.get("peano") or "",
-                    "model": model_of(name), "runner": OUR_RUNNER + _figure_source(p)}
+                    "model": model_of(name), "runner": OUR_RUNNER + cls}
             verify = ("pass" if all(seen) else "fail") if seen else ""
             ttft = _r2(p["ttft_s"] * 1e3) if p.get("ttft_s") is not None else None
             tps = _r2(p.get("tokens_per_s"))

@@ -148,8 +148,9 @@ def decode_curve(config: ModelConfig, switches: Mapping[str, bool], contexts=DEC
                       detail=f"{C} positions > the model's max_position_embeddings {max_positions}")
             points.append(pt)
             continue
-        if _beyond_rope(config, C):
-            pt.update(status="beyond_rope_tables", detail=_beyond_rope(config, C))
+        rope = _beyond_rope(config, C)
+        if rope:
+            pt.update(status="beyond_rope_tables", detail=rope)
             points.append(pt)
             continue
         if weights == "q4nx-device" and C > ATTN_MAXL:

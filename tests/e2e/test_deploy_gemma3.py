@@ -10,16 +10,12 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.cli import ledger, ledger_json
+from tests.e2e.workspaces import deployed_workspace
 
 
 @pytest.fixture(scope="module")
 def gemma3_workspace(tiny_gemma3, tmp_path_factory):
-    ws = tmp_path_factory.mktemp("gemma3-ws")
-    proc = ledger(ws, "init", str(tiny_gemma3), "--name", "tg")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = ledger(ws, "advance", "tg")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return ws
+    return deployed_workspace(tmp_path_factory, tiny_gemma3, "tg")
 
 
 def test_a_tiny_gemma3_reaches_deployed_with_an_independent_evaluation_pass(gemma3_workspace, tiny_gemma3):

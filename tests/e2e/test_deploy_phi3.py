@@ -7,16 +7,12 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.cli import ledger, ledger_json
+from tests.e2e.workspaces import deployed_workspace
 
 
 @pytest.fixture(scope="module")
 def phi3_workspace(tiny_phi3, tmp_path_factory):
-    ws = tmp_path_factory.mktemp("phi3-ws")
-    proc = ledger(ws, "init", str(tiny_phi3), "--name", "tphi")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = ledger(ws, "advance", "tphi")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return ws
+    return deployed_workspace(tmp_path_factory, tiny_phi3, "tphi")
 
 
 def test_a_tiny_phi3_reaches_deployed_with_an_independent_evaluation_pass(phi3_workspace):

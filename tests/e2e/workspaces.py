@@ -15,8 +15,19 @@ from typing import Any, Callable
 
 from ledger import Ledger, open_ledger
 from ledger.events import parse_event
+from tests.e2e.cli import ledger
 
 Change = Callable[[str, dict, int], "dict | list[tuple[str, dict]] | None"]
+
+
+def deployed_workspace(factory, model: Path, name: str) -> Path:
+    """A fresh workspace in which `model` was taken through `ledger init` and `ledger advance` (to deployed), by the
+    real CLI in subprocesses; the advance's failure is the assertion's message."""
+    ws = factory.mktemp(f"{name}-ws")
+    for args in (("init", str(model), "--name", name), ("advance", name)):
+        proc = ledger(ws, *args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return ws
 
 
 def copy_workspace(src: Path, dst: Path) -> Path:
