@@ -5,7 +5,7 @@ The phase gates (`handlers.gates`), their predicates (`statemachine.predicates`)
 them spells a threshold of its own. Changing a value here changes every judge at once, and events record
 the thresholds they were judged against, so an old verdict stays re-derivable from its own payload.
 
-Sources: NUMERICS.md (mlir-air's NPU2 tolerance table, block gate, token gate) and the measurements named
+Sources: docs/numerics.md (mlir-air's NPU2 tolerance table, block gate, token gate) and the measurements named
 beside each value. This module imports nothing of the project: every layer may depend on it.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# --- leaf kernels: |out - ref| <= atol + rtol * |ref| on every element (NUMERICS.md, mlir-air's harnesses) ---
+# --- leaf kernels: |out - ref| <= atol + rtol * |ref| on every element (docs/numerics.md, mlir-air's harnesses) ---
 
 RTOL = 1.6e-2  # every kernel: bf16's unit roundoff (2^-7 = 7.8e-3) times two
 
@@ -87,7 +87,7 @@ BASELINE_THRESHOLDS = {
     "logit_std_min": 1e-3,  # constant logits (e.g. zeroed weights) are degenerate
 }
 
-# --- Phase 2: the layer-0 block vs HF bf16 (NUMERICS.md "Block gate") --------------------------------------
+# --- Phase 2: the layer-0 block vs HF bf16 (docs/numerics.md "Block gate") --------------------------------------
 
 BLOCK_COSINE_MIN = 0.99  # whole-tensor cosine of layer 0's ffn_out
 
@@ -111,7 +111,7 @@ def block_thresholds(head_dim: int) -> dict[str, float]:
 # minimum on the canonical prompt stays at the block gate's whole-tensor floor.
 PREFILL_HEALTHY_COS_MIN = BLOCK_COSINE_MIN
 
-# --- Phases 3, 6, 7: the token gate (NUMERICS.md "Token gate", vLLM's check_logprobs_close) ----------------
+# --- Phases 3, 6, 7: the token gate (docs/numerics.md "Token gate", vLLM's check_logprobs_close) ----------------
 
 TOKEN_GATE_TOP_K = 5
 TOKEN_GATE_STEPS = 32  # greedy tokens per prompt

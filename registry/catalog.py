@@ -3,7 +3,7 @@
 One `KernelSpec` per registry page, in the order the index lists them. GEMM has two pages (bf16 out and
 f32 out, mlir-air's split); every other kernel has one. A spec names the page file, the shape columns in
 their natural order (with the spellings other components may use for them), the throughput unit, and the
-NUMERICS.md figures (datapath tier, rtol/atol per contract, NPU2-measured mean_rel_L1, target tiles)
+docs/numerics.md figures (datapath tier, rtol/atol per contract, NPU2-measured mean_rel_L1, target tiles)
 that a detail page falls back to when no event has recorded its own tolerances yet.
 
 Kernel names and shape keys arriving in events are normalised here (`canonical_kernel`, `shape_key`) so
@@ -203,7 +203,7 @@ def specs_for_kernel(kernel: str) -> tuple[KernelSpec, ...]:
 
 
 def fallback_tolerance(kernel: str, contract: str) -> Tolerance | None:
-    """NUMERICS.md rtol/atol for a kernel + contract (the GEMM tier read from the contract)."""
+    """docs/numerics.md rtol/atol for a kernel + contract (the GEMM tier read from the contract)."""
     spec = spec_for(kernel, contract)
     if not spec.tolerances:
         return None

@@ -5,7 +5,7 @@
 * `source="imported"`, `executor="mlir-air"`, `verdict="PASS"` — upstream's tables only hold configs that
   were accepted on NPU2 (its `_note` text, kept in `note`, says where a sweep status needed a caveat);
 * `contract` from the file's `output_dtype` and the method's tier (`f32-out`, `bf16-out-high`,
-  `bf16-out-low`), with rtol/atol from NUMERICS.md for that contract;
+  `bf16-out-low`), with rtol/atol from docs/numerics.md for that contract;
 * `method`, `tier`, `tile`, `gflops` (null stays None), `mean_rel_L1`, `herd` (the method's, else the
   file's), `role` = upstream's `used_by` text, `measured_at` = the file's `measured`;
 * `provenance` = {file (base name only, never a machine path), sha256 of the file bytes, herd_from, the

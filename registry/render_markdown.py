@@ -4,7 +4,7 @@
 kernel) and one "tested shapes" table per kernel in that kernel's own columns (GEMM M/K/N, GEMV M/K,
 RMSNorm M/N, RoPE rows/head_dim, FlashAttention lq/lk/dk/heads/causal, elementwise N).
 `render_details(page)` -> `kernel_registry/details/<Page>.md`: datapath tier, tolerances (as recorded in
-events, else NUMERICS.md), per-shape and per-method tables, caveats and notes, reproduce commands.
+events, else docs/numerics.md), per-shape and per-method tables, caveats and notes, reproduce commands.
 Pure: same data, same bytes.
 """
 
@@ -181,7 +181,7 @@ def _tolerance_table(page: KernelPage) -> str:
     if page.tolerances:
         rows = [[t.contract, sci(t.rtol), sci(t.atol), n, "recorded in events"] for t, n in page.tolerances]
     else:
-        rows = [[t.contract, sci(t.rtol), sci(t.atol), 0, "NUMERICS.md (no events yet)"] for t in page.spec.tolerances]
+        rows = [[t.contract, sci(t.rtol), sci(t.atol), 0, "docs/numerics.md (no events yet)"] for t in page.spec.tolerances]
     return table(["contract", "rtol", "atol", "events", "source"], rows)
 
 
@@ -262,7 +262,7 @@ def render_details(page: KernelPage, data: RegistryData) -> str:
         "---\n",
         "## Numerical datapath (tier)\n",
         (f"{spec.datapath}.\n\n" if spec.datapath else "")
-        + f"NPU2-measured mean_rel_L1 (mlir-air registry, NUMERICS.md): {spec.npu2_mean_rel_L1 or DASH}. "
+        + f"NPU2-measured mean_rel_L1 (mlir-air registry, docs/numerics.md): {spec.npu2_mean_rel_L1 or DASH}. "
         f"Target tiles in flight: {spec.target_tiles if spec.target_tiles is not None else DASH}.\n",
         "## Tolerances\n",
         "Verdict = every element of the full output satisfies `|out - ref| <= atol + rtol * |ref|` against the "

@@ -65,7 +65,7 @@ _MODELS = {
 
 
 def _kernel_rows(emb: int, h: int, hkv: int, d: int, f: int, seq: int) -> list[tuple[str, dict, str, str, str]]:
-    """(kernel, shape, contract, role, stage) the model needs (NUMERICS.md 'Kernel x shape list')."""
+    """(kernel, shape, contract, role, stage) the model needs (docs/numerics.md 'Kernel x shape list')."""
     gemm = [("Q proj", seq, emb, h * d), ("K/V proj", seq, emb, hkv * d), ("O proj", seq, h * d, emb),
             ("Gate/Up proj", seq, emb, f), ("Down proj", seq, f, emb)]
     rows = [("gemm", {"M": m, "K": k, "N": n}, c, role, "prefill") for role, m, k, n in gemm

@@ -1,6 +1,6 @@
 """Regenerate kernels/perf/anchors.toml from a read-only mlir-air mirror (development time only).
 
-    python scripts/gen_perf_anchors.py /work/.mirror/Xilinx+mlir-air/repo > kernels/perf/anchors.toml
+    python scripts/gen_perf_anchors.py "$MLIR_AIR_DIR" > kernels/perf/anchors.toml
 
 Copies numbers and their citations (path, line) only - no mlir-air code or prose. Each row: kernel, shape,
 tile/herd as the registry states it, the measured latency in microseconds, and `src` = "path:line".

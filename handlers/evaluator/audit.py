@@ -5,7 +5,7 @@ It reads only the ledger and the model folder, and:
 2. replays the stream from nothing (an impossible order is a finding naming the event);
 3. checks that every `PhasePassed` is backed by evidence recorded before it, in the same attempt, of the
    kinds its phase needs, and re-derives each evidence verdict from its own numbers and thresholds —
-   and that the thresholds are the ones NUMERICS.md sets, not weaker ones; a KernelVerified whose figures fail
+   and that the thresholds are the ones docs/numerics.md sets, not weaker ones; a KernelVerified whose figures fail
    the plausibility check (kernels.perf.evidence.check_stored_row) is a finding naming its seq and why;
 4. checks that Phase 1 covered every (kernel, shape) of the model's plan, re-derived from config.json;
 5. checks that the token gate ran the production path (same executor and pipeline options as declared);

@@ -1,4 +1,4 @@
-"""The (kernel, shape) list a model needs, derived from its config exactly as NUMERICS.md's table says.
+"""The (kernel, shape) list a model needs, derived from its config exactly as docs/numerics.md's table says.
 
 `plan(config, target="npu2", seq=2048) -> list[PlannedKernel]`: prefill runs at `seq` (prompts padded),
 decode at batch 1. With E = emb, H = heads, Hkv = kv heads, D = head_dim, F = hidden, V = vocab:

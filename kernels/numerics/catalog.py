@@ -1,4 +1,4 @@
-"""The leaf-kernel catalog of NUMERICS.md: one `KernelSpec` per kernel (`CATALOG`, `get_spec`), with its
+"""The leaf-kernel catalog of docs/numerics.md: one `KernelSpec` per kernel (`CATALOG`, `get_spec`), with its
 contracts (tolerances from kernels.thresholds), the NPU2 figures measured in mlir-air's kernel registry, a
 registry shape, a small shape and the target tile counts.
 

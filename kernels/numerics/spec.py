@@ -1,5 +1,5 @@
 """The types of the leaf-kernel catalog: `KernelSpec` (shape keys, contracts, inputs, reference, executor call,
-costs, NPU2 figures), `Contract` (a tolerance row of NUMERICS.md), `NpuFigure`, and the errors a spec raises.
+costs, NPU2 figures), `Contract` (a tolerance row of docs/numerics.md), `NpuFigure`, and the errors a spec raises.
 
 The specs themselves are `kernels.numerics.catalog.CATALOG`; their per-kernel math is
 `kernels.numerics.references`. Anyone may import these types (kernels.numerics is the lowest room but one).
@@ -51,7 +51,7 @@ class NpuFigure:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """One leaf kernel of NUMERICS.md. It knows
+    """One leaf kernel of docs/numerics.md. It knows
       * its shape keys (a named dict: gemm {M,K,N}, gemv {M,K}, rmsnorm/layernorm {M,N}, rope {rows,head_dim},
         flash_attention {lq,lk,dk,dv,heads_q,heads_kv,causal}, eltwise_add/silu_mul/gelu {N});
       * its contracts: output dtype and the rtol/atol of the NUMERICS table (GEMM has three);

@@ -1,5 +1,5 @@
 """The planner's heuristic: the recommended tile and herd for a (kernel, shape, target) when no measured row
-says otherwise (NUMERICS.md's recommendations and the compile-time limits of kernels.numerics.tile_rules).
+says otherwise (docs/numerics.md's recommendations and the compile-time limits of kernels.numerics.tile_rules).
 
 `default_tile(kernel, shape, target)` is unchecked (kernels.numerics.tiles.plan_tile checks it);
 `gemm_method`, `gemm_tile_n`, `gemm_tile_k_l2` are its GEMM pieces (the cost model and the emulated executor

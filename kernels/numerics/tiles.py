@@ -1,7 +1,7 @@
 """The tile planner: a legal tile and herd for a (kernel, shape, target), checked before anything runs.
 
 `plan_tile(kernel, shape, target, tile=None, force=False) -> TilePlan` picks the recommended tile of
-NUMERICS.md (or completes a user-supplied partial tile with it), then checks every hard rule. A broken
+docs/numerics.md (or completes a user-supplied partial tile with it), then checks every hard rule. A broken
 rule raises `TileRuleViolation` whose message starts with the rule's name, e.g.
 `gemm.N_divisible_by_tile_n_herd_n: ...`; `force=True` (fault injection only) returns the plan with the
 violations as warnings instead - the emulated executor then models what the hardware does with it. A

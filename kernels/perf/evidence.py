@@ -273,7 +273,7 @@ def check_stored_row(payload: dict[str, Any]) -> list[str]:
     Pure, on read: the shape is the kernel's, the element count (when recorded) is the output's, error figures
     are >= 0 (NaN only on a FAIL), latency and throughput are positive, finite, possible on the row's target and
     agree with each other within the digits they carry. Tolerances are not re-judged here (the evaluator does
-    that against NUMERICS.md); a kernel the catalog does not know (one mlir-air added later) gets the checks
+    that against docs/numerics.md); a kernel the catalog does not know (one mlir-air added later) gets the checks
     that need no shape: positive finite latency / throughput and non-negative error figures, and so does a shape
     the catalog cannot read (an older ledger's spelling, which the registry's own aliases still fold). Rows
     timed on the host (source `emulated` / `torch`, or an executor other than mlir-air) are not held to the NPU's bounds."""

@@ -19,7 +19,7 @@ from kernels.perf.predict import Prediction
 from kernels.perf.q4nx import predict_weights
 
 DECODE = "decode:"  # a switch applied to the decode path (Phase 5) is recorded as "decode:<switch>"
-NPU2_PREFILL_SEQ = 2048  # the compiled prefill length the modelled figure is taken at (NUMERICS.md)
+NPU2_PREFILL_SEQ = 2048  # the compiled prefill length the modelled figure is taken at (docs/numerics.md)
 NPU2_DECODE_CTX = 128  # context length of the modelled decode step (the Llama-3.2-1B profile's assumption)
 
 

@@ -3,7 +3,7 @@ read commands a test uses to look at what a command did, in this process through
 
 `ledger(...)` is the command under test: a subprocess, its exit status, stdout and stderr. `ledger_json`
 reads back: a read command (`READS`: status, log, history, head, verify, predict) goes through the same
-click group and command code in this process (STYLE.md 12: the CLI through `CliRunner` or a subprocess),
+click group and command code in this process (the house rule: the CLI through `CliRunner` or a subprocess),
 which spares the ~2 s interpreter start-up (numpy, ml_dtypes, SQLAlchemy) that dominated the suite's
 end-to-end time; any other command still runs as a subprocess.
 """

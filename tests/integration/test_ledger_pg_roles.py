@@ -1,4 +1,4 @@
-"""Issue #22: PostgreSQL immutability that a non-superuser owner cannot lift (README: PostgreSQL roles).
+"""Issue #22: PostgreSQL immutability that a non-superuser owner cannot lift (docs/design.md: PostgreSQL roles).
 
 Each test creates its own schema and roles on the server NPU_LEDGER_TEST_PG names (default 127.0.0.1:5432,
 trust auth, database `test`) and drops them. Skipped, with the reason shown, only when no server answers.

@@ -44,7 +44,7 @@ def test_the_old_flat_kernel_modules_are_gone():
 
 PRODUCT = ("statemachine", "handlers", "ledger", "kernels", "registry")
 
-# The written direction (README, "Layout"): each room may import only rooms at its own level or below. A module
+# The written direction (docs/design.md, "Layout: the rooms"): each room may import only rooms at its own level or below. A module
 # belongs to the longest room name that prefixes it (kernels.mlir_air.twin is its own room, above
 # kernels.backends, while the rest of kernels.mlir_air is below it).
 LEVELS: tuple[str, ...] = (
