@@ -11,7 +11,7 @@ from kernels.numerics.references import rope_lut
 from kernels.numerics.spec import ShapeError, UnknownKernel
 from kernels.numerics.executors.base import KERNEL_NAMES
 
-# (rtol, atol) of NUMERICS.md's leaf-kernel table
+# (rtol, atol) of docs/numerics.md's leaf-kernel table
 NUMERICS_TOLERANCES = {
     ("gemm", "f32-out"): (1.6e-2, 1.5e-3),
     ("gemm", "bf16-out-high"): (1.6e-2, 1.5e-3),

@@ -27,7 +27,7 @@ def test_the_4_bit_kernels_get_their_own_pages_with_m_k_columns():
 def test_without_events_the_4_bit_pages_show_the_thresholds_tolerances_and_no_npu2_figure():
     files = project_registry([])
     dq = files["kernel_registry/details/Dequant_Q4NX_bf16.md"].decode()
-    assert "| bf16 | 1e-1 | 5e-2 | 0 | NUMERICS.md (no events yet) |" in dq  # dequant_q4nx.py's run_test bounds
+    assert "| bf16 | 1e-1 | 5e-2 | 0 | docs/numerics.md (no events yet) |" in dq  # dequant_q4nx.py's run_test bounds
     assert "not measured" in dq
 
 

@@ -86,7 +86,7 @@ def test_markdown_uses_each_kernels_natural_columns_and_marks_emulated_rows():
 
 def test_a_kernel_without_events_falls_back_to_the_numerics_tolerances():
     gelu = project_registry([])["kernel_registry/details/GELU_bf16.md"].decode()
-    assert "| bf16 | 1.6e-2 | 5e-2 | 0 | NUMERICS.md (no events yet) |" in gelu
+    assert "| bf16 | 1.6e-2 | 5e-2 | 0 | docs/numerics.md (no events yet) |" in gelu
 
 
 def test_non_finite_numbers_render_without_breaking_json():

@@ -135,7 +135,7 @@ def test_tile_plans_serialise():
 
 # --- the plan --------------------------------------------------------------------------------------------
 
-# NUMERICS.md's worked example for Llama-3.2-1B, as (kernel, shape, phase)
+# docs/numerics.md's worked example for Llama-3.2-1B, as (kernel, shape, phase)
 LLAMA_WORKED_EXAMPLE = [
     ("gemm", {"M": 2048, "K": 2048, "N": 2048}, "prefill"),
     ("gemm", {"M": 2048, "K": 2048, "N": 512}, "prefill"),
