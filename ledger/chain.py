@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ledger.canonical import GENESIS_HASH, chain_hash
+from ledger.canonical import GENESIS_HASH, chain_hash, utc_timestamp
 from ledger.guards import TriggerState
 from ledger.record import Checkpoint, VerifyResult
 
@@ -57,3 +57,18 @@ def judge_chain(n: int, checkpoint_hash: str | None, against: Checkpoint | None,
     if not guards.ok:
         return VerifyResult(False, None, guards.reason(), n, **named)
     return VerifyResult(True, None, "intact", n)
+
+
+def chain_batch(stream_id: str, expected_version: int, last_seq: int, last_hash: str,
+                encoded: Sequence[tuple[str, str, str]]) -> list[tuple]:
+    """The rows (in ledger.schema.COLS order) that append `encoded` ((event_id, type, payload) from
+    `ledger.record.encode_batch`) to `stream_id` at `expected_version`, after the row `last_seq` whose hash is
+    `last_hash`: consecutive seqs and versions, one timestamp, each row's hash linked to the one before."""
+    now = utc_timestamp()
+    rows, seq, prev = [], last_seq, last_hash
+    for version, (eid, type_, payload) in enumerate(encoded, start=expected_version + 1):
+        seq += 1
+        digest = chain_hash(prev, seq, stream_id, version, eid, type_, payload, now)
+        rows.append((seq, stream_id, version, eid, type_, payload, now, prev, digest))
+        prev = digest
+    return rows

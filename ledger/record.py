@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
-from ledger.canonical import loads
-from ledger.events import Event, parse_event
+from ledger.canonical import dumps, loads, new_event_id
+from ledger.events import Event, NewEvent, parse_event
 
 
 @dataclass(frozen=True)
@@ -91,3 +91,27 @@ class RecordedEvent:
             "recorded_at": self.recorded_at,
             "hash": self.hash,
         }
+
+
+def encode_batch(events: Iterable[NewEvent | Event]) -> list[tuple[str, str, str]]:
+    """(event_id, type, canonical JSON payload) of each event to append; a bare event gets a fresh id.
+
+    Every event field is a JSON-native value (str, number, bool, None, list, dict), so the validated field dict is
+    the payload as it is; canonical JSON sorts it."""
+    return [(e.event_id, e.event.type_name, dumps(e.event.__dict__)) if isinstance(e, NewEvent)
+            else (new_event_id(), e.type_name, dumps(e.__dict__)) for e in events]
+
+
+class ReadsEverything:
+    """`all_events()`: every event in seq order, read from the store once per open ledger and then only its
+    tail (`read_all(after=last seq)`). Rows are immutable (promise 4), so what was read stays what is stored;
+    a rewrite behind the recorder's back is `verify`'s to find, not a reader's. One command's readers (the
+    plan's registry, triage, the projections) share one whole read this way."""
+
+    def read_all(self, after: int = 0, limit: int | None = None) -> list[RecordedEvent]:  # pragma: no cover
+        raise NotImplementedError
+
+    def all_events(self) -> list[RecordedEvent]:
+        cache: list[RecordedEvent] = self.__dict__.setdefault("_everything", [])
+        cache.extend(self.read_all(after=cache[-1].seq if cache else 0))
+        return list(cache)

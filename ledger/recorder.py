@@ -43,14 +43,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-from ledger.canonical import GENESIS_HASH, chain_hash, dumps, new_event_id, utc_timestamp
-from ledger.chain import judge_chain, walk_chain
+from ledger.canonical import GENESIS_HASH
+from ledger.chain import chain_batch, judge_chain, walk_chain
 from ledger.errors import (ConcurrencyError, LedgerError, LedgerUnavailable, LedgerWriteError, StoreGuardError,
                            first_line)
 from ledger.events import Event, NewEvent
 from ledger.guards import TriggerState, judge_triggers, stored_problem
+from ledger.memory import SCHEME, MemoryLedger
 from ledger.postgres import POSTGRESQL
-from ledger.record import Checkpoint, Identity, RecordedEvent, VerifyResult
+from ledger.record import Checkpoint, Identity, ReadsEverything, RecordedEvent, VerifyResult, encode_batch
 from ledger.schema import COLS, SELECT_ALL, Dialect
 from ledger.sqlite import SQLITE
 
@@ -64,7 +65,7 @@ def _safe_close(cur) -> None:
         pass
 
 
-class Ledger:
+class Ledger(ReadsEverything):
     """An open ledger. Create with `open_ledger(url)`."""
 
     def __init__(self, engine: Engine, url: str) -> None:
@@ -99,14 +100,7 @@ class Ledger:
         original seqs and writes nothing (idempotent retry). The hot path runs on the driver's own
         connection with prepared SQL: one lookup, one executemany, one commit.
         """
-        # every event field is a JSON-native value (str, number, bool, None, list, dict), so the validated
-        # field dict is the payload as it is; canonical JSON sorts it
-        encoded = [
-            (e.event_id, e.event.type_name, dumps(e.event.__dict__))
-            if isinstance(e, NewEvent)
-            else (new_event_id(), e.type_name, dumps(e.__dict__))
-            for e in events
-        ]
+        encoded = encode_batch(events)
         if not encoded:
             return []
         ids = [eid for eid, _, _ in encoded]
@@ -133,13 +127,7 @@ class Ledger:
                     raise ConcurrencyError(
                         f"stream {stream_id} is at version {current}, not the expected {expected_version}"
                     )
-                now = utc_timestamp()
-                rows = []
-                for version, (eid, type_, payload) in enumerate(encoded, start=expected_version + 1):
-                    seq += 1
-                    digest = chain_hash(prev, seq, stream_id, version, eid, type_, payload, now)
-                    rows.append((seq, stream_id, version, eid, type_, payload, now, prev, digest))
-                    prev = digest
+                rows = chain_batch(stream_id, expected_version, seq, prev, encoded)
                 if len(rows) == 1:
                     cur.execute(self._sql_insert, rows[0])
                 else:
@@ -359,7 +347,9 @@ def open_ledger(url: str, *, create: bool = False, read_only: bool = False) -> L
 
     Nothing is written until the first append creates the schema, unless `create` asks for it now.
     `read_only`: a SQLite file is opened so that nothing can write to it (ledger.sqlite.read_only_uri); on either
-    dialect `append` refuses."""
+    dialect `append` refuses. `memory://NAME` is the in-process store of ledger.memory (tests of the verbs)."""
+    if url.startswith(SCHEME):
+        return MemoryLedger(url, read_only=read_only)  # type: ignore[return-value]  # the same public interface
     try:
         parsed = make_url(url)
     except ArgumentError as e:

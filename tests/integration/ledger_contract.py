@@ -1,8 +1,10 @@
-"""The recorder's promises (DESIGN.md "Ledger"), as one suite run against every backend.
+"""The recorder's promises (docs/design.md "The ledger"), as one suite run against every backend.
 
-`LedgerContract` is not collected on its own: `test_ledger_sqlite.py` and `test_ledger_postgres.py`
-subclass it and provide `url` (a fresh, empty ledger per test) and `tamper(sql)` (runs SQL behind the
-immutability triggers' back, the way a database superuser could).
+`LedgerContract` is not collected on its own: `test_ledger_sqlite.py`, `test_ledger_postgres.py` and
+`test_ledger_memory.py` subclass it and provide `url` (a fresh, empty ledger per test) and the ways a superuser
+changes rows behind the recorder's back: `tamper(sql)` on a database (the SQL runs behind the immutability
+triggers' back), which `edit_payload`, `delete_from` and `delete_seq` use; the in-memory store overrides those
+three, and replaces the tests that need a second process with threads (see its module).
 """
 
 from __future__ import annotations
@@ -34,6 +36,23 @@ class LedgerContract:
 
     def tamper(self, sql: str) -> None:  # pragma: no cover - provided by subclasses
         raise NotImplementedError
+
+    def edit_payload(self, seq: int, payload: str) -> None:
+        self.tamper(f"UPDATE events SET payload = '{payload}' WHERE seq = {seq}")
+
+    def delete_from(self, seq: int) -> None:
+        self.tamper(f"DELETE FROM events WHERE seq >= {seq}")
+
+    def delete_seq(self, seq: int) -> None:
+        self.tamper(f"DELETE FROM events WHERE seq = {seq}")
+
+    def assert_rows_cannot_be_changed(self, ledger) -> None:
+        import sqlalchemy as sa
+
+        for sql in ("UPDATE events SET payload = '{}'", "DELETE FROM events"):
+            with pytest.raises(sa.exc.DBAPIError, match="immutable"):
+                with ledger.engine.begin() as conn:
+                    conn.exec_driver_sql(sql)
 
     # --- promise 1: atomic expected-version append ---------------------------------------------------
 
@@ -125,12 +144,7 @@ class LedgerContract:
     def test_update_and_delete_are_refused_by_the_database(self):
         ledger = open_ledger(self.url)
         ledger.append("deployment:a", 0, [_lesson(1)])
-        import sqlalchemy as sa
-
-        for sql in ("UPDATE events SET payload = '{}'", "DELETE FROM events"):
-            with pytest.raises(sa.exc.DBAPIError, match="immutable"):
-                with ledger.engine.begin() as conn:
-                    conn.exec_driver_sql(sql)
+        self.assert_rows_cannot_be_changed(ledger)
         assert ledger.verify().ok
 
     # --- promise 5: hash chain and checkpoints ----------------------------------------------------------
@@ -140,7 +154,7 @@ class LedgerContract:
         for i in range(5):
             ledger.append("deployment:a", i, [_lesson(i)])
         assert ledger.verify().ok
-        self.tamper("UPDATE events SET payload = '{\"phase\":null,\"text\":\"forged\"}' WHERE seq = 3")
+        self.edit_payload(3, '{"phase":null,"text":"forged"}')
         result = ledger.verify()
         assert not result.ok and result.first_bad_seq == 3
         assert "edited" in result.reason
@@ -151,7 +165,7 @@ class LedgerContract:
             ledger.append("deployment:a", i, [_lesson(i)])
         checkpoint = ledger.head()
         assert checkpoint.size == 4 and ledger.verify(against=checkpoint).ok
-        self.tamper("DELETE FROM events WHERE seq >= 3")
+        self.delete_from(3)
         assert ledger.verify().ok  # the shortened chain is internally consistent ...
         result = ledger.verify(against=str(checkpoint))  # ... but the checkpoint catches it
         assert not result.ok and result.first_bad_seq == 3 and "truncated" in result.reason
@@ -160,7 +174,7 @@ class LedgerContract:
         ledger = open_ledger(self.url)
         ledger.append("deployment:a", 0, [_lesson(1), _lesson(2)])
         old = ledger.head()
-        self.tamper("DELETE FROM events WHERE seq = 2")
+        self.delete_seq(2)
         ledger.append("deployment:b", 0, [_lesson(9)])  # a different event takes seq 2
         result = ledger.verify(against=old)
         assert not result.ok and result.first_bad_seq == 2 and "rewritten" in result.reason
