@@ -52,7 +52,7 @@ def _sweep(model: Path, n_workers: int, sleep_s: float, work: Path) -> dict:
         url = _url(schema)
         led = open_ledger(url)
         deploy.init(led, str(model), name="bench")
-        deploy.advance(led, "bench", until=0, workspace=work)
+        deploy.advance(led, deploy.AdvanceRequest("bench", work, until=0))
         dsn = conninfo(url)
         ensure_schema(dsn)
         env = {**os.environ, "NPU_LEDGER_STANDIN_SLEEP_S": str(sleep_s), "HF_HUB_OFFLINE": "1"}

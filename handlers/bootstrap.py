@@ -99,7 +99,7 @@ class App:
         build`), and no temporary file is left behind."""
         warnings = []
         try:
-            events = self.ledger.read_all()
+            events = self.ledger.all_events()
             result = build_projections(events, self.workspace)
             # a projected folder that is a symbolic link is neither written nor followed
             warnings += [f"warning: recorded, but {link_message(self.workspace, rel)}" for rel in result.links]

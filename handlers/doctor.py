@@ -5,7 +5,7 @@
 mlir-air had then; the later kernels' pages are optional import schemas, not part of the contract).
 `doctor(dir)` gives one `Finding` per check, then one `new` finding per tested-shapes table beyond the contract
 (`registry_news`: informative, never failing); `preflight(dir)` is None when `dir` can be run against, else one
-line saying why not; `advance_refusal(ledger, name)` is that check for `ledger advance` of an mlir-air
+line saying why not; `advance_refusal(state, name)` is that check for `ledger advance` of an mlir-air
 deployment.
 """
 
@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from handlers.gates.runtime import backend_class
-from handlers.uow import DeploymentUnit
+from statemachine.state import DeploymentState
 from kernels.mlir_air.table import ENV_TABLE
 from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, Finding, check_checkout, table_checks, usable_checkout
 from registry.importer_scan import read_markdown
@@ -62,14 +62,11 @@ def preflight(directory: str | None) -> str | None:
     return usable_checkout(directory, doctor_checks())
 
 
-def advance_refusal(ledger, name: str, mlir_air_dir: str | None = None) -> str | None:
-    """One line refusing `ledger advance NAME` before any attempt is opened, when NAME runs on the mlir-air
-    executor (its backend is `hardware`: an mlir-air checkout's model directory), has a phase to run, and `mlir_air_dir` (default $MLIR_AIR_DIR) is not a usable checkout; None
-    otherwise (an unknown name or a finished deployment is left to `advance` to report)."""
-    try:
-        state = DeploymentUnit(ledger, name).state
-    except Exception:  # noqa: BLE001 - advance itself reports an unknown or unreplayable deployment
-        return None
+def advance_refusal(state: DeploymentState, name: str, mlir_air_dir: str | None = None) -> str | None:
+    """One line refusing `ledger advance NAME` before any attempt is opened, when the folded deployment `state`
+    runs on the mlir-air executor (its backend is `hardware`: an mlir-air checkout's model directory), has a phase
+    to run, and `mlir_air_dir` (default $MLIR_AIR_DIR) is not a usable checkout; None otherwise (a finished
+    deployment is left to `advance` to report). `advance` calls it on its own fold (AdvanceRequest.preflight)."""
     if not backend_class(state).hardware or state.status in (Status.DEPLOYED, Status.REJECTED, Status.NEEDS_HUMAN_REVIEW):
         return None
     if os.environ.get(ENV_TABLE) and Phase.KERNELS not in state.passed:

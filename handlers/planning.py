@@ -32,7 +32,7 @@ def planning_registry(ledger, mlir_air_dir: str | None = None, deployment: str |
     rows of `deployment` itself: a deployment is planned from evidence other than its own Phase 1 (a retry of
     Phase 1 plans what its first attempt planned, so the rows that attempt passed are carried, not re-run)."""
     own = f"deployment:{deployment}" if deployment else None
-    events = [e for e in ledger.read_all() if e.type == "KernelVerified" and e.stream_id != own]
+    events = [e for e in ledger.all_events() if e.type == "KernelVerified" and e.stream_id != own]
     return PlanningRegistry(events, mlir_air_dir or os.environ.get(ENV_MLIR_AIR) or None)
 
 

@@ -11,11 +11,11 @@ from statemachine.lifecycle import TRANSITIONS
 from statemachine.machine import DeploymentMachine
 from statemachine.mermaid import mermaid
 from statemachine.phases import Phase, Status
-from statemachine.predicates import GATES
+from statemachine.predicates import PREDICATES
 from statemachine.state import Attempt, Blocker, DeploymentState, Evidence, PassedPhase
 
 __all__ = [
-    "GATES",
+    "PREDICATES",
     "TRANSITIONS",
     "Attempt",
     "Blocker",

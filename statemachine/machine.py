@@ -12,26 +12,33 @@ from functools import partial
 
 from transitions import Machine
 
-from statemachine.gate import GateContext, GateRejected, GateResult, Predicate
+from statemachine.gate import GateContext, GateRejected, GateResult
 from statemachine.lifecycle import STATES, TRANSITIONS
 from statemachine.phases import Phase, Status
-from statemachine.predicates import CONDITIONS, GATES
+from statemachine.predicates import CONDITIONS, PREDICATES
 from statemachine.state import DeploymentState
-
-
-def _holds(predicate: Predicate, state: DeploymentState, context: GateContext) -> bool:
-    return predicate(state, context).ok
 
 
 class Lifecycle:
     """The plain model `transitions` drives: `state` is the status, and every condition named in
-    TRANSITIONS is an attribute answering from the folded deployment and the gate context."""
+    TRANSITIONS is an attribute answering from the folded deployment and the gate context. Each predicate is
+    judged at most once per machine (`judge`): the folded evidence does not change while the machine lives, so
+    the guard `transitions` evaluates reads the result `try_pass` already has."""
 
     def __init__(self, deployment: DeploymentState, context: GateContext) -> None:
         self.deployment = deployment
         self.context = context
-        for name, predicate in CONDITIONS.items():
-            setattr(self, name, partial(_holds, predicate, deployment, context))
+        self.results: dict[str, GateResult] = {}
+        for name in CONDITIONS:
+            setattr(self, name, partial(self._holds, name))
+
+    def judge(self, name: str) -> GateResult:
+        if name not in self.results:
+            self.results[name] = CONDITIONS[name](self.deployment, self.context)
+        return self.results[name]
+
+    def _holds(self, name: str) -> bool:
+        return self.judge(name).ok
 
 
 class DeploymentMachine:
@@ -58,7 +65,7 @@ class DeploymentMachine:
 
     def check(self, phase: int) -> GateResult:
         """Run phase's gate predicate on the folded evidence, without moving anything."""
-        return GATES[Phase(phase)](self.deployment, self.context)
+        return self.model.judge(PREDICATES[Phase(phase)].__name__)
 
     def try_pass(self, phase: int) -> GateResult:
         """Open phase's gate or raise `GateRejected` naming the unmet criterion.
@@ -76,6 +83,6 @@ class DeploymentMachine:
         result = self.check(phase)
         if not result.ok:
             raise GateRejected(phase, result.reason)
-        if not self.model.trigger(phase.pass_trigger):  # the guard re-evaluates the same predicate
+        if not self.model.trigger(phase.pass_trigger):  # the guard reads the same judgement (Lifecycle.judge)
             raise GateRejected(phase, f"{phase.pass_trigger} refused by the state machine")
         return result

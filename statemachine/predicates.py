@@ -1,4 +1,4 @@
-"""The gate predicates the lifecycle table names, and `GATES` (phase -> predicate).
+"""The gate predicates the lifecycle table names, and `PREDICATES` (phase -> predicate).
 
 A gate predicate is `(state, context) -> GateResult`: it reads the evidence of the open attempt (and the
 resolved config) from the folded `DeploymentState`, and whatever the stream cannot know (the planned kernel
@@ -308,7 +308,7 @@ def bound_to_digest(predicate: Predicate) -> Predicate:
     return gate
 
 
-GATES: dict[Phase, Predicate] = {
+PREDICATES: dict[Phase, Predicate] = {
     phase: bound_to_digest(predicate) for phase, predicate in {
         Phase.REFERENCE: gate_0_reference_ok,
         Phase.KERNELS: gate_1_all_kernels_pass,
@@ -340,5 +340,5 @@ def _blocked_at(phase: Phase) -> Predicate:
 
 
 CONDITIONS: dict[str, Predicate] = {
-    predicate.__name__: predicate for predicate in (*GATES.values(), no_retry_left, *map(_blocked_at, Phase))
+    predicate.__name__: predicate for predicate in (*PREDICATES.values(), no_retry_left, *map(_blocked_at, Phase))
 }

@@ -13,7 +13,7 @@ from handlers import deploy, results
 from handlers.bootstrap import App
 from handlers.cli.common import refresh_projections
 from handlers.doctor import advance_refusal
-from handlers.gates import GateRun
+from handlers.gates import GateOptions, GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, describe
@@ -75,21 +75,18 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | N
 def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len: int | None, distribute: bool,
                 wait_s: float | None, as_json: bool) -> None:
     """Run the next phase gate(s) of NAME, as far as the gates go or up to --until."""
-    refusal = advance_refusal(app.ledger, name)  # before any attempt is opened: no usable mlir-air checkout
-    if refusal:
-        raise DeploymentError(refusal)
     progress = (lambda m: None) if as_json else TerminalProgress()
-    options = {"full": full, "prefill_len": prefill_len}
+    # the refusal (no usable mlir-air checkout) is judged on advance's own fold, before any attempt is opened
+    request = deploy.AdvanceRequest(name, app.workspace, until=until, options=GateOptions(full=full, prefill_len=prefill_len),
+                             preflight=lambda state: advance_refusal(state, name))
     try:
         if distribute:
             # here, not at the top: the workers need psycopg + procrastinate, which the CLI starts without
             from handlers.workers.coordinator import advance_distributed
 
-            report = advance_distributed(app.ledger, name, until=until, workspace=app.workspace, progress=progress,
-                                         options=options, wait_s=wait_s)
+            report = advance_distributed(app.ledger, request, progress, wait_s=wait_s)
         else:
-            report = deploy.advance(app.ledger, name, until=until, workspace=app.workspace, progress=progress,
-                                    options=options)
+            report = deploy.advance(app.ledger, request, progress)
     finally:
         refresh_projections(app)
     if as_json:

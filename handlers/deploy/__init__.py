@@ -9,6 +9,7 @@ from `handlers.deploy`; the modules import nothing of each other but `attempts`.
 from handlers.deploy.attempts import (
     AdvanceReport,
     ModelChanged,
+    AdvanceRequest,
     advance,
     bind,
     judge_attempt,
@@ -21,6 +22,6 @@ from handlers.deploy.reaudit import AuditReport, audit
 from handlers.deploy.review import lesson, resume
 
 __all__ = [
-    "AdvanceReport", "AuditReport", "ModelChanged", "OutOfScope", "advance", "audit", "bind", "history", "init",
+    "AdvanceReport", "AdvanceRequest", "AuditReport", "ModelChanged", "OutOfScope", "advance", "audit", "bind", "history", "init",
     "judge_attempt", "lesson", "open_attempt", "resume", "status", "stop_if_model_changed",
 ]

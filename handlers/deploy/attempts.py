@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from handlers.gates import GateOutcome, GateRun
+from handlers.gates import GateOptions, GateOutcome, GateRun
 from handlers.gates.table import GATES
 from handlers.planning import planning_registry
 from handlers.provenance import stamp_toolchain
@@ -42,6 +42,7 @@ from registry.text import ledger_command, shown
 from statemachine.gate import GateContext, GateRejected
 from statemachine.machine import DeploymentMachine
 from statemachine.phases import Phase, Status
+from statemachine.state import DeploymentState
 
 log = structlog.get_logger("npu_ledger.deploy")
 
@@ -58,17 +59,27 @@ class AdvanceReport:
         return any(not r["passed"] for r in self.ran)
 
 
-def advance(
-    ledger: Ledger,
-    name: str,
-    *,
-    until: int | None = None,
-    workspace: Path,
-    progress: Callable[[str], None] = lambda m: None,
-    options: dict[str, Any] | None = None,
-) -> AdvanceReport:
-    """Run the next gate(s) up to `until` (default: as far as the gates go), stopping at the first failure."""
+@dataclass(frozen=True)
+class AdvanceRequest:
+    """`ledger advance NAME`, typed: how far, with which gate options, and the check that may refuse it on the
+    folded deployment before any attempt is opened (the CLI's: an mlir-air deployment without a usable checkout)."""
+
+    name: str
+    workspace: Path
+    until: int | None = None
+    options: GateOptions = field(default_factory=GateOptions)
+    preflight: Callable[[DeploymentState], str | None] | None = None
+
+
+def advance(ledger: Ledger, request: AdvanceRequest, progress: Callable[[str], None] = lambda m: None,
+            ) -> AdvanceReport:
+    """Run the next gate(s) up to `request.until` (default: as far as the gates go), stopping at the first
+    failure. The deployment's stream is read and folded once; each append extends that fold (DeploymentUnit)."""
+    name, until, workspace, options = request.name, request.until, request.workspace, request.options
     unit = DeploymentUnit(ledger, name)
+    refusal = request.preflight(unit.state) if request.preflight else None
+    if refusal:
+        raise DeploymentError(refusal)
     report = AdvanceReport(name)
     while True:
         state = unit.state
@@ -93,7 +104,7 @@ def advance(
             attempt = state.attempts.get(phase, 0) + 1
             progress(f"phase {int(phase)} ({phase.title}), attempt {attempt}")
             started_at = _now()
-            outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress, options=options or {}))
+            outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress, options=options))
             digest = next((e.digest for e in outcome.events if isinstance(e, ModelDigested)), state.model_digest)
             open_attempt(unit, phase, attempt, outcome.context, bind(stamp_toolchain(outcome.events, state.executor), digest),
                          started_at=started_at)

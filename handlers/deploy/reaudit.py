@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from handlers.deploy.attempts import AdvanceReport, advance, bind, judge_attempt
+from handlers.deploy.attempts import AdvanceReport, AdvanceRequest, advance, bind, judge_attempt
 from handlers.evaluator.audit import Finding, chain_findings
-from handlers.gates import GateOutcome, GateRun
+from handlers.gates import GateOptions, GateOutcome, GateRun
 from handlers.gates.phase7 import evaluate_in_fresh_process
 from handlers.uow import DeploymentError, DeploymentUnit, stream_id
 from ledger import Ledger
@@ -70,8 +70,8 @@ def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None 
             judge_attempt(unit, Phase.EVALUATION, unit.state.open_attempt.number, GateOutcome(events=[]))
             report = AdvanceReport(name, status=unit.state.status.value)
         else:
-            report = advance(ledger, name, until=7, workspace=workspace, progress=progress,
-                             options={"checkpoint": checkpoint})
+            report = advance(ledger, AdvanceRequest(name, workspace, until=7, options=GateOptions(checkpoint=checkpoint)),
+                             progress)
         unit = DeploymentUnit(ledger, name)
         last = next(e for e in reversed(unit.events) if e.type == "EvaluationRecorded")
         p = last.payload

@@ -2,7 +2,7 @@
 re-derive each figure from its own samples.
 
 * `rejudge_attempts` replays the stream event by event and, at each `PhasePassed`, applies the state
-  machine's own gate predicate (`statemachine.predicates.GATES`) to the attempt as it stood: every evidence
+  machine's own gate predicate (`statemachine.predicates.PREDICATES`) to the attempt as it stood: every evidence
   event of the attempt counts, not only the seqs the PhasePassed cites (a later FAIL left out of
   `evidence_seqs` is found).
 * `digest_findings` compares the model folder's digest now with the one Phase 0 recorded, and every
@@ -35,7 +35,7 @@ from ledger.record import RecordedEvent
 from statemachine.state import DeploymentState
 from statemachine.fold import FoldError, apply
 from statemachine.gate import GateContext
-from statemachine.predicates import GATES
+from statemachine.predicates import PREDICATES
 from statemachine.phases import Phase
 from kernels.model.digest import changed_files, changed_numerics, invalidated_phases
 from handlers.planning import deployment_weights
@@ -82,7 +82,7 @@ def rejudge_attempts(events: list[RecordedEvent], states: list, planned: list[tu
         context = GateContext(planned_kernels=planned if phase is Phase.KERNELS else None)
         if phase is Phase.KERNELS and planned is None:
             continue  # no plan re-derivable: reported as a model-folder finding
-        result = GATES[phase](state, context)
+        result = PREDICATES[phase](state, context)
         if not result.ok:
             n = len(state.open_attempt.evidence)
             findings.append(Finding("error", _named_seq(result.reason, rec.seq), "rejudge",

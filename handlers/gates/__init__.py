@@ -16,11 +16,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernels.model.config import ModelConfig
+from ledger import Ledger
 from ledger.events import Event
 from statemachine.gate import GateContext
 from statemachine.state import DeploymentState
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """What the person asked of the gates beyond the deployment itself (`ledger advance` / `audit` flags)."""
+
+    full: bool = False  # the token gate on all 8 prompts of a set, not 2
+    prefill_len: int | None = None  # Phases 4-6 time this prefill length, not the canonical prompt's
+    checkpoint: str | None = None  # Phase 7 checks the chain against this SIZE:HASH as well
 
 
 @dataclass
@@ -29,9 +39,9 @@ class GateRun:
 
     state: DeploymentState
     workspace: Path
-    ledger: Any = None  # only Phase 7 reads the ledger itself (to replay it)
+    ledger: Ledger | None = None  # only Phase 7 reads the ledger itself (to replay it)
     progress: Progress = lambda message: None
-    options: dict[str, Any] = field(default_factory=dict)  # e.g. {"full": True} for the 8-prompt token gate
+    options: GateOptions = field(default_factory=GateOptions)
 
     @property
     def model_path(self) -> Path:

@@ -37,7 +37,7 @@ def run_block(ctx: GateRun) -> GateOutcome:
 
 def token_gate_events(ctx: GateRun, backend, context: str, full: bool | None = None) -> list[TokenGateChecked]:
     """The token gate on the backend's prompts (2, or 8 with full), one event per prompt."""
-    prompts = backend.prompts(ctx.options.get("full", False) if full is None else full)
+    prompts = backend.prompts(ctx.options.full if full is None else full)
     events = []
     for i, prompt in enumerate(prompts, start=1):
         ctx.progress(f"[{i}/{len(prompts)}] token gate ({context}), prompt {prompt.index}: {prompt.text[:40]!r}")

@@ -71,7 +71,7 @@ def _build(ctx: GateRun, applied: dict[str, bool], faults: set[str]):
 def info_tokens(backend, ctx: GateRun) -> int:
     """The emulator's informational wall-time prefill length: the canonical prompt, as Phase 6's integrated run
     times it (so Phases 4-6 report wall times of one prompt), unless `advance --prefill-len` says otherwise."""
-    return int(ctx.options.get("prefill_len") or len(canonical_tokens(backend.tokenizer())))
+    return int(ctx.options.prefill_len or len(canonical_tokens(backend.tokenizer())))
 
 
 def measure(backend, phase: int, ctx: GateRun, informational: bool = True) -> Measurement:

@@ -174,7 +174,7 @@ def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[lis
 
 
 def run(ctx: GateRun) -> GateOutcome:
-    rerun, evaluation = evaluate_in_fresh_process(ctx, ctx.options.get("checkpoint"))
+    rerun, evaluation = evaluate_in_fresh_process(ctx, ctx.options.checkpoint)
     errors = [f["message"] for f in evaluation.findings if f["severity"] == "error"]
     return GateOutcome(events=[*rerun, evaluation], reasons=errors[:5],
                        summary=f"independent evaluation {evaluation.verdict} "

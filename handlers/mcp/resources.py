@@ -49,7 +49,7 @@ def uri_of(path: str) -> str:
 def texts(app: App) -> dict[str, bytes]:
     """Every text projection (markdown, JSON) of the ledger, by path, from a read-only ledger."""
     app.read_only = True
-    return {path: data for path, data in project_all(app.ledger.read_all()).items() if _mime(path)}
+    return {path: data for path, data in project_all(app.ledger.all_events()).items() if _mime(path)}
 
 
 def pages(app: App) -> list[Page]:

@@ -28,6 +28,8 @@ from handlers.bootstrap import App
 from handlers.inputs import confined, read_input_text
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
+from handlers.doctor import advance_refusal
+from handlers.gates import GateOptions
 from handlers.planning import deployment_plan
 from kernels.backends.kernel_runners import make_runner
 from kernels.backends.runner_base import KernelRow
@@ -163,8 +165,10 @@ def _init(c: Call):
 def _advance(c: Call):
     a = c.args
     try:
-        report = deploy.advance(c.app.ledger, a["name"], until=a.get("until"), workspace=c.app.workspace,
-                                progress=c.progress, options={"full": a["full"], "prefill_len": a.get("prefill_len")})
+        request = deploy.AdvanceRequest(a["name"], c.app.workspace, until=a.get("until"),
+                                        options=GateOptions(full=a["full"], prefill_len=a.get("prefill_len")),
+                                        preflight=lambda state: advance_refusal(state, a["name"]))
+        report = deploy.advance(c.app.ledger, request, c.progress)
     finally:
         refresh(c.app)
     return results.advance_json(report)

@@ -15,6 +15,7 @@ Later phases then run locally, as `ledger advance` runs them.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,21 +45,24 @@ class StillRunning(DeploymentError):
     """Raised when `--wait` ran out before every planned row landed; nothing was judged, the jobs go on."""
 
 
-def advance_distributed(ledger: Ledger, name: str, *, workspace: Path, until: int | None = None,
-                        progress: Callable[[str], None] = lambda m: None, options: dict[str, Any] | None = None,
-                        poll_s: float = 0.5, wait_s: float | None = None) -> deploy.AdvanceReport:
-    """Run Phase 1 of `name` on the workers (earlier phases and later ones locally, up to `until`)."""
+def advance_distributed(ledger: Ledger, request: deploy.AdvanceRequest, progress: Callable[[str], None] = lambda m: None,
+                        *, poll_s: float = 0.5, wait_s: float | None = None) -> deploy.AdvanceReport:
+    """Run Phase 1 of `request.name` on the workers (earlier phases and later ones locally, up to `request.until`)."""
+    name, until = request.name, request.until
     dsn = conninfo(ledger.url)  # a SQLite ledger: QueueUnavailable, nothing recorded
     unit = DeploymentUnit(ledger, name)
     report = deploy.AdvanceReport(name)
     if unit.state.status in (Status.REQUESTED, Status.PHASE0):  # Phase 0 first, locally
-        report = deploy.advance(ledger, name, until=0, workspace=workspace, progress=progress, options=options)
+        report = deploy.advance(ledger, replace(request, until=0), progress)
         if report.failed or (until is not None and until < 1):
             return report
         unit = DeploymentUnit(ledger, name)
     state = unit.state
     if state.status is not Status.PHASE1:  # blocked, deployed, past Phase 1: the normal advance says what to do
-        return deploy.advance(ledger, name, until=until, workspace=workspace, progress=progress, options=options)
+        return deploy.advance(ledger, request, progress)
+    refusal = request.preflight(state) if request.preflight else None
+    if refusal:
+        raise DeploymentError(refusal)
     attempt = open_kernel_attempt(unit, progress)
     ensure_schema(dsn)
     _enqueue(dsn, unit, attempt, progress)
@@ -72,7 +76,7 @@ def advance_distributed(ledger: Ledger, name: str, *, workspace: Path, until: in
     if not result["passed"] or (until is not None and until <= 1):
         report.status = DeploymentUnit(ledger, name).state.status.value
         return report
-    rest = deploy.advance(ledger, name, until=until, workspace=workspace, progress=progress, options=options)
+    rest = deploy.advance(ledger, request, progress)
     rest.ran[:0] = report.ran
     return rest
 

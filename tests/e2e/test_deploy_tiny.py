@@ -282,7 +282,7 @@ def test_a_switch_that_changes_the_numbers_on_a_backend_that_says_none_do_is_cau
     monkeypatch.setattr(phase456, "model_backend", fusion_breaks_the_kv_cache)
     ws = tiny_at(3)
     led = workspace_ledger(ws)
-    report = deploy.advance(led, "tiny", until=4, workspace=ws)
+    report = deploy.advance(led, deploy.AdvanceRequest("tiny", ws, until=4))
     assert report.status == "phase5", report
     events = led.read_stream("deployment:tiny")
     final = [e for e in events if e.type == "TokenGateChecked" and e.payload["context"] == "phase4:final"]

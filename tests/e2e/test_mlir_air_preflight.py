@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from handlers.doctor import advance_refusal
+from handlers.uow import DeploymentUnit
 from kernels.mlir_air.twin import write_twin
 from ledger import open_ledger
 from tests.e2e.cli import ledger as cli
@@ -65,7 +66,7 @@ def test_advance_without_a_usable_checkout_is_refused_before_an_attempt(where, w
 
 def test_a_twin_or_another_executor_passes_the_preflight(workspace, twin):
     lg = open_ledger(f"sqlite:///{workspace / '.ledger' / 'ledger.db'}")
-    assert advance_refusal(lg, "m", str(twin)) is None
-    assert advance_refusal(lg, "m", "") is not None
-    assert advance_refusal(lg, "e", "") is None  # the emulator needs no checkout
-    assert advance_refusal(lg, "no-such-deployment", "") is None  # advance reports that itself
+    m, e = (DeploymentUnit(lg, name).state for name in ("m", "e"))
+    assert advance_refusal(m, "m", str(twin)) is None
+    assert advance_refusal(m, "m", "") is not None
+    assert advance_refusal(e, "e", "") is None  # the emulator needs no checkout

@@ -60,7 +60,7 @@ def test_three_workers_drain_a_plan_and_a_job_of_a_worker_killed_mid_run_complet
     url = schema_url(pg_schema)
     led = open_ledger(url)
     deploy.init(led, str(tiny_llama), name="tl")
-    deploy.advance(led, "tl", until=0, workspace=tmp_path)
+    deploy.advance(led, deploy.AdvanceRequest("tl", tmp_path, until=0))
     workers = []
     try:
         for i in range(3):  # started one by one: procrastinate's worker ids follow the start order

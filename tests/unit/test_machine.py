@@ -28,7 +28,7 @@ from ledger.events import (
 )
 from ledger.record import RecordedEvent
 from statemachine import (
-    GATES,
+    PREDICATES,
     TRANSITIONS,
     DeploymentMachine,
     DeploymentState,
@@ -315,6 +315,16 @@ def test_try_pass_moves_the_machine_to_the_next_phase_and_returns_the_evidence_s
         machine.try_pass(2)
 
 
+def test_try_pass_judges_the_predicate_once_and_the_guard_reads_that_judgement(monkeypatch) -> None:
+    calls = []
+    name = "gate_2_block_ok"
+    predicate = CONDITIONS[name]
+    monkeypatch.setitem(CONDITIONS, name, lambda state, context: calls.append(1) or predicate(state, context))
+    machine = DeploymentMachine(at_gate(2, block()))
+    assert machine.try_pass(Phase.BLOCK).ok and machine.status is Status.PHASE3
+    assert len(calls) == 1
+
+
 def test_try_pass_refuses_a_phase_that_is_not_next() -> None:
     with pytest.raises(GateRejected, match="at phase2, not phase3"):
         DeploymentMachine(at_gate(2, block())).try_pass(3)
@@ -378,7 +388,7 @@ def test_the_machine_has_no_transition_that_skips_a_phase() -> None:
 
 def test_every_pass_is_guarded_by_its_gate_predicate() -> None:
     guards = {e.trigger: e.conditions for e in edges() if e.trigger.startswith("pass_phase_")}
-    assert guards == {f"pass_phase_{int(p)}": (GATES[p].__name__,) for p in Phase}
+    assert guards == {f"pass_phase_{int(p)}": (PREDICATES[p].__name__,) for p in Phase}
 
 
 def test_the_table_names_only_known_states_and_conditions() -> None:
