@@ -48,71 +48,87 @@ def merge_tables(directory: str | Path, data: RegistryData) -> dict[str, int]:
         targets = [(directory / "supported_kernels.md", [("", INDEX[key])], "index"),
                    (directory / "details" / f"{PAGE_OF[key]}.md", list(DETAILS[key]), "details")]
         for path, tables, where in targets:
-            if not path.is_file():
-                continue
-            text = path.read_text(encoding="utf-8")
-            lines = text.split("\n")
-            inserts: list[tuple[int, list[str]]] = []
-            for method, header in tables:
-                found = [t for t in parse_tables(text) if t[0] == header]
-                if not found:
-                    continue
-                if key.startswith("gemm") and where == "details" and len(DETAILS[key]) > 1:
-                    # several method tables may share a header: the n-th table with that header is the n-th method
-                    same = [m for m, h in DETAILS[key] if h == header]
-                    found = [found[same.index(method)]] if same.index(method) < len(found) else []
-                for hdr, existing, _, end in found[:1]:
-                    have = {(gemm_shape(c) if key.startswith("gemm") else shape_of_cells(key, hdr, c))
-                            for c in existing}
-                    new = []
-                    for r in rows:
-                        ident = (tuple(dict(r.shape)[k] for k in ("M", "K", "N")) if key.startswith("gemm")
-                                 else tuple(sorted(dict(r.shape).items())))
-                        if key == "flash_attention":
-                            s = dict(r.shape)
-                            ident = tuple(sorted({"lq": s["lq"], "lk": s["lk"], "dk": s["dk"], "dv": s["dv"],
-                                                  "heads_q": s["heads"], "heads_kv": s["kv_heads"],
-                                                  "causal": bool(s["causal"])}.items()))
-                        if ident in have:
-                            continue
-                        cells = index_cells(key, r) if where == "index" else details_cells(key, method, r)
-                        if cells is None or "🧪" in "".join(cells):
-                            continue
-                        new.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-                    if new:
-                        inserts.append((end, new))
-            for end, new in sorted(inserts, reverse=True):
-                lines[end:end] = new
-            n = sum(len(x) for _, x in inserts)
+            n = _merge_file(path, key, tables, where, rows) if path.is_file() else 0
             if n:
-                path.write_text("\n".join(lines), encoding="utf-8")
-                added[str(path.relative_to(directory))] = added.get(str(path.relative_to(directory)), 0) + n
+                rel = str(path.relative_to(directory))
+                added[rel] = added.get(rel, 0) + n
     for dtype, name in GEMM_JSON.items():
         path = directory / "details" / name
-        if not path.is_file():
-            continue
-        doc = json.loads(path.read_text())
-        page = data.page("gemm_bf16" if dtype == "bf16" else "gemm_f32")
-        index = {(s["M"], s["K"], s["N"]): s for s in doc.get("shapes", [])}
-        n = 0
-        for row in page.rows:
-            ours = [m for m in row.measurements if m.on_hardware and m.passed and m.evidence != "imported"]
-            if not ours:
-                continue
-            mkn = tuple(dict(row.shape)[k] for k in ("M", "K", "N"))
-            if mkn not in index:
-                entry = shape_entry(dataclasses.replace(row, measurements=tuple(ours)))
-                if entry:
-                    doc["shapes"].append(entry)
-                    n += 1
-                continue
-            shape = index[mkn]
-            for m in ours:
-                if m.method not in shape["methods"]:
-                    shape["methods"][m.method] = method_entry(m)
-                    n += 1
+        n = _merge_gemm_json(path, data.page("gemm_bf16" if dtype == "bf16" else "gemm_f32")) if path.is_file() else 0
         if n:
-            # upstream writes \\u escapes (ensure_ascii): dumping the same way leaves its bytes unchanged
-            path.write_text(json.dumps(doc, indent=2, ensure_ascii=True) + "\n")
             added[f"details/{name}"] = n
     return added
+
+
+def _merge_file(path: Path, key: str, tables: list[tuple[str, str]], where: str, rows: list) -> int:
+    """Append `rows` missing from `path`'s tables of `key` after each table's last row; the rows added."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    inserts: list[tuple[int, list[str]]] = []
+    for method, header in tables:
+        found = [t for t in parse_tables(text) if t[0] == header]
+        if found and key.startswith("gemm") and where == "details" and len(DETAILS[key]) > 1:
+            # several method tables may share a header: the n-th table with that header is the n-th method
+            same = [m for m, h in DETAILS[key] if h == header]
+            found = [found[same.index(method)]] if same.index(method) < len(found) else []
+        for hdr, existing, _, end in found[:1]:
+            new = _new_lines(key, hdr, existing, rows, method, where)
+            if new:
+                inserts.append((end, new))
+    for end, new in sorted(inserts, reverse=True):
+        lines[end:end] = new
+    n = sum(len(x) for _, x in inserts)
+    if n:
+        path.write_text("\n".join(lines), encoding="utf-8")
+    return n
+
+
+def _identity(key: str, shape) -> tuple:
+    """A row's shape as the table's own cells identify it (`registry.importer_tables`)."""
+    s = dict(shape)
+    if key.startswith("gemm"):
+        return tuple(s[k] for k in ("M", "K", "N"))
+    if key == "flash_attention":
+        return tuple(sorted({"lq": s["lq"], "lk": s["lk"], "dk": s["dk"], "dv": s["dv"], "heads_q": s["heads"],
+                             "heads_kv": s["kv_heads"], "causal": bool(s["causal"])}.items()))
+    return tuple(sorted(s.items()))
+
+
+def _new_lines(key: str, hdr, existing, rows: list, method: str, where: str) -> list[str]:
+    """The table lines of `rows` whose shape the table lacks (emulator rows never)."""
+    have = {(gemm_shape(c) if key.startswith("gemm") else shape_of_cells(key, hdr, c)) for c in existing}
+    new = []
+    for r in rows:
+        if _identity(key, r.shape) in have:
+            continue
+        cells = index_cells(key, r) if where == "index" else details_cells(key, method, r)
+        if cells is None or "🧪" in "".join(cells):
+            continue
+        new.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return new
+
+
+def _merge_gemm_json(path: Path, page) -> int:
+    """Add the page's hardware shapes and methods that mlir-air's GEMM JSON at `path` lacks; the entries added."""
+    doc = json.loads(path.read_text())
+    index = {(s["M"], s["K"], s["N"]): s for s in doc.get("shapes", [])}
+    n = 0
+    for row in page.rows:
+        ours = [m for m in row.measurements if m.on_hardware and m.passed and m.evidence != "imported"]
+        if not ours:
+            continue
+        mkn = tuple(dict(row.shape)[k] for k in ("M", "K", "N"))
+        if mkn not in index:
+            entry = shape_entry(dataclasses.replace(row, measurements=tuple(ours)))
+            if entry:
+                doc["shapes"].append(entry)
+                n += 1
+            continue
+        for m in ours:
+            if m.method not in index[mkn]["methods"]:
+                index[mkn]["methods"][m.method] = method_entry(m)
+                n += 1
+    if n:
+        # upstream writes \\u escapes (ensure_ascii): dumping the same way leaves its bytes unchanged
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=True) + "\n")
+    return n

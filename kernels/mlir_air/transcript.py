@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernels.mlir_air.output import NUMBER, TranscriptError, Verdict, clean_lines, exception_line, last_words
@@ -156,228 +156,210 @@ def parse_harness_transcript(text: str, *, require_precision: bool = True) -> Ha
     if not text or not text.strip():
         raise TranscriptError("the harness transcript is empty.", text)
     lines = clean_lines(text)
+    scan = _Scan(text)
+    for lineno, line in enumerate(lines):
+        if line:
+            scan.feed(lineno, line)
+    verdict = scan.verdict(lines, require_precision)
+    scan.check_consistency(verdict)
+    failing = (scan.errors + scan.corr_errors)[0] if (scan.errors or scan.corr_errors) else None
+    latency = scan.latency
+    return HarnessResult(
+        verdict=verdict,
+        outputs=tuple(scan.output(idx, verdict, failing) for idx in scan.order),
+        latency_us=latency[0] if latency else None,
+        gflops=latency[1] if latency else None,
+        failing_output=failing,
+        failure_reasons=tuple(scan.reasons()),
+        latency_text=scan.printed[0] or None,
+        gflops_text=scan.printed[1],
+    )
 
-    precisions: dict[int, dict[str, Any]] = {}
-    order: list[int] = []
-    errors: list[int] = []
-    corr_errors: list[int] = []
-    mismatch: dict[int, tuple[int, int]] = {}
-    shapes: dict[int, str] = {}
-    correlations: dict[int, float] = {}
+
+@dataclass
+class _Scan:
+    """What one pass over a transcript's lines collects; `feed` reads one line, the rest judge the whole."""
+
+    text: str
+    precisions: dict[int, dict[str, Any]] = field(default_factory=dict)
+    order: list[int] = field(default_factory=list)
+    errors: list[int] = field(default_factory=list)
+    corr_errors: list[int] = field(default_factory=list)
+    mismatch: dict[int, tuple[int, int]] = field(default_factory=dict)
+    shapes: dict[int, str] = field(default_factory=dict)
+    correlations: dict[int, float] = field(default_factory=dict)
     latency: tuple[float, float | None] | None = None
     printed: tuple[str, str | None] = ("", None)
-    verdicts: list[tuple[int, str]] = []
-    listed: dict[int, list[tuple[float, float | None]]] = {}  # output -> [(|expected|, diff)] of its Index lines
-    more: dict[int, int] = {}
-    sampled: dict[int, int] = {}
+    verdicts: list[tuple[int, str]] = field(default_factory=list)
+    listed: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # output -> [(|expected|, diff)]
+    more: dict[int, int] = field(default_factory=dict)
+    sampled: dict[int, int] = field(default_factory=dict)
     compile_only: str | None = None
     traceback_at: str | None = None
     current_error: int | None = None
     check_after_verdict: str | None = None
 
-    for lineno, line in enumerate(lines):
-        if not line:
-            continue
-        is_check_line = False
+    def fail(self, message: str) -> TranscriptError:
+        return TranscriptError(message, self.text)
+
+    def feed(self, lineno: int, line: str) -> None:
+        is_check_line = self._check_line(line)
+        if not is_check_line:
+            self._other_line(lineno, line)
+        if is_check_line and self.verdicts and self.check_after_verdict is None:
+            self.check_after_verdict = line
+
+    def _check_line(self, line: str) -> bool:
+        """Read `line` when it is part of an output's check; False when it is not one."""
         if line.startswith("[precision]"):
-            m = _PRECISION.match(line)
-            if not m:
-                raise TranscriptError(f"malformed [precision] line: {line!r}.", text)
-            idx = int(m["index"]) if m["index"] is not None else len(order)
-            if idx in precisions:
-                raise TranscriptError(
-                    f"output {idx} has two [precision] lines: the transcript contradicts itself.", text
-                )
-            precisions[idx] = {
-                "n": int(m["n"]) if m["n"] is not None else None,
-                "l1": float(m["l1"]),
-                "rel": float(m["rel"]),
-                "abs": float(m["abs"]),
-                "rtol": float(m["rtol"]),
-                "atol": float(m["atol"]),
-            }
-            order.append(idx)
-            is_check_line = True
-        elif line.startswith("Latency (us):"):
-            m = _LATENCY.match(line)
-            if not m:
-                raise TranscriptError(f"malformed latency line: {line!r}.", text)
-            latency = (float(m["lat"]), float(m["gf"]) if m["gf"] is not None else None)
-            printed = (m["lat"], m["gf"])
+            self._precision(line)
         elif m := _ERROR_OUTPUT.match(line):
-            current_error = int(m["index"])
-            errors.append(current_error)
-            is_check_line = True
+            self.current_error = int(m["index"])
+            self.errors.append(self.current_error)
         elif m := _ERROR_CORR.match(line):
-            corr_errors.append(int(m["index"]))
-            is_check_line = True
+            self.corr_errors.append(int(m["index"]))
         elif m := _CORRELATION.match(line):
-            correlations[int(m["index"])] = float(m["c"])
-            is_check_line = True
+            self.correlations[int(m["index"])] = float(m["c"])
         elif line.startswith("Mismatches:"):
-            m = _MISMATCHES.match(line)
-            if not m:
-                raise TranscriptError(f"malformed mismatch line: {line!r}.", text)
-            if current_error is None:
-                raise TranscriptError(
-                    "a 'Mismatches:' line appears without the 'ERROR: Output N' line it belongs to.", text
-                )
-            bad, total = int(m["bad"]), int(m["total"])
-            if bad > total:
-                raise TranscriptError(
-                    f"output {current_error} reports {bad} mismatches out of only {total} elements.", text
-                )
-            mismatch[current_error] = (bad, total)
-            is_check_line = True
-        elif (m := _SHAPE.match(line)) and current_error is not None and current_error not in shapes:
-            shapes[current_error] = m["shape"]
-        elif line.startswith("Index ") and current_error is not None:
+            self._mismatches(line)
+        elif line.startswith("Index ") and self.current_error is not None:
             m = _INDEX.match(line)
             if not m:
-                raise TranscriptError(f"malformed mismatch location line: {line!r}.", text)
+                raise self.fail(f"malformed mismatch location line: {line!r}.")
             e, a = float(m["e"]), float(m["a"])
             d = float(m["d"]) if m["d"] is not None else abs(a - e)
-            listed.setdefault(current_error, []).append((abs(e), d))
-            is_check_line = True
-        elif (m := _MORE.match(line)) and current_error is not None:
-            more[current_error] = int(m["n"])
-        elif (m := _SAMPLED.match(line)) and current_error is not None:
-            sampled[current_error] = int(m["n"])
+            self.listed.setdefault(self.current_error, []).append((abs(e), d))
+        else:
+            return False
+        return True
+
+    def _other_line(self, lineno: int, line: str) -> None:
+        error = self.current_error
+        if line.startswith("Latency (us):"):
+            m = _LATENCY.match(line)
+            if not m:
+                raise self.fail(f"malformed latency line: {line!r}.")
+            self.latency = (float(m["lat"]), float(m["gf"]) if m["gf"] is not None else None)
+            self.printed = (m["lat"], m["gf"])
+        elif (m := _SHAPE.match(line)) and error is not None and error not in self.shapes:
+            self.shapes[error] = m["shape"]
+        elif (m := _MORE.match(line)) and error is not None:
+            self.more[error] = int(m["n"])
+        elif (m := _SAMPLED.match(line)) and error is not None:
+            self.sampled[error] = int(m["n"])
         elif _FIRST.match(line) or _MAX_ACCEPTABLE.match(line):
             pass
         elif line in _COMPILE_ONLY:
-            compile_only = line
+            self.compile_only = line
         elif line.startswith("Traceback (most recent call last)"):
-            traceback_at = traceback_at or line
+            self.traceback_at = self.traceback_at or line
         elif line in (_VERDICT_PASS, _VERDICT_FAIL):
-            verdicts.append((lineno, line))
-        if is_check_line and verdicts and check_after_verdict is None:
-            check_after_verdict = line
+            self.verdicts.append((lineno, line))
 
-    if traceback_at is not None and not verdicts:
-        raise TranscriptError(
-            f"the harness raised a Python exception before its verdict ({exception_line(lines)!r}): a compile or "
-            "shape-assertion failure, not a measurement.",
-            text,
-        )
-    if compile_only is not None and not verdicts and not precisions:
-        raise TranscriptError(
-            f"the harness only compiled ({compile_only!r}): no output was checked, so there is nothing to record.",
-            text,
-        )
-    if not verdicts:
-        if precisions or errors:
-            raise TranscriptError(
-                "the transcript ends without a verdict line ('PASS!' or 'failed.'): the run was cut off or the "
-                f"harness crashed (last line: {last_words(lines)!r}).",
-                text,
-            )
-        raise TranscriptError(
-            "the text matches none of the mlir-air harness formats: no [precision] line and no 'PASS!' / "
-            f"'failed.' verdict (last line: {last_words(lines)!r}).",
-            text,
-        )
-    kinds = {v for _, v in verdicts}
-    if len(kinds) > 1:
-        raise TranscriptError("the transcript prints both 'PASS!' and 'failed.': it contradicts itself.", text)
-    if len(verdicts) > 1:
-        raise TranscriptError(
-            f"the transcript prints the verdict {len(verdicts)} times; one harness run prints it once.", text
-        )
-    if check_after_verdict is not None:
-        raise TranscriptError(
-            f"check output continues after the verdict ({check_after_verdict!r}): several runs concatenated?", text
-        )
-    verdict: Verdict = "PASS" if verdicts[0][1] == _VERDICT_PASS else "FAIL"
-    if require_precision and not precisions:
-        raise TranscriptError(
-            "the transcript has a verdict but no [precision] line: the harness must run with "
-            "report_precision=True so its tolerances and error figures can be recorded.",
-            text,
-        )
+    def _precision(self, line: str) -> None:
+        m = _PRECISION.match(line)
+        if not m:
+            raise self.fail(f"malformed [precision] line: {line!r}.")
+        idx = int(m["index"]) if m["index"] is not None else len(self.order)
+        if idx in self.precisions:
+            raise self.fail(f"output {idx} has two [precision] lines: the transcript contradicts itself.")
+        self.precisions[idx] = {
+            "n": int(m["n"]) if m["n"] is not None else None, "l1": float(m["l1"]), "rel": float(m["rel"]),
+            "abs": float(m["abs"]), "rtol": float(m["rtol"]), "atol": float(m["atol"]),
+        }
+        self.order.append(idx)
 
-    if verdict == "PASS":
-        if errors or corr_errors or mismatch:
-            bad = sum(b for b, _ in mismatch.values())
-            raise TranscriptError(
-                f"the transcript says 'PASS!' but also reports a failing output ({bad} mismatches): "
-                "it contradicts itself.",
-                text,
-            )
-        for idx, p in precisions.items():
-            if not all(math.isfinite(p[k]) for k in ("l1", "rel", "abs")):
-                raise TranscriptError(
-                    f"the transcript says 'PASS!' but output {idx} has non-finite error figures "
-                    f"(mean_rel_L1={p['l1']}, abs_err max={p['abs']}): a NaN/Inf output cannot pass.",
-                    text,
-                )
+    def _mismatches(self, line: str) -> None:
+        m = _MISMATCHES.match(line)
+        if not m:
+            raise self.fail(f"malformed mismatch line: {line!r}.")
+        if self.current_error is None:
+            raise self.fail("a 'Mismatches:' line appears without the 'ERROR: Output N' line it belongs to.")
+        bad, total = int(m["bad"]), int(m["total"])
+        if bad > total:
+            raise self.fail(f"output {self.current_error} reports {bad} mismatches out of only {total} elements.")
+        self.mismatch[self.current_error] = (bad, total)
 
-    for idx, rows in listed.items():
-        bad = mismatch.get(idx, (None, None))[0]
-        if bad is not None and len(rows) + more.get(idx, 0) != bad:
-            raise TranscriptError(
-                f"output {idx} lists {len(rows)} mismatch locations and {more.get(idx, 0)} more, but reports {bad} "
-                "mismatches: the transcript is truncated or contradicts itself.",
-                text,
-            )
-    for idx, (_, total) in mismatch.items():
-        n = precisions.get(idx, {}).get("n")
-        if n is not None and n != total:
-            raise TranscriptError(
-                f"output {idx} has {n} elements in its [precision] line but {total} in its mismatch line.", text
-            )
+    def verdict(self, lines: list[str], require_precision: bool) -> Verdict:
+        """The one verdict the transcript prints, or the reason it has none (or more than one)."""
+        if self.traceback_at is not None and not self.verdicts:
+            raise self.fail(f"the harness raised a Python exception before its verdict ({exception_line(lines)!r}): "
+                            "a compile or shape-assertion failure, not a measurement.")
+        if self.compile_only is not None and not self.verdicts and not self.precisions:
+            raise self.fail(f"the harness only compiled ({self.compile_only!r}): no output was checked, so there "
+                            "is nothing to record.")
+        if not self.verdicts:
+            if self.precisions or self.errors:
+                raise self.fail("the transcript ends without a verdict line ('PASS!' or 'failed.'): the run was cut "
+                                f"off or the harness crashed (last line: {last_words(lines)!r}).")
+            raise self.fail("the text matches none of the mlir-air harness formats: no [precision] line and no "
+                            f"'PASS!' / 'failed.' verdict (last line: {last_words(lines)!r}).")
+        if len({v for _, v in self.verdicts}) > 1:
+            raise self.fail("the transcript prints both 'PASS!' and 'failed.': it contradicts itself.")
+        if len(self.verdicts) > 1:
+            raise self.fail(f"the transcript prints the verdict {len(self.verdicts)} times; one harness run prints "
+                            "it once.")
+        if self.check_after_verdict is not None:
+            raise self.fail(f"check output continues after the verdict ({self.check_after_verdict!r}): several "
+                            "runs concatenated?")
+        if require_precision and not self.precisions:
+            raise self.fail("the transcript has a verdict but no [precision] line: the harness must run with "
+                            "report_precision=True so its tolerances and error figures can be recorded.")
+        return "PASS" if self.verdicts[0][1] == _VERDICT_PASS else "FAIL"
 
-    failing = (errors + corr_errors)[0] if (errors or corr_errors) else None
-    outputs: list[OutputCheck] = []
-    for idx in order:
-        p = precisions[idx]
+    def check_consistency(self, verdict: Verdict) -> None:
+        """A PASS without failing lines or non-finite figures; listed and counted mismatches that agree."""
+        if verdict == "PASS":
+            if self.errors or self.corr_errors or self.mismatch:
+                bad = sum(b for b, _ in self.mismatch.values())
+                raise self.fail(f"the transcript says 'PASS!' but also reports a failing output ({bad} mismatches): "
+                                "it contradicts itself.")
+            for idx, p in self.precisions.items():
+                if not all(math.isfinite(p[k]) for k in ("l1", "rel", "abs")):
+                    raise self.fail(f"the transcript says 'PASS!' but output {idx} has non-finite error figures "
+                                    f"(mean_rel_L1={p['l1']}, abs_err max={p['abs']}): a NaN/Inf output cannot pass.")
+        for idx, rows in self.listed.items():
+            bad = self.mismatch.get(idx, (None, None))[0]
+            if bad is not None and len(rows) + self.more.get(idx, 0) != bad:
+                raise self.fail(f"output {idx} lists {len(rows)} mismatch locations and {self.more.get(idx, 0)} "
+                                f"more, but reports {bad} mismatches: the transcript is truncated or contradicts itself.")
+        for idx, (_, total) in self.mismatch.items():
+            n = self.precisions.get(idx, {}).get("n")
+            if n is not None and n != total:
+                raise self.fail(f"output {idx} has {n} elements in its [precision] line but {total} in its "
+                                "mismatch line.")
+
+    def output(self, idx: int, verdict: Verdict, failing: int | None) -> OutputCheck:
+        """Output `idx` as checked: outputs before the failing one passed; after it, the check stopped."""
+        p = self.precisions[idx]
         if verdict == "PASS":
             passed, bad = True, 0
-        elif failing is None:
+        elif failing is None or idx > failing:
             passed, bad = None, None
         elif idx < failing:
             passed, bad = True, 0
-        elif idx == failing:
+        else:
             passed = False
-            bad = mismatch[idx][0] if idx in mismatch else (0 if idx in corr_errors and idx not in errors else None)
-        else:
-            passed, bad = None, None
-        outputs.append(
-            OutputCheck(
-                index=idx,
-                n_elements=p["n"],
-                mean_rel_L1=p["l1"],
-                max_rel=p["rel"],
-                max_abs=p["abs"],
-                rtol=p["rtol"],
-                atol=p["atol"],
-                passed=passed,
-                mismatches=bad,
-                shape=shapes.get(idx),
-                correlation=correlations.get(idx),
-                listed_ref_max=_worst(r for r, _ in listed[idx]) if listed.get(idx) else None,
-                listed_err_max=_worst(d for _, d in listed[idx]) if listed.get(idx) else None,
-                listed=len(listed.get(idx, ())),
-                listed_all=bool(listed.get(idx)) and idx not in more,
-                sampled=sampled.get(idx),
-            )
+            bad = (self.mismatch[idx][0] if idx in self.mismatch
+                   else (0 if idx in self.corr_errors and idx not in self.errors else None))
+        rows = self.listed.get(idx)
+        return OutputCheck(
+            index=idx, n_elements=p["n"], mean_rel_L1=p["l1"], max_rel=p["rel"], max_abs=p["abs"], rtol=p["rtol"],
+            atol=p["atol"], passed=passed, mismatches=bad, shape=self.shapes.get(idx),
+            correlation=self.correlations.get(idx),
+            listed_ref_max=_worst(r for r, _ in rows) if rows else None,
+            listed_err_max=_worst(d for _, d in rows) if rows else None,
+            listed=len(rows or ()), listed_all=bool(rows) and idx not in self.more, sampled=self.sampled.get(idx),
         )
-    reasons: list[str] = []
-    for idx in errors:
-        if idx in mismatch:
-            bad, total = mismatch[idx]
-            reasons.append(f"output {idx}: {bad} of {total} elements outside atol + rtol*|ref|")
-        else:
-            reasons.append(f"output {idx} does not meet expected output")
-    for idx in corr_errors:
-        reasons.append(f"output {idx}: correlation {correlations.get(idx, math.nan)} below threshold")
-    return HarnessResult(
-        verdict=verdict,
-        outputs=tuple(outputs),
-        latency_us=latency[0] if latency else None,
-        gflops=latency[1] if latency else None,
-        failing_output=failing,
-        failure_reasons=tuple(reasons),
-        latency_text=printed[0] or None,
-        gflops_text=printed[1],
-    )
+
+    def reasons(self) -> list[str]:
+        reasons = []
+        for idx in self.errors:
+            if idx in self.mismatch:
+                bad, total = self.mismatch[idx]
+                reasons.append(f"output {idx}: {bad} of {total} elements outside atol + rtol*|ref|")
+            else:
+                reasons.append(f"output {idx} does not meet expected output")
+        for idx in self.corr_errors:
+            reasons.append(f"output {idx}: correlation {self.correlations.get(idx, math.nan)} below threshold")
+        return reasons
