@@ -33,6 +33,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,35 @@ def _write(report_dir: Path, prefix: str, report: dict, md: str) -> tuple[Path, 
     return m, j
 
 
+@dataclass
+class _Run:
+    """One invocation: its arguments, the adapter it loaded and what that adapter resolved."""
+
+    a: argparse.Namespace
+    here: Path
+    adapter: object
+    choice: str
+    model_name: str
+    hf_ref: str
+    tok: object
+    config: object
+    report_dir: Path
+    base_config: dict
+
+    def hf_builder(self):
+        def build():
+            from kernels.model.hf_reference import HfRunner  # heavy (torch, transformers): only when computed
+
+            return HfRunner(self.hf_ref)
+
+        return build
+
+    def npu_runner(self, lite: bool):
+        print("[verify] building NPU runner via adapter...", flush=True)
+        return self.adapter.build_runner(model_name=self.model_name, config=self.config, max_seq=2048,
+                                         tokenizer=self.tok, npu_attn=self.a.npu_attn == "on", lite_mode=lite)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     here = Path(os.environ.get("NPU_LEDGER_VERIFY_DIR") or Path.cwd())
@@ -126,56 +156,54 @@ def main(argv: list[str] | None = None) -> int:
     model_name = adapter.resolve_model(choice)
     hf_ref = adapter.hf_reference(model_name) if hasattr(adapter, "hf_reference") else model_name
     verify = a.prompts == "topk_token"
-    lite = verify
     print(f"[verify] adapter={a.runner}, model={model_name}, hf_ref={hf_ref}, mode={'verify' if verify else 'diagnosis'}, "
-          f"lite={lite}", flush=True)
-    tok = stand_in_tokenizer(model_name)  # AutoTokenizer's ids and text (stand_in.FastTokenizer), no transformers import
-    config = adapter.build_config()
-    report_dir = Path(a.report_dir) if a.report_dir else here / "reports"
-    base_config = {"runner": a.runner, "model": choice, "model_name": model_name, "npu_attn": a.npu_attn == "on"}
-    if not verify:
-        print("[verify] building NPU runner via adapter...", flush=True)
-        npu = adapter.build_runner(model_name=model_name, config=config, max_seq=2048, tokenizer=tok,
-                                   npu_attn=a.npu_attn == "on", lite_mode=False)
-        print(f"[verify] building HF runner ({hf_ref}, lite=False, may download)...", flush=True)
-
-        def build():
-            from kernels.model.hf_reference import HfRunner  # heavy (torch, transformers): only when computed
-
-            return HfRunner(hf_ref)
-
-        ids = np.asarray(tok.encode(a.prompt)[:2048], np.int64)
-        print("[diagnosis] prefill: NPU + HF...", flush=True)
-        o = npu.prefill(ids)
-        r = reference_prefill(hf_ref, [int(t) for t in ids], build, say=lambda line: print(f"[diagnosis] {line}", flush=True))
-        print("[diagnosis] comparing per-layer ffn_out (NPU vs HF bf16)...", flush=True)
-        rows = []
-        n_layers = config.n_layers
-        for layer in range(n_layers):
-            if layer < n_layers - 1:
-                x, y = o.layer_intermediates[layer].get("ffn_out"), r.layer_intermediates[layer].get("ffn_out")
-            else:
-                x, y = o.final_hidden_normed, r.final_hidden_normed
-            if x is None or y is None:
-                continue
-            x, y = np.asarray(x)[: len(ids)], np.asarray(y)[: len(ids)]
-            cos, err, whole = _cos_stats(x, y)
-            rows.append({"name": "ffn_out", "pair": "npu_vs_hf", "layer": layer, "cosine": cos, "errors": err,
-                         "npu_ledger": {"cosine": whole, "n_positions": int(len(ids)),
-                                        "nan_count": int(np.count_nonzero(~np.isfinite(x))),
-                                        "probe": "ffn_out" if layer < n_layers - 1 else "final_hidden_normed"}})
-        summary = {"n_layer_records": len(rows), "topk_passed": 0, "topk_failed": 0}
-        report = {"config": {"mode": "diagnosis", **base_config, "prompt": a.prompt}, "prompts": None,
-                  "per_layer": rows, "topk_checks": None, "summary": summary}
-        md = "# Verify report\n\nResult: **PASS**\n\n| Layer | cos_p5 | cos_min | cos_median | max_abs |\n|---|---|---|---|---|\n" + \
-            "".join(f"| {r_['layer']} | {r_['cosine']['p5']:.6f} | {r_['cosine']['min']:.6f} | "
-                    f"{r_['cosine']['median']:.6f} | {r_['errors']['max_abs']:.4g} |\n" for r_ in rows)
-        md_path, json_path = _write(report_dir, "diagnosis", report, md)
-        print(f"\n[verify] Report: {md_path}\n[verify] JSON:   {json_path}\n[verify] Summary: {summary}\n[verify] PASS")
-        return 0
+          f"lite={verify}", flush=True)
+    run = _Run(a, here, adapter, choice, model_name, hf_ref,
+               stand_in_tokenizer(model_name),  # AutoTokenizer's ids and text (stand_in.FastTokenizer), no transformers
+               adapter.build_config(), Path(a.report_dir) if a.report_dir else here / "reports",
+               {"runner": a.runner, "model": choice, "model_name": model_name, "npu_attn": a.npu_attn == "on"})
+    return _verify(run) if verify else _diagnosis(run)
 
 
-    pfile = Path(a.prompts_file) if a.prompts_file else here / "prompts" / f"{a.prompt_style}.txt"
+def _diagnosis(run: _Run) -> int:
+    a, tok = run.a, run.tok
+    npu = run.npu_runner(lite=False)
+    print(f"[verify] building HF runner ({run.hf_ref}, lite=False, may download)...", flush=True)
+    ids = np.asarray(tok.encode(a.prompt)[:2048], np.int64)
+    print("[diagnosis] prefill: NPU + HF...", flush=True)
+    o = npu.prefill(ids)
+    r = reference_prefill(run.hf_ref, [int(t) for t in ids], run.hf_builder(),
+                          say=lambda line: print(f"[diagnosis] {line}", flush=True))
+    print("[diagnosis] comparing per-layer ffn_out (NPU vs HF bf16)...", flush=True)
+    rows = []
+    n_layers = run.config.n_layers
+    for layer in range(n_layers):
+        if layer < n_layers - 1:
+            x, y = o.layer_intermediates[layer].get("ffn_out"), r.layer_intermediates[layer].get("ffn_out")
+        else:
+            x, y = o.final_hidden_normed, r.final_hidden_normed
+        if x is None or y is None:
+            continue
+        x, y = np.asarray(x)[: len(ids)], np.asarray(y)[: len(ids)]
+        cos, err, whole = _cos_stats(x, y)
+        rows.append({"name": "ffn_out", "pair": "npu_vs_hf", "layer": layer, "cosine": cos, "errors": err,
+                     "npu_ledger": {"cosine": whole, "n_positions": int(len(ids)),
+                                    "nan_count": int(np.count_nonzero(~np.isfinite(x))),
+                                    "probe": "ffn_out" if layer < n_layers - 1 else "final_hidden_normed"}})
+    summary = {"n_layer_records": len(rows), "topk_passed": 0, "topk_failed": 0}
+    report = {"config": {"mode": "diagnosis", **run.base_config, "prompt": a.prompt}, "prompts": None,
+              "per_layer": rows, "topk_checks": None, "summary": summary}
+    md = "# Verify report\n\nResult: **PASS**\n\n| Layer | cos_p5 | cos_min | cos_median | max_abs |\n|---|---|---|---|---|\n" + \
+        "".join(f"| {r_['layer']} | {r_['cosine']['p5']:.6f} | {r_['cosine']['min']:.6f} | "
+                f"{r_['cosine']['median']:.6f} | {r_['errors']['max_abs']:.4g} |\n" for r_ in rows)
+    md_path, json_path = _write(run.report_dir, "diagnosis", report, md)
+    print(f"\n[verify] Report: {md_path}\n[verify] JSON:   {json_path}\n[verify] Summary: {summary}\n[verify] PASS")
+    return 0
+
+
+def _verify(run: _Run) -> int:
+    a, tok = run.a, run.tok
+    pfile = Path(a.prompts_file) if a.prompts_file else run.here / "prompts" / f"{a.prompt_style}.txt"
     prompts = read_prompts(pfile)
     if a.max_prompts is not None and a.max_prompts > 0:  # :370-371
         prompts = prompts[: a.max_prompts]
@@ -183,22 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     if a.gate_phase == "auto":
         print("[verify] auto: NPU capture phase (subprocess)...", flush=True)
     print(f"[verify] top-k token gate: {n} prompts × {GATE_N_TOKENS} tokens, k={GATE_K} (from {pfile.name})", flush=True)
-    print("[verify] building NPU runner via adapter...", flush=True)
-    npu = adapter.build_runner(model_name=model_name, config=config, max_seq=2048, tokenizer=tok,
-                               npu_attn=a.npu_attn == "on", lite_mode=True)
+    npu = run.npu_runner(lite=True)
     if a.gate_phase == "auto":
         print("[verify] auto: HF compare phase (subprocess)...", flush=True)
-    print(f"[verify] building HF runner ({hf_ref}, lite=True, may download)...", flush=True)
+    print(f"[verify] building HF runner ({run.hf_ref}, lite=True, may download)...", flush=True)
     ids = [tok.encode(text)[:2048] for text in prompts]
-
-    def build():
-        from kernels.model.hf_reference import HfRunner  # heavy (torch, transformers): only when a walk is computed
-
-        return HfRunner(hf_ref)
-
     # the reference's walks (its greedy tokens: the ones token_gate feeds both sides), read from
     # $NPU_LEDGER_REFERENCE_CACHE when it keeps them for this folder and toolchain (kernels.model.reference_walks)
-    refs = reference_walks(hf_ref, ids, GATE_N_TOKENS, build, say=lambda line: print(f"[verify]   {line}", flush=True))
+    refs = reference_walks(run.hf_ref, ids, GATE_N_TOKENS, run.hf_builder(),
+                           say=lambda line: print(f"[verify]   {line}", flush=True))
     rows = []
     for i, text in enumerate(prompts):
         short = text if len(text) <= 60 else text[:60] + "…"
@@ -209,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(_topk_row(i, text, g, tok))
     failed = sum(1 for r in rows if r["status"] == "FAIL")
     summary = {"n_layer_records": 0, "topk_passed": n - failed, "topk_failed": failed}
-    report = {"config": {"mode": "verify", **base_config, "prompt": None, "prompts_file": str(pfile),
+    report = {"config": {"mode": "verify", **run.base_config, "prompt": None, "prompts_file": str(pfile),
                          "max_prompts": a.max_prompts},
               "prompts": prompts, "per_layer": [], "topk_checks": rows, "summary": summary}
     md = (f"# Verify report\n\nResult: **{'FAIL' if failed else 'PASS'}**\n\nTop-k token gate: {n - failed} PASS / "
@@ -217,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
           + "".join(f"| {r['prompt_idx']} | {r['prompt_text'][:40]} | {r['n_steps']} | "
                     f"{r['divergence_step'] if r['divergence_step'] is not None else '(all match)'} | {r['status']} |\n"
                     for r in rows))
-    md_path, json_path = _write(report_dir, "verify_topk_token", report, md)
+    md_path, json_path = _write(run.report_dir, "verify_topk_token", report, md)
     print(f"\n[verify] Report: {md_path}\n[verify] JSON:   {json_path}\n[verify] Summary: {summary}", flush=True)
     if failed and not a.no_strict:
         print("[verify] FAIL — see report for details.", file=sys.stderr)
