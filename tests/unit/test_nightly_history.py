@@ -97,7 +97,7 @@ def test_an_exported_line_has_append_historys_fields_in_its_order_and_types():
     prow = json.loads(pre)
     assert list(prow) == PREFILL_FIELDS
     assert (prow["prefill_len"], prow["ttft_ms"], prow["npu_dispatch_ms"], prow["prefill_tokens_per_sec"],
-            prow["first_token_gate"], prow["status"], prow["detail"]) == (2048, 117.34, None, 17453.5, "", "ok", "")
+            prow["first_token_gate"], prow["status"], prow["detail"]) == (2048, 117.34, None, 17453.6, "", "ok", "")
 
 
 def test_import_then_export_gives_the_imported_lines_back_byte_for_byte(tmp_path):
