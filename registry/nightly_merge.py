@@ -28,8 +28,8 @@ from kernels.mlir_air.contract import NIGHTLY
 # series -> (the axis a point sits on, the figure that makes it measured, how the dashboard prints that figure)
 AXES = {"sweep": ("context_len", "decode_tokens_per_sec", "{:.2f}"), "prefill_sweep": ("prefill_len", "ttft_ms",
                                                                                           "{:.0f}")}
-RULES = ("merged as mlir-air's dashboard merges them (generate_readme.py): the newest point per model and length, a "
-         "measured point beating one without a figure, and the verify badge from the model's newest row")
+RULES = ("the newest point per model and length, a measured point beating one without a figure, and the verify badge "
+         "from the model's newest row")
 
 
 def _when(row: dict[str, Any]) -> str:

@@ -125,7 +125,8 @@ def _nightly_tables(model: str, nightly: Sequence[NightlyRow]) -> list[str]:
 
 def _merged_tables(hist, sweep, pre) -> list[str]:
     """The imported rows as mlir-air's dashboard shows them (registry.nightly_merge: its merge rules)."""
-    parts = [f"As mlir-air's dashboard shows them: the rows above {RULES}.\n"] if (hist or sweep or pre) else []
+    parts = [f"The rows above as mlir-air's dashboard shows them, merged by its rules (generate_readme.py): {RULES}.\n"]
+    parts = parts if (hist or sweep or pre) else []
     for w in merged_history(r.row for r in hist).values():
         parts.append(table(["history", "context", "TTFT (ms)", "tokens/s", "measured", "verify"],
                            [["newest measured" if w["ttft_ms"] is not None or w["decode_tokens_per_sec"] is not None
