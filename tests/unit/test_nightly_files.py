@@ -113,3 +113,11 @@ def test_the_perf_page_shows_the_merged_rows_and_says_which_rules():
     assert "verify badge, from the newest row: pass" in merged
     assert "| 4096 | 1870 | ok | 2026-08-28 |" in merged and "| 512 | 292 | ok | 2026-08-29 |" in merged
     assert "| bd_exhaustion |" in md  # the raw row is listed above the merge, with its status
+
+
+def test_a_decode_sweep_status_is_one_of_the_sweepers():
+    row = json.loads(_lines(FILES["sweep"])[0])  # a build_fail point, null figures
+    for status in ("host_oom", "xrt_incomplete", "timeout", "no_number", "fail: rc=1", "stale_template", "run_fail"):
+        parse_lines(json.dumps({**row, "status": status}) + "\n", "s.ndjson")
+    with pytest.raises(BadLine, match="s.ndjson:1: status \"oom\" is not one of sweep_history.ndjson's statuses"):
+        parse_lines(json.dumps({**row, "status": "oom"}) + "\n", "s.ndjson")
