@@ -6,7 +6,8 @@ implausible figure, or gives a second figure for a (run id, model, context) of t
 nothing appended), and appends
 one `NightlyPerfImported` per line new to the ledger (UUID5 ids of series and row: a second import adds nothing).
 `export_history(events, series)` gives the ndjson text of one series: imported rows verbatim and the ledger's own
-Phase 6 / reverify figures, each line as append_history.py writes it.
+Phase 6 / reverify figures measured on NPU2, each line as append_history.py writes it; with `modelled`, also the
+modelled / emulator / rehearsal figures, each line's model naming its class.
 """
 
 from __future__ import annotations
@@ -63,8 +64,11 @@ def import_history(ledger, path: str | Path) -> dict:
 
 
 def export_history(events: Sequence[RecordedEvent], series: str, model: str | None = None,
-                   include_not_measured: bool = False) -> list[str]:
-    """The ndjson lines of `series` (history, sweep, prefill_sweep), optionally of one mlir-air model name only;
-    the ledger's own figures only where measured on NPU2 unless `include_not_measured`."""
-    return [line_text(s, row) for _, s, row in export_rows(events, model_dir_name, include_not_measured)
-            if s == series and (model is None or row.get("model") == model)]
+                   modelled: bool = False) -> list[str]:
+    """The ndjson lines of `series` (history, sweep, prefill_sweep), optionally of one mlir-air model name only
+    (a modelled line's name carries its class: `model` matches the name before it); the ledger's own figures only
+    where measured on NPU2 unless `modelled`, and then each other figure's model says what it is
+    (registry.nightly_history.model_label)."""
+    return [line_text(s, row) for _, s, row in export_rows(events, model_dir_name, modelled)
+            if s == series and (model is None or row.get("model") == model
+                                or str(row.get("model", "")).startswith(model + " ("))]

@@ -2,37 +2,37 @@
 the fold of the imported rows, and the ledger's own figures written as such lines.
 
 The nightly (`.github/workflows/nightlyPerfBenchmark.yml`) keeps, on the `perf-history` branch, one flat JSON
-object per line. The fields, their order and their types are those `append_history.py` writes (e972f29
-programming_examples/llms/bench/append_history.py:31-83):
+object per line (`json.dumps` of a dict). The fields, their order, their types and the statuses a sweep point may
+carry are pinned in the mlir-air contract (kernels/mlir_air/contract.toml `[nightly.<series>]`, each with the file
+and commit it was read at); the schemas below are built from it:
 
-* `history`        history.ndjson, one line per model per run (`_flat_rows`, :36-50): date, timestamp_utc,
-                   run_id, air_sha, aie_hash, peano, model, runner, ttft_ms, decode_tokens_per_sec, context_len,
-                   verify_status.
-* `sweep`          sweep_history.ndjson, one line per (model, context) per run (`_flat_sweep_rows`, :69-83; the
-                   points of sweep_decode.py, e972f29 sweep_decode.py:300-305): ... runner, context_len,
-                   decode_tokens_per_sec, ms_per_token, status, verify_status.
-* `prefill_sweep`  prefill_sweep_history.ndjson, one line per (model, padded prefill length) per run: the same
-                   provenance fields, then the point fields of sweep_prefill.py (57bbed0 sweep_prefill.py:
-                   `prefill_len`, `ttft_ms`, `prefill_tokens_per_sec`, `status`) and verify_status, as the later
-                   docs loader reads them (generate_readme.py `load_llm_prefill_sweep_history`). No append_history.py
-                   we could read writes this file; its field list is ours, from those two files.
+* `history`        history.ndjson, one line per model per run (append_history.py `_flat_rows`, e972f29 :36-50).
+* `sweep`          sweep_history.ndjson, one line per (model, context) per run (`_flat_sweep_rows`, :69-83).
+* `prefill_sweep`  prefill_sweep_history.ndjson, one line per (model, padded prefill length) per run, as the file
+                   itself holds them (perf-history e1c524ce, first run 2026-08-28): the provenance fields, then
+                   prefill_len, ttft_ms, npu_dispatch_ms, prefill_tokens_per_sec, first_token_gate, status, detail
+                   and verify_status. A model that failed has null figures and a status "fail: <first error line>".
 
 Types: strings are str ("" where the nightly had no value: `tc.get(..., "")`), run_id an int (GitHub's run id) or
 a str (append_history keeps a non-numeric id as given), a metric a finite number or null (the nightly writes null
 for a metric its run did not produce), a context / length an int. `runner` and `verify_status` are absent from
-rows written before they were carried through (the real history.ndjson has both kinds), so they may be absent; every
-other field must be there, and a field the schema does not have is refused (a new field is a contract change).
+history / sweep rows written before they were carried through (the real files have both kinds), so they may be
+absent; every other field must be there, and a field or a status the contract does not have is refused (a new one
+is a contract change). A line is written back as `json.dumps` of its fields in the contract's order, so an
+imported file is exported byte for byte.
 
 What the ledger writes (`export_rows`): its Phase 6 / reverify PerformanceMeasured figures, one `history` line
 per record (TTFT at its prefill length, decode tokens/s; `context_len` the prompt length, as extract_perf.py's
 `prompt_len`), one `sweep` line at the decode context the figure was taken at and one `prefill_sweep` line at the
 prefill length. Fields it cannot know are what the schema writes for missing values: `aie_hash` "" (the ledger
-records aie-opt's version, not mlir-aie's commit), `air_sha` / `peano` "" off hardware. `run_id` is
-"npu-ledger:<deployment>:<seq>" (a string, as the schema allows). `runner` names where the figure came from,
-`npu-ledger/<class>` with the figure's kernels.provenance class. Only `npu2-measured` figures are exported unless
-the caller asks for the others (`--include-not-measured`): mlir-air's published page keeps the runner label off
-the page (programming_examples/test_perf_publish.py:176 at e972f29), so a modelled or rehearsal line fed to its
-tools would read as a nightly measurement; in our own projections `source_of` names every line's class.
+records aie-opt's version, not mlir-aie's commit), `air_sha` / `peano` "" off hardware, `npu_dispatch_ms` null,
+`first_token_gate` and `detail` "". `run_id` is "npu-ledger:<deployment>:<seq>" (a string, as the schema allows).
+`runner` names where the figure came from, `npu-ledger/<class>` with the figure's kernels.provenance class.
+
+Only `npu2-measured` figures are exported unless the caller asks for the others (`modelled`, `--modelled`), and
+then each such line's `model` carries its class, e.g. "smollm2_135m_instruct (modelled NPU2)": mlir-air's
+dashboard (programming_examples/generate_readme.py, e972f29 :720-870) renders every line as a measurement on its
+NPU2 runner and never shows `runner`, so the model name is the one field of the line it prints that can say so.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from typing import Any, Sequence
 from kernels.perf.constants import PEAK_FLOPS
 from kernels.perf.evidence import printed_unit
 from kernels.thresholds import DDR_BANDWIDTH_BYTES_S
-from kernels.provenance import CPU_EMULATOR, MODELLED_NPU2, NPU2_MEASURED, STANDIN_REHEARSAL, UNATTESTED, \
+from kernels.mlir_air.contract import NIGHTLY
+from kernels.provenance import CPU_EMULATOR, MODELLED_NPU2, NPU2_MEASURED, SHORT, STANDIN_REHEARSAL, UNATTESTED, \
     perf_row_provenance
 from ledger.record import RecordedEvent
 
@@ -57,18 +58,17 @@ SOURCES = {NPU2_MEASURED: "measured NPU2 (npu-ledger)", "measured-npu2": "measur
            STANDIN_REHEARSAL: "stand-in rehearsal (not NPU2)", UNATTESTED: "unattested (not NPU2)"}
 
 _STR, _ID, _NUM, _INT, _OPT_INT = "str", "int|str", "number|null", "int", "int|null"
-_PROVENANCE = (("date", _STR), ("timestamp_utc", _STR), ("run_id", _ID), ("air_sha", _STR), ("aie_hash", _STR),
-               ("peano", _STR), ("model", _STR), ("runner", _STR))
-SCHEMAS: dict[str, tuple[tuple[str, str], ...]] = {
-    "history": _PROVENANCE + (("ttft_ms", _NUM), ("decode_tokens_per_sec", _NUM), ("context_len", _OPT_INT),
-                              ("verify_status", _STR)),
-    "sweep": _PROVENANCE + (("context_len", _INT), ("decode_tokens_per_sec", _NUM), ("ms_per_token", _NUM),
-                            ("status", _STR), ("verify_status", _STR)),
-    "prefill_sweep": _PROVENANCE + (("prefill_len", _INT), ("ttft_ms", _NUM), ("prefill_tokens_per_sec", _NUM),
-                                    ("status", _STR), ("verify_status", _STR)),
-}
-FILES = {"history": "history.ndjson", "sweep": "sweep_history.ndjson", "prefill_sweep": "prefill_sweep_history.ndjson"}
-MAY_BE_ABSENT = frozenset({"runner", "verify_status"})
+
+
+def _schema(series: str) -> tuple[tuple[str, str], ...]:
+    return tuple(tuple(f.split(":", 1)) for f in NIGHTLY[series]["fields"])  # type: ignore[misc]
+
+
+SERIES = ("history", "sweep", "prefill_sweep")
+SCHEMAS: dict[str, tuple[tuple[str, str], ...]] = {s: _schema(s) for s in SERIES}
+FILES = {s: NIGHTLY[s]["file"] for s in SERIES}
+MAY_BE_ABSENT = {s: frozenset(NIGHTLY[s].get("may_be_absent", ())) for s in SERIES}
+STATUSES = {s: tuple(NIGHTLY[s].get("statuses", ())) for s in SERIES}  # "...: " entries are prefixes of a cause
 
 
 class BadLine(ValueError):
@@ -103,7 +103,7 @@ def row_problem(series: str, row: Any) -> str | None:
     extra = sorted(set(row) - set(schema))
     if extra:
         return f"field(s) {', '.join(extra)} are not in {FILES[series]}'s schema"
-    missing = [k for k in schema if k not in row and k not in MAY_BE_ABSENT]
+    missing = [k for k in schema if k not in row and k not in MAY_BE_ABSENT[series]]
     if missing:
         return f"{FILES[series]} row without {', '.join(missing)}"
     for key, kind in schema.items():
@@ -111,6 +111,19 @@ def row_problem(series: str, row: Any) -> str | None:
             return f"{key} is {json.dumps(row[key])}, not {kind}"
     if row["date"] != row["timestamp_utc"][:10]:
         return f"date {row['date']!r} is not the day of timestamp_utc {row['timestamp_utc']!r}"
+    return status_problem(series, row)
+
+
+def status_problem(series: str, row: dict[str, Any]) -> str | None:
+    """Why a sweep point's status (and the prefill sweep's first_token_gate) is not one the contract pins."""
+    known = STATUSES[series]
+    status = row.get("status")
+    if known and status is not None and not any(status == s or (s.endswith(": ") and status.startswith(s))
+                                                for s in known):
+        return f"status {json.dumps(status)[:80]} is not one of {FILES[series]}'s statuses ({', '.join(known)})"
+    gates = NIGHTLY[series].get("first_token_gate")
+    if gates is not None and row.get("first_token_gate") not in gates:
+        return f"first_token_gate {json.dumps(row.get('first_token_gate'))[:40]} is not one of {gates}"
     return None
 
 
@@ -124,7 +137,7 @@ MAX_POSITIONS = 1 << 20
 SMALLEST_PARAMS = 135e6
 MAX_DECODE_TOKENS_S = DDR_BANDWIDTH_BYTES_S["npu2"] / (SMALLEST_PARAMS * 0.5)
 MAX_PREFILL_TOKENS_S = PEAK_FLOPS["npu2"] / (2 * SMALLEST_PARAMS)
-_METRICS = ("ttft_ms", "decode_tokens_per_sec", "ms_per_token", "prefill_tokens_per_sec")
+_METRICS = ("ttft_ms", "decode_tokens_per_sec", "ms_per_token", "prefill_tokens_per_sec", "npu_dispatch_ms")
 _POSITIONS = ("context_len", "prefill_len")
 
 
@@ -169,7 +182,9 @@ def figure_problem(series: str, row: dict[str, Any]) -> str | None:
     ms = row.get("ms_per_token")
     if tps is not None and ms is not None and not _agree(tps, ms, 1000.0):
         return f"ms_per_token {ms:g} and decode_tokens_per_sec {tps:g} contradict each other (their product is not 1000)"
-    ttft, plen = row.get("ttft_ms"), row.get("prefill_len")
+    ttft, plen, npu = row.get("ttft_ms"), row.get("prefill_len"), row.get("npu_dispatch_ms")
+    if ttft is not None and npu is not None and npu - printed_unit(npu) / 2 > ttft + printed_unit(ttft) / 2:
+        return f"npu_dispatch_ms {npu:g} exceeds ttft_ms {ttft:g}: the NPU dispatch is part of the time to first token"
     if ptps is not None and ttft is not None and plen is not None and not _agree(ptps, ttft, plen * 1000.0):
         return (f"prefill_tokens_per_sec {ptps:g} is not prefill_len {plen} over ttft_ms {ttft:g} "
                 f"({plen / ttft * 1e3:.6g})")
@@ -269,8 +284,6 @@ def fold_nightly(events: Sequence[RecordedEvent]) -> list[NightlyRow]:
 # --- the ledger's own figures as nightly lines ------------------------------------------------------------------
 
 
-
-
 def _stamp(recorded_at: str) -> str:
     return recorded_at.replace("+00:00", "Z")[:19] + "Z" if recorded_at else ""
 
@@ -279,11 +292,45 @@ def _r2(x: float | None) -> float | None:
     return None if x is None else round(float(x), 2)
 
 
-def export_rows(events: Sequence[RecordedEvent], model_of,
-                include_not_measured: bool = False) -> list[tuple[int, str, dict[str, Any]]]:
+def model_label(model: str, cls: str) -> str:
+    """The `model` field of an exported line: the bare name for an NPU2 measurement, else the name with its class
+    (kernels.provenance SHORT), e.g. "smollm2_135m_instruct (modelled NPU2)", the only field of the line mlir-air's
+    dashboard prints that can say the figure is not a measurement."""
+    return model if cls == NPU2_MEASURED else f"{model} ({SHORT.get(cls, cls)})"
+
+
+def _own_lines(rec: RecordedEvent, name: str, model: str, cls: str, verify: str) -> list[tuple[int, str, dict]]:
+    """The history / sweep / prefill_sweep lines of one PerformanceMeasured record (the module docstring)."""
+    p = rec.payload
+    tc = p.get("toolchain") or {}
+    ts = _stamp(str(rec.recorded_at))
+    base = {"date": ts[:10], "timestamp_utc": ts, "run_id": f"npu-ledger:{name}:{rec.seq}",
+            "air_sha": tc.get("mlir_air_commit") or "", "aie_hash": "", "peano": tc.get("peano") or "",
+            "model": model_label(model, cls), "runner": OUR_RUNNER + cls}
+    ttft = _r2(p["ttft_s"] * 1e3) if p.get("ttft_s") is not None else None
+    tps = _r2(p.get("tokens_per_s"))
+    seq_len = int(p.get("n_prompt_tokens") or 0) or None
+    ctx = ((p.get("profile") or {}).get("npu2") or {}).get("ctx")
+    out = [(rec.seq, "history", {**base, "ttft_ms": ttft, "decode_tokens_per_sec": tps, "context_len": seq_len,
+                                 "verify_status": verify})]
+    if tps is not None and isinstance(ctx, int):
+        ms = p.get("ms_per_token")
+        out.append((rec.seq, "sweep", {**base, "context_len": ctx, "decode_tokens_per_sec": tps,
+                                       "ms_per_token": _r2(ms) if ms is not None else None, "status": "ok",
+                                       "verify_status": verify}))
+    if ttft is not None and seq_len:
+        out.append((rec.seq, "prefill_sweep", {**base, "prefill_len": seq_len, "ttft_ms": ttft, "npu_dispatch_ms": None,
+                                               "prefill_tokens_per_sec": round(seq_len / (ttft / 1e3), 1),
+                                               "first_token_gate": "", "status": "ok", "detail": "",
+                                               "verify_status": verify}))
+    return out
+
+
+def export_rows(events: Sequence[RecordedEvent], model_of, modelled: bool = False
+                ) -> list[tuple[int, str, dict[str, Any]]]:
     """(seq, series, row) of every line the ledger holds: imported rows verbatim and, for each PerformanceMeasured
-    with a TTFT or tokens/s figure measured on NPU2 (or any, with `include_not_measured`), its history / sweep /
-    prefill_sweep lines (the module docstring)."""
+    with a TTFT or tokens/s figure measured on NPU2 (or of any class, with `modelled`, its model name then carrying
+    the class: `model_label`), its history / sweep / prefill_sweep lines (the module docstring)."""
     out = [(r.seq, r.series, r.row) for r in fold_nightly(events) if r.problem is None]
     gates: dict[str, list[bool]] = {}
     for rec in events:
@@ -294,29 +341,10 @@ def export_rows(events: Sequence[RecordedEvent], model_of,
             gates.setdefault(stream, []).append(bool(p.get("passed")))
         elif rec.type == "PerformanceMeasured" and (p.get("ttft_s") is not None or p.get("tokens_per_s") is not None):
             cls = perf_row_provenance(p)  # the figure's class, re-derived from the record's facts
-            if not include_not_measured and cls != NPU2_MEASURED:
+            if not modelled and cls != NPU2_MEASURED:
                 continue
             name = stream.split(":", 1)[1]
-            tc = p.get("toolchain") or {}
-            ts = _stamp(str(rec.recorded_at))
             seen = gates.get(stream, [])
-            base = {"date": ts[:10], "timestamp_utc": ts, "run_id": f"npu-ledger:{name}:{rec.seq}",
-                    "air_sha": tc.get("mlir_air_commit") or "", "aie_hash": "", "peano": tc.get("peano") or "",
-                    "model": model_of(name), "runner": OUR_RUNNER + cls}
             verify = ("pass" if all(seen) else "fail") if seen else ""
-            ttft = _r2(p["ttft_s"] * 1e3) if p.get("ttft_s") is not None else None
-            tps = _r2(p.get("tokens_per_s"))
-            seq_len = int(p.get("n_prompt_tokens") or 0) or None
-            ctx = ((p.get("profile") or {}).get("npu2") or {}).get("ctx")
-            out.append((rec.seq, "history", {**base, "ttft_ms": ttft, "decode_tokens_per_sec": tps,
-                                             "context_len": seq_len, "verify_status": verify}))
-            if tps is not None and isinstance(ctx, int):
-                ms = p.get("ms_per_token")
-                out.append((rec.seq, "sweep", {**base, "context_len": ctx, "decode_tokens_per_sec": tps,
-                                               "ms_per_token": _r2(ms) if ms is not None else None, "status": "ok",
-                                               "verify_status": verify}))
-            if ttft is not None and seq_len:
-                out.append((rec.seq, "prefill_sweep", {**base, "prefill_len": seq_len, "ttft_ms": ttft,
-                                                       "prefill_tokens_per_sec": round(seq_len / (ttft / 1e3), 1),
-                                                       "status": "ok", "verify_status": verify}))
+            out += _own_lines(rec, name, model_of(name), cls, verify)
     return sorted(out, key=lambda x: x[0])

@@ -15,8 +15,10 @@ against the toolchain index; bytes are identical on every rebuild (registry.char
 
 Beside them, the rows of mlir-air's own nightly imported into the ledger (`ledger perf import-history`,
 registry.nightly_history) for the deployment's mlir-air model directory name: one table per series (history,
-decode vs context), each row with its source label (measured NPU2 nightly, or an npu-ledger export's own label),
-and a second panel of the chart (TTFT and tokens/s per nightly run).
+decode vs context, prefill TTFT vs padded length), each row with its source label (measured NPU2 nightly, or an
+npu-ledger export's own label), then the same rows merged as mlir-air's dashboard merges them
+(registry.nightly_merge: newest point per model and length, measured beats failed, verify from the newest row,
+and the page says so), and a second panel of the chart (TTFT and tokens/s per nightly run).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from kernels.toolchain import toolchain_label
 from ledger.record import RecordedEvent
 from registry.chart import DPI, HEIGHT_IN, WIDTH_IN
 from kernels.provenance import perf_row_provenance
-from registry.nightly_history import SOURCES, NightlyRow, fold_nightly, source_of
-from registry.text import fixed, shown, table
+from registry.nightly_history import FILES, SOURCES, NightlyRow, fold_nightly, source_of
+from registry.nightly_merge import RULES, cell as merged_cell, merged_curves, merged_history
+from registry.text import escaped, fixed, shown, table
 
 FILE_MD = "docs/perf_history.md"
 FILE_PNG = "docs/perf_history.png"
@@ -112,8 +115,31 @@ def _nightly_tables(model: str, nightly: Sequence[NightlyRow]) -> list[str]:
                                        r.row["status"]] for r in sweep]))
     if pre:
         parts.append("Prefill TTFT against padded prefill length (prefill_sweep_history.ndjson):\n")
-        parts.append(table(["seq", "date", "mlir-air", "source", "prefill length", "TTFT (ms)", "status"],
-                           [base(r) + [r.row["prefill_len"], r.row["ttft_ms"], r.row["status"]] for r in pre]))
+        parts.append(table(["seq", "date", "mlir-air", "source", "prefill length", "TTFT (ms)", "NPU dispatch (ms)",
+                            "first token", "status", "detail"],
+                           [base(r) + [r.row["prefill_len"], r.row["ttft_ms"], r.row["npu_dispatch_ms"],
+                                       r.row["first_token_gate"] or None, escaped(r.row["status"]),
+                                       escaped(r.row["detail"]) or None] for r in pre]))
+    return parts + _merged_tables(hist, sweep, pre)
+
+
+def _merged_tables(hist, sweep, pre) -> list[str]:
+    """The imported rows as mlir-air's dashboard shows them (registry.nightly_merge: its merge rules)."""
+    parts = [f"The rows above as mlir-air's dashboard shows them, merged by its rules (generate_readme.py): {RULES}.\n"]
+    parts = parts if (hist or sweep or pre) else []
+    for w in merged_history(r.row for r in hist).values():
+        parts.append(table(["history", "context", "TTFT (ms)", "tokens/s", "measured", "verify"],
+                           [["newest measured" if w["ttft_ms"] is not None or w["decode_tokens_per_sec"] is not None
+                             else "newest (no figure)", w["context_len"], w["ttft_ms"], w["decode_tokens_per_sec"],
+                             w["date"], w.get("verify_status") or None]]))
+    for series, rows, what in (("sweep", sweep, "context"), ("prefill_sweep", pre, "prefill length")):
+        for curve in merged_curves(series, (r.row for r in rows)):
+            cells = [[at, merged_cell(series, w), escaped(w.get("status", "")), w["date"]]
+                     for at, w in sorted(curve.points.items())]
+            parts.append(f"{FILES[series]} merged (verify badge, from the newest row: "
+                         f"{escaped(curve.verify) or 'blank'}):\n")
+            parts.append(table([what, "TTFT (ms)" if series == "prefill_sweep" else "tokens/s", "status", "date"],
+                               cells))
     return parts
 
 

@@ -14,7 +14,8 @@ from handlers.nightly_ops import FILES, BadLine, export_history, import_history
 
 @click.group("perf")
 def perf_group() -> None:
-    """mlir-air's nightly perf history (history.ndjson, sweep_history.ndjson) in and out of the ledger."""
+    """mlir-air's nightly perf history (history / sweep_history / prefill_sweep_history.ndjson) in and out of the
+    ledger."""
 
 
 @perf_group.command("import-history")
@@ -37,22 +38,31 @@ def import_history_cmd(app: App, file: str, as_json: bool) -> None:
         click.echo(f"{out['file']}: {out['read']} line(s) read ({kinds}); {out['added']} new to the ledger")
 
 
+def _refuse_old_flag(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:  # it wrote modelled figures under the bare model name; the flag's every use now needs a look
+        raise ValueError("--include-not-measured is gone: it wrote modelled figures under the bare model name, "
+                               "which mlir-air's dashboard shows as NPU2 measurements; use --modelled (each such "
+                               "line's model then names its class)")
+    return value
+
+
 @perf_group.command("export-history")
 @click.option("--series", type=click.Choice(sorted(FILES)), default="history", show_default=True,
               help="history.ndjson, sweep_history.ndjson or prefill_sweep_history.ndjson lines")
 @click.option("--model", default=None, help="only this mlir-air model directory name")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None, help="write here instead of stdout")
-@click.option("--include-not-measured", is_flag=True,
-              help="also the modelled / rehearsal / emulator figures (runner names each); mlir-air's pages do not "
-                   "show the runner, so such a file must not be fed to them")
+@click.option("--modelled", is_flag=True,
+              help="also the modelled / emulator / rehearsal figures, each line's model suffixed with its class "
+                   "(e.g. 'smollm2_135m_instruct (modelled NPU2)') so mlir-air's dashboard cannot show it as measured")
+@click.option("--include-not-measured", is_flag=True, hidden=True, expose_value=False, callback=_refuse_old_flag)
 @click.option("--json", "as_json", is_flag=True, help="print the rows as one JSON array instead of ndjson")
 @click.pass_obj
-def export_history_cmd(app: App, series: str, model: str | None, out: str | None, include_not_measured: bool,
+def export_history_cmd(app: App, series: str, model: str | None, out: str | None, modelled: bool,
                        as_json: bool) -> None:
     """The ledger's Phase 6 / reverify figures measured on NPU2 (runner `npu-ledger/npu2-measured`) and the imported
     nightly rows, as lines of mlir-air's nightly history schema."""
     app.read_only = True
-    lines = export_history(app.ledger.read_all(), series, model, include_not_measured)
+    lines = export_history(app.ledger.read_all(), series, model, modelled)
     text = (json.dumps([json.loads(x) for x in lines]) + "\n") if as_json else "".join(x + "\n" for x in lines)
     if out:
         Path(out).write_text(text, encoding="utf-8")

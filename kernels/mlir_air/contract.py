@@ -7,6 +7,7 @@ read at, what must be there) plus the harness Makefiles' variables and targets, 
 `table_checks` turns them into checks), because this module sits below the registry.
 
 * `CONTRACT_VERSION`: the toml's `version`; recorded with every mlir-air toolchain (`mlir_air_contract`).
+* `NIGHTLY`: the nightly's ndjson files (perf-history branch, not in a checkout) as the toml pins them.
 * `contract_checks()`: every `Check` of the toml and of the harness table.
 * `check_checkout(dir, extra)`: one `Finding` per check (status `ok`, `differs`, `missing` or `n/a`), reading a real
   checkout's files, or in a `ledger twin` directory the file that plays the part (`Check.twin`); a check with
@@ -31,6 +32,9 @@ HERE = Path(__file__).resolve().parent
 _TOML = tomllib.loads((HERE / "contract.toml").read_text(encoding="utf-8"))
 CONTRACT_VERSION: int = int(_TOML["version"])
 CONTRACT_COMMIT: str = _TOML["commit"]
+# mlir-air's nightly ndjson files ([nightly.<series>] of the toml: file, fields in order with types, statuses); read by
+# registry.nightly_history, which builds its line schemas from them
+NIGHTLY: dict[str, dict] = dict(_TOML.get("nightly", {}))
 _MAKE = re.compile(r"make -C \{mlir_air\}/(?P<dir>\S+) (?P<target>[\w-]+)(?P<rest>.*)")
 
 

@@ -22,6 +22,10 @@ HISTORY_FIELDS = ["date", "timestamp_utc", "run_id", "air_sha", "aie_hash", "pea
                   "decode_tokens_per_sec", "context_len", "verify_status"]
 SWEEP_FIELDS = ["date", "timestamp_utc", "run_id", "air_sha", "aie_hash", "peano", "model", "runner", "context_len",
                 "decode_tokens_per_sec", "ms_per_token", "status", "verify_status"]
+# prefill_sweep_history.ndjson's order, as the file holds it (perf-history e1c524ce, its first line)
+PREFILL_FIELDS = ["date", "timestamp_utc", "run_id", "air_sha", "aie_hash", "peano", "model", "runner", "prefill_len",
+                  "ttft_ms", "npu_dispatch_ms", "prefill_tokens_per_sec", "first_token_gate", "status", "detail",
+                  "verify_status"]
 S = "deployment:tiny"
 TC = {"npu_ledger": "0.6.0", "executor": "emulated", "emulated_numerics": "emulated-npu2/1", "perf_model": "npu2-perf/2"}
 
@@ -65,13 +69,16 @@ def _types_ok(row: dict, fields: list[str]) -> None:
 
 
 def test_a_modelled_figure_is_exported_only_when_asked_and_then_names_its_class():
-    assert export_history(_events(), "history") == [] and export_history(_events(), "sweep") == []
-    [line] = export_history(_events(), "history", include_not_measured=True)
-    assert json.loads(line)["runner"] == "npu-ledger/modelled-npu2"
+    assert all(export_history(_events(), s) == [] for s in ("history", "sweep", "prefill_sweep"))
+    for series in ("history", "sweep", "prefill_sweep"):
+        [line] = export_history(_events(), series, modelled=True)
+        row = json.loads(line)
+        assert row["runner"] == "npu-ledger/modelled-npu2" and row["model"] == "tiny (modelled NPU2)"
+    assert export_history(_events(), "history", model="tiny", modelled=True)  # the name before its class
 
 
 def test_an_exported_line_has_append_historys_fields_in_its_order_and_types():
-    [line] = export_history(_events(), "history", include_not_measured=True)
+    [line] = export_history(_events(), "history", modelled=True)
     row = json.loads(line)
     assert list(row) == HISTORY_FIELDS
     _types_ok(row, HISTORY_FIELDS)
@@ -79,13 +86,18 @@ def test_an_exported_line_has_append_historys_fields_in_its_order_and_types():
     # the figures as the nightly rounds them, the prompt length as extract_perf's prompt_len, the source named
     assert (row["ttft_ms"], row["decode_tokens_per_sec"], row["context_len"]) == (117.34, 40.12, 2048)
     assert row["runner"] == "npu-ledger/modelled-npu2" and row["verify_status"] == "pass"
-    assert row["aie_hash"] == "" and row["air_sha"] == "" and row["model"] == "tiny"  # unknown: the schema's ""
-    [sweep] = export_history(_events(), "sweep", include_not_measured=True)
+    assert row["aie_hash"] == "" and row["air_sha"] == ""  # unknown: the schema's ""
+    [sweep] = export_history(_events(), "sweep", modelled=True)
     srow = json.loads(sweep)
     assert list(srow) == SWEEP_FIELDS
     _types_ok(srow, SWEEP_FIELDS)
     assert (srow["context_len"], srow["decode_tokens_per_sec"], srow["ms_per_token"], srow["status"]) == \
         (128, 40.12, 24.92, "ok")
+    [pre] = export_history(_events(), "prefill_sweep", modelled=True)
+    prow = json.loads(pre)
+    assert list(prow) == PREFILL_FIELDS
+    assert (prow["prefill_len"], prow["ttft_ms"], prow["npu_dispatch_ms"], prow["prefill_tokens_per_sec"],
+            prow["first_token_gate"], prow["status"], prow["detail"]) == (2048, 117.34, None, 17453.6, "", "ok", "")
 
 
 def test_import_then_export_gives_the_imported_lines_back_byte_for_byte(tmp_path):
@@ -153,5 +165,5 @@ def test_perf_history_shows_the_nightly_beside_the_ledgers_figures_each_with_its
     assert width(files[FILE_PNG]) == 2 * width(alone[FILE_PNG])  # a second panel: the nightly runs
     assert project_history(events, "tiny", "tiny") == files  # rebuilt: the same bytes
     assert [json.loads(x)["ttft_ms"] for x in export_history(events, "history")] == [1870.0, None]
-    assert [json.loads(x)["ttft_ms"] for x in export_history(events, "history", include_not_measured=True)] == \
+    assert [json.loads(x)["ttft_ms"] for x in export_history(events, "history", modelled=True)] == \
         [117.34, 1870.0, None]
