@@ -53,7 +53,7 @@ for _name, _field in KernelVerified.model_fields.items():
 
 
 @dataclass(frozen=True, slots=True)
-class Measurement:
+class RegistryMeasurement:
     """One `KernelVerified`, normalised for the registry."""
 
     seq: int
@@ -111,8 +111,8 @@ class Measurement:
 class ShapeRow:
     spec: KernelSpec
     shape: Shape
-    measurements: tuple[Measurement, ...]
-    best: Measurement | None
+    measurements: tuple[RegistryMeasurement, ...]
+    best: RegistryMeasurement | None
     used_by: tuple[str, ...]
     status: str  # verified | caveat | failed | emulated
     caveats: tuple[str, ...]
@@ -124,9 +124,9 @@ class ShapeRow:
     def first_seq(self) -> int:
         return self.measurements[0].seq
 
-    def representatives(self) -> tuple[Measurement, ...]:
+    def representatives(self) -> tuple[RegistryMeasurement, ...]:
         """One measurement per (contract, method, evidence): its best PASS, else its latest run."""
-        groups: dict[tuple[str, str, str], list[Measurement]] = {}
+        groups: dict[tuple[str, str, str], list[RegistryMeasurement]] = {}
         for m in self.measurements:
             groups.setdefault((m.contract, m.method, m.evidence), []).append(m)
         reps = [pick_best(ms) or ms[-1] for ms in groups.values()]
@@ -142,7 +142,7 @@ class KernelPage:
     n_events: int
 
     @property
-    def best(self) -> tuple[ShapeRow, Measurement] | None:
+    def best(self) -> tuple[ShapeRow, RegistryMeasurement] | None:
         """The fastest best-config over the page (hardware evidence first)."""
         cands = [(row, row.best) for row in self.rows if row.best is not None]
         if not cands:
@@ -177,7 +177,7 @@ NOT_NPU2 = {"unattested": ("❔", "unattested harness run, not NPU2"), "rehearsa
             "emulated": ("🧪", "CPU emulator, not NPU2"), "torch": ("🧪", "torch on CPU, not NPU2")}
 
 
-def not_npu2_mark(m: "Measurement") -> str:
+def not_npu2_mark(m: "RegistryMeasurement") -> str:
     """`🎭 stand-in rehearsal, not NPU2` (etc.) for a row whose figures are not NPU2 measurements; "" for one that is."""
     if m.on_hardware:
         return ""
@@ -203,7 +203,7 @@ def method_name(evidence: str, method: str, executor: str) -> str:
     return f"{evidence}:{method}" if method else evidence
 
 
-def rank(m: Measurement) -> tuple:
+def rank(m: RegistryMeasurement) -> tuple:
     """Sort key for 'best': hardware before emulated, then throughput, then lower latency, then earlier seq."""
     tp = m.throughput
     lat = m.latency_us
@@ -216,7 +216,7 @@ def rank(m: Measurement) -> tuple:
     )
 
 
-def pick_best(ms: Iterable[Measurement]) -> Measurement | None:
+def pick_best(ms: Iterable[RegistryMeasurement]) -> RegistryMeasurement | None:
     passing = [m for m in ms if m.passed]
     return max(passing, key=rank) if passing else None
 
@@ -225,7 +225,7 @@ def deployment_of(stream_id: str) -> str | None:
     return stream_id[len(DEPLOYMENT_PREFIX):] if stream_id.startswith(DEPLOYMENT_PREFIX) else None
 
 
-def measurement(rec: RecordedEvent) -> Measurement:
+def measurement(rec: RecordedEvent) -> RegistryMeasurement:
     """Normalise one recorded `KernelVerified` (payload read with the event's defaults)."""
     p = {**_DEFAULTS, **rec.payload}
     get = p.__getitem__
@@ -244,7 +244,7 @@ def measurement(rec: RecordedEvent) -> Measurement:
         used_by = role
     herd = get("herd")
     gflops, latency = get("gflops"), get("latency_us")
-    return Measurement(
+    return RegistryMeasurement(
         seq=rec.seq, event_id=rec.event_id, stream_id=rec.stream_id, deployment=deployment, spec=spec,
         shape=shape, contract=contract, tier=contract_tier(contract, get("tier") or ""),
         method=method_name(evidence, get("method") or "", executor), evidence=evidence, executor=executor,
@@ -262,7 +262,7 @@ def measurement(rec: RecordedEvent) -> Measurement:
     )
 
 
-def _caveats(spec: KernelSpec, ms: Sequence[Measurement]) -> tuple[str, ...]:
+def _caveats(spec: KernelSpec, ms: Sequence[RegistryMeasurement]) -> tuple[str, ...]:
     hw = [m for m in ms if m.on_hardware and not m.implausible]
     hw_pass = [m for m in hw if m.passed]
     out: list[str] = []
@@ -292,7 +292,7 @@ def _caveats(spec: KernelSpec, ms: Sequence[Measurement]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _status(ms: Sequence[Measurement], caveats: Sequence[str]) -> str:
+def _status(ms: Sequence[RegistryMeasurement], caveats: Sequence[str]) -> str:
     hw = [m for m in ms if m.on_hardware and not m.implausible]
     if hw:
         if not any(m.passed for m in hw):
@@ -312,7 +312,7 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def _used_by(ms: Sequence[Measurement]) -> tuple[str, ...]:
+def _used_by(ms: Sequence[RegistryMeasurement]) -> tuple[str, ...]:
     """Deployments grouped with their roles (`smollm2 Q proj, O proj`), then role-only entries, first-seen order."""
     by_deployment: dict[str, list[str]] = {}
     entries: list[tuple[str, str]] = []  # (kind, key) in first-seen order
@@ -335,7 +335,7 @@ def _used_by(ms: Sequence[Measurement]) -> tuple[str, ...]:
     return _unique(out)
 
 
-def shape_row(spec: KernelSpec, shape: Shape, ms: Sequence[Measurement]) -> ShapeRow:
+def shape_row(spec: KernelSpec, shape: Shape, ms: Sequence[RegistryMeasurement]) -> ShapeRow:
     ms = tuple(sorted(ms, key=lambda m: m.seq))
     caveats = _caveats(spec, ms)
     return ShapeRow(
@@ -345,7 +345,7 @@ def shape_row(spec: KernelSpec, shape: Shape, ms: Sequence[Measurement]) -> Shap
     )
 
 
-def _tolerances(ms: Sequence[Measurement]) -> tuple[tuple[Tolerance, int], ...]:
+def _tolerances(ms: Sequence[RegistryMeasurement]) -> tuple[tuple[Tolerance, int], ...]:
     counts: dict[tuple[str, float, float], int] = {}
     for m in ms:
         key = (m.contract, float(m.rtol), float(m.atol))
@@ -355,7 +355,7 @@ def _tolerances(ms: Sequence[Measurement]) -> tuple[tuple[Tolerance, int], ...]:
 
 def fold_registry(events: Iterable[RecordedEvent]) -> RegistryData:
     """Fold every `KernelVerified` into registry pages (see the module docstring for the promises)."""
-    groups: dict[tuple[str, Shape], list[Measurement]] = {}
+    groups: dict[tuple[str, Shape], list[RegistryMeasurement]] = {}
     specs: dict[str, KernelSpec] = {spec.key: spec for spec in CATALOG}
     n, last = 0, 0
     for rec in events:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from registry.fold import NOT_NPU2, KernelPage, Measurement, ShapeRow, not_npu2_mark, pick_best
+from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, ShapeRow, not_npu2_mark, pick_best
 
 _NOT_NPU2_ORDER = list(NOT_NPU2)
 
@@ -114,7 +114,7 @@ def _shape(row: ShapeRow) -> dict[str, Any]:
     return dict(row.shape)
 
 
-def _g(m: Measurement | None) -> float | None:
+def _g(m: RegistryMeasurement | None) -> float | None:
     if m is None:
         return None
     if m.gflops is not None:
@@ -122,16 +122,16 @@ def _g(m: Measurement | None) -> float | None:
     return m.throughput if m.spec.unit == "GFLOP/s" else None
 
 
-def _bw(m: Measurement | None) -> float | None:
+def _bw(m: RegistryMeasurement | None) -> float | None:
     return m.throughput if m is not None and m.spec.unit == "GB/s" else None
 
 
-def _mark(m: Measurement | None, text: str) -> str:
+def _mark(m: RegistryMeasurement | None, text: str) -> str:
     """A cell of mlir-air's NPU2 columns: an emulated row's CPU time or throughput is never shown as one."""
     return f"{not_npu2_mark(m)}: {text}" if m is not None and not m.on_hardware and text not in ("—", "") else text
 
 
-def _num(x: float | None, m: Measurement | None, bold: bool = False, digits: int = 0) -> str:
+def _num(x: float | None, m: RegistryMeasurement | None, bold: bool = False, digits: int = 0) -> str:
     if x is None:
         return "—"
     text = f"{x:.{digits}f}" if digits else (f"{x:.0f}" if x >= 100 else f"{x:.1f}")
@@ -140,7 +140,7 @@ def _num(x: float | None, m: Measurement | None, bold: bool = False, digits: int
     return _mark(m, text)
 
 
-def status_cell(row: ShapeRow, m: Measurement | None = None) -> str:
+def status_cell(row: ShapeRow, m: RegistryMeasurement | None = None) -> str:
     ms = [m] if m is not None else list(row.measurements)
     hw = [x for x in ms if x.on_hardware]
     if hw and not any(x.passed for x in hw):
@@ -168,7 +168,7 @@ def _used(row: ShapeRow) -> str:
     return " + ".join(row.used_by) or "—"
 
 
-def _best(row: ShapeRow, method: str | None = None, tier: str | None = None) -> Measurement | None:
+def _best(row: ShapeRow, method: str | None = None, tier: str | None = None) -> RegistryMeasurement | None:
     ms = [m for m in row.measurements if (method is None or m.method.split(":")[-1] == method)
           and (tier is None or m.tier == tier)]
     return pick_best(ms) or (ms[-1] if ms else None)

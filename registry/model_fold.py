@@ -47,7 +47,7 @@ def show_time(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Attempt:
+class AttemptSummary:
     phase: int
     attempt: int
     started: RecordedEvent | None
@@ -87,7 +87,7 @@ class PhaseView:
     phase: int
     status: str  # passed | failed | in progress | pending
     latest: RecordedEvent | None
-    attempts: tuple[Attempt, ...]
+    attempts: tuple[AttemptSummary, ...]
 
     @property
     def title(self) -> str:
@@ -153,7 +153,7 @@ def _phases(events: list[RecordedEvent]) -> tuple[PhaseView, ...]:
             status = "in progress"
         else:
             status = "passed" if rec.type == "PhasePassed" else "failed"
-        views.append(PhaseView(phase, status, rec, tuple(Attempt(p, a, s, d) for (p, a), (s, d) in mine)))
+        views.append(PhaseView(phase, status, rec, tuple(AttemptSummary(p, a, s, d) for (p, a), (s, d) in mine)))
     return tuple(views)
 
 

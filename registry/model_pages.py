@@ -18,7 +18,7 @@ from registry.catalog import shape_key, spec_for
 from registry.chart import elf_breakdown_png, layer_cosine_png, step_kl_png
 from registry.curve_page import CURVE_CHART, curve_section
 from registry.model_fold import PHASE_TITLES, DeploymentView, show_time
-from registry.perf_records import Npu2Figures, Profile
+from registry.perf_records import RecordedFigures, Profile
 from registry.quantisation_page import render_split
 from registry.render_markdown import tile_text
 from registry.text import cell, fixed, num, sci, shape_args, table
@@ -311,7 +311,7 @@ def _profile_table(profile: dict) -> str:
     return table(["part", "value"], [[k, val(profile[k])] for k in keys])
 
 
-def _npu2_section(npu2: Npu2Figures) -> tuple[str, list[tuple[str, float, float, float, float]]]:
+def _npu2_section(npu2: RecordedFigures) -> tuple[str, list[tuple[str, float, float, float, float]]]:
     """The modelled NPU2 per-ELF table of a Phase 6 record, and the bars of its chart."""
     rows = [[f.path, f.elf, f.calls, fixed(f.per_call_ms, 3), fixed(f.npu_ms, 3), fixed(f.bo_write_ms, 3),
              fixed(f.bo_read_ms, 3), fixed(f.total_ms, 2)] for f in npu2.elfs]

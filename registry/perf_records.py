@@ -4,9 +4,9 @@ The ledger records `profile` as plain JSON (its keys are part of the recorded fo
 gates and `ledger run --profile`); the pages read it through these records instead of string keys:
 
 * `Profile.of(profile)`: where the figure comes from (`source`; "wall" when unsaid), the modelled NPU2
-  figures of a Phase 6 record (`npu2`: `Npu2Figures`, None when absent) and the emulator's own wall time
+  figures of a Phase 6 record (`npu2`: `RecordedFigures`, None when absent) and the emulator's own wall time
   beside them (`wall`: `EmulatorWall`).
-* `Npu2Figures.elfs`: one `ElfFigures` per (path, ELF) of its per-ELF breakdown, prefill first, each path in
+* `RecordedFigures.elfs`: one `ElfFigures` per (path, ELF) of its per-ELF breakdown, prefill first, each path in
   recorded order; a figure the record lacks (mlir-air's `make profile` gives total_ms and calls only) is None.
 """
 
@@ -39,7 +39,7 @@ class ElfFigures:
 
 
 @dataclass(frozen=True)
-class Npu2Figures:
+class RecordedFigures:
     """The modelled (or profiled) NPU2 figures a Phase 6 record carries beside its gate figures."""
 
     source: str | None
@@ -50,7 +50,7 @@ class Npu2Figures:
     elfs: tuple[ElfFigures, ...]
 
     @classmethod
-    def of(cls, npu2: dict[str, Any]) -> Npu2Figures:
+    def of(cls, npu2: dict[str, Any]) -> RecordedFigures:
         per_elf = npu2.get("per_elf", {})
         elfs = tuple(ElfFigures(path, elf, f.get("calls", 0), f.get("per_call_ms"), f.get("npu_ms"), f.get("bo_write_ms"),
                                 f.get("bo_read_ms"), f.get("xrt_ms"), f.get("total_ms"))
@@ -80,12 +80,12 @@ class Profile:
     """A PerformanceMeasured's `profile`, typed where the pages read it."""
 
     source: str
-    npu2: Npu2Figures | None
+    npu2: RecordedFigures | None
     wall: EmulatorWall
 
     @classmethod
     def of(cls, profile: dict[str, Any] | None) -> Profile:
         profile = profile or {}
         npu2 = profile.get("npu2")
-        return cls(profile.get("source") or "wall", Npu2Figures.of(npu2) if npu2 else None,
+        return cls(profile.get("source") or "wall", RecordedFigures.of(npu2) if npu2 else None,
                    EmulatorWall.of(profile.get("emulator_wall") or {}))

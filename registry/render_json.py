@@ -32,7 +32,7 @@ import json
 import math
 from typing import Any
 
-from registry.fold import Measurement, RegistryData, ShapeRow, pick_best
+from registry.fold import RegistryMeasurement, RegistryData, ShapeRow, pick_best
 from registry.text import plain
 
 FULL_HERD = (8, 4)
@@ -70,14 +70,14 @@ def _finite(x: float | None) -> float | None:
     return x if x is None or math.isfinite(x) else None
 
 
-def _gflops(m: Measurement) -> float | None:
+def _gflops(m: RegistryMeasurement) -> float | None:
     """Recorded gflops; for our own rows with only a latency, 2MKN / latency (imported rows stay verbatim)."""
     if m.gflops is not None or m.evidence == "imported" or m.throughput is None:
         return m.gflops
     return float(round(m.throughput))
 
 
-def method_entry(m: Measurement) -> dict[str, Any]:
+def method_entry(m: RegistryMeasurement) -> dict[str, Any]:
     """One method's entry of a shape in mlir-air's `gemm.json` layout (tile, gflops, mean_rel_L1, tier, ...)."""
     entry: dict[str, Any] = {
         "tile": _tile(m.tile),
@@ -107,7 +107,7 @@ def shape_entry(row: ShapeRow) -> dict[str, Any] | None:
     candidates = [m for m in row.measurements if m.passed and m.on_hardware]
     if not candidates:
         return None
-    by_method: dict[str, list[Measurement]] = {}
+    by_method: dict[str, list[RegistryMeasurement]] = {}
     for m in candidates:
         by_method.setdefault(m.method, []).append(m)
     reps = {name: pick_best(ms) for name, ms in by_method.items()}
@@ -164,7 +164,7 @@ def gemm_document(data: RegistryData, output_dtype: str) -> dict[str, Any]:
 def not_npu2_entries(row: ShapeRow) -> list[dict[str, Any]]:
     """The shape's passing rows that are not NPU2 evidence, one per (method, evidence): where they came from and
     the tile they ran, no throughput (a rehearsal's or emulator's figure is not one mlir-air may build from)."""
-    groups: dict[tuple[str, str], list[Measurement]] = {}
+    groups: dict[tuple[str, str], list[RegistryMeasurement]] = {}
     for m in row.measurements:
         if m.passed and not m.on_hardware:
             groups.setdefault((m.method, m.evidence), []).append(m)

@@ -11,7 +11,7 @@ Pure: same data, same bytes.
 from __future__ import annotations
 
 from kernels.toolchain import toolchain_label
-from registry.fold import NOT_NPU2, KernelPage, Measurement, RegistryData, ShapeRow, not_npu2_mark
+from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, RegistryData, ShapeRow, not_npu2_mark
 from registry.text import DASH, cell, fixed, num, scalar, sci, shape_args, shape_text, table
 
 STATUS_GLYPH = {"verified": "✅", "caveat": "⚠️", "failed": "❌", "unattested": "❔", "rehearsal": "🎭", "emulated": "🧪"}
@@ -46,11 +46,11 @@ def tile_text(tile: dict) -> str | None:
     return ", ".join(f"{k}={scalar(tile[k])}" for k in sorted(tile))
 
 
-def herd_text(m: Measurement) -> str | None:
+def herd_text(m: RegistryMeasurement) -> str | None:
     return "×".join(str(h) for h in m.herd) if m.herd is not None else None
 
 
-def tiles_text(m: Measurement) -> str | None:
+def tiles_text(m: RegistryMeasurement) -> str | None:
     if m.tiles_in_flight is None:
         return None
     text = f"{m.tiles_in_flight}/{m.tiles_target}" if m.tiles_target is not None else str(m.tiles_in_flight)
@@ -66,7 +66,7 @@ def status_text(row: ShapeRow) -> str:
     return glyph
 
 
-def throughput_text(m: Measurement | None, unit: str, bold: bool = False) -> str | None:
+def throughput_text(m: RegistryMeasurement | None, unit: str, bold: bool = False) -> str | None:
     if m is None or m.throughput is None:
         return None
     text = f"{num(m.throughput)} {unit}"
@@ -114,7 +114,7 @@ def index_table(data: RegistryData) -> str:
     return table(["Kernel", "Detail", "Best measured throughput (NPU2)", "Shapes", "Status"], rows)
 
 
-def toolchain_text(m: Measurement) -> str:
+def toolchain_text(m: RegistryMeasurement) -> str:
     """Which toolchain measured the row (kernels.toolchain label; "unrecorded" for rows older than provenance)."""
     return toolchain_label(m.provenance.get("toolchain"))
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from kernels.mlir_air.diagnosis_report import DiagnosisResult
 from kernels.mlir_air.transcript import HarnessResult
-from kernels.mlir_air.verify_report import VerifyResult
+from kernels.mlir_air.verify_report import VerifyReport
 
 
 @dataclass(frozen=True)
@@ -95,5 +95,5 @@ class ModelRun:
     transcript: str
     report_path: str
     report_json: dict[str, Any]
-    result: VerifyResult | DiagnosisResult
+    result: VerifyReport | DiagnosisResult
     provenance: dict[str, Any]

@@ -70,7 +70,7 @@ class VerifyPrompt:
 
 
 @dataclass(frozen=True)
-class VerifyResult:
+class VerifyReport:
     verdict: Verdict
     summary: dict[str, Any]
     prompts: tuple[VerifyPrompt, ...] = ()
@@ -143,7 +143,7 @@ def one_verdict(verdicts: list[str], summary: dict[str, Any] | None, lines: list
     return verdicts[0]  # type: ignore[return-value]
 
 
-def parse_verify_output(text: str, report_json: dict[str, Any] | None) -> VerifyResult:
+def parse_verify_output(text: str, report_json: dict[str, Any] | None) -> VerifyReport:
     """Parse `make verify` (or `make verify-full`) output plus its report JSON.
 
     The verdict must agree with the Summary (`[verify] FAIL` exactly when `topk_failed > 0`; a PASS line
@@ -170,7 +170,7 @@ def parse_verify_output(text: str, report_json: dict[str, Any] | None) -> Verify
     if verdict == "FAIL" and not failed:
         raise TranscriptError("the transcript says '[verify] FAIL' but its Summary counts no failed prompt.", text)
     if report_json is None:
-        return VerifyResult(verdict=verdict, summary=dict(summary), report_json_path=report_path)
+        return VerifyReport(verdict=verdict, summary=dict(summary), report_json_path=report_path)
 
     if not isinstance(report_json, dict):
         raise TranscriptError("the verify report is not a JSON object.")
@@ -198,7 +198,7 @@ def parse_verify_output(text: str, report_json: dict[str, Any] | None) -> Verify
     config = report_json.get("config") if isinstance(report_json.get("config"), dict) else {}
     if config.get("mode") not in (None, "verify"):
         raise TranscriptError(f"the report's mode is {config.get('mode')!r}, not 'verify'.")
-    return VerifyResult(
+    return VerifyReport(
         verdict=verdict,
         summary=dict(summary),
         prompts=tuple(sorted(prompts, key=lambda p: p.prompt_index)),
