@@ -123,6 +123,13 @@ FAULT_LINES = {
 }
 
 
+def fault_line(cause: str, n: int) -> str:
+    """The line a failure of `cause` at length / context n prints (FAULT_LINES; another text as a compiler error)."""
+    if cause in FAULT_LINES:
+        return FAULT_LINES[cause].format(n=n)
+    return cause if cause.startswith("error:") else f"error: {cause}"
+
+
 def sweep_fault(model_dir: str, target: str, n: int) -> str | None:
     """The cause the twin's fault switch sets for `make TARGET` at length / context n: a line
     `profile-prefill@N: CAUSE` or `profile-decode@N: CAUSE` in the twin's twin-faults.txt or env
@@ -141,7 +148,7 @@ def _prefill_only(model_path: str, seq_len: int, fault: str | None = None) -> in
     built = seq_len if fault != "wrong_seq_len" else (NPU2_PREFILL_SEQ if seq_len != NPU2_PREFILL_SEQ else seq_len // 2)
     if fault and fault != "wrong_seq_len":
         print(f"Compiling prefill kernels (seq_len={seq_len}) (npu-ledger stand-in fault)")
-        print(FAULT_LINES.get(fault, f"error: {fault}").format(n=seq_len), flush=True)
+        print(fault_line(fault, seq_len), flush=True)
         return 1
     cfg = resolve(load_raw_config(model_path))
     p = predict(cfg, seq=built, switches=path_switches({k: True for k in switches_from_env()}, "prefill"),
@@ -163,7 +170,7 @@ def _decode_contexts(model_path: str, model_dir: str, contexts: list[int]) -> in
     for ctx in contexts:
         fault = sweep_fault(model_dir, "profile-decode", ctx)
         if fault:
-            print(FAULT_LINES.get(fault, f"error: {fault}").format(n=ctx), flush=True)
+            print(fault_line(fault, ctx), flush=True)
             return 1
         p = predict(cfg, seq=NPU2_PREFILL_SEQ, switches=sw, ctx=ctx)
         print(f"[bench] decode ctx={ctx} median {p.ms_per_token:.4f} ms min {p.ms_per_token:.4f} ms "
