@@ -4,8 +4,10 @@
 `registry.mlir_air_tables` reads and writes (supported_kernels.md and details/<page>.md at e972f29, the pages
 mlir-air had then; the later kernels' pages are optional import schemas, not part of the contract).
 `doctor(dir)` gives one `Finding` per check, then one `new` finding per tested-shapes table beyond the contract
-(`registry_news`: informative, never failing); `preflight(dir)` is None when `dir` can be run against, else one
-line saying why not; `advance_refusal(state, name)` is that check for `ledger advance` of an mlir-air
+(`registry_news`: informative, never failing); `toolchain_refusal(dir)` is one line when the toolchain is below the
+contract's floor (kernels.mlir_air.toolchain_floor); `preflight(dir)` is None when `dir` can be run against (a
+checkout meeting the contract, a toolchain meeting the floor), else one line saying why not;
+`advance_refusal(state, name)` is that check for `ledger advance` of an mlir-air
 deployment.
 """
 
@@ -18,6 +20,7 @@ from handlers.gates.runtime import backend_class
 from statemachine.state import DeploymentState
 from kernels.mlir_air.table import ENV_TABLE
 from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, Finding, check_checkout, table_checks, usable_checkout
+from kernels.mlir_air.toolchain_floor import floor_refusal, toolchain_versions
 from registry.importer_scan import read_markdown
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
 from statemachine.phases import Phase, Status
@@ -58,8 +61,14 @@ def doctor(directory: str | Path) -> list[Finding]:
     return check_checkout(directory, doctor_checks()) + registry_news(directory)
 
 
+def toolchain_refusal(directory: str | None) -> str | None:
+    """One line when the toolchain this checkout builds with is below a contract floor (the Peano version mlir-air's
+    nightly records: kernels.mlir_air.toolchain_floor), else None."""
+    return floor_refusal(toolchain_versions(directory))
+
+
 def preflight(directory: str | None) -> str | None:
-    return usable_checkout(directory, doctor_checks())
+    return usable_checkout(directory, doctor_checks()) or toolchain_refusal(directory)
 
 
 def advance_refusal(state: DeploymentState, name: str, mlir_air_dir: str | None = None) -> str | None:

@@ -19,7 +19,7 @@ import os
 from typing import Any, Iterable
 
 from kernels.model.config import ModelConfig
-from kernels.model.plan import PlannedKernel, plan
+from kernels.model.plan import DEFAULT_SEQ, PlannedKernel, plan
 from kernels.model.plan_record import plan_sources
 from ledger.record import RecordedEvent
 from registry.lookup import PlanningRegistry
@@ -54,13 +54,14 @@ def deployment_weights(state) -> str:
 
 
 def deployment_plan(config: ModelConfig, target: str, ledger=None, deployment: str | None = None,
-                    weights: str = "bf16") -> tuple[list[PlannedKernel], dict[str, Any]]:
+                    weights: str = "bf16", seq: int = DEFAULT_SEQ) -> tuple[list[PlannedKernel], dict[str, Any]]:
     """The registry-first plan of `config` on `target` and its record (see the module docstring); without a
     ledger, the registry is MLIR_AIR_DIR's alone (or none); `deployment`: the one planned (its own rows left out);
-    `weights`: kernels.model.plan's weight format (bf16, q4nx-host: the bf16 rows; q4nx-device: the 4-bit ones)."""
+    `weights`: kernels.model.plan's weight format (bf16, q4nx-host: the bf16 rows; q4nx-device: the 4-bit ones);
+    `seq`: the padded prefill length (`ledger plan --seq`; Phase 1 plans at the default)."""
     registry = planning_registry(ledger, deployment=deployment) if ledger is not None else PlanningRegistry(
         (), os.environ.get(ENV_MLIR_AIR) or None)
-    rows = plan(config, target=target, registry=registry, weights=weights)
+    rows = plan(config, target=target, seq=seq, registry=registry, weights=weights)
     return rows, {**registry.record(), "rows": plan_sources(rows)}
 
 

@@ -27,12 +27,13 @@ import threading
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from handlers.inputs import input_file
 from ledger.events import NewEvent
 from ledger.record import RecordedEvent
 from registry.importer import IMPORT_STREAM, events_from_upstream
+from registry.importer_sweep_gemm import events_from_sweep_gemm, is_sweep_gemm
 from registry.importer_scan import TableAccount, read_markdown
 from registry.model_docs import model_dir_name
 from registry.projections import deployments, project_all
@@ -108,9 +109,12 @@ class ImportResult:
         return sum(len(a.skipped) for a in self.accounts)
 
 
-def import_registry_accounted(ledger, directory: str | Path, allow_skip: bool = False) -> ImportResult:
+def import_registry_accounted(ledger, directory: str | Path, allow_skip: bool = False,
+                              sweep_dtype: str = "bf16") -> ImportResult:
     """Import an mlir-air registry: its `kernel_registry/` folder as it is (details/*.json for GEMM, and every
-    tested-shapes markdown table, registry.importer_scan), or a folder of registry JSON files (details/ itself).
+    tested-shapes markdown table, registry.importer_scan), or a folder of registry JSON files (details/ itself);
+    a JSON file there that is sweep_gemm.py's results or --emit list is read as that (registry.importer_sweep_gemm:
+    the rows of a new M, for the registry of `sweep_dtype`, the script's --dtype).
     Every row read is accounted for; when any was skipped and not `allow_skip`, nothing is appended and
     `SkippedRows` (carrying the accounts) is raised. Idempotent: a second import adds nothing."""
     directory = Path(directory)
@@ -122,12 +126,18 @@ def import_registry_accounted(ledger, directory: str | Path, allow_skip: bool = 
             input_file(path, "registry file")
     files = sorted(p for p in details.glob("*.json") if p.is_file())
     from_json, accounts = [], []
+    docs = {path: _json_doc(path) for path in files}
+    herds = {d.get("output_dtype"): d.get("herd") for d in docs.values() if isinstance(d, dict)}
     for path in files:
-        pairs = events_from_upstream(path)
+        if is_sweep_gemm(docs[path]):  # sweep_gemm.py's rows at a new M (registry.importer_sweep_gemm)
+            pairs, read = events_from_sweep_gemm(path, sweep_dtype, herds.get(sweep_dtype))
+            header = "(sweep_gemm.py JSON)"
+        else:
+            pairs, header = events_from_upstream(path), "(JSON)"
+            read = sum(len(s.get("methods") or {}) for s in _json_shapes(docs[path]))
         from_json += pairs
-        accounts.append(TableAccount(kernel="gemm", file=path.relative_to(directory).as_posix(), header="(JSON)",
-                                     read=sum(len(s.get("methods") or {}) for s in _json_shapes(path)),
-                                     imported=len(pairs)))
+        accounts.append(TableAccount(kernel="gemm", file=path.relative_to(directory).as_posix(), header=header,
+                                     read=read, imported=len(pairs)))
     gemm = {("f32" if e.contract == "f32-out" else "bf16", *e.shape.values()) for _, e in from_json}
     markdown, md_accounts = read_markdown(root, gemm) if root is not None else ([], [])
     accounts += md_accounts
@@ -157,9 +167,15 @@ class SkippedRows(ValueError):
         self.result = result
 
 
-def _json_shapes(path: Path) -> list[dict]:
-    doc = json.loads(path.read_bytes())
-    return [s for s in doc.get("shapes") or [] if isinstance(s, dict)]
+def _json_doc(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except ValueError:
+        return None  # the importer names the file that is not JSON
+
+
+def _json_shapes(doc: Any) -> list[dict]:
+    return [s for s in (doc.get("shapes") if isinstance(doc, dict) else None) or [] if isinstance(s, dict)]
 
 
 def import_registry(ledger, directory: str | Path) -> int:

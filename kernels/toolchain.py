@@ -11,6 +11,9 @@ PerformanceMeasured (`toolchain`) records it.
   mlir_air_commit, aie_opt, air_opt, xrt_smi, peano
                       on an NPU2 machine: the mlir-air checkout's commit and the versions found
                       (kernels.mlir_air.lock.probe_toolchain; peano's clang from PEANO_INSTALL_DIR)
+  llvm_aie_version, mlir_aie_hash
+                      on mlir-air: the Peano (llvm-aie) version and the checkout's pinned mlir-aie commit, in the keys
+                      mlir-air's nightly records them (kernels.mlir_air.toolchain_floor; a twin: its toolchain.json)
   mlir_air_contract   the mlir-air contract version the checkout was read by (kernels.mlir_air.contract);
                       absent on rows recorded before it existed
   standin            on a `ledger twin` checkout: "ledger twin" (kernels.mlir_air.lock.probe_toolchain reads its marker);
@@ -35,7 +38,7 @@ from kernels.perf import PERF_MODEL_VERSION
 # the keys that identify a toolchain, in the order labels show them
 KEYS = ("npu_ledger", "executor", "emulated_numerics", "perf_model", "torch", "mlir_air_commit", "mlir_air_contract",
         "aie_opt",
-        "air_opt", "xrt_smi", "peano", "standin", "standin_fault")
+        "air_opt", "xrt_smi", "peano", "llvm_aie_version", "mlir_aie_hash", "standin", "standin_fault")
 
 
 @lru_cache(maxsize=1)

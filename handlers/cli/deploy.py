@@ -21,7 +21,7 @@ from handlers.planning import deployment_plan, deployment_weights
 from handlers.queries import TargetError, deployment_config, model_target
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
-from kernels.model.plan import PLAN_WEIGHTS
+from kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
 from registry.text import escaped, ledger_command, shown
@@ -196,8 +196,11 @@ def graph_cmd() -> None:
               help="plan for these weights: bf16, q4nx-host (dequantised at load: the bf16 rows) or q4nx-device "
                    "(4-bit GEMVs in decode, dequant at load); default: a deployment's own (as its Phase 1 plans), "
                    "else bf16")
+@click.option("--seq", type=click.IntRange(1, 1 << 20), default=DEFAULT_SEQ, show_default=True,
+              help="the padded prefill length the prefill rows are planned at (e.g. 4096: GEMM M=4096, registry rows "
+                   "measured there by sweep_gemm.py where imported, else heuristic)")
 @click.pass_obj
-def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights: str | None) -> None:
+def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights: str | None, seq: int) -> None:
     """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
     app.read_only = True
     try:
@@ -206,7 +209,7 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights:
         raise click.ClickException(str(e)) from e
     own = None if Path(target_).exists() else target_  # a deployment is planned without its own rows, as Phase 1 does
     weights = weights or (deployment_weights(DeploymentUnit(app.ledger, own).state) if own else "bf16")
-    rows, _ = deployment_plan(cfg, tgt, app.ledger, own, weights=weights)  # the registry's measured rows first, then the heuristic
+    rows, _ = deployment_plan(cfg, tgt, app.ledger, own, weights=weights, seq=seq)  # the registry's measured rows first, then the heuristic
     if as_json:
         click.echo(json.dumps(results.plan_json(rows), indent=1))
         return

@@ -2,7 +2,9 @@
 
 Prints one table, file by file (status ok / differs / missing / n/a (not in a `ledger twin` directory) / new (a
 tested-shapes table beyond the contract, informative) and what is absent), or `--json`; exits 1
-when something the tool depends on differs or is missing. The checks are `handlers.doctor`'s
+when something the tool depends on differs or is missing. A toolchain below the contract's floor (the Peano
+version, kernels.mlir_air.toolchain_floor) is refused first, in one line naming the floor and its source
+(`--json`: `toolchain_refusal`, exit 1). The checks are `handlers.doctor`'s
 (`kernels.mlir_air.contract` plus the registry's table headers). Read-only: no ledger is opened.
 """
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from handlers.doctor import doctor
+from handlers.doctor import doctor, toolchain_refusal
 from kernels.mlir_air.contract import CONTRACT_COMMIT, CONTRACT_VERSION, looks_like_checkout
 from kernels.mlir_air.lock import probe_toolchain
 
@@ -30,12 +32,18 @@ def doctor_cmd(mlir_air_dir, as_json) -> None:
     if not Path(directory).is_dir() or not looks_like_checkout(directory):
         raise click.ClickException(f"{directory} is not an mlir-air checkout (no programming_examples/llms/verify/"
                                    "verify_runner.py)")
+    refused = toolchain_refusal(directory)
+    if refused and not as_json:  # below the toolchain floor: nothing built with it is usable, one line says why
+        raise click.ClickException(refused)
     findings = doctor(directory)
     failing = [f for f in findings if f.fails]
-    commit = dict(probe_toolchain(directory)).get("mlir_air_commit")
+    probed = dict(probe_toolchain(directory))
+    commit = probed.get("mlir_air_commit")
     if as_json:
         click.echo(json.dumps({"checkout": str(directory), "commit": commit, "contract_version": CONTRACT_VERSION,
-                               "contract_commit": CONTRACT_COMMIT, "clean": not failing,
+                               "contract_commit": CONTRACT_COMMIT, "clean": not failing and not refused,
+                               "toolchain": {k: probed.get(k) for k in ("llvm_aie_version", "mlir_aie_hash")},
+                               "toolchain_refusal": refused,
                                "findings": [f.as_json() for f in findings]}, indent=2))
     else:
         rows = [("file", "checks", "status", "what differs")]
@@ -51,7 +59,7 @@ def doctor_cmd(mlir_air_dir, as_json) -> None:
             click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3])
         click.echo(f"{len(failing)} difference(s) in {len({f.check.file for f in failing})} file(s)" if failing
                    else "no difference: the checkout meets the contract")
-    if failing:
+    if failing or refused:
         raise SystemExit(1)
 
 

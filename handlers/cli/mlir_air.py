@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import click
 
@@ -15,19 +16,24 @@ from handlers.gates.runtime import backend_class, declared_options, model_backen
 from handlers.narrate import TerminalProgress
 from handlers.uow import DeploymentUnit
 from kernels.mlir_air.scaffold import ScaffoldError, scaffold
+from kernels.mlir_air.toolchain_floor import TWIN_PEANO
 from kernels.mlir_air.twin import write_twin
 from ledger.events import OptimizationTried
 from registry.model_docs import model_dir_name
-from registry.text import ledger_command
+from registry.text import escaped, ledger_command
 
 
 @click.command("twin")
 @click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--peano", default=TWIN_PEANO, show_default=True,
+              help="the Peano (llvm-aie) version the twin's toolchain record says (`ledger doctor` checks its floor)")
 @click.pass_obj
-def twin_cmd(app: App, directory: str) -> None:
+def twin_cmd(app: App, directory: str, peano: str) -> None:
     """Write an mlir-air stand-in (harness Makefiles, verify runner, prompts) into DIRECTORY; point
     MLIR_AIR_DIR at it to rehearse the hardware workflow on this machine."""
-    root = write_twin(directory)
+    if not re.fullmatch(r"\d+(\.\d+)*([.+][0-9A-Za-z.+]*)?", peano):
+        raise click.ClickException(f"--peano {escaped(peano)} is not a version (e.g. {TWIN_PEANO})")
+    root = write_twin(directory, peano=peano)
     click.echo(f"mlir-air twin written to {root}; export MLIR_AIR_DIR={root}")
 
 

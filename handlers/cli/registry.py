@@ -134,15 +134,18 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json
 @registry.command("import")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--allow-skip", is_flag=True, help="import what can be imported even when some rows cannot")
+@click.option("--sweep-dtype", type=click.Choice(["bf16", "f32"]), default="bf16", show_default=True,
+              help="the registry a sweep_gemm.py results / --emit file there is for (the script's --dtype; its rows "
+                   "do not say)")
 @click.option("--json", "as_json", is_flag=True, help="print the per-table accounts as JSON")
 @click.pass_context
-def import_cmd(ctx, directory, allow_skip, as_json) -> None:
+def import_cmd(ctx, directory, allow_skip, sweep_dtype, as_json) -> None:
     """Import an mlir-air kernel_registry/ folder as it is (details/*.json and every tested-shapes table, each
-    row's status kept), or a details/ folder of JSON files (idempotent). Prints one line per table: rows read,
+    row's status kept), or a details/ folder of JSON files, sweep_gemm.py's new-M rows among them (idempotent). Prints one line per table: rows read,
     imported, duplicate (a shape another table gave), skipped and why; exits 1 when a row was skipped and
     --allow-skip is not given (then nothing is imported)."""
     try:
-        result = import_registry_accounted(_ledger(ctx), directory, allow_skip=allow_skip)
+        result = import_registry_accounted(_ledger(ctx), directory, allow_skip=allow_skip, sweep_dtype=sweep_dtype)
     except SkippedRows as e:
         _print_accounts(e.result.accounts, as_json, err=True)
         raise click.ClickException(str(e)) from None

@@ -37,7 +37,10 @@ INPUTS: dict[str, dict] = {
     "status": _inputs({"name": NAME}),
     "history": _inputs({"name": NAME}, ("name",)),
     "plan": _inputs({"target": {**TEXT, "description": "deployment NAME, or a config.json / HF folder path"},
-                     "platform": {**TARGET, "description": "NPU target of a CONFIG (default npu2)"}}, ("target",)),
+                     "platform": {**TARGET, "description": "NPU target of a CONFIG (default npu2)"},
+                     "seq": _int(1, 1 << 20, default=2048, description="padded prefill length the prefill rows are "
+                                 "planned at (registry rows measured at that M where imported, else heuristic)")},
+                    ("target",)),
     "predict": _inputs({
         "target": {**TEXT, "description": "config.json / HF folder path, or deployment NAME"},
         "seq": _int(1, 131072, default=2048, description="prefill length"),

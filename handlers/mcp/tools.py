@@ -33,6 +33,7 @@ from handlers.gates import GateOptions
 from handlers.planning import deployment_plan
 from kernels.backends.kernel_runners import make_runner
 from kernels.backends.runner_base import KernelRow
+from kernels.model.plan import DEFAULT_SEQ
 from kernels.mlir_air.output import TranscriptError
 from kernels.perf.predict import predict
 from ledger import Checkpoint
@@ -113,7 +114,8 @@ def _history(c: Call):
 def _plan(c: Call):
     cfg, target = queries.model_target(_read_only(c), c.target(), c.args.get("platform"))
     own = None if Path(c.args["target"]).exists() else c.args["target"]  # as `ledger plan`: registry first
-    return results.plan_json(deployment_plan(cfg, target, c.app.ledger, own)[0])
+    seq = int(c.args.get("seq", DEFAULT_SEQ))
+    return results.plan_json(deployment_plan(cfg, target, c.app.ledger, own, seq=seq)[0])
 
 
 def _predict(c: Call):

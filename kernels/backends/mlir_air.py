@@ -24,8 +24,8 @@
                           beside them. The printed figure is the judge (source "mlir-air-profile").
   npu2_figures            `make profile`'s figures (source "mlir-air-profile"), the NPU2 model's beside them; its
                           curve `make sweep-prefill` (mlir-air's bench/sweep_prefill.py over `profile-prefill
-                          CTX=L`, kernels.mlir_air.sweeps: TTFT against padded prefill length, measured; decode
-                          not swept on a bf16 model directory), the modelled curve beside it.
+                          CTX=L`) and `make sweep-decode` (bench/sweep_decode_runtime.py over one `profile-decode
+                          CONTEXTS=...`), kernels.mlir_air.sweeps: measured, the modelled curve beside it.
   integrated_run          `make run N_TOKENS=32`: TTFT, Tokens/second, Time/token.
   with_options            a copy whose make calls carry NPU_LEDGER_SWITCHES / NPU_LEDGER_FAULTS (the stand-in's
                           adapter switches the optimisation itself; a hardware model directory ignores them:
@@ -59,7 +59,7 @@ from kernels.model.hf_reference import load_tokenizer
 from kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from kernels.model.options import PipelineOptions
 from kernels.model.prompts import CANONICAL_PROMPT, Prompt, mlir_air_prompts, prompts_for
-from kernels.mlir_air.sweeps import hardware_curve, parse_prefill_sweep
+from kernels.mlir_air.sweeps import hardware_curve, parse_decode_sweep, parse_prefill_sweep
 from kernels.perf.dispatch import SWITCHES
 from kernels.perf.curve import context_window, npu2_curve
 from kernels.perf.figures import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
@@ -303,20 +303,35 @@ class MlirAirBackend:
                                "switches": {k: bool(self._switches.get(DECODE + k, False)) for k in SWITCHES}})
 
     def sweep_curve(self) -> dict[str, Any]:
-        """The model directory's `make sweep-prefill` (kernels.mlir_air.sweeps): TTFT against padded prefill length,
-        measured; the modelled curve beside it. A sweep that printed no point is recorded as not swept, saying why."""
+        """The model directory's `make sweep-prefill` and `make sweep-decode` (kernels.mlir_air.sweeps): TTFT against
+        padded prefill length and decode tokens/s against context, measured; the modelled curve beside them. A
+        sweep that gave no point is recorded as not swept, saying why."""
         modelled = npu2_curve(self.config, path_switches(self._switches, "prefill"),
                               path_switches(self._switches, "decode"), max_positions=context_window(self.model_path))
         lengths = ",".join(str(p["prefill_len"]) for p in modelled["prefill"]["points"] if p["status"] == "ok")
         command, rc, text, prov = self.executor.run_model_target(
             "sweep_prefill", self.model_dir, make_vars=self._make_vars(SWEEP_LENGTHS=lengths))
         prov = self._provenance(command, prov, None, text)
+        decode, decode_why = self._decode_sweep(modelled)
         try:
-            return hardware_curve(parse_prefill_sweep(text), modelled, prov)
+            points, why = parse_prefill_sweep(text), ""
         except TranscriptError as e:
             tail = (text.strip().splitlines() or [""])[-1][-200:]
-            return hardware_curve([], modelled, prov, prefill_detail=f"`{command}` (exit status {rc}): {e}; last "
-                                                                     f"line: {tail}")
+            points, why = [], f"`{command}` (exit status {rc}): {e}; last line: {tail}"
+        return hardware_curve(points, modelled, prov, prefill_detail=why, decode=decode, decode_detail=decode_why)
+
+    def _decode_sweep(self, modelled: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        """`make sweep-decode` over the modelled curve's contexts: its record's points, or none and why."""
+        contexts = ",".join(str(p["context_len"]) for p in modelled["decode"]["points"] if p["status"] == "ok")
+        out = Path(self.model_dir) / "reports" / "sweep_decode.json"
+        out.unlink(missing_ok=True)  # a record left by an earlier run is not this run's
+        command, rc, text, _ = self.executor.run_model_target(
+            "sweep_decode", self.model_dir, make_vars=self._make_vars(SWEEP_CONTEXTS=contexts, SWEEP_DECODE_OUT=str(out)))
+        try:
+            return parse_decode_sweep(out.read_text()), ""
+        except (OSError, TranscriptError) as e:
+            tail = (text.strip().splitlines() or [""])[-1][-200:]
+            return [], f"`{command}` (exit status {rc}): {e}; last line: {tail}"
 
     def npu2_figures(self) -> Npu2Figures:
         prof = self._profile()

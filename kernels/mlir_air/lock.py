@@ -18,6 +18,7 @@ from typing import Iterator
 from kernels.mlir_air.checkout import is_twin
 from kernels.mlir_air.contract import CONTRACT_VERSION
 from kernels.mlir_air.table import HarnessError
+from kernels.mlir_air.toolchain_floor import toolchain_versions
 
 DEFAULT_LOCK_PATH = "/tmp/mlir-air-npu.lock"
 
@@ -114,6 +115,9 @@ def probe_toolchain(mlir_air_dir: str | None) -> dict[str, str | None]:
         "xrt_smi": first_output_line(["xrt-smi", "--version"]),
         # a `ledger twin` checkout says so (its marker file): every figure run there is a stand-in rehearsal
         "standin": "ledger twin" if is_twin(mlir_air_dir) else None,
+        # the versions mlir-air's nightly records (llvm_aie_version = Peano, mlir_aie_hash), checked against the
+        # contract's floor (kernels.mlir_air.toolchain_floor)
+        **toolchain_versions(mlir_air_dir),
     }
 
 

@@ -8,8 +8,8 @@ prefill length CTX, as the later model Makefiles have them, llama32_1b_q4nx/Make
 qwen25_3b_q4/Makefile:236-244 @e972f29), verify_adapter.py (the adapter protocol, verify_runner.py:265-338),
 `<name>_inference.py`, README.md, ARCHITECTURE.md (the per-layer ELF sequence of
 `kernels.perf.dispatch.dispatch_plan` under the deployment's switches, and a `## Switches` table stating them,
-`stated_switches` reads it back), profile-prefill CTX=L / sweep-prefill (the target and the sweep of mlir-air's
-llms/bench/sweep_prefill.py@a32bef3 over padded prefill lengths), `run_npu2_{compile,verify,profile,prefill_sweep}.lit` (lit tests in the form of
+`stated_switches` reads it back), profile-prefill CTX=L / sweep-prefill and profile-decode CONTEXTS=.. / sweep-decode
+(the targets and sweeps of mlir-air's llms/bench/sweep_prefill.py@57bbed0b, sweep_decode_runtime.py@c0dabd80), `run_npu2_{compile,verify,profile,prefill_sweep}.lit` (lit tests in the form of
 llama32_1b's run_npu2_*.lit @e972f29 and run_npu2_prefill_sweep.lit @f4ffd43), .gitignore.
 
 npu-ledger's own targets beside mlir-air's: `verify-walk` / `verify-walk-full` run npu-ledger's teacher-forced
@@ -88,10 +88,17 @@ WALK = $(RUN_PY) -m kernels.mlir_air.walk --runner=$(RUNNER_ADAPTER) --llms-dir 
 # `make -f Makefile profile-prefill CTX=<L>` per length), its record in SWEEP_OUT
 SWEEP_LENGTHS ?= 128,256,512,1024,2048
 SWEEP_OUT ?= $(srcdir)/reports/sweep_prefill.json
-.PHONY: help compile run profile chat profile-prefill bench sweep-prefill all verify verify-full verify-walk verify-walk-full diagnosis clean
+# sweep-decode: bench/sweep_decode_runtime.py@c0dabd80 (ONE `make profile-decode CONTEXTS=c1,c2,...`), record in
+# SWEEP_DECODE_OUT; SWEEP_EXPECT_FAIL / SWEEP_DECODE_EXPECT_FAIL: what each sweep's --expect-fail is given
+CONTEXTS ?= 1024
+SWEEP_CONTEXTS ?= 1024,2048,4096
+SWEEP_DECODE_OUT ?= $(srcdir)/reports/sweep_decode.json
+SWEEP_EXPECT_FAIL ?=
+SWEEP_DECODE_EXPECT_FAIL ?=
+.PHONY: help compile run profile chat profile-prefill profile-decode bench sweep-prefill sweep-decode all verify verify-full verify-walk verify-walk-full diagnosis clean
 help:
-\t@echo "targets: compile run profile chat profile-prefill bench sweep-prefill verify verify-full verify-walk verify-walk-full diagnosis clean"
-\t@echo "options: PROMPT, N_TOKENS, MODEL, CTX (profile-prefill / bench: padded prefill length, default 2048), SWEEP_LENGTHS"
+\t@echo "targets: compile run profile chat profile-prefill profile-decode bench sweep-prefill sweep-decode verify verify-full verify-walk verify-walk-full diagnosis clean"
+\t@echo "options: PROMPT, N_TOKENS, MODEL, CTX (profile-prefill / bench: padded prefill length, default 2048), CONTEXTS (profile-decode), SWEEP_LENGTHS, SWEEP_CONTEXTS"
 
 compile:
 \t@mkdir -p $(BUILD_DIR)
@@ -120,7 +127,16 @@ bench: profile-prefill
 
 sweep-prefill:
 \t@mkdir -p $(dir $(SWEEP_OUT))
-\t$(PYTHON) $(srcdir)/../bench/sweep_prefill.py --model-name {name} --makefile $(srcdir)/Makefile --lengths $(SWEEP_LENGTHS) --out $(SWEEP_OUT)
+\t$(PYTHON) $(srcdir)/../bench/sweep_prefill.py --model-name {name} --makefile $(srcdir)/Makefile --lengths $(SWEEP_LENGTHS) --expect-fail=$(SWEEP_EXPECT_FAIL) --out $(SWEEP_OUT)
+
+# decode step time per context, one process (`[bench] decode ctx=C median ..`: sweep_decode_runtime.py's POINT_RE)
+profile-decode:
+\t@mkdir -p $(BUILD_DIR)
+\tcd $(BUILD_DIR) && $(RUN_PY) {inf} --run-only --decode-contexts $(CONTEXTS) --model $(MODEL)
+
+sweep-decode:
+\t@mkdir -p $(dir $(SWEEP_DECODE_OUT))
+\t$(PYTHON) $(srcdir)/../bench/sweep_decode_runtime.py --model-name {name} --makefile $(srcdir)/Makefile --contexts $(SWEEP_CONTEXTS) --expect-fail=$(SWEEP_DECODE_EXPECT_FAIL) --out $(SWEEP_DECODE_OUT)
 
 all: compile profile
 
@@ -239,7 +255,8 @@ def _inference(name: str, stand_in: bool) -> str:
             "and a CLI --compile-only / --run-only --n-tokens N --prompt P --model M [--profile] printing the lines\n"
             "of PE/llms/llama32_1b/llama32_1b_inference.py:672-756 and :801-934; --interactive for make chat;\n"
             "--prefill-only --seq-len N for make profile-prefill, printing `Compiling prefill kernels (seq_len=N)` and\n"
-            '`Time to first token (TTFT): <s>s`, the lines PE/llms/bench/sweep_prefill.py reads)."""\n'
+            "`Time to first token (TTFT): <s>s`, the lines PE/llms/bench/sweep_prefill.py reads; --decode-contexts C,..\n"
+            'for make profile-decode: `[bench] decode ctx=C median M ms min m ms (T tok/s)`, sweep_decode_runtime.py)."""\n'
             "raise SystemExit('not written yet: see the docstring')\n")
 
 

@@ -224,6 +224,7 @@ def render_curve(curve: Mapping[str, Any], title: str) -> str:
         lines.extend(f"| {m} | " + " | ".join(_cell(p, k, f) for p in points) + " |" for m, k, f in rows)
         lines.extend([f"- {_label(p[xkey])}: {p['status']}: {p.get('detail', '')}" for p in points
                       if p["status"] != "ok" or p.get("detail")])
+        lines.extend(f"- the sweep failed (not forgiven): {f}" for f in axis.get("failures", []))
         lines.append("")
 
     block("Prefill latency vs padded prefill length", pre, "prefill_len",

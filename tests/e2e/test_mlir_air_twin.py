@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.mlir_air.toolchain_floor import TWIN_PEANO
 from tests.e2e import schema_only_verify
 from tests.e2e.cli import ledger, ledger_json
 
@@ -86,6 +87,8 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     kernels = [e["payload"] for e in events if e["type"] == "KernelVerified"]
     assert kernels and all(k["source"] == "harness" and str(twin) in k["provenance"]["command"] for k in kernels)
     assert all(k["provenance"]["toolchain"]["mlir_air_commit"] == commit for k in kernels)
+    # the Peano version the twin's toolchain.json records, in the key mlir-air's nightly uses (#38 item 4)
+    assert {k["provenance"]["toolchain"]["llvm_aie_version"] for k in kernels} == {TWIN_PEANO}
     # the plan's contract on the hardware path: K=512 GEMMs on the low tier, K=1024 on the high tier
     gemm = {(k["shape"]["K"], k["contract"], k["method"], k["tier"]) for k in kernels if k["kernel"] == "gemm"}
     assert gemm == {(512, "bf16-out-low", "direct", "low"), (1024, "bf16-out-high", "drain", "high")}
@@ -127,6 +130,10 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     assert not [e for e in events if e["type"] == "PhaseFailed"]
     if until < 7:
         return
+    # Phase 6's device curve: both sweeps of the model directory, decode through sweep_decode_runtime.py (#38 item 3)
+    curve = next(e["payload"]["curve"] for e in events if e["type"] == "PerformanceMeasured" and e["payload"]["phase"] == 6)
+    assert curve["source"] == "mlir-air-sweep" and curve["decode"]["points"] and curve["prefill"]["points"]
+    assert all(p["status"] == "ok" for p in curve["decode"]["points"]) and "failures" not in curve["decode"]
     tried = [e["payload"] for e in events if e["type"] == "OptimizationTried"]
     assert {t["phase"] for t in tried if t["outcome"] == "applied"} == {4, 5}
     # on hardware a switch is another program: every trial keeps its own `make verify` re-run

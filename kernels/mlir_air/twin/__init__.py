@@ -7,6 +7,9 @@ cited in the generated Makefile), `programming_examples/weighted_rms_norm/weight
 calls that script directly), `programming_examples/layer_norm/layer_norm.py` (likewise), `programming_examples/llms/verify/verify_runner.py` with the part of mlir-air's
 CLI the model Makefiles use, `programming_examples/llms/bench/sweep_prefill.py` (mlir-air's prefill sweep CLI
 and lines over a model directory's `make profile-prefill CTX=L`, kernels.mlir_air.twin.sweep_prefill),
+`programming_examples/llms/bench/sweep_decode_runtime.py` (the runtime-context decode sweep over `make
+profile-decode CONTEXTS=...`, kernels.mlir_air.twin.sweep_decode_runtime), `toolchain.json` (the toolchain the
+twin stands for, in the keys mlir-air's nightly records: llvm_aie_version, kernels.mlir_air.toolchain_floor),
 `programming_examples/llms/verify/prompts/{instruct,base}.txt` (npu-ledger's
 own prompt sets, one per line, written here - mlir-air's prompts are never copied), a README saying the
 latency figures are modelled, and a git repository with one commit (the "mlir-air commit" the tool records).
@@ -25,6 +28,7 @@ import sys
 from pathlib import Path
 
 from kernels.mlir_air.checkout import MARKER, ROOT, is_twin  # noqa: F401 (is_twin: part of the twin's API)
+from kernels.mlir_air.toolchain_floor import TWIN_PEANO, write_twin_toolchain
 from kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS
 
 # (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets)
@@ -137,7 +141,13 @@ mlir-air prints. What differs:
 
 Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
 eltwise_add, silu_mul, gelu, dequant_q4nx) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
-NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile.
+NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `profile-prefill@L: CAUSE` (or
+`profile-decode@C: CAUSE`) makes a model directory's prefill at padded length L (decode at context C) fail with
+that cause (no_registry_shape, bd_exhaustion, method_tile_mismatch, stitcher_mixed_tile_m, device_fail,
+xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), printed as mlir-air's sweeps read it.
+
+Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
+--peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
 """
 
 
@@ -152,14 +162,14 @@ def _verify_runner_script() -> str:
             "os.execve(PY, [PY, '-m', 'kernels.mlir_air.twin.verify_runner', *sys.argv[1:]], env)\n")
 
 
-def _sweep_prefill_script() -> str:
+def _bench_script(name: str, module: str) -> str:
     return ("#!/usr/bin/env python3\n"
-            "# npu-ledger twin of mlir-air programming_examples/llms/bench/sweep_prefill.py (its CLI, [sweep_prefill]\n"
-            "# lines and --out record); the work is npu-ledger's kernels.mlir_air.twin.sweep_prefill.\n"
+            f"# npu-ledger twin of mlir-air programming_examples/llms/bench/{name}.py (its CLI, lines and --out\n"
+            f"# record); the work is npu-ledger's {module}.\n"
             "import os, sys\n"
             f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
             "env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))\n"
-            "os.execve(PY, [PY, '-m', 'kernels.mlir_air.twin.sweep_prefill', *sys.argv[1:]], env)\n")
+            f"os.execve(PY, [PY, '-m', {module!r}, *sys.argv[1:]], env)\n")
 
 
 def _script(kind: str, root: Path) -> str:
@@ -171,8 +181,9 @@ def _script(kind: str, root: Path) -> str:
             f"os.execve(PY, [PY, '-m', 'kernels.mlir_air.twin.harness', {kind!r}, *sys.argv[1:]], env)\n")
 
 
-def write_twin(directory: str | Path) -> Path:
-    """Write the twin into `directory` (created; an existing twin is rewritten, anything else refused)."""
+def write_twin(directory: str | Path, peano: str = TWIN_PEANO) -> Path:
+    """Write the twin into `directory` (created; an existing twin is rewritten, anything else refused); `peano` is
+    the llvm-aie version its toolchain record says (kernels.mlir_air.toolchain_floor.TWIN_TOOLCHAIN)."""
 
     root = Path(directory).expanduser().resolve()
     if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
@@ -204,9 +215,11 @@ def write_twin(directory: str | Path) -> Path:
     (verify / ".gitignore").write_text("reports/\n__pycache__/\n")
     bench = pe / "llms" / "bench"
     bench.mkdir(parents=True, exist_ok=True)
-    sweep = bench / "sweep_prefill.py"
-    sweep.write_text(_sweep_prefill_script())
-    sweep.chmod(0o755)
+    for name in ("sweep_prefill", "sweep_decode_runtime"):
+        script = bench / f"{name}.py"
+        script.write_text(_bench_script(name, f"kernels.mlir_air.twin.{name}"))
+        script.chmod(0o755)
+    write_twin_toolchain(root, peano)
     (root / "README.md").write_text(README)
     (root / MARKER).write_text("npu-ledger twin\n")
     (root / ".gitignore").write_text("build_peano/\nbuild_chess/\n__pycache__/\n")

@@ -109,15 +109,72 @@ def _generate(runner: StandInRunner, tokens: list[int], n: int) -> list[int]:
     return out
 
 
-def _prefill_only(model_path: str, seq_len: int) -> int:
+# What the failures the twin's fault switch asks for print: the texts mlir-air's sweeps tell the causes apart by
+# (llms/bench/sweep_prefill.py@57bbed0b BUILD_LIMIT_RES, XRT_FAIL_RE, HOST_OOM_RE; sweep_decode_runtime.py@c0dabd80
+# XRT_FAIL_RE, OOM_RE). A fault whose text is none of these prints `error: TEXT` and fails (a `fail: ...` status).
+FAULT_LINES = {
+    "no_registry_shape": "KeyError: shape M={n} not in registry GEMM_bf16_in_bf16_out.json",
+    "bd_exhaustion": "error: Too many simultaneously active buffer descriptors",
+    "method_tile_mismatch": "AssertionError: registry tile_m=64 != method 'drain' tile_m=32",
+    "stitcher_mixed_tile_m": "AssertionError: the stitcher assumes all 3 GEMMs share the same tile_m suffix",
+    "device_fail": "RuntimeError: ERT_CMD_STATE_TIMEOUT: the dispatch did not complete",
+    "xrt_incomplete": "RuntimeError: ERT_CMD_STATE_TIMEOUT: the dispatch did not complete",
+    "host_oom": "terminate called after throwing an instance of 'std::bad_alloc'",
+}
+
+
+def fault_line(cause: str, n: int) -> str:
+    """The line a failure of `cause` at length / context n prints (FAULT_LINES; another text as a compiler error)."""
+    if cause in FAULT_LINES:
+        return FAULT_LINES[cause].format(n=n)
+    return cause if cause.startswith("error:") else f"error: {cause}"
+
+
+def sweep_fault(model_dir: str, target: str, n: int) -> str | None:
+    """The cause the twin's fault switch sets for `make TARGET` at length / context n: a line
+    `profile-prefill@N: CAUSE` or `profile-decode@N: CAUSE` in the twin's twin-faults.txt or env
+    NPU_LEDGER_TWIN_FAULTS (kernels.mlir_air.twin.harness.faults); None when there is none."""
+    from kernels.mlir_air.twin.harness import ENV_ROOT, faults
+
+    os.environ.setdefault(ENV_ROOT, str(Path(model_dir).resolve().parents[2]))  # <twin>/programming_examples/llms/<m>
+    return faults().get(f"{target}@{n}")
+
+
+def _prefill_only(model_path: str, seq_len: int, fault: str | None = None) -> int:
     """`make profile-prefill CTX=N` (`make bench`): the warm prefill TTFT at padded length N, in the lines
-    sweep_prefill.py reads (57bbed0 sweep_prefill.py: its TTFT_RE and SEQ_RE guard); modelled, latency only."""
+    sweep_prefill.py reads (57bbed0 sweep_prefill.py: its TTFT_RE and SEQ_RE guard); modelled, latency only.
+    `fault` (the twin's fault switch): `wrong_seq_len` builds the engines at another length and still prints a
+    TTFT (what the guard is for); another cause prints its line and exits 1."""
+    built = seq_len if fault != "wrong_seq_len" else (NPU2_PREFILL_SEQ if seq_len != NPU2_PREFILL_SEQ else seq_len // 2)
+    if fault and fault != "wrong_seq_len":
+        print(f"Compiling prefill kernels (seq_len={seq_len}) (npu-ledger stand-in fault)")
+        print(fault_line(fault, seq_len), flush=True)
+        return 1
     cfg = resolve(load_raw_config(model_path))
-    p = predict(cfg, seq=seq_len, switches=path_switches({k: True for k in switches_from_env()}, "prefill"),
+    p = predict(cfg, seq=built, switches=path_switches({k: True for k in switches_from_env()}, "prefill"),
                 ctx=NPU2_DECODE_CTX)
-    print(f"Compiling prefill kernels (seq_len={seq_len}) (npu-ledger stand-in: nothing to compile)")
-    print(f"LLAMA Prefill: prompt_len={seq_len} (padded)")
-    print(f"Time to first token (TTFT): {p.ttft_s:.6f}s (modelled NPU2, seq {seq_len})")
+    print(f"Compiling prefill kernels (seq_len={built}) (npu-ledger stand-in: nothing to compile)")
+    print(f"LLAMA Prefill: prompt_len={built} (padded)")
+    print(f"Time to first token (TTFT): {p.ttft_s:.6f}s (modelled NPU2, seq {built})")
+    return 0
+
+
+def _decode_contexts(model_path: str, model_dir: str, contexts: list[int]) -> int:
+    """`make profile-decode CONTEXTS=c1,c2,...`: one process over every context, printing per context the line
+    mlir-air's llms/bench/sweep_decode_runtime.py@c0dabd80 reads (POINT_RE: `[bench] decode ctx=C median M ms min
+    m ms (T tok/s)`), the decode step's modelled NPU2 time over a KV cache of C positions (the modelled curve's
+    figure, median = min: a model has no spread); latency only. The twin's fault switch at a context prints that
+    cause's line there and ends the run (exit 1): the contexts before it keep their points, as upstream's do."""
+    cfg = resolve(load_raw_config(model_path))
+    sw = path_switches({k: True for k in switches_from_env()}, "decode")
+    for ctx in contexts:
+        fault = sweep_fault(model_dir, "profile-decode", ctx)
+        if fault:
+            print(fault_line(fault, ctx), flush=True)
+            return 1
+        p = predict(cfg, seq=NPU2_PREFILL_SEQ, switches=sw, ctx=ctx)
+        print(f"[bench] decode ctx={ctx} median {p.ms_per_token:.4f} ms min {p.ms_per_token:.4f} ms "
+              f"({p.decode_tokens_per_s:.4f} tok/s) (modelled NPU2)", flush=True)
     return 0
 
 
@@ -180,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interactive", action="store_true", help="make chat: one reply per line read from stdin")
     p.add_argument("--prefill-only", action="store_true", help="make profile-prefill / bench: TTFT at --seq-len")
     p.add_argument("--seq-len", type=int, default=NPU2_PREFILL_SEQ)
+    p.add_argument("--decode-contexts", default="", help="make profile-decode: decode step time per context")
     p.add_argument("--n-tokens", type=int, default=100)
     p.add_argument("--prompt", default="What is the capital of France?")
     p.add_argument("--model", default="local")
@@ -189,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         print("Compilation passed. (npu-ledger stand-in: nothing to compile)")
         return 0
     if a.prefill_only:
-        return _prefill_only(model_path, a.seq_len)
+        return _prefill_only(model_path, a.seq_len, sweep_fault(a.model_dir, "profile-prefill", a.seq_len))
+    if a.decode_contexts:
+        return _decode_contexts(model_path, a.model_dir, [int(c) for c in a.decode_contexts.split(",") if c.strip()])
     runner = StandInRunner(model_path)
     n = max(1, a.n_tokens)
     if a.interactive:  # llama32_1b's `make chat` REPL: prepare once, then one reply per prompt
