@@ -20,7 +20,7 @@ from handlers.gates.runtime import backend_class
 from statemachine.state import DeploymentState
 from kernels.mlir_air.table import ENV_TABLE
 from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, Finding, check_checkout, table_checks, usable_checkout
-from kernels.mlir_air.toolchain_floor import floor_refusal, toolchain_versions
+from kernels.mlir_air.toolchain_floor import floor_refusal, known_bad, toolchain_versions
 from registry.importer_scan import read_markdown
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
 from statemachine.phases import Phase, Status
@@ -61,14 +61,19 @@ def doctor(directory: str | Path) -> list[Finding]:
     return check_checkout(directory, doctor_checks()) + registry_news(directory)
 
 
-def toolchain_refusal(directory: str | None) -> str | None:
+def toolchain_refusal(directory: str | None, model: str | None = None) -> str | None:
     """One line when the toolchain this checkout builds with is below a contract floor (the Peano version mlir-air's
-    nightly records: kernels.mlir_air.toolchain_floor), else None."""
-    return floor_refusal(toolchain_versions(directory))
+    nightly records: kernels.mlir_air.toolchain_floor), for every model or for `model`'s directory; else None."""
+    return floor_refusal(toolchain_versions(directory), model)
 
 
-def preflight(directory: str | None) -> str | None:
-    return usable_checkout(directory, doctor_checks()) or toolchain_refusal(directory)
+def toolchain_warning(directory: str | None) -> str | None:
+    """One line when the toolchain is a version mlir-air found to build wrong code, else None."""
+    return known_bad(toolchain_versions(directory))
+
+
+def preflight(directory: str | None, model: str | None = None) -> str | None:
+    return usable_checkout(directory, doctor_checks()) or toolchain_refusal(directory, model)
 
 
 def advance_refusal(state: DeploymentState, name: str, mlir_air_dir: str | None = None) -> str | None:
@@ -80,5 +85,5 @@ def advance_refusal(state: DeploymentState, name: str, mlir_air_dir: str | None 
         return None
     if os.environ.get(ENV_TABLE) and Phase.KERNELS not in state.passed:
         return None  # Phase 1 runs the commands of the harness table given ($NPU_LEDGER_HARNESSES), not a checkout's
-    why = preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"))
+    why = preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"), name)
     return f"{name} runs on mlir-air and {why[0].lower() + why[1:]}; nothing was run" if why else None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from handlers.doctor import doctor, toolchain_refusal
+from handlers.doctor import doctor, toolchain_refusal, toolchain_warning
 from kernels.mlir_air.contract import CONTRACT_COMMIT, CONTRACT_VERSION, looks_like_checkout
 from kernels.mlir_air.lock import probe_toolchain
 
@@ -35,6 +35,9 @@ def doctor_cmd(mlir_air_dir, as_json) -> None:
     refused = toolchain_refusal(directory)
     if refused and not as_json:  # below the toolchain floor: nothing built with it is usable, one line says why
         raise click.ClickException(refused)
+    warning = toolchain_warning(directory)
+    if warning and not as_json:
+        click.echo(f"warning: {warning}", err=True)
     findings = doctor(directory)
     failing = [f for f in findings if f.fails]
     probed = dict(probe_toolchain(directory))
@@ -43,7 +46,7 @@ def doctor_cmd(mlir_air_dir, as_json) -> None:
         click.echo(json.dumps({"checkout": str(directory), "commit": commit, "contract_version": CONTRACT_VERSION,
                                "contract_commit": CONTRACT_COMMIT, "clean": not failing and not refused,
                                "toolchain": {k: probed.get(k) for k in ("llvm_aie_version", "mlir_aie_hash")},
-                               "toolchain_refusal": refused,
+                               "toolchain_refusal": refused, "toolchain_warning": warning,
                                "findings": [f.as_json() for f in findings]}, indent=2))
     else:
         rows = [("file", "checks", "status", "what differs")]

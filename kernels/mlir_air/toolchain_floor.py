@@ -1,5 +1,7 @@
 """The toolchain versions an mlir-air run records, and the floor below which the contract says nothing builds
-(issue #38 item 4).
+(issue #38 item 4): Peano >= 21 for every model, the llvm-aie mlir-air's CI pins at e972f29, and >= 22 for a
+model directory that requires it (gemma4_e2b_q4nx's lit `REQUIRES: peano_ge22`); a version mlir-air found to build
+wrong code is named (`known_bad`).
 
 Versions, in the keys mlir-air's nightly records with every perf row (.github/workflows/nightlyPerfBenchmark.yml
 @0252fbd, step "Combine perf JSON": `toolchain.llvm_aie_version` is `pip show llvm-aie`'s Version, e.g.
@@ -35,9 +37,10 @@ from kernels.mlir_air.checkout import is_twin
 
 TOOLCHAIN = tomllib.loads((Path(__file__).resolve().parent / "contract.toml").read_text(encoding="utf-8")).get("toolchain", {})
 FLOORS: tuple[dict[str, Any], ...] = tuple(TOOLCHAIN.get("floor", ()))
+KNOWN_BAD: tuple[dict[str, Any], ...] = tuple(TOOLCHAIN.get("known_bad", ()))
 TWIN_TOOLCHAIN = "toolchain.json"  # at a twin's root: {"llvm_aie_version": ...}, the nightly's key
-# the twin's default Peano: the LLVM 22 nightly nightlyPerfBenchmark.yml@0252fbd names ("22.0.0.2026081201+046b11f9")
-TWIN_PEANO = "22.0.0.2026081201+046b11f9"
+# the twin's default Peano: the llvm-aie mlir-air's CI pins at e972f29 (nightlyPerfBenchmark.yml:154)
+TWIN_PEANO = "21.0.0.2026080601+f4a72c27"
 _HASH = re.compile(r"^\s*(?:export\s+)?HASH=([0-9a-f]{7,40})\s*$", re.M)
 _CLANG = re.compile(r"clang version (\d+(?:\.\d+)*)")
 
@@ -101,12 +104,24 @@ def major(text: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def floor_refusal(versions: Mapping[str, Any]) -> str | None:
-    """None when every version meets its contract floor (or is unknown); else one line naming the floor."""
+def floor_refusal(versions: Mapping[str, Any], model: str | None = None) -> str | None:
+    """None when every version meets its contract floor (or is unknown); else one line naming the floor. A floor
+    with `models` applies only to those model directories (`model`: the deployment's directory name)."""
     for f in FLOORS:
+        if f.get("models") and model not in f["models"]:
+            continue
         have = versions.get(f["key"])
         got = major(have)
         if got is not None and got < int(f["min_major"]):
             return (f"{f['tool']} {have} is below the toolchain floor {f['tool']} >= {f['min_major']} "
                     f"(contract.toml [toolchain]; {f['source']})")
+    return None
+
+
+def known_bad(versions: Mapping[str, Any]) -> str | None:
+    """One line when a recorded version is one mlir-air found to build wrong code (contract.toml
+    [[toolchain.known_bad]]), else None."""
+    for bad in KNOWN_BAD:
+        if versions.get(bad["key"]) == bad["version"]:
+            return f"{bad['key']} {bad['version']} is known to build wrong code ({bad['source']})"
     return None
