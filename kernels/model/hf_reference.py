@@ -100,7 +100,8 @@ class HfRunner:
         inner = getattr(self.model.model, "language_model", self.model.model)
         for i, layer in enumerate(inner.layers):
             layer.register_forward_hook(self._hook(f"layer{i}"))
-        inner.norm.register_forward_hook(self._hook("norm"))
+        # the final norm by the description's tensor name (LFM2's is `embedding_norm`, applied after the layers)
+        getattr(inner, self.config.arch.final_norm.rsplit(".", 1)[0]).register_forward_hook(self._hook("norm"))
         self._swap: dict[str, tuple[Any, Any, Any]] = {}
         self._in_use = "prefill"
         # as transformers loaded it (the decode's weights untie the head below): what config_mismatches compares
