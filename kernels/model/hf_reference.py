@@ -224,21 +224,24 @@ class HfRunner:
         params = getattr(hf, "rope_parameters", None) or {}
         theta = getattr(hf, "rope_theta", None) or params.get("rope_theta")
         embed = self.model.get_input_embeddings().weight
-        layer0 = getattr(self.model.model, "language_model", self.model.model).layers[0]
-        attn = layer0.self_attn
+        layers = getattr(self.model.model, "language_model", self.model.model).layers
+        layer0 = layers[0]
+        # the first attention layer (a hybrid's first layers may be short convolutions, LFM2)
+        attn = layers[next((i for i in range(len(layers)) if not ours.arch.is_conv(i)), 0)].self_attn
+        down = layer0.get_submodule(dict(ours.arch.tensors)["w_down"].rsplit(".", 1)[0])
         loaded = {
-            "n_layers": len(getattr(self.model.model, "language_model", self.model.model).layers),
+            "n_layers": len(layers),
             "emb_dim": int(embed.shape[1]),
             "n_heads": int(hf.num_attention_heads),
             "n_kv_heads": int(getattr(hf, "num_key_value_heads", None) or hf.num_attention_heads),
             "head_dim": int(getattr(attn, "head_dim", ours.head_dim)),
-            "hidden_dim": int(layer0.mlp.down_proj.weight.shape[1]),
+            "hidden_dim": int(down.weight.shape[1]),
             "vocab_size": int(embed.shape[0]),
             "rope_theta": float(theta) if theta is not None else ours.rope_theta,
-            "rms_norm_eps": float(hf.rms_norm_eps),
+            "rms_norm_eps": float(getattr(hf, "rms_norm_eps", None) or hf.norm_eps),
             "tie_word_embeddings": self._tied,
             "qkv_bias": getattr(getattr(attn, "q_proj", None), "bias", None) is not None,
-            "qk_norm": hasattr(attn, "q_norm"),
+            "qk_norm": hasattr(attn, "q_norm") or hasattr(attn, "q_layernorm"),
         }
         out = []
         for name, value in loaded.items():

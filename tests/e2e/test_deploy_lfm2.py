@@ -1,0 +1,38 @@
+"""LFM2, the hybrid (issue #37): the tiny LFM2 (tests.models: layers conv, attention, conv) reaches deployed on the
+emulated executor with an independent-evaluation PASS; its plan runs the conv1d and eltwise_mul rows in Phase 1,
+and Phase 2's block gate runs its first layer, a short-convolution block. One deployment serves every assertion."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.cli import ledger_json
+from tests.e2e.workspaces import deployed_workspace
+
+
+@pytest.fixture(scope="module")
+def lfm2_workspace(tiny_lfm2, tmp_path_factory):
+    return deployed_workspace(tmp_path_factory, tiny_lfm2, "lf")
+
+
+def test_a_tiny_lfm2_reaches_deployed_with_an_independent_evaluation_pass(lfm2_workspace):
+    status = ledger_json(lfm2_workspace, "status", "lf")
+    assert status["status"] == "deployed" and status["evaluation"] == "PASS", status
+    events = ledger_json(lfm2_workspace, "history", "lf")
+    described = next(e for e in events if e["type"] == "ConfigResolved")["payload"]["description"]
+    assert [x["mixer"] for x in described["layers"]] == ["conv", "full", "conv"]
+    assert described["conv_taps"] == 3 and described["final_norm"] == "embedding_norm.weight"
+    rows = [e["payload"] for e in events if e["type"] == "KernelVerified"]
+    for kernel in ("conv1d", "eltwise_mul"):
+        mine = [r for r in rows if r["kernel"] == kernel]
+        assert {r["shape"].get("seq", 2) > 1 for r in mine} >= {True}, kernel  # the prefill row at least
+        assert mine and all(r["verdict"] == "PASS" for r in mine), kernel
+
+
+def test_the_lfm2_plan_lists_the_short_convolution_rows(lfm2_workspace):
+    rows = ledger_json(lfm2_workspace, "plan", "lf")
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    conv = {(r["phase"], r["kernel"]): r["shape"] for r in rows if r["kernel"] in ("conv1d", "eltwise_mul")}
+    assert conv[("decode", "conv1d")] == {"seq": 1, "C": 512}
+    assert conv[("prefill", "conv1d")]["C"] == 512 and ("decode", "eltwise_mul") in conv
+    assert any(r["kernel"] == "gemm" and r["shape"]["N"] == 3 * 512 and "conv in" in r["role"] for r in rows)
