@@ -112,6 +112,12 @@ def block_thresholds(head_dim: int) -> dict[str, float]:
     return {"cosine": BLOCK_COSINE_MIN, "per_position_min": per_position_threshold(head_dim)}
 
 
+# The carried convolution state of a hybrid (LFM2) after a prefill, and the next decode step (kernels.model.conv_state):
+# the state is a block-internal activation, judged at the block gate's whole-tensor floor; the next-token logits at
+# mlir-air's one-layer decode expectation, lfm2_1_2b_q4nx/README.md at 78aadcff "Reading the decode gate": "Judge
+# exactness at one layer (`make compile-decode LAYERS=1`, expect >= 0.996)".
+CONV_STATE_THRESHOLDS = {"state_cosine": BLOCK_COSINE_MIN, "logits_cosine": 0.996}
+
 # Phase 3 triage only (never a verdict): prefill counts as healthy when every layer's per-position cosine
 # minimum on the canonical prompt stays at the block gate's whole-tensor floor.
 PREFILL_HEALTHY_COS_MIN = BLOCK_COSINE_MIN

@@ -176,6 +176,16 @@ class HfRunner:
         logits = out.logits[0, -1].float().numpy()
         return DecodeStepRecord(lm_head_logits=logits, top1_token=int(np.argmax(logits)))
 
+    def conv_state(self, layer: int) -> np.ndarray | None:
+        """A short-convolution layer's carried state after the last prefill / decode step, as the decode consumes
+        it: the newest taps - 1 rows of transformers' conv cache (it keeps conv_L_cache rows, oldest first; the
+        oldest falls out of the next step's window), (taps - 1, E) float32. None: no cache or no such state."""
+        get = getattr(self._past, "get_conv_state", None)
+        state = get(layer) if get is not None else None
+        if state is None:
+            return None
+        return state[0].detach().float().numpy().T[1:].copy()  # (E, L) -> (L, E), the newest L - 1 rows
+
     def forward_timed_prefill(self, prompt_tokens) -> None:
         """Prefill without capturing intermediates (benchmarks)."""
         torch = _torch()

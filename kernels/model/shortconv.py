@@ -16,8 +16,8 @@ lfm2_1_2b_q4nx_prefill.py at 2b09ca0a, `run_conv_block` and `Lfm2Q4nxPrefill.pre
            layer type; its in-kernel numerics are not published, so the standalone kernels stand for them here.
 
 `ShortConvMixer` is a mixin of `kernels.model.pipeline.NpuPipeline` (it uses the pipeline's `k`, `_stage`,
-`_gemv`, `_key`, `_residual`, `_mlp`, `config`, `weights`); `kernels.model.faults` overrides `_conv_window`
-and `_conv_taps` for the drills (a look-ahead convolution, a state not carried, reversed taps).
+`_gemv`, `_key`, `_residual`, `_mlp`, `config`, `weights`); `kernels.model.faults` overrides `_conv_fed`,
+`_conv_window` and `_conv_taps` for the drills (a look-ahead convolution, a state not carried, reversed taps).
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ class ShortConvMixer:
         pad = self._conv_state[layer] if decode else np.zeros((halo, h.shape[1]), np.float32)
         return np.concatenate([pad, h], axis=0)
 
+    def _conv_fed(self, window: np.ndarray) -> np.ndarray:
+        """What the conv1d kernel reads: the window itself (a fault shifts it)."""
+        return window
+
     def _keep_state(self, layer: int, window: np.ndarray, n_real: int) -> None:
         """The last taps - 1 rows of the window ending at real row n_real - 1 (the window holds the pad first)."""
         halo = self.config.arch.conv_taps - 1
@@ -67,7 +71,7 @@ class ShortConvMixer:
             g = k.eltwise_mul(np.ascontiguousarray(b), np.ascontiguousarray(xx))  # h = B * x
         window = self._conv_window(layer, g, decode)
         with self._stage("conv1d", "conv1d"):
-            conv = k.conv1d(window, self._conv_taps(layer))
+            conv = k.conv1d(self._conv_fed(window), self._conv_taps(layer))
         self._keep_state(layer, window, 1 if decode else n_real)
         with self._stage("conv_gate_out", "eltwise_mul"):
             y = k.eltwise_mul(np.ascontiguousarray(gate_c), conv)  # y = C * conv(h)

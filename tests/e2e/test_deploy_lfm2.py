@@ -25,8 +25,8 @@ def test_a_tiny_lfm2_reaches_deployed_with_an_independent_evaluation_pass(lfm2_w
     rows = [e["payload"] for e in events if e["type"] == "KernelVerified"]
     for kernel in ("conv1d", "eltwise_mul"):
         mine = [r for r in rows if r["kernel"] == kernel]
-        assert {r["shape"].get("seq", 2) > 1 for r in mine} >= {True}, kernel  # the prefill row at least
-        assert mine and all(r["verdict"] == "PASS" for r in mine), kernel
+        assert len(mine) >= 2 and all(r["verdict"] == "PASS" for r in mine), kernel  # a prefill and a decode row
+    assert any(r["shape"]["seq"] > 1 for r in rows if r["kernel"] == "conv1d")
 
 
 def test_the_lfm2_plan_lists_the_short_convolution_rows(lfm2_workspace):
