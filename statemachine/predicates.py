@@ -187,10 +187,15 @@ def gate_1_all_kernels_pass(state: DeploymentState, context: GateContext) -> Gat
 
 
 def gate_2_block_ok(state: DeploymentState, context: GateContext) -> GateResult:
-    """The latest BlockValidated passed, and its numbers clear the thresholds (never weaker than policy)."""
+    """The latest BlockValidated passed, and its numbers clear the thresholds (never weaker than policy); a hybrid's
+    other block (an earlier BlockValidated of the attempt, of another layer) passed too."""
     found = _latest(state, BlockValidated)
     if found is None:
         return _no("no BlockValidated in the attempt")
+    for other in _all(state, BlockValidated)[:-1]:
+        if other.event.layer != found.event.layer and not other.event.passed:
+            return _no(f"BlockValidated seq {other.seq} (layer {other.event.layer}) did not pass "
+                       f"(cosine {other.event.cosine})")
     b = found.event
     if not b.passed:
         return _no(f"BlockValidated seq {found.seq} did not pass (cosine {b.cosine}, culprit {b.culprit})")

@@ -115,7 +115,7 @@ class ModelBackend(Protocol):
 
     def tokenizer(self) -> Any: ...
 
-    def block_gate(self) -> BlockResult: ...  # layer 0 on the canonical prompt
+    def block_gate(self, layer: int = 0) -> BlockResult: ...  # layer 0 (or a hybrid's other block) on the canonical prompt
 
     def bisect_block(self) -> BisectResult: ...  # only where `can_bisect`
 

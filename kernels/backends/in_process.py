@@ -116,11 +116,12 @@ class InProcessBackend:
 
     # -- Phase 2 --
 
-    def block_gate(self):
+    def block_gate(self, layer: int = 0):
+        """Layer `layer`'s output vs HF's on the canonical prompt (past layer 0: after the layers before it)."""
         tokens = self._canonical()
-        ours = self.pipeline.prefill(tokens).layer_intermediates[0]["ffn_out"]
-        ref = self.reference.prefill(tokens).layer_intermediates[0]["ffn_out"]
-        return block_gate(ours, ref, self.config.head_dim, n_positions=len(tokens), executor=self.name)
+        ours = self.pipeline.prefill(tokens).layer_intermediates[layer]["ffn_out"]
+        ref = self.reference.prefill(tokens).layer_intermediates[layer]["ffn_out"]
+        return block_gate(ours, ref, self.config.head_dim, n_positions=len(tokens), layer=layer, executor=self.name)
 
     def bisect_block(self):
         tokens = self._canonical()

@@ -129,6 +129,12 @@ class Description:
     def is_conv(self, layer: int) -> bool:
         return self.layers[layer].mixer == CONV
 
+    def block_layers(self) -> tuple[int, ...]:
+        """The layers Phase 2's block gate judges, layer 0 last: (0,), or for a hybrid also the first layer of the
+        other mixer kind (LFM2-1.2B: 2, the first attention layer, then 0, a short convolution)."""
+        other = next((i for i in range(len(self.layers)) if self.is_conv(i) != self.is_conv(0)), None)
+        return (0,) if other is None else (other, 0)
+
     # --- recording it ---------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
