@@ -8,7 +8,7 @@ from handlers.gates import GateOutcome, GateRun
 from handlers.gates.runtime import model_backend
 from kernels.model.compare import BisectResult, token_gate_failure
 from kernels.thresholds import PREFILL_HEALTHY_COS_MIN
-from ledger.events import BlockValidated, LayerDiagnosed, TokenGateChecked
+from ledger.events import BlockValidated, ConvStateChecked, LayerDiagnosed, TokenGateChecked
 
 
 def run_block(ctx: GateRun) -> GateOutcome:
@@ -20,6 +20,13 @@ def run_block(ctx: GateRun) -> GateOutcome:
         events.append(other)
         if not other.passed:
             reasons.append(f"the layer-{layer} block misses the gate (cosine {other.cosine:.5f})")
+    if ctx.config.arch.conv_layers():  # a hybrid: the state the prefill hands the decode (kernels.model.conv_state)
+        ctx.progress(f"carried convolution state vs the reference's conv cache, then one decode step, on {backend.name}")
+        conv = ConvStateChecked(**backend.conv_state_check())
+        events.append(conv)
+        if not conv.passed:
+            reasons.append(f"the carried convolution state misses the check (next-token logits cosine "
+                           f"{conv.logits_cosine:.5f})")
     ctx.progress(f"layer-0 block on {backend.name}, canonical prompt")
     result = backend.block_gate()
     fields = result.event_fields()
@@ -37,7 +44,9 @@ def run_block(ctx: GateRun) -> GateOutcome:
         triage.append({"kind": "block", "block_cosine": result.cosine, "culprit": bisect.culprit,
                        "nan_count": result.nan_count, "head_dim": ctx.config.head_dim})
     event = BlockValidated(**fields)
-    more = "".join(f"; layer-{e.layer} cosine {e.cosine:.5f}" for e in events)
+    more = "".join(f"; layer-{e.layer} cosine {e.cosine:.5f}" if isinstance(e, BlockValidated) else
+                   f"; carried conv state min cosine {min(x['cosine'] for x in e.layers):.5f}, next-token logits "
+                   f"{e.logits_cosine:.5f}" for e in events)
     return GateOutcome(events=[*events, event], reasons=reasons, triage=triage,
                        summary=f"layer-0 cosine {event.cosine:.5f}, per-position min {event.per_position_min:.5f}{more}")
 

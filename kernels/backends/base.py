@@ -117,6 +117,8 @@ class ModelBackend(Protocol):
 
     def block_gate(self, layer: int = 0) -> BlockResult: ...  # layer 0 (or a hybrid's other block) on the canonical prompt
 
+    def conv_state_check(self) -> dict[str, Any]: ...  # a hybrid's carried state: ConvStateChecked fields
+
     def bisect_block(self) -> BisectResult: ...  # only where `can_bisect`
 
     def prompts(self, full: bool) -> list[Prompt]: ...  # each knows its set (`Prompt.full`)

@@ -181,6 +181,10 @@ class MlirAirBackend:
         result.provenance = {**prov, "cosine_source": "whole-tensor" if "cosine" in ext else "mean per-position cosine"}
         return result
 
+    def conv_state_check(self) -> dict[str, Any]:
+        raise MlirAirBackendError("a hybrid's carried convolution state: mlir-air's lfm2 `make decode-gate` report is "
+                                  "not read by this tool yet; run Phase 2 of a short-convolution model in process")
+
     def bisect_block(self) -> BisectResult:
         raise MlirAirBackendError("mlir-air's make targets cannot swap a kernel to FP32: no bisect (can_bisect is False)")
 

@@ -1,7 +1,8 @@
 """LFM2, the hybrid (issue #37): the tiny LFM2 (tests.models: layers conv, attention, conv) reaches deployed on the
 emulated executor with an independent-evaluation PASS; its plan runs the conv1d and eltwise_mul rows in Phase 1,
-Phase 2's block gate runs a short-convolution block (layer 0) and an attention block (layer 1), and a state that is
-not carried into the decode - invisible to the block gate - is caught by the token gate. One deployment serves
+Phase 2's block gate runs a short-convolution block (layer 0) and an attention block (layer 1) and checks the carried
+convolution state against HF's conv cache (ConvStateChecked), and a state that is not carried into the decode -
+invisible to the block gate - is caught by the token gate. One deployment serves
 every assertion (tests/integration/test_lfm2_drills.py: which check catches each drill)."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def test_a_tiny_lfm2_reaches_deployed_with_an_independent_evaluation_pass(lfm2_w
     assert any(r["shape"]["seq"] > 1 for r in rows if r["kernel"] == "conv1d")
     blocks = [e["payload"] for e in events if e["type"] == "BlockValidated"]
     assert [(b["layer"], b["passed"]) for b in blocks] == [(1, True), (0, True)]
+    state = [e["payload"] for e in events if e["type"] == "ConvStateChecked"]
+    assert len(state) == 1 and state[0]["passed"] and [x["layer"] for x in state[0]["layers"]] == [0, 2]
 
 
 def test_the_lfm2_plan_lists_the_short_convolution_rows(lfm2_workspace):

@@ -63,3 +63,18 @@ def test_predict_on_lfm2_beside_the_published_figures(config):
               for src, f in PUBLISHED.items()}
     print("LFM2-1.2B modelled vs published:", {"ttft_s": p.ttft_s, "tok_s": p.decode_tokens_per_s}, errors)
     assert all(abs(e) < 1.0 for d in errors.values() for e in d.values())  # same order of magnitude, no more
+
+
+def test_a_carried_state_check_is_rejudged_from_its_own_numbers():
+    from ledger.events import ConvStateChecked
+    from statemachine.checks import conv_state_problem
+
+    good = dict(executor="emulated", n_positions=20, layers=[{"layer": 0, "cosine": 0.998, "max_abs": 0.01}],
+                logits_cosine=0.9986, top1_agrees=True, thresholds={"state_cosine": 0.99, "logits_cosine": 0.996},
+                passed=True)
+    assert conv_state_problem(ConvStateChecked(**good)) is None
+    forged = {**good, "layers": [{"layer": 0, "cosine": 0.31, "max_abs": 2.0}]}  # says PASS on a dropped state
+    assert "layer 0" in conv_state_problem(ConvStateChecked(**forged))
+    weakened = {**good, "logits_cosine": 0.9, "thresholds": {"state_cosine": 0.0, "logits_cosine": 0.0}}
+    assert "0.996" in conv_state_problem(ConvStateChecked(**weakened))  # policy's floor, not the recorded one
+    assert conv_state_problem(ConvStateChecked(**{**good, "layers": []}))
