@@ -223,6 +223,19 @@ class BlockValidated(Measured):
     provenance: dict[str, Any] = Field(default_factory=dict)  # mlir-air: command, report sha256, checkout commit
 
 
+class ConvStateChecked(Measured):
+    """A hybrid's (LFM2) carried convolution state after the prefill against the reference's conv cache, and the
+    next decode step's logits (kernels.model.conv_state): Phase 2's decode check of the short-convolution layers."""
+
+    executor: str
+    n_positions: int
+    layers: list[dict[str, Any]]  # [{layer, cosine, max_abs}] per short-convolution layer
+    logits_cosine: float
+    top1_agrees: bool
+    thresholds: dict[str, float]  # state_cosine, logits_cosine
+    passed: bool
+
+
 class LayerDiagnosed(Measured):
     layer: int
     executor: str

@@ -16,6 +16,7 @@ from kernels.provenance import CPU_EMULATOR, LABELS, MODELLED_NPU2, SHORT, kerne
 from ledger.record import RecordedEvent
 from registry.catalog import shape_key, spec_for
 from registry.chart import elf_breakdown_png, layer_cosine_png, step_kl_png
+from registry.conv_state_page import conv_state_parts
 from registry.curve_page import CURVE_CHART, curve_section
 from registry.model_fold import PHASE_TITLES, DeploymentView, show_time
 from registry.perf_records import RecordedFigures, Profile
@@ -152,7 +153,7 @@ def render_phase2(v: DeploymentView) -> str:
                           val(step["passed"]) if "passed" in step else None])
         parts.append(table(["step", "swapped to FP32", "cosine", "per-position min", "clears"], brows))
         parts.append(f"Culprit: **{b.culprit}**\n" if b.culprit else "Culprit: none found.\n")
-    return "\n".join(parts)
+    return "\n".join(parts + conv_state_parts(v))
 
 
 def _layer_rows(v: DeploymentView) -> dict[int, dict[int, RecordedEvent]]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 
-from ledger.events import KernelVerified, TokenGateChecked
+from ledger.events import ConvStateChecked, KernelVerified, TokenGateChecked
 from kernels.thresholds import (
     ATOL_ARTIFACT,
+    CONV_STATE_THRESHOLDS,
     TOKEN_GATE_TOP_K,
     perplexity_ratio,
     strictest_teacher_forced,
@@ -72,6 +73,23 @@ def token_gate_problem(t: TokenGateChecked) -> str | None:
         return f"judged against top-{t.top_k}; the gate is top-{TOKEN_GATE_TOP_K}"
     problem = _first_divergence_problem(t)
     return problem or teacher_forced_problem(t)
+
+
+def conv_state_problem(c: ConvStateChecked) -> str | None:
+    """Why a carried-state check cannot count (None: it can): it says FAIL, or its numbers miss the thresholds it
+    records or policy's (kernels.thresholds.CONV_STATE_THRESHOLDS, never weaker), or it checked no layer."""
+    if not c.passed:
+        return f"the carried-state check did not pass (logits cosine {c.logits_cosine})"
+    if not c.layers:
+        return "the carried-state check names no short-convolution layer"
+    state_min = max(c.thresholds.get("state_cosine", 0.0), CONV_STATE_THRESHOLDS["state_cosine"])
+    logits_min = max(c.thresholds.get("logits_cosine", 0.0), CONV_STATE_THRESHOLDS["logits_cosine"])
+    worst = min(c.layers, key=lambda x: x["cosine"] if math.isfinite(x["cosine"]) else -math.inf)
+    if not worst["cosine"] >= state_min:  # `not >=` also catches a NaN
+        return f"layer {worst['layer']}'s carried state cosine {worst['cosine']} < {state_min}"
+    if not c.logits_cosine >= logits_min:
+        return f"the next decode step's logits cosine {c.logits_cosine} < {logits_min}"
+    return None
 
 
 def _first_divergence_problem(t: TokenGateChecked) -> str | None:

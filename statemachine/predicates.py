@@ -14,6 +14,7 @@ from functools import wraps
 
 from ledger.events import (
     BlockValidated,
+    ConvStateChecked,
     EvaluationRecorded,
     Event,
     KernelVerified,
@@ -35,7 +36,7 @@ from kernels.thresholds import (
     quant_budget_problems,
     strictest_quant_budget,
 )
-from statemachine.checks import kernel_problem, token_gate_problem
+from statemachine.checks import conv_state_problem, kernel_problem, token_gate_problem
 from statemachine.gate import GateContext, GateResult, Predicate, kernel_key
 from statemachine.phases import Phase
 from statemachine.state import EVALUATION_PASSES, DeploymentState, Evidence
@@ -186,11 +187,22 @@ def gate_1_all_kernels_pass(state: DeploymentState, context: GateContext) -> Gat
     return _yes(f"{len(latest)} kernel verdict(s) PASS covering {len(context.planned_kernels)} planned shape(s)")
 
 
+def _hybrid(state: DeploymentState) -> bool:
+    """The resolved description has short-convolution layers (LFM2)."""
+    layers = ((state.config or {}).get("description") or {}).get("layers") or []
+    return any(x.get("mixer") == "conv" for x in layers)
+
+
 def gate_2_block_ok(state: DeploymentState, context: GateContext) -> GateResult:
-    """The latest BlockValidated passed, and its numbers clear the thresholds (never weaker than policy)."""
+    """The latest BlockValidated passed, and its numbers clear the thresholds (never weaker than policy); a hybrid's
+    other block (an earlier BlockValidated of the attempt, of another layer) passed too."""
     found = _latest(state, BlockValidated)
     if found is None:
         return _no("no BlockValidated in the attempt")
+    for other in _all(state, BlockValidated)[:-1]:
+        if other.event.layer != found.event.layer and not other.event.passed:
+            return _no(f"BlockValidated seq {other.seq} (layer {other.event.layer}) did not pass "
+                       f"(cosine {other.event.cosine})")
     b = found.event
     if not b.passed:
         return _no(f"BlockValidated seq {found.seq} did not pass (cosine {b.cosine}, culprit {b.culprit})")
@@ -204,6 +216,13 @@ def gate_2_block_ok(state: DeploymentState, context: GateContext) -> GateResult:
         return _no(f"BlockValidated seq {found.seq} cosine {b.cosine} < {cosine_min}")
     if not b.per_position_min >= position_min:
         return _no(f"BlockValidated seq {found.seq} per-position min {b.per_position_min} < {position_min}")
+    if _hybrid(state):  # a short-convolution model: its carried state must hold too (kernels.model.conv_state)
+        conv = _latest(state, ConvStateChecked)
+        if conv is None:
+            return _no("a hybrid model (short-convolution layers) without a ConvStateChecked in the attempt")
+        why = conv_state_problem(conv.event)
+        if why:
+            return _no(f"ConvStateChecked seq {conv.seq}: {why}")
     return _yes(f"layer {b.layer} cosine {b.cosine:.4f} >= {cosine_min}, per-position min "
                 f"{b.per_position_min:.4f} >= {position_min}, no NaN (seq {found.seq})")
 

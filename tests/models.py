@@ -14,6 +14,9 @@
          head_dim 256, QK-norm, four norms per layer (stored as w, applied as 1+w), GELU-tanh GLU, embedding
          scale sqrt(512), dual-theta RoPE (local 1e4, global 1e6 linear x8), untied embeddings (tied, the scaled
          embedding of the last token dominates: p > 0.999, as for the Phi-3)
+  lfm2   LFM2's hybrid: layers conv, attention, conv (the short-convolution block around a QK-norm attention
+         layer, 3 taps), E 512, F 1024 (block_auto_adjust_ff_dim off), 8 q / 4 kv heads, head_dim 64, RoPE 1e6,
+         untied embeddings; the depthwise taps N(0, 1/3) (three taps of unit-scale h)
 
 Small, but shaped like something NPU2 runs: head_dim 64 (128 for Qwen3) is what the RoPE and causal
 FlashAttention tiles support, and K >= 512 keeps the high-precision GEMM atol (sized for large K) from being
@@ -69,9 +72,11 @@ KINDS = {
     "phi3": dict(arch="Phi3ForCausalLM", model_type="phi3", heads=8, kv_heads=4, head_dim=64,
                  tie=False, chat=False, rope_theta=10000.0, layers=1),
 }
-SEEDS = {"llama": 11, "qwen2": 22, "qwen3": 33, "phi3": 44, "gemma3": 55}
+SEEDS = {"llama": 11, "qwen2": 22, "qwen3": 33, "phi3": 44, "gemma3": 55, "lfm2": 66}
+LFM2_LAYERS = ["conv", "full_attention", "conv"]
 GEMMA3 = dict(arch="Gemma3ForCausalLM", model_type="gemma3_text", heads=2, kv_heads=1, head_dim=256, tie=False,
               chat=False, rope_theta=1000000.0)
+LFM2 = dict(arch="Lfm2ForCausalLM", model_type="lfm2", tie=False, chat=False)
 # Phi-3's LongRoPE: 24 short factors (the rotary width 48 / 2), not all 1 so that a mishandled factor shows;
 # max_position_embeddings twice the original, so HF's attention factor sqrt(1 + ln 2 / ln 4096) scales cos/sin
 PHI3_ROPE = {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": 0.75,
@@ -98,8 +103,16 @@ def train_tokenizer(chat_template: str | None = None):
 
 
 def tiny_config(kind: str, vocab_size: int):
-    """The transformers config of a tiny model of `kind` (llama / qwen2 / qwen3)."""
+    """The transformers config of a tiny model of `kind` (llama / qwen2 / qwen3 / phi3 / gemma3 / lfm2)."""
     from transformers import AutoConfig
+
+    if kind == "lfm2":
+        return AutoConfig.for_model(
+            "lfm2", architectures=["Lfm2ForCausalLM"], hidden_size=HIDDEN, intermediate_size=INTERMEDIATE,
+            block_auto_adjust_ff_dim=False, num_hidden_layers=len(LFM2_LAYERS), layer_types=list(LFM2_LAYERS),
+            num_attention_heads=8, num_key_value_heads=4, vocab_size=vocab_size, max_position_embeddings=512,
+            norm_eps=1e-5, conv_L_cache=3, conv_bias=False, tie_word_embeddings=False, bos_token_id=0,
+            eos_token_id=2, pad_token_id=None, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
 
     spec = KINDS.get(kind) or GEMMA3
     fields = dict(
@@ -133,6 +146,8 @@ def _fill_parameters(model, seed: int, gemma: bool = False) -> None:
                 values = (0.0 if gemma else 1.0) + 0.2 * rng.standard_normal(param.shape)
             elif name.endswith(".bias"):
                 values = 0.5 * rng.standard_normal(param.shape)
+            elif name.endswith("conv.conv.weight"):  # LFM2's depthwise taps (E, 1, taps)
+                values = rng.standard_normal(param.shape) / np.sqrt(param.shape[-1])
             elif "embed_tokens" in name or "lm_head" in name:
                 values = EMBED_STD * rng.standard_normal(param.shape)
             else:  # a projection (out, in): unit-scale activations
@@ -148,7 +163,7 @@ def build_tiny_model(kind: str, out_dir: str | os.PathLike) -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    spec = KINDS.get(kind) or GEMMA3
+    spec = KINDS.get(kind) or (LFM2 if kind == "lfm2" else GEMMA3)
     tokenizer = train_tokenizer(CHAT_TEMPLATE if spec["chat"] else None)
     config = tiny_config(kind, len(tokenizer))
     torch.manual_seed(SEEDS[kind])

@@ -31,8 +31,9 @@ from kernels.thresholds import (
 )
 from kernels.provenance import claim_problem, kernel_row_provenance, perf_row_provenance
 from ledger import Checkpoint, Ledger
+from ledger.events import parse_event
 from ledger.record import RecordedEvent
-from statemachine.checks import teacher_forced_problem
+from statemachine.checks import conv_state_problem, teacher_forced_problem
 from statemachine.fold import FoldError, fold
 from ledger.checkpoints import check_chain
 
@@ -185,7 +186,16 @@ def check_optimisation(rec: RecordedEvent) -> list[str]:
     return problems
 
 
+def check_conv_state(rec: RecordedEvent) -> list[str]:
+    """A carried-state check that says PASS re-derives from its own numbers (statemachine.checks)."""
+    if not rec.payload["passed"]:
+        return []
+    why = conv_state_problem(parse_event(rec.type, rec.payload))
+    return [f"says PASS but {why}"] if why else []
+
+
 CHECKS: dict[str, Callable[..., list[str]]] = {
+    "ConvStateChecked": check_conv_state,
     "KernelVerified": check_kernel,
     "TokenGateChecked": check_token_gate,
     "ReferenceBaselineRecorded": check_baseline,
@@ -273,7 +283,7 @@ def _says_fail(rec: RecordedEvent) -> bool:
     if rec.type == "KernelVerified":
         # a failed first try followed by a passing retry of the same shape is allowed
         return False
-    if rec.type in ("BlockValidated", "TokenGateChecked", "ReferenceBaselineRecorded"):
+    if rec.type in ("BlockValidated", "TokenGateChecked", "ReferenceBaselineRecorded", "ConvStateChecked"):
         return not p["passed"]
     if rec.type == "WeightsChecked":
         return not p["ok"]

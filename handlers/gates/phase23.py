@@ -8,16 +8,29 @@ from handlers.gates import GateOutcome, GateRun
 from handlers.gates.runtime import model_backend
 from kernels.model.compare import BisectResult, token_gate_failure
 from kernels.thresholds import PREFILL_HEALTHY_COS_MIN
-from ledger.events import BlockValidated, LayerDiagnosed, TokenGateChecked
+from ledger.events import BlockValidated, ConvStateChecked, LayerDiagnosed, TokenGateChecked
 
 
 def run_block(ctx: GateRun) -> GateOutcome:
     backend = model_backend(ctx.state, ctx.config)
+    events, reasons = [], []
+    for layer in ctx.config.arch.block_layers()[:-1]:  # a hybrid's other block first (LFM2: its first attention layer)
+        ctx.progress(f"layer-{layer} block on {backend.name}, canonical prompt (the other mixer of a hybrid)")
+        other = BlockValidated(**backend.block_gate(layer).event_fields())
+        events.append(other)
+        if not other.passed:
+            reasons.append(f"the layer-{layer} block misses the gate (cosine {other.cosine:.5f})")
+    if ctx.config.arch.conv_layers():  # a hybrid: the state the prefill hands the decode (kernels.model.conv_state)
+        ctx.progress(f"carried convolution state vs the reference's conv cache, then one decode step, on {backend.name}")
+        conv = ConvStateChecked(**backend.conv_state_check())
+        events.append(conv)
+        if not conv.passed:
+            reasons.append(f"the carried convolution state misses the check (next-token logits cosine "
+                           f"{conv.logits_cosine:.5f})")
     ctx.progress(f"layer-0 block on {backend.name}, canonical prompt")
     result = backend.block_gate()
     fields = result.event_fields()
     triage = []
-    reasons = []
     if not result.passed:
         if backend.can_bisect:
             ctx.progress("block gate failed: bisecting (kernels swapped to FP32 one at a time)")
@@ -31,8 +44,11 @@ def run_block(ctx: GateRun) -> GateOutcome:
         triage.append({"kind": "block", "block_cosine": result.cosine, "culprit": bisect.culprit,
                        "nan_count": result.nan_count, "head_dim": ctx.config.head_dim})
     event = BlockValidated(**fields)
-    return GateOutcome(events=[event], reasons=reasons, triage=triage,
-                       summary=f"layer-0 cosine {event.cosine:.5f}, per-position min {event.per_position_min:.5f}")
+    more = "".join(f"; layer-{e.layer} cosine {e.cosine:.5f}" if isinstance(e, BlockValidated) else
+                   f"; carried conv state min cosine {min(x['cosine'] for x in e.layers):.5f}, next-token logits "
+                   f"{e.logits_cosine:.5f}" for e in events)
+    return GateOutcome(events=[*events, event], reasons=reasons, triage=triage,
+                       summary=f"layer-0 cosine {event.cosine:.5f}, per-position min {event.per_position_min:.5f}{more}")
 
 
 def token_gate_events(ctx: GateRun, backend, context: str, full: bool | None = None) -> list[TokenGateChecked]:

@@ -115,7 +115,9 @@ class ModelBackend(Protocol):
 
     def tokenizer(self) -> Any: ...
 
-    def block_gate(self) -> BlockResult: ...  # layer 0 on the canonical prompt
+    def block_gate(self, layer: int = 0) -> BlockResult: ...  # layer 0 (or a hybrid's other block) on the canonical prompt
+
+    def conv_state_check(self) -> dict[str, Any]: ...  # a hybrid's carried state: ConvStateChecked fields
 
     def bisect_block(self) -> BisectResult: ...  # only where `can_bisect`
 

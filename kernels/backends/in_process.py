@@ -14,6 +14,7 @@ import numpy as np
 
 from kernels.backends.base import IntegratedRun, Measurement, ModelBackend, Npu2Figures
 from kernels.numerics.executors import make_executor
+from kernels.model.conv_state import carried_state_check
 from kernels.model.compare import bisect_block, block_gate, block_kernel_order, diagnose_layers, token_gate
 from kernels.model.config import ModelConfig
 from kernels.model.hf_reference import HfRunner
@@ -116,11 +117,19 @@ class InProcessBackend:
 
     # -- Phase 2 --
 
-    def block_gate(self):
+    def block_gate(self, layer: int = 0):
+        """Layer `layer`'s output vs HF's on the canonical prompt (past layer 0: after the layers before it)."""
         tokens = self._canonical()
-        ours = self.pipeline.prefill(tokens).layer_intermediates[0]["ffn_out"]
-        ref = self.reference.prefill(tokens).layer_intermediates[0]["ffn_out"]
-        return block_gate(ours, ref, self.config.head_dim, n_positions=len(tokens), executor=self.name)
+        ours = self.pipeline.prefill(tokens).layer_intermediates[layer]["ffn_out"]
+        ref = self.reference.prefill(tokens).layer_intermediates[layer]["ffn_out"]
+        return block_gate(ours, ref, self.config.head_dim, n_positions=len(tokens), layer=layer, executor=self.name)
+
+    def conv_state_check(self) -> dict[str, Any]:
+        """The carried convolution state after the canonical prompt's prefill vs HF's conv cache, then one decode
+        step (kernels.model.conv_state): the fields of a ConvStateChecked."""
+        tokens = self._canonical()
+        check = carried_state_check(self.pipeline, self.reference, tokens)
+        return {"executor": self.name, "n_positions": len(tokens), **check.to_json()}
 
     def bisect_block(self):
         tokens = self._canonical()

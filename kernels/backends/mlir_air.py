@@ -160,11 +160,12 @@ class MlirAirBackend:
             self._cache["diagnosis"] = (run, self._provenance(run.command, run.provenance, run.report_path, run.transcript))
         return self._cache["diagnosis"]
 
-    def block_gate(self) -> BlockResult:
+    def block_gate(self, layer: int = 0) -> BlockResult:
         run, prov = self._diagnosis()
-        rows = [r for r in run.report_json.get("per_layer") or [] if r.get("name") == "ffn_out" and r.get("layer") == 0]
+        rows = [r for r in run.report_json.get("per_layer") or [] if r.get("name") == "ffn_out" and r.get("layer") == layer]
         if not rows:
-            raise MlirAirBackendError(f"`{run.command}`: the diagnosis report {run.report_path} has no layer-0 ffn_out row")
+            raise MlirAirBackendError(f"`{run.command}`: the diagnosis report {run.report_path} has no layer-{layer} "
+                                      "ffn_out row")
         row = rows[0]
         ext = row.get("npu_ledger") or {}
         cos, err = row["cosine"], row["errors"]
@@ -173,12 +174,16 @@ class MlirAirBackend:
         nan = int(ext.get("nan_count", 0)) + sum(1 for v in (*cos.values(), *err.values()) if isinstance(v, float) and math.isnan(v))
         th = block_thresholds(self.config.head_dim)
         passed = not nan and whole >= th["cosine"] and cos["min"] >= th["per_position_min"]
-        result = BlockResult(layer=0, executor=self.name, n_positions=int(n), cosine=float(whole),
+        result = BlockResult(layer=layer, executor=self.name, n_positions=int(n), cosine=float(whole),
                              per_position_min=float(cos["min"]), p5=float(cos["p5"]), median=float(cos["median"]),
                              max_abs=float(err["max_abs"]), max_rel=float(err.get("max_rel", float("nan"))),
                              nan_count=nan, thresholds=th, passed=bool(passed))
         result.provenance = {**prov, "cosine_source": "whole-tensor" if "cosine" in ext else "mean per-position cosine"}
         return result
+
+    def conv_state_check(self) -> dict[str, Any]:
+        raise MlirAirBackendError("a hybrid's carried convolution state: mlir-air's lfm2 `make decode-gate` report is "
+                                  "not read by this tool yet; run Phase 2 of a short-convolution model in process")
 
     def bisect_block(self) -> BisectResult:
         raise MlirAirBackendError("mlir-air's make targets cannot swap a kernel to FP32: no bisect (can_bisect is False)")

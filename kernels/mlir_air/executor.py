@@ -201,7 +201,7 @@ class MlirAirExecutor(Executor):
         `{latency_switches}`: the [switches] texts whose variable is true and the [flags] texts with a value."""
         variables: dict[str, Any] = {**self._base_vars(template), **spec.defaults, **shape, **tile}
         lowered = {str(k).lower(): v for k, v in variables.items()}
-        on = [text for var, text in spec.switches.items() if lowered.get(var.lower()) is True]
+        on = [text for var, text in spec.switches.items() if _switch_on(var, lowered)]
         on += _value_flags(spec.flags, lowered)
         variables["switches"] = " ".join(on)
         variables["latency_switches"] = " ".join(on + _value_flags(spec.latency_flags, lowered))
@@ -319,6 +319,13 @@ def _value_flags(flags: dict[str, str], lowered: dict[str, Any]) -> list[str]:
             continue
         out.append(text.replace("{}", render_value(value)))
     return out
+
+
+def _switch_on(var: str, lowered: dict[str, Any]) -> bool:
+    """A [switches] key is on when its variable is true, or, spelled `name=value` (conv1d's `pad=zero`), when the
+    variable holds that value."""
+    name, eq, value = var.lower().partition("=")
+    return lowered.get(name) == value if eq else lowered.get(name) is True
 
 
 def _leaf(kernel: str):

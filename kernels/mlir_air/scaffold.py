@@ -274,16 +274,26 @@ def _architecture(name: str, config, switches: dict[str, bool] | None) -> str:
              "(requested at init, and the optimisations Phases 4-5 applied).", "", SWITCH_TABLE, "",
              "| switch | prefill | decode |", "|---|---|---|"]
     lines += [f"| {k} | {on(pre[k])} | {on(dec[k])} |" for k in SWITCHES]
-    lines += ["", "## Prefill (per layer)", ""]
-    for call in p.prefill_layer:
-        lines.append(f"- `{call.elf}.elf`: " + ", ".join(f"{x.role} ({x.kernel})" for x in call.launches))
-    lines += [f"- host: {h.name}" for h in p.prefill_host_layer]
+    lines += ["", "## Prefill (per layer)", "", *_layer_lines(config, p.prefill_layer, p.prefill_host_layer,
+                                                          p.conv_prefill_layer, p.conv_prefill_host_layer)]
     lines += ["", f"After the layers: `{p.lm_head.elf}.elf` (" + ", ".join(x.role for x in p.lm_head.launches) + ")",
               "", "## Decode (per layer, per token)", ""]
-    for call in d.decode_layer:
-        lines.append(f"- `{call.elf}.elf`: " + ", ".join(f"{x.role} ({x.kernel})" for x in call.launches))
-    lines += [f"- host: {h.name}" for h in d.decode_host_layer]
+    lines += _layer_lines(config, d.decode_layer, d.decode_host_layer, d.conv_decode_layer, d.conv_decode_host_layer)
     return "\n".join(lines) + "\n"
+
+
+def _layer_lines(config, calls, host, conv_calls, conv_host) -> list[str]:
+    """One path's per-layer calls; a hybrid's (LFM2) attention and short-convolution layers each under the layer
+    indices that run them (the schedule of `layer_types`, never a modulo)."""
+    def block(cs, hs):
+        return ([f"- `{c.elf}.elf`: " + ", ".join(f"{x.role} ({x.kernel})" for x in c.launches) for c in cs]
+                + [f"- host: {h.name}" for h in hs])
+    conv = config.arch.conv_layers()
+    if not conv:
+        return block(calls, host)
+    attn = [i for i in range(config.n_layers) if i not in conv]
+    return ([f"Attention layers {attn}:", "", *block(calls, host), "", f"Short-convolution layers {list(conv)}:", "",
+             *block(conv_calls, conv_host)])
 
 
 def stated_switches(architecture_md: str) -> dict[str, dict[str, bool]]:

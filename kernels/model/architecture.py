@@ -269,6 +269,8 @@ def resolve(raw: dict[str, Any]) -> ModelConfig:
     if family is None:
         return config
     try:
+        if family.sizes is not None:
+            config = family.sizes(raw, config)
         return replace(config, description=family.describe(raw, config))
     except (KeyError, TypeError, ValueError) as e:
         raise ModelConfigError(f"invalid config.json for {arch}: {e}.") from e

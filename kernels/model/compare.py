@@ -106,8 +106,12 @@ def block_gate(ours_layer0: np.ndarray, ref_layer0: np.ndarray, head_dim: int, *
 
 
 def block_kernel_order(c) -> tuple[str, ...]:
-    """The bisect's order for config `c`: a GELU-tanh GLU block uses the gelu kernel where SwiGLU uses silu_mul."""
-    return tuple("gelu" if k == "silu_mul" and c.arch.mlp == GELU_TANH_GLU else k for k in BLOCK_KERNEL_ORDER)
+    """The bisect's order for config `c`: a GELU-tanh GLU block uses the gelu kernel where SwiGLU uses silu_mul; a
+    short-convolution layer 0 (LFM2) its eltwise_mul and conv1d where attention uses rope and flash_attention."""
+    order = tuple("gelu" if k == "silu_mul" and c.arch.mlp == GELU_TANH_GLU else k for k in BLOCK_KERNEL_ORDER)
+    if c.arch.is_conv(0):
+        order = tuple(x for k in order for x in {"rope": ("eltwise_mul",), "flash_attention": ("conv1d",)}.get(k, (k,)))
+    return order
 
 
 @dataclass

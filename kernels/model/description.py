@@ -25,6 +25,7 @@ from typing import Any
 SWIGLU, GELU_TANH_GLU = "swiglu", "gelu_tanh_glu"
 PRE_NORM, SANDWICH = "pre", "sandwich"
 FULL, SLIDING = "full", "sliding"
+CONV = "conv"  # a gated short convolution (LFM2's Lfm2ShortConv): no attention, a carried convolution state
 
 # the per-layer tensors of the Llama form: LayerWeights field -> HF name suffix, in block order
 LLAMA_TENSORS = (
@@ -45,6 +46,8 @@ LLAMA_TENSORS = (
 )
 BIAS_FIELDS = ("bq", "bk", "bv")
 QK_NORM_FIELDS = ("q_norm", "k_norm")
+ATTENTION_FIELDS = ("wq", "wk", "wv", "wo", *BIAS_FIELDS, *QK_NORM_FIELDS)
+CONV_FIELDS = ("conv_in", "conv_w", "conv_out")  # in_proj (B | C | x), the depthwise taps, out_proj
 
 
 def _frozen(value: Any) -> Any:
@@ -72,7 +75,8 @@ class Rope:
 @dataclass(frozen=True)
 class Layer:
     """One decoder layer's mixer: attention, full causal or sliding with `window` positions (a query attends to
-    itself and the window-1 positions before it, as transformers' sliding mask does)."""
+    itself and the window-1 positions before it, as transformers' sliding mask does), or a gated short
+    convolution (CONV: no attention, no KV cache, a carried convolution state)."""
 
     mixer: str = FULL
     window: int | None = None
@@ -99,6 +103,8 @@ class Description:
     prefix: str = "model."  # where the decoder's tensors sit ("model.language_model." in a multimodal folder)
     rope_max_positions: int | None = None  # positions the RoPE tables are valid for (LongRoPE's short factors)
     notes: tuple[str, ...] = ()  # said at init (e.g. "deploys the text decoder; the vision tower is not")
+    conv_taps: int = 0  # a CONV layer's causal depthwise taps (LFM2's conv_L_cache); its state holds taps - 1 rows
+    final_norm: str = "norm.weight"  # the final RMSNorm's tensor under `prefix` (LFM2: embedding_norm.weight)
 
     # --- reading it ----------------------------------------------------------------------------------
 
@@ -108,11 +114,26 @@ class Description:
     def windowed(self) -> bool:
         return any(layer.window for layer in self.layers)
 
-    def layer_tensors(self) -> tuple[tuple[str, str], ...]:
-        """The per-layer tensors this family's checkpoints hold, unfused, in block order."""
+    def layer_tensors(self, layer: int | None = None) -> tuple[tuple[str, str], ...]:
+        """The per-layer tensors this family's checkpoints hold, unfused, in block order; for `layer`, only its
+        mixer's (a CONV layer has no attention tensors, an attention layer no convolution ones)."""
         skip = set() if self.qkv_bias else set(BIAS_FIELDS)
         skip |= set() if self.qk_norm else set(QK_NORM_FIELDS)
+        if layer is not None:
+            skip |= set(ATTENTION_FIELDS) if self.layers[layer].mixer == CONV else set(CONV_FIELDS)
         return tuple((f, s) for f, s in self.tensors if f not in skip)
+
+    def conv_layers(self) -> tuple[int, ...]:
+        return tuple(i for i, x in enumerate(self.layers) if x.mixer == CONV)
+
+    def is_conv(self, layer: int) -> bool:
+        return self.layers[layer].mixer == CONV
+
+    def block_layers(self) -> tuple[int, ...]:
+        """The layers Phase 2's block gate judges, layer 0 last: (0,), or for a hybrid also the first layer of the
+        other mixer kind (LFM2-1.2B: 2, the first attention layer, then 0, a short convolution)."""
+        other = next((i for i in range(len(self.layers)) if self.is_conv(i) != self.is_conv(0)), None)
+        return (0,) if other is None else (other, 0)
 
     # --- recording it ---------------------------------------------------------------------------------
 

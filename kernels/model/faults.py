@@ -19,6 +19,11 @@ options declare no fault, the faulty one otherwise. The names and their one-line
   window_ignored            Gemma3's sliding-window layers run full causal attention (prefill and decode)
   norm_fold_missing         a `1+w` family's norm weights used as w: the loaded (folded, bf16) weights less 1,
                             rounded to bf16 again (a load-time fault)
+  conv_look_ahead           a short-convolution layer (LFM2) reads one row ahead: y[t] = w0 h[t-1] + w1 h[t] + w2 h[t+1]
+                            (the kernel's window shifted a row into the future; zeros past the end)
+  conv_state_dropped        the prefill's convolution state is not handed to the decode: its first step pads with
+                            zeros (later steps carry their own)
+  conv_taps_reversed        the depthwise taps read newest-first (HF's (C, 1, 3) taps not put oldest-first)
   q4nx_group_scale_shift    a 4-bit deployment's host dequantisation uses group g+1's scale for group g (the
                             last group of a row keeps its own): a weights fault, `bundle_dequantiser` wraps the
                             codec's `dequantise`
@@ -108,6 +113,7 @@ class FaultyPipeline(NpuPipeline):
         self.name = f"pipeline[{self.k.name}]"
         self._n_real = 0
         self._stale: dict[int, np.ndarray] = {}  # "stale_decode_buffer": layer -> the previous step's output
+        self._stepped: set[int] = set()  # "conv_state_dropped": conv layers that decoded since the prefill
 
     def with_fp32_kernels(self, swapped: set[str] | frozenset[str]) -> NpuPipeline:
         """As the production pipeline's; kernel faults stay with this pipeline's kernels, so swapping the
@@ -119,6 +125,7 @@ class FaultyPipeline(NpuPipeline):
     def prefill(self, prompt_tokens) -> PrefillRecord:
         self._n_real = int(np.asarray(prompt_tokens, dtype=np.int64).reshape(-1).shape[0])
         self._stale.clear()
+        self._stepped.clear()
         return super().prefill(prompt_tokens)
 
     def _lm_head_rows(self, p0: int) -> np.ndarray:
@@ -174,6 +181,24 @@ class FaultyPipeline(NpuPipeline):
     def _window(self, layer: int) -> dict:
         """"window_ignored": no window reaches the attention (full causal on every layer)."""
         return {} if "window_ignored" in self.options.faults else super()._window(layer)
+
+    def _conv_fed(self, window: np.ndarray) -> np.ndarray:
+        """"conv_look_ahead": the window the kernel reads starts a row late, so tap 2 meets the next row."""
+        if "conv_look_ahead" not in self.options.faults:
+            return super()._conv_fed(window)
+        return np.concatenate([window[1:], np.zeros_like(window[:1])])
+
+    def _conv_window(self, layer: int, h: np.ndarray, decode: bool) -> np.ndarray:
+        """"conv_state_dropped": the first decode step after a prefill pads with zeros, not the carried state."""
+        if "conv_state_dropped" in self.options.faults and decode and layer not in self._stepped:
+            self._stepped.add(layer)
+            return super()._conv_window(layer, h, False)
+        return super()._conv_window(layer, h, decode)
+
+    def _conv_taps(self, layer: int) -> np.ndarray:
+        """"conv_taps_reversed": newest tap first."""
+        taps = super()._conv_taps(layer)
+        return np.ascontiguousarray(taps[::-1]) if "conv_taps_reversed" in self.options.faults else taps
 
     def _kv_slot(self, pos: int) -> int:
         """"kv_cache_off_by_one": decode writes position `pos`'s K/V one slot late."""

@@ -100,7 +100,8 @@ class HfRunner:
         inner = getattr(self.model.model, "language_model", self.model.model)
         for i, layer in enumerate(inner.layers):
             layer.register_forward_hook(self._hook(f"layer{i}"))
-        inner.norm.register_forward_hook(self._hook("norm"))
+        # the final norm by the description's tensor name (LFM2's is `embedding_norm`, applied after the layers)
+        getattr(inner, self.config.arch.final_norm.rsplit(".", 1)[0]).register_forward_hook(self._hook("norm"))
         self._swap: dict[str, tuple[Any, Any, Any]] = {}
         self._in_use = "prefill"
         # as transformers loaded it (the decode's weights untie the head below): what config_mismatches compares
@@ -175,6 +176,16 @@ class HfRunner:
         logits = out.logits[0, -1].float().numpy()
         return DecodeStepRecord(lm_head_logits=logits, top1_token=int(np.argmax(logits)))
 
+    def conv_state(self, layer: int) -> np.ndarray | None:
+        """A short-convolution layer's carried state after the last prefill / decode step, as the decode consumes
+        it: the newest taps - 1 rows of transformers' conv cache (it keeps conv_L_cache rows, oldest first; the
+        oldest falls out of the next step's window), (taps - 1, E) float32. None: no cache or no such state."""
+        get = getattr(self._past, "get_conv_state", None)
+        state = get(layer) if get is not None else None
+        if state is None:
+            return None
+        return state[0].detach().float().numpy().T[1:].copy()  # (E, L) -> (L, E), the newest L - 1 rows
+
     def forward_timed_prefill(self, prompt_tokens) -> None:
         """Prefill without capturing intermediates (benchmarks)."""
         torch = _torch()
@@ -223,21 +234,24 @@ class HfRunner:
         params = getattr(hf, "rope_parameters", None) or {}
         theta = getattr(hf, "rope_theta", None) or params.get("rope_theta")
         embed = self.model.get_input_embeddings().weight
-        layer0 = getattr(self.model.model, "language_model", self.model.model).layers[0]
-        attn = layer0.self_attn
+        layers = getattr(self.model.model, "language_model", self.model.model).layers
+        layer0 = layers[0]
+        # the first attention layer (a hybrid's first layers may be short convolutions, LFM2)
+        attn = layers[next((i for i in range(len(layers)) if not ours.arch.is_conv(i)), 0)].self_attn
+        down = layer0.get_submodule(dict(ours.arch.tensors)["w_down"].rsplit(".", 1)[0])
         loaded = {
-            "n_layers": len(getattr(self.model.model, "language_model", self.model.model).layers),
+            "n_layers": len(layers),
             "emb_dim": int(embed.shape[1]),
             "n_heads": int(hf.num_attention_heads),
             "n_kv_heads": int(getattr(hf, "num_key_value_heads", None) or hf.num_attention_heads),
             "head_dim": int(getattr(attn, "head_dim", ours.head_dim)),
-            "hidden_dim": int(layer0.mlp.down_proj.weight.shape[1]),
+            "hidden_dim": int(down.weight.shape[1]),
             "vocab_size": int(embed.shape[0]),
             "rope_theta": float(theta) if theta is not None else ours.rope_theta,
-            "rms_norm_eps": float(hf.rms_norm_eps),
+            "rms_norm_eps": float(getattr(hf, "rms_norm_eps", None) or hf.norm_eps),
             "tie_word_embeddings": self._tied,
             "qkv_bias": getattr(getattr(attn, "q_proj", None), "bias", None) is not None,
-            "qk_norm": hasattr(attn, "q_norm"),
+            "qk_norm": hasattr(attn, "q_norm") or hasattr(attn, "q_layernorm"),
         }
         out = []
         for name, value in loaded.items():

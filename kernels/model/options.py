@@ -32,6 +32,9 @@ FAULT_HELP = {
     "qkv_split_order": "the fused qkv_proj is split as [q | v | k] instead of the [q | k | v] rows it holds",
     "window_ignored": "a sliding-window layer attends to every earlier position (the window mask left out)",
     "norm_fold_missing": "norm weights stored as w are applied as w, not 1+w (the fold left out at load)",
+    "conv_look_ahead": "the short convolution looks one step ahead (non-causal): y[t] reads h[t-1], h[t], h[t+1]",
+    "conv_state_dropped": "the prefill's convolution state is not carried: the first decode step pads with zeros",
+    "conv_taps_reversed": "the depthwise taps are read newest-first instead of oldest-first",
 }
 FAULTS = frozenset(FAULT_HELP)
 

@@ -60,6 +60,7 @@ from kernels.model.host_ops import (
     rotate_partial,
 )
 from kernels.model.options import PipelineOptions
+from kernels.model.shortconv import ShortConvMixer
 from kernels.model.stages import StageBookkeeping
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
 from kernels.model.weights import ModelWeights
@@ -69,7 +70,7 @@ BLOCK_KERNEL_ORDER = ("rmsnorm", "gemm", "rope", "flash_attention", "eltwise_add
 LM_HEAD_PARTITION = 16384  # GEMV rows per LM-head call (buffer-descriptor repeat limit)
 
 
-class NpuPipeline(StageBookkeeping):
+class NpuPipeline(ShortConvMixer, StageBookkeeping):
     """A decoder-only model run from leaf kernels on `executor`; implements the Runner protocol."""
 
     injects_faults = False  # only kernels.model.faults.FaultyPipeline runs the test faults options may name
@@ -151,7 +152,7 @@ class NpuPipeline(StageBookkeeping):
             x = embed_rows(self.weights.embed, tokens, self.config.arch.embed_scale)  # (S, E)
         intermediates = []
         for layer in range(c.n_layers):
-            x = self._prefill_layer(layer, x, S)
+            x = self._conv_layer(layer, x, n_real) if c.arch.is_conv(layer) else self._prefill_layer(layer, x, S)
             intermediates.append({"ffn_out": x[:n_real]})
         with self._stage("final_norm", "host"):
             normed = host_rmsnorm(x[:n_real], self.weights.final_norm, c.rms_norm_eps)  # FP32, every real row
@@ -167,7 +168,7 @@ class NpuPipeline(StageBookkeeping):
         with self._stage("embedding", "host"):
             x = embed_rows(self.weights.embed, [int(input_token)], self.config.arch.embed_scale)  # (1, E)
         for layer in range(c.n_layers):
-            x = self._decode_layer(layer, x, int(current_pos))
+            x = self._conv_layer(layer, x, 1) if c.arch.is_conv(layer) else self._decode_layer(layer, x, int(current_pos))
         with self._stage("final_norm", "host"):
             normed = self._buffer(host_rmsnorm(x, self.weights.final_norm, c.rms_norm_eps)[0])  # (E,)
         logits = self._lm_head(normed)

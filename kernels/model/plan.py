@@ -53,6 +53,7 @@ from typing import Any, Protocol
 
 from kernels.model.config import ModelConfig, lm_head_partition
 from kernels.model.description import GELU_TANH_GLU, SANDWICH
+from kernels.model.plan_conv import conv_rows
 from kernels.model.plan_q4nx import q4nx_device_rows
 from kernels.numerics.catalog import get_spec
 from kernels.numerics.tiles import TilePlan, TileRuleViolation, plan_tile
@@ -171,7 +172,7 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
         (_Row("gelu", {"N": seq * F}, "prefill", ["GELU-tanh GLU (gelu, then x up)"], "")
          if c.arch.mlp == GELU_TANH_GLU else _Row("silu_mul", {"N": seq * F}, "prefill", ["SwiGLU"], "")),
     ]
-    return rows
+    return rows + [_Row(*r) for r in conv_rows(c, seq)]  # a hybrid's short-convolution layers (LFM2)
 
 
 def _attention_rows(c: ModelConfig, seq: int) -> list[_Row]:

@@ -53,10 +53,10 @@ class LayerWeights:
     """One decoder block, executor layout: projections are (in, out) so that `y = x @ W`."""
 
     attn_norm: np.ndarray  # (E,)
-    wq: np.ndarray  # (E, H*D)
-    wk: np.ndarray  # (E, Hkv*D)
-    wv: np.ndarray  # (E, Hkv*D)
-    wo: np.ndarray  # (H*D, E)
+    wq: np.ndarray | None  # (E, H*D); None on a short-convolution layer (LFM2), as wk, wv, wo
+    wk: np.ndarray | None  # (E, Hkv*D)
+    wv: np.ndarray | None  # (E, Hkv*D)
+    wo: np.ndarray | None  # (H*D, E)
     ffn_norm: np.ndarray  # (E,)
     w_gate: np.ndarray  # (E, F)
     w_up: np.ndarray  # (E, F)
@@ -68,6 +68,9 @@ class LayerWeights:
     k_norm: np.ndarray | None = None  # (D,)
     post_attn_norm: np.ndarray | None = None  # (E,) Gemma3's sandwich: on the O output, before the residual add
     post_ffn_norm: np.ndarray | None = None  # (E,) on the down output
+    conv_in: np.ndarray | None = None  # (E, 3E) LFM2's in_proj, columns B | C | x
+    conv_w: np.ndarray | None = None  # (k, E) the depthwise taps, tap-major, oldest first (HF stores (E, 1, k))
+    conv_out: np.ndarray | None = None  # (E, E) out_proj
 
 
 @dataclass
@@ -108,17 +111,20 @@ _SHAPES = {
     "w_gate": (lambda c: (c.hidden_dim, c.emb_dim), True),
     "w_up": (lambda c: (c.hidden_dim, c.emb_dim), True),
     "w_down": (lambda c: (c.emb_dim, c.hidden_dim), True),
+    "conv_in": (lambda c: (3 * c.emb_dim, c.emb_dim), True),
+    "conv_w": (lambda c: (c.emb_dim, 1, c.arch.conv_taps), True),  # (E, 1, k) -> (k, E) at load
+    "conv_out": (lambda c: (c.emb_dim, c.emb_dim), True),
 }
 NORM_FIELDS = ("attn_norm", "ffn_norm", "post_attn_norm", "post_ffn_norm", "q_norm", "k_norm")
 
 
-def _layer_tensors(config: ModelConfig):
-    """(HF suffix, HF shape, [(field, rows, transpose)]) per tensor of a layer, in block order: one field per
+def _layer_tensors(config: ModelConfig, layer: int):
+    """(HF suffix, HF shape, [(field, rows, transpose)]) per tensor of `layer`, in block order: one field per
     tensor, or the fields a fused tensor splits into, row block after row block in the family's order."""
     arch = config.arch
     fused = {f: (suffix, parts) for suffix, parts in arch.fused for f in parts}
     done = set()
-    for name, suffix in arch.layer_tensors():
+    for name, suffix in arch.layer_tensors(layer):
         if name in fused:
             fsuffix, parts = fused[name]
             if fsuffix in done:
@@ -137,9 +143,9 @@ def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     prefix = config.arch.prefix
     out: dict[str, tuple[int, ...]] = {f"{prefix}embed_tokens.weight": (config.vocab_size, config.emb_dim)}
     for i in range(config.n_layers):
-        for suffix, shape, _ in _layer_tensors(config):
+        for suffix, shape, _ in _layer_tensors(config, i):
             out[f"{prefix}layers.{i}.{suffix}"] = shape
-    out[f"{prefix}norm.weight"] = (config.emb_dim,)
+    out[f"{prefix}{config.arch.final_norm}"] = (config.emb_dim,)
     if not config.tie_word_embeddings:
         out["lm_head.weight"] = (config.vocab_size, config.emb_dim)
     return out
@@ -242,21 +248,22 @@ def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
     layers = []
     for i in range(config.n_layers):
         fields: dict[str, np.ndarray] = {}
-        for suffix, _, parts in _layer_tensors(config):
+        for suffix, _, parts in _layer_tensors(config, i):
             arr, row = get(f"{prefix}layers.{i}.{suffix}"), 0
             for name, rows, transpose in parts:
                 block = arr[row : row + rows] if len(parts) > 1 else arr
+                block = block.reshape(rows, -1) if block.ndim == 3 else block  # HF's Conv1d (E, 1, k) -> (E, k)
                 row += rows
                 block = np.ascontiguousarray(block.T) if transpose else np.array(block)
                 fields[name] = norm(block) if name in NORM_FIELDS else block
-        layers.append(LayerWeights(**fields))
+        layers.append(LayerWeights(**{**dict.fromkeys(("wq", "wk", "wv", "wo")), **fields}))
     embed = get(f"{prefix}embed_tokens.weight")
     lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
     try:
         scaling = rope_scaling(load_raw_config(folder))
     except ValueError:
         scaling = None
-    return ModelWeights(config=config, embed=embed, final_norm=norm(get(f"{prefix}norm.weight")), lm_head=lm_head,
+    return ModelWeights(config=config, embed=embed, final_norm=norm(get(f"{prefix}{arch.final_norm}")), lm_head=lm_head,
                         layers=layers, rope_scaling=scaling)
 
 

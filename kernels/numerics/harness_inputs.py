@@ -46,6 +46,14 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
         `uniform(0.005, 0.02, (N_out, K/32))` then mins `uniform(-0.1, 0.1, ...)`, both `.astype(float32)`;
         `pack_weight` hands the kernel bf16 scales and mins, while the reference keeps the float32 ones:
         `(q * repeat(sc, 32) + repeat(mn, 32)).astype(bfloat16)`; `run_test(..., rtol=0.1, atol=0.05)`.
+  Element-wise Multiply  programming_examples/eltwise_mul/eltwise_mul.py (@0b499c9, later than e972f29) `__main__`:
+        `rng = default_rng(0)`, `standard_normal(shape, dtype=float32).astype(bfloat16)` for a then b (a 2-D
+        `--shape 2048 2048` draws the same stream as N = 4194304); ref `(a.f32 * b.f32).astype(bfloat16)`.
+  Conv1D  programming_examples/conv1d_depthwise/conv1d_depthwise.py (@09ca164) `__main__`: `default_rng(0)`,
+        x body `standard_normal((seq, C), float32)` into rows 2.. of a zero (seq + 2, C) array, then (unless
+        `--zero-pad`) the 2 pad rows `standard_normal((2, C), float32)`, cast to bf16; taps
+        `(standard_normal((3, C), float32) * 0.5)` -> bf16; `conv1d_reference`: f32 sum of the 3 tap products,
+        oldest first, -> bf16. The pad comes from the tile's `pad` key (default nonzero, as the harness).
 Statistics: python/air/backend/xrt_runner.py:375-392 (`abs_err = |a - e|`, `rel_err = abs_err/(|e| +
   1e-30)`, `mean_rel_L1 = mean(abs_err)/(mean|e| + 1e-30)`, printed `%.3e`), over the full output; bf16
   outputs are upcast to float64 first (:412-415), float32 outputs stay float32 (numpy's float32 means).
@@ -74,7 +82,7 @@ GELU_SQRT_2_OVER_PI = 0.7978845608  # python/air/api/ops.py:415
 GELU_BETA = 0.044715  # python/air/api/ops.py:416
 Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
 Q4NX_GROUP = 32  # dequant_q4nx.py GS
-HARNESS_KERNELS = ("gemm", "eltwise_add", "gelu", "silu_mul", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
+HARNESS_KERNELS = ("gemm", "eltwise_add", "eltwise_mul", "conv1d", "gelu", "silu_mul", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
                    "dequant_q4nx")
 
 
@@ -145,6 +153,26 @@ def _elementwise_draws(n: int, count: int) -> list[np.ndarray]:
 def _eltwise_add(shape: dict, contract: str) -> HarnessCase:
     a, b = _elementwise_draws(shape["N"], 2)
     return HarnessCase({"a": a, "b": b}, _bf16(a + b), "bf16", "eltwise_add/eltwise_add.py:223-231")
+
+
+def _eltwise_mul(shape: dict, contract: str) -> HarnessCase:
+    a, b = _elementwise_draws(shape["N"], 2)
+    return HarnessCase({"a": a, "b": b}, _bf16(a * b), "bf16", "eltwise_mul/eltwise_mul.py@0b499c9 __main__")
+
+
+def _conv1d(shape: dict, contract: str, pad: str = "nonzero") -> HarnessCase:
+    seq, ch = shape["seq"], shape["C"]
+    rng = np.random.default_rng(ELEMENTWISE_SEED)
+    x = np.zeros((seq + 2, ch), np.float32)
+    x[2:] = rng.standard_normal((seq, ch), dtype=np.float32)
+    if pad != "zero":
+        x[:2] = rng.standard_normal((2, ch), dtype=np.float32)
+    x = _bf16(x)
+    w = _bf16(rng.standard_normal((3, ch), dtype=np.float32) * np.float32(0.5))
+    ref = x[0:seq] * w[0]
+    for j in (1, 2):
+        ref += x[j : j + seq] * w[j]
+    return HarnessCase({"x": x, "w": w}, _bf16(ref), "bf16", f"conv1d_depthwise/conv1d_depthwise.py@09ca164 __main__ ({pad} pad)")
 
 
 def _gelu(shape: dict, contract: str) -> HarnessCase:
@@ -229,6 +257,7 @@ def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
 _BUILDERS = {
     "gemm": _gemm,
     "eltwise_add": _eltwise_add,
+    "eltwise_mul": _eltwise_mul,
     "gelu": _gelu,
     "silu_mul": _silu_mul,
     "rmsnorm": _rmsnorm,
@@ -240,8 +269,11 @@ _BUILDERS = {
 }
 
 
-def harness_case(kernel: str, shape: dict, contract: str | None = None) -> HarnessCase:
-    """mlir-air's harness inputs and reference for `kernel` at `shape` (a normalised catalog shape)."""
+def harness_case(kernel: str, shape: dict, contract: str | None = None, tile: dict | None = None) -> HarnessCase:
+    """mlir-air's harness inputs and reference for `kernel` at `shape` (a normalised catalog shape); `tile`
+    matters only where a harness flag changes the draw (conv1d's `pad`: `--zero-pad`)."""
+    if kernel == "conv1d":
+        return _conv1d(shape, contract or "", (tile or {}).get("pad", "nonzero"))
     try:
         build = _BUILDERS[kernel]
     except KeyError:

@@ -130,10 +130,12 @@ def run_kernel(
         # mlir-air's registry names (details/GEMM_bf16_in_{bf16,fp32}_out.json): direct (low tier), external (f32)
         method = "direct" if c.name == "bf16-out-low" else ("external" if c.name == "f32-out" else plan.tile["method"])
     if inputs == "harness":
-        case = harness_case(kernel, s, c.name)
+        case = harness_case(kernel, s, c.name, tile=plan.tile)
         data, ref = case.inputs, case.reference
     else:
         data, ref = spec.make_inputs(s, seed), None
+        if "tile_inputs" in spec.extra:  # a tile key that shapes the data (conv1d's pad)
+            data = spec.extra["tile_inputs"](data, plan.tile)
     # an illegal plan reaches the executor only when forced (fault injection); a shape with no legal tile
     # runs at the executor's default tiling and carries the plan's warnings
     call_tile = plan.tile if kernel == "gemm" and (plan.legal or force_tile) else None

@@ -160,6 +160,20 @@ def _elt_default(kernel: str):
 
 
 
+# --- conv1d ------------------------------------------------------------------------------------------------
+
+
+def _conv1d_default(s: dict, target: str) -> dict:
+    """conv1d_depthwise.py's defaults (herd 8x1, tile_s 32: the LFM2-1.2B prefill scale), herd_x 8 / 4 / 1
+    (never 2) where C needs it, tile_s halved until it divides seq and fits L1; a nonzero pad (the decode case,
+    Conv1D_bf16.md "Gate on a NONZERO pad")."""
+    cols = array_columns(target)
+    hx = next((h for h in (cols, 4, 1) if h <= cols and s["C"] % h == 0 and (s["C"] // h) % 16 == 0), 1)
+    tile_c = s["C"] // hx
+    ts = next((t for t in halvings(32) if s["seq"] % t == 0 and (2 * t + 5) * tile_c * 2 <= 65536), 1)
+    return {"tile_s": ts, "herd_x": hx, "herd_y": 1, "pad": "nonzero"}
+
+
 # --- flash attention -------------------------------------------------------------------------------------
 
 
@@ -209,6 +223,8 @@ DEFAULTS = {
     "rope": _rope_default,
     "flash_attention": _fa_default,
     "eltwise_add": _elt_default("eltwise_add"),
+    "eltwise_mul": _elt_default("eltwise_mul"),
+    "conv1d": _conv1d_default,
     "silu_mul": _elt_default("silu_mul"),
     "gelu": _elt_default("gelu"),
     "dequant_q4nx": _dequant_q4_default,

@@ -44,7 +44,7 @@ def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_t
     if n >= tiles_target:
         return ""
     cols = array_columns(target)
-    if kernel in ("eltwise_add", "silu_mul") and herd[1] == 1 and herd[0] == cols:
+    if kernel in ("eltwise_add", "eltwise_mul", "silu_mul", "conv1d") and herd[1] == 1 and herd[0] == cols:
         return f"3 DMAs per tile (2 in, 1 out): the shim channels place one row of {cols} tiles, not more"
     if kernel == "rope" and herd[0] * herd[1] == cols:
         return f"3 DMAs per tile (input, LUT, output): at most {cols} tiles place"

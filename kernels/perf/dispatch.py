@@ -43,6 +43,7 @@ from typing import Any, Iterable
 
 from kernels.model.config import is_lean, lm_head_partition
 from kernels.model.description import GELU_TANH_GLU, SANDWICH
+from kernels.perf.dispatch_conv import conv_decode_front, conv_prefill_front, conv_prefill_host_bytes
 
 FFN_MERGE_ALIGN = 1024  # hidden_dim alignment the merged prefill O+FFN ELF needs
 O_FFN_HEAD_MAX_HIDDEN = 4864  # O + Gate/Up + SwiGLU in one ELF up to here (qwen25_0_5b)
@@ -112,6 +113,13 @@ class DispatchPlan:
     n_layers: int
     lean: bool
     switches: dict[str, bool]
+    # a hybrid's short-convolution layers (LFM2, kernels.perf.dispatch_conv): their calls and host ops per layer;
+    # the calls above run on the other n_layers - n_conv_layers layers
+    n_conv_layers: int = 0
+    conv_prefill_layer: list[Call] = field(default_factory=list)
+    conv_prefill_host_layer: list[HostOp] = field(default_factory=list)
+    conv_decode_layer: list[Call] = field(default_factory=list)
+    conv_decode_host_layer: list[HostOp] = field(default_factory=list)
 
 
 def normalize_switches(switches: dict[str, bool] | Iterable[str] | str | None) -> dict[str, bool]:
@@ -363,4 +371,24 @@ def dispatch_plan(config, switches=None, seq: int = 2048, ctx: int = 128, profil
     dhost = [HostOp("decode attention", "decode_attention", 2 * ctx * Hkv * D * BF16)]
     if not is_lean(c):
         dhost.append(HostOp("M=1 glue (adds, FFN RMSNorm, SwiGLU)", "decode_glue"))
-    return DispatchPlan(prefill, host, once, _lm_head(c), decode, dhost, [], c.n_layers, is_lean(c), sw)
+    plan = DispatchPlan(prefill, host, once, _lm_head(c), decode, dhost, [], c.n_layers, is_lean(c), sw)
+    return _with_conv_layers(plan, c, S, groups, size, static, dgroups, dsize, dstatic)
+
+
+def _with_conv_layers(plan: DispatchPlan, c, S: int, groups, size, static, dgroups, dsize, dstatic) -> DispatchPlan:
+    """A hybrid's CONV layers: their own front calls, then the attention layers' MLP tail (prefill: groups[2:],
+    after the attention input and flash attention; decode: dgroups[1:]), the front's output in `attn_out`."""
+    n = len(c.arch.conv_layers())
+    if not n:
+        return plan
+    sw = plan.switches
+    front, names, fsize, fstatic = conv_prefill_front(c, S, Launch)
+    plan.conv_prefill_layer = _calls(front + groups[2:], names + prefill_elfs(c)[2:], {**size, **fsize},
+                                     static | fstatic, sw["fusion"], {"out"})
+    plan.conv_prefill_host_layer = [HostOp(k, "strided_copy", v) for k, v in conv_prefill_host_bytes(c, S).items()]
+    dfront, dnames, dfsize, dfstatic = conv_decode_front(c, Launch, decode_gemv_tile)
+    plan.conv_decode_layer = _calls(dfront + dgroups[1:], dnames + decode_elfs(c)[1:], {**dsize, **dfsize},
+                                    dstatic | dfstatic, sw["fusion"], {"out"})
+    plan.conv_decode_host_layer = [op for op in plan.decode_host_layer if op.kind != "decode_attention"]
+    plan.n_conv_layers = n
+    return plan

@@ -24,11 +24,18 @@ from typing import Any, Mapping
 
 from kernels.numerics.catalog import get_spec
 from kernels.perf.constants import DERIVED, FITTED
+from kernels.numerics.tile_rules import ELTWISE
 from kernels.numerics.tiles import default_tile
 
 STREAMING = ("rmsnorm", "layernorm", "rope", "eltwise_add", "silu_mul", "gelu")
 Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
-KERNELS = ("gemm", "gemv", "flash_attention") + STREAMING + Q4_KERNELS
+# LFM2's short-convolution kernels: no NPU2 latency is published for either (Conv1D_bf16.md at ff1efdb0 and
+# EltwiseMul_bf16.md at e0eee76d: every latency cell ⏳, "contaminated by an unrelated NPU holder"), so neither
+# has constants of its own: both are costed on Element-wise Add's fitted ones (`_borrowed`), which the pages
+# name as their timing control (EltwiseMul: "the same DSL body ... Element-wise Add a valid control").
+BORROWED = ("eltwise_mul", "conv1d")
+KERNELS = ("gemm", "gemv", "flash_attention") + STREAMING + Q4_KERNELS + BORROWED
+ELTWISE_ADD_CHUNK = ELTWISE["eltwise_add"][1]  # the add's L1 chunk (its fitted per-unit constant is per chunk)
 MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
 FUSED_CAST_METHODS = ("fused-cast",)
 
@@ -98,6 +105,20 @@ def _streaming(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[
     return {"launch_s": 1.0, f"{kernel}_s_per_byte_per_tile": nbytes, f"{kernel}_s_per_unit": float(units)}
 
 
+def _borrowed(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
+    """eltwise_mul: Element-wise Add at the same N (same body, two bf16 streams in, one out). conv1d: the same
+    2-in/1-out chunk rounds over the elements each tile streams, its halo rows included ((tile_s + 2) rows read
+    per tile_s written: Conv1D_bf16.md "Halo cost"), at Add's 2048-element chunk."""
+    add_chunk = ELTWISE_ADD_CHUNK
+    if kernel == "eltwise_mul":
+        return _streaming("eltwise_add", {"N": s["N"]}, {"tile": add_chunk, "herd_x": t["herd_x"], "herd_y": 1})
+    tiles = t["herd_x"] * t["herd_y"]
+    rows = s["seq"] + 2 * _ceil(s["seq"], t["tile_s"])  # every tile iteration re-reads the 2 halo rows
+    elements = rows * s["C"] / tiles
+    return {"launch_s": 1.0, "eltwise_add_s_per_byte_per_tile": elements * 2.0 + s["seq"] * s["C"] * 2.0 / tiles,
+            "eltwise_add_s_per_unit": float(_ceil(elements, add_chunk))}
+
+
 def _flash_attention(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
     lq, lk, dk, dv, H, Hkv = s["lq"], s["lk"], s["dk"], s["dv"], s["heads_q"], s["heads_kv"]
     hpu, lqp = t["num_heads_per_unroll"], t["lqp"]
@@ -138,6 +159,8 @@ def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, An
         return _flash_attention(s, t)
     if kernel in Q4_KERNELS:
         return _q4(kernel, s)
+    if kernel in BORROWED:
+        return _borrowed(kernel, s, t)
     return _streaming(kernel, s, t)
 
 

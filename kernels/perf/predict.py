@@ -85,16 +85,21 @@ def predict(config, seq: int = 2048, switches=None, ctx: int = 128, host_bytes: 
         totals[phase]["host"] += s
         return s
 
-    prefill = sum(account("prefill", c, L) for c in plan.prefill_layer)
-    prefill += sum(host_account("prefill", op, L) for op in plan.prefill_host_layer)
+    La, Lc = L - plan.n_conv_layers, plan.n_conv_layers  # attention layers, a hybrid's short-convolution layers
+    prefill = sum(account("prefill", c, La) for c in plan.prefill_layer)
+    prefill += sum(host_account("prefill", op, La) for op in plan.prefill_host_layer)
+    prefill += sum(account("prefill", c, Lc) for c in plan.conv_prefill_layer)
+    prefill += sum(host_account("prefill", op, Lc) for op in plan.conv_prefill_host_layer)
     py = h["py_per_layer_s"] * L
     host["prefill"]["python scheduling"] = py
     totals["prefill"]["host"] += py
     prefill += py
     prefill += sum(host_account("prefill", op, 1) for op in plan.prefill_once)
     ttft = prefill + account("prefill", plan.lm_head, 1)
-    token = sum(account("decode", c, L) for c in plan.decode_layer)
-    token += sum(host_account("decode", op, L) for op in plan.decode_host_layer)
+    token = sum(account("decode", c, La) for c in plan.decode_layer)
+    token += sum(host_account("decode", op, La) for op in plan.decode_host_layer)
+    token += sum(account("decode", c, Lc) for c in plan.conv_decode_layer)
+    token += sum(host_account("decode", op, Lc) for op in plan.conv_decode_host_layer)
     token += account("decode", plan.lm_head, 1)
     notes = [f"modelled NPU2 at a prefill of {seq} positions: mlir-air compiles its prefill ELFs for one seq_len and "
              f"pads every prompt to it ({PADDED_SRC}), so a prompt of any length up to {seq} costs this TTFT"]
@@ -103,6 +108,10 @@ def predict(config, seq: int = 2048, switches=None, ctx: int = 128, host_bytes: 
     if not plan.lean:
         notes.append("decode is 5 GEMV ELFs with the M=1 glue on the host: the fused o_gemv_ffn cascade needs K "
                      "divisible by 512 and emb_dim/512 <= 4 core rows (kernels.model.config.is_lean)")
+    if Lc:
+        notes.append(f"{Lc} of {L} layers are short convolutions (their own front ELFs, the shared MLP tail, no KV "
+                     "cache); conv1d and eltwise_mul are costed on Element-wise Add's constants (no NPU2 latency of "
+                     "either is published)")
     fit = memory_fit(plan, config, ctx, host_bytes)
     notes += fit.lines()
     return Prediction(

@@ -71,11 +71,20 @@ def check_weights(weights: str) -> str:
 # --- the fused decode's traffic ---------------------------------------------------------------------------
 
 
-def projection_shapes(c: ModelConfig) -> dict[str, tuple[int, int]]:
-    """(out, in) of each decode projection of one layer (q4nx_requant.py `dims`)."""
+def projection_shapes(c: ModelConfig, layer: int | None = None) -> dict[str, tuple[int, int]]:
+    """(out, in) of each decode projection of one layer (q4nx_requant.py `dims`); a hybrid's short-convolution
+    layer has in_proj (3E, E) and out_proj (E, E) in place of Q/K/V/O (lfm2_1_2b_q4nx_weights.py at 0c380f09
+    `_Q4_SUFFIXES`: "all seven projections per attention/FFN layer, plus the ShortConv in_proj and out_proj")."""
     HD, KD = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
     E, F = c.emb_dim, c.hidden_dim
+    if layer is not None and c.arch.is_conv(layer):
+        return {"conv_in": (3 * E, E), "conv_out": (E, E), "gate": (F, E), "up": (F, E), "down": (E, F)}
     return {"q": (HD, E), "k": (KD, E), "v": (KD, E), "o": (E, HD), "gate": (F, E), "up": (F, E), "down": (E, F)}
+
+
+def attention_layers(c: ModelConfig) -> int:
+    """The layers with a KV cache (all but a hybrid's short-convolution layers)."""
+    return c.n_layers - len(c.arch.conv_layers())
 
 
 def lm_head_rows(c: ModelConfig) -> int:
@@ -92,13 +101,13 @@ def q4_bytes(rows: int, cols: int) -> float:
 
 def decode_weight_bytes(c: ModelConfig) -> dict[str, float]:
     """Bytes the fused decode streams per token: every layer's 4-bit projections and the 4-bit LM head."""
-    layer = sum(q4_bytes(m, k) for m, k in projection_shapes(c).values())
-    return {"layers": layer * c.n_layers, "lm_head": q4_bytes(lm_head_rows(c), c.emb_dim)}
+    layers = sum(q4_bytes(m, k) for i in range(c.n_layers) for m, k in projection_shapes(c, i).values())
+    return {"layers": layers, "lm_head": q4_bytes(lm_head_rows(c), c.emb_dim)}
 
 
 def decode_kv_bytes(c: ModelConfig) -> float:
     """K and V of every layer over the template's whole ATTN_MAXL window, read once per token."""
-    return c.n_layers * 2 * ATTN_MAXL * c.n_kv_heads * c.head_dim * KV_BYTES
+    return attention_layers(c) * 2 * ATTN_MAXL * c.n_kv_heads * c.head_dim * KV_BYTES
 
 
 def fused_decode_call(c: ModelConfig) -> Call:
@@ -106,7 +115,7 @@ def fused_decode_call(c: ModelConfig) -> Call:
     other work - norms, RoPE, attention over the KV window, SwiGLU - rides on the same stream), then the LM
     head; the weights and KV are static BOs, the token's embedding row goes in, the logits come out."""
     launches = [Launch("gemv_q4nx", padded_shape("gemv_q4nx", m, k)[0], f"L{i} {name} proj", ("x", f"w{i}_{name}"),
-                       (f"y{i}_{name}",)) for i in range(c.n_layers) for name, (m, k) in projection_shapes(c).items()]
+                       (f"y{i}_{name}",)) for i in range(c.n_layers) for name, (m, k) in projection_shapes(c, i).items()]
     launches.append(Launch("gemv_q4nx", padded_shape("gemv_q4nx", lm_head_rows(c), c.emb_dim)[0], "LM head",
                            ("x_last", "w_lm"), ("logits",)))
     w = decode_weight_bytes(c)
@@ -143,7 +152,7 @@ def unfused_decode_calls(c: ModelConfig) -> list[Call]:
     calls = [Call(f"gemv_q4nx L{i} {name}", [Launch("gemv_q4nx", padded_shape("gemv_q4nx", m, k)[0], name,
                                                     ("x", "w"), ("y",))],
                   write={"x": k * 2}, static={"w": int(q4_bytes(m, k))}, read={"y": m * 2})
-             for i in range(c.n_layers) for name, (m, k) in projection_shapes(c).items()]
+             for i in range(c.n_layers) for name, (m, k) in projection_shapes(c, i).items()]
     calls.append(Call("gemv_q4nx LM head", [Launch("gemv_q4nx", padded_shape("gemv_q4nx", lm_head_rows(c), c.emb_dim)[0],
                                                    "LM head", ("x", "w"), ("y",))],
                       write={"x": c.emb_dim * 2}, static={"w": int(q4_bytes(lm_head_rows(c), c.emb_dim))},
@@ -224,10 +233,11 @@ def _device(c: ModelConfig, p: Prediction, seq: int) -> Prediction:
         shape = {"lq": seq, "lk": seq, "dk": c.head_dim, "dv": c.head_dim, "heads_q": c.n_heads,
                  "heads_kv": c.n_kv_heads, "causal": True}
         full = kernel_features("flash_attention", shape)
-        saved = (latency_from(full, FITTED) - skipped_attention_s(shape)) * L
+        La = attention_layers(c)
+        saved = (latency_from(full, FITTED) - skipped_attention_s(shape)) * La
         e = per_elf[fa_key]
-        e["npu_ms"] = round(e["npu_ms"] - saved / L * 1e3, 4)
-        e["per_call_ms"] = round(e["per_call_ms"] - saved / L * 1e3, 4)
+        e["npu_ms"] = round(e["npu_ms"] - saved / La * 1e3, 4)
+        e["per_call_ms"] = round(e["per_call_ms"] - saved / La * 1e3, 4)
         e["total_ms"] = round(e["total_ms"] - saved * 1e3, 4)
         totals["prefill"]["npu"] = round(totals["prefill"]["npu"] - saved * 1e3, 4)
         per_kernel["prefill"]["flash_attention"] = round(per_kernel["prefill"]["flash_attention"] - saved * 1e3, 4)
@@ -237,7 +247,7 @@ def _device(c: ModelConfig, p: Prediction, seq: int) -> Prediction:
     notes = [n for n in p.notes if not n.startswith("decode is 5 GEMV ELFs")]
     host_decode = {}
     if p.switches.get("fusion", True):
-        per_elf["decode:fused_decode"] = {"calls": 1, "launches": 7 * L + 1, "per_call_ms": _ms(d["total_s"]),
+        per_elf["decode:fused_decode"] = {"calls": 1, "launches": len(fused_decode_call(c).launches), "per_call_ms": _ms(d["total_s"]),
                                           "bo_write_ms": 0.0, "npu_ms": _ms(d["stream_s"]), "bo_read_ms": 0.0,
                                           "xrt_ms": _ms(d["fixed_s"]), "total_ms": _ms(d["total_s"])}
         totals["decode"] = {"bo_write": 0.0, "npu": _ms(d["stream_s"]), "bo_read": 0.0, "xrt": _ms(d["fixed_s"]), "host": 0.0}

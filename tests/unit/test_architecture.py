@@ -34,6 +34,8 @@ EXPECTED = {
     # issue #36: Phi-4-mini and Gemma3-4B's text decoder (a Gemma3ForConditionalGeneration folder)
     "phi-4-mini-instruct.json": None,
     "gemma-3-4b-it.json": None,
+    # issue #37: LFM2-1.2B, the hybrid (written from mlir-air's lfm2_1_2b_q4nx; see configs/README.md)
+    "lfm2-1.2b.json": None,
 }
 
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 ROOMS = ("kernels", "handlers", "registry", "statemachine", "ledger")
 FAMILY_WORDS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4",
-                "mixtral", "smollm2")
+                "mixtral", "smollm2", "lfm2")
 
 
 def _names_a_family(node: ast.AST) -> bool:

@@ -29,10 +29,9 @@ from pathlib import Path
 import numpy as np
 from kernels.numerics.catalog import get_spec
 from kernels.numerics.executors import make_executor
-from kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case
-from kernels.numerics.tiles import plan_tile
-from kernels.numerics.harness_inputs import precision_stats
-from kernels.numerics.tiles import TileRuleViolation
+from kernels.mlir_air.twin import harness_conv
+from kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case, precision_stats
+from kernels.numerics.tiles import TileRuleViolation, plan_tile
 from kernels.perf import modelled_kernel_figures
 
 FAULT_FILE = "twin-faults.txt"
@@ -40,7 +39,7 @@ ENV_FAULTS = "NPU_LEDGER_TWIN_FAULTS"
 ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
-         "silu_mul", "gelu", "dequant_q4nx")
+         "silu_mul", "gelu", "dequant_q4nx", *harness_conv.KINDS)
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
 Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
@@ -156,6 +155,8 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--perf-iters", type=int, default=0)
         p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
         p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+    elif kind in harness_conv.KINDS:  # conv1d_depthwise.py, eltwise_mul.py (LFM2's short convolution)
+        harness_conv.add_flags(kind, p)
     elif kind == "dequant_q4nx":  # dequant_q4nx.py has no argparse: `python3 dequant_q4nx.py`, nothing else
         p = argparse.ArgumentParser(prog=kind)
     else:
@@ -242,6 +243,8 @@ def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, boo
         print(f"GELU n={a.n} tile_n={a.tile_n} bf16 on {a.target}")
         herd = " ".join(str(x) for x in a.herd_shape) if a.herd_shape else ""
         return "gelu", {"N": a.n}, None, {"tile_n": a.tile_n, **({"herd_shape": herd} if herd else {})}, None, a.compile_only
+    if kind in harness_conv.KINDS:
+        return harness_conv.check(kind, a)
     if kind == "dequant_q4nx":  # dequant_q4nx.py `__main__`: N_out, K = 512, 2048; build_module asserts N_out % 4
         assert Q4NX_DEQUANT_SHAPE["M"] % 4 == 0
         return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
@@ -259,7 +262,7 @@ def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
     s = spec.normalize_shape(shape)
     c = spec.contract(contract)
     if kernel in HARNESS_KERNELS:
-        case = harness_case(kernel, s, c.name)
+        case = harness_case(kernel, s, c.name, tile=tile)  # conv1d: the pad the tile names
         data, ref = case.inputs, case.reference
     else:
         data, ref = spec.make_inputs(s, 0), None
@@ -317,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if compile_only:
         print({"gemm": "Compile-only done.", "flash_attention": "Compilation complete.",
-               "eltwise_add": "Compiled successfully.", "gelu": "Compiled successfully."}.get(kernel, ""), end="")
+               "eltwise_add": "Compiled successfully.", "gelu": "Compiled successfully.",
+               "eltwise_mul": "Compiled successfully."}.get(kernel, ""), end="")
         print()
         return 0
     if kind == "rmsnorm" and a.profile:  # weighted_rms_norm.py:397-454: timing only, no check

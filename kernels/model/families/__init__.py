@@ -7,10 +7,11 @@ Imported by kernels.model.architecture (assess / resolve) only; everything else 
 
 from __future__ import annotations
 
-from kernels.model.families import common, gemma, llama, phi3, qwen, refused
+from kernels.model.families import common, gemma, lfm2, llama, phi3, qwen, refused
 from kernels.model.families.common import Family
 
-FAMILIES: tuple[Family, ...] = (llama.LLAMA, llama.MISTRAL, qwen.QWEN2, qwen.QWEN3, phi3.PHI3, gemma.GEMMA3)
+FAMILIES: tuple[Family, ...] = (llama.LLAMA, llama.MISTRAL, qwen.QWEN2, qwen.QWEN3, phi3.PHI3, gemma.GEMMA3,
+                                 lfm2.LFM2)
 MODEL_TYPES = {t: f.architectures[0] for f in FAMILIES for t in f.model_types} | refused.MODEL_TYPES
 
 

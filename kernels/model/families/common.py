@@ -23,6 +23,9 @@ class Family:
     qkv_bias: bool = False  # implied by the family (the ConfigResolved / assessment flags)
     qk_norm: bool = False
     windows: bool = False  # the adapter describes sliding-window layers (else a window is refused)
+    # (raw config.json, the sizes the generic resolver read) -> the sizes this family means (LFM2: the MLP width
+    # after block_auto_adjust_ff_dim, the eps under norm_eps); None: the generic reading stands
+    sizes: Callable[[dict[str, Any], Any], Any] | None = None
 
 
 def rope_params(raw: dict[str, Any], layer_type: str | None = None) -> dict[str, Any]:

@@ -15,7 +15,10 @@ Layouts (dimensions named once):
         out[:, :D/2] = x1*cos - x2*sin ; out[:, D/2:] = x2*cos + x1*sin
   flash_attention(q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv), causal, q_offset=0) -> (Hq, Lq, Dv)
         GQA: q head h uses kv head h // (Hq // Hkv); causal masks key j > q_offset + i; scale 1/sqrt(Dk)
-  eltwise_add(a, b), silu_mul(g, u), gelu(x)     elementwise, any shape
+  eltwise_add(a, b), eltwise_mul(a, b), silu_mul(g, u), gelu(x)     elementwise, any shape
+  conv1d(x (S + k - 1, C), w (k, C))            -> (S, C)     causal depthwise: y[t] = sum_j w[j] * x[t + j]
+        x pre-padded with k - 1 leading rows (the carried state; zeros at a sequence start), w tap-major,
+        oldest tap first (mlir-air conv1d_depthwise.cc@7d20ee7: "causality is expressed by pre-padding")
   dequant_q4nx(codes (M, K), scale (M, K/32), min (M, K/32))       -> (M, K)   w = q * scale + min
   gemv_q4nx(codes (M, K), scale (M, K/32), min (M, K/32), x (K,))  -> (M,)     y = w @ x, w never built
         codes are the 4-bit values 0..15 as float32; scale and min bf16, one per 32-column group
@@ -42,6 +45,8 @@ KERNEL_NAMES = (
     "rope",
     "flash_attention",
     "eltwise_add",
+    "eltwise_mul",
+    "conv1d",
     "silu_mul",
     "gelu",
     "dequant_q4nx",
@@ -145,6 +150,12 @@ class Fp32Executor(Executor):
     def eltwise_add(self, a, b):
         return np.asarray(a, np.float32) + np.asarray(b, np.float32)
 
+    def eltwise_mul(self, a, b):
+        return np.asarray(a, np.float32) * np.asarray(b, np.float32)
+
+    def conv1d(self, x, w):
+        return conv1d_f32(np.asarray(x, np.float32), np.asarray(w, np.float32))
+
     def silu_mul(self, g, u):
         g = np.asarray(g, np.float32)
         return g / (np.float32(1) + np.exp(-g)) * np.asarray(u, np.float32)
@@ -161,6 +172,19 @@ class Fp32Executor(Executor):
 
     def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
         return self.dequant_q4nx(codes, scale, mn) @ np.asarray(x, np.float32)
+
+
+def conv1d_f32(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The causal depthwise convolution in FP32: tap j times rows j..j+S-1 of the pre-padded x, summed oldest
+    tap first (one FP32 accumulator per output, as conv1d_depthwise.cc's mul + 2 mac)."""
+    k = w.shape[0]
+    s = x.shape[0] - (k - 1)
+    if s < 0 or x.shape[1:] != w.shape[1:]:
+        raise ValueError(f"conv1d: x {x.shape} must be (S + {k - 1}, C) for w {w.shape}")
+    acc = x[0:s] * w[0]
+    for j in range(1, k):
+        acc += x[j : j + s] * w[j]
+    return acc
 
 
 class MixedExecutor(Executor):

@@ -13,7 +13,8 @@ What a bf16 GPU deployment computes, op by op (CPU, or CUDA when present):
   rope          HF apply_rotary_pos_emb: x*cos + rotate_half(x)*sin with bf16 cos/sin, each op in bf16.
   attention     F.scaled_dot_product_attention in bf16 (FP32 softmax inside), GQA; an explicit boolean
                 mask when the causal window is offset (decode).
-  eltwise_add   bf16 add;  silu_mul  F.silu(g) * u (vLLM SiluAndMul);  gelu  F.gelu(approximate="tanh").
+  conv1d        HF Lfm2ShortConv's depthwise nn.Conv1d on bf16 (F.conv1d, groups=C, over the pre-padded rows).
+  eltwise_mul   bf16 multiply;  eltwise_add   bf16 add;  silu_mul  F.silu(g) * u (vLLM SiluAndMul);  gelu  F.gelu(approximate="tanh").
   q4nx          dequantise q * scale + min in bf16 (each op rounded), then the bf16 GEMV above.
 Arrays cross the interface as float32 numpy (bf16 values), like every executor; weights given a
 `static_key` are converted to device bf16 tensors once.
@@ -131,6 +132,16 @@ class TorchExecutor(Executor):
     def eltwise_add(self, a, b):
         with self.timer.time("eltwise_add"), torch.inference_mode():
             return self._np(self._t(a) + self._t(b))
+
+    def eltwise_mul(self, a, b):
+        with self.timer.time("eltwise_mul"), torch.inference_mode():
+            return self._np(self._t(a) * self._t(b))
+
+    def conv1d(self, x, w):
+        with self.timer.time("conv1d"), torch.inference_mode():
+            xt = self._t(x).transpose(0, 1)[None]  # (1, C, S + k - 1)
+            wt = self._t(w).transpose(0, 1)[:, None, :]  # (C, 1, k): HF's channel-major layout
+            return self._np(F.conv1d(xt, wt, groups=wt.shape[0])[0].transpose(0, 1))
 
     def silu_mul(self, g, u):
         with self.timer.time("silu_mul"), torch.inference_mode():
