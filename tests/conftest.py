@@ -112,7 +112,8 @@ def single_torch_thread():
 # pipelines per kind and executor): each of those files goes to one worker whole, so its fixtures are built once.
 # The other module fixtures are copies of the session snapshot (tests/e2e/conftest.py), cheap to make per worker.
 GROUPED = ("test_reverify.py", "test_verify_walk.py", "test_pipeline.py", "test_token_gate_matrix.py", "test_gates.py",
-           "test_mlir_air_twin.py", "test_q4nx_device_pipeline.py", "test_deploy_phi3.py", "test_deploy_gemma3.py")  # the twin: both variants start from one Phase 1 (38 s), built on each worker before
+           "test_mlir_air_twin.py", "test_q4nx_device_pipeline.py", "test_deploy_phi3.py", "test_deploy_gemma3.py",
+           "test_deploy_lfm2.py", "test_lfm2_drills.py", "test_family_drills.py")  # the twin: both variants start from one Phase 1 (38 s), built on each worker before
 
 
 # The order the workers are dealt tests in: the twin's end-to-end run first (the longest chain of the run, it needs
