@@ -25,14 +25,15 @@ import structlog
 
 from handlers import deploy, on_demand, queries, results
 from handlers.bootstrap import App
+from handlers.calibrate import calibrate
 from handlers.inputs import confined, read_input_text
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
 from handlers.planning import deployment_plan
+from handlers.predicting import predict_result
 from kernels.backends.kernel_runners import make_runner
 from kernels.backends.runner_base import KernelRow
 from kernels.mlir_air.output import TranscriptError
-from kernels.perf.predict import predict
 from ledger import Checkpoint
 
 log = structlog.get_logger("npu_ledger.mcp")
@@ -115,9 +116,15 @@ def _plan(c: Call):
 
 
 def _predict(c: Call):
-    config = queries.predict_config(c.app, c.target())
     a = c.args
-    return results.predict_json(predict(config, seq=a["seq"], switches=a.get("switches"), ctx=a["ctx"]))
+    return predict_result(c.app, c.target(), seq=a.get("seq"), ctx=a.get("ctx"), switches=a.get("switches"),
+                          calibration=a.get("calibration"))[1]  # the producer `ledger predict --json` prints
+
+
+def _perf_calibrate(c: Call):
+    a = c.args
+    out = calibrate(c.app.ledger, a.get("name"), a.get("device"))  # as `ledger perf calibrate`
+    return results.calibrate_json(out)
 
 
 def _kernel_run(c: Call):
@@ -226,6 +233,9 @@ _TOOLS = [
          "config.json (`ledger plan --json`).", _plan),
     Tool("predict", "Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
          "(`ledger predict --json`).", _predict),
+    Tool("perf_calibrate", "Fit the NPU2 model's per-machine constants to the ledger's NPU2-measured profile runs "
+         "(`ledger perf calibrate --json`); predict then reports on this machine with error bars.", _perf_calibrate,
+         writes="PerformanceCalibrated (stream perf:calibration): the fit and the data it was fitted to"),
     Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
          "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
     Tool("triage", "Match compiler/runtime output (and optional gate evidence) against the NPU debugging "

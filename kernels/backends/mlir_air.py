@@ -62,7 +62,7 @@ from kernels.model.prompts import CANONICAL_PROMPT, Prompt, mlir_air_prompts, pr
 from kernels.mlir_air.sweeps import hardware_curve, parse_prefill_sweep
 from kernels.perf.dispatch import SWITCHES
 from kernels.perf.curve import context_window, npu2_curve
-from kernels.perf.figures import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
+from kernels.perf.figures import DECODE, build_seq, decode_ctx, npu2_figures, path_switches
 from kernels.thresholds import block_thresholds
 
 _TTFT = re.compile(r"^\s*(?:Warm time|Time) to first token \(TTFT\):\s*([\d.]+)\s*s.*?(?:First token:\s*(\d+))?$", re.M)
@@ -280,7 +280,7 @@ class MlirAirBackend:
             elfs = {path: {m.group(1).strip(): {"total_ms": float(m.group(2)), "calls": int(m.group(3))}
                            for m in _ELF_ROW.finditer(part)} for path, part in (("prefill", head), ("decode", tail))}
             self._cache["profile"] = {"prefill_s": prefill_ms / 1e3, "s_per_token": token_ms / 1e3,
-                                      "seq": seq[-1] if seq else NPU2_PREFILL_SEQ, "per_elf": elfs,
+                                      "seq": seq[-1] if seq else build_seq(self.config), "per_elf": elfs,
                                       "provenance": self._provenance(command, prov, None, text)}
         return self._cache["profile"]
 
@@ -296,7 +296,7 @@ class MlirAirBackend:
 
     def measure_decode(self, info_tokens: int | None, steps: int) -> Measurement:
         prof = self._profile()
-        return Measurement("s_per_token", prof["s_per_token"], [prof["s_per_token"]], NPU2_DECODE_CTX,
+        return Measurement("s_per_token", prof["s_per_token"], [prof["s_per_token"]], decode_ctx(self.config),
                            "mlir-air-profile", 0, {
                                "per_elf_ms": prof["per_elf"], "modelled_npu2": self._modelled(),
                                "provenance": prof["provenance"],
@@ -320,7 +320,7 @@ class MlirAirBackend:
 
     def npu2_figures(self) -> Npu2Figures:
         prof = self._profile()
-        return Npu2Figures.of({"source": "mlir-air-profile", "seq": prof["seq"], "ctx": NPU2_DECODE_CTX,
+        return Npu2Figures.of({"source": "mlir-air-profile", "seq": prof["seq"], "ctx": decode_ctx(self.config),
                 "ttft_s": prof["prefill_s"], "prefill_s": prof["prefill_s"], "ms_per_token": prof["s_per_token"] * 1e3,
                 "tokens_per_s": 1.0 / prof["s_per_token"] if prof["s_per_token"] > 0 else None,
                 "per_elf": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"]},

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.backends.in_process import InProcessBackend
-from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
+from kernels.perf.figures import NPU2_PREFILL_SEQ, decode_ctx, npu2_figures, path_switches
 from kernels.perf.predict import predict
 
 ENV_SWITCHES = "NPU_LEDGER_SWITCHES"
@@ -114,7 +114,7 @@ def _prefill_only(model_path: str, seq_len: int) -> int:
     sweep_prefill.py reads (57bbed0 sweep_prefill.py: its TTFT_RE and SEQ_RE guard); modelled, latency only."""
     cfg = resolve(load_raw_config(model_path))
     p = predict(cfg, seq=seq_len, switches=path_switches({k: True for k in switches_from_env()}, "prefill"),
-                ctx=NPU2_DECODE_CTX)
+                ctx=decode_ctx(cfg))
     print(f"Compiling prefill kernels (seq_len={seq_len}) (npu-ledger stand-in: nothing to compile)")
     print(f"LLAMA Prefill: prompt_len={seq_len} (padded)")
     print(f"Time to first token (TTFT): {p.ttft_s:.6f}s (modelled NPU2, seq {seq_len})")
