@@ -96,7 +96,8 @@ INPUTS: dict[str, dict] = {
     "registry_lookup": _inputs({
         "kernel": TEXT, "dims": {**DIMS, "description": "gemm: {M, K, N}; other kernels: any of their dimensions"},
         "dtype": {"type": "string", "enum": ["bf16", "f32"], "default": "bf16", "description": "GEMM output dtype"},
-        "precision": {"type": "string", "enum": ["high", "low"], "default": "high", "description": "GEMM tier"},
+        "precision": {"type": "string", "enum": ["high", "low"],
+                      "description": "GEMM tier (default: the tier `plan` takes for the shape)"},
     }, ("kernel", "dims")),
     "verify": _inputs({"against": {**TEXT, "description": "a checkpoint SIZE:HASH printed by `ledger head`"}}),
     "record_harness": _inputs({

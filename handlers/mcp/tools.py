@@ -142,7 +142,7 @@ def _registry_lookup(c: Call):
     a, app = c.args, _read_only(c)
     kind, found = queries.registry_lookup(a["kernel"], a["dims"], events=lambda: app.ledger.read_all(),
                                           registry_dir=app.workspace / "kernel_registry" / "details",
-                                          output_dtype=a["dtype"], precision=a["precision"])
+                                          output_dtype=a["dtype"], precision=a.get("precision"))
     return results.registry_lookup_json(kind, found)
 
 
