@@ -307,16 +307,18 @@ class MlirAirBackend:
         measured; the modelled curve beside it. A sweep that printed no point is recorded as not swept, saying why."""
         modelled = npu2_curve(self.config, path_switches(self._switches, "prefill"),
                               path_switches(self._switches, "decode"), max_positions=context_window(self.model_path))
-        lengths = ",".join(str(p["prefill_len"]) for p in modelled["prefill"]["points"] if p["status"] == "ok")
+        requested = [p["prefill_len"] for p in modelled["prefill"]["points"] if p["status"] == "ok"]
+        skipped = {p["prefill_len"]: f"{p['status']}: {p.get('detail', '')}" for p in modelled["prefill"]["points"]
+                   if p["status"] != "ok"}  # lengths the model gives no figure for (past the context window, ...)
         command, rc, text, prov = self.executor.run_model_target(
-            "sweep_prefill", self.model_dir, make_vars=self._make_vars(SWEEP_LENGTHS=lengths))
+            "sweep_prefill", self.model_dir, make_vars=self._make_vars(SWEEP_LENGTHS=",".join(map(str, requested))))
         prov = self._provenance(command, prov, None, text)
         try:
-            return hardware_curve(parse_prefill_sweep(text), modelled, prov)
+            return hardware_curve(parse_prefill_sweep(text), modelled, prov, requested=requested, skipped=skipped)
         except TranscriptError as e:
             tail = (text.strip().splitlines() or [""])[-1][-200:]
             return hardware_curve([], modelled, prov, prefill_detail=f"`{command}` (exit status {rc}): {e}; last "
-                                                                     f"line: {tail}")
+                                                                     f"line: {tail}", requested=requested, skipped=skipped)
 
     def npu2_figures(self) -> Npu2Figures:
         prof = self._profile()

@@ -54,13 +54,33 @@ def parse_prefill_sweep(transcript: str) -> list[dict[str, Any]]:
     return points
 
 
+def every_point(points: list[dict[str, Any]], requested: list[int] | None = None,
+                skipped: Mapping[int, str] | None = None, failed: str = "") -> list[dict[str, Any]]:
+    """The sweep's points plus one for every length it was asked for and printed nothing for (status "missing",
+    or "failed" with `failed` when the whole sweep printed nothing, saying why), and one for every length of the
+    curve not asked for (`skipped`: length -> why, status "not_swept"), by length: no length is silently dropped."""
+    out = [{**p, "ttft_ms": p.get("ttft_ms") if p.get("status") == "ok" else None} for p in points]
+    seen = {p["prefill_len"] for p in out}
+    for L in requested or []:
+        if L not in seen:
+            out.append({"prefill_len": L, "ttft_ms": None, "status": "failed" if failed else "missing",
+                        "detail": failed or "requested (SWEEP_LENGTHS) but sweep_prefill.py printed no point for it"})
+            seen.add(L)
+    for L, why in (skipped or {}).items():
+        if L not in seen:
+            out.append({"prefill_len": L, "ttft_ms": None, "status": "not_swept", "detail": f"not requested: {why}"})
+    return sorted(out, key=lambda p: p["prefill_len"])
+
+
 def hardware_curve(points: list[dict[str, Any]], modelled: Mapping[str, Any], provenance: Mapping[str, Any],
-                   *, prefill_detail: str = "", decode_detail: str = "") -> dict[str, Any]:
-    """The curve a device's Phase 6 records: the prefill sweep's points (measured; none, with `prefill_detail`
-    saying why, when the sweep printed none), no decode points (see the module docstring) and the modelled curve
-    beside them."""
-    prefill: dict[str, Any] = {"axis": "prefill_len", "metric": "ttft_ms", "points": [
-        {**p, "ttft_ms": p.get("ttft_ms") if p.get("status") == "ok" else None} for p in points]}
+                   *, prefill_detail: str = "", decode_detail: str = "", requested: list[int] | None = None,
+                   skipped: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """The curve a device's Phase 6 records: the prefill sweep's points (measured), every `requested` length it
+    printed nothing for as a failed point and every `skipped` length as not swept, each with why (`every_point`;
+    with neither and no point: none, `prefill_detail` saying why), no decode points (see the module docstring)
+    and the modelled curve beside them."""
+    prefill: dict[str, Any] = {"axis": "prefill_len", "metric": "ttft_ms",
+                               "points": every_point(points, requested, skipped, "" if points else prefill_detail)}
     if not points:
         prefill.update(status="not_swept", detail=prefill_detail)
     cls = figure_provenance("mlir-air-profile", provenance)  # a stand-in's sweep prints modelled figures

@@ -51,6 +51,12 @@ def settings(model_dir: str | Path) -> dict:
     Face id or a relative path; a scaffold writes no absolute path) or, from older scaffolds, `model_path`."""
     recorded = json.loads((Path(model_dir) / "stand_in.json").read_text())
     path = os.environ.get("NPU_LEDGER_MODEL") or recorded.get("model_path") or recorded.get("model", "")
+    if not (Path(path).is_dir() or Path(path).is_file()):
+        # the stand-in runs a local folder: an HF id or a folder name alone would send mlir-air's HF reference to the
+        # network (a traceback) -- one line saying what to give instead
+        raise SystemExit(f"the stand-in's model folder {path!r} is not here: NPU_LEDGER_MODEL is "
+                         f"{'set to it' if os.environ.get('NPU_LEDGER_MODEL') else 'not set'}; run "
+                         "`make <target> NPU_LEDGER_MODEL=<the model folder>` (npu-ledger passes it on its own make calls)")
     return {**recorded, "model_path": path}
 
 
@@ -184,10 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt", default="What is the capital of France?")
     p.add_argument("--model", default="local")
     a = p.parse_args(argv)
-    model_path = settings(a.model_dir)["model_path"]
-    if a.compile_only:
+    if a.compile_only:  # needs no model
         print("Compilation passed. (npu-ledger stand-in: nothing to compile)")
         return 0
+    model_path = settings(a.model_dir)["model_path"]
     if a.prefill_only:
         return _prefill_only(model_path, a.seq_len)
     runner = StandInRunner(model_path)
