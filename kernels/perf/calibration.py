@@ -1,4 +1,5 @@
-"""The NPU2 model fitted to one machine: its per-machine constants from that machine's own recorded runs.
+"""The NPU2 model fitted to one machine: its per-machine constants from that machine's own recorded runs
+(`ledger perf calibrate`; docs/calibration.md).
 
 The performance model's end-to-end figures are sums of five groups of time (`Prediction.totals`, kernels.perf.predict):
 the NPU run of the launches (`npu`: the kernel constants fitted on mlir-air's kernel registry, kernels.perf.constants),
