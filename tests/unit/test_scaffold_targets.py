@@ -140,3 +140,22 @@ def test_a_target_without_its_environment_says_in_one_line_what_is_missing(model
     assert bare.returncode != 0 and "Traceback" not in bare.stderr and "npu-ledger is not importable" in bare.stderr
     assert (model_dir / ".gitignore").read_text().splitlines()[-1] == "reports/"  # sweep-prefill's record lands there
     assert "SWEEP_LENGTHS ?= 128,256,512\n" in (model_dir / "Makefile").read_text()  # the 512-context model's lengths
+
+
+def test_the_architecture_page_follows_the_ledgers_switches_unless_the_engineer_changed_it(tmp_path, tiny_llama):
+    """Issue #40 item 2: ARCHITECTURE.md said every switch was off after Phases 4-5 turned them on; it is re-rendered
+    when the switches the ledger records change (handlers.scaffold_sync calls refresh_architecture after every
+    recording command), and a page the engineer edited is left alone."""
+    from kernels.mlir_air.architecture_page import refresh_architecture
+
+    twin = write_twin(tmp_path / "mlir-air")
+    config = resolve(load_raw_config(tiny_llama))
+    page = Path(scaffold(twin, "tiny", str(tiny_llama), config, stand_in="emulated", switches={})["dir"]) / "ARCHITECTURE.md"
+    assert not any(stated_switches(page.read_text())["prefill"].values())
+    now = {"fusion": True, "decode:weight_residency": True}
+    assert refresh_architecture(twin, "tiny", config, now) == str(page)
+    stated = stated_switches(page.read_text())
+    assert stated["prefill"]["fusion"] and stated["decode"]["weight_residency"] and not stated["decode"]["fusion"]
+    assert refresh_architecture(twin, "tiny", config, now) is None  # nothing changed: nothing written
+    page.write_text(page.read_text() + "\nthe engineer's note\n")
+    assert refresh_architecture(twin, "tiny", config, {}) is None and "the engineer's note" in page.read_text()
