@@ -49,6 +49,8 @@ def _rows_of(e: RecordedEvent, cfg: ModelConfig) -> list[CalibrationRow]:
     p, prof = e.payload, e.payload.get("profile") or {}
     label = f"{e.stream_id} seq {e.seq} phase {p.get('phase')}"
     pipeline = p.get("pipeline") or {}
+    # the switches in force: the backend's options hold them under "switches" (kernels.backends.mlir_air.options)
+    pipeline = pipeline.get("switches") if isinstance(pipeline.get("switches"), dict) else pipeline
     n = int(p.get("n_prompt_tokens") or 0)
     out = []
     if p.get("ttft_s"):  # Phase 6 (and re-measurements of it): TTFT and the decode step

@@ -50,7 +50,7 @@ from kernels.model.architecture import load_raw_config
 from kernels.model.config import ModelConfig
 from kernels.numerics.tiles import check_tile, plan_tile
 from kernels.perf.dispatch import dispatch_plan
-from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, build_seq, decode_ctx
+from kernels.perf.figures import NPU2_DECODE_CTX, build_seq, decode_ctx
 from kernels.perf.memory import BO_ADDRESS_LIMIT, BO_LIMIT_SRC
 from kernels.perf.q4nx import ATTN_MAXL, predict_weights
 

@@ -60,7 +60,8 @@ def _events(rng) -> list[tuple[str, object]]:
             out.append((stream, PerformanceMeasured(
                 phase=5, executor="mlir-air", n_prompt_tokens=128, ms_per_token=tok, provenance_class=NPU2_MEASURED,
                 profile={"source": "mlir-air-profile", "switches": sw, "provenance": DEVICE})))
-        all_on = {**{k: True for k in SWITCHES}, **{f"decode:{k}": True for k in SWITCHES}}
+        # as the mlir-air backend records them (kernels.backends.mlir_air.options): the switches under "switches"
+        all_on = {"fusion": True, "switches": {**{k: True for k in SWITCHES}, **{f"decode:{k}": True for k in SWITCHES}}}
         ttft = _measured(CalibrationRow(cfg, 2048, 128, _switch_sets()[-1], "ttft_s", 1.0), rng)
         tok = _measured(CalibrationRow(cfg, 2048, 128, _switch_sets()[-1], "ms_per_token", 1.0), rng)
         out.append((stream, PerformanceMeasured(
