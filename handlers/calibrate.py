@@ -24,6 +24,7 @@ from kernels.perf.figures import build_seq, decode_ctx, path_switches
 from kernels.provenance import NPU2_MEASURED, perf_row_provenance
 from ledger.events import NewEvent, PerformanceCalibrated
 from ledger.record import RecordedEvent
+from registry.text import escaped
 
 CALIBRATION_STREAM = "perf:calibration"
 METHOD = ("NNLS on relative error of five group factors (npu, bo_write, bo_read, xrt, host) over the published "
@@ -95,6 +96,8 @@ def hardware_rows(events: Iterable[RecordedEvent], device: str | None = None) ->
 def calibrate(ledger, name: str | None = None, device: str | None = None) -> dict[str, Any]:
     """Fit the ledger's NPU2-measured figures, append the PerformanceCalibrated, return what was recorded (with its
     seq). NoHardwareRows / CalibrationError (nothing appended) when there is nothing, or too little, to fit."""
+    if name is not None and (not name.isprintable() or not name.strip() or len(name) > 120):
+        raise CalibrationError(f"the calibration's name {escaped(name)} is not a printable name of 1-120 characters")
     events = ledger.read_all()
     rows, devices = hardware_rows(events, device)
     if not rows:

@@ -75,8 +75,6 @@ def calibrate_cmd(app: App, name: str | None, device: str | None, as_json: bool)
     """Fit the NPU2 model's per-machine constants (NPU time, BO write / read bandwidth, XRT call cost, host time)
     to the ledger's NPU2-measured profile figures and record the fit with its data; `ledger predict` then reports
     on this machine with leave-one-out error bars. With no such figures: says so, records nothing, exit 1."""
-    if name is not None and (not name.isprintable() or not name.strip() or len(name) > 120):
-        raise click.ClickException(f"--name {escaped(name)} is not a printable name of 1-120 characters")
     try:
         out = calibrate(app.ledger, name, device)
     except CalibrationError as e:
