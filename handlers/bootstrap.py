@@ -17,6 +17,7 @@ import structlog
 from sqlalchemy.engine import make_url
 
 from handlers.registry_ops import build_projections, link_message
+from handlers.scaffold_sync import sync_scaffolds
 from ledger import Checkpoint, Ledger, default_url, open_ledger
 from ledger.checkpoints import RECORD, CheckpointRecord
 
@@ -103,6 +104,7 @@ class App:
             result = build_projections(events, self.workspace)
             # a projected folder that is a symbolic link is neither written nor followed
             warnings += [f"warning: recorded, but {link_message(self.workspace, rel)}" for rel in result.links]
+            sync_scaffolds(events)  # a scaffolded ARCHITECTURE.md states the switches the ledger records now
             if events:
                 self.remember_checkpoint(Checkpoint(events[-1].seq, events[-1].hash))
         except Exception as e:  # noqa: BLE001 - the commit stands; say what failed and move on

@@ -79,6 +79,9 @@ def describe(type_: str, p: dict[str, Any]) -> str:
         return f"triage of seq {p.get('subject_seq')}: {p.get('summary')}"
     if type_ == "LessonRecorded":
         return f"lesson: {p['text']}"
+    if type_ == "PerformanceCalibrated":
+        return (f"NPU2 model calibrated {shown(p['name'])}: {len(p.get('rows', []))} NPU2-measured figures, "
+                + ", ".join(f"{k} {v.get('value', 0):.4g}" for k, v in (p.get("constants") or {}).items()))
     return ", ".join(f"{k}={v}" for k, v in sorted(p.items()))[:160]
 
 

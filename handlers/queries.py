@@ -29,7 +29,7 @@ from ledger import Checkpoint
 from ledger.checkpoints import ChainReport, check_chain
 from ledger.record import RecordedEvent
 from registry.catalog import canonical_kernel
-from registry.lookup import gemm_config, kernel_rows
+from registry.lookup import gemm_config, gemm_config_planned, kernel_rows
 
 
 class TargetError(ValueError):
@@ -83,7 +83,7 @@ def context_window(app: App, target: str) -> int | None:
 
 
 def registry_lookup(kernel: str, dims: dict[str, Any], *, events: Callable[[], Sequence[RecordedEvent]],
-                    registry_dir: Path, output_dtype: str = "bf16", precision: str = "high") -> tuple[str, Any]:
+                    registry_dir: Path, output_dtype: str = "bf16", precision: str | None = None) -> tuple[str, Any]:
     """("gemm", the best measured config) for a GEMM (dims M, K, N; from the projected JSON in `registry_dir`),
     else ("rows", the matching `registry.lookup.ShapeRow`s from `events()`). Raises what `gemm_config` and
     `kernel_rows` raise: KeyError naming what was measured, ValueError, FileNotFoundError."""
@@ -92,6 +92,8 @@ def registry_lookup(kernel: str, dims: dict[str, Any], *, events: Callable[[], S
             M, K, N = int(dims["M"]), int(dims["K"]), int(dims["N"])
         except KeyError as e:
             raise KeyError("gemm needs M K N (or M=.. K=.. N=..)") from e
+        if precision is None:  # the tier `ledger plan` takes for the shape (registry.lookup.planned_tiers)
+            return "gemm", gemm_config_planned(M, K, N, output_dtype=output_dtype, registry_dir=registry_dir)
         return "gemm", gemm_config(M, K, N, output_dtype=output_dtype, precision=precision, registry_dir=registry_dir)
     return "rows", kernel_rows(kernel, events(), **dims)
 

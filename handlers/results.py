@@ -164,10 +164,12 @@ PREDICT = obj({
     "decode_calls_per_layer": INT, "seq": INT, "ctx": INT, "switches": {"type": "object"}, "modelled": BOOL,
     "notes": arr(STR), "memory": ANY_OBJECT, "source": STR, "provenance": STR,
     "breakdown": obj({"per_elf": _FIGURES, "per_kernel": _FIGURES, "host": _FIGURES, "totals": _FIGURES}),
-})
+    "calibration": obj({"name": {"type": ["string", "null"]}, "machine": STR}),
+}, optional=("calibration",))
 
 
-def predict_json(prediction, weights: str = "bf16", measured: dict | None = None) -> dict[str, Any]:
+def predict_json(prediction, weights: str = "bf16", measured: dict | None = None,
+                 calibration: dict | None = None) -> dict[str, Any]:
     """`ledger predict CONFIG|NAME --json`: modelled TTFT, decode rate and the per-ELF / kernel breakdown, the weight
     storage it models (`--weights`), and the 4-bit README's own figures beside it when one matches (`measured`)."""
     d = prediction.to_dict()
@@ -181,7 +183,19 @@ def predict_json(prediction, weights: str = "bf16", measured: dict | None = None
         out["measured"] = {"source": "measured NPU2", "provenance": IMPORTED_README, "role": measured["role"], "ttft_s": measured["ttft_s"],
                            "decode_tokens_per_s": measured["decode_tok_s"], "src": measured["src"],
                            "conditions": measured["conditions"]}
+    if calibration is not None:  # handlers.predicting: the machine the figures are for (`ledger perf calibrate`)
+        out["calibration"] = calibration
     return out
+
+
+CALIBRATE = obj({"seq": INT, "name": STR, "devices": arr(STR), "scales": ANY_OBJECT, "scale_errors": ANY_OBJECT,
+                 "constants": ANY_OBJECT, "fixed": arr(STR), "error_bars": ANY_OBJECT, "rows": arr(ANY_OBJECT),
+                 "method": STR})
+
+
+def calibrate_json(recorded: dict[str, Any]) -> dict[str, Any]:
+    """`ledger perf calibrate --json`: the PerformanceCalibrated recorded (handlers.calibrate.calibrate), its seq."""
+    return {k: recorded[k] for k in CALIBRATE["properties"]}
 
 
 def curve_json(curve: dict[str, Any], png: str) -> dict[str, Any]:
@@ -291,7 +305,7 @@ def verify_json(report, warning: str | None) -> dict[str, Any]:
 
 SCHEMAS: dict[str, dict] = {
     "status": {"anyOf": [STATUS_ROW, arr(STATUS_ROW)]}, "history": HISTORY, "init": INIT, "advance": ADVANCE,
-    "resume": RESUME, "lesson": LESSON, "audit": AUDIT, "plan": PLAN, "predict": PREDICT,
+    "resume": RESUME, "lesson": LESSON, "audit": AUDIT, "plan": PLAN, "predict": PREDICT, "perf_calibrate": CALIBRATE,
     "kernel_run": KERNEL_RUN, "verify_model": VERIFY_MODEL, "diagnose": DIAGNOSE,
     "record_harness": RECORD_HARNESS, "triage": TRIAGE, "registry_lookup": REGISTRY_LOOKUP, "verify": VERIFY,
 }

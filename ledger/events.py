@@ -16,7 +16,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ledger.event_base import DType, Event, ExecutorName, Measured, NewEvent, ProvenanceClass, Target, Verdict
-from ledger.events_imported import NightlyPerfImported, QuantisationBudgetMeasured, QuantisedBundleRead
+from ledger.events_imported import (NightlyPerfImported, PerformanceCalibrated, QuantisationBudgetMeasured,
+                                   QuantisedBundleRead)
 
 
 # --- deployment lifecycle ---------------------------------------------------------------------------
@@ -59,6 +60,9 @@ class ConfigResolved(Event):
     # the architecture description its family's adapter built (kernels.model.description, issue #36); None in
     # ledgers written before it, read back as the Llama form with the flags above
     description: dict[str, Any] | None = None
+    # the model's context window (max_position_embeddings, issue #40): plans and timed figures stay within it;
+    # None in ledgers written before it (and for a config that states none)
+    max_positions: int | None = None
 
 
 class PhaseStarted(Event):

@@ -1,6 +1,7 @@
 """Events of evidence that came from outside a deployment's own gates: a 4-bit bundle read and its
-quantisation budget (Phase 0 of a Q4NX deployment, issue #26), and mlir-air's nightly perf history read in
-(`ledger perf import-history`, issue #25). Re-exported by ledger.events, where everyone imports them from."""
+quantisation budget (Phase 0 of a Q4NX deployment, issue #26), mlir-air's nightly perf history read in
+(`ledger perf import-history`, issue #25), and the performance model fitted to a machine's own recorded runs
+(`ledger perf calibrate`, issue #40). Re-exported by ledger.events, where everyone imports them from."""
 
 from __future__ import annotations
 
@@ -55,3 +56,21 @@ class NightlyPerfImported(Event):
     line: int = 0
     file_sha256: str = ""
     source: Literal["imported"] = "imported"
+
+
+class PerformanceCalibrated(Event):
+    """The NPU2 performance model's per-machine constants fitted to the ledger's NPU2-measured profile figures
+    (`ledger perf calibrate`; kernels.perf.calibration): the factors per group of time with their error bars, the
+    named constants they give, each figure kind's leave-one-out error bar, and the data it was fitted to (every
+    row: its source event seq, figure, measured value and the model's components on mlir-air's published machine).
+    Stream `perf:calibration`; `ledger predict` reports with the latest (or the one named)."""
+
+    name: str
+    devices: list[str] = Field(default_factory=list)
+    scales: dict[str, float] = Field(default_factory=dict)
+    scale_errors: dict[str, float] = Field(default_factory=dict)
+    constants: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    fixed: list[str] = Field(default_factory=list)  # groups too small in every row to fit: kept at the published value
+    error_bars: dict[str, float] = Field(default_factory=dict)  # figure kind -> relative error bar
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    method: str = ""

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from kernels.model.plan import MeasuredChoice
+from kernels.model.plan import MeasuredChoice, contract_method_tier, planned_contract
 from ledger.record import RecordedEvent
 from registry.catalog import CATALOG, canonical_kernel, shape_key, specs_for_kernel
 from registry.fold import HARDWARE, RegistryData, ShapeRow, fold_registry, pick_best
@@ -104,6 +104,34 @@ def gemm_answer(data: dict, filename: str, M: int, K: int, N: int, output_dtype:
         )
     method = best[precision]
     return _answer(method, s["methods"][method])
+
+
+def planned_tiers(M: int, K: int, N: int) -> tuple[str, str]:
+    """The precision tiers `ledger plan` asks the registry for a GEMM shape, in its order (kernels.model.plan): the
+    planned contract's tier (bf16-out-low below K = GEMM_HIGH_PRECISION_MIN_K, else high), then the other."""
+    tier = contract_method_tier("gemm", planned_contract("gemm", {"M": M, "K": K, "N": N}), {})[1]
+    return (tier, "high" if tier == "low" else "low")
+
+
+def gemm_config_planned(M: int, K: int, N: int, output_dtype: str = "bf16",
+                        registry_dir: str | Path | None = None) -> dict[str, Any]:
+    """`gemm_config` on the tier the plan takes for this shape (`planned_tiers`: the planned tier's measured best,
+    else the other tier's), with the tier answered in `precision`: `registry lookup gemm M K N` without
+    `--precision` and `ledger plan` agree. An unmeasured shape raises as `gemm_config` does, its hint naming the
+    planned tier's contract (mlir-air's registry_lookup.gemm_config has no answer there either: it refuses to
+    guess, registry_lookup.py:88-94 @ e972f29)."""
+    if output_dtype != "bf16":  # the f32 page has one tier
+        return {**gemm_config(M, K, N, output_dtype, "high", registry_dir), "precision": "high"}
+    first, other = planned_tiers(M, K, N)
+    try:
+        return {**gemm_config(M, K, N, output_dtype, first, registry_dir), "precision": first}
+    except KeyError as e:
+        if " not in registry " in e.args[0]:
+            raise
+        try:
+            return {**gemm_config(M, K, N, output_dtype, other, registry_dir), "precision": other}
+        except KeyError:
+            raise e from None
 
 
 def gemm_config_method(

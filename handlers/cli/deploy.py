@@ -21,6 +21,7 @@ from handlers.planning import deployment_plan, deployment_weights
 from handlers.queries import TargetError, deployment_config, model_target
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
+from kernels.model.config import position_limit
 from kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
@@ -213,6 +214,10 @@ def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights:
     if as_json:
         click.echo(json.dumps(results.plan_json(rows), indent=1))
         return
+    limit = position_limit(cfg)
+    if limit is not None and limit < DEFAULT_SEQ:  # say why the prefill rows are shorter than the usual build
+        click.echo(f"prefill planned at {limit} positions: the model has no more (its context window, "
+                   f"max_position_embeddings, or its RoPE tables), fewer than the {DEFAULT_SEQ} build")
     for r in rows:
         shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
         j = r.to_json()

@@ -8,8 +8,13 @@ per-ELF chart of its own switches (`registry.model_pages.render_phase6`).
 `--curve` gives prefill length and decode context as axes instead of one point (kernels.perf.curve): TTFT and
 prefill tokens/s against padded prefill length (each point the deployment compiled for that length), decode
 tokens/s against context, as markdown tables (or `--json`) and a PNG beside them (`--png PATH`, default
-`<target name>_curve.png` in the current directory). Its 2048 point and its Phase 6 context point are exactly
-the figures `ledger predict` gives without `--curve`.
+`<target name>_curve.png` in the current directory). Its build-length point and its Phase 6 context point are
+exactly the figures `ledger predict` gives without `--curve`.
+
+Without `--curve` the lengths default to the deployment's build (2048 and 128, cut to the model's context window)
+and a length past the window is refused; the figures on the user's machine follow the modelled table, from the
+ledger's `ledger perf calibrate` fit with its error bars, or a line saying mlir-air's published machine is used
+(handlers.predicting).
 """
 
 from __future__ import annotations
@@ -21,18 +26,21 @@ from pathlib import Path
 import click
 
 from handlers import results
+from handlers.predicting import calibration_lines, predict_result
 from handlers.queries import TargetError, context_window, predict_config
 from kernels.perf.curve import curve_png, npu2_curve, render_curve
 from kernels.perf.dispatch import normalize_switches
 from kernels.perf.predict import render_table
-from kernels.perf.q4nx import WEIGHTS, matching_anchor, predict_weights
+from kernels.perf.q4nx import WEIGHTS
 
 
 @click.command("predict")
 @click.argument("target", metavar="CONFIG|NAME")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object: ttft_s, decode_tokens_per_s, calls, breakdown")
-@click.option("--seq", type=click.IntRange(1, 131072), default=2048, show_default=True, help="prefill length")
-@click.option("--ctx", type=click.IntRange(1, 131072), default=128, show_default=True, help="decode context length")
+@click.option("--seq", type=click.IntRange(1, 131072), default=None,
+              help="prefill length (default: the deployment's build, 2048 cut to the model's context window)")
+@click.option("--ctx", type=click.IntRange(1, 131072), default=None,
+              help="decode context length (default 128, cut to the model's context window)")
 @click.option("--switches", default=None,
               help="comma-separated switches that are ON (fusion, weight_residency, intermediate_bos, seq_first; "
                    "'none' for all off); default: all on")
@@ -46,28 +54,39 @@ from kernels.perf.q4nx import WEIGHTS, matching_anchor, predict_weights
 @click.option("--weights", type=click.Choice(WEIGHTS), default="bf16", show_default=True,
               help="how the projections are stored: bf16; q4nx-host (4-bit, dequantised at load: the bf16 pipeline); "
                    "q4nx-device (4-bit on the NPU: fused one-dispatch decode of 4-bit GEMVs, kernels.perf.q4nx)")
+@click.option("--calibration", default=None,
+              help="the `ledger perf calibrate` fit to report with (default: the ledger's latest; 'published': "
+                   "mlir-air's published machine)")
 @click.pass_obj
-def predict_cmd(app, target: str, as_json: bool, seq: int, ctx: int, switches: str | None,
-                host_memory_gib: float | None, curve: bool, png_path: str | None, weights: str) -> None:
-    """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME."""
-    try:
-        config = predict_config(app, target)
-    except TargetError as e:
-        raise click.ClickException(str(e)) from e
+def predict_cmd(app, target: str, as_json: bool, seq: int | None, ctx: int | None, switches: str | None,
+                host_memory_gib: float | None, curve: bool, png_path: str | None, weights: str,
+                calibration: str | None) -> None:
+    """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME, and on the machine the
+    ledger's calibration fitted (`ledger perf calibrate`), with its error bars."""
     host_bytes = int(host_memory_gib * 2**30) if host_memory_gib else None
     if curve:
+        try:
+            config = predict_config(app, target)
+        except TargetError as e:
+            raise click.ClickException(str(e)) from e
         _curve(app, target, config, switches, host_bytes, as_json, png_path, weights)
         return
     try:
-        p = predict_weights(config, weights, seq=seq, switches=switches, ctx=ctx, host_bytes=host_bytes)
+        p, out = predict_result(app, target, seq=seq, ctx=ctx, switches=switches, weights=weights,
+                                host_bytes=host_bytes, calibration=calibration)
+    except TargetError as e:
+        raise click.ClickException(str(e)) from e
+    except KeyError as e:
+        raise click.ClickException(e.args[0]) from e
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     if as_json:
-        anchor = matching_anchor(config) if weights == "q4nx-device" else None  # the 4-bit README's own figures
-        click.echo(json.dumps(results.predict_json(p, weights, anchor), sort_keys=True))
+        click.echo(json.dumps(out, sort_keys=True))
     else:
         title = Path(target).name + ("" if weights == "bf16" else f" ({weights})")
         sys.stdout.write(render_table(p, title=title))
+        for line in calibration_lines(out["calibration"]):
+            click.echo(line)
     for problem in p.memory["problems"]:
         click.echo(f"warning: {problem}", err=True)
 

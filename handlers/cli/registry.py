@@ -17,7 +17,7 @@ from handlers.registry_ops import SkippedRows, build_projections, import_registr
 from handlers.results import registry_row_json
 from registry.catalog import canonical_kernel
 from registry.fold import not_npu2_mark
-from registry.lookup import gemm_config, kernel_rows
+from registry.lookup import gemm_config, gemm_config_planned, kernel_rows
 from registry.render_markdown import STATUS_GLYPH, tile_text
 from registry.text import num, sci, shape_args
 
@@ -77,7 +77,8 @@ def registry() -> None:
 @click.argument("kernel")
 @click.argument("args", nargs=-1)
 @click.option("--dtype", "output_dtype", default="bf16", show_default=True, help="GEMM output dtype: bf16 or f32")
-@click.option("--precision", default="high", show_default=True, help="GEMM precision tier: high or low")
+@click.option("--precision", type=click.Choice(["high", "low"]), default=None,
+              help="GEMM precision tier (default: the tier `ledger plan` takes for the shape)")
 @click.option("--registry-dir", type=click.Path(file_okay=False), help="details/ dir holding the GEMM JSON")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 @click.pass_context
@@ -97,7 +98,8 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json
                 raise click.BadParameter("gemm needs M K N (or M=.. K=.. N=..)", param_hint="ARGS") from e
         directory = Path(registry_dir) if registry_dir else _workspace(ctx) / "kernel_registry" / "details"
         try:
-            answer = gemm_config(M, K, N, output_dtype=output_dtype, precision=precision, registry_dir=directory)
+            answer = (gemm_config(M, K, N, output_dtype=output_dtype, precision=precision, registry_dir=directory)
+                      if precision else gemm_config_planned(M, K, N, output_dtype=output_dtype, registry_dir=directory))
         except KeyError as e:
             raise click.ClickException(e.args[0]) from e
         except (ValueError, FileNotFoundError) as e:
@@ -106,7 +108,7 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json
             click.echo(json.dumps(answer, indent=2))
         else:
             herd = f"  herd {'x'.join(map(str, answer['herd']))}" if "herd" in answer else ""
-            click.echo(f"{M}x{K}x{N} out={output_dtype} {precision}: method {answer['method']}  tile "
+            click.echo(f"{M}x{K}x{N} out={output_dtype} {precision or answer['precision']}: method {answer['method']}  tile "
                        f"{tile_text(answer['tile'])}  gflops {num(answer['gflops'])}  mean_rel_L1 "
                        f"{sci(answer['mean_rel_L1'])}{herd}")
         return

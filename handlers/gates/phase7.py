@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from dataclasses import replace
 
 from handlers.evaluator import audit, remeasure
 from handlers.evaluator import replay as audit_replay
@@ -42,6 +43,8 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
     head = ledger.head()  # the sample seed: unknown to whoever wrote the evidence
     try:  # the plan is re-derived from config.json itself, not from what the ledger says the config was
         cfg = resolve(load_raw_config(ctx.model_path))
+        if state.config and "max_positions" not in state.config:  # recorded before the context window bounded plans
+            cfg = replace(cfg, max_positions=None)
         planned = [(r.kernel, r.shape) for r in plan(cfg, target=state.target, weights=deployment_weights(state))]
     except Exception as e:  # noqa: BLE001 - an unreadable model folder is a finding, not a crash
         findings.append(audit.Finding("error", None, "model-folder", f"cannot re-derive the plan: {e}"))

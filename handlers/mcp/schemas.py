@@ -43,11 +43,17 @@ INPUTS: dict[str, dict] = {
                     ("target",)),
     "predict": _inputs({
         "target": {**TEXT, "description": "config.json / HF folder path, or deployment NAME"},
-        "seq": _int(1, 131072, default=2048, description="prefill length"),
-        "ctx": _int(1, 131072, default=128, description="decode context length"),
+        "seq": _int(1, 131072, description="prefill length (default: the build's, 2048 cut to the context window)"),
+        "ctx": _int(1, 131072, description="decode context length (default 128, cut to the context window)"),
         "switches": {"type": "string", "description": "comma-separated switches that are ON (fusion, "
                      "weight_residency, intermediate_bos, seq_first), 'none' for all off; default all on"},
+        "calibration": {**TEXT, "description": "the `perf_calibrate` fit to report with (default the latest; "
+                        "'published': mlir-air's published machine)"},
     }, ("target",)),
+    "perf_calibrate": _inputs({
+        "name": {**TEXT, "maxLength": 120, "description": "the calibration's name (default calibration-<n>)"},
+        "device": {**TEXT, "description": "only the runs recorded on this device"},
+    }),
     "kernel_run": _inputs({
         "kernel": TEXT, "shape": DIMS,
         "executor": {"type": "string", "enum": list(EXECUTOR_NAMES), "default": "emulated"},
@@ -93,7 +99,8 @@ INPUTS: dict[str, dict] = {
     "registry_lookup": _inputs({
         "kernel": TEXT, "dims": {**DIMS, "description": "gemm: {M, K, N}; other kernels: any of their dimensions"},
         "dtype": {"type": "string", "enum": ["bf16", "f32"], "default": "bf16", "description": "GEMM output dtype"},
-        "precision": {"type": "string", "enum": ["high", "low"], "default": "high", "description": "GEMM tier"},
+        "precision": {"type": "string", "enum": ["high", "low"],
+                      "description": "GEMM tier (default: the tier `plan` takes for the shape)"},
     }, ("kernel", "dims")),
     "verify": _inputs({"against": {**TEXT, "description": "a checkpoint SIZE:HASH printed by `ledger head`"}}),
     "record_harness": _inputs({

@@ -25,17 +25,18 @@ import structlog
 
 from handlers import deploy, on_demand, queries, results
 from handlers.bootstrap import App
+from handlers.calibrate import calibrate
 from handlers.inputs import confined, read_input_text
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
 from handlers.planning import deployment_plan
+from handlers.predicting import predict_result
 from kernels.backends.kernel_runners import make_runner
 from kernels.backends.runner_base import KernelRow
 from kernels.model.plan import DEFAULT_SEQ
 from kernels.mlir_air.output import TranscriptError
-from kernels.perf.predict import predict
 from ledger import Checkpoint
 
 log = structlog.get_logger("npu_ledger.mcp")
@@ -119,9 +120,15 @@ def _plan(c: Call):
 
 
 def _predict(c: Call):
-    config = queries.predict_config(c.app, c.target())
     a = c.args
-    return results.predict_json(predict(config, seq=a["seq"], switches=a.get("switches"), ctx=a["ctx"]))
+    return predict_result(c.app, c.target(), seq=a.get("seq"), ctx=a.get("ctx"), switches=a.get("switches"),
+                          calibration=a.get("calibration"))[1]  # the producer `ledger predict --json` prints
+
+
+def _perf_calibrate(c: Call):
+    a = c.args
+    out = calibrate(c.app.ledger, a.get("name"), a.get("device"))  # as `ledger perf calibrate`
+    return results.calibrate_json(out)
 
 
 def _kernel_run(c: Call):
@@ -139,7 +146,7 @@ def _registry_lookup(c: Call):
     a, app = c.args, _read_only(c)
     kind, found = queries.registry_lookup(a["kernel"], a["dims"], events=lambda: app.ledger.read_all(),
                                           registry_dir=app.workspace / "kernel_registry" / "details",
-                                          output_dtype=a["dtype"], precision=a["precision"])
+                                          output_dtype=a["dtype"], precision=a.get("precision"))
     return results.registry_lookup_json(kind, found)
 
 
@@ -232,6 +239,9 @@ _TOOLS = [
          "config.json (`ledger plan --json`).", _plan),
     Tool("predict", "Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
          "(`ledger predict --json`).", _predict),
+    Tool("perf_calibrate", "Fit the NPU2 model's per-machine constants to the ledger's NPU2-measured profile runs "
+         "(`ledger perf calibrate --json`); predict then reports on this machine with error bars.", _perf_calibrate,
+         writes="PerformanceCalibrated (stream perf:calibration): the fit and the data it was fitted to"),
     Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
          "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
     Tool("triage", "Match compiler/runtime output (and optional gate evidence) against the NPU debugging "

@@ -30,8 +30,6 @@ from kernels.perf.dispatch import SWITCHES
 from kernels.perf.q4nx import check_weights
 from kernels.perf.figures import (
     DECODE,
-    NPU2_DECODE_CTX,
-    NPU2_PREFILL_SEQ,
     npu2_figures,
     npu2_prediction,
     path_switches,
@@ -184,7 +182,7 @@ class InProcessBackend:
             t0 = time.perf_counter()
             self.pipeline.prefill(tokens)
             detail.update(emulator_wall_s=time.perf_counter() - t0, emulator_wall_tokens=int(info_tokens))
-        return Measurement("prefill_s", p.prefill_s, [p.prefill_s], NPU2_PREFILL_SEQ, "modelled-npu2", 0, detail)
+        return Measurement("prefill_s", p.prefill_s, [p.prefill_s], p.seq, "modelled-npu2", 0, detail)
 
     def measure_decode(self, info_tokens: int | None, steps: int) -> Measurement:
         p = self.predict("decode")
@@ -199,7 +197,7 @@ class InProcessBackend:
                 tok = self.pipeline.decode_step(tok, pos + i).top1_token
             detail.update(emulator_wall_s_per_token=(time.perf_counter() - t0) / steps,
                           emulator_wall_context=int(info_tokens), decode_steps=steps)
-        return Measurement("s_per_token", per_token, [per_token], NPU2_DECODE_CTX, "modelled-npu2", 0, detail)
+        return Measurement("s_per_token", per_token, [per_token], p.ctx, "modelled-npu2", 0, detail)
 
     # -- Phase 6 --
 

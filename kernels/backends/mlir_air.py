@@ -62,7 +62,7 @@ from kernels.model.prompts import CANONICAL_PROMPT, Prompt, mlir_air_prompts, pr
 from kernels.mlir_air.sweeps import hardware_curve, parse_decode_sweep, parse_prefill_sweep
 from kernels.perf.dispatch import SWITCHES
 from kernels.perf.curve import context_window, npu2_curve
-from kernels.perf.figures import DECODE, NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
+from kernels.perf.figures import DECODE, build_seq, decode_ctx, npu2_figures, path_switches
 from kernels.thresholds import block_thresholds
 
 _TTFT = re.compile(r"^\s*(?:Warm time|Time) to first token \(TTFT\):\s*([\d.]+)\s*s.*?(?:First token:\s*(\d+))?$", re.M)
@@ -285,7 +285,7 @@ class MlirAirBackend:
             elfs = {path: {m.group(1).strip(): {"total_ms": float(m.group(2)), "calls": int(m.group(3))}
                            for m in _ELF_ROW.finditer(part)} for path, part in (("prefill", head), ("decode", tail))}
             self._cache["profile"] = {"prefill_s": prefill_ms / 1e3, "s_per_token": token_ms / 1e3,
-                                      "seq": seq[-1] if seq else NPU2_PREFILL_SEQ, "per_elf": elfs,
+                                      "seq": seq[-1] if seq else build_seq(self.config), "per_elf": elfs,
                                       "provenance": self._provenance(command, prov, None, text)}
         return self._cache["profile"]
 
@@ -301,7 +301,7 @@ class MlirAirBackend:
 
     def measure_decode(self, info_tokens: int | None, steps: int) -> Measurement:
         prof = self._profile()
-        return Measurement("s_per_token", prof["s_per_token"], [prof["s_per_token"]], NPU2_DECODE_CTX,
+        return Measurement("s_per_token", prof["s_per_token"], [prof["s_per_token"]], decode_ctx(self.config),
                            "mlir-air-profile", 0, {
                                "per_elf_ms": prof["per_elf"], "modelled_npu2": self._modelled(),
                                "provenance": prof["provenance"],
@@ -313,9 +313,11 @@ class MlirAirBackend:
         sweep that gave no point is recorded as not swept, saying why."""
         modelled = npu2_curve(self.config, path_switches(self._switches, "prefill"),
                               path_switches(self._switches, "decode"), max_positions=context_window(self.model_path))
-        lengths = ",".join(str(p["prefill_len"]) for p in modelled["prefill"]["points"] if p["status"] == "ok")
+        requested = [p["prefill_len"] for p in modelled["prefill"]["points"] if p["status"] == "ok"]
+        skipped = {p["prefill_len"]: f"{p['status']}: {p.get('detail', '')}" for p in modelled["prefill"]["points"]
+                   if p["status"] != "ok"}  # lengths the model gives no figure for (past the context window, ...)
         command, rc, text, prov = self.executor.run_model_target(
-            "sweep_prefill", self.model_dir, make_vars=self._make_vars(SWEEP_LENGTHS=lengths))
+            "sweep_prefill", self.model_dir, make_vars=self._make_vars(SWEEP_LENGTHS=",".join(map(str, requested))))
         prov = self._provenance(command, prov, None, text)
         decode, decode_why = self._decode_sweep(modelled)
         try:
@@ -323,7 +325,8 @@ class MlirAirBackend:
         except TranscriptError as e:
             tail = (text.strip().splitlines() or [""])[-1][-200:]
             points, why = [], f"`{command}` (exit status {rc}): {e}; last line: {tail}"
-        return hardware_curve(points, modelled, prov, prefill_detail=why, decode=decode, decode_detail=decode_why)
+        return hardware_curve(points, modelled, prov, prefill_detail=why, decode=decode, decode_detail=decode_why,
+                              requested=requested, skipped=skipped)
 
     def _decode_sweep(self, modelled: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         """`make sweep-decode` over the modelled curve's contexts: its record's points, or none and why."""
@@ -340,7 +343,7 @@ class MlirAirBackend:
 
     def npu2_figures(self) -> Npu2Figures:
         prof = self._profile()
-        return Npu2Figures.of({"source": "mlir-air-profile", "seq": prof["seq"], "ctx": NPU2_DECODE_CTX,
+        return Npu2Figures.of({"source": "mlir-air-profile", "seq": prof["seq"], "ctx": decode_ctx(self.config),
                 "ttft_s": prof["prefill_s"], "prefill_s": prof["prefill_s"], "ms_per_token": prof["s_per_token"] * 1e3,
                 "tokens_per_s": 1.0 / prof["s_per_token"] if prof["s_per_token"] > 0 else None,
                 "per_elf": prof["per_elf"], "modelled_npu2": self._modelled(), "provenance": prof["provenance"]},

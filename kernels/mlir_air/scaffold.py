@@ -8,8 +8,9 @@ prefill length CTX, as the later model Makefiles have them, llama32_1b_q4nx/Make
 qwen25_3b_q4/Makefile:236-244 @e972f29), verify_adapter.py (the adapter protocol, verify_runner.py:265-338),
 `<name>_inference.py`, README.md, ARCHITECTURE.md (the per-layer ELF sequence of
 `kernels.perf.dispatch.dispatch_plan` under the deployment's switches, and a `## Switches` table stating them,
-`stated_switches` reads it back), profile-prefill CTX=L / sweep-prefill and profile-decode CONTEXTS=.. / sweep-decode
-(the targets and sweeps of mlir-air's llms/bench/sweep_prefill.py@57bbed0b, sweep_decode_runtime.py@c0dabd80), `run_npu2_{compile,verify,profile,prefill_sweep}.lit` (lit tests in the form of
+`stated_switches` reads it back; kernels.mlir_air.architecture_page), profile-prefill CTX=L / sweep-prefill and
+profile-decode CONTEXTS=.. / sweep-decode (the targets and sweeps of mlir-air's llms/bench/sweep_prefill.py@57bbed0b,
+sweep_decode_runtime.py@c0dabd80), `run_npu2_{compile,verify,profile,prefill_sweep}.lit` (lit tests in the form of
 llama32_1b's run_npu2_*.lit @e972f29 and run_npu2_prefill_sweep.lit @f4ffd43), .gitignore.
 
 npu-ledger's own targets beside mlir-air's: `verify-walk` / `verify-walk-full` run npu-ledger's teacher-forced
@@ -41,10 +42,15 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from kernels.perf.dispatch import SWITCHES, dispatch_plan
-from kernels.perf.figures import path_switches
+from kernels.mlir_air.architecture_page import MANIFEST, SWITCH_TABLE, architecture_page, stated_switches
+from kernels.perf.figures import NPU2_PREFILL_SEQ, build_seq
 
-MANIFEST = ".npu-ledger-scaffold.json"
+__all__ = ["MANIFEST", "SWITCH_TABLE", "ScaffoldError", "scaffold", "stated_switches"]
+
+SWEEP_DEFAULT = (128, 256, 512, 1024, 2048)  # the sweep's lengths up to the build length
+# what the directory ignores: mlir-air's build artifacts (llama32_1b/.gitignore @e972f29) and every run output the
+# targets write here (reports/: sweep-prefill's record), so a deployment leaves only what an engineer commits
+GITIGNORE = "build_peano/\n*kernel_cache/\nair_project/\n__pycache__/\n*.pyc\ntest_peano_*/\nreports/\n"
 
 
 class ScaffoldError(ValueError):
@@ -55,10 +61,11 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _makefile(name: str, stand_in: bool) -> str:
+def _makefile(name: str, stand_in: bool, build: int = NPU2_PREFILL_SEQ) -> str:
     extra = ("# the stand-in's optimisation switches and test faults (comma-separated), exported to the scripts\n"
              "NPU_LEDGER_SWITCHES ?=\nNPU_LEDGER_FAULTS ?=\nexport NPU_LEDGER_SWITCHES NPU_LEDGER_FAULTS\n") if stand_in else ""
     inf = f"$(srcdir)/{name}_inference.py"
+    sweep = ",".join(str(x) for x in sorted({x for x in SWEEP_DEFAULT if x <= build} | {build}))
     return f"""# {name}: mlir-air model directory (npu-ledger scaffold; recipes as PE/llms/llama32_1b/Makefile:73-129).
 # No recipe takes the NPU lock: run targets under `flock -x -w 1800 /tmp/mlir-air-npu.lock make <target>`.
 # Nothing here names a path of one machine; three variables come from the command line or the environment
@@ -77,7 +84,7 @@ PROMPT ?= What is the capital of France?
 MODEL ?= local
 # the padded prefill length of profile-prefill / bench (llama32_1b_q4nx/Makefile:38-40@e972f29: CTX, no fixed
 # seq_len); sweep_prefill.py passes CTX=<length> and the engine's length in LLM_SEQ_LEN (run_npu2_prefill_sweep.lit)
-CTX ?= $(or $(LLM_SEQ_LEN),2048)
+CTX ?= $(or $(LLM_SEQ_LEN),{build})
 VERIFY_RUNNER = $(srcdir)/../verify/verify_runner.py
 RUNNER_ADAPTER = {name}.verify_adapter
 RUN_PY = $(if $(NPU_LEDGER),PYTHONPATH=$(NPU_LEDGER)$${{PYTHONPATH:+:$$PYTHONPATH}}) $(PYTHON)
@@ -85,8 +92,9 @@ RUN_PY = $(if $(NPU_LEDGER),PYTHONPATH=$(NPU_LEDGER)$${{PYTHONPATH:+:$$PYTHONPAT
 WALK = $(RUN_PY) -m kernels.mlir_air.walk --runner=$(RUNNER_ADAPTER) --llms-dir $(srcdir)/.. --model $(MODEL)
 {extra}
 # sweep-prefill: mlir-air's bench/sweep_prefill.py@a32bef3 over SWEEP_LENGTHS with this Makefile (it runs
-# `make -f Makefile profile-prefill CTX=<L>` per length), its record in SWEEP_OUT
-SWEEP_LENGTHS ?= 128,256,512,1024,2048
+# `make -f Makefile profile-prefill CTX=<L>` per length), its record in SWEEP_OUT; the lengths stop at the model's
+# build length {build} (2048, cut to its context window); run outputs go under reports/, which .gitignore ignores
+SWEEP_LENGTHS ?= {sweep}
 SWEEP_OUT ?= $(srcdir)/reports/sweep_prefill.json
 # sweep-decode: bench/sweep_decode_runtime.py@c0dabd80 (ONE `make profile-decode CONTEXTS=c1,c2,...`), record in
 # SWEEP_DECODE_OUT; SWEEP_EXPECT_FAIL / SWEEP_DECODE_EXPECT_FAIL: what each sweep's --expect-fail is given
@@ -98,7 +106,7 @@ SWEEP_DECODE_EXPECT_FAIL ?=
 .PHONY: help compile run profile chat profile-prefill profile-decode bench sweep-prefill sweep-decode all verify verify-full verify-walk verify-walk-full diagnosis clean
 help:
 \t@echo "targets: compile run profile chat profile-prefill profile-decode bench sweep-prefill sweep-decode verify verify-full verify-walk verify-walk-full diagnosis clean"
-\t@echo "options: PROMPT, N_TOKENS, MODEL, CTX (profile-prefill / bench: padded prefill length, default 2048), CONTEXTS (profile-decode), SWEEP_LENGTHS, SWEEP_CONTEXTS"
+\t@echo "options: PROMPT, N_TOKENS, MODEL, CTX (profile-prefill / bench: padded prefill length, default {build}), CONTEXTS (profile-decode), SWEEP_LENGTHS, SWEEP_CONTEXTS"
 
 compile:
 \t@mkdir -p $(BUILD_DIR)
@@ -161,13 +169,16 @@ diagnosis:
 \tcd $(BUILD_DIR) && $(RUN_PY) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts single --prompt "$(PROMPT)" --model $(MODEL)
 
 clean:
-\trm -rf $(srcdir)/$(BUILD_DIR) $(srcdir)/*kernel_cache $(srcdir)/air_project $(srcdir)/../verify/reports
+\trm -rf $(srcdir)/$(BUILD_DIR) $(srcdir)/*kernel_cache $(srcdir)/air_project $(srcdir)/reports $(srcdir)/../verify/reports
 """
 
 
 # npu-ledger is imported from PYTHONPATH (the Makefile's NPU_LEDGER) or from $(PYTHON)'s environment, never from
-# a path written here
+# a path written here; where it is neither, the script says so in one line instead of a traceback
 _PATH = "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
+_STAND_IN_IMPORT = ("try:\n    from kernels.mlir_air.twin import stand_in\nexcept ImportError:\n"
+                    "    sys.exit(\"npu-ledger is not importable: give NPU_LEDGER=<an npu-ledger checkout> or "
+                    "PYTHON=<an interpreter with npu-ledger installed> on the make command line\")\n")
 
 
 def _model_ref(model_path: str) -> str:
@@ -179,9 +190,7 @@ def _model_ref(model_path: str) -> str:
 def _adapter(name: str, model_path: str, stand_in: bool) -> str:
     if stand_in:
         return f'''"""{name}: mlir-air verify adapter (verify_runner.py:265-338) over npu-ledger's emulated pipeline (stand-in)."""
-{_PATH}
-from kernels.mlir_air.twin import stand_in
-
+{_PATH}{_STAND_IN_IMPORT}
 MODEL_CHOICES = {{"local": stand_in.settings(HERE)["model_path"]}}  # $NPU_LEDGER_MODEL, else stand_in.json
 DEFAULT_MODEL = "local"
 
@@ -248,8 +257,8 @@ def build_runner(model_name=None, config=None, max_seq=2048, tokenizer=None, npu
 def _inference(name: str, stand_in: bool) -> str:
     if stand_in:
         return (f'"""{name}: make run / make profile (npu-ledger stand-in: emulated tokens, modelled NPU2 figures)."""\n'
-                + _PATH +
-                "from kernels.mlir_air.twin.stand_in import main\n\n"
+                + _PATH + _STAND_IN_IMPORT +
+                "main = stand_in.main\n\n"
                 "if __name__ == \"__main__\":\n    sys.exit(main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
     return (f'"""{name}: production inference (the engineer writes it: setup(), run_npu_prefill, run_npu_decode_step,\n'
             "and a CLI --compile-only / --run-only --n-tokens N --prompt P --model M [--profile] printing the lines\n"
@@ -258,53 +267,6 @@ def _inference(name: str, stand_in: bool) -> str:
             "`Time to first token (TTFT): <s>s`, the lines PE/llms/bench/sweep_prefill.py reads; --decode-contexts C,..\n"
             'for make profile-decode: `[bench] decode ctx=C median M ms min m ms (T tok/s)`, sweep_decode_runtime.py)."""\n'
             "raise SystemExit('not written yet: see the docstring')\n")
-
-
-SWITCH_TABLE = "## Switches"
-
-
-def _architecture(name: str, config, switches: dict[str, bool] | None) -> str:
-    """The per-layer ELF sequence of each path under the deployment's own switches (Phase 4's on prefill, Phase 5's
-    `decode:` ones on decode, kernels.perf.figures.path_switches), and a table of those switches."""
-    pre, dec = path_switches(switches or {}, "prefill"), path_switches(switches or {}, "decode")
-    p, d = dispatch_plan(config, pre), dispatch_plan(config, dec)
-    on = lambda v: "on" if v else "off"  # noqa: E731
-    lines = [f"# {name}: architecture", "", f"{p.n_layers} decoder layers; per layer, in dispatch order "
-             "(`kernels.perf.dispatch.dispatch_plan`), under the deployment's switches as the ledger records them "
-             "(requested at init, and the optimisations Phases 4-5 applied).", "", SWITCH_TABLE, "",
-             "| switch | prefill | decode |", "|---|---|---|"]
-    lines += [f"| {k} | {on(pre[k])} | {on(dec[k])} |" for k in SWITCHES]
-    lines += ["", "## Prefill (per layer)", "", *_layer_lines(config, p.prefill_layer, p.prefill_host_layer,
-                                                          p.conv_prefill_layer, p.conv_prefill_host_layer)]
-    lines += ["", f"After the layers: `{p.lm_head.elf}.elf` (" + ", ".join(x.role for x in p.lm_head.launches) + ")",
-              "", "## Decode (per layer, per token)", ""]
-    lines += _layer_lines(config, d.decode_layer, d.decode_host_layer, d.conv_decode_layer, d.conv_decode_host_layer)
-    return "\n".join(lines) + "\n"
-
-
-def _layer_lines(config, calls, host, conv_calls, conv_host) -> list[str]:
-    """One path's per-layer calls; a hybrid's (LFM2) attention and short-convolution layers each under the layer
-    indices that run them (the schedule of `layer_types`, never a modulo)."""
-    def block(cs, hs):
-        return ([f"- `{c.elf}.elf`: " + ", ".join(f"{x.role} ({x.kernel})" for x in c.launches) for c in cs]
-                + [f"- host: {h.name}" for h in hs])
-    conv = config.arch.conv_layers()
-    if not conv:
-        return block(calls, host)
-    attn = [i for i in range(config.n_layers) if i not in conv]
-    return ([f"Attention layers {attn}:", "", *block(calls, host), "", f"Short-convolution layers {list(conv)}:", "",
-             *block(conv_calls, conv_host)])
-
-
-def stated_switches(architecture_md: str) -> dict[str, dict[str, bool]]:
-    """{"prefill": {switch: on}, "decode": {...}} as an ARCHITECTURE.md written here states them."""
-    text = architecture_md.split(SWITCH_TABLE, 1)[1].split("\n## ", 1)[0]
-    out: dict[str, dict[str, bool]] = {"prefill": {}, "decode": {}}
-    for row in text.splitlines():
-        cells = [c.strip() for c in row.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0] in SWITCHES:
-            out["prefill"][cells[0]], out["decode"][cells[0]] = cells[1] == "on", cells[2] == "on"
-    return out
 
 
 # run_npu2_*.lit: lit tests in the form of mlir-air's model directories (PE/llms/llama32_1b/run_npu2_compile.lit,
@@ -380,12 +342,12 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
     d = root / "programming_examples" / "llms" / name
     d.mkdir(parents=True, exist_ok=True)
     files = {
-        "Makefile": _makefile(name, bool(stand_in)),
+        "Makefile": _makefile(name, bool(stand_in), build_seq(config)),
         "verify_adapter.py": _adapter(name, str(model_path), bool(stand_in)),
         f"{name}_inference.py": _inference(name, bool(stand_in)),
         "README.md": _readme(name, bool(stand_in)),
-        "ARCHITECTURE.md": _architecture(name, config, switches),
-        ".gitignore": "build_peano/\n*kernel_cache/\nair_project/\n__pycache__/\ntest_peano_*/\n",
+        "ARCHITECTURE.md": architecture_page(name, config, switches),
+        ".gitignore": GITIGNORE,
         **{f"run_npu2_{kind}.lit": _lit(name, kind, bool(stand_in)) for kind in _LIT_WHAT},
         "__init__.py": "",
     }
@@ -408,3 +370,4 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
         written.append(rel)
     mpath.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return {"dir": str(d), "written": written, "kept": kept}
+

@@ -63,6 +63,9 @@ def cause(status: str) -> str:
     return str(status).split(":")[0].strip()
 
 
+NOT_SWEPT = "not_swept"  # a length of the curve the sweep was not asked for (past the window): no failure
+
+
 def point_failure(pt: Mapping[str, Any], axis_key: str, expectable: frozenset[str]) -> str | None:
     """None when the point is measured or an expected failure mlir-air's rule forgives; else why the run failed."""
     status = str(pt.get("status", ""))
@@ -105,6 +108,24 @@ def parse_prefill_sweep(transcript: str) -> list[dict[str, Any]]:
     return points
 
 
+def every_point(points: list[dict[str, Any]], requested: list[int] | None = None,
+                skipped: Mapping[int, str] | None = None, failed: str = "") -> list[dict[str, Any]]:
+    """The sweep's points plus one for every length it was asked for and printed nothing for (status "missing",
+    or "failed" with `failed` when the whole sweep printed nothing, saying why), and one for every length of the
+    curve not asked for (`skipped`: length -> why, status "not_swept"), by length: no length is silently dropped."""
+    out = [{**p, "ttft_ms": p.get("ttft_ms") if p.get("status") == "ok" else None} for p in points]
+    seen = {p["prefill_len"] for p in out}
+    for L in requested or []:
+        if L not in seen:
+            out.append({"prefill_len": L, "ttft_ms": None, "status": "failed" if failed else "missing",
+                        "detail": failed or "requested (SWEEP_LENGTHS) but sweep_prefill.py printed no point for it"})
+            seen.add(L)
+    for L, why in (skipped or {}).items():
+        if L not in seen:
+            out.append({"prefill_len": L, "ttft_ms": None, "status": "not_swept", "detail": f"not requested: {why}"})
+    return sorted(out, key=lambda p: p["prefill_len"])
+
+
 def parse_decode_sweep(record_text: str) -> list[dict[str, Any]]:
     """The points of sweep_decode_runtime.py's --out record (see the module docstring), in order."""
     try:
@@ -131,7 +152,7 @@ def parse_decode_sweep(record_text: str) -> list[dict[str, Any]]:
 def _axis(points: list[dict[str, Any]], axis_key: str, metric: str, figures: tuple[str, ...],
           expectable: frozenset[str], detail: str) -> dict[str, Any]:
     out: dict[str, Any] = {"axis": axis_key, "metric": metric, "points": [_kept(p, figures) for p in points]}
-    failures = [f for f in (point_failure(p, axis_key, expectable) for p in points) if f]
+    failures = [f for f in (point_failure(p, axis_key, expectable) for p in points if p.get("status") != NOT_SWEPT) if f]
     if failures:
         out["failures"] = failures
     if not points:
@@ -140,12 +161,14 @@ def _axis(points: list[dict[str, Any]], axis_key: str, metric: str, figures: tup
 
 
 def hardware_curve(points: list[dict[str, Any]], modelled: Mapping[str, Any], provenance: Mapping[str, Any],
-                   *, prefill_detail: str = "", decode_detail: str = "",
-                   decode: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The curve a device's Phase 6 records: the prefill sweep's points (none, with `prefill_detail` saying why,
-    when the sweep printed none), the runtime decode sweep's (`decode`; None: not swept, `decode_detail` saying
-    why), each axis' unforgiven `failures`, and the modelled curve beside them."""
-    prefill = _axis(points, "prefill_len", "ttft_ms", PREFILL_FIGURES, PREFILL_EXPECTABLE, prefill_detail)
+                   *, prefill_detail: str = "", decode_detail: str = "", decode: list[dict[str, Any]] | None = None,
+                   requested: list[int] | None = None, skipped: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """The curve a device's Phase 6 records: the prefill sweep's points, every `requested` length it printed
+    nothing for as a failed point and every `skipped` length as not swept, each with why (`every_point`; with
+    neither and no point: none, `prefill_detail` saying why), the runtime decode sweep's (`decode`; None: not
+    swept, `decode_detail` saying why), each axis' unforgiven `failures`, and the modelled curve beside them."""
+    prefill = _axis(every_point(points, requested, skipped, "" if points else prefill_detail), "prefill_len",
+                    "ttft_ms", PREFILL_FIGURES, PREFILL_EXPECTABLE, prefill_detail)
     why_not = decode_detail or (f"{SWEEP_DECODE_SRC} sweeps the fused (Q4NX) decode only and this model directory's "
                                 f"runtime decode sweep ({SWEEP_DECODE_RUNTIME_SRC}) printed no point")
     dec = _axis(decode or [], "context_len", "decode_tokens_per_sec", DECODE_FIGURES, DECODE_EXPECTABLE, why_not)

@@ -232,6 +232,12 @@ def _rope_group_problems(group: str, params: Any) -> list[str]:
     return problems
 
 
+def _window(raw: dict[str, Any]) -> int | None:
+    """`max_position_embeddings` when it is a positive integer (config_problems refuses other numbers), else None."""
+    value = raw.get("max_position_embeddings")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def resolve(raw: dict[str, Any]) -> ModelConfig:
     """The ModelConfig of an in-scope config.json (head_dim defaults to hidden / heads), with the architecture
     description its family's adapter builds (kernels.model.families).
@@ -265,6 +271,7 @@ def resolve(raw: dict[str, Any]) -> ModelConfig:
         qkv_bias=qkv_bias,
         qk_norm=qk_norm,
         architecture=arch,
+        max_positions=_window(raw),
     )
     if family is None:
         return config

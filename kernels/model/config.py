@@ -30,6 +30,9 @@ class ModelConfig:
     # the architecture description (kernels.model.description) its family's adapter built; None in a config
     # recorded before it, which `arch` reads as the Llama form with this config's flags
     description: Description | None = None
+    # the model's trained context window (`max_position_embeddings` of its config.json); None in a config recorded
+    # before it (such a deployment was planned and timed at the unbounded lengths, and is re-derived so)
+    max_positions: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.description, dict):  # as ConfigResolved records it
@@ -51,6 +54,21 @@ class ModelConfig:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["description"] = self.description.to_dict() if self.description is not None else None
         return out
+
+
+def position_limit(c: ModelConfig) -> int | None:
+    """The most positions a prompt and its KV cache may reach: the model's context window (`max_positions`) and the
+    RoPE tables it is deployed with (`Description.rope_max_positions`, LongRoPE's short factors), the smaller;
+    None when neither is known."""
+    limits = [x for x in (c.max_positions, c.arch.rope_max_positions) if x]
+    return min(limits) if limits else None
+
+
+def bounded_length(c: ModelConfig, length: int) -> int:
+    """`length` (a compiled prefill length, a modelled decode context), cut to the model's `position_limit`: no
+    build, plan or timed figure is taken past the positions the model was trained for."""
+    limit = position_limit(c)
+    return length if limit is None else min(length, limit)
 
 
 CASCADE_K = 512  # o_gemv_ffn's cascade: one stage (one core row) per 512 of emb_dim

@@ -1,7 +1,8 @@
 """The (kernel, shape) list a model needs, derived from its config exactly as docs/numerics.md's table says.
 
-`plan(config, target="npu2", seq=2048) -> list[PlannedKernel]`: prefill runs at `seq` (prompts padded),
-decode at batch 1. With E = emb, H = heads, Hkv = kv heads, D = head_dim, F = hidden, V = vocab:
+`plan(config, target="npu2", seq=2048) -> list[PlannedKernel]`: prefill runs at `seq` (prompts padded), cut to
+the model's context window (`kernels.model.config.bounded_length`: a 512-context model is planned at 512), decode at
+batch 1. With E = emb, H = heads, Hkv = kv heads, D = head_dim, F = hidden, V = vocab:
 
   GEMM (M x K x N, bf16 out)  prefill  Q seq x E x H*D, K/V seq x E x Hkv*D, O seq x H*D x E,
                                         Gate/Up seq x E x F, Down seq x F x E
@@ -51,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kernels.model.config import ModelConfig, lm_head_partition
+from kernels.model.config import ModelConfig, bounded_length, lm_head_partition
 from kernels.model.description import GELU_TANH_GLU, SANDWICH
 from kernels.model.plan_conv import conv_rows
 from kernels.model.plan_q4nx import q4nx_device_rows
@@ -376,6 +377,7 @@ def plan(config: ModelConfig, target: str = "npu2", seq: int = DEFAULT_SEQ,
     "q4nx-host" plan the bf16 rows."""
     if seq <= 0:
         raise ValueError(f"seq must be positive, got {seq}")
+    seq = bounded_length(config, seq)  # never past the model's context window (its prompts cannot be longer)
     planned = []
     rows = _merge(_weight_rows(config, seq, weights))
     _alignment(config, rows)

@@ -19,8 +19,10 @@ decode TPS at 1k ... 32k context and prefill TPS at the same prompt lengths):
 What bounds each axis (a point beyond a bound has no figure, a `status` naming the bound and a `detail`):
 
   * the model's context window (`max_position_embeddings` of its config.json, when given): neither a prompt
-    nor a KV cache past it is a position the model was trained for (status "beyond_context_window"); Phase 6's
-    own points (the compiled 2048, the modelled context) keep their figures, with a `detail` saying so;
+    nor a KV cache past it is a position the model was trained for (status "beyond_context_window"). Phase 6 builds
+    within it (`kernels.perf.figures.build_seq`: a 512-context model is compiled and timed at 512, so its curve
+    has nothing past 512); only a config recorded before the window was (no `max_positions`) keeps its Phase 6
+    points past it (the compiled 2048, the modelled context), with a `detail` saying so;
   * the dispatch plan at L: every launch must have a legal NPU2 tile (kernels.numerics.tiles) where the 2048
     build's does - a rule that breaks only because of L ends the axis ("no_legal_tile"; a rule broken at
     every length, as in the tiny test models, is the shape's, said in `notes`); and no buffer object of the
@@ -48,7 +50,7 @@ from kernels.model.architecture import load_raw_config
 from kernels.model.config import ModelConfig
 from kernels.numerics.tiles import check_tile, plan_tile
 from kernels.perf.dispatch import dispatch_plan
-from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ
+from kernels.perf.figures import NPU2_DECODE_CTX, build_seq, decode_ctx
 from kernels.perf.memory import BO_ADDRESS_LIMIT, BO_LIMIT_SRC
 from kernels.perf.q4nx import ATTN_MAXL, predict_weights
 
@@ -103,8 +105,10 @@ def _largest_bo(config: ModelConfig, switches: Mapping[str, bool], seq: int) -> 
 def prefill_curve(config: ModelConfig, switches: Mapping[str, bool], lengths=PREFILL_LENGTHS,
                   max_positions: int | None = None, weights: str = "bf16") -> tuple[list[dict[str, Any]], list[str]]:
     """The prefill points (see the module docstring) under the prefill path's `switches`, and the notes."""
-    base = _illegal(config, switches, NPU2_PREFILL_SEQ)
-    notes = [f"no legal NPU2 tile at {NPU2_PREFILL_SEQ} either ({base[k]}): the shape's, not the length's (the "
+    seq6 = build_seq(config)
+    max_positions = max_positions if max_positions is not None else config.max_positions
+    base = _illegal(config, switches, seq6)
+    notes = [f"no legal NPU2 tile at {seq6} either ({base[k]}): the shape's, not the length's (the "
              "hardware needs it padded)" for k in sorted(base)]
     points = []
     for L in lengths:
@@ -112,7 +116,7 @@ def prefill_curve(config: ModelConfig, switches: Mapping[str, bool], lengths=PRE
         new = {k: m for k, m in _illegal(config, switches, L).items() if k not in base}
         size, bo = _largest_bo(config, switches, L)
         rope = _beyond_rope(config, L)
-        if max_positions is not None and L > max_positions and L != NPU2_PREFILL_SEQ:
+        if max_positions is not None and L > max_positions and L != seq6:
             pt.update(status="beyond_context_window",
                       detail=f"{L} positions > the model's max_position_embeddings {max_positions}")
         elif rope:
@@ -123,7 +127,7 @@ def prefill_curve(config: ModelConfig, switches: Mapping[str, bool], lengths=PRE
             pt.update(status="bo_address_limit", detail=f"BO {bo} is {size / 2**30:.2f} GiB, past the 4 GiB one BO "
                                                         f"addresses ({BO_LIMIT_SRC})")
         else:
-            p = predict_weights(config, weights, seq=L, switches=dict(switches), ctx=NPU2_DECODE_CTX)
+            p = predict_weights(config, weights, seq=L, switches=dict(switches), ctx=decode_ctx(config))
             pt.update(ttft_ms=round(p.ttft_s * 1e3, 3), ttft_s=p.ttft_s,
                       prefill_tokens_per_sec=round(L / p.ttft_s, 1), prefill_s=p.prefill_s)
             if max_positions is not None and L > max_positions:  # the Phase 6 build itself: kept, and said
@@ -137,13 +141,15 @@ def decode_curve(config: ModelConfig, switches: Mapping[str, bool], contexts=DEC
                  max_positions: int | None = None, host_bytes: int | None = None,
                  weights: str = "bf16") -> tuple[list[dict[str, Any]], list[str]]:
     """The decode points (see the module docstring) under the decode path's `switches`, and the notes."""
+    seq6, ctx6 = build_seq(config), decode_ctx(config)
+    max_positions = max_positions if max_positions is not None else config.max_positions
     notes = [] if host_bytes is not None else [
         "host memory not given: the KV cache (host memory; decode attention runs on the CPU) is not checked "
         "against a machine's DDR (`--host-memory-gib` checks it)"]
     points = []
     for C in contexts:
         pt: dict[str, Any] = {"context_len": C, "decode_tokens_per_sec": None, "ms_per_token": None, "status": "ok"}
-        if max_positions is not None and C > max_positions and C != NPU2_DECODE_CTX:
+        if max_positions is not None and C > max_positions and C != ctx6:
             pt.update(status="beyond_context_window",
                       detail=f"{C} positions > the model's max_position_embeddings {max_positions}")
             points.append(pt)
@@ -159,7 +165,7 @@ def decode_curve(config: ModelConfig, switches: Mapping[str, bool], contexts=DEC
                 "model streams (kernels.perf.q4nx; a longer context needs another template build, not modelled)"))
             points.append(pt)
             continue
-        p = predict_weights(config, weights, seq=NPU2_PREFILL_SEQ, switches=dict(switches), ctx=C, host_bytes=host_bytes)
+        p = predict_weights(config, weights, seq=seq6, switches=dict(switches), ctx=C, host_bytes=host_bytes)
         pt["kv_cache_bytes"] = p.memory["kv_cache_bytes"]
         if not p.memory["fits"]:
             pt.update(status="does_not_fit", detail="; ".join(p.memory["problems"]))
@@ -176,18 +182,20 @@ def npu2_curve(config: ModelConfig, prefill_switches: Mapping[str, bool], decode
     """Both curves of a deployment (see the module docstring), each path under its own switches (a deployment's
     switch dict gives them through `kernels.perf.figures.path_switches`; `ledger predict` one set for both)."""
     pre_sw, dec_sw = dict(prefill_switches), dict(decode_switches)
+    seq6, ctx6 = build_seq(config), decode_ctx(config)
+    max_positions = max_positions if max_positions is not None else config.max_positions
     pre, pre_notes = prefill_curve(config, pre_sw, max_positions=max_positions, weights=weights)
     dec, dec_notes = decode_curve(config, dec_sw, max_positions=max_positions, host_bytes=host_bytes, weights=weights)
     label = "modelled NPU2" + (f", {weights} weights" if weights != "bf16" else "")
     return {**({"weights": weights} if weights != "bf16" else {}), "source": SOURCE, "label": label, "layout": LAYOUT_SRC,
-            "phase6_seq": NPU2_PREFILL_SEQ, "phase6_ctx": NPU2_DECODE_CTX, "max_positions": max_positions,
+            "phase6_seq": seq6, "phase6_ctx": ctx6, "max_positions": max_positions,
             "switches": {"prefill": dict(pre_sw), "decode": dict(dec_sw)},
             "prefill": {"axis": "prefill_len", "metric": "ttft_ms", "points": pre},
             "decode": {"axis": "context_len", "metric": "decode_tokens_per_sec", "points": dec},
             "notes": [f"prefill point at L: the deployment compiled for L (mlir-air pads a prompt to the built "
-                      f"seq_len, so a {NPU2_PREFILL_SEQ} build costs its {NPU2_PREFILL_SEQ}-point TTFT at any "
+                      f"seq_len, so a {seq6} build costs its {seq6}-point TTFT at any "
                       "prompt length up to it)",
-                      f"decode points: prefill compiled for {NPU2_PREFILL_SEQ}; the decode step over a KV cache "
+                      f"decode points: prefill compiled for {seq6}; the decode step over a KV cache "
                       "of C positions", *pre_notes, *dec_notes]}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernels.model.config import ModelConfig
+from kernels.model.config import ModelConfig, bounded_length
 from kernels.perf.dispatch import SWITCHES
 from kernels.perf.predict import Prediction
 from kernels.perf.q4nx import predict_weights
@@ -30,10 +30,22 @@ def path_switches(switches: Mapping[str, bool], path: str) -> dict[str, bool]:
     return {k: bool(switches.get(prefix + k, False)) for k in SWITCHES}
 
 
+def build_seq(config: ModelConfig) -> int:
+    """The compiled prefill length of `config`'s deployment: NPU2_PREFILL_SEQ, cut to the model's context window
+    (a 512-context model is built, planned and timed at 512; kernels.model.config.bounded_length)."""
+    return bounded_length(config, NPU2_PREFILL_SEQ)
+
+
+def decode_ctx(config: ModelConfig) -> int:
+    """The modelled decode context of `config`'s deployment: NPU2_DECODE_CTX, cut to the model's context window."""
+    return bounded_length(config, NPU2_DECODE_CTX)
+
+
 def npu2_prediction(config: ModelConfig, switches: dict[str, bool], weights: str = "bf16") -> Prediction:
     """The NPU2 performance model's prediction the gates decide on: prefill at the compiled seq, decode at the
-    modelled context, under `switches` (one path's; the evaluator recomputes recorded figures with this call)."""
-    return predict_weights(config, weights, seq=NPU2_PREFILL_SEQ, switches=switches, ctx=NPU2_DECODE_CTX)
+    modelled context (both within the model's context window), under `switches` (one path's; the evaluator
+    recomputes recorded figures with this call)."""
+    return predict_weights(config, weights, seq=build_seq(config), switches=switches, ctx=decode_ctx(config))
 
 
 def per_elf(p: Prediction, path: str) -> dict[str, dict[str, Any]]:

@@ -506,3 +506,25 @@ def test_phase6_records_the_curve_whose_points_are_its_own_figures_and_the_docs_
     png = tmp_path / "tiny_curve.png"
     out = ledger_json(deployed, "predict", "tiny", "--curve", "--json", "--png", str(png))
     assert out["prefill"]["points"][0]["prefill_len"] == 128 and png.is_file()
+
+
+def test_a_512_context_model_is_planned_built_and_timed_within_its_window(deployed):
+    """Issue #40 item 3: the tiny model's max_position_embeddings is 512: Phase 1 plans, Phase 6 times and the curve
+    gives figures at no more than 512 positions; `plan` and `predict` agree, and `predict --seq 2048` is refused."""
+    events = ledger_json(deployed, "log", "--stream", "deployment:tiny")
+    assert next(e["payload"] for e in events if e["type"] == "ConfigResolved")["max_positions"] == 512
+    perf6 = [e["payload"] for e in events if e["type"] == "PerformanceMeasured" and e["payload"]["phase"] == 6][-1]
+    assert perf6["n_prompt_tokens"] == perf6["profile"]["npu2"]["seq"] == 512 and perf6["profile"]["npu2"]["ctx"] <= 512
+    timed = [p["prefill_len"] for p in perf6["curve"]["prefill"]["points"] if p["ttft_ms"] is not None]
+    assert timed and max(timed) == 512
+    assert all(p["context_len"] <= 512 for p in perf6["curve"]["decode"]["points"] if p["decode_tokens_per_sec"])
+    planned = next(e["payload"]["plan"] for e in events if e["type"] == "PhaseStarted" and e["payload"]["phase"] == 1)
+    lengths = {r["shape"].get("M") for r in planned if r["kernel"] in ("gemm", "rmsnorm")}
+    lengths |= {r["shape"][k] for r in planned if r["kernel"] == "flash_attention" for k in ("lq", "lk")}
+    assert lengths == {512}
+    shapes = lambda rows: sorted(json.dumps([r["kernel"], r["shape"]], sort_keys=True) for r in rows)  # noqa: E731
+    assert shapes(ledger_json(deployed, "plan", "tiny")) == shapes(planned)
+    predicted = ledger_json(deployed, "predict", "tiny")
+    assert (predicted["seq"], predicted["ctx"]) == (512, perf6["profile"]["npu2"]["ctx"])
+    refused = read_in_process(deployed, "predict", "tiny", "--seq", "2048")
+    assert refused.returncode == 1 and "past the model's 512 positions" in refused.stderr

@@ -31,6 +31,7 @@ ALLOWED = {
     "diagnose": ("writes", "per-layer cosines, informational"),
     "audit": ("writes", "the Phase 7 gate, or a re-audit measured by the evaluator in a fresh process"),
     "record_harness": ("writes", "a transcript file read and validated as `ledger record harness` validates it"),
+    "perf_calibrate": ("writes", "a fit of the ledger's own NPU2-measured rows, computed by the tool, with its data"),
 }
 # argument names that would let a caller hand in a verdict or an event instead of having it measured
 FORBIDDEN_ARGUMENTS = {"verdict", "passed", "payload", "event", "events", "type", "stream", "summary", "findings",

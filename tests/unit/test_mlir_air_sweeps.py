@@ -50,6 +50,24 @@ def test_the_sweeps_point_lines_parse_to_its_points_failures_kept_with_their_sta
     assert curve["modelled_npu2"] == {"source": "modelled-npu2"}
 
 
+def test_every_requested_length_is_a_point_a_dropped_one_failed_with_its_reason():
+    """Issue #40 item 2: the sweep was asked for 512, 1024 and 4096 and printed 512 and 4096: 1024 is recorded as a
+    missing point saying so, and a length the model gives no figure for (past the window) as not swept, saying why;
+    a sweep that printed nothing records every length it was asked for as failed, with the reason."""
+    points = parse_prefill_sweep(TRANSCRIPT)
+    curve = hardware_curve(points, {}, NPU2_PROVENANCE, requested=[512, 1024, 4096],
+                           skipped={8192: "beyond_context_window: 8192 positions > 4096"})
+    got = {p["prefill_len"]: (p["status"], p["ttft_ms"]) for p in curve["prefill"]["points"]}
+    assert got == {512: ("ok", 315.0), 1024: ("missing", None), 4096: ("expected_fail", None),
+                   8192: ("not_swept", None)}
+    assert "printed no point" in point(curve, "prefill", 1024)["detail"]
+    assert "beyond_context_window" in point(curve, "prefill", 8192)["detail"]
+    none = hardware_curve([], {}, NPU2_PROVENANCE, prefill_detail="`make sweep-prefill` (exit status 2): boom",
+                          requested=[128, 256])
+    assert [(p["prefill_len"], p["status"], p["detail"]) for p in none["prefill"]["points"]] == [
+        (128, "failed", "`make sweep-prefill` (exit status 2): boom"), (256, "failed", "`make sweep-prefill` (exit status 2): boom")]
+
+
 @pytest.mark.parametrize("text, why", [
     ("[sweep_prefill] m L=512 ...\nTime to first token (TTFT): 0.3s\n", "no `[sweep_prefill]"),
     ('[sweep_prefill]   {"prefill_len": 512, "status": "ok"}\n', "is ok but has no TTFT"),
@@ -103,9 +121,14 @@ def test_the_mlir_air_backends_curve_is_the_model_directorys_sweep_with_the_mode
     assert curve["source"] == "mlir-air-sweep" and " sweep-prefill " in command and "SWEEP_LENGTHS=" in command
     modelled = curve["modelled_npu2"]
     swept = [p["prefill_len"] for p in modelled["prefill"]["points"] if p["status"] == "ok"]
-    assert [p["prefill_len"] for p in curve["prefill"]["points"]] == swept  # the lengths the plan and window allow
+    # the sweep ran the lengths the plan and window allow; the others are recorded, not swept, saying why
+    assert [p["prefill_len"] for p in curve["prefill"]["points"]] == [p["prefill_len"] for p in modelled["prefill"]["points"]]
+    assert [p["prefill_len"] for p in curve["prefill"]["points"] if p["status"] == "ok"] == swept
     for p in curve["prefill"]["points"]:
-        assert p["ttft_ms"] == round(point(modelled, "prefill", p["prefill_len"])["ttft_s"] * 1e3, 2)
+        if p["status"] == "ok":
+            assert p["ttft_ms"] == round(point(modelled, "prefill", p["prefill_len"])["ttft_s"] * 1e3, 2)
+        else:
+            assert p["status"] == "not_swept" and "beyond_context_window" in p["detail"]
     # decode: the runtime sweep (one `make profile-decode CONTEXTS=...`) over the contexts the modelled curve allows
     assert " sweep-decode " not in command and "failures" not in curve["prefill"] and "failures" not in curve["decode"]
     ctxs = [p["context_len"] for p in modelled["decode"]["points"] if p["status"] == "ok"]

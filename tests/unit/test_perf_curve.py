@@ -9,6 +9,7 @@ which bound.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,7 @@ def test_a_point_past_the_models_context_window_has_no_figure_and_says_so():
 
 def test_the_kv_cache_that_does_not_fit_the_host_ends_the_decode_axis():
     config, _ = _config("smollm2-1.7b.json")  # MHA: 24 layers x 32 KV heads x 64 x 2 x bf16 = 192 KiB a position
+    config = replace(config, max_positions=None)  # the KV fit alone (its 8192 window would end the axis first)
     weights = predict(config).memory["weights_bytes"]
     points, notes = decode_curve(config, ALL_ON, host_bytes=weights + 2 * 2**30)
     fits = {p["context_len"]: p["status"] for p in points}
@@ -102,6 +104,7 @@ def test_the_kv_cache_that_does_not_fit_the_host_ends_the_decode_axis():
 
 def test_a_length_whose_activation_bo_passes_4_gib_ends_the_prefill_axis():
     config, _ = _config("llama-3.2-1b.json")  # Gate / Up activations: L x 8192 x bf16 = 4 GiB at L = 262144
+    config = replace(config, max_positions=None)  # the BO bound alone (its 131072 window would end the axis first)
     points, _ = prefill_curve(config, ALL_ON, lengths=(2048, 262144 + 2048))
     assert points[0]["status"] == "ok"
     assert points[1]["status"] == "bo_address_limit" and "4 GiB" in points[1]["detail"]

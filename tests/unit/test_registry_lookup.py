@@ -98,3 +98,30 @@ def test_cli_lookup_gemm_and_other_kernels(details, events, tmp_path):
     assert out.exit_code == 0 and json.loads(out.output)[0]["shape"] == {"M": 256, "N": 576}
     out = runner.invoke(registry, ["lookup", "rope", "rows=1"], obj=obj)
     assert out.exit_code == 1 and "ledger kernel run rope" in out.output
+
+
+def test_lookup_without_a_tier_and_plan_agree_on_the_tier_of_a_shape(tmp_path):
+    """Issue #40: `registry lookup gemm 2048 576 576` suggested bf16-out-high where `plan` runs the shape on the low
+    tier. Without --precision the lookup asks what the plan asks (registry.lookup.planned_tiers): an unmeasured
+    K < 1024 shape names bf16-out-low, a shape measured on the high tier only answers high, as the plan takes it."""
+    from kernels.model.config import ModelConfig
+    from kernels.model.plan import plan
+    from registry.lookup import PlanningRegistry
+
+    cfg = ModelConfig(n_layers=1, emb_dim=576, n_heads=9, n_kv_heads=3, head_dim=64, hidden_dim=1536, vocab_size=49152)
+    # a high-tier row whose tile the planner accepts at the full herd (tile_n x herd_n = 48 x 4 divides 576)
+    events = record([("deployment:smollm2", kv(role="Q/O proj").model_copy(
+        update={"tile": {"tile_m": 32, "tile_k_l2": 192, "tile_k_l1": 32, "tile_n": 48}}))])
+    build_projections(events, tmp_path)
+    obj = {"open_ledger": lambda: type("L", (), {"read_all": lambda self: events})(), "workspace": tmp_path}
+    runner = CliRunner()
+    for seq in (2048, 256):
+        [row] = [r for r in plan(cfg, seq=seq, registry=PlanningRegistry(events, None))
+                 if r.kernel == "gemm" and r.shape == {"M": seq, "K": 576, "N": 576}]
+        out = runner.invoke(registry, ["lookup", "gemm", str(seq), "576", "576", "--json"], obj=obj)
+        if seq == 2048:  # unmeasured: the plan's heuristic tier, and the lookup's hint names its contract
+            assert row.contract == "bf16-out-low" and row.source == "heuristic"
+            assert out.exit_code == 1 and "--contract bf16-out-low" in out.output
+        else:  # measured high only: both take the measured high row
+            assert row.tier == "high" and row.source.startswith("registry:")
+            assert out.exit_code == 0 and json.loads(out.output)["precision"] == row.tier

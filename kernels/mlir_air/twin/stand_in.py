@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.backends.in_process import InProcessBackend
-from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
+from kernels.perf.figures import NPU2_PREFILL_SEQ, build_seq, decode_ctx, npu2_figures, path_switches
 from kernels.perf.predict import predict
 
 ENV_SWITCHES = "NPU_LEDGER_SWITCHES"
@@ -51,6 +51,12 @@ def settings(model_dir: str | Path) -> dict:
     Face id or a relative path; a scaffold writes no absolute path) or, from older scaffolds, `model_path`."""
     recorded = json.loads((Path(model_dir) / "stand_in.json").read_text())
     path = os.environ.get("NPU_LEDGER_MODEL") or recorded.get("model_path") or recorded.get("model", "")
+    if not (Path(path).is_dir() or Path(path).is_file()):
+        # the stand-in runs a local folder: an HF id or a folder name alone would send mlir-air's HF reference to the
+        # network (a traceback) -- one line saying what to give instead
+        raise SystemExit(f"the stand-in's model folder {path!r} is not here: NPU_LEDGER_MODEL is "
+                         f"{'set to it' if os.environ.get('NPU_LEDGER_MODEL') else 'not set'}; run "
+                         "`make <target> NPU_LEDGER_MODEL=<the model folder>` (npu-ledger passes it on its own make calls)")
     return {**recorded, "model_path": path}
 
 
@@ -152,7 +158,7 @@ def _prefill_only(model_path: str, seq_len: int, fault: str | None = None) -> in
         return 1
     cfg = resolve(load_raw_config(model_path))
     p = predict(cfg, seq=built, switches=path_switches({k: True for k in switches_from_env()}, "prefill"),
-                ctx=NPU2_DECODE_CTX)
+                ctx=decode_ctx(cfg))
     print(f"Compiling prefill kernels (seq_len={built}) (npu-ledger stand-in: nothing to compile)")
     print(f"LLAMA Prefill: prompt_len={built} (padded)")
     print(f"Time to first token (TTFT): {p.ttft_s:.6f}s (modelled NPU2, seq {built})")
@@ -172,7 +178,7 @@ def _decode_contexts(model_path: str, model_dir: str, contexts: list[int]) -> in
         if fault:
             print(fault_line(fault, ctx), flush=True)
             return 1
-        p = predict(cfg, seq=NPU2_PREFILL_SEQ, switches=sw, ctx=ctx)
+        p = predict(cfg, seq=build_seq(cfg), switches=sw, ctx=ctx)
         print(f"[bench] decode ctx={ctx} median {p.ms_per_token:.4f} ms min {p.ms_per_token:.4f} ms "
               f"({p.decode_tokens_per_s:.4f} tok/s) (modelled NPU2)", flush=True)
     return 0
@@ -242,10 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt", default="What is the capital of France?")
     p.add_argument("--model", default="local")
     a = p.parse_args(argv)
-    model_path = settings(a.model_dir)["model_path"]
-    if a.compile_only:
+    if a.compile_only:  # needs no model
         print("Compilation passed. (npu-ledger stand-in: nothing to compile)")
         return 0
+    model_path = settings(a.model_dir)["model_path"]
     if a.prefill_only:
         return _prefill_only(model_path, a.seq_len, sweep_fault(a.model_dir, "profile-prefill", a.seq_len))
     if a.decode_contexts:
