@@ -17,8 +17,7 @@ from handlers.gates import GateOptions, GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, describe
-from handlers.planning import deployment_plan, deployment_weights
-from handlers.queries import TargetError, deployment_config, model_target
+from handlers.queries import TargetError, deployment_config, plan_result
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
@@ -202,26 +201,35 @@ def graph_cmd() -> None:
 @click.pass_obj
 def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights: str | None, seq: int) -> None:
     """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
-    app.read_only = True
     try:
-        cfg, tgt = model_target(app, target_, target)
+        rows = plan_result(app, target_, target, weights, seq)  # the registry's measured rows first, then the heuristic
     except TargetError as e:
         raise click.ClickException(str(e)) from e
-    own = None if Path(target_).exists() else target_  # a deployment is planned without its own rows, as Phase 1 does
-    weights = weights or (deployment_weights(DeploymentUnit(app.ledger, own).state) if own else "bf16")
-    rows, _ = deployment_plan(cfg, tgt, app.ledger, own, weights=weights, seq=seq)  # the registry's measured rows first, then the heuristic
     if as_json:
         click.echo(json.dumps(results.plan_json(rows), indent=1))
         return
+    for line in plan_lines(rows):
+        click.echo(line)
+
+
+def plan_lines(rows) -> list[str]:
+    """`ledger plan`'s text: a line per row, its source, its warnings. A warning whose explanation (what follows
+    its first ": ") an earlier row printed is shortened to its own head and "(as above)": the buffer-descriptor
+    and low-K warnings name each row's dims but explain the same thing on every row."""
+    lines, explained = [], set()
     for r in rows:
         shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
         j = r.to_json()
         tile = j.get("tile", {})
         contract = f"{r.contract} ({r.method})" if r.method else r.contract
-        click.echo(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {contract:<24} {json.dumps(tile.get('tile', tile))}")
-        click.echo(f"{'':<8} source: {r.source}")
+        lines.append(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {contract:<24} "
+                     f"{json.dumps(tile.get('tile', tile))}")
+        lines.append(f"{'':<8} source: {r.source}")
         for w in j.get("warnings", []):
-            click.echo(f"{'':<8} warning: {w}")
+            head, sep, why = w.partition(": ")
+            lines.append(f"{'':<8} warning: {head} (as above)" if sep and why in explained else f"{'':<8} warning: {w}")
+            explained.add(why)
+    return lines
 
 
 @click.command("evaluate", hidden=True)

@@ -6,6 +6,7 @@ a gate refused) ends as one `error: ...` line on stderr and a non-zero exit; `-v
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import traceback
@@ -17,8 +18,34 @@ from ledger import Checkpoint
 from registry.text import escaped, shown
 
 
+def show_error(e: click.ClickException) -> None:
+    """click's report of `e` (a usage error's usage and help hint first) with its last line as every other error
+    of this CLI starts, `error: ` (click writes `Error: `), the message escaped."""
+    buffer = io.StringIO()
+    e.show(file=buffer)
+    lines = buffer.getvalue().rstrip("\n").split("\n")
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("Error: ")), None)
+    if last is not None:
+        lines[last:] = [f"error: {escaped(chr(10).join(lines[last:])[len('Error: '):])}"]
+    click.echo("\n".join(lines), err=True)
+
+
 class LedgerGroup(click.Group):
-    """A click group that turns any uncaught domain error into one clear line and exit status 1."""
+    """A click group that turns any uncaught domain error into one clear line and exit status 1, and prints
+    click's own errors (a bad option, a `ClickException`) with the same `error: ` start."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as e:
+            show_error(e)
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context):
         try:
