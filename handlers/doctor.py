@@ -86,4 +86,10 @@ def advance_refusal(state: DeploymentState, name: str, mlir_air_dir: str | None 
     if os.environ.get(ENV_TABLE) and Phase.KERNELS not in state.passed:
         return None  # Phase 1 runs the commands of the harness table given ($NPU_LEDGER_HARNESSES), not a checkout's
     why = preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"), name)
-    return f"{name} runs on mlir-air and {why[0].lower() + why[1:]}; nothing was run" if why else None
+    return f"{name} runs on mlir-air and {lower_first(why)}; nothing was run" if why else None
+
+
+def lower_first(sentence: str) -> str:
+    """`sentence` continuing another: its first letter lower-cased unless it starts a name written in capitals
+    (`MLIR_AIR_DIR is not set` stays as it is)."""
+    return sentence[:1].lower() + sentence[1:] if sentence[1:2].islower() else sentence

@@ -17,6 +17,7 @@ from handlers.gates import GateOptions, GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, describe
+from handlers.results_workbench import graph_json
 from handlers.queries import TargetError, deployment_config, plan_result
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
@@ -182,9 +183,10 @@ def history_cmd(app: App, name: str, as_json: bool) -> None:
 
 
 @click.command("graph")
-def graph_cmd() -> None:
+@click.option("--json", "as_json", is_flag=True, help='{"mermaid": TEXT}')
+def graph_cmd(as_json: bool) -> None:
     """Print the lifecycle as a Mermaid diagram (generated from the transitions table)."""
-    click.echo(mermaid())
+    click.echo(json.dumps(graph_json(mermaid())) if as_json else mermaid())
 
 
 @click.command("plan")

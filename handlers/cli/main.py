@@ -14,6 +14,7 @@ import traceback
 import click
 
 from handlers.bootstrap import App, configure_logging
+from handlers.results_workbench import head_json, log_json
 from ledger import Checkpoint
 from registry.text import escaped, shown
 
@@ -94,7 +95,7 @@ def log_cmd(app: App, stream: str | None, after: int, as_json: bool) -> None:
     events = app.ledger.read_stream(stream) if stream else app.ledger.read_all(after=after)
     events = [e for e in events if e.seq > after]
     if as_json:
-        click.echo(json.dumps([e.to_json() for e in events], indent=1, default=str, allow_nan=True))
+        click.echo(json.dumps(log_json(events), indent=1, default=str, allow_nan=True))
         return
     for e in events:
         click.echo(escaped(f"{e.seq:>6}  {e.recorded_at[:19]}  {shown(e.stream_id)}@{e.version}  {e.type:<22} "
@@ -109,8 +110,7 @@ def head_cmd(app: App, as_json: bool) -> None:
     app.read_only = True
     cp = app.ledger.head()
     identity = app.ledger.identity()
-    click.echo(json.dumps({"size": cp.size, "hash": cp.hash, "identity": identity.to_json() if identity else None})
-               if as_json else str(cp))
+    click.echo(json.dumps(head_json(cp, identity)) if as_json else str(cp))
     warning = app.keep_checkpoint(cp)
     if warning:
         click.echo(warning, err=True)

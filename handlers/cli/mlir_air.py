@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -9,17 +10,16 @@ import click
 
 from handlers.bootstrap import App
 from handlers.cli.common import open_deployment
-from handlers.gates import GateRun
 from handlers.gates.phase23 import token_gate_events
 from handlers.gates.phase456 import measure, performance_event
-from handlers.gates.runtime import backend_class, declared_options, model_backend
+from handlers.gates.runtime import backend_class, model_backend
 from handlers.narrate import TerminalProgress
-from handlers.uow import DeploymentUnit
-from kernels.mlir_air.scaffold import ScaffoldError, scaffold
+from handlers.results_workbench import scaffold_json
+from handlers.workbench import scaffold_deployment
+from kernels.mlir_air.scaffold import ScaffoldError
 from kernels.mlir_air.toolchain_floor import TWIN_PEANO
 from kernels.mlir_air.twin import write_twin
 from ledger.events import OptimizationTried
-from registry.model_docs import model_dir_name
 from registry.text import escaped, ledger_command
 
 
@@ -37,31 +37,22 @@ def twin_cmd(app: App, directory: str, peano: str) -> None:
     click.echo(f"mlir-air twin written to {root}; export MLIR_AIR_DIR={root}")
 
 
-def _mlir_air_dir() -> str:
-    root = os.environ.get("MLIR_AIR_DIR")
-    if not root:
-        raise click.ClickException("MLIR_AIR_DIR is not set: point it at an mlir-air checkout (or `ledger twin DIR`)")
-    return root
-
-
 @click.command("scaffold")
 @click.argument("name")
 @click.option("--stand-in", "stand_in", type=click.Choice(["emulated"]), default=None,
               help="the adapter wraps npu-ledger's emulated pipeline (mlir-air's verify runner judges it on a CPU)")
+@click.option("--json", "as_json", is_flag=True, help="print {dir, written, kept} as JSON")
 @click.pass_obj
-def scaffold_cmd(app: App, name: str, stand_in: str | None) -> None:
+def scaffold_cmd(app: App, name: str, stand_in: str | None, as_json: bool) -> None:
     """Write programming_examples/llms/NAME/ inside MLIR_AIR_DIR (Makefile, verify_adapter.py, NAME_inference.py,
     README.md, ARCHITECTURE.md, .gitignore); files the engineer changed are kept."""
-    unit = DeploymentUnit(app.ledger, name)
-    state = unit.state
-    if not state.config:
-        raise click.ClickException(f"deployment {name!r} has no resolved config (is it in scope?)")
-    config = GateRun(state=state, workspace=app.workspace).config
     try:
-        out = scaffold(_mlir_air_dir(), model_dir_name(name), state.model_path, config, stand_in,
-                       switches=declared_options(state)[0])
-    except ScaffoldError as e:
+        out = scaffold_deployment(app.ledger, app.workspace, name, os.environ.get("MLIR_AIR_DIR"), stand_in)
+    except (ScaffoldError, ValueError) as e:
         raise click.ClickException(str(e)) from e
+    if as_json:
+        click.echo(json.dumps(scaffold_json(out), sort_keys=True))
+        return
     click.echo(f"{out['dir']}: wrote {', '.join(out['written']) or 'nothing'}"
                + (f"; kept the engineer's {', '.join(out['kept'])}" if out["kept"] else ""))
 

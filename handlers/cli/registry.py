@@ -17,7 +17,7 @@ from handlers.registry_ops import SkippedRows, build_projections, import_registr
 from handlers.results import registry_row_json
 from registry.catalog import canonical_kernel
 from registry.fold import not_npu2_mark
-from registry.lookup import gemm_config, kernel_rows
+from registry.lookup import CONTRACTS, gemm_config, kernel_rows
 from registry.render_markdown import STATUS_GLYPH, tile_text
 from registry.text import num, sci, shape_args
 
@@ -78,11 +78,15 @@ def registry() -> None:
 @click.argument("args", nargs=-1)
 @click.option("--dtype", "output_dtype", default="bf16", show_default=True, help="GEMM output dtype: bf16 or f32")
 @click.option("--precision", default="high", show_default=True, help="GEMM precision tier: high or low")
+@click.option("--contract", type=click.Choice(sorted(CONTRACTS)), default=None,
+              help="GEMM contract, in place of --dtype and --precision (f32-out, bf16-out-high, bf16-out-low)")
 @click.option("--registry-dir", type=click.Path(file_okay=False), help="details/ dir holding the GEMM JSON")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 @click.pass_context
-def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json) -> None:
+def lookup_cmd(ctx, kernel, args, output_dtype, precision, contract, registry_dir, as_json) -> None:
     """`lookup gemm M K N` (from the GEMM JSON) or `lookup KERNEL k=v ...` (from the ledger)."""
+    if contract:
+        output_dtype, precision = CONTRACTS[contract]
     if canonical_kernel(kernel) == "gemm":
         if len(args) == 3 and all("=" not in a for a in args):
             try:
