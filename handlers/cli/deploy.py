@@ -11,7 +11,7 @@ import click
 
 from handlers import deploy, results
 from handlers.bootstrap import App
-from handlers.cli.common import refresh_projections
+from handlers.cli.common import refresh_if_recorded, refresh_projections
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions, GateRun
 from handlers.gates.phase7 import evaluate
@@ -76,9 +76,16 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
                 wait_s: float | None, as_json: bool) -> None:
     """Run the next phase gate(s) of NAME, as far as the gates go or up to --until."""
     progress = (lambda m: None) if as_json else TerminalProgress()
+    shown_now: list[dict] = []  # each verdict printed as its phase is judged: a Ctrl-C later leaves it on the terminal
+
+    def on_verdict(r: dict) -> None:
+        shown_now.append(r)
+        print_verdict(name, r)
+
     # the refusal (no usable mlir-air checkout) is judged on advance's own fold, before any attempt is opened
     request = deploy.AdvanceRequest(name, app.workspace, until=until, options=GateOptions(full=full, prefill_len=prefill_len),
-                             preflight=lambda state: advance_refusal(state, name))
+                                    preflight=lambda state: advance_refusal(state, name),
+                                    on_verdict=None if as_json else on_verdict)
     try:
         if distribute:
             # here, not at the top: the workers need psycopg + procrastinate, which the CLI starts without
@@ -88,24 +95,29 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
         else:
             report = deploy.advance(app.ledger, request, progress)
     finally:
-        refresh_projections(app)
+        refresh_if_recorded(app, name)
     if as_json:
         click.echo(json.dumps(results.advance_json(report)))
     else:
         for r in report.ran:
-            if r["passed"]:
-                click.echo(escaped(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}"))
-            else:
-                click.echo(escaped(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}"),
-                           err=True)
-                if r.get("blocked"):
-                    click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: "
-                               f"{ledger_command('resume', name, '--note', '...')}", err=True)
+            if not any(r is p for p in shown_now):  # the distributed path reports its verdicts at the end
+                print_verdict(name, r)
         if report.stopped:
             click.echo(report.stopped)
         click.echo(f"{shown(name)}: {report.status}")
     if report.failed:
         sys.exit(1)
+
+
+def print_verdict(name: str, r: dict) -> None:
+    """One phase's verdict as `ledger advance` prints it (a failure on stderr, with the blocker it raised)."""
+    if r["passed"]:
+        click.echo(escaped(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}"))
+        return
+    click.echo(escaped(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}"), err=True)
+    if r.get("blocked"):
+        click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: "
+                   f"{ledger_command('resume', name, '--note', '...')}", err=True)
 
 
 @click.command("resume")
@@ -150,13 +162,15 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
         return
     if not rows:
         click.echo("no deployments yet (ledger init MODEL)")
+    elif any(r["status"] != "unreplayable" for r in rows):
+        click.echo(status_row("deployment", "status", "phases passed", "executor/target", "last verdict"))
     for r in rows:
         if r["status"] == "unreplayable":
             click.echo(f"{shown(r['name']):<28} unreplayable: {shown(r['error'])}", err=True)
             continue
-        passed = ",".join(map(str, r["phases_passed"])) or "-"
-        click.echo(escaped(f"{shown(r['name']):<28} {r['status']:<20} passed [{passed}]  {r['executor']}/{r['target']}  "
-                           f"{r['last_verdict']}"))
+        passed = ",".join(map(str, r["phases_passed"])) or "none yet"
+        click.echo(escaped(status_row(shown(r["name"]), r["status"], passed, f"{r['executor']}/{r['target']}",
+                                      r["last_verdict"])))
         for b in r["blockers"]:
             click.echo(escaped(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}"))
         if r["triage"]:
@@ -165,6 +179,12 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
                 click.echo(escaped(f"      - {m['rule_id']} ({m['confidence']:.2f}): {m['root_cause']} -> {m['remedy']}"))
     if broken:
         sys.exit(1)
+
+
+def status_row(name: str, status: str, passed: str, where: str, verdict: str) -> str:
+    """One line of `ledger status`'s table (its header too): name, status, the phases passed, executor/target and
+    the last verdict in columns."""
+    return f"{name:<28} {status:<20} {passed:<16} {where:<20} {verdict}".rstrip()
 
 
 @click.command("history")
@@ -263,7 +283,7 @@ def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
         report = deploy.audit(app.ledger, name, workspace=app.workspace, checkpoint=against, progress=progress)
     finally:
         if not app.opened_read_only:
-            refresh_projections(app)
+            refresh_if_recorded(app, name)
     if as_json:
         click.echo(json.dumps(results.audit_json(name, report), indent=1, default=str))
     else:

@@ -16,6 +16,7 @@ import structlog
 from handlers import deploy
 from handlers.bootstrap import App
 from handlers.inputs import confined
+from handlers.uow import stream_id
 
 log = structlog.get_logger("npu_ledger.mcp")
 
@@ -66,6 +67,12 @@ def refresh(app: App) -> None:
     """The CLI's projection refresh after a write; its warnings go to the server's log (stderr)."""
     for line in app.refresh_projections():
         log.warning(line)
+
+
+def refresh_if_recorded(app: App, name: str) -> None:
+    """`refresh` only when the ledger holds deployment NAME (a misspelt name writes no projections)."""
+    if app.ledger.read_stream(stream_id(name)):
+        refresh(app)
 
 
 def read_only(c: Call) -> App:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from handlers import deploy, on_demand, queries, results
 from handlers.inputs import read_input_text
-from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh
+from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded
 from handlers.mcp.workbench import WORKBENCH
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
@@ -123,7 +123,7 @@ def _advance(c: Call):
                                         preflight=lambda state: advance_refusal(state, a["name"]))
         report = deploy.advance(c.app.ledger, request, c.progress)
     finally:
-        refresh(c.app)
+        refresh_if_recorded(c.app, a["name"])
     return results.advance_json(report)
 
 
@@ -156,7 +156,7 @@ def _audit(c: Call):
                               progress=c.progress)
     finally:
         if not c.app.opened_read_only:
-            refresh(c.app)
+            refresh_if_recorded(c.app, c.args["name"])
     return results.audit_json(c.args["name"], report)
 
 
