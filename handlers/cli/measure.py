@@ -19,7 +19,7 @@ from kernels.backends.kernel_runners import figure_source
 from handlers.gates.runtime import model_backend
 from handlers.narrate import TerminalProgress, describe
 from handlers.record import parse_toolchain, record_harness
-from kernels.model.compare import token_gate_failure
+from kernels.model.compare import isolated_minima, token_gate_failure
 from kernels.model.options import FAULT_HELP, FAULTS
 from kernels.model.prompts import token_ids
 from kernels.toolchain import current_toolchain
@@ -128,6 +128,11 @@ def diagnose_cmd(app: App, name: str, as_json: bool) -> None:
     for x in layers:
         click.echo(f"{x.layer:>5} {x.cos_min:>9.5f} {x.cos_p5:>9.5f} {x.cos_median:>9.5f} {x.cos_mean:>9.5f} "
                    f"{x.max_abs:>10.4g} {x.mean_abs:>10.4g}")
+    apart = isolated_minima(layers)
+    if apart:
+        click.echo(f"layers {', '.join(map(str, apart))}: the minimum is one position far below the rest (p5); a "
+                   "massive activation under the floor-rounded residual add does this on the emulated NPU2 "
+                   "(docs/emulated_numerics.md, \"Massive activations\")")
 
 
 @click.group("record")
