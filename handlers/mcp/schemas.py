@@ -17,6 +17,7 @@ from typing import Any
 from handlers.results import SCHEMAS, json_safe
 from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from kernels.backends.kernel_runners import EXECUTOR_NAMES
+from kernels.mlir_air.toolchain_floor import TWIN_PEANO
 from kernels.model.options import FAULTS
 from kernels.model.plan import PLAN_WEIGHTS
 from kernels.model.q4nx import LAYOUTS
@@ -39,6 +40,7 @@ def _int(low: int, high: int, **extra) -> dict:
     return {"type": "integer", "minimum": low, "maximum": high, **extra}
 
 
+PEANO_VERSION = r"\d+(\.\d+)*([.+][0-9A-Za-z.+]*)?"  # as `ledger twin --peano` takes it
 CHECKOUT = {**TEXT, "description": "an mlir-air checkout (default: the server's $MLIR_AIR_DIR)"}
 WORKBENCH_INPUTS: dict[str, dict] = {
     "quantize": _inputs({
@@ -62,6 +64,21 @@ WORKBENCH_INPUTS: dict[str, dict] = {
     "log": _inputs({"stream_id": {**TEXT, "description": "only this stream, e.g. deployment:NAME (`--stream`)"},
                     "after": {"type": "integer", "minimum": 0, "default": 0}}),
     "head": _inputs({}),
+    "twin": _inputs({"directory": {**TEXT, "description": "the folder to write the stand-in checkout into"},
+                     "peano": {"type": "string", "pattern": f"^{PEANO_VERSION}$", "default": TWIN_PEANO,
+                               "description": "the Peano version the twin's toolchain record says"}},
+                    ("directory",)),
+    "run": _inputs({"name": NAME, "prompt": TEXT, "n_tokens": _int(1, 4096, default=32),
+                    "profile": {"type": "boolean", "default": False, "description": "per-stage breakdown"}},
+                   ("name", "prompt")),
+    "optimise": _inputs({"name": NAME, "what": {**TEXT, "description": "what the engineer changed"},
+                         "phase": {"type": "integer", "enum": [4, 5], "default": 4}}, ("name", "what")),
+    "registry_import": _inputs({"directory": {**TEXT, "description": "an mlir-air kernel_registry/ (or details/)"},
+                                "allow_skip": {"type": "boolean", "default": False}}, ("directory",)),
+    "registry_build": _inputs({"check": {"type": "boolean", "default": False, "description": "write nothing; "
+                                         "report what differs"},
+                               "into_mlir_air": {**CHECKOUT, "description": "add the ledger's new NPU2 rows to "
+                                                 "this checkout's kernel_registry/ instead"}}),
     "graph": _inputs({}),
     "reverify": _inputs({"all": {"type": "boolean", "default": True, "enum": [True],
                                  "description": "every deployed model (the only mode)"},

@@ -141,11 +141,6 @@ NOT_TOOLS = {
     "mcp": "the server itself",
     "skills export": "writes the agent's own registration (.mcp.json) and skills: a person runs it once",
     "worker": "a long-running process, one per NPU host: not a call that returns",
-    "twin": "writes a stand-in mlir-air checkout for a person to rehearse in (not yet a tool)",
-    "run": "generates text with the integrated runner (not yet a tool; `verify_model` runs the token gate)",
-    "optimise": "records an engineer's code change measured on hardware (not yet a tool)",
-    "registry build": "the projections; every writing tool rebuilds them already, resources serve them",
-    "registry import": "imports an mlir-air kernel_registry folder (not yet a tool)",
 }
 
 

@@ -40,6 +40,11 @@ ALLOWED = {
     "scaffold": ("writes", "the model directory's files in the checkout, the engineer's changes kept; no event"),
     "perf_import_history": ("writes", "mlir-air's nightly rows as imported evidence, never as our measurement"),
     "reverify": ("writes", "the token gate and changed Phase 1 rows re-measured; a regression blocks"),
+    "twin": ("writes", "a stand-in checkout's files in a confined folder; no event"),
+    "run": ("writes", "the integrated run's figures, measured now; no verdict"),
+    "optimise": ("writes", "an engineer's change measured on hardware and gated by the token gate"),
+    "registry_import": ("writes", "mlir-air's registry rows as imported evidence, never as our measurement"),
+    "registry_build": ("writes", "projections rebuilt from the ledger (or rows added to a checkout); no event"),
 }
 # argument names that would let a caller hand in a verdict or an event instead of having it measured
 FORBIDDEN_ARGUMENTS = {"verdict", "passed", "payload", "event", "events", "type", "stream", "summary", "findings",
