@@ -140,3 +140,23 @@ def test_a_massive_activation_drifts_down_one_ulp_per_floor_rounded_residual_add
     measured = [SimpleNamespace(layer=n, cos_min=lo, cos_p5=p5) for n, lo, p5 in
                 ((9, 0.8753, 0.9987), (10, 0.9535, 0.9950), (27, 0.9938, 0.9939), (28, 0.7094, 0.9935))]
     assert isolated_minima(measured) == [9, 28]
+
+
+def test_each_verdict_is_handed_on_as_its_phase_is_judged_so_an_interrupt_leaves_it_shown(tmp_path, tiny_llama):
+    """`ledger advance` prints a verdict from `AdvanceRequest.on_verdict`, called as the phase is judged: a Ctrl-C
+    in the next phase (here: raised by the progress sink as Phase 1 starts) comes after Phase 0's verdict was out."""
+    from handlers import deploy
+    from ledger import open_ledger
+
+    ledger = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    deploy.init(ledger, str(tiny_llama), name="t", workspace=tmp_path)
+    shown: list[dict] = []
+
+    def progress(message: str) -> None:
+        if message.startswith("phase 1 ("):
+            raise KeyboardInterrupt
+
+    request = deploy.AdvanceRequest("t", tmp_path, until=1, on_verdict=shown.append)
+    with pytest.raises(KeyboardInterrupt):
+        deploy.advance(ledger, request, progress)
+    assert [(r["phase"], r["passed"]) for r in shown] == [(0, True)]
