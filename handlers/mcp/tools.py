@@ -11,6 +11,9 @@ Each tool runs on an `App` of its own (its own database connection) made by the 
 progress sink that becomes MCP progress notifications: the messages the terminal's bars show
 (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
 
+`TOOLS` holds these deployment tools and `handlers.mcp.workbench`'s (quantize, scaffold, doctor, perf, twin, run,
+optimise, registry import / build, log, head, graph, reverify); what a call is made of is `handlers.mcp.call`.
+
 Imports: handlers (deploy, on_demand, queries, record, results, triage, bootstrap), kernels, registry.
 """
 
