@@ -14,12 +14,9 @@ from handlers.results_workbench import optimise_json, scaffold_json, twin_json
 from handlers.runs import optimise
 from handlers.workbench import scaffold_deployment
 from kernels.mlir_air.scaffold import ScaffoldError
-from kernels.mlir_air.toolchain_floor import TWIN_PEANO
+from kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from kernels.mlir_air.twin import write_twin
 from registry.text import escaped
-
-
-PEANO_VERSION = r"\d+(\.\d+)*([.+][0-9A-Za-z.+]*)?"  # a version as `--peano` takes it (e.g. 21.0.0)
 
 
 @click.command("twin")

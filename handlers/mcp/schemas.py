@@ -17,7 +17,7 @@ from typing import Any
 from handlers.results import SCHEMAS, json_safe
 from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from kernels.backends.kernel_runners import EXECUTOR_NAMES
-from kernels.mlir_air.toolchain_floor import TWIN_PEANO
+from kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from kernels.model.options import FAULTS
 from kernels.model.plan import PLAN_WEIGHTS
 from kernels.model.q4nx import LAYOUTS
@@ -40,7 +40,6 @@ def _int(low: int, high: int, **extra) -> dict:
     return {"type": "integer", "minimum": low, "maximum": high, **extra}
 
 
-PEANO_VERSION = r"\d+(\.\d+)*([.+][0-9A-Za-z.+]*)?"  # as `ledger twin --peano` takes it
 CHECKOUT = {**TEXT, "description": "an mlir-air checkout (default: the server's $MLIR_AIR_DIR)"}
 WORKBENCH_INPUTS: dict[str, dict] = {
     "quantize": _inputs({
