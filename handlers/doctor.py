@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from handlers.gates.runtime import backend_class
+from kernels.backends.model_backends import backend_type
 from statemachine.state import DeploymentState
 from kernels.mlir_air.table import ENV_TABLE
 from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, Finding, check_checkout, table_checks, usable_checkout
@@ -86,4 +87,19 @@ def advance_refusal(state: DeploymentState, name: str, mlir_air_dir: str | None 
     if os.environ.get(ENV_TABLE) and Phase.KERNELS not in state.passed:
         return None  # Phase 1 runs the commands of the harness table given ($NPU_LEDGER_HARNESSES), not a checkout's
     why = preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"), name)
-    return f"{name} runs on mlir-air and {why[0].lower() + why[1:]}; nothing was run" if why else None
+    return f"{name} runs on mlir-air and {lower_first(why)}; nothing was run" if why else None
+
+
+def checkout_refusal(executor: str, mlir_air_dir: str | None = None) -> str | None:
+    """Why a deployment on `executor` cannot be recorded here: an executor that runs mlir-air's harnesses (its
+    backend is `hardware`) with no usable checkout at `mlir_air_dir` (default $MLIR_AIR_DIR), the line `advance`
+    would refuse with; None otherwise, and when Phase 1 runs a harness table's own commands ($NPU_LEDGER_HARNESSES)."""
+    if not backend_type(executor).hardware or os.environ.get(ENV_TABLE):
+        return None
+    return preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"))
+
+
+def lower_first(sentence: str) -> str:
+    """`sentence` continuing another: its first letter lower-cased unless it starts a name written in capitals
+    (`MLIR_AIR_DIR is not set` stays as it is)."""
+    return sentence[:1].lower() + sentence[1:] if sentence[1:2].islower() else sentence

@@ -3,6 +3,8 @@
   model_target(app, target, platform)   NAME|CONFIG -> (ModelConfig, target) for `plan`
   predict_config(app, target)           NAME|CONFIG -> ModelConfig for `predict` (scope-checked)
   context_window(app, target)           NAME|CONFIG -> its config.json's max_position_embeddings (`predict --curve`)
+  curve_result                           `predict --curve --json`'s value (and the PNG), for the CLI and MCP (handlers.predicting: the point)
+  plan_result(app, target, ...)         `plan`'s rows
   registry_lookup(kernel, dims, ...)    the best GEMM config, or the registry rows of a kernel
   verify_chain(app, checkpoint)         `ledger verify`'s chain check and the checkpoint kept
 
@@ -19,12 +21,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from handlers import results
 from handlers.bootstrap import App
 from handlers.gates import GateRun
-from handlers.uow import DeploymentUnit
+from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.model import architecture
 from kernels.model.config import ModelConfig
+from kernels.model.plan import DEFAULT_SEQ
+from handlers.planning import deployment_plan, deployment_weights
 from kernels.perf.curve import context_window as curve_window
+from kernels.perf.curve import curve_png, npu2_curve
+from kernels.perf.dispatch import normalize_switches
+from kernels.perf.q4nx import matching_anchor, predict_weights
 from ledger import Checkpoint
 from ledger.checkpoints import ChainReport, check_chain
 from ledger.record import RecordedEvent
@@ -37,12 +45,28 @@ class TargetError(ValueError):
     resolved config."""
 
 
+def _path_like(target: str) -> bool:
+    """Whether `target` was meant as a file: a path separator, a `~` / `.` start or a `.json` end."""
+    return "/" in target or "\\" in target or target.startswith(("~", ".")) or target.endswith(".json")
+
+
+def _deployment_state(app: App, target: str):
+    """Deployment `target`'s folded state; a `target` written as a path that is neither a file nor a deployment
+    says that the file does not exist (not only that no deployment has that name)."""
+    try:
+        return DeploymentUnit(app.ledger, target).state
+    except DeploymentError:
+        if _path_like(target):
+            raise TargetError(f"{target}: no such config.json or HF folder (nor a deployment of that name)") from None
+        raise
+
+
 def model_target(app: App, target: str, platform: str | None = None) -> tuple[ModelConfig, str]:
     """The config `ledger plan` plans and the NPU target: from a config.json / HF folder at `target`
     (platform default npu2), else from deployment `target`'s folded ConfigResolved (its own target)."""
-    if Path(target).exists():
-        return architecture.resolve(architecture.load_raw_config(target)), platform or "npu2"
-    state = DeploymentUnit(app.ledger, target).state
+    if Path(target).expanduser().exists():
+        return architecture.resolve(architecture.load_raw_config(Path(target).expanduser())), platform or "npu2"
+    state = _deployment_state(app, target)
     if not state.config:
         raise TargetError(f"{target} has no resolved config (out of scope?)")
     return GateRun(state=state, workspace=app.workspace).config, platform or state.target
@@ -61,6 +85,7 @@ def predict_config(app: App, target: str) -> ModelConfig:
     deployment `target`."""
     p = Path(target).expanduser()
     if not p.exists():
+        _deployment_state(app, target)  # a missing file is named as one
         return deployment_config(app.ledger, target)
     raw = architecture.load_raw_config(p)
     assessment = architecture.assess(raw)
@@ -105,3 +130,37 @@ def verify_chain(app: App, checkpoint: Checkpoint | None) -> tuple[ChainReport, 
     app.read_only = True
     report = check_chain(app.ledger, checkpoint, app.checkpoint_record)
     return report, app.keep_checkpoint(report.head) if report.ok else None
+
+
+def curve_name(target: str) -> str:
+    """The name a curve is drawn under: a config file's stem, a folder's or deployment's name."""
+    return Path(target).stem if Path(target).is_file() else Path(target).name
+
+
+def curve_result(app: App, target: str, *, switches: str | None = None, weights: str = "bf16",
+                 host_bytes: int | None = None, png: str | None = None, where: Path = Path(".")):
+    """`ledger predict NAME|CONFIG --curve --json`: (its JSON value, the curve) with the PNG written to `png`
+    (default `<name>_curve.png`; a relative path lies in `where`: the CLI's current folder, the MCP server's
+    workspace). Raises TargetError, ValueError (switches, weights), OSError (the PNG)."""
+    config = predict_config(app, target)
+    sw = normalize_switches(switches)
+    name = curve_name(target)
+    c = npu2_curve(config, sw, sw, max_positions=context_window(app, target), host_bytes=host_bytes, weights=weights)
+    shown_as = png or f"{name}_curve.png"
+    try:
+        (where / shown_as).write_bytes(curve_png(c, f"{name}: {c['label']}"))
+    except OSError as e:
+        raise OSError(f"cannot write the curve's PNG {shown_as}: {e.strerror or e}") from None
+    return results.curve_json(c, shown_as), c
+
+
+def plan_result(app: App, target: str, platform: str | None = None, weights: str | None = None,
+                seq: int = DEFAULT_SEQ) -> list:
+    """`ledger plan NAME|CONFIG`'s rows: registry first; a deployment planned without its own rows, with its own
+    weights unless `weights` says (as Phase 1 plans it), a CONFIG with bf16 unless `weights` says; the prefill rows
+    at padded length `seq`."""
+    app.read_only = True
+    cfg, tgt = model_target(app, target, platform)
+    own = None if Path(target).expanduser().exists() else target
+    weights = weights or (deployment_weights(DeploymentUnit(app.ledger, own).state) if own else "bf16")
+    return deployment_plan(cfg, tgt, app.ledger, own, weights=weights, seq=seq)[0]

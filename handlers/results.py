@@ -198,6 +198,10 @@ def calibrate_json(recorded: dict[str, Any]) -> dict[str, Any]:
     return {k: recorded[k] for k in CALIBRATE["properties"]}
 
 
+CURVE = obj({"prefill": ANY_OBJECT, "decode": ANY_OBJECT, "label": STR, "source": STR, "switches": ANY_OBJECT,
+             "notes": arr(STR), "png": STR}, optional=("label", "source", "switches", "notes"))
+
+
 def curve_json(curve: dict[str, Any], png: str) -> dict[str, Any]:
     """`ledger predict CONFIG|NAME --curve --json`: both curves (kernels.perf.curve.npu2_curve) and the PNG's path."""
     return {**curve, "png": png}
@@ -305,7 +309,7 @@ def verify_json(report, warning: str | None) -> dict[str, Any]:
 
 SCHEMAS: dict[str, dict] = {
     "status": {"anyOf": [STATUS_ROW, arr(STATUS_ROW)]}, "history": HISTORY, "init": INIT, "advance": ADVANCE,
-    "resume": RESUME, "lesson": LESSON, "audit": AUDIT, "plan": PLAN, "predict": PREDICT, "perf_calibrate": CALIBRATE,
+    "resume": RESUME, "lesson": LESSON, "audit": AUDIT, "plan": PLAN, "predict": {"anyOf": [PREDICT, CURVE]}, "perf_calibrate": CALIBRATE,
     "kernel_run": KERNEL_RUN, "verify_model": VERIFY_MODEL, "diagnose": DIAGNOSE,
     "record_harness": RECORD_HARNESS, "triage": TRIAGE, "registry_lookup": REGISTRY_LOOKUP, "verify": VERIFY,
 }

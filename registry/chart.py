@@ -8,9 +8,11 @@ unless asked). The figure is built on a `Figure` object, not through pyplot's gl
 from __future__ import annotations
 
 import io
+import textwrap
 from typing import Sequence
 
 WIDTH_IN, HEIGHT_IN, DPI = 8.0, 4.0, 100
+TITLE_CHARS = 100  # characters of a 10 pt title line that fit the 8-inch figure (about 7 px each at 100 dpi)
 
 
 def layer_cosine_png(series: Sequence[tuple[str, Sequence[int], Sequence[float]]], title: str) -> bytes:
@@ -52,25 +54,34 @@ def elf_breakdown_png(bars: Sequence[tuple[str, float, float, float, float]], ti
     """A horizontal stacked bar chart: one (label, bo_write_ms, npu_ms, bo_read_ms, host_or_xrt_ms) bar per ELF
     (per call x calls, i.e. the ELF's total), as the modelled NPU2 breakdown of a deployment."""
     import matplotlib.style  # here, not at the top: matplotlib is slow to import and only the charts need it
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     with matplotlib.style.context("default"):
-        fig = Figure(figsize=(WIDTH_IN, max(2.5, 0.45 * len(bars) + 1.2)), dpi=DPI)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        labels = [b[0] for b in bars]
-        left = [0.0] * len(bars)
-        for i, part in enumerate(("BO write", "NPU run", "BO read", "XRT")):
-            widths = [b[i + 1] for b in bars]
-            ax.barh(labels, widths, left=left, label=part)
-            left = [a + w for a, w in zip(left, widths)]
-        ax.invert_yaxis()
-        ax.set_xlabel("ms (modelled NPU2; prefill per prompt, decode per token)")
-        ax.set_title(title)
-        ax.grid(True, axis="x", linewidth=0.4, alpha=0.6)
-        ax.legend(loc="lower right", fontsize=8)
-        fig.tight_layout()
+        fig = elf_breakdown_figure(bars, title)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     return buf.getvalue()
+
+
+def elf_breakdown_figure(bars: Sequence[tuple[str, float, float, float, float]], title: str):
+    """The Figure `elf_breakdown_png` saves. Its title is a figure title wrapped to the figure's width (a
+    deployment's name and the event it charts run longer than one line of the 8-inch figure, and an axes title
+    centred over bars pushed right by long ELF names was cut at both edges)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(WIDTH_IN, max(2.5, 0.45 * len(bars) + 1.2)), dpi=DPI)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    labels = [b[0] for b in bars]
+    left = [0.0] * len(bars)
+    for i, part in enumerate(("BO write", "NPU run", "BO read", "XRT")):
+        widths = [b[i + 1] for b in bars]
+        ax.barh(labels, widths, left=left, label=part)
+        left = [a + w for a, w in zip(left, widths)]
+    ax.invert_yaxis()
+    ax.set_xlabel("ms (modelled NPU2; prefill per prompt, decode per token)")
+    fig.suptitle(textwrap.fill(title, TITLE_CHARS), fontsize=10)
+    ax.grid(True, axis="x", linewidth=0.4, alpha=0.6)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return fig

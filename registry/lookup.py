@@ -37,6 +37,7 @@ from registry.text import shape_args
 DEFAULT_REGISTRY_DIR = Path("kernel_registry") / "details"
 MLIR_AIR_REGISTRY_DIR = Path("programming_examples") / "kernel_registry" / "details"  # in an mlir-air checkout
 _CONTRACT = {("f32", "high"): "f32-out", ("bf16", "high"): "bf16-out-high", ("bf16", "low"): "bf16-out-low"}
+CONTRACTS = {contract: dtype_tier for dtype_tier, contract in _CONTRACT.items()}  # contract -> (output dtype, tier)
 
 
 def _load(output_dtype: str, registry_dir: str | Path | None, caller: str) -> tuple[dict, str]:

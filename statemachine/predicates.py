@@ -95,7 +95,8 @@ def gate_0_reference_ok(state: DeploymentState, context: GateContext) -> GateRes
         return _no("no ReferenceBaselineRecorded in the attempt")
     b = baseline.event
     if not b.passed:
-        return _no(f"ReferenceBaselineRecorded seq {baseline.seq} did not pass")
+        return _no(f"ReferenceBaselineRecorded seq {baseline.seq} did not pass: "
+                   + ("; ".join(baseline_misses(b)) or "no recorded threshold says why"))
     if not b.logits_finite:
         return _no(f"ReferenceBaselineRecorded seq {baseline.seq} has non-finite logits")
     if b.config_mismatches:
@@ -361,3 +362,18 @@ def _blocked_at(phase: Phase) -> Predicate:
 CONDITIONS: dict[str, Predicate] = {
     predicate.__name__: predicate for predicate in (*PREDICATES.values(), no_retry_left, *map(_blocked_at, Phase))
 }
+
+
+def baseline_misses(b) -> list[str]:
+    """Which of the thresholds a Phase 0 baseline recorded (`ReferenceBaselineRecorded.thresholds`) its own figures
+    miss, each with the figure and the bound: a degenerate reference says whether it is collapsed on one token
+    (top-1 probability, entropy) or flat (logit spread)."""
+    t, out = b.thresholds, []
+    if "top1_prob_max" in t and b.top1_prob >= t["top1_prob_max"]:  # the bounds are strict (hf_reference.baseline)
+        out.append(f"top-1 probability {b.top1_prob:.6g} >= top1_prob_max {t['top1_prob_max']!r} "
+                   f"(token {b.top1_text!r})")
+    if "entropy_min" in t and b.entropy <= t["entropy_min"]:
+        out.append(f"entropy {b.entropy:.6g} nats <= entropy_min {t['entropy_min']!r}")
+    if "logit_std_min" in t and b.logit_std <= t["logit_std_min"]:
+        out.append(f"logit std {b.logit_std:.6g} <= logit_std_min {t['logit_std_min']!r}")
+    return out

@@ -9,7 +9,7 @@ import click
 from handlers.bootstrap import App
 from handlers.gates import GateRun
 from handlers.narrate import TerminalProgress
-from handlers.uow import DeploymentUnit
+from handlers.uow import DeploymentUnit, stream_id
 
 
 def refresh_projections(app: App) -> None:
@@ -17,6 +17,13 @@ def refresh_projections(app: App) -> None:
     (`App.refresh_projections`); its warnings go to stderr."""
     for line in app.refresh_projections():
         click.echo(line, err=True)
+
+
+def refresh_if_recorded(app: App, name: str) -> None:
+    """`refresh_projections` after a command on deployment NAME, only when the ledger holds NAME: a misspelt name
+    recorded nothing, so it writes no kernel_registry/ or llms/ into the folder either."""
+    if app.ledger.read_stream(stream_id(name)):
+        refresh_projections(app)
 
 
 def open_deployment(app: App, name: str, progress=None) -> tuple[DeploymentUnit, GateRun]:

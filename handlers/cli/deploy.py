@@ -11,14 +11,14 @@ import click
 
 from handlers import deploy, results
 from handlers.bootstrap import App
-from handlers.cli.common import refresh_projections
+from handlers.cli.common import refresh_if_recorded, refresh_projections
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions, GateRun
 from handlers.gates.phase7 import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, describe
-from handlers.planning import deployment_plan, deployment_weights
-from handlers.queries import TargetError, deployment_config, model_target
+from handlers.results_workbench import graph_json
+from handlers.queries import TargetError, deployment_config, model_target, plan_result
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from kernels.model.config import position_limit
@@ -77,9 +77,16 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
                 wait_s: float | None, as_json: bool) -> None:
     """Run the next phase gate(s) of NAME, as far as the gates go or up to --until."""
     progress = (lambda m: None) if as_json else TerminalProgress()
+    shown_now: list[dict] = []  # each verdict printed as its phase is judged: a Ctrl-C later leaves it on the terminal
+
+    def on_verdict(r: dict) -> None:
+        shown_now.append(r)
+        print_verdict(name, r)
+
     # the refusal (no usable mlir-air checkout) is judged on advance's own fold, before any attempt is opened
     request = deploy.AdvanceRequest(name, app.workspace, until=until, options=GateOptions(full=full, prefill_len=prefill_len),
-                             preflight=lambda state: advance_refusal(state, name))
+                                    preflight=lambda state: advance_refusal(state, name),
+                                    on_verdict=None if as_json else on_verdict)
     try:
         if distribute:
             # here, not at the top: the workers need psycopg + procrastinate, which the CLI starts without
@@ -89,24 +96,29 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
         else:
             report = deploy.advance(app.ledger, request, progress)
     finally:
-        refresh_projections(app)
+        refresh_if_recorded(app, name)
     if as_json:
         click.echo(json.dumps(results.advance_json(report)))
     else:
         for r in report.ran:
-            if r["passed"]:
-                click.echo(escaped(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}"))
-            else:
-                click.echo(escaped(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}"),
-                           err=True)
-                if r.get("blocked"):
-                    click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: "
-                               f"{ledger_command('resume', name, '--note', '...')}", err=True)
+            if not any(r is p for p in shown_now):  # the distributed path reports its verdicts at the end
+                print_verdict(name, r)
         if report.stopped:
             click.echo(report.stopped)
         click.echo(f"{shown(name)}: {report.status}")
     if report.failed:
         sys.exit(1)
+
+
+def print_verdict(name: str, r: dict) -> None:
+    """One phase's verdict as `ledger advance` prints it (a failure on stderr, with the blocker it raised)."""
+    if r["passed"]:
+        click.echo(escaped(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}"))
+        return
+    click.echo(escaped(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}"), err=True)
+    if r.get("blocked"):
+        click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: "
+                   f"{ledger_command('resume', name, '--note', '...')}", err=True)
 
 
 @click.command("resume")
@@ -151,13 +163,15 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
         return
     if not rows:
         click.echo("no deployments yet (ledger init MODEL)")
+    elif any(r["status"] != "unreplayable" for r in rows):
+        click.echo(status_row("deployment", "status", "phases passed", "executor/target", "last verdict"))
     for r in rows:
         if r["status"] == "unreplayable":
             click.echo(f"{shown(r['name']):<28} unreplayable: {shown(r['error'])}", err=True)
             continue
-        passed = ",".join(map(str, r["phases_passed"])) or "-"
-        click.echo(escaped(f"{shown(r['name']):<28} {r['status']:<20} passed [{passed}]  {r['executor']}/{r['target']}  "
-                           f"{r['last_verdict']}"))
+        passed = ",".join(map(str, r["phases_passed"])) or "none yet"
+        click.echo(escaped(status_row(shown(r["name"]), r["status"], passed, f"{r['executor']}/{r['target']}",
+                                      r["last_verdict"])))
         for b in r["blockers"]:
             click.echo(escaped(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}"))
         if r["triage"]:
@@ -166,6 +180,12 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
                 click.echo(escaped(f"      - {m['rule_id']} ({m['confidence']:.2f}): {m['root_cause']} -> {m['remedy']}"))
     if broken:
         sys.exit(1)
+
+
+def status_row(name: str, status: str, passed: str, where: str, verdict: str) -> str:
+    """One line of `ledger status`'s table (its header too): name, status, the phases passed, executor/target and
+    the last verdict in columns."""
+    return f"{name:<28} {status:<20} {passed:<16} {where:<20} {verdict}".rstrip()
 
 
 @click.command("history")
@@ -184,9 +204,10 @@ def history_cmd(app: App, name: str, as_json: bool) -> None:
 
 
 @click.command("graph")
-def graph_cmd() -> None:
+@click.option("--json", "as_json", is_flag=True, help='{"mermaid": TEXT}')
+def graph_cmd(as_json: bool) -> None:
     """Print the lifecycle as a Mermaid diagram (generated from the transitions table)."""
-    click.echo(mermaid())
+    click.echo(json.dumps(graph_json(mermaid())) if as_json else mermaid())
 
 
 @click.command("plan")
@@ -203,30 +224,40 @@ def graph_cmd() -> None:
 @click.pass_obj
 def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights: str | None, seq: int) -> None:
     """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
-    app.read_only = True
     try:
-        cfg, tgt = model_target(app, target_, target)
+        rows = plan_result(app, target_, target, weights, seq)  # the registry's measured rows first, then the heuristic
     except TargetError as e:
         raise click.ClickException(str(e)) from e
-    own = None if Path(target_).exists() else target_  # a deployment is planned without its own rows, as Phase 1 does
-    weights = weights or (deployment_weights(DeploymentUnit(app.ledger, own).state) if own else "bf16")
-    rows, _ = deployment_plan(cfg, tgt, app.ledger, own, weights=weights, seq=seq)  # the registry's measured rows first, then the heuristic
     if as_json:
         click.echo(json.dumps(results.plan_json(rows), indent=1))
         return
+    cfg, _ = model_target(app, target_, target)
     limit = position_limit(cfg)
     if limit is not None and limit < DEFAULT_SEQ:  # say why the prefill rows are shorter than the usual build
         click.echo(f"prefill planned at {limit} positions: the model has no more (its context window, "
                    f"max_position_embeddings, or its RoPE tables), fewer than the {DEFAULT_SEQ} build")
+    for line in plan_lines(rows):
+        click.echo(line)
+
+
+def plan_lines(rows) -> list[str]:
+    """`ledger plan`'s text: a line per row, its source, its warnings. A warning whose explanation (what follows
+    its first ": ") an earlier row printed is shortened to its own head and "(as above)": the buffer-descriptor
+    and low-K warnings name each row's dims but explain the same thing on every row."""
+    lines, explained = [], set()
     for r in rows:
         shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
         j = r.to_json()
         tile = j.get("tile", {})
         contract = f"{r.contract} ({r.method})" if r.method else r.contract
-        click.echo(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {contract:<24} {json.dumps(tile.get('tile', tile))}")
-        click.echo(f"{'':<8} source: {r.source}")
+        lines.append(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {contract:<24} "
+                     f"{json.dumps(tile.get('tile', tile))}")
+        lines.append(f"{'':<8} source: {r.source}")
         for w in j.get("warnings", []):
-            click.echo(f"{'':<8} warning: {w}")
+            head, sep, why = w.partition(": ")
+            lines.append(f"{'':<8} warning: {head} (as above)" if sep and why in explained else f"{'':<8} warning: {w}")
+            explained.add(why)
+    return lines
 
 
 @click.command("evaluate", hidden=True)
@@ -258,7 +289,7 @@ def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
         report = deploy.audit(app.ledger, name, workspace=app.workspace, checkpoint=against, progress=progress)
     finally:
         if not app.opened_read_only:
-            refresh_projections(app)
+            refresh_if_recorded(app, name)
     if as_json:
         click.echo(json.dumps(results.audit_json(name, report), indent=1, default=str))
     else:

@@ -11,14 +11,11 @@ version, kernels.mlir_air.toolchain_floor) is refused first, in one line naming 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import click
 
-from handlers.doctor import doctor, toolchain_refusal, toolchain_warning
-from kernels.mlir_air.contract import CONTRACT_COMMIT, CONTRACT_VERSION, looks_like_checkout
-from kernels.mlir_air.lock import probe_toolchain
+from handlers.results_workbench import doctor_json
+from handlers.workbench import doctor_report
 
 
 @click.command("doctor")
@@ -26,44 +23,45 @@ from kernels.mlir_air.lock import probe_toolchain
 @click.option("--json", "as_json", is_flag=True, help="print the findings as JSON")
 def doctor_cmd(mlir_air_dir, as_json) -> None:
     """Check MLIR_AIR_DIR (default: $MLIR_AIR_DIR) against mlir-air contract CONTRACT_VERSION."""
-    directory = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
-    if not directory:
-        raise click.ClickException("no checkout given and MLIR_AIR_DIR is not set")
-    if not Path(directory).is_dir() or not looks_like_checkout(directory):
-        raise click.ClickException(f"{directory} is not an mlir-air checkout (no programming_examples/llms/verify/"
-                                   "verify_runner.py)")
-    refused = toolchain_refusal(directory)
-    if refused and not as_json:  # below the toolchain floor: nothing built with it is usable, one line says why
-        raise click.ClickException(refused)
-    warning = toolchain_warning(directory)
-    if warning and not as_json:
-        click.echo(f"warning: {warning}", err=True)
-    findings = doctor(directory)
-    failing = [f for f in findings if f.fails]
-    probed = dict(probe_toolchain(directory))
-    commit = probed.get("mlir_air_commit")
+    try:
+        report = doctor_report(mlir_air_dir)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from e
     if as_json:
-        click.echo(json.dumps({"checkout": str(directory), "commit": commit, "contract_version": CONTRACT_VERSION,
-                               "contract_commit": CONTRACT_COMMIT, "clean": not failing and not refused,
-                               "toolchain": {k: probed.get(k) for k in ("llvm_aie_version", "mlir_aie_hash")},
-                               "toolchain_refusal": refused, "toolchain_warning": warning,
-                               "findings": [f.as_json() for f in findings]}, indent=2))
+        click.echo(json.dumps(doctor_json(report), indent=2))
     else:
-        rows = [("file", "checks", "status", "what differs")]
-        for f in findings:
-            absent = ", ".join(" | ".join(a) if isinstance(a, tuple) else (a if f.status == "new" else repr(a))
-                               for a in f.absent)
-            rows.append((f.check.file, f.check.kind, f.status, absent or ("" if f.status != "missing"
-                                                                          else "file not found")))
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        click.echo(f"checkout {directory} (commit {commit or 'unknown'}) against mlir-air contract "
-                   f"v{CONTRACT_VERSION} (read at {CONTRACT_COMMIT[:7]})")
-        for r in rows:
-            click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3])
-        click.echo(f"{len(failing)} difference(s) in {len({f.check.file for f in failing})} file(s)" if failing
-                   else "no difference: the checkout meets the contract")
-    if failing or refused:
+        if report["toolchain_refusal"]:  # below the toolchain floor: nothing built with it is usable, one line says why
+            raise click.ClickException(report["toolchain_refusal"])
+        if report["toolchain_warning"]:
+            click.echo(f"warning: {report['toolchain_warning']}", err=True)
+        for line in doctor_lines(report):
+            click.echo(line)
+    if not report["clean"]:
         raise SystemExit(1)
+
+
+def doctor_lines(report: dict) -> list[str]:
+    """The table `ledger doctor` prints: a line per finding; in a twin, the checks that read the stand-in's own
+    copy of a file (not one in the directory) say so, and a line above the table says how many."""
+    findings = report["findings"]
+    rows = [("file", "checks", "status", "what differs")]
+    for f in findings:
+        absent = ", ".join(f["absent"] if f["status"] == "new" else map(repr, f["absent"]))
+        note = f"read the twin's own copy, {f['twin_copy']}" if f["twin_copy"] else ""
+        rows.append((f["file"], f["kind"], f["status"],
+                     "; ".join(x for x in (absent or ("file not found" if f["status"] == "missing" else ""), note) if x)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"checkout {report['checkout']} (commit {report['commit'] or 'unknown'}) against mlir-air contract "
+             f"v{report['contract_version']} (read at {report['contract_commit'][:7]})"]
+    copies = sum(1 for f in findings if f["twin_copy"])
+    if report["twin"]:
+        lines.append(f"a `ledger twin` stand-in: {copies} check(s) read npu-ledger's own copy of the file (named in "
+                     "the last column), not a file of this directory; n/a: no such file in a twin")
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3] for r in rows]
+    failing = [f for f in findings if f["fails"]]
+    lines.append(f"{len(failing)} difference(s) in {len({f['file'] for f in failing})} file(s)" if failing
+                 else "no difference: the checkout meets the contract")
+    return lines
 
 
 commands = [doctor_cmd]

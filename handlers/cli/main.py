@@ -6,6 +6,7 @@ a gate refused) ends as one `error: ...` line on stderr and a non-zero exit; `-v
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 import traceback
@@ -13,12 +14,39 @@ import traceback
 import click
 
 from handlers.bootstrap import App, configure_logging
+from handlers.results_workbench import head_json, log_json
 from ledger import Checkpoint
 from registry.text import escaped, shown
 
 
+def show_error(e: click.ClickException) -> None:
+    """click's report of `e` (a usage error's usage and help hint first) with its last line as every other error
+    of this CLI starts, `error: ` (click writes `Error: `), the message escaped."""
+    buffer = io.StringIO()
+    e.show(file=buffer)
+    lines = buffer.getvalue().rstrip("\n").split("\n")
+    last = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("Error: ")), None)
+    if last is not None:
+        lines[last:] = [f"error: {escaped(chr(10).join(lines[last:])[len('Error: '):])}"]
+    click.echo("\n".join(lines), err=True)
+
+
 class LedgerGroup(click.Group):
-    """A click group that turns any uncaught domain error into one clear line and exit status 1."""
+    """A click group that turns any uncaught domain error into one clear line and exit status 1, and prints
+    click's own errors (a bad option, a `ClickException`) with the same `error: ` start."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as e:
+            show_error(e)
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -67,7 +95,7 @@ def log_cmd(app: App, stream: str | None, after: int, as_json: bool) -> None:
     events = app.ledger.read_stream(stream) if stream else app.ledger.read_all(after=after)
     events = [e for e in events if e.seq > after]
     if as_json:
-        click.echo(json.dumps([e.to_json() for e in events], indent=1, default=str, allow_nan=True))
+        click.echo(json.dumps(log_json(events), indent=1, default=str, allow_nan=True))
         return
     for e in events:
         click.echo(escaped(f"{e.seq:>6}  {e.recorded_at[:19]}  {shown(e.stream_id)}@{e.version}  {e.type:<22} "
@@ -82,8 +110,7 @@ def head_cmd(app: App, as_json: bool) -> None:
     app.read_only = True
     cp = app.ledger.head()
     identity = app.ledger.identity()
-    click.echo(json.dumps({"size": cp.size, "hash": cp.hash, "identity": identity.to_json() if identity else None})
-               if as_json else str(cp))
+    click.echo(json.dumps(head_json(cp, identity)) if as_json else str(cp))
     warning = app.keep_checkpoint(cp)
     if warning:
         click.echo(warning, err=True)

@@ -9,21 +9,17 @@ import sys
 from pathlib import Path
 
 import click
-import numpy as np
 
 from handlers import on_demand, results
 from handlers.bootstrap import App
 from handlers.inputs import read_input_text
-from handlers.cli.common import open_deployment, refresh_projections
-from kernels.backends.kernel_runners import figure_source
-from handlers.gates.runtime import model_backend
+from handlers.cli.common import refresh_projections
+from handlers.results_workbench import run_json
+from handlers.runs import generate
 from handlers.narrate import TerminalProgress, describe
 from handlers.record import parse_toolchain, record_harness
-from kernels.model.compare import token_gate_failure
+from kernels.model.compare import isolated_minima, token_gate_failure
 from kernels.model.options import FAULT_HELP, FAULTS
-from kernels.model.prompts import token_ids
-from kernels.toolchain import current_toolchain
-from ledger.events import PerformanceMeasured
 
 
 @click.command("run")
@@ -35,33 +31,17 @@ from ledger.events import PerformanceMeasured
 @click.pass_obj
 def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_json: bool) -> None:
     """Generate with the deployment's integrated runner; prints TTFT and tokens/s (setup not timed)."""
-    unit, ctx = open_deployment(app, name, (lambda m: None) if as_json else None)
-    backend = model_backend(ctx.state, ctx.config)
-    tok = backend.tokenizer()
-    if getattr(tok, "chat_template", None):
-        ids = token_ids(tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True))
-    else:
-        ids = list(tok(prompt)["input_ids"])
-    r = backend.integrated_run(np.asarray(ids, np.int64), n_tokens)
-    text = tok.decode(r.tokens, skip_special_tokens=True)
-    unit.commit([PerformanceMeasured(phase=6, executor=ctx.state.executor, pipeline=r.pipeline,
-                                     n_prompt_tokens=len(ids), n_tokens=n_tokens, ttft_s=r.ttft_s,
-                                     tokens_per_s=r.tokens_per_s, ms_per_token=r.ms_per_token,
-                                     prefill_s=r.prefill_s, setup_s=r.setup_s,
-                                     profile=r.profile if profile else {},
-                                     toolchain=current_toolchain(ctx.state.executor))])
+    out = generate(app.ledger, app.workspace, name, prompt, n_tokens, profile=profile,
+                   progress=(lambda m: None) if as_json else TerminalProgress())
     if as_json:
-        click.echo(json.dumps({"text": text, "source": figure_source(ctx.state.executor), "tokens": r.tokens,
-                               "setup_s": r.setup_s, "ttft_s": r.ttft_s, "tokens_per_s": r.tokens_per_s,
-                               "ms_per_token": r.ms_per_token, **({"profile": r.profile} if profile else {})},
-                              default=str))
+        click.echo(json.dumps(run_json(out), default=str))
         return
-    click.echo(text)
-    click.echo(f"\nsetup {r.setup_s:.3f} s (not timed) | TTFT {r.ttft_s * 1e3:.1f} ms | "
-               f"{r.tokens_per_s or 0:.2f} tokens/s | {r.ms_per_token or 0:.2f} ms/token | {len(ids)} prompt tokens"
-               f" | {figure_source(ctx.state.executor)}")
+    click.echo(out["text"])
+    click.echo(f"\nsetup {out['setup_s']:.3f} s (not timed) | TTFT {out['ttft_s'] * 1e3:.1f} ms | "
+               f"{out['tokens_per_s'] or 0:.2f} tokens/s | {out['ms_per_token'] or 0:.2f} ms/token | "
+               f"{out['n_prompt_tokens']} prompt tokens | {out['source']}")
     if profile:
-        p = r.profile
+        p = out["profile"]
         decode = p["decode_s_per_token"]
         click.echo(f"{'stage':<28}{'seconds':>10}")
         click.echo(f"{'setup':<28}{p['setup_s']:>10.4f}")
@@ -128,6 +108,11 @@ def diagnose_cmd(app: App, name: str, as_json: bool) -> None:
     for x in layers:
         click.echo(f"{x.layer:>5} {x.cos_min:>9.5f} {x.cos_p5:>9.5f} {x.cos_median:>9.5f} {x.cos_mean:>9.5f} "
                    f"{x.max_abs:>10.4g} {x.mean_abs:>10.4g}")
+    apart = isolated_minima(layers)
+    if apart:
+        click.echo(f"layers {', '.join(map(str, apart))}: the minimum is one position far below the rest (p5); a "
+                   "massive activation under the floor-rounded residual add does this on the emulated NPU2 "
+                   "(docs/emulated_numerics.md, \"Massive activations\")")
 
 
 @click.group("record")

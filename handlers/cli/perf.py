@@ -12,6 +12,7 @@ import click
 from handlers import results
 from handlers.bootstrap import App
 from handlers.calibrate import calibrate
+from handlers.results_workbench import export_history_json, import_history_json
 from handlers.nightly_ops import FILES, BadLine, export_history, import_history
 from kernels.perf.calibration import CalibrationError
 from registry.text import escaped
@@ -37,7 +38,7 @@ def import_history_cmd(app: App, file: str, as_json: bool) -> None:
     except BadLine as e:  # the CLI boundary prints it as one `error: ...` line, exit 1
         raise BadLine(f"{e}; nothing was imported") from None
     if as_json:
-        click.echo(json.dumps(out, sort_keys=True))
+        click.echo(json.dumps(import_history_json(out), sort_keys=True))
     else:
         kinds = ", ".join(f"{n} {FILES[s]}" for s, n in sorted(out["series"].items()))
         click.echo(f"{out['file']}: {out['read']} line(s) read ({kinds}); {out['added']} new to the ledger")
@@ -68,7 +69,7 @@ def export_history_cmd(app: App, series: str, model: str | None, out: str | None
     nightly rows, as lines of mlir-air's nightly history schema."""
     app.read_only = True
     lines = export_history(app.ledger.read_all(), series, model, modelled)
-    text = (json.dumps([json.loads(x) for x in lines]) + "\n") if as_json else "".join(x + "\n" for x in lines)
+    text = (json.dumps(export_history_json(lines)) + "\n") if as_json else "".join(x + "\n" for x in lines)
     if out:
         Path(out).write_text(text, encoding="utf-8")
         click.echo(f"{len(lines)} {FILES[series]} line(s) written to {out}")

@@ -25,11 +25,9 @@ from pathlib import Path
 
 import click
 
-from handlers import results
 from handlers.predicting import calibration_lines, predict_result
-from handlers.queries import TargetError, context_window, predict_config
-from kernels.perf.curve import curve_png, npu2_curve, render_curve
-from kernels.perf.dispatch import normalize_switches
+from handlers.queries import TargetError, curve_name, curve_result
+from kernels.perf.curve import render_curve
 from kernels.perf.predict import render_table
 from kernels.perf.q4nx import WEIGHTS
 
@@ -64,52 +62,29 @@ def predict_cmd(app, target: str, as_json: bool, seq: int | None, ctx: int | Non
     """Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME, and on the machine the
     ledger's calibration fitted (`ledger perf calibrate`), with its error bars."""
     host_bytes = int(host_memory_gib * 2**30) if host_memory_gib else None
-    if curve:
-        try:
-            config = predict_config(app, target)
-        except TargetError as e:
-            raise click.ClickException(str(e)) from e
-        _curve(app, target, config, switches, host_bytes, as_json, png_path, weights)
-        return
     try:
-        p, out = predict_result(app, target, seq=seq, ctx=ctx, switches=switches, weights=weights,
-                                host_bytes=host_bytes, calibration=calibration)
-    except TargetError as e:
+        if curve:
+            value, c = curve_result(app, target, switches=switches, weights=weights, host_bytes=host_bytes,
+                                    png=png_path)
+        else:
+            p, value = predict_result(app, target, seq=seq, ctx=ctx, switches=switches, weights=weights,
+                                      host_bytes=host_bytes, calibration=calibration)
+    except (TargetError, ValueError, OSError) as e:
         raise click.ClickException(str(e)) from e
     except KeyError as e:
         raise click.ClickException(e.args[0]) from e
-    except ValueError as e:
-        raise click.ClickException(str(e)) from e
     if as_json:
-        click.echo(json.dumps(out, sort_keys=True))
+        click.echo(json.dumps(value, sort_keys=True))
+    elif curve:
+        sys.stdout.write(render_curve(c, curve_name(target)))
+        click.echo(f"chart: {value['png']}")
     else:
         title = Path(target).name + ("" if weights == "bf16" else f" ({weights})")
         sys.stdout.write(render_table(p, title=title))
-        for line in calibration_lines(out["calibration"]):
+        for line in calibration_lines(value["calibration"]):
             click.echo(line)
-    for problem in p.memory["problems"]:
+    for problem in ([] if curve else p.memory["problems"]):
         click.echo(f"warning: {problem}", err=True)
-
-
-def _curve(app, target: str, config, switches: str | None, host_bytes: int | None, as_json: bool,
-           png_path: str | None, weights: str = "bf16") -> None:
-    """`ledger predict --curve`: both curves under one switch set, the table (or JSON) on stdout, the PNG beside."""
-    try:
-        sw = normalize_switches(switches)
-    except ValueError as e:
-        raise click.ClickException(str(e)) from e
-    name = Path(target).stem if Path(target).is_file() else Path(target).name
-    c = npu2_curve(config, sw, sw, max_positions=context_window(app, target), host_bytes=host_bytes, weights=weights)
-    png = Path(png_path or f"{name}_curve.png")
-    try:
-        png.write_bytes(curve_png(c, f"{name}: {c['label']}"))
-    except OSError as e:
-        raise click.ClickException(f"cannot write the curve's PNG {png}: {e.strerror or e}") from e
-    if as_json:
-        click.echo(json.dumps(results.curve_json(c, str(png)), sort_keys=True))
-    else:
-        sys.stdout.write(render_curve(c, name))
-        click.echo(f"chart: {png}")
 
 
 commands = [predict_cmd]

@@ -11,9 +11,9 @@ from pathlib import Path
 import click
 import structlog
 
-from kernels.model.architecture import load_raw_config, resolve
+from handlers.results_workbench import quantize_json
+from handlers.workbench import quantize_folder
 from kernels.model.q4nx import LAYOUTS
-from kernels.model.q4nx_bundle import BUNDLE_FILE, write_bundle
 
 log = structlog.get_logger(__name__)
 
@@ -27,13 +27,11 @@ log = structlog.get_logger(__name__)
 @click.option("--json", "as_json", is_flag=True)
 def quantize_cmd(folder: str, fmt: str, out: str, layout: str, as_json: bool) -> None:
     """Quantise the bf16 HF FOLDER into a Q4NX bundle at OUT."""
-    config = resolve(load_raw_config(Path(folder)))
-    target = Path(out)
-    target = target / BUNDLE_FILE if target.is_dir() else target
-    written = write_bundle(folder, target, config, layout)
+    written = quantize_folder(folder, out, layout, fmt)
+    target = Path(written["path"])
     log.info("quantized", folder=folder, out=str(target), layout=layout, sha256=written["sha256"])
     if as_json:
-        click.echo(json.dumps({**written, "path": str(target), "format": fmt}, sort_keys=True))
+        click.echo(json.dumps(quantize_json(written), sort_keys=True))
         return
     pads = ", ".join(written["padded"]) or "none"
     click.echo(f"wrote {target.name} ({layout} layout, {written['n_projections']} 4-bit projections, "

@@ -15,9 +15,10 @@ import click
 from handlers.registry_merge import merge_into_mlir_air
 from handlers.registry_ops import SkippedRows, build_projections, import_registry_accounted, link_message
 from handlers.results import registry_row_json
+from handlers.results_workbench import registry_build_json, registry_import_json, registry_merge_json
 from registry.catalog import canonical_kernel
 from registry.fold import not_npu2_mark
-from registry.lookup import gemm_config, gemm_config_planned, kernel_rows
+from registry.lookup import CONTRACTS, gemm_config, gemm_config_planned, kernel_rows
 from registry.render_markdown import STATUS_GLYPH, tile_text
 from registry.text import num, sci, shape_args
 
@@ -79,11 +80,15 @@ def registry() -> None:
 @click.option("--dtype", "output_dtype", default="bf16", show_default=True, help="GEMM output dtype: bf16 or f32")
 @click.option("--precision", type=click.Choice(["high", "low"]), default=None,
               help="GEMM precision tier (default: the tier `ledger plan` takes for the shape)")
+@click.option("--contract", type=click.Choice(sorted(CONTRACTS)), default=None,
+              help="GEMM contract, in place of --dtype and --precision (f32-out, bf16-out-high, bf16-out-low)")
 @click.option("--registry-dir", type=click.Path(file_okay=False), help="details/ dir holding the GEMM JSON")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 @click.pass_context
-def lookup_cmd(ctx, kernel, args, output_dtype, precision, registry_dir, as_json) -> None:
+def lookup_cmd(ctx, kernel, args, output_dtype, precision, contract, registry_dir, as_json) -> None:
     """`lookup gemm M K N` (from the GEMM JSON) or `lookup KERNEL k=v ...` (from the ledger)."""
+    if contract:
+        output_dtype, precision = CONTRACTS[contract]
     if canonical_kernel(kernel) == "gemm":
         if len(args) == 3 and all("=" not in a for a in args):
             try:
@@ -161,7 +166,7 @@ def import_cmd(ctx, directory, allow_skip, sweep_dtype, as_json) -> None:
 
 def _print_accounts(accounts, as_json: bool, err: bool = False) -> None:
     if as_json:
-        click.echo(json.dumps([a.as_json() for a in accounts], indent=2), err=err)
+        click.echo(json.dumps(registry_import_json(accounts), indent=2), err=err)
         return
     rows = [("kernel", "file", "read", "imported", "duplicate", "skipped", "why")]
     rows += [(a.kernel, a.file, str(a.read), str(a.imported), str(a.duplicate), str(len(a.skipped)),
@@ -178,40 +183,51 @@ def _print_accounts(accounts, as_json: bool, err: bool = False) -> None:
 @click.option("--into-mlir-air", "into", type=click.Path(exists=True, file_okay=False),
               help="add the ledger's new hardware rows to this mlir-air checkout's kernel_registry/ (its tables' own "
                    "columns, its GEMM JSON), leaving its prose and rows as they are")
+@click.option("--json", "as_json", is_flag=True, help="print what was written / found as JSON")
 @click.pass_context
-def build_cmd(ctx, out_dir, check, into) -> None:
+def build_cmd(ctx, out_dir, check, into, as_json) -> None:
     """Rebuild the registry and every model's docs from the ledger (or --check them)."""
     if into:
         try:
             added = merge_into_mlir_air(_ledger(ctx, read_only=True).read_all(), into)
         except FileNotFoundError as e:
             raise click.ClickException(str(e)) from None
+        if as_json:
+            click.echo(json.dumps(registry_merge_json(added)))
+            return
         for rel, n in sorted(added.items()):
             click.echo(f"{rel}: {n} row(s) added")
         click.echo(f"added {sum(added.values())} row(s) to {into}" if added else f"nothing new for {into}")
         return
     out = Path(out_dir) if out_dir else _workspace(ctx)
     result = build_projections(_ledger(ctx, read_only=True).read_all(), out, check=check)
+    if as_json:
+        click.echo(json.dumps(registry_build_json(result, check)))
+    else:
+        _print_build(out, result, check)
+    if not result.clean if check else result.links:
+        ctx.exit(1)
+
+
+def _print_build(out: Path, result, check: bool) -> None:
     for rel in result.links:
         click.echo(f"{'link' if check else 'refused'}: {link_message(out, rel)}", err=True)
-    if check:
-        for rel in result.differing:
-            click.echo(f"{'missing' if rel in result.missing else 'differs'}: {rel}", err=True)
-        for rel in result.stray:
-            click.echo(f"stray: {rel} (no projection writes it)", err=True)
-        for clash in result.clashes:
-            click.echo(f"clash: {clash}", err=True)
-        if not result.clean:
-            click.echo(f"{len(result.differing)} of {result.total} projected files differ from the ledger, "
-                       f"{len(result.stray)} stray file(s), {len(result.clashes)} folder clash(es), "
-                       f"{len(result.links)} symbolic link(s) in the way; rebuild with `ledger registry build` and "
-                       "remove the stray files and links", err=True)
-            ctx.exit(1)
-        click.echo(f"all {result.total} projected files match the ledger")
+    if not check:
+        click.echo(f"wrote {len(result.written)} of {result.total} files under {out}")
         return
-    click.echo(f"wrote {len(result.written)} of {result.total} files under {out}")
-    if result.links:
-        ctx.exit(1)
+    for rel in result.differing:
+        click.echo(f"{'missing' if rel in result.missing else 'differs'}: {rel}", err=True)
+    for rel in result.stray:
+        click.echo(f"stray: {rel} (no projection writes it)", err=True)
+    for clash in result.clashes:
+        click.echo(f"clash: {clash}", err=True)
+    if not result.clean:
+        click.echo(f"{len(result.differing)} of {result.total} projected files differ from the ledger, "
+                   f"{len(result.stray)} stray file(s), {len(result.clashes)} folder clash(es), "
+                   f"{len(result.links)} symbolic link(s) in the way; rebuild with `ledger registry build` and "
+                   "remove the stray files and links", err=True)
+    else:
+        click.echo(f"all {result.total} projected files match the ledger")
 
 
 commands = [registry]

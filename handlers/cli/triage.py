@@ -1,9 +1,10 @@
 """`ledger triage FILE|-`: name the known NPU failure behind a compiler/runtime log.
 
 Thin click layer over `handlers.triage`: reads the log (a file, or stdin for `-`), optionally an evidence
-JSON object, and prints the ranked matches (or a JSON array with `--json`). Exit status 0 whether or not
-a rule matches; 1 when an input cannot be read or the rules file is malformed. The main CLI adds
-`commands` to its group.
+JSON object, and prints the best match in full and any other rule that also fired on one line each (or
+all of them, best first, as a JSON array with `--json`). Exit status 0 when a rule matches; 2 when none does
+(the log is a failure no playbook names: a script can tell); 1 when an input cannot be read or the rules
+file is malformed. The main CLI adds `commands` to its group.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from handlers.triage.registry_check import check_fixes
 from registry.text import escaped
 
 NO_MATCH = "No known failure pattern matches."
+NO_MATCH_EXIT = 2
 
 
 def _read(path: str, what: str) -> str:
@@ -40,9 +42,9 @@ def _render(matches: list[Match]) -> str:
         return NO_MATCH
     out: list[str] = []
     wrap = textwrap.TextWrapper(width=100, initial_indent="     ", subsequent_indent="     ")
-    for i, m in enumerate(matches, 1):
+    for m in matches[:1]:
         limit = ", known hardware/compiler limit" if m.known_limit else ""
-        out.append(f"{i}. {m.rule_id}: {m.title} (confidence {m.confidence:.2f}{limit})")
+        out.append(f"best match: {m.rule_id}: {m.title} (confidence {m.confidence:.2f}{limit})")
         out.append(f"   source: {m.source}")
         for label, body in (("root cause", m.root_cause), ("check", m.check), ("remedy", m.remedy)):
             out.append(f"   {label}:")
@@ -57,6 +59,10 @@ def _render(matches: list[Match]) -> str:
             out.append("   registry:")
             out.extend(f"     - {c}" for c in m.fix_checks)
         out.append("")
+    if matches[1:]:
+        out.append("also fired (less likely, or the same evidence and listed later in the playbooks; `--json` has them "
+                   "in full):")
+        out.extend(f"  - {m.rule_id}: {m.title} (confidence {m.confidence:.2f})" for m in matches[1:])
     return "\n".join(out).rstrip()
 
 
@@ -89,6 +95,8 @@ def triage(app, file: str, as_json: bool, evidence_path: str | None, rules_path:
         click.echo(json.dumps([m.to_json() for m in matches], indent=2))
     else:
         click.echo("\n".join(escaped(line) for line in _render(matches).split("\n")))  # the log's lines: no escape runs
+    if not matches:
+        sys.exit(NO_MATCH_EXIT)
 
 
 commands = [triage]

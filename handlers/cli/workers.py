@@ -12,6 +12,7 @@ import click
 from handlers.bootstrap import App
 from handlers.cli.common import refresh_projections
 from handlers.narrate import TerminalProgress
+from handlers.results_workbench import reverify_json
 from handlers.reverify import render_table, reverify_all
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS, WORKER_EXECUTORS, worker_kind
 from kernels.mlir_air.lock import DEFAULT_LOCK_PATH
@@ -66,7 +67,7 @@ def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str 
     finally:
         refresh_projections(app)
     if as_json:
-        click.echo(json.dumps([r.to_json() for r in results], indent=1))
+        click.echo(json.dumps(reverify_json(results), indent=1))
     else:
         click.echo(render_table(results))
     if any(r.regressions for r in results):

@@ -62,13 +62,15 @@ class AdvanceReport:
 @dataclass(frozen=True)
 class AdvanceRequest:
     """`ledger advance NAME`, typed: how far, with which gate options, and the check that may refuse it on the
-    folded deployment before any attempt is opened (the CLI's: an mlir-air deployment without a usable checkout)."""
+    folded deployment before any attempt is opened (the CLI's: an mlir-air deployment without a usable checkout);
+    `on_verdict` gets each phase's verdict (the dict `AdvanceReport.ran` holds) as soon as it is recorded."""
 
     name: str
     workspace: Path
     until: int | None = None
     options: GateOptions = field(default_factory=GateOptions)
     preflight: Callable[[DeploymentState], str | None] | None = None
+    on_verdict: Callable[[dict[str, Any]], None] | None = None
 
 
 def advance(ledger: Ledger, request: AdvanceRequest, progress: Callable[[str], None] = lambda m: None,
@@ -111,6 +113,8 @@ def advance(ledger: Ledger, request: AdvanceRequest, progress: Callable[[str], N
         attempt = unit.state.open_attempt.number
         passed = judge_attempt(unit, phase, attempt, outcome)
         report.ran.append(passed)
+        if request.on_verdict is not None:
+            request.on_verdict(passed)
         if not passed["passed"]:
             break
     report.status = unit.state.status.value

@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from handlers.doctor import checkout_refusal, lower_first
 from handlers.inputs import input_file
 from handlers.uow import DeploymentError, DeploymentUnit
 from kernels.model.architecture import assess, default_name, load_raw_config, resolve
@@ -65,6 +66,10 @@ def init(
     if q4nx_style == "device" and (base is None or not backend_type(executor).runs_q4nx_device):
         raise DeploymentError("--q4nx-style device needs a Q4NX bundle with --base, on the emulated or torch "
                               "executor (mlir-air's fused 4-bit decode is not driven by this tool yet); nothing "
+                              "was recorded")
+    refusal = checkout_refusal(executor)
+    if refusal:
+        raise DeploymentError(f"--executor {executor} needs an mlir-air checkout and {lower_first(refusal)}; nothing "
                               "was recorded")
     path = Path(model).expanduser().resolve()
     bundle = path if base is None else (path / "model.q4nx" if path.is_dir() else path)

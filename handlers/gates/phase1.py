@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from handlers.gates import GateOutcome, GateRun
 from kernels.backends.kernel_runners import make_runner
 from kernels.backends.runner_base import KernelRow, KernelRunner
+from kernels.mlir_air.output import error_excerpt
 from kernels.mlir_air.table import HarnessConfigError
 from kernels.model.plan import PlannedKernel
 from kernels.numerics.catalog import get_spec
@@ -89,9 +90,9 @@ def run(ctx: GateRun) -> GateOutcome:
                 failed_kernels.append(row.kernel)
                 continue
         if event.not_measured:
-            tail = event.provenance.get("tail") or [""]
+            excerpt = error_excerpt(event.provenance.get("tail") or [])  # the error line, not make's last word
             failures.append(f"{row.kernel} {shape_text}: not measured ({event.not_measured}), exit status "
-                            f"{event.provenance.get('returncode')}: {tail[-1][:200]}")
+                            f"{event.provenance.get('returncode')}: {excerpt[:200]}")
             triage.append({"kind": "kernel", **event.to_payload(), "transcript": transcript,
                            "runtime_hang": event.not_measured == "timeout" or None})
             failed_kernels.append(row.kernel)

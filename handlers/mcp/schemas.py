@@ -15,8 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from handlers.results import SCHEMAS, json_safe
+from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from kernels.backends.kernel_runners import EXECUTOR_NAMES
+from kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from kernels.model.options import FAULTS
+from kernels.model.plan import PLAN_WEIGHTS
+from kernels.model.q4nx import LAYOUTS
+from kernels.perf.q4nx import WEIGHTS
+from registry.lookup import CONTRACTS
+from registry.nightly_history import FILES
 
 NAME = {"type": "string", "minLength": 1, "description": "deployment name (`ledger status` lists them)"}
 TEXT = {"type": "string", "minLength": 1}
@@ -33,14 +40,59 @@ def _int(low: int, high: int, **extra) -> dict:
     return {"type": "integer", "minimum": low, "maximum": high, **extra}
 
 
+CHECKOUT = {**TEXT, "description": "an mlir-air checkout (default: the server's $MLIR_AIR_DIR)"}
+WORKBENCH_INPUTS: dict[str, dict] = {
+    "quantize": _inputs({
+        "folder": {**TEXT, "description": "the bf16 HF folder"}, "out": {**TEXT, "description": "the bundle file "
+                                                                          "(model.q4nx inside, when a folder)"},
+        "to": {"type": "string", "enum": ["q4nx"], "default": "q4nx"},
+        "layout": {"type": "string", "enum": list(LAYOUTS), "default": "llama"},
+    }, ("folder", "out")),
+    "scaffold": _inputs({"name": NAME, "mlir_air_dir": CHECKOUT,
+                         "stand_in": {"type": "string", "enum": ["emulated"], "description": "the adapter wraps "
+                                      "npu-ledger's emulated pipeline"}}, ("name",)),
+    "doctor": _inputs({"mlir_air_dir": CHECKOUT}),
+    "perf_import_history": _inputs({"file": {**TEXT, "description": "history / sweep_history / "
+                                             "prefill_sweep_history ndjson"}}, ("file",)),
+    "perf_export_history": _inputs({
+        "series": {"type": "string", "enum": sorted(FILES), "default": "history"},
+        "model": {**TEXT, "description": "only this mlir-air model directory name"},
+        "modelled": {"type": "boolean", "default": False, "description": "also the modelled / emulator / rehearsal "
+                     "figures, each line's model suffixed with its class (`--modelled`)"},
+    }),
+    "log": _inputs({"stream_id": {**TEXT, "description": "only this stream, e.g. deployment:NAME (`--stream`)"},
+                    "after": {"type": "integer", "minimum": 0, "default": 0}}),
+    "head": _inputs({}),
+    "twin": _inputs({"directory": {**TEXT, "description": "the folder to write the stand-in checkout into"},
+                     "peano": {"type": "string", "pattern": f"^{PEANO_VERSION}$", "default": TWIN_PEANO,
+                               "description": "the Peano version the twin's toolchain record says"}},
+                    ("directory",)),
+    "run": _inputs({"name": NAME, "prompt": TEXT, "n_tokens": _int(1, 4096, default=32),
+                    "profile": {"type": "boolean", "default": False, "description": "per-stage breakdown"}},
+                   ("name", "prompt")),
+    "optimise": _inputs({"name": NAME, "what": {**TEXT, "description": "what the engineer changed"},
+                         "phase": {"type": "integer", "enum": [4, 5], "default": 4}}, ("name", "what")),
+    "registry_import": _inputs({"directory": {**TEXT, "description": "an mlir-air kernel_registry/ (or details/)"},
+                                "allow_skip": {"type": "boolean", "default": False}}, ("directory",)),
+    "registry_build": _inputs({"check": {"type": "boolean", "default": False, "description": "write nothing; "
+                                         "report what differs"},
+                               "into_mlir_air": {**CHECKOUT, "description": "add the ledger's new NPU2 rows to "
+                                                 "this checkout's kernel_registry/ instead"}}),
+    "graph": _inputs({}),
+    "reverify": _inputs({"all": {"type": "boolean", "default": True, "enum": [True],
+                                 "description": "every deployed model (the only mode)"},
+                         "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"]}}),
+}
+
 INPUTS: dict[str, dict] = {
     "status": _inputs({"name": NAME}),
     "history": _inputs({"name": NAME}, ("name",)),
     "plan": _inputs({"target": {**TEXT, "description": "deployment NAME, or a config.json / HF folder path"},
                      "platform": {**TARGET, "description": "NPU target of a CONFIG (default npu2)"},
                      "seq": _int(1, 1 << 20, default=2048, description="padded prefill length the prefill rows are "
-                                 "planned at (registry rows measured at that M where imported, else heuristic)")},
-                    ("target",)),
+                                 "planned at (registry rows measured at that M where imported, else heuristic)"),
+                     "weights": {"type": "string", "enum": list(PLAN_WEIGHTS), "description": "plan for these "
+                                 "weights (default: a deployment's own, else bf16)"}}, ("target",)),
     "predict": _inputs({
         "target": {**TEXT, "description": "config.json / HF folder path, or deployment NAME"},
         "seq": _int(1, 131072, description="prefill length (default: the build's, 2048 cut to the context window)"),
@@ -49,6 +101,13 @@ INPUTS: dict[str, dict] = {
                      "weight_residency, intermediate_bos, seq_first), 'none' for all off; default all on"},
         "calibration": {**TEXT, "description": "the `perf_calibrate` fit to report with (default the latest; "
                         "'published': mlir-air's published machine)"},
+        "weights": {"type": "string", "enum": list(WEIGHTS), "default": "bf16",
+                    "description": "bf16; q4nx-host (dequantised at load); q4nx-device (4-bit decode on the NPU)"},
+        "host_memory_gib": {"type": "number", "minimum": 0.1, "description": "the target machine's memory, to "
+                            "check that the resident BOs fit it"},
+        "curve": {"type": "boolean", "default": False, "description": "TTFT against padded prefill length and "
+                  "decode tokens/s against context (seq / ctx do not apply), with a PNG"},
+        "png": {**TEXT, "description": "with curve: where the PNG goes (default <name>_curve.png in the workspace)"},
     }, ("target",)),
     "perf_calibrate": _inputs({
         "name": {**TEXT, "maxLength": 120, "description": "the calibration's name (default calibration-<n>)"},
@@ -101,6 +160,8 @@ INPUTS: dict[str, dict] = {
         "dtype": {"type": "string", "enum": ["bf16", "f32"], "default": "bf16", "description": "GEMM output dtype"},
         "precision": {"type": "string", "enum": ["high", "low"],
                       "description": "GEMM tier (default: the tier `plan` takes for the shape)"},
+        "contract": {"type": "string", "enum": sorted(CONTRACTS), "description": "GEMM contract, in place of "
+                     "dtype and precision"},
     }, ("kernel", "dims")),
     "verify": _inputs({"against": {**TEXT, "description": "a checkpoint SIZE:HASH printed by `ledger head`"}}),
     "record_harness": _inputs({
@@ -111,6 +172,7 @@ INPUTS: dict[str, dict] = {
         "device": {**TEXT, "description": "the NPU the transcript ran on (without it and toolchain: unattested)"},
         "toolchain": {**TEXT, "description": "mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=..."},
     }, ("name", "kernel", "shape", "transcript_path")),
+    **WORKBENCH_INPUTS,
 }
 
 
@@ -130,7 +192,7 @@ def _as_object(schema: dict) -> dict:
 
 def output_schema(tool: str) -> dict:
     """The tool's output schema: its result's schema, a JSON array wrapped as `{"items": ...}`."""
-    return _as_object(SCHEMAS[tool])
+    return _as_object(SCHEMAS[tool] if tool in SCHEMAS else WORKBENCH_SCHEMAS[tool])
 
 
 def structured(value: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -241,11 +242,17 @@ def skills() -> list[Skill]:
 
 def server_entry(workspace: Path, db_url: str) -> dict:
     """The `.mcp.json` entry that registers `ledger mcp` on `workspace` and its ledger: `--db` only when it is not
-    the workspace's default, and then `${LEDGER_DB}` (expanded by the client) when the URL holds a password."""
+    the workspace's default, and then `${LEDGER_DB}` (expanded by the client) when the URL holds a password.
+
+    The command is the interpreter that ran the export (`sys.executable` as it was invoked, a venv's
+    `.venv/bin/python` kept as that path, not resolved out of the venv) with `-m handlers.cli`: that interpreter
+    has npu-ledger importable, while a bare `ledger` runs only where the client's PATH holds the venv's `bin/`
+    (an agent started from an IDE or a desktop app rarely has it). The entry names this machine's paths, as
+    its `--workspace` does already: `.mcp.json` is this machine's registration; re-run the export elsewhere."""
     args = ["--workspace", str(workspace)]
     if os.environ.get("LEDGER_DB") or db_url != default_url(workspace):  # the client's environment may differ
         args += ["--db", "${LEDGER_DB}" if make_url(db_url).password else db_url]
-    return {"command": "ledger", "args": [*args, "mcp"]}
+    return {"command": sys.executable, "args": ["-m", "handlers.cli", *args, "mcp"]}
 
 
 def export(root: Path, workspace: Path, db_url: str) -> list[Path]:

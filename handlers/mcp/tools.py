@@ -11,74 +11,33 @@ Each tool runs on an `App` of its own (its own database connection) made by the 
 progress sink that becomes MCP progress notifications: the messages the terminal's bars show
 (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
 
+`TOOLS` holds these deployment tools and `handlers.mcp.workbench`'s (quantize, scaffold, doctor, perf, twin, run,
+optimise, registry import / build, log, head, graph, reverify); what a call is made of is `handlers.mcp.call`.
+
 Imports: handlers (deploy, on_demand, queries, record, results, triage, bootstrap), kernels, registry.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
-
-import structlog
 
 from handlers import deploy, on_demand, queries, results
-from handlers.bootstrap import App
 from handlers.calibrate import calibrate
-from handlers.inputs import confined, read_input_text
+from handlers.inputs import read_input_text
+from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded
+from handlers.mcp.workbench import WORKBENCH
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
-from handlers.planning import deployment_plan
 from handlers.predicting import predict_result
 from kernels.backends.kernel_runners import make_runner
 from kernels.backends.runner_base import KernelRow
 from kernels.model.plan import DEFAULT_SEQ
 from kernels.mlir_air.output import TranscriptError
+from registry.lookup import CONTRACTS
 from ledger import Checkpoint
-
-log = structlog.get_logger("npu_ledger.mcp")
-
-
-@dataclass
-class Call:
-    """One tool call: its own App (workspace + ledger), the arguments (defaults filled in), a progress sink, and
-    the folders a path argument may lie in besides the workspace (`ledger mcp --allow-dir`)."""
-
-    app: App
-    args: dict[str, Any]
-    progress: Callable[[str], None] = field(default=lambda message: None)
-    allowed: tuple[Path, ...] = ()
-
-    def path(self, key: str, what: str) -> str:
-        """Argument `key` as a path inside the workspace or an allowed folder (handlers.inputs.confined)."""
-        return str(confined(self.args[key], (self.app.workspace, *self.allowed), what))
-
-    def target(self) -> str:
-        """A plan / predict target: a deployment name as it is, an existing path only when confined."""
-        t = self.args["target"]
-        return self.path("target", "config") if Path(t).expanduser().exists() else t
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    run: Callable[[Call], Any]
-    writes: str = ""  # what it appends to the ledger, and through what ("" = it reads only)
-    long: bool = False  # reports progress; one long tool at a time per server (the gates are one-process work)
-
-
-def error_line(exc: BaseException) -> str:
-    """The one line the CLI prints for `exc` (handlers.cli.main.LedgerGroup): `error: <first line>`, or
-    `rejected: ...` for an out-of-scope `init` (exit 3 there)."""
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    text = str(text).strip()
-    line = text.splitlines()[0] if text else type(exc).__name__
-    return f"rejected: {line}" if isinstance(exc, deploy.OutOfScope) else f"error: {line}"
-
 
 # a quoted line of the file inside a transcript error: Python's repr of a str (the verdicts it names are kept)
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
@@ -90,39 +49,35 @@ def withheld(message: str) -> str:
     return _QUOTED.sub(lambda m: m.group(0) if m.group(0) in _KEPT else "<line withheld>", message)
 
 
-def refresh(app: App) -> None:
-    """The CLI's projection refresh after a write; its warnings go to the server's log (stderr)."""
-    for line in app.refresh_projections():
-        log.warning(line)
-
-
-def _read_only(c: Call) -> App:
-    c.app.read_only = True  # a SQLite ledger opened so that nothing can write to it
-    return c.app
-
-
 # --- reads ----------------------------------------------------------------------------------------------------
 
 
 def _status(c: Call):
-    return results.status_json(deploy.status(_read_only(c).ledger, c.args.get("name")), c.args.get("name"))
+    return results.status_json(deploy.status(read_only(c).ledger, c.args.get("name")), c.args.get("name"))
 
 
 def _history(c: Call):
-    return results.history_json(deploy.history(_read_only(c).ledger, c.args["name"]))
+    return results.history_json(deploy.history(read_only(c).ledger, c.args["name"]))
 
 
 def _plan(c: Call):
-    cfg, target = queries.model_target(_read_only(c), c.target(), c.args.get("platform"))
-    own = None if Path(c.args["target"]).exists() else c.args["target"]  # as `ledger plan`: registry first
-    seq = int(c.args.get("seq", DEFAULT_SEQ))
-    return results.plan_json(deployment_plan(cfg, target, c.app.ledger, own, seq=seq)[0])
+    return results.plan_json(queries.plan_result(c.app, c.target(), c.args.get("platform"), c.args.get("weights"),
+                                                 int(c.args.get("seq", DEFAULT_SEQ))))
 
 
 def _predict(c: Call):
     a = c.args
+    if a["curve"]:  # the PNG: `png` inside the workspace or an --allow-dir folder, else <name>_curve.png in the workspace
+        png = c.path("png", "png") if a.get("png") else None
+        return queries.curve_result(c.app, c.target(), switches=a.get("switches"), weights=a["weights"],
+                                    host_bytes=_host_bytes(a), png=png, where=c.app.workspace)[0]
     return predict_result(c.app, c.target(), seq=a.get("seq"), ctx=a.get("ctx"), switches=a.get("switches"),
+                          weights=a["weights"], host_bytes=_host_bytes(a),
                           calibration=a.get("calibration"))[1]  # the producer `ledger predict --json` prints
+
+
+def _host_bytes(a: dict) -> int | None:
+    return int(a["host_memory_gib"] * 2**30) if a.get("host_memory_gib") else None
 
 
 def _perf_calibrate(c: Call):
@@ -143,10 +98,11 @@ def _triage(c: Call):
 
 
 def _registry_lookup(c: Call):
-    a, app = c.args, _read_only(c)
+    a, app = c.args, read_only(c)
+    dtype, precision = CONTRACTS[a["contract"]] if a.get("contract") else (a["dtype"], a.get("precision"))
     kind, found = queries.registry_lookup(a["kernel"], a["dims"], events=lambda: app.ledger.read_all(),
                                           registry_dir=app.workspace / "kernel_registry" / "details",
-                                          output_dtype=a["dtype"], precision=a.get("precision"))
+                                          output_dtype=dtype, precision=precision)
     return results.registry_lookup_json(kind, found)
 
 
@@ -179,7 +135,7 @@ def _advance(c: Call):
                                         preflight=lambda state: advance_refusal(state, a["name"]))
         report = deploy.advance(c.app.ledger, request, c.progress)
     finally:
-        refresh(c.app)
+        refresh_if_recorded(c.app, a["name"])
     return results.advance_json(report)
 
 
@@ -212,7 +168,7 @@ def _audit(c: Call):
                               progress=c.progress)
     finally:
         if not c.app.opened_read_only:
-            refresh(c.app)
+            refresh_if_recorded(c.app, c.args["name"])
     return results.audit_json(c.args["name"], report)
 
 
@@ -276,4 +232,4 @@ _TOOLS = [
          writes="KernelVerified(source=harness) parsed from the transcript file, validated (shape, element count, "
                 "tolerances, physical limits, one transcript per row)"),
 ]
-TOOLS: dict[str, Tool] = {t.name: t for t in _TOOLS}
+TOOLS: dict[str, Tool] = {t.name: t for t in [*_TOOLS, *WORKBENCH]}

@@ -53,3 +53,22 @@ def last_words(lines: list[str]) -> str:
         if line:
             return line if len(line) <= 160 else line[:157] + "..."
     return ""
+
+
+# make's own bookkeeping: `make[1]: Leaving directory '...'`, `make: *** [Makefile:40: run] Error 1`
+_MAKE_LINE = re.compile(r"^\s*g?make(\[\d+\])?: ")
+_ERROR_WORD = re.compile(r"\berror\b|Error:|Traceback|Exception|Assertion|FAILED|Abort|timed? ?out|TIMEOUT|"
+                         r"Permission denied|No such file|exceed|exhausted|overflow", re.IGNORECASE)
+# a driver's wrapper around the error it ran into: `aircc.py: error: aie-opt failed with exit status 1`
+_WRAPPER = re.compile(r"failed with exit status|returned non-zero exit status|exited with (status|code)")
+
+
+def error_excerpt(lines: list[str]) -> str:
+    """The one line of a failed run's last lines that says what failed: the last line that reads as an error
+    and is neither make's own bookkeeping (`Leaving directory`, `*** [...] Error 1`) nor a driver's wrapper
+    (`... failed with exit status 1`); else the last error line, the last line that is not make's, the last line
+    ("" for none)."""
+    own = [ln for ln in lines if ln.strip() and not _MAKE_LINE.match(ln)]
+    errors = [ln for ln in own if _ERROR_WORD.search(ln)]
+    root = [ln for ln in errors if not _WRAPPER.search(ln)]
+    return (root or errors or own or [ln for ln in lines if ln.strip()] or [""])[-1].strip()

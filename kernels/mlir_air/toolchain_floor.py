@@ -41,6 +41,7 @@ KNOWN_BAD: tuple[dict[str, Any], ...] = tuple(TOOLCHAIN.get("known_bad", ()))
 TWIN_TOOLCHAIN = "toolchain.json"  # at a twin's root: {"llvm_aie_version": ...}, the nightly's key
 # the twin's default Peano: the llvm-aie mlir-air's CI pins at e972f29 (nightlyPerfBenchmark.yml:154)
 TWIN_PEANO = "21.0.0.2026080601+f4a72c27"
+PEANO_VERSION = r"\d+(\.\d+)*([.+][0-9A-Za-z.+]*)?"  # a version as `ledger twin --peano` (and its MCP tool) take it
 _HASH = re.compile(r"^\s*(?:export\s+)?HASH=([0-9a-f]{7,40})\s*$", re.M)
 _CLANG = re.compile(r"clang version (\d+(?:\.\d+)*)")
 

@@ -356,6 +356,17 @@ def diagnose_layers(ours_prefill, ref_prefill, *, executor: str = "", prompt_ind
     return out
 
 
+ISOLATED_GAP = 0.05  # a layer's minimum this far below its 5th percentile is one position apart (display only)
+
+
+def isolated_minima(layers) -> list[int]:
+    """The layers (`LayerDiagnosed`-like: layer, cos_min, cos_p5) whose worst position's cosine lies more than
+    ISOLATED_GAP below their 5th percentile: one position apart from the rest, such as a massive activation
+    drifting under the floor-rounded residual add (docs/emulated_numerics.md, "Massive activations"). A note for
+    the reader, never a verdict."""
+    return [x.layer for x in layers if x.cos_p5 - x.cos_min > ISOLATED_GAP]
+
+
 def token_gate_failure(g: Any) -> str:
     """One sentence on why a recorded token gate failed (a TokenGateChecked or TokenGateResult), from its
     fields: the first-divergence check first, then the teacher-forced walk."""

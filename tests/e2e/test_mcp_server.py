@@ -133,3 +133,69 @@ def test_two_agents_advancing_one_deployment_at_once_one_wins_and_the_chain_is_i
     assert [e["type"] for e in events].count("PhaseStarted") == 1
     assert [e["type"] for e in events].count("PhasePassed") == 1
     assert verified.structured_content["ok"] and read_in_process(tmp_path, "verify").returncode == 0
+
+
+# verbs of the README's CLI block that have no MCP tool, each with why (every other verb has its tool)
+NOT_TOOLS = {
+    "db setup": "an administrator's one-time act with superuser rights on the database, never an agent's",
+    "mcp": "the server itself",
+    "skills export": "writes the agent's own registration (.mcp.json) and skills: a person runs it once",
+    "worker": "a long-running process, one per NPU host: not a call that returns",
+}
+
+
+def readme_verbs() -> set[str]:
+    """The verbs of the README's "## The CLI" sh block: every `ledger VERB` (or `| VERB` continuing a line), a
+    group's verb with its sub-command, as click knows them (`handlers.cli.cli`)."""
+    import re
+
+    import click
+
+    from handlers.cli import cli
+
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = text.split("\n## The CLI\n", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0]
+    verbs = set()
+    for line in block.splitlines():
+        for m in re.finditer(r"(?:\bledger\s+|\|\s+(?:ledger\s+)?)([a-z][a-z-]*)(?:\s+([a-z][a-z-]*))?", line.split("#", 1)[0]):
+            command = cli.commands.get(m.group(1))
+            if isinstance(command, click.Group):
+                assert m.group(2) in command.commands, line
+                verbs.add(f"{m.group(1)} {m.group(2)}")
+            elif command is not None:
+                verbs.add(m.group(1))
+    return verbs
+
+
+def test_the_exported_mcp_json_runs_and_lists_a_tool_for_each_readme_verb_and_predict_curve_is_the_cli_s(tmp_path):
+    from tests.e2e.cli import in_process
+
+    ws, out = tmp_path / "ws", tmp_path / "agent"
+    ws.mkdir()
+    assert in_process(ws, "skills", "export", str(out)).returncode == 0
+    entry = json.loads((out / ".mcp.json").read_text())["mcpServers"]["npu-ledger"]
+    assert Path(entry["command"]).is_absolute() and entry["args"][:2] == ["-m", "handlers.cli"]
+    png = str((ws / "curve.png").resolve())
+    env = {**{k: v for k, v in os.environ.items() if k != "LEDGER_DB"}, "HF_HUB_OFFLINE": "1"}
+
+    async def agent():
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env)
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                tools = {t.name for t in (await s.list_tools()).tools}
+                curve = await s.call_tool("predict", {"target": "tiny-config.json", "curve": True, "png": png})
+                missing = await s.call_tool("predict", {"target": "/nope/config.json"})
+                return tools, curve, missing
+
+    (ws / "tiny-config.json").write_text(CONFIG.read_text())
+    tools, curve, missing = anyio.run(agent)
+    verbs = readme_verbs()
+    assert {"predict", "plan", "quantize", "doctor", "scaffold", "perf import-history", "registry lookup"} <= verbs
+    assert set(NOT_TOOLS) <= verbs, set(NOT_TOOLS) - verbs
+    assert {v.replace(" ", "_").replace("-", "_") for v in verbs - set(NOT_TOOLS)} <= tools
+    assert not curve.is_error, text_of(curve)
+    cli = in_process(ws, "predict", str(ws / "tiny-config.json"), "--curve", "--png", png, "--json")
+    assert cli.returncode == 0 and curve.structured_content == json.loads(cli.stdout)
+    assert missing.is_error and text_of(missing) == (
+        "error: /nope/config.json: no such config.json or HF folder (nor a deployment of that name)")

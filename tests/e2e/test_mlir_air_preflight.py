@@ -20,13 +20,14 @@ def twin(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory, tiny_llama):
-    """One workspace for the module: deployment `m` on mlir-air, `e` on the emulator (a refused advance
-    changes nothing, which each test checks, so they can share it)."""
+def workspace(tmp_path_factory, tiny_llama, twin):
+    """One workspace for the module: deployment `m` on mlir-air (recorded where a checkout was set: `init` refuses
+    mlir-air without one, issue #40), `e` on the emulator (a refused advance changes nothing, which each test
+    checks, so they can share it)."""
     ws = tmp_path_factory.mktemp("preflight") / "ws"
     with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("MLIR_AIR_DIR", raising=False)
         for name, executor in (("m", "mlir-air"), ("e", "emulated")):
+            mp.setenv("MLIR_AIR_DIR", str(twin)) if executor == "mlir-air" else mp.delenv("MLIR_AIR_DIR", raising=False)
             done = cli(ws, "init", str(tiny_llama), "--name", name, "--executor", executor)
             assert done.returncode == 0, done.stderr
     return ws

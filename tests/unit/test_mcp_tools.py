@@ -32,6 +32,20 @@ ALLOWED = {
     "audit": ("writes", "the Phase 7 gate, or a re-audit measured by the evaluator in a fresh process"),
     "record_harness": ("writes", "a transcript file read and validated as `ledger record harness` validates it"),
     "perf_calibrate": ("writes", "a fit of the ledger's own NPU2-measured rows, computed by the tool, with its data"),
+    "doctor": ("reads", "reads an mlir-air checkout's files against the contract"),
+    "perf_export_history": ("reads", "the ledger's figures as nightly rows, read-only"),
+    "log": ("reads", "the events as recorded, read-only"),
+    "head": ("reads", "the head checkpoint (kept in checkpoints.json, outside the ledger, as `verify`)"),
+    "graph": ("reads", "the lifecycle table as Mermaid"),
+    "quantize": ("writes", "a bundle file computed from the model's own weights; no event"),
+    "scaffold": ("writes", "the model directory's files in the checkout, the engineer's changes kept; no event"),
+    "perf_import_history": ("writes", "mlir-air's nightly rows as imported evidence, never as our measurement"),
+    "reverify": ("writes", "the token gate and changed Phase 1 rows re-measured; a regression blocks"),
+    "twin": ("writes", "a stand-in checkout's files in a confined folder; no event"),
+    "run": ("writes", "the integrated run's figures, measured now; no verdict"),
+    "optimise": ("writes", "an engineer's change measured on hardware and gated by the token gate"),
+    "registry_import": ("writes", "mlir-air's registry rows as imported evidence, never as our measurement"),
+    "registry_build": ("writes", "projections rebuilt from the ledger (or rows added to a checkout); no event"),
 }
 # argument names that would let a caller hand in a verdict or an event instead of having it measured
 FORBIDDEN_ARGUMENTS = {"verdict", "passed", "payload", "event", "events", "type", "stream", "summary", "findings",
@@ -126,3 +140,23 @@ def test_a_bad_argument_or_an_unknown_tool_is_one_line_and_runs_nothing(server):
     assert server.call("resume", {"name": "m", "note": "x"}).content[0].text == (
         "error: no deployment named 'm' (run `ledger init MODEL` first)")
     assert server.call("status", {}).structured_content == {"items": []}
+
+
+def test_doctor_graph_and_log_tools_return_the_cli_s_json_and_a_twin_s_own_copies_are_named(server, tmp_path):
+    import json
+
+    from kernels.mlir_air.twin import write_twin
+    from tests.e2e.cli import in_process
+
+    twin = write_twin(tmp_path / "twin")
+    doctor = server.call("doctor", {"mlir_air_dir": str(twin)})
+    assert not doctor.is_error, doctor.content[0].text
+    assert doctor.structured_content == json.loads(in_process(tmp_path, "doctor", str(twin), "--json").stdout)
+    copies = [f["twin_copy"] for f in doctor.structured_content["findings"] if f["twin_copy"]]
+    assert copies and all(c.startswith("kernels/mlir_air/twin/") for c in copies)
+    text = in_process(tmp_path, "doctor", str(twin)).stdout
+    assert "a `ledger twin` stand-in" in text and "read the twin's own copy, kernels/mlir_air/twin/" in text
+    assert server.call("graph", {}).structured_content["mermaid"].startswith("stateDiagram-v2")
+    server.call("init", {"model": str(CONFIGS / "qwen3-0.6b.json"), "name": "m"})
+    log = server.call("log", {"stream_id": "deployment:m"}).structured_content["items"]
+    assert log == json.loads(in_process(tmp_path, "log", "--stream", "deployment:m", "--json").stdout)

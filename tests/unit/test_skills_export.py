@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import yaml
@@ -68,7 +69,9 @@ def test_the_mcp_json_registers_the_server_for_the_workspace_and_keeps_other_ser
     assert result.exit_code == 0, result.output
     servers = json.loads((out / ".mcp.json").read_text())["mcpServers"]
     assert servers["other"] == {"command": "x"}
-    assert servers["npu-ledger"] == {"command": "ledger", "args": ["--workspace", str(tmp_path / "ws"), "mcp"]}
+    # the interpreter that exported (a bare `ledger` is not on an agent's PATH: it lives in the venv's bin/)
+    assert servers["npu-ledger"] == {"command": sys.executable,
+                                     "args": ["-m", "handlers.cli", "--workspace", str(tmp_path / "ws"), "mcp"]}
 
 
 def test_a_skill_the_export_did_not_write_is_refused_and_nothing_is_written(tmp_path):

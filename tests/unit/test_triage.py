@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from handlers.cli.triage import NO_MATCH, commands, triage
+from handlers.cli.triage import NO_MATCH, NO_MATCH_EXIT, commands, triage
 from handlers.triage import PREDICATES, RuleError, load_rules, triage_evidence, triage_text
 from ledger.events import FailureTriaged
 
@@ -95,6 +95,15 @@ CASES = [
                                            "contract": "bf16-out-high", "mismatches": 104, "n_elements": 917504,
                                            "mismatch_ref_max": 0.0267, "mismatch_err_max": 2.08e-3,
                                            "mean_rel_L1": 9.26e-3, "atol": 1.5e-3, "rtol": 1.6e-2}),
+    # the device and a core's memories (#40): logs in the driver's / compiler's words (rules.toml cites them)
+    ("npu-device-permission", log("npu-device-permission"), {}),
+    ("npu-device-permission", "XRT: xclOpen failed on /dev/accel/accel0: Permission denied\n", {}),
+    ("npu-device-missing", log("npu-device-missing"), {}),
+    ("npu-device-missing", "ls: cannot access '/dev/accel/accel0': No such file or directory\n", {}),
+    ("npu-device-wedged", log("npu-device-wedged"), {}),
+    ("npu-device-busy", log("npu-device-busy"), {}),
+    ("l1-buffers-exceed-memory", log("l1-buffers-exceed-memory"), {}),
+    ("core-program-memory-overflow", log("core-program-memory-overflow"), {}),
 ]
 
 
@@ -271,7 +280,7 @@ def test_cli_prints_ranked_matches_with_cause_check_remedy_and_lines(tmp_path):
     result = CliRunner().invoke(triage, [str(path)])
     assert result.exit_code == 0, result.output
     out = result.output
-    assert out.startswith("1. merge-bare-herd-ir:")
+    assert out.startswith("best match: merge-bare-herd-ir:")
     for label in ("root cause:", "check:", "remedy:", "matched lines:"):
         assert label in out
     assert "| fused.mlir:98:5: error: 'airrt.herd_load' op symbol @herd_0 not found" in out
@@ -293,11 +302,21 @@ def test_cli_with_evidence_uses_it(tmp_path):
     assert [d["rule_id"] for d in json.loads(result.output)] == ["fa-l1-overflow"]
 
 
-def test_cli_says_so_plainly_when_nothing_matches():
+def test_cli_says_so_plainly_and_exits_non_zero_when_nothing_matches():
     result = CliRunner().invoke(triage, ["-"], input=(FIXTURES / "gemm_pass.txt").read_text())
-    assert (result.exit_code, result.output.strip()) == (0, NO_MATCH)
+    assert (result.exit_code, result.output.strip()) == (NO_MATCH_EXIT, NO_MATCH) and NO_MATCH_EXIT not in (0, 1)
     result = CliRunner().invoke(triage, ["-", "--json"], input="all good\n")
-    assert (result.exit_code, json.loads(result.output)) == (0, [])
+    assert (result.exit_code, json.loads(result.output)) == (NO_MATCH_EXIT, [])
+
+
+def test_cli_prints_one_best_match_when_several_fire():
+    """Buffer-descriptor exhaustion fires the single-kernel and the merged-ELF rules on the text alone: the first
+    is printed in full as the best match, the other on one line."""
+    result = CliRunner().invoke(triage, ["-"], input=log("bd-allocator-exhausted"))
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.startswith("best match: bd-allocator-exhausted:") and out.count("root cause:") == 1
+    assert "also fired" in out and "  - merge-bd-exhaustion: " in out
 
 
 def test_cli_unreadable_file_is_one_clear_line_and_nonzero(tmp_path):

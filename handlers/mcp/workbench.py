@@ -1,0 +1,161 @@
+"""The MCP tools of the engineer's workbench verbs (`quantize`, `scaffold`, `doctor`, `perf import-history` /
+`export-history`, `twin`, `registry import` / `build`), the runs (`run`, `optimise`), the ledger's own reads
+(`log`, `head`, `graph`) and re-verification (`reverify`): each the
+CLI verb over the same handler and the same `--json` producer (`handlers.results_workbench`), as
+`handlers.mcp.tools` has them for the deployment verbs (its docstring: reads, writes, errors).
+
+A path argument lies in the workspace or an `--allow-dir` folder (`Call.path`); a checkout argument defaults to
+the server's $MLIR_AIR_DIR, as the CLI's does.
+
+Imports: handlers (workbench, nightly_ops, reverify, results_workbench), handlers.mcp.call, statemachine.
+"""
+
+from __future__ import annotations
+
+import os
+
+from handlers import results_workbench as rw
+from handlers.mcp.call import Call, Tool, log, read_only, refresh, refresh_if_recorded
+from handlers.registry_merge import merge_into_mlir_air
+from handlers.registry_ops import build_projections, import_registry_accounted
+from handlers.runs import generate, optimise
+from handlers.nightly_ops import BadLine, export_history, import_history
+from handlers.reverify import reverify_all
+from handlers.workbench import doctor_report, mlir_air_dir, quantize_folder, scaffold_deployment
+from kernels.mlir_air.twin import write_twin
+from statemachine.mermaid import mermaid
+
+
+def _checkout(c: Call) -> str | None:
+    """The `mlir_air_dir` argument confined to the allowed folders, else the server's $MLIR_AIR_DIR (as the CLI)."""
+    return c.path("mlir_air_dir", "mlir-air checkout") if c.args.get("mlir_air_dir") else os.environ.get("MLIR_AIR_DIR")
+
+
+def _quantize(c: Call):
+    folder, out = c.path("folder", "model folder"), c.path("out", "output")
+    return rw.quantize_json(quantize_folder(folder, out, c.args["layout"], c.args["to"]))
+
+
+def _scaffold(c: Call):
+    return rw.scaffold_json(scaffold_deployment(c.app.ledger, c.app.workspace, c.args["name"],
+                                                mlir_air_dir(_checkout(c)), c.args.get("stand_in")))
+
+
+def _doctor(c: Call):
+    return rw.doctor_json(doctor_report(_checkout(c)))
+
+
+def _import_history(c: Call):
+    path = c.path("file", "history file")
+    try:
+        out = import_history(c.app.ledger, path)
+    except BadLine as e:
+        raise BadLine(f"{e}; nothing was imported") from None
+    refresh(c.app)
+    return rw.import_history_json(out)
+
+
+def _export_history(c: Call):
+    a = c.args
+    return rw.export_history_json(export_history(read_only(c).ledger.read_all(), a["series"], a.get("model"),
+                                                 a["modelled"]))
+
+
+def _log(c: Call):
+    ledger, a = read_only(c).ledger, c.args
+    events = ledger.read_stream(a["stream_id"]) if a.get("stream_id") else ledger.read_all(after=a["after"])
+    return rw.log_json([e for e in events if e.seq > a["after"]])
+
+
+def _head(c: Call):
+    ledger = read_only(c).ledger
+    checkpoint = ledger.head()
+    warning = c.app.keep_checkpoint(checkpoint)  # as `ledger head` keeps it
+    if warning:
+        log.warning(warning)
+    return rw.head_json(checkpoint, ledger.identity())
+
+
+def _graph(c: Call):
+    return rw.graph_json(mermaid())
+
+
+def _reverify(c: Call):
+    try:
+        found = reverify_all(c.app.ledger, workspace=c.app.workspace, executor=c.args.get("executor"),
+                             progress=c.progress)
+    finally:
+        refresh(c.app)
+    return rw.reverify_json(found)
+
+
+def _twin(c: Call):
+    return rw.twin_json(write_twin(c.path("directory", "twin directory"), peano=c.args["peano"]))
+
+
+def _run(c: Call):
+    a = c.args
+    try:
+        out = generate(c.app.ledger, c.app.workspace, a["name"], a["prompt"], a["n_tokens"], profile=a["profile"],
+                       progress=c.progress)
+    finally:
+        refresh_if_recorded(c.app, a["name"])
+    return rw.run_json(out)
+
+
+def _optimise(c: Call):
+    a = c.args
+    return rw.optimise_json(optimise(c.app.ledger, c.app.workspace, a["name"], a["what"], a["phase"],
+                                     progress=c.progress))
+
+
+def _registry_import(c: Call):
+    result = import_registry_accounted(c.app.ledger, c.path("directory", "registry folder"),
+                                       allow_skip=c.args["allow_skip"])  # SkippedRows: one line, nothing imported
+    refresh(c.app)
+    return rw.registry_import_json(result.accounts)
+
+
+def _registry_build(c: Call):
+    events = read_only(c).ledger.read_all()
+    if c.args.get("into_mlir_air"):
+        return rw.registry_merge_json(merge_into_mlir_air(events, c.path("into_mlir_air", "mlir-air checkout")))
+    result = build_projections(events, c.app.workspace, check=c.args["check"])
+    return rw.registry_build_json(result, c.args["check"])
+
+
+WORKBENCH = [
+    Tool("quantize", "A bf16 HF folder as a Q4NX bundle file (`ledger quantize FOLDER --to q4nx OUT --json`).",
+         _quantize, writes="no event: the bundle file at `out` (inside the workspace or an --allow-dir folder)"),
+    Tool("scaffold", "NAME's model directory programming_examples/llms/<name>/ in the mlir-air checkout "
+         "(`ledger scaffold NAME --json`); files the engineer changed are kept.", _scaffold,
+         writes="no event: the model directory's files in the checkout (the engineer's own changes kept)"),
+    Tool("doctor", "Check an mlir-air checkout (default $MLIR_AIR_DIR) against the contract the tool was written "
+         "for (`ledger doctor --json`); in a twin, which checks read the stand-in's own copies.", _doctor),
+    Tool("perf_import_history", "Read one of mlir-air's nightly ndjson files into the ledger as imported evidence "
+         "(`ledger perf import-history FILE --json`); a bad line refuses the whole file.", _import_history,
+         writes="NightlyPerfImported per new line, imported:mlir-air-nightly (never an NPU2 figure of ours)"),
+    Tool("perf_export_history", "The ledger's NPU2-measured Phase 6 figures as mlir-air nightly rows "
+         "(`ledger perf export-history --json`).", _export_history),
+    Tool("log", "The ledger's events in global order, or one stream's (`ledger log --json`).", _log),
+    Tool("head", "A checkpoint SIZE:HASH of the ledger to keep elsewhere (`ledger head --json`).", _head),
+    Tool("graph", "The lifecycle as a Mermaid state diagram (`ledger graph --json`).", _graph),
+    Tool("twin", "Write an mlir-air stand-in checkout (harness Makefiles, verify runner) into a folder, to rehearse "
+         "the hardware path here (`ledger twin DIR --json`).", _twin,
+         writes="no event: the stand-in's files in `directory`"),
+    Tool("run", "Generate with the deployment's integrated runner (`ledger run NAME --json`); records the run's "
+         "figures.", _run, writes="PerformanceMeasured(phase 6) of the run, measured now (never a verdict)", long=True),
+    Tool("optimise", "On hardware: measure an engineer's change to the model directory, re-run the token gate and "
+         "record it against the phase's last figure (`ledger optimise NAME --what TEXT --json`).", _optimise,
+         writes="the token gate, a PerformanceMeasured and the OptimizationTried, all measured now", long=True),
+    Tool("registry_import", "Import an mlir-air kernel_registry/ folder as imported evidence, one account per "
+         "table (`ledger registry import DIR --json`); a skipped row refuses all unless allow_skip.",
+         _registry_import, writes="KernelVerified rows of registry:import, imported:mlir-air-registry"),
+    Tool("registry_build", "Rebuild (or check) the workspace's projections from the ledger, or add the ledger's "
+         "new NPU2 rows to an mlir-air checkout (`ledger registry build [--check] --json`).", _registry_build,
+         writes="no event: the projections (rebuilt from the ledger) or the checkout's registry tables"),
+    Tool("reverify", "Re-run every deployed model's token gate and its Phase 1 rows whose toolchain changed; "
+         "regressions are blocked (`ledger reverify --all --json`).", _reverify,
+         writes="only through the gates' own measurements: TokenGateChecked, KernelVerified re-runs, "
+                "BlockerRaised on a regression", long=True),
+]
