@@ -20,6 +20,7 @@ from handlers.registry_ops import build_projections, link_message
 from handlers.scaffold_sync import sync_scaffolds
 from ledger import Checkpoint, Ledger, default_url, open_ledger
 from ledger.checkpoints import RECORD, CheckpointRecord
+from kernels.settings import env_get
 
 
 def configure_logging(verbosity: int = 0) -> None:
@@ -53,7 +54,7 @@ class App:
 
     @classmethod
     def create(cls, workspace: str | None = None, db: str | None = None, verbosity: int = 0) -> "App":
-        ws = Path(workspace or os.environ.get("LEDGER_HOME") or os.getcwd()).resolve()
+        ws = Path(workspace or env_get("LEDGER_HOME") or os.getcwd()).resolve()
         return cls(workspace=ws, db_url=db or default_url(ws), verbosity=verbosity)
 
     @property

@@ -3,7 +3,7 @@
 `doctor_checks()` is `kernels.mlir_air.contract`'s checks plus the tested-shapes table headers
 `registry.mlir_air_tables` reads and writes (supported_kernels.md and details/<page>.md at e972f29, the pages
 mlir-air had then; the later kernels' pages are optional import schemas, not part of the contract).
-`doctor(dir)` gives one `Finding` per check, then one `new` finding per tested-shapes table beyond the contract
+`doctor(dir)` gives one `ContractFinding` per check, then one `new` finding per tested-shapes table beyond the contract
 (`registry_news`: informative, never failing); `toolchain_refusal(dir)` is one line when the toolchain is below the
 contract's floor (kernels.mlir_air.toolchain_floor); `preflight(dir)` is None when `dir` can be run against (a
 checkout meeting the contract, a toolchain meeting the floor), else one line saying why not;
@@ -13,18 +13,18 @@ deployment.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from handlers.gates.runtime import backend_class
 from kernels.backends.model_backends import backend_type
 from statemachine.state import DeploymentState
 from kernels.mlir_air.table import ENV_TABLE
-from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, Finding, check_checkout, table_checks, usable_checkout
+from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, ContractFinding, check_checkout, table_checks, usable_checkout
 from kernels.mlir_air.toolchain_floor import floor_refusal, known_bad, toolchain_versions
 from registry.importer_scan import read_markdown
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
 from statemachine.phases import Phase, Status
+from kernels.settings import env_get
 
 REGISTRY = "programming_examples/kernel_registry"
 
@@ -37,7 +37,7 @@ def doctor_checks() -> list[Check]:
                                   "details/*.md:90-177)")
 
 
-def registry_news(directory: str | Path) -> list[Finding]:
+def registry_news(directory: str | Path) -> list[ContractFinding]:
     """Tested-shapes tables the checkout's registry has beyond the contract (status `new`, never failing): those
     of kernels mlir-air added later that the importer has a schema for (`LATER`), and those it has none for
     (`ledger registry import` refuses their rows unless --allow-skip)."""
@@ -54,11 +54,11 @@ def registry_news(directory: str | Path) -> list[Finding]:
             continue
         check = Check(what="a tested-shapes table beyond the contract", file=f"{REGISTRY}/{a.file}", at="",
                       kind="new_table", items=(a.header,), twin="")
-        out.append(Finding(check, "new", (f"[{a.header}] {a.read} row(s): {note}",), read=a.file))
+        out.append(ContractFinding(check, "new", (f"[{a.header}] {a.read} row(s): {note}",), read=a.file))
     return out
 
 
-def doctor(directory: str | Path) -> list[Finding]:
+def doctor(directory: str | Path) -> list[ContractFinding]:
     return check_checkout(directory, doctor_checks()) + registry_news(directory)
 
 
@@ -84,9 +84,9 @@ def advance_refusal(state: DeploymentState, name: str, mlir_air_dir: str | None 
     deployment is left to `advance` to report). `advance` calls it on its own fold (AdvanceRequest.preflight)."""
     if not backend_class(state).hardware or state.status in (Status.DEPLOYED, Status.REJECTED, Status.NEEDS_HUMAN_REVIEW):
         return None
-    if os.environ.get(ENV_TABLE) and Phase.KERNELS not in state.passed:
+    if env_get(ENV_TABLE) and Phase.KERNELS not in state.passed:
         return None  # Phase 1 runs the commands of the harness table given ($NPU_LEDGER_HARNESSES), not a checkout's
-    why = preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"), name)
+    why = preflight(mlir_air_dir if mlir_air_dir is not None else env_get("MLIR_AIR_DIR"), name)
     return f"{name} runs on mlir-air and {lower_first(why)}; nothing was run" if why else None
 
 
@@ -94,9 +94,9 @@ def checkout_refusal(executor: str, mlir_air_dir: str | None = None) -> str | No
     """Why a deployment on `executor` cannot be recorded here: an executor that runs mlir-air's harnesses (its
     backend is `hardware`) with no usable checkout at `mlir_air_dir` (default $MLIR_AIR_DIR), the line `advance`
     would refuse with; None otherwise, and when Phase 1 runs a harness table's own commands ($NPU_LEDGER_HARNESSES)."""
-    if not backend_type(executor).hardware or os.environ.get(ENV_TABLE):
+    if not backend_type(executor).hardware or env_get(ENV_TABLE):
         return None
-    return preflight(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR"))
+    return preflight(mlir_air_dir if mlir_air_dir is not None else env_get("MLIR_AIR_DIR"))
 
 
 def lower_first(sentence: str) -> str:

@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from kernels.settings import env_get, env_copy
 
 LIFELINE_ENV = "NPU_LEDGER_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
@@ -21,12 +22,12 @@ _PR_SET_PDEATHSIG = 1
 
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """`env` (default: this process's) with this process named as the child's parent."""
-    return {**(os.environ if env is None else env), LIFELINE_ENV: str(os.getpid())}
+    return {**(env_copy() if env is None else env), LIFELINE_ENV: str(os.getpid())}
 
 
 def die_with_parent() -> None:
     """Exit when the parent named in LIFELINE_ENV exits (no-op when it is not set)."""
-    expected = os.environ.get(LIFELINE_ENV)
+    expected = env_get(LIFELINE_ENV)
     if not expected or not expected.isdigit():
         return
     parent = int(expected)

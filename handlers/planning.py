@@ -15,7 +15,6 @@ The evaluator re-derives the sources from the same registry (handlers.evaluator.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterable
 
 from kernels.model.config import ModelConfig
@@ -23,6 +22,7 @@ from kernels.model.plan import DEFAULT_SEQ, PlannedKernel, plan
 from kernels.model.plan_record import plan_sources
 from ledger.record import RecordedEvent
 from registry.lookup import PlanningRegistry
+from kernels.settings import env_get
 
 ENV_MLIR_AIR = "MLIR_AIR_DIR"  # kernels.mlir_air.table.ENV_MLIR_AIR
 
@@ -33,7 +33,7 @@ def planning_registry(ledger, mlir_air_dir: str | None = None, deployment: str |
     Phase 1 plans what its first attempt planned, so the rows that attempt passed are carried, not re-run)."""
     own = f"deployment:{deployment}" if deployment else None
     events = [e for e in ledger.all_events() if e.type == "KernelVerified" and e.stream_id != own]
-    return PlanningRegistry(events, mlir_air_dir or os.environ.get(ENV_MLIR_AIR) or None)
+    return PlanningRegistry(events, mlir_air_dir or env_get(ENV_MLIR_AIR) or None)
 
 
 def workspace_registry(app) -> PlanningRegistry:
@@ -43,7 +43,7 @@ def workspace_registry(app) -> PlanningRegistry:
     if app is not None and (not app.db_url.startswith("sqlite") or (app.workspace / ".ledger").is_dir()):
         app.read_only = True
         return planning_registry(app.ledger)
-    return PlanningRegistry([], os.environ.get(ENV_MLIR_AIR) or None)
+    return PlanningRegistry([], env_get(ENV_MLIR_AIR) or None)
 
 
 def deployment_weights(state) -> str:
@@ -60,7 +60,7 @@ def deployment_plan(config: ModelConfig, target: str, ledger=None, deployment: s
     `weights`: kernels.model.plan's weight format (bf16, q4nx-host: the bf16 rows; q4nx-device: the 4-bit ones);
     `seq`: the padded prefill length (`ledger plan --seq`; Phase 1 plans at the default)."""
     registry = planning_registry(ledger, deployment=deployment) if ledger is not None else PlanningRegistry(
-        (), os.environ.get(ENV_MLIR_AIR) or None)
+        (), env_get(ENV_MLIR_AIR) or None)
     rows = plan(config, target=target, seq=seq, registry=registry, weights=weights)
     return rows, {**registry.record(), "rows": plan_sources(rows)}
 

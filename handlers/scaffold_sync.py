@@ -11,7 +11,6 @@ projections: a page that said "every switch off" after Phases 4-5 turned them on
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from typing import Iterable
 
@@ -21,13 +20,14 @@ from kernels.model.config import ModelConfig
 from ledger.record import RecordedEvent
 from registry.model_docs import model_dir_name
 from statemachine.fold import fold
+from kernels.settings import env_get
 
 ENV_MLIR_AIR = "MLIR_AIR_DIR"  # kernels.mlir_air.table.ENV_MLIR_AIR
 
 
 def sync_scaffolds(events: Iterable[RecordedEvent], mlir_air_dir: str | None = None) -> list[str]:
     """The ARCHITECTURE.md files rewritten (see the module docstring); none without an mlir-air checkout."""
-    root = mlir_air_dir or os.environ.get(ENV_MLIR_AIR)
+    root = mlir_air_dir or env_get(ENV_MLIR_AIR)
     if not root:
         return []
     streams: dict[str, list[RecordedEvent]] = defaultdict(list)

@@ -7,7 +7,6 @@ Imports: handlers (doctor, gates, uow), kernels, registry.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from handlers.doctor import doctor, toolchain_refusal, toolchain_warning
@@ -21,13 +20,14 @@ from kernels.mlir_air.scaffold import ScaffoldError, scaffold
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.q4nx_bundle import BUNDLE_FILE, write_bundle
 from registry.model_docs import model_dir_name
+from kernels.settings import env_get
 
 ENV_MLIR_AIR = "MLIR_AIR_DIR"
 
 
 def mlir_air_dir(given: str | None = None) -> str:
     """`given`, else $MLIR_AIR_DIR; ValueError when neither names one."""
-    root = given or os.environ.get(ENV_MLIR_AIR)
+    root = given or env_get(ENV_MLIR_AIR)
     if not root:
         raise ValueError("MLIR_AIR_DIR is not set: point it at an mlir-air checkout (or `ledger twin DIR`)")
     return root

@@ -34,6 +34,7 @@ from typing import Any, Mapping
 from kernels.numerics.executors.emulated import EMULATED_NUMERICS_VERSION
 from kernels.mlir_air.lock import first_output_line, probe_toolchain
 from kernels.perf import PERF_MODEL_VERSION
+from kernels.settings import env_get
 
 # the keys that identify a toolchain, in the order labels show them
 KEYS = ("npu_ledger", "executor", "emulated_numerics", "perf_model", "torch", "mlir_air_commit", "mlir_air_contract",
@@ -50,7 +51,7 @@ def npu_ledger_version() -> str:
 
 
 def _peano_version() -> str | None:
-    root = os.environ.get("PEANO_INSTALL_DIR")
+    root = env_get("PEANO_INSTALL_DIR")
     return first_output_line([os.path.join(root, "bin", "clang"), "--version"]) if root else None
 
 
@@ -58,7 +59,7 @@ def current_toolchain(executor: str, *, mlir_air_dir: str | None = None) -> dict
     """The toolchain `executor` runs on in this process (mlir-air: probed; see the module docstring)."""
     tc: dict[str, Any] = {"npu_ledger": npu_ledger_version(), "executor": executor}
     if executor == "mlir-air":
-        tc.update(_mlir_air_toolchain(mlir_air_dir if mlir_air_dir is not None else os.environ.get("MLIR_AIR_DIR")))
+        tc.update(_mlir_air_toolchain(mlir_air_dir if mlir_air_dir is not None else env_get("MLIR_AIR_DIR")))
         return tc
     if executor == "torch":
         import torch  # only on the torch executor: torch is slow to import and the others never need it

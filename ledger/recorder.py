@@ -54,6 +54,7 @@ from ledger.postgres import POSTGRESQL
 from ledger.record import Checkpoint, Identity, ReadsEverything, RecordedEvent, VerifyResult, encode_batch
 from ledger.schema import COLS, SELECT_ALL, Dialect
 from ledger.sqlite import SQLITE
+from kernels.settings import env_get
 
 DIALECTS: dict[str, Dialect] = {"sqlite": SQLITE, "postgresql": POSTGRESQL}
 
@@ -380,7 +381,7 @@ def open_ledger(url: str, *, create: bool = False, read_only: bool = False) -> L
 
 def default_url(workspace: str | os.PathLike | None = None) -> str:
     """`LEDGER_DB` if set, else SQLite at `<workspace>/.ledger/ledger.db` (workspace: arg, `LEDGER_HOME`, or cwd)."""
-    if os.environ.get("LEDGER_DB"):
-        return os.environ["LEDGER_DB"]
-    ws = Path(workspace or os.environ.get("LEDGER_HOME") or os.getcwd()).resolve()
+    if env_get("LEDGER_DB"):
+        return env_get("LEDGER_DB")
+    ws = Path(workspace or env_get("LEDGER_HOME") or os.getcwd()).resolve()
     return f"sqlite:///{ws / '.ledger' / 'ledger.db'}"

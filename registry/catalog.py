@@ -1,6 +1,6 @@
 """The kernel catalog the registry projections are laid out by.
 
-One `KernelSpec` per registry page, in the order the index lists them. GEMM has two pages (bf16 out and
+One `CatalogEntry` per registry page, in the order the index lists them. GEMM has two pages (bf16 out and
 f32 out, mlir-air's split); every other kernel has one. A spec names the page file, the shape columns in
 their natural order (with the spellings other components may use for them), the throughput unit, and the
 docs/numerics.md figures (datapath tier, rtol/atol per contract, NPU2-measured mean_rel_L1, target tiles)
@@ -36,7 +36,7 @@ def _tol(kernel: str, contract: str, label: str | None = None) -> "Tolerance":
 
 
 @dataclass(frozen=True, eq=False)  # one object per page: identity equality, cheap hashing
-class KernelSpec:
+class CatalogEntry:
     key: str  # page key: "gemm_bf16", "rmsnorm", ...
     kernel: str  # executor kernel name (`ledger kernel run <kernel>`)
     title: str
@@ -58,15 +58,15 @@ _GEMM_DATAPATH = (
     "round-half-even), FP32 accumulate"
 )
 
-CATALOG: tuple[KernelSpec, ...] = (
-    KernelSpec(
+CATALOG: tuple[CatalogEntry, ...] = (
+    CatalogEntry(
         key="gemm_f32", kernel="gemm", title="GEMM (BF16 in, FP32 out)", page="GEMM_bf16_in_fp32_out",
         columns=("M", "K", "N"), aliases=_GEMM_ALIASES, unit="GFLOP/s", math="C[M,N] = A[M,K] @ B[K,N]",
         datapath=_GEMM_DATAPATH + "; FP32 output (always the high-precision tier)",
         tolerances=(_tol("gemm", "f32-out"),), npu2_mean_rel_L1="9.3e-3", target_tiles=32,
         default_contract="f32-out",
     ),
-    KernelSpec(
+    CatalogEntry(
         key="gemm_bf16", kernel="gemm", title="GEMM (BF16 in, BF16 out)", page="GEMM_bf16_in_bf16_out",
         columns=("M", "K", "N"), aliases=_GEMM_ALIASES, unit="GFLOP/s", math="C[M,N] = A[M,K] @ B[K,N]",
         datapath=_GEMM_DATAPATH + "; high tier: one FP32->bf16 cast at the end; low tier: the partial sum "
@@ -75,25 +75,25 @@ CATALOG: tuple[KernelSpec, ...] = (
         npu2_mean_rel_L1="9.3-9.9e-3 (high) / 1.3e-2-1.9e-2 (low)", target_tiles=32,
         default_contract="bf16-out-high",
     ),
-    KernelSpec(
+    CatalogEntry(
         key="gemv", kernel="gemv", title="GEMV (BF16)", page="GEMV_bf16", columns=("M", "K"),
         aliases={"m": "M", "k": "K"}, unit="GFLOP/s", math="y[M] = A[M,K] @ x[K] (decode)",
         datapath="plain FP32 vector accumulate of bf16 inputs, bf16 out",
         tolerances=(_tol("gemv", "bf16-out", label="bf16"),), npu2_mean_rel_L1="0 ... 2.7e-8", target_tiles=8,
     ),
-    KernelSpec(
+    CatalogEntry(
         key="rmsnorm", kernel="rmsnorm", title="RMSNorm (BF16)", page="RMSNorm_bf16", columns=("M", "N"),
         aliases={"m": "M", "n": "N", "rows": "M", "dim": "N"},
         math="y = x / sqrt(mean(x^2) + eps) * w, per row", datapath="FP32 sum of squares, bf16 elementwise",
         tolerances=(_tol("rmsnorm", "bf16-out", label="bf16"),), npu2_mean_rel_L1="4.2e-3", target_tiles=8,
     ),
-    KernelSpec(
+    CatalogEntry(
         key="layernorm", kernel="layernorm", title="LayerNorm (BF16, affine)", page="LayerNorm_bf16",
         columns=("M", "N"), aliases={"m": "M", "n": "N", "rows": "M", "dim": "N"},
         math="y = (x - mean) / sqrt(var + eps) * w + b, per row", datapath="FP32 reductions",
         tolerances=(_tol("layernorm", "bf16-out", label="bf16"),), npu2_mean_rel_L1="4.4e-3", target_tiles=8,
     ),
-    KernelSpec(
+    CatalogEntry(
         key="flash_attention", kernel="flash_attention", title="FlashAttention (BF16, GQA)",
         page="FlashAttention_bf16", columns=("lq", "lk", "dk", "dv", "heads", "kv_heads", "causal"),
         aliases={
@@ -105,26 +105,26 @@ CATALOG: tuple[KernelSpec, ...] = (
         datapath="two BFP16 MMAs + bf16 online softmax",
         tolerances=(_tol("flash_attention", "bf16-out", label="bf16"),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
     ),
-    KernelSpec(
+    CatalogEntry(
         key="eltwise_add", kernel="eltwise_add", title="Element-wise Add (BF16)", page="EltwiseAdd_bf16",
         columns=("N",), aliases={"n": "N", "numel": "N", "size": "N"}, math="c = a + b",
         datapath="FP32 add, one bf16 rounding", tolerances=(_tol("eltwise_add", "bf16-out", label="bf16"),),
         npu2_mean_rel_L1="1.9e-3", target_tiles=8,
     ),
-    KernelSpec(
+    CatalogEntry(
         key="silu_mul", kernel="silu_mul", title="SiLU-and-Mul (BF16)", page="SiLU_Mul_bf16", columns=("N",),
         aliases={"n": "N", "numel": "N", "size": "N"}, math="out = silu(gate) * up",
         datapath="sigmoid via tanh (0.5(1+tanh(g/2))) in bf16, chain of bf16 roundings",
         tolerances=(_tol("silu_mul", "bf16-out", label="bf16"),), npu2_mean_rel_L1="1.0e-2", target_tiles=8,
     ),
-    KernelSpec(
+    CatalogEntry(
         key="rope", kernel="rope", title="RoPE (BF16, half-split)", page="RoPE_bf16",
         columns=("rows", "head_dim"), aliases={"d": "head_dim", "dim": "head_dim", "m": "rows", "r": "rows"},
         math="half-split rotation (HF rotate_half) with a cos/sin LUT",
         datapath="bf16 multiplies, one add/sub, no accumulation",
         tolerances=(_tol("rope", "bf16-out", label="bf16"),), npu2_mean_rel_L1="2.8e-3", target_tiles=8,
     ),
-    KernelSpec(
+    CatalogEntry(
         key="gelu", kernel="gelu", title="GELU (BF16, tanh approx)", page="GELU_bf16", columns=("N",),
         aliases={"n": "N", "numel": "N", "size": "N"},
         math="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", datapath="bf16 tanh",
@@ -132,14 +132,14 @@ CATALOG: tuple[KernelSpec, ...] = (
     ),
     # the 4-bit (Q4NX) kernels of the on-device 4-bit deployment (mlir-air llama32_1b_q4nx; the upstream
     # kernel_registry has no page for them): dequant_q4nx.cc@0d63308 and the fused decode's q4_k.h@54341c8
-    KernelSpec(
+    CatalogEntry(
         key="dequant_q4nx", kernel="dequant_q4nx", title="Q4NX dequant (4-bit -> BF16)", page="Dequant_Q4NX_bf16",
         columns=("M", "K"), aliases={"m": "M", "k": "K", "n_out": "M"},
         math="w[M,K] = q * scale + min, bf16 scale/min per 32-column group",
         datapath="FP32 add of the exact product q*scale, one round-to-nearest-even to bf16",
         tolerances=(_tol("dequant_q4nx", "bf16-out", label="bf16"),), npu2_mean_rel_L1="not measured", target_tiles=4,
     ),
-    KernelSpec(
+    CatalogEntry(
         key="gemv_q4nx", kernel="gemv_q4nx", title="GEMV (Q4NX 4-bit weights, BF16)", page="GEMV_Q4NX_bf16",
         columns=("M", "K"), aliases={"m": "M", "k": "K"}, unit="GFLOP/s",
         math="y[M] = W[M,K] @ x[K], W = q * scale + min never built (decode)",
@@ -182,7 +182,7 @@ def contract_tier(contract: str, tier: str = "") -> str:
 
 
 @lru_cache(maxsize=4096)
-def spec_for(kernel: str, contract: str = "") -> KernelSpec:
+def spec_for(kernel: str, contract: str = "") -> CatalogEntry:
     """The page an event of this kernel (and, for GEMM, contract) belongs on; unknown kernels get a generic page."""
     name = canonical_kernel(kernel)
     if name == "gemm":
@@ -190,14 +190,14 @@ def spec_for(kernel: str, contract: str = "") -> KernelSpec:
     for spec in CATALOG:
         if spec.kernel == name:
             return spec
-    return KernelSpec(key=name, kernel=name, title=name, page=f"{name}_bf16", columns=())
+    return CatalogEntry(key=name, kernel=name, title=name, page=f"{name}_bf16", columns=())
 
 
-def spec_by_key(key: str) -> KernelSpec | None:
+def spec_by_key(key: str) -> CatalogEntry | None:
     return _BY_KEY.get(key)
 
 
-def specs_for_kernel(kernel: str) -> tuple[KernelSpec, ...]:
+def specs_for_kernel(kernel: str) -> tuple[CatalogEntry, ...]:
     name = canonical_kernel(kernel)
     return tuple(spec for spec in CATALOG if spec.kernel == name)
 
@@ -221,7 +221,7 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-def shape_key(spec: KernelSpec, shape: dict[str, Any]) -> Shape:
+def shape_key(spec: CatalogEntry, shape: dict[str, Any]) -> Shape:
     """The shape as ((column, value), ...): known columns first in page order, then other keys sorted."""
     try:
         return _shape_key_cached(spec.key, spec, tuple(shape.items()))
@@ -230,11 +230,11 @@ def shape_key(spec: KernelSpec, shape: dict[str, Any]) -> Shape:
 
 
 @lru_cache(maxsize=65536)
-def _shape_key_cached(_key: str, spec: KernelSpec, items: tuple) -> Shape:
+def _shape_key_cached(_key: str, spec: CatalogEntry, items: tuple) -> Shape:
     return _shape_key(spec, dict(items))
 
 
-def _shape_key(spec: KernelSpec, shape: dict[str, Any]) -> Shape:
+def _shape_key(spec: CatalogEntry, shape: dict[str, Any]) -> Shape:
     named: dict[str, Any] = {}
     for raw, value in shape.items():
         col = raw if raw in spec.columns else spec.aliases.get(raw, spec.aliases.get(raw.lower(), raw))
@@ -249,7 +249,7 @@ def _shape_key(spec: KernelSpec, shape: dict[str, Any]) -> Shape:
 _BYTES_PER_ELEMENT = 2  # bf16
 
 
-def throughput(spec: KernelSpec, shape: Shape, gflops: float | None, latency_us: float | None) -> float | None:
+def throughput(spec: CatalogEntry, shape: Shape, gflops: float | None, latency_us: float | None) -> float | None:
     """Throughput in the page's unit: recorded GFLOP/s (else 2MKN or 2MK over latency for GEMM/GEMV), or GB/s
     for memory-bound kernels from latency and the bytes moved (inputs + output, bf16)."""
     if spec.unit == "GFLOP/s":
@@ -269,7 +269,7 @@ def throughput(spec: KernelSpec, shape: Shape, gflops: float | None, latency_us:
     return None if moved is None else moved / (latency_us * 1e3)
 
 
-def bytes_moved(spec: KernelSpec, shape: Shape) -> int | None:
+def bytes_moved(spec: CatalogEntry, shape: Shape) -> int | None:
     s = dict(shape)
     try:
         if spec.kernel == "rmsnorm":

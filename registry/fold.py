@@ -40,7 +40,7 @@ from kernels.provenance import (IMPORTED_REGISTRY, NPU2_MEASURED, STANDIN_REHEAR
                                 kernel_row_provenance)
 from ledger.events import KernelVerified
 from ledger.record import RecordedEvent
-from registry.catalog import CATALOG, KernelSpec, Shape, Tolerance, contract_tier, shape_key, spec_for, throughput
+from registry.catalog import CATALOG, CatalogEntry, Shape, Tolerance, contract_tier, shape_key, spec_for, throughput
 
 HARDWARE = ("hardware", "imported")
 DEPLOYMENT_PREFIX = "deployment:"
@@ -60,7 +60,7 @@ class RegistryMeasurement:
     event_id: str
     stream_id: str
     deployment: str | None
-    spec: KernelSpec
+    spec: CatalogEntry
     shape: Shape
     contract: str
     tier: str
@@ -109,7 +109,7 @@ class RegistryMeasurement:
 
 @dataclass(frozen=True)
 class ShapeRow:
-    spec: KernelSpec
+    spec: CatalogEntry
     shape: Shape
     measurements: tuple[RegistryMeasurement, ...]
     best: RegistryMeasurement | None
@@ -135,7 +135,7 @@ class ShapeRow:
 
 @dataclass(frozen=True)
 class KernelPage:
-    spec: KernelSpec
+    spec: CatalogEntry
     rows: tuple[ShapeRow, ...]
     columns: tuple[str, ...]  # shape columns present in at least one row
     tolerances: tuple[tuple[Tolerance, int], ...]  # (tolerance, number of events) as recorded
@@ -262,7 +262,7 @@ def measurement(rec: RecordedEvent) -> RegistryMeasurement:
     )
 
 
-def _caveats(spec: KernelSpec, ms: Sequence[RegistryMeasurement]) -> tuple[str, ...]:
+def _caveats(spec: CatalogEntry, ms: Sequence[RegistryMeasurement]) -> tuple[str, ...]:
     hw = [m for m in ms if m.on_hardware and not m.implausible]
     hw_pass = [m for m in hw if m.passed]
     out: list[str] = []
@@ -335,7 +335,7 @@ def _used_by(ms: Sequence[RegistryMeasurement]) -> tuple[str, ...]:
     return _unique(out)
 
 
-def shape_row(spec: KernelSpec, shape: Shape, ms: Sequence[RegistryMeasurement]) -> ShapeRow:
+def shape_row(spec: CatalogEntry, shape: Shape, ms: Sequence[RegistryMeasurement]) -> ShapeRow:
     ms = tuple(sorted(ms, key=lambda m: m.seq))
     caveats = _caveats(spec, ms)
     return ShapeRow(
@@ -356,7 +356,7 @@ def _tolerances(ms: Sequence[RegistryMeasurement]) -> tuple[tuple[Tolerance, int
 def fold_registry(events: Iterable[RecordedEvent]) -> RegistryData:
     """Fold every `KernelVerified` into registry pages (see the module docstring for the promises)."""
     groups: dict[tuple[str, Shape], list[RegistryMeasurement]] = {}
-    specs: dict[str, KernelSpec] = {spec.key: spec for spec in CATALOG}
+    specs: dict[str, CatalogEntry] = {spec.key: spec for spec in CATALOG}
     n, last = 0, 0
     for rec in events:
         if rec.type != KERNEL_EVENT or rec.payload.get("target", "npu2") != "npu2":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import click
@@ -17,6 +16,7 @@ from kernels.mlir_air.scaffold import ScaffoldError
 from kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from kernels.mlir_air.twin import write_twin
 from registry.text import escaped
+from kernels.settings import env_get
 
 
 @click.command("twin")
@@ -44,7 +44,7 @@ def scaffold_cmd(app: App, name: str, stand_in: str | None, as_json: bool) -> No
     """Write programming_examples/llms/NAME/ inside MLIR_AIR_DIR (Makefile, verify_adapter.py, NAME_inference.py,
     README.md, ARCHITECTURE.md, .gitignore); files the engineer changed are kept."""
     try:
-        out = scaffold_deployment(app.ledger, app.workspace, name, os.environ.get("MLIR_AIR_DIR"), stand_in)
+        out = scaffold_deployment(app.ledger, app.workspace, name, env_get("MLIR_AIR_DIR"), stand_in)
     except (ScaffoldError, ValueError) as e:
         raise click.ClickException(str(e)) from e
     if as_json:

@@ -16,6 +16,7 @@ from handlers.results_workbench import reverify_json
 from handlers.reverify import render_table, reverify_all
 from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS, WORKER_EXECUTORS, worker_kind
 from kernels.mlir_air.lock import DEFAULT_LOCK_PATH
+from kernels.settings import env_get
 
 
 @click.command("worker")
@@ -43,7 +44,7 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
     kind = worker_kind(executor)
     host = WorkerHost(ledger_url=app.ledger.url, serves=kind.serves, lock_path=lock_path or DEFAULT_LOCK_PATH,
                       name=name or f"{platform.node() or 'worker'}:{os.getpid()}", sleep_s=kind.sleep_s,
-                      mlir_air_dir=os.environ.get("MLIR_AIR_DIR"))
+                      mlir_air_dir=env_get("MLIR_AIR_DIR"))
     click.echo(f"worker {host.name}: {executor} rows from queue phase1.{host.serves}, NPU lock {host.lock_path}",
                err=True)
     runner.run_worker(host, concurrency=concurrency, heartbeat_s=heartbeat_s or runner.HEARTBEAT_S,

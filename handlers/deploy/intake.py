@@ -55,55 +55,19 @@ def init(
     on the in-process executors only (mlir-air's fused decode is not driven yet).
 
     A name the projections cannot hold (registry.names: length, control characters) is refused first."""
-    if dtype == "fp16":
-        raise DeploymentError("--dtype fp16 is not implemented: every pipeline runs bf16 weights (use bf16, or q4nx "
-                              "with --base); nothing was recorded")
-    if (dtype == "q4nx") != (base is not None):
-        raise DeploymentError("a Q4NX bundle needs --dtype q4nx and --base HF_FOLDER (its config and tokenizer) "
-                              "together; nothing was recorded")
-    if q4nx_style not in STYLES:
-        raise DeploymentError(f"unknown --q4nx-style {q4nx_style!r} (known: {', '.join(STYLES)}); nothing was recorded")
-    if q4nx_style == "device" and (base is None or not backend_type(executor).runs_q4nx_device):
-        raise DeploymentError("--q4nx-style device needs a Q4NX bundle with --base, on the emulated or torch "
-                              "executor (mlir-air's fused 4-bit decode is not driven by this tool yet); nothing "
-                              "was recorded")
-    refusal = checkout_refusal(executor)
-    if refusal:
-        raise DeploymentError(f"--executor {executor} needs an mlir-air checkout and {lower_first(refusal)}; nothing "
-                              "was recorded")
+    _refuse_request(dtype, base, q4nx_style, executor)
     path = Path(model).expanduser().resolve()
     bundle = path if base is None else (path / "model.q4nx" if path.is_dir() else path)
     if base is not None:
         path = Path(base).expanduser().resolve()
     name = name or default_name(path)
-    problem = name_problem(name, workspace)
-    if problem:
-        raise DeploymentError(problem)
-    for file, what in ((path / "config.json" if path.is_dir() else path, "config"), (bundle, "bundle")):
-        if what == "config" or base is not None:
-            if file.exists() or file.is_symlink():  # a missing one is the reader's to name
-                input_file(file, what)  # a regular file under its cap: no FIFO, device or folder (handlers.inputs)
-    raw = load_raw_config(path)  # malformed or missing config: ModelConfigError, nothing recorded
-    problem = size_problem(raw)  # 1e5 layers: refused before the resolved config is built or recorded
-    if problem:
-        raise DeploymentError(problem)
-    unit = DeploymentUnit(ledger, name, must_exist=False)
-    if unit.events:
-        raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
-    _refuse_folder_clash(ledger, name)
+    raw, unit = _read_config(ledger, name, path, bundle, base, workspace)
     folder = path if path.is_dir() else path.parent
     config_file = folder / "config.json" if path.is_dir() else path
     quantisation: dict[str, Any] = {}
     assessment = assess(raw)
     if base is not None:
-        if not assessment.in_scope:
-            raise DeploymentError(f"{name}: {assessment.architecture} is out of scope; nothing was recorded")
-        problem = bundle_problem(bundle, resolve(raw)) if bundle.is_file() else f"no Q4NX bundle at {bundle}"
-        if problem:
-            raise DeploymentError(f"{problem}; nothing was recorded")
-        quantisation = {"format": "q4nx", "bundle": str(bundle), "base": str(folder)}
-        if q4nx_style != "host":  # a host-style request records no style: streams from before #26's device style
-            quantisation["style"] = q4nx_style
+        quantisation = _quantisation(name, raw, assessment, bundle, folder, q4nx_style)
         folder = reference_folder(workspace or Path.cwd(), name)
     requested = DeploymentRequested(
         model_path=str(folder), name=name, target=target, dtype=dtype, executor=executor,
@@ -122,6 +86,60 @@ def init(
     if not assessment.in_scope:
         raise OutOfScope(f"{name}: {assessment.architecture} is out of scope: " + " ".join(assessment.reasons))
     return name
+
+
+def _refuse_request(dtype: str, base: str | None, q4nx_style: str, executor: str) -> None:
+    """The requests `init` refuses before it reads anything, each in one line."""
+    if dtype == "fp16":
+        raise DeploymentError("--dtype fp16 is not implemented: every pipeline runs bf16 weights (use bf16, or q4nx "
+                              "with --base); nothing was recorded")
+    if (dtype == "q4nx") != (base is not None):
+        raise DeploymentError("a Q4NX bundle needs --dtype q4nx and --base HF_FOLDER (its config and tokenizer) "
+                              "together; nothing was recorded")
+    if q4nx_style not in STYLES:
+        raise DeploymentError(f"unknown --q4nx-style {q4nx_style!r} (known: {', '.join(STYLES)}); nothing was recorded")
+    if q4nx_style == "device" and (base is None or not backend_type(executor).runs_q4nx_device):
+        raise DeploymentError("--q4nx-style device needs a Q4NX bundle with --base, on the emulated or torch "
+                              "executor (mlir-air's fused 4-bit decode is not driven by this tool yet); nothing "
+                              "was recorded")
+    refusal = checkout_refusal(executor)
+    if refusal:
+        raise DeploymentError(f"--executor {executor} needs an mlir-air checkout and {lower_first(refusal)}; nothing "
+                              "was recorded")
+
+
+def _read_config(ledger: Ledger, name: str, path: Path, bundle: Path, base: str | None, workspace: Path | None):
+    """(the raw config, the new deployment's unit): the name, the input files and the config's sizes checked, and
+    the name free (no stream, no projected folder), or one line saying which is not."""
+    problem = name_problem(name, workspace)
+    if problem:
+        raise DeploymentError(problem)
+    for file, what in ((path / "config.json" if path.is_dir() else path, "config"), (bundle, "bundle")):
+        if what == "config" or base is not None:
+            if file.exists() or file.is_symlink():  # a missing one is the reader's to name
+                input_file(file, what)  # a regular file under its cap: no FIFO, device or folder (handlers.inputs)
+    raw = load_raw_config(path)  # malformed or missing config: ModelConfigError, nothing recorded
+    problem = size_problem(raw)  # 1e5 layers: refused before the resolved config is built or recorded
+    if problem:
+        raise DeploymentError(problem)
+    unit = DeploymentUnit(ledger, name, must_exist=False)
+    if unit.events:
+        raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
+    _refuse_folder_clash(ledger, name)
+    return raw, unit
+
+
+def _quantisation(name: str, raw: dict, assessment, bundle: Path, folder: Path, q4nx_style: str) -> dict[str, Any]:
+    """A Q4NX deployment's `quantisation` record, once its bundle is one the base config reads."""
+    if not assessment.in_scope:
+        raise DeploymentError(f"{name}: {assessment.architecture} is out of scope; nothing was recorded")
+    problem = bundle_problem(bundle, resolve(raw)) if bundle.is_file() else f"no Q4NX bundle at {bundle}"
+    if problem:
+        raise DeploymentError(f"{problem}; nothing was recorded")
+    quantisation = {"format": "q4nx", "bundle": str(bundle), "base": str(folder)}
+    if q4nx_style != "host":  # a host-style request records no style: streams from before #26's device style
+        quantisation["style"] = q4nx_style
+    return quantisation
 
 
 def reference_folder(workspace: Path, name: str) -> Path:

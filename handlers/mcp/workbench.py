@@ -12,7 +12,6 @@ Imports: handlers (workbench, nightly_ops, reverify, results_workbench), handler
 
 from __future__ import annotations
 
-import os
 
 from handlers import results_workbench as rw
 from handlers.mcp.call import Call, Tool, log, read_only, refresh, refresh_if_recorded
@@ -24,11 +23,12 @@ from handlers.reverify import reverify_all
 from handlers.workbench import doctor_report, mlir_air_dir, quantize_folder, scaffold_deployment
 from kernels.mlir_air.twin import write_twin
 from statemachine.mermaid import mermaid
+from kernels.settings import env_get
 
 
 def _checkout(c: Call) -> str | None:
     """The `mlir_air_dir` argument confined to the allowed folders, else the server's $MLIR_AIR_DIR (as the CLI)."""
-    return c.path("mlir_air_dir", "mlir-air checkout") if c.args.get("mlir_air_dir") else os.environ.get("MLIR_AIR_DIR")
+    return c.path("mlir_air_dir", "mlir-air checkout") if c.args.get("mlir_air_dir") else env_get("MLIR_AIR_DIR")
 
 
 def _quantize(c: Call):

@@ -12,7 +12,6 @@ executor instance).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from kernels.backends.harness_runner import HarnessRunner
@@ -26,6 +25,7 @@ from kernels.numerics.executors import make_executor as make_in_process
 from kernels.numerics.executors.standin import StandinError, StandinFault, standin_sleep_s
 from kernels.provenance import CPU_EMULATOR, LABELS, harness_provenance
 from kernels.toolchain import current_toolchain
+from kernels.settings import env_get
 
 __all__ = ["DEPLOYMENT_EXECUTORS", "EXECUTOR_NAMES", "WORKER_EXECUTORS", "WorkerKind", "make_executor",
            "make_runner", "worker_kind"]
@@ -89,7 +89,7 @@ def figure_class(executor: str, mlir_air_dir: str | None = None) -> str:
     """The kernels.provenance class of a figure `executor` produces here: on mlir-air what the checkout and the
     machine say (a stand-in's marker; a device with a probed toolchain), else the CPU emulator."""
     if executor == "mlir-air":
-        directory = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
+        directory = mlir_air_dir or env_get("MLIR_AIR_DIR")
         return harness_provenance(current_toolchain("mlir-air", mlir_air_dir=directory), probe_device())
     return CPU_EMULATOR
 

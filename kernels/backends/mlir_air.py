@@ -40,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 import sys
 from pathlib import Path
@@ -64,6 +63,7 @@ from kernels.perf.dispatch import SWITCHES
 from kernels.perf.curve import context_window, npu2_curve
 from kernels.perf.figures import DECODE, build_seq, decode_ctx, npu2_figures, path_switches
 from kernels.thresholds import block_thresholds
+from kernels.settings import env_get
 
 _TTFT = re.compile(r"^\s*(?:Warm time|Time) to first token \(TTFT\):\s*([\d.]+)\s*s.*?(?:First token:\s*(\d+))?$", re.M)
 _TPS = re.compile(r"Tokens/second:\s*([\d.]+)")
@@ -94,7 +94,7 @@ class MlirAirBackend:
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
                  mlir_air_dir: str | None = None) -> None:
         self.model_path, self.config, self.deployment, self.target = str(model_path), config, deployment, target
-        self.mlir_air_dir = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
+        self.mlir_air_dir = mlir_air_dir or env_get("MLIR_AIR_DIR")
         if not self.mlir_air_dir:
             raise MlirAirBackendError("the mlir-air backend needs MLIR_AIR_DIR (an mlir-air checkout, or `ledger twin DIR`)")
         self.model_dir = Path(self.mlir_air_dir) / "programming_examples" / "llms" / deployment

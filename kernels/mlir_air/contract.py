@@ -9,7 +9,7 @@ read at, what must be there) plus the harness Makefiles' variables and targets, 
 * `CONTRACT_VERSION`: the toml's `version`; recorded with every mlir-air toolchain (`mlir_air_contract`).
 * `NIGHTLY`: the nightly's ndjson files (perf-history branch, not in a checkout) as the toml pins them.
 * `contract_checks()`: every `Check` of the toml and of the harness table.
-* `check_checkout(dir, extra)`: one `Finding` per check (status `ok`, `differs`, `missing` or `n/a`), reading a real
+* `check_checkout(dir, extra)`: one `ContractFinding` per check (status `ok`, `differs`, `missing` or `n/a`), reading a real
   checkout's files, or in a `ledger twin` directory the file that plays the part (`Check.twin`); a check with
   `since` (a file added after the contract's commit, e.g. the 4-bit dequant harness) is `n/a` where the file is absent.
 * `usable_checkout(dir)`: None when `dir` can be run against, else one line saying why not (unset, not an
@@ -51,7 +51,7 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Finding:
+class ContractFinding:
     check: Check
     status: str  # ok | differs | missing | n/a
     absent: tuple = ()  # items not found
@@ -125,15 +125,15 @@ def _present(kind: str, text: str, item) -> bool:
     raise ValueError(f"unknown contract check kind {kind!r}")
 
 
-def check_checkout(directory: str | Path, extra: list[Check] | tuple = ()) -> list[Finding]:
-    """One Finding per check of the contract (and `extra`), in order, for the checkout at `directory`."""
+def check_checkout(directory: str | Path, extra: list[Check] | tuple = ()) -> list[ContractFinding]:
+    """One ContractFinding per check of the contract (and `extra`), in order, for the checkout at `directory`."""
     root = Path(directory)
     twin = is_twin(root)
     out = []
     for check in (*contract_checks(), *extra):
         items = check.items
         if twin and check.twin == "":
-            out.append(Finding(check, "n/a"))
+            out.append(ContractFinding(check, "n/a"))
             continue
         if twin and check.twin != "same":
             path = ROOT / check.twin
@@ -141,11 +141,11 @@ def check_checkout(directory: str | Path, extra: list[Check] | tuple = ()) -> li
         else:
             path = root / check.file
         if not path.is_file():  # a file that appeared after the contract's commit may be absent from a checkout
-            out.append(Finding(check, "n/a" if check.since else "missing", read=str(path)))
+            out.append(ContractFinding(check, "n/a" if check.since else "missing", read=str(path)))
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         absent = tuple(i for i in items if not _present(check.kind, text, i))
-        out.append(Finding(check, "differs" if absent else "ok", absent, read=str(path)))
+        out.append(ContractFinding(check, "differs" if absent else "ok", absent, read=str(path)))
     return out
 
 

@@ -59,6 +59,7 @@ from kernels.mlir_air.verify_report import parse_verify_output
 from kernels.numerics.catalog import get_spec
 from kernels.numerics.executors.base import KERNEL_NAMES, Executor
 from kernels.numerics.spec import UnknownKernel
+from kernels.settings import env_get
 
 log = structlog.get_logger(__name__)
 ENV_LOCK = "LEDGER_NPU_LOCK"
@@ -81,9 +82,9 @@ class MlirAirExecutor(Executor):
     ) -> None:
         super().__init__(target)
         self.table = load_harness_table(harness_table)
-        self.mlir_air_dir = mlir_air_dir if mlir_air_dir is not None else os.environ.get(ENV_MLIR_AIR) or None
+        self.mlir_air_dir = mlir_air_dir if mlir_air_dir is not None else env_get(ENV_MLIR_AIR) or None
         # env LEDGER_NPU_LOCK overrides the default /tmp/mlir-air-npu.lock (tests, a second NPU)
-        self.lock_path = lock_path or os.environ.get(ENV_LOCK) or DEFAULT_LOCK_PATH
+        self.lock_path = lock_path or env_get(ENV_LOCK) or DEFAULT_LOCK_PATH
         self.lock_timeout_s = lock_timeout_s if lock_timeout_s is not None else self.table.lock_timeout_s
         self.timeout_s = timeout_s
         self._toolchain: dict[str, str | None] | None = None

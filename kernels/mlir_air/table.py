@@ -15,6 +15,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from kernels.settings import env_get
 
 DEFAULT_TABLE = Path(__file__).resolve().parent / "harnesses.toml"
 ENV_TABLE = "NPU_LEDGER_HARNESSES"
@@ -94,7 +95,7 @@ def load_harness_table(path: str | os.PathLike | None = None) -> HarnessTable:
     """The default table overlaid by `path`, or else by the file named in env `NPU_LEDGER_HARNESSES`."""
     sources = [str(DEFAULT_TABLE)]
     data = _read_toml(DEFAULT_TABLE)
-    user = path if path is not None else os.environ.get(ENV_TABLE) or None
+    user = path if path is not None else env_get(ENV_TABLE) or None
     if user is not None:
         data = _merge_tables(data, _read_toml(Path(user)))
         sources.append(str(user))

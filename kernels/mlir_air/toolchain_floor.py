@@ -34,6 +34,7 @@ from typing import Any, Mapping
 import tomllib
 
 from kernels.mlir_air.checkout import is_twin
+from kernels.settings import env_get
 
 TOOLCHAIN = tomllib.loads((Path(__file__).resolve().parent / "contract.toml").read_text(encoding="utf-8")).get("toolchain", {})
 FLOORS: tuple[dict[str, Any], ...] = tuple(TOOLCHAIN.get("floor", ()))
@@ -60,7 +61,7 @@ def _twin_record(root: str | Path) -> dict[str, Any]:
 
 
 def _clang_version() -> str | None:
-    root = os.environ.get("PEANO_INSTALL_DIR")
+    root = env_get("PEANO_INSTALL_DIR")
     if not root:
         return None
     try:

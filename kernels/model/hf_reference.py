@@ -15,7 +15,6 @@ not degenerate, judged against `kernels.thresholds.BASELINE_THRESHOLDS` (recorde
 from __future__ import annotations
 
 import inspect
-import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,12 @@ from kernels.model.architecture import load_raw_config, resolve
 from kernels.model.q4nx_device import DECODE_FILE
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
 from kernels.thresholds import BASELINE_THRESHOLDS
+from kernels.settings import env_default
 
 
 def _torch():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    env_default("HF_HUB_OFFLINE", "1")
+    env_default("TRANSFORMERS_OFFLINE", "1")
     import torch  # here, not at the top: torch / transformers are slow to import (the CLI starts without them)
 
     return torch

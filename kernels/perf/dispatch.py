@@ -85,7 +85,7 @@ def decode_gemv_tile(M: int, K: int, m_input: int | None = None) -> dict[str, in
 
 
 @dataclass
-class Call:
+class ElfCall:
     elf: str
     launches: list[Launch]
     write: dict[str, int] = field(default_factory=dict)
@@ -103,11 +103,11 @@ class HostOp:
 
 @dataclass
 class DispatchPlan:
-    prefill_layer: list[Call]
+    prefill_layer: list[ElfCall]
     prefill_host_layer: list[HostOp]
     prefill_once: list[HostOp]
-    lm_head: Call
-    decode_layer: list[Call]
+    lm_head: ElfCall
+    decode_layer: list[ElfCall]
     decode_host_layer: list[HostOp]
     decode_once: list[HostOp]
     n_layers: int
@@ -116,9 +116,9 @@ class DispatchPlan:
     # a hybrid's short-convolution layers (LFM2, kernels.perf.dispatch_conv): their calls and host ops per layer;
     # the calls above run on the other n_layers - n_conv_layers layers
     n_conv_layers: int = 0
-    conv_prefill_layer: list[Call] = field(default_factory=list)
+    conv_prefill_layer: list[ElfCall] = field(default_factory=list)
     conv_prefill_host_layer: list[HostOp] = field(default_factory=list)
-    conv_decode_layer: list[Call] = field(default_factory=list)
+    conv_decode_layer: list[ElfCall] = field(default_factory=list)
     conv_decode_host_layer: list[HostOp] = field(default_factory=list)
 
 
@@ -305,7 +305,7 @@ def _decode_launches(c, profiled: bool = False) -> tuple[list[list[Launch]], dic
 
 
 def _calls(groups: list[list[Launch]], names: list[str], size: dict[str, int], static: set[str],
-           fusion: bool, host_needs: set[str]) -> list[Call]:
+           fusion: bool, host_needs: set[str]) -> list[ElfCall]:
     if not fusion:  # one XRT call per launch, named after its ELF and role
         groups2, names2 = [], []
         for grp, name in zip(groups, names):
@@ -320,7 +320,7 @@ def _calls(groups: list[list[Launch]], names: list[str], size: dict[str, int], s
                 consumers.setdefault(b, set()).add(i)
     calls = []
     for i, (grp, name) in enumerate(zip(groups, names)):
-        call = Call(name, list(grp))
+        call = ElfCall(name, list(grp))
         outs = {o for la in grp for o in la.outputs}
         for la in grp:
             for b in la.inputs:
@@ -336,13 +336,13 @@ def _calls(groups: list[list[Launch]], names: list[str], size: dict[str, int], s
     return calls
 
 
-def _lm_head(c) -> Call:
+def _lm_head(c) -> ElfCall:
     E, V = c.emb_dim, c.vocab_size
     P = lm_head_partition(V, c.arch.lm_head_partition)
     parts = math.ceil(V / P)
     launches = [Launch("gemv", {"M": min(P, V - p * P), "K": E}, f"LM head partition {p}", ("x_last", f"w_lm{p}"),
                        (f"logits{p}",), LM_HEAD_TILE) for p in range(parts)]
-    call = Call("lm_head_gemv", launches, write={"x_last": E * BF16},
+    call = ElfCall("lm_head_gemv", launches, write={"x_last": E * BF16},
                 static={f"w_lm{p}": la.shape["M"] * E * BF16 for p, la in enumerate(launches)})
     call.intermediate = {f"logits{p}": la.shape["M"] * BF16 for p, la in enumerate(launches)}
     call.read = dict(call.intermediate)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernels.perf.cost import call_cost, host_op_s, launch_s
-from kernels.perf.dispatch import Call, HostOp, dispatch_plan
+from kernels.perf.dispatch import ElfCall, HostOp, dispatch_plan
 from kernels.perf.host import host_constants
 from kernels.perf.memory import memory_fit
 
@@ -63,7 +63,7 @@ def predict(config, seq: int = 2048, switches=None, ctx: int = 128, host_bytes: 
     per_kernel: dict[str, dict[str, float]] = {"prefill": {}, "decode": {}}
     totals = {ph: {"bo_write": 0.0, "npu": 0.0, "bo_read": 0.0, "xrt": 0.0, "host": 0.0} for ph in ("prefill", "decode")}
 
-    def account(phase: str, call: Call, count: int) -> float:
+    def account(phase: str, call: ElfCall, count: int) -> float:
         c = call_cost(call, sw, h)
         key = f"{phase}:{call.elf}"
         e = per_elf.setdefault(key, {"calls": 0, "launches": len(call.launches), "per_call_ms": _ms(c["total_s"]),

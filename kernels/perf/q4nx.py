@@ -35,7 +35,7 @@ from pathlib import Path
 
 from kernels.model.config import ModelConfig
 from kernels.model.plan_q4nx import padded_shape
-from kernels.perf.dispatch import Call, Launch
+from kernels.perf.dispatch import ElfCall, Launch
 from kernels.perf.host import host_constants
 from kernels.perf.constants import FITTED
 from kernels.perf.kernel_model import kernel_features, latency_from
@@ -110,7 +110,7 @@ def decode_kv_bytes(c: ModelConfig) -> float:
     return attention_layers(c) * 2 * ATTN_MAXL * c.n_kv_heads * c.head_dim * KV_BYTES
 
 
-def fused_decode_call(c: ModelConfig) -> Call:
+def fused_decode_call(c: ModelConfig) -> ElfCall:
     """The one XRT call of a decode token: per layer the 4-bit GEMV of each projection (the fused kernel's
     other work - norms, RoPE, attention over the KV window, SwiGLU - rides on the same stream), then the LM
     head; the weights and KV are static BOs, the token's embedding row goes in, the logits come out."""
@@ -119,19 +119,19 @@ def fused_decode_call(c: ModelConfig) -> Call:
     launches.append(Launch("gemv_q4nx", padded_shape("gemv_q4nx", lm_head_rows(c), c.emb_dim)[0], "LM head",
                            ("x_last", "w_lm"), ("logits",)))
     w = decode_weight_bytes(c)
-    return Call("fused_decode", launches, write={"x": c.emb_dim * 2},
+    return ElfCall("fused_decode", launches, write={"x": c.emb_dim * 2},
                 static={"weights_q4": int(w["layers"] + w["lm_head"]), "kv_cache": int(decode_kv_bytes(c))},
                 intermediate={"logits": lm_head_rows(c) * 2}, read={"logits": c.vocab_size * 2})
 
 
-def dispatch_fixed_s(call: Call) -> float:
+def dispatch_fixed_s(call: ElfCall) -> float:
     """The per-token part that is not the weight/KV stream: one XRT call, the embedding row in, the logits
     out, at the host constants derived from the bf16 Llama-3.2-1B profile (kernels.perf.host)."""
     h = host_constants()
     return h["xrt_call_s"] + sum(call.write.values()) / h["bo_write_bps"] + sum(call.read.values()) / h["bo_read_bps"]
 
 
-def stream_bytes(call: Call) -> float:
+def stream_bytes(call: ElfCall) -> float:
     return float(call.static["weights_q4"] + call.static["kv_cache"])
 
 
@@ -145,15 +145,15 @@ def calibration() -> dict[str, float]:
     return {"stream_bps": rate, "token_s": token_s, "src": row["src"]}
 
 
-def unfused_decode_calls(c: ModelConfig) -> list[Call]:
+def unfused_decode_calls(c: ModelConfig) -> list[ElfCall]:
     """The decode with `fusion` off: one XRT call per 4-bit GEMV (every projection of every layer, then the LM
     head), its input row in and its output row out, the norms / RoPE / attention / SwiGLU between them on the
     host as in the bf16 5-ELF decode."""
-    calls = [Call(f"gemv_q4nx L{i} {name}", [Launch("gemv_q4nx", padded_shape("gemv_q4nx", m, k)[0], name,
+    calls = [ElfCall(f"gemv_q4nx L{i} {name}", [Launch("gemv_q4nx", padded_shape("gemv_q4nx", m, k)[0], name,
                                                     ("x", "w"), ("y",))],
                   write={"x": k * 2}, static={"w": int(q4_bytes(m, k))}, read={"y": m * 2})
              for i in range(c.n_layers) for name, (m, k) in projection_shapes(c, i).items()]
-    calls.append(Call("gemv_q4nx LM head", [Launch("gemv_q4nx", padded_shape("gemv_q4nx", lm_head_rows(c), c.emb_dim)[0],
+    calls.append(ElfCall("gemv_q4nx LM head", [Launch("gemv_q4nx", padded_shape("gemv_q4nx", lm_head_rows(c), c.emb_dim)[0],
                                                    "LM head", ("x", "w"), ("y",))],
                       write={"x": c.emb_dim * 2}, static={"w": int(q4_bytes(lm_head_rows(c), c.emb_dim))},
                       read={"y": c.vocab_size * 2}))

@@ -22,7 +22,6 @@ KIND makes the harness fail to compile: an aircc-style error line and exit statu
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from kernels.mlir_air.twin import harness_conv
 from kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case, precision_stats
 from kernels.numerics.tiles import TileRuleViolation, plan_tile
 from kernels.perf import modelled_kernel_figures
+from kernels.settings import env_get
 
 FAULT_FILE = "twin-faults.txt"
 ENV_FAULTS = "NPU_LEDGER_TWIN_FAULTS"
@@ -48,10 +48,10 @@ def faults() -> dict[str, str]:
     """KIND -> compiler error text, from the twin's fault file and env NPU_LEDGER_TWIN_FAULTS."""
     out: dict[str, str] = {}
     lines: list[str] = []
-    root = os.environ.get(ENV_ROOT)
+    root = env_get(ENV_ROOT)
     if root and (Path(root) / FAULT_FILE).is_file():
         lines += (Path(root) / FAULT_FILE).read_text().splitlines()
-    lines += [x for x in os.environ.get(ENV_FAULTS, "").split(",")]
+    lines += [x for x in env_get(ENV_FAULTS, "").split(",")]
     for line in lines:
         line = line.strip()
         if not line or line.startswith("#"):
@@ -166,93 +166,116 @@ def _parser(kind: str) -> argparse.ArgumentParser:
 
 def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, bool]:
     """The script's own assertions, then (catalog kernel, shape, contract, tile, perf_flops, compile_only)."""
-    if kind in ("gemm", "gemm_f32"):  # run.py:62-65 (both scripts)
-        assert a.m % (a.tile_m * a.herd_m) == 0
-        assert a.k % a.tile_k_l2 == 0
-        assert a.tile_k_l2 % a.tile_k_l1 == 0
-        assert a.n % (a.tile_n * a.herd_n) == 0
-        if kind == "gemm":
-            contract = "bf16-out-high" if _bool(a.high_precision) else "bf16-out-low"
-            method = a.method if a.method != "auto" else ("fused-cast" if a.m * a.k * a.n >= 4e9 else "drain")
-        else:
-            contract, method = "f32-out", ""
-        tile = {"tile_m": a.tile_m, "tile_k_l2": a.tile_k_l2, "tile_k_l1": a.tile_k_l1, "tile_n": a.tile_n,
-                "herd_m": a.herd_m, "herd_n": a.herd_n, **({"method": method} if method else {})}
-        return ("gemm", {"M": a.m, "K": a.k, "N": a.n}, contract, tile, 2.0 * a.m * a.k * a.n,
-                a.compile_mode != "compile-and-run")
-    if kind == "gemv":  # matvec.py:53,79-94
-        assert a.m % (a.tile_m * a.herd_m) == 0
-        assert a.tile_m % a.m_input == 0
-        assert a.k % 64 == 0
-        need = a.herd_m * a.tile_m * a.k * 2 + a.herd_m * a.tile_m * 2
-        assert need <= 512 * 1024, (
-            f"L2 capacity exceeded: A={a.herd_m * a.tile_m * a.k * 2}B + C={a.herd_m * a.tile_m * 2}B = {need}B > "
-            f"524288B. Reduce herd_m ({a.herd_m}), tile_m ({a.tile_m}), or k ({a.k}).")
-        tile = {"tile_m": a.tile_m, "m_input": a.m_input, "herd_m": a.herd_m}
-        return "gemv", {"M": a.m, "K": a.k}, None, tile, 2.0 * a.m * a.k, a.compile_mode != "compile-and-run"
-    if kind in ("rmsnorm", "layernorm"):
-        print(f"{'Weighted RMSNorm' if kind == 'rmsnorm' else 'LayerNorm (affine)'}: M={a.M}, N={a.N}, "
-              f"herd=[{a.herd_x},1]")  # weighted_rms_norm.py:381, layer_norm.py:329
-        assert a.N % a.vector_size == 0
-        assert a.M % a.herd_x == 0
-        return kind, {"M": a.M, "N": a.N}, None, {"herd_x": a.herd_x}, None, a.compile_mode != "compile-and-run"
-    if kind == "rope":  # rope_halfsplit.py:60-66
-        assert a.head_dim % 16 == 0
-        assert a.rows % (a.herd_x * a.herd_y) == 0
-        return ("rope", {"rows": a.rows, "head_dim": a.head_dim}, None, {"herd_x": a.herd_x, "herd_y": a.herd_y},
-                None, a.compile_mode != "compile-and-run")
-    if kind == "flash_attention":  # attn_npu2.py:111-158, messages verbatim
-        hkv = a.num_kv_heads if a.num_kv_heads is not None else a.num_heads
-        dv_tile = a.dv_tile if a.dv_tile is not None else a.lkp
-        assert a.lq % a.lqp == 0, f"lq ({a.lq}) must be divisible by lqp ({a.lqp})"
-        assert a.lqp % a.num_q_tiles == 0, f"lqp ({a.lqp}) must be divisible by num_q_tiles ({a.num_q_tiles})"
-        assert a.lk % a.lkp == 0, f"lk ({a.lk}) must be divisible by lkp ({a.lkp})"
-        assert a.lk % (a.lkp * a.num_cascade_stages) == 0, (
-            f"lk ({a.lk}) must be divisible by lkp * num_cascade_stages ({a.lkp * a.num_cascade_stages})")
-        assert a.dk % a.lkp == 0, f"dk ({a.dk}) must be divisible by dk_tile/lkp ({a.lkp})"
-        assert a.dv % dv_tile == 0, f"dv ({a.dv}) must be divisible by dv_tile ({dv_tile})"
-        assert dv_tile % 8 == 0, f"dv_tile ({dv_tile}) must be a multiple of the mmul 8"
-        if a.causal:
-            assert a.lq == a.lk, f"Causal masking requires lq == lk, got lq={a.lq}, lk={a.lk}"
-            assert a.lqp // a.num_q_tiles == a.lkp, (
-                f"Causal masking requires tile_size_q == lkp, got tile_size_q={a.lqp // a.num_q_tiles}, lkp={a.lkp}")
-        assert not a.causal_skip or a.causal, "causal_skip requires causal=True"
-        if a.window is not None:  # attn_npu2.py:139-143
-            assert a.causal, "window requires causal=True"
-            assert a.window % a.lkp == 0, f"window ({a.window}) must be a multiple of the block size lkp ({a.lkp})"
-        assert hkv > 0, f"num_kv_heads must be positive, got {hkv}"
-        assert a.num_heads % hkv == 0, f"num_heads ({a.num_heads}) must be divisible by num_kv_heads ({hkv})"
-        assert a.num_heads % a.num_heads_per_unroll == 0, (
-            f"num_heads ({a.num_heads}) must be divisible by num_heads_per_unroll ({a.num_heads_per_unroll})")
-        flops = 2.0 * a.num_heads * a.lq * a.lk * (a.dk + a.dv) * (0.5 if a.causal else 1.0)  # :1487-1489
-        shape = {"lq": a.lq, "lk": a.lk, "dk": a.dk, "dv": a.dv, "heads_q": a.num_heads, "heads_kv": hkv,
-                 "causal": bool(a.causal), **({"window": a.window} if a.window else {})}
-        return ("flash_attention", shape, None, {"lqp": a.lqp, "lkp": a.lkp}, flops,
-                a.compile_mode != "compile-and-run")
-    if kind == "eltwise_add":  # eltwise_add.py:40-67, :242-244
-        n = int(np.prod(a.shape))
-        tile = a.tile or 1024
-        for extent in a.shape:
-            if extent % tile:
-                raise ValueError(f"shape extent {extent} is not a multiple of tile {tile}")
-        print(f"Eltwise add shape={tuple(a.shape)} dtype={a.dtype} on {a.target}")
-        return "eltwise_add", {"N": n}, None, {"tile": tile}, None, a.compile_only
-    if kind == "gelu":  # gelu.py:70-94, :260
-        if a.n % a.tile_n:
-            raise ValueError(f"n ({a.n}) must be a multiple of tile_n ({a.tile_n})")
-        print(f"GELU n={a.n} tile_n={a.tile_n} bf16 on {a.target}")
-        herd = " ".join(str(x) for x in a.herd_shape) if a.herd_shape else ""
-        return "gelu", {"N": a.n}, None, {"tile_n": a.tile_n, **({"herd_shape": herd} if herd else {})}, None, a.compile_only
     if kind in harness_conv.KINDS:
         return harness_conv.check(kind, a)
-    if kind == "dequant_q4nx":  # dequant_q4nx.py `__main__`: N_out, K = 512, 2048; build_module asserts N_out % 4
-        assert Q4NX_DEQUANT_SHAPE["M"] % 4 == 0
-        return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
-    # silu_mul: silu_and_mul.py:39-44
+    return _CHECKS[kind](kind, a)
+
+
+def _gemm(kind: str, a):  # run.py:62-65 (both scripts)
+    assert a.m % (a.tile_m * a.herd_m) == 0
+    assert a.k % a.tile_k_l2 == 0
+    assert a.tile_k_l2 % a.tile_k_l1 == 0
+    assert a.n % (a.tile_n * a.herd_n) == 0
+    if kind == "gemm":
+        contract = "bf16-out-high" if _bool(a.high_precision) else "bf16-out-low"
+        method = a.method if a.method != "auto" else ("fused-cast" if a.m * a.k * a.n >= 4e9 else "drain")
+    else:
+        contract, method = "f32-out", ""
+    tile = {"tile_m": a.tile_m, "tile_k_l2": a.tile_k_l2, "tile_k_l1": a.tile_k_l1, "tile_n": a.tile_n,
+            "herd_m": a.herd_m, "herd_n": a.herd_n, **({"method": method} if method else {})}
+    return ("gemm", {"M": a.m, "K": a.k, "N": a.n}, contract, tile, 2.0 * a.m * a.k * a.n,
+            a.compile_mode != "compile-and-run")
+
+
+def _gemv(kind: str, a):  # matvec.py:53,79-94
+    assert a.m % (a.tile_m * a.herd_m) == 0
+    assert a.tile_m % a.m_input == 0
+    assert a.k % 64 == 0
+    need = a.herd_m * a.tile_m * a.k * 2 + a.herd_m * a.tile_m * 2
+    assert need <= 512 * 1024, (
+        f"L2 capacity exceeded: A={a.herd_m * a.tile_m * a.k * 2}B + C={a.herd_m * a.tile_m * 2}B = {need}B > "
+        f"524288B. Reduce herd_m ({a.herd_m}), tile_m ({a.tile_m}), or k ({a.k}).")
+    tile = {"tile_m": a.tile_m, "m_input": a.m_input, "herd_m": a.herd_m}
+    return "gemv", {"M": a.m, "K": a.k}, None, tile, 2.0 * a.m * a.k, a.compile_mode != "compile-and-run"
+
+
+def _norm(kind: str, a):
+    print(f"{'Weighted RMSNorm' if kind == 'rmsnorm' else 'LayerNorm (affine)'}: M={a.M}, N={a.N}, "
+          f"herd=[{a.herd_x},1]")  # weighted_rms_norm.py:381, layer_norm.py:329
+    assert a.N % a.vector_size == 0
+    assert a.M % a.herd_x == 0
+    return kind, {"M": a.M, "N": a.N}, None, {"herd_x": a.herd_x}, None, a.compile_mode != "compile-and-run"
+
+
+def _rope(kind: str, a):  # rope_halfsplit.py:60-66
+    assert a.head_dim % 16 == 0
+    assert a.rows % (a.herd_x * a.herd_y) == 0
+    return ("rope", {"rows": a.rows, "head_dim": a.head_dim}, None, {"herd_x": a.herd_x, "herd_y": a.herd_y},
+            None, a.compile_mode != "compile-and-run")
+
+
+def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
+    hkv = a.num_kv_heads if a.num_kv_heads is not None else a.num_heads
+    dv_tile = a.dv_tile if a.dv_tile is not None else a.lkp
+    assert a.lq % a.lqp == 0, f"lq ({a.lq}) must be divisible by lqp ({a.lqp})"
+    assert a.lqp % a.num_q_tiles == 0, f"lqp ({a.lqp}) must be divisible by num_q_tiles ({a.num_q_tiles})"
+    assert a.lk % a.lkp == 0, f"lk ({a.lk}) must be divisible by lkp ({a.lkp})"
+    assert a.lk % (a.lkp * a.num_cascade_stages) == 0, (
+        f"lk ({a.lk}) must be divisible by lkp * num_cascade_stages ({a.lkp * a.num_cascade_stages})")
+    assert a.dk % a.lkp == 0, f"dk ({a.dk}) must be divisible by dk_tile/lkp ({a.lkp})"
+    assert a.dv % dv_tile == 0, f"dv ({a.dv}) must be divisible by dv_tile ({dv_tile})"
+    assert dv_tile % 8 == 0, f"dv_tile ({dv_tile}) must be a multiple of the mmul 8"
+    if a.causal:
+        assert a.lq == a.lk, f"Causal masking requires lq == lk, got lq={a.lq}, lk={a.lk}"
+        assert a.lqp // a.num_q_tiles == a.lkp, (
+            f"Causal masking requires tile_size_q == lkp, got tile_size_q={a.lqp // a.num_q_tiles}, lkp={a.lkp}")
+    assert not a.causal_skip or a.causal, "causal_skip requires causal=True"
+    if a.window is not None:  # attn_npu2.py:139-143
+        assert a.causal, "window requires causal=True"
+        assert a.window % a.lkp == 0, f"window ({a.window}) must be a multiple of the block size lkp ({a.lkp})"
+    assert hkv > 0, f"num_kv_heads must be positive, got {hkv}"
+    assert a.num_heads % hkv == 0, f"num_heads ({a.num_heads}) must be divisible by num_kv_heads ({hkv})"
+    assert a.num_heads % a.num_heads_per_unroll == 0, (
+        f"num_heads ({a.num_heads}) must be divisible by num_heads_per_unroll ({a.num_heads_per_unroll})")
+    flops = 2.0 * a.num_heads * a.lq * a.lk * (a.dk + a.dv) * (0.5 if a.causal else 1.0)  # :1487-1489
+    shape = {"lq": a.lq, "lk": a.lk, "dk": a.dk, "dv": a.dv, "heads_q": a.num_heads, "heads_kv": hkv,
+             "causal": bool(a.causal), **({"window": a.window} if a.window else {})}
+    return ("flash_attention", shape, None, {"lqp": a.lqp, "lkp": a.lkp}, flops, a.compile_mode != "compile-and-run")
+
+
+def _eltwise_add(kind: str, a):  # eltwise_add.py:40-67, :242-244
+    n = int(np.prod(a.shape))
+    tile = a.tile or 1024
+    for extent in a.shape:
+        if extent % tile:
+            raise ValueError(f"shape extent {extent} is not a multiple of tile {tile}")
+    print(f"Eltwise add shape={tuple(a.shape)} dtype={a.dtype} on {a.target}")
+    return "eltwise_add", {"N": n}, None, {"tile": tile}, None, a.compile_only
+
+
+def _gelu(kind: str, a):  # gelu.py:70-94, :260
+    if a.n % a.tile_n:
+        raise ValueError(f"n ({a.n}) must be a multiple of tile_n ({a.tile_n})")
+    print(f"GELU n={a.n} tile_n={a.tile_n} bf16 on {a.target}")
+    herd = " ".join(str(x) for x in a.herd_shape) if a.herd_shape else ""
+    return "gelu", {"N": a.n}, None, {"tile_n": a.tile_n, **({"herd_shape": herd} if herd else {})}, None, a.compile_only
+
+
+def _dequant_q4nx(kind: str, a):  # dequant_q4nx.py `__main__`: N_out, K = 512, 2048; build_module asserts N_out % 4
+    assert Q4NX_DEQUANT_SHAPE["M"] % 4 == 0
+    return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
+
+
+def _silu_mul(kind: str, a):  # silu_and_mul.py:39-44
     hy = a.herd_y or 1
     assert a.n % (a.tile_n * a.herd_x * hy) == 0
     return ("silu_mul", {"N": a.n}, None, {"tile_n": a.tile_n, "herd_x": a.herd_x, "herd_y": hy}, None,
             a.compile_mode != "compile-and-run")
+
+
+_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm, "layernorm": _norm, "rope": _rope,
+           "flash_attention": _flash_attention, "eltwise_add": _eltwise_add, "gelu": _gelu,
+           "dequant_q4nx": _dequant_q4nx, "silu_mul": _silu_mul}
 
 
 def compute(kernel: str, shape: dict, contract: str | None, tile: dict):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +27,14 @@ from kernels.model.architecture import load_raw_config, resolve
 from kernels.backends.in_process import InProcessBackend
 from kernels.perf.figures import NPU2_PREFILL_SEQ, build_seq, decode_ctx, npu2_figures, path_switches
 from kernels.perf.predict import predict
+from kernels.settings import env_get, env_default
 
 ENV_SWITCHES = "NPU_LEDGER_SWITCHES"
 ENV_FAULTS = "NPU_LEDGER_FAULTS"
 
 
 def _names(var: str) -> list[str]:
-    return [x.strip() for x in os.environ.get(var, "").split(",") if x.strip()]
+    return [x.strip() for x in env_get(var, "").split(",") if x.strip()]
 
 
 def switches_from_env() -> dict[str, bool]:
@@ -50,12 +50,12 @@ def settings(model_dir: str | Path) -> dict:
     (NPU_LEDGER_MODEL, which the model Makefile exports and the tool passes) else the recorded `model` (a Hugging
     Face id or a relative path; a scaffold writes no absolute path) or, from older scaffolds, `model_path`."""
     recorded = json.loads((Path(model_dir) / "stand_in.json").read_text())
-    path = os.environ.get("NPU_LEDGER_MODEL") or recorded.get("model_path") or recorded.get("model", "")
+    path = env_get("NPU_LEDGER_MODEL") or recorded.get("model_path") or recorded.get("model", "")
     if not (Path(path).is_dir() or Path(path).is_file()):
         # the stand-in runs a local folder: an HF id or a folder name alone would send mlir-air's HF reference to the
         # network (a traceback) -- one line saying what to give instead
         raise SystemExit(f"the stand-in's model folder {path!r} is not here: NPU_LEDGER_MODEL is "
-                         f"{'set to it' if os.environ.get('NPU_LEDGER_MODEL') else 'not set'}; run "
+                         f"{'set to it' if env_get('NPU_LEDGER_MODEL') else 'not set'}; run "
                          "`make <target> NPU_LEDGER_MODEL=<the model folder>` (npu-ledger passes it on its own make calls)")
     return {**recorded, "model_path": path}
 
@@ -142,7 +142,7 @@ def sweep_fault(model_dir: str, target: str, n: int) -> str | None:
     NPU_LEDGER_TWIN_FAULTS (kernels.mlir_air.twin.harness.faults); None when there is none."""
     from kernels.mlir_air.twin.harness import ENV_ROOT, faults
 
-    os.environ.setdefault(ENV_ROOT, str(Path(model_dir).resolve().parents[2]))  # <twin>/programming_examples/llms/<m>
+    env_default(ENV_ROOT, str(Path(model_dir).resolve().parents[2]))  # <twin>/programming_examples/llms/<m>
     return faults().get(f"{target}@{n}")
 
 

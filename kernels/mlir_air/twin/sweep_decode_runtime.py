@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from kernels.mlir_air.sweeps import DECODE_EXPECTABLE
+from kernels.settings import env_get, env_copy
 
 POINT = re.compile(r"^\[bench\] decode ctx=(\d+)\s+median\s+([\d.]+)\s*ms\s+min\s+([\d.]+)\s*ms\s*\(([\d.]+)\s*tok/s\)",
                    re.M)
@@ -46,7 +46,7 @@ def classify(out: str, rc: int) -> str:
 
 
 def sweep(a: argparse.Namespace, contexts: list[int]) -> list[dict]:
-    env = {**os.environ, **dict(kv.partition("=")[::2] for kv in a.env)}
+    env = {**env_copy(), **dict(kv.partition("=")[::2] for kv in a.env)}
     cmd = ["make", "-f", a.makefile, "profile-decode", "CONTEXTS=" + ",".join(map(str, contexts)),
            *([f"PEANO_INSTALL_DIR={a.peano_dir}"] if a.peano_dir else []), *a.make_var]
     try:
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{f'{tps:.2f} tok/s' if tps is not None else pt['status']}", flush=True)
     rec = {"model": a.model_name, "axis": "context_len", "metric": "decode_tokens_per_sec",
            "timestamp_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "runner": os.environ.get("RUNNER_NAME", ""), "points": points}
+           "runner": env_get("RUNNER_NAME", ""), "points": points}
     a.out.write_text(json.dumps(rec, indent=2) + "\n")
     print(f"[sweep] wrote {a.out}")
     return 1 if hard else 0

@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 from kernels.mlir_air.sweeps import PREFILL_EXPECTABLE, cause
+from kernels.settings import env_copy
 
 TTFT = re.compile(r"^\s*Time to first token \(TTFT\):\s*([\d.]+)\s*s", re.M)
 # the built-length guard takes both forms sweep_prefill.py@57bbed0 names: "[q4nx_prefill] constructing seq_len=N"
@@ -57,7 +57,7 @@ def classify(out: str, rc: int) -> str:
 
 def point(a: argparse.Namespace, length: int) -> dict:
     """One padded prefill length: build + time through the model directory's `profile-prefill` target."""
-    env = {**os.environ, a.seq_env: str(length), a.bench_env: str(length),
+    env = {**env_copy(), a.seq_env: str(length), a.bench_env: str(length),
            **dict(kv.partition("=")[::2] for kv in a.env)}
     cmd = ["make", "-f", a.makefile, "profile-prefill", f"CTX={length}",
            *([f"PEANO_INSTALL_DIR={a.peano_dir}"] if a.peano_dir else []), *a.make_var]

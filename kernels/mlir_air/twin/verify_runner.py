@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from kernels.model.compare import cosine, per_position_cosine
 from kernels.model.compare import token_gate
 from kernels.model.reference_walks import Replay, reference_prefill, reference_walks
 from kernels.mlir_air.twin.stand_in import stand_in_tokenizer
+from kernels.settings import env_get
 
 GATE_N_TOKENS, GATE_K = 32, 5  # verify_runner.py:70-71
 
@@ -117,7 +117,7 @@ def _write(report_dir: Path, prefix: str, report: dict, md: str) -> tuple[Path, 
 
 
 @dataclass
-class _Run:
+class _Invocation:
     """One invocation: its arguments, the adapter it loaded and what that adapter resolved."""
 
     a: argparse.Namespace
@@ -147,7 +147,7 @@ class _Run:
 
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
-    here = Path(os.environ.get("NPU_LEDGER_VERIFY_DIR") or Path.cwd())
+    here = Path(env_get("NPU_LEDGER_VERIFY_DIR") or Path.cwd())
     for p in (str(here.parent), str(here)):  # verify_runner.py:48-51
         if p not in sys.path:
             sys.path.insert(0, p)
@@ -158,14 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     verify = a.prompts == "topk_token"
     print(f"[verify] adapter={a.runner}, model={model_name}, hf_ref={hf_ref}, mode={'verify' if verify else 'diagnosis'}, "
           f"lite={verify}", flush=True)
-    run = _Run(a, here, adapter, choice, model_name, hf_ref,
+    run = _Invocation(a, here, adapter, choice, model_name, hf_ref,
                stand_in_tokenizer(model_name),  # AutoTokenizer's ids and text (stand_in.FastTokenizer), no transformers
                adapter.build_config(), Path(a.report_dir) if a.report_dir else here / "reports",
                {"runner": a.runner, "model": choice, "model_name": model_name, "npu_attn": a.npu_attn == "on"})
     return _verify(run) if verify else _diagnosis(run)
 
 
-def _diagnosis(run: _Run) -> int:
+def _diagnosis(run: _Invocation) -> int:
     a, tok = run.a, run.tok
     npu = run.npu_runner(lite=False)
     print(f"[verify] building HF runner ({run.hf_ref}, lite=False, may download)...", flush=True)
@@ -201,7 +201,7 @@ def _diagnosis(run: _Run) -> int:
     return 0
 
 
-def _verify(run: _Run) -> int:
+def _verify(run: _Invocation) -> int:
     a, tok = run.a, run.tok
     pfile = Path(a.prompts_file) if a.prompts_file else run.here / "prompts" / f"{a.prompt_style}.txt"
     prompts = read_prompts(pfile)

@@ -16,7 +16,6 @@ provenance.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -24,6 +23,7 @@ import numpy as np
 
 from kernels.numerics.catalog import get_spec
 from kernels.numerics.executors.emulated import EmulatedExecutor
+from kernels.settings import env_get
 
 SLEEP_ENV = "NPU_LEDGER_STANDIN_SLEEP_S"
 FAULT_GAIN = 1.0 + 2.0**-4
@@ -35,7 +35,7 @@ class StandinError(ValueError):
 
 def standin_sleep_s() -> float:
     """The sleep stand-in's seconds per row, from NPU_LEDGER_STANDIN_SLEEP_S (required, 0 <= s <= 3600)."""
-    text = os.environ.get(SLEEP_ENV)
+    text = env_get(SLEEP_ENV)
     if text is None:
         raise StandinError(f"the sleep stand-in needs {SLEEP_ENV}=SECONDS (a test/bench seam, not an executor)")
     try:

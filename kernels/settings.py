@@ -1,0 +1,33 @@
+"""The one place the tool reads its environment. Everything else asks here, by the variable's name.
+
+Variables the tool honours (each module that asks says what for): MLIR_AIR_DIR (an mlir-air checkout), LEDGER_DB
+and LEDGER_HOME (the ledger's URL and the workspace), NPU_LEDGER_MODELS (where SmolLM2's converted folder is kept),
+NPU_LEDGER_REFERENCE_CACHE (HF reference walks kept by content), NPU_LEDGER_HARNESSES (a harness table in place of a
+checkout's), LEDGER_NPU_LOCK (the NPU lock file), PEANO_INSTALL_DIR (the Peano toolchain recorded with hardware
+rows), NPU_LEDGER_STANDIN_SLEEP_S (the sleep worker's test seam), the BLAS thread counts recorded with fp32 rows, and
+the twin's own (NPU_LEDGER_TWIN_ROOT, NPU_LEDGER_TWIN_FAULTS, NPU_LEDGER_MODEL, NPU_LEDGER_VERIFY_DIR, RUNNER_NAME):
+the stand-in checkout's programs are separate processes whose interface is their environment, as mlir-air's are.
+
+`env_get` is `os.environ.get` (an empty value stays empty: a caller decides what empty means); `env_copy` is the
+environment a child process gets; `env_default` sets a variable this process and its children must see
+(Hugging Face's offline switches, the twin's root). Imports nothing of the product, so every room may use it.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def env_get(name: str, default: str | None = None) -> str | None:
+    """The variable `name` as the process has it, else `default`."""
+    return os.environ.get(name, default)
+
+
+def env_copy() -> dict[str, str]:
+    """A copy of the whole environment, for a child process the tool starts."""
+    return dict(os.environ)
+
+
+def env_default(name: str, value: str) -> None:
+    """Set `name` for this process and its children unless it is set already."""
+    os.environ.setdefault(name, value)
