@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from handlers.gates import GateRun
-from handlers.gates.phase23 import diagnosis_events, token_gate_events
+from handlers.gates.block_and_tokens import diagnosis_events, token_gate_events
 from handlers.gates.runtime import model_backend
 from handlers.uow import DeploymentUnit
 from kernels.model.options import FAULTS

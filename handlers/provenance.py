@@ -1,6 +1,6 @@
 """Toolchain provenance stamped onto evidence as it is recorded (kernels.toolchain says what is recorded).
 
-Phase 1 rows carry `provenance["toolchain"]` from `handlers.gates.phase1` (the executor that ran them);
+Phase 1 rows carry `provenance["toolchain"]` from `handlers.gates.kernel_rows` (the executor that ran them);
 `PerformanceMeasured` events get `toolchain` here, in the batch `advance` records, unless the gate set one.
 """
 

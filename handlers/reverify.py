@@ -6,7 +6,7 @@ For each deployment at `deployed`:
    toolchain (`provenance["toolchain"]`) differs from the toolchain the executor runs on now
    (`KernelRunner.toolchain`, kernels.toolchain: npu-ledger, the emulated numerics' or the perf model's version,
    the mlir-air commit and aie/peano/XRT versions; a row without one counts as changed) are run again, exactly as
-   the gate runs them (`handlers.gates.phase1.verify_row`), and recorded.
+   the gate runs them (`handlers.gates.kernel_rows.verify_row`), and recorded.
 2. The token gate (Phase 3's, 2 prompts) runs again through `handlers.gates.runtime.model_backend` and is
    recorded (context "reverify").
 3. The Phase 6 curve (TTFT against prefill length, decode tokens/s against context) is compared with the one
@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 from handlers.deploy import bind
 from handlers.gates import GateRun
-from handlers.gates.phase1 import kernel_row, verify_row
-from handlers.gates.phase23 import token_gate_events
+from handlers.gates.kernel_rows import kernel_row, verify_row
+from handlers.gates.block_and_tokens import token_gate_events
 from handlers.gates.runtime import model_backend
 from handlers.planning import deployment_weights, recorded_sources
 from handlers.uow import DeploymentError, DeploymentUnit

@@ -13,8 +13,8 @@ from typing import Any, Callable
 import numpy as np
 
 from handlers.gates import GateRun
-from handlers.gates.phase23 import token_gate_events
-from handlers.gates.phase456 import measure, performance_event
+from handlers.gates.block_and_tokens import token_gate_events
+from handlers.gates.performance import measure, performance_event
 from handlers.gates.runtime import backend_class, model_backend
 from handlers.uow import DeploymentUnit
 from kernels.backends.kernel_runners import figure_source

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from handlers.gates.phase1 import row_contract
+from handlers.gates.kernel_rows import row_contract
 from kernels.model.architecture import resolve
 from kernels.model.plan import plan
 

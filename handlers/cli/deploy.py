@@ -14,7 +14,7 @@ from handlers.bootstrap import App
 from handlers.cli.common import refresh_if_recorded, refresh_projections
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions, GateRun
-from handlers.gates.phase7 import evaluate
+from handlers.gates.evaluation import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, describe
 from handlers.results_workbench import graph_json

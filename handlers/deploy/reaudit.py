@@ -1,7 +1,7 @@
 """`ledger audit`: Phase 7 through `advance` at phase7, a re-audit of a deployed model (a FAIL blocks it
 again), and the verdict alone, recorded nowhere, on a read-only ledger or an unreplayable stream.
 
-The evaluation is handlers.evaluator's, run in a fresh process (handlers.gates.phase7). Imported through
+The evaluation is handlers.evaluator's, run in a fresh process (handlers.gates.evaluation). Imported through
 `handlers.deploy`.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from handlers.deploy.attempts import AdvanceReport, AdvanceRequest, advance, bind, judge_attempt
 from handlers.evaluator.audit import Finding, chain_findings
 from handlers.gates import GateOptions, GateOutcome, GateRun
-from handlers.gates.phase7 import evaluate_in_fresh_process
+from handlers.gates.evaluation import evaluate_in_fresh_process
 from handlers.uow import DeploymentError, DeploymentUnit, stream_id
 from ledger import Ledger
 from ledger.checkpoints import CheckpointRecord

@@ -2,10 +2,10 @@
 
 * `kernel_sample`: Phase 1 rows chosen by a seed taken from the ledger's head hash at audit time (so the
   sample cannot be known when the evidence was written), re-run through the gate's own code path
-  (`handlers.gates.phase1.verify_once`) on the deployment's kernel runner. A row must give the same verdict and
+  (`handlers.gates.kernel_rows.verify_once`) on the deployment's kernel runner. A row must give the same verdict and
   the figures the runner says it reproduces (`KernelRunner.remeasure_problems`): in process the mismatch count
   exactly and mean_rel_L1 within `KERNEL_REMEASURE_RTOL` (the BLAS thread count is pinned to the recorded one by
-  `phase7.evaluate_in_fresh_process`); on mlir-air within the kernel's tolerance band.
+  `evaluation.evaluate_in_fresh_process`); on mlir-air within the kernel's tolerance band.
 * `block_gate`: the Phase 2 layer-0 block gate re-run on the pipeline Phase 2 ran (the requested options,
   before any optimisation) and compared with the recorded BlockValidated within the backend's
   `block_remeasure_atol` (a backend without one, mlir-air's, is not re-run).
@@ -22,7 +22,7 @@ from typing import Any
 
 from handlers.evaluator.audit import Finding
 from handlers.planning import deployment_weights
-from handlers.gates.phase1 import kernel_row, verify_once
+from handlers.gates.kernel_rows import kernel_row, verify_once
 from handlers.gates.runtime import backend_class, model_backend
 from kernels.backends.kernel_runners import make_runner
 from kernels.backends.runner_base import relative_difference

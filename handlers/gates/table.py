@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from handlers.gates import Gate, phase0, phase1, phase7, phase23, phase456
+from handlers.gates import Gate, block_and_tokens, evaluation, kernel_rows, performance, reference
 from statemachine.phases import Phase
 
 GATES: dict[Phase, Gate] = {
-    Phase.REFERENCE: phase0.run,
-    Phase.KERNELS: phase1.run,
-    Phase.BLOCK: phase23.run_block,
-    Phase.FULL_MODEL: phase23.run_full,
-    Phase.PREFILL_OPT: phase456.run_prefill,
-    Phase.DECODE_OPT: phase456.run_decode,
-    Phase.FINALIZE: phase456.run_finalize,
-    Phase.EVALUATION: phase7.run,
+    Phase.REFERENCE: reference.run,
+    Phase.KERNELS: kernel_rows.run,
+    Phase.BLOCK: block_and_tokens.run_block,
+    Phase.FULL_MODEL: block_and_tokens.run_full,
+    Phase.PREFILL_OPT: performance.run_prefill,
+    Phase.DECODE_OPT: performance.run_decode,
+    Phase.FINALIZE: performance.run_finalize,
+    Phase.EVALUATION: evaluation.run,
 }

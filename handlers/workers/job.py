@@ -2,7 +2,7 @@
 
 A job carries (deployment, attempt, kernel, shape) and nothing else: the worker folds the deployment's
 stream, finds the row in the deployment's own plan (tile plan included) and runs exactly what the local
-gate runs (`handlers.gates.phase1.verify_row`) on this host's kernel runner (one per target, with the host's NPU
+gate runs (`handlers.gates.kernel_rows.verify_row`) on this host's kernel runner (one per target, with the host's NPU
 lock; kernels.backends.kernel_runners). Recording is safe to repeat:
 
 * each event's id is `row_event_id(deployment, attempt, kernel, shape, contract, try)`, a UUID5 of that
@@ -29,7 +29,7 @@ from typing import Any
 
 from handlers.deploy import bind
 from handlers.gates import GateRun
-from handlers.gates.phase1 import kernel_row, verify_row
+from handlers.gates.kernel_rows import kernel_row, verify_row
 from handlers.planning import deployment_weights, recorded_sources
 from handlers.uow import DeploymentUnit, SomeoneElseAdvanced
 from kernels.backends.kernel_runners import make_runner

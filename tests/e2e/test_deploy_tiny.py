@@ -32,12 +32,12 @@ def deployed(tiny_snapshots, tmp_path_factory):
 
 @pytest.fixture
 def evaluator_in_this_process(monkeypatch):
-    """`deploy.audit` with the evaluation (`handlers.gates.phase7.evaluate`, unchanged) run in this process
+    """`deploy.audit` with the evaluation (`handlers.gates.evaluation.evaluate`, unchanged) run in this process
     instead of a fresh interpreter: the fresh-process path is what the untouched re-audit, the checkpoint test
     and every deployment's own Phase 7 exercise; here it would only start two interpreters per forgery."""
-    from handlers.gates import phase7
+    from handlers.gates import evaluation
 
-    monkeypatch.setattr(phase7, "evaluate_in_fresh_process", lambda ctx, checkpoint: phase7.evaluate(ctx, checkpoint))
+    monkeypatch.setattr(evaluation, "evaluate_in_fresh_process", lambda ctx, checkpoint: evaluation.evaluate(ctx, checkpoint))
 
 
 @pytest.fixture(scope="module")
@@ -269,9 +269,9 @@ def test_a_switch_that_changes_the_numbers_on_a_backend_that_says_none_do_is_cau
     declares that no switch changes a number: the one re-run on the final switch set does not reproduce
     Phase 3, so every switch is tried again with its own re-run, and the gate reverts fusion."""
     from handlers.evaluator import replay as audit_replay
-    from handlers.gates import phase456
+    from handlers.gates import performance
 
-    real = phase456.model_backend
+    real = performance.model_backend
 
     def fusion_breaks_the_kv_cache(state, config, overrides=None):
         overrides = dict(overrides or {})
@@ -279,7 +279,7 @@ def test_a_switch_that_changes_the_numbers_on_a_backend_that_says_none_do_is_cau
             overrides["faults"] = {*overrides.get("faults", ()), "kv_cache_off_by_one"}
         return real(state, config, overrides)
 
-    monkeypatch.setattr(phase456, "model_backend", fusion_breaks_the_kv_cache)
+    monkeypatch.setattr(performance, "model_backend", fusion_breaks_the_kv_cache)
     ws = tiny_at(3)
     led = workspace_ledger(ws)
     report = deploy.advance(led, deploy.AdvanceRequest("tiny", ws, until=4))

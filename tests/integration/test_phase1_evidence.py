@@ -43,7 +43,7 @@ def test_one_gemm_transcript_fed_for_every_kernel_cannot_pass_phase_1(tmp_path, 
     monkeypatch.setenv("NPU_LEDGER_HARNESSES", str(table))
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     _at_phase1(url, "m", "mlir-air", str(tmp_path))
-    from handlers.gates.phase1 import run
+    from handlers.gates.kernel_rows import run
 
     outcome = run(GateRun(state=DeploymentUnit(open_ledger(url), "m").state, workspace=tmp_path))
     refused = [r for r in outcome.reasons if "transcript refused" in r]

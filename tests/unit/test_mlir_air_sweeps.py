@@ -19,7 +19,7 @@ from kernels.mlir_air.checkout import ROOT
 from kernels.mlir_air.output import TranscriptError
 from kernels.mlir_air.scaffold import scaffold
 from kernels.mlir_air.sweeps import hardware_curve, parse_decode_sweep, parse_prefill_sweep
-from handlers.gates.phase456 import sweep_reasons
+from handlers.gates.performance import sweep_reasons
 from kernels.mlir_air.twin import write_twin
 from kernels.model.architecture import load_raw_config, resolve
 from kernels.perf.curve import compare_curves, npu2_curve, point

@@ -14,7 +14,7 @@ from handlers.evaluator import replay as audit_replay
 from handlers.evaluator.plan_sources import plan_source_findings
 from handlers.evaluator.quantised import check_budget, quantisation_findings
 from handlers.gates import GateOutcome, GateRun
-from handlers.gates.phase23 import token_gate_events
+from handlers.gates.block_and_tokens import token_gate_events
 from handlers.gates.runtime import declared_options, model_backend
 from handlers.lifeline import child_env
 from handlers.narrate import relay_progress

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from handlers.gates import GateOutcome, GateRun
-from handlers.gates.phase23 import diagnosis_events, token_gate_events
+from handlers.gates.block_and_tokens import diagnosis_events, token_gate_events
 from handlers.gates.runtime import DECODE, FAULTS, SWITCHES, model_backend
 from kernels.backends.base import IntegratedRun, Measurement
 from kernels.model.prompts import canonical_tokens
