@@ -23,6 +23,7 @@ from kernels.model.plan_record import plan_sources
 from ledger.record import RecordedEvent
 from registry.lookup import PlanningRegistry
 from kernels.settings import env_get
+from ledger.streams import deployment_stream
 
 ENV_MLIR_AIR = "MLIR_AIR_DIR"  # kernels.mlir_air.table.ENV_MLIR_AIR
 
@@ -31,7 +32,7 @@ def planning_registry(ledger, mlir_air_dir: str | None = None, deployment: str |
     """The ledger's registry now, plus MLIR_AIR_DIR's kernel_registry/ (or `mlir_air_dir`) when set. Without the
     rows of `deployment` itself: a deployment is planned from evidence other than its own Phase 1 (a retry of
     Phase 1 plans what its first attempt planned, so the rows that attempt passed are carried, not re-run)."""
-    own = f"deployment:{deployment}" if deployment else None
+    own = deployment_stream(deployment) if deployment else None
     events = [e for e in ledger.all_events() if e.type == "KernelVerified" and e.stream_id != own]
     return PlanningRegistry(events, mlir_air_dir or env_get(ENV_MLIR_AIR) or None)
 

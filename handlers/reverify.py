@@ -44,6 +44,7 @@ from ledger.events import BlockerRaised, KernelVerified, PerformanceMeasured, To
 from statemachine.gate import kernel_key
 from registry.text import shown
 from statemachine.phases import Phase, Status
+from ledger.streams import DEPLOYMENT_PREFIX
 
 
 @dataclass
@@ -79,7 +80,7 @@ def reverify_all(ledger: Ledger, *, workspace: Path, executor: str | None = None
     """Re-verify every deployed model (see the module docstring); one Reverified per deployment."""
     fault = StandinFault.parse(standin_fault) if standin_fault else None
     out = []
-    for stream in ledger.streams("deployment:"):
+    for stream in ledger.streams(DEPLOYMENT_PREFIX):
         name = stream.split(":", 1)[1]
         unit = DeploymentUnit(ledger, name)
         state = unit.state

@@ -22,6 +22,7 @@ from kernels.model.prompts import token_ids
 from kernels.toolchain import current_toolchain
 from ledger.events import OptimizationTried, PerformanceMeasured
 from registry.text import ledger_command
+from ledger.streams import deployment_stream
 
 Progress = Callable[[str], None]
 
@@ -63,7 +64,7 @@ def optimise(ledger, workspace: Path, name: str, what: str, phase: int = 4, *,
     if not backend_class(ctx.state).hardware:
         raise ValueError("`ledger optimise` records an engineer's change on the mlir-air path; emulated and torch "
                          "deployments optimise inside `ledger advance`")
-    before = [e for e in ledger.read_stream(f"deployment:{name}")
+    before = [e for e in ledger.read_stream(deployment_stream(name))
               if e.type == "PerformanceMeasured" and e.payload.get("phase") == phase]
     if not before:
         raise ValueError(f"no phase {phase} PerformanceMeasured to compare with: "

@@ -21,6 +21,7 @@ from ledger.record import RecordedEvent
 from registry.model_docs import model_dir_name
 from statemachine.fold import fold
 from kernels.settings import env_get
+from ledger.streams import DEPLOYMENT_PREFIX
 
 ENV_MLIR_AIR = "MLIR_AIR_DIR"  # kernels.mlir_air.table.ENV_MLIR_AIR
 
@@ -32,7 +33,7 @@ def sync_scaffolds(events: Iterable[RecordedEvent], mlir_air_dir: str | None = N
         return []
     streams: dict[str, list[RecordedEvent]] = defaultdict(list)
     for e in events:
-        if e.stream_id.startswith("deployment:"):
+        if e.stream_id.startswith(DEPLOYMENT_PREFIX):
             streams[e.stream_id].append(e)
     written = []
     for stream in streams.values():

@@ -14,6 +14,7 @@ from ledger import ConcurrencyError, Ledger, NewEvent
 from ledger.events import Event
 from statemachine.fold import apply, fold
 from statemachine.state import DeploymentState
+from ledger.streams import DEPLOYMENT_PREFIX, deployment_stream, deployment_name
 
 
 class DeploymentError(Exception):
@@ -25,7 +26,7 @@ class SomeoneElseAdvanced(DeploymentError):
 
 
 def stream_id(name: str) -> str:
-    return f"deployment:{name}"
+    return deployment_stream(name)
 
 
 class DeploymentUnit:
@@ -35,7 +36,7 @@ class DeploymentUnit:
         self.stream_id = stream_id(name)
         self.events = ledger.read_stream(self.stream_id)
         if must_exist and not self.events:
-            known = [s.split(":", 1)[1] for s in ledger.streams("deployment:")]
+            known = [deployment_name(s) for s in ledger.streams(DEPLOYMENT_PREFIX)]
             hint = f" (known: {', '.join(known)})" if known else " (run `ledger init MODEL` first)"
             raise DeploymentError(f"no deployment named {name!r}{hint}")
         self.state: DeploymentState | None = fold(self.events) if self.events else None

@@ -12,6 +12,7 @@ from registry.model_fold import DeploymentView, show_time
 from registry.model_pages import header, val
 from registry.quantisation_page import render_split
 from registry.text import DASH, fixed, ledger_command, sci, table
+from ledger.streams import deployment_stream
 
 
 # which audit line a finding's check speaks to (any other check is a gate re-derivation)
@@ -136,7 +137,7 @@ def render_evaluation(v: DeploymentView) -> str:
                  "# the hash chain is intact (a non-zero exit names the first bad seq)\n"
                  "ledger verify\n"
                  "# every event the verdicts rest on\n"
-                 f"ledger log --stream {shlex.quote('deployment:' + v.name)}\n"
+                 f"ledger log --stream {shlex.quote(deployment_stream(v.name))}\n"
                  "# the independent evaluator again: replay, re-judge, re-hash, re-measure (a new head hash draws a new sample)\n"
                  f"{ledger_command('audit', v.name)}\n"
                  "# the docs on disk equal the projection of the ledger (no hand edits)\n"

@@ -41,9 +41,9 @@ from kernels.provenance import (IMPORTED_REGISTRY, NPU2_MEASURED, STANDIN_REHEAR
 from ledger.events import KernelVerified
 from ledger.record import RecordedEvent
 from registry.catalog import CATALOG, CatalogEntry, Shape, Tolerance, contract_tier, shape_key, spec_for, throughput
+from ledger.streams import deployment_name
 
 HARDWARE = ("hardware", "imported")
-DEPLOYMENT_PREFIX = "deployment:"
 KERNEL_EVENT = "KernelVerified"
 
 _DEFAULTS: dict[str, Any] = {}
@@ -221,10 +221,6 @@ def pick_best(ms: Iterable[RegistryMeasurement]) -> RegistryMeasurement | None:
     return max(passing, key=rank) if passing else None
 
 
-def deployment_of(stream_id: str) -> str | None:
-    return stream_id[len(DEPLOYMENT_PREFIX):] if stream_id.startswith(DEPLOYMENT_PREFIX) else None
-
-
 def measurement(rec: RecordedEvent) -> RegistryMeasurement:
     """Normalise one recorded `KernelVerified` (payload read with the event's defaults)."""
     p = {**_DEFAULTS, **rec.payload}
@@ -236,7 +232,7 @@ def measurement(rec: RecordedEvent) -> RegistryMeasurement:
     source = get("source")
     derived = kernel_row_provenance(p)
     evidence = evidence_of(source, executor, derived)
-    deployment = deployment_of(rec.stream_id)
+    deployment = deployment_name(rec.stream_id)
     role = get("role") or ""
     if deployment:
         used_by = f"{deployment} {role}".strip()

@@ -20,6 +20,7 @@ from typing import Iterable
 
 from ledger.record import RecordedEvent
 from registry.text import shown
+from ledger.streams import deployment_stream
 
 PHASE_TITLES = {
     0: "Build CPU Reference",
@@ -174,7 +175,7 @@ def _blockers(events: list[RecordedEvent]) -> tuple[BlockerView, ...]:
 
 
 def fold_deployment(events: Iterable[RecordedEvent], name: str) -> DeploymentView:
-    stream_id = f"deployment:{name}"
+    stream_id = deployment_stream(name)
     mine = sorted((e for e in events if e.stream_id == stream_id), key=lambda e: e.seq)
     triage: dict[int, RecordedEvent] = {}
     for rec in mine:

@@ -35,6 +35,7 @@ from kernels.provenance import perf_row_provenance
 from registry.nightly_history import FILES, SOURCES, NightlyRow, fold_nightly, source_of
 from registry.nightly_merge import RULES, cell as merged_cell, merged_curves, merged_history
 from registry.text import escaped, fixed, shown, table
+from ledger.streams import deployment_stream
 
 FILE_MD = "docs/perf_history.md"
 FILE_PNG = "docs/perf_history.png"
@@ -228,7 +229,7 @@ def history_png(name: str, rows: Sequence[ToolchainRow], nightly: Sequence[Night
 def project_history(events: Sequence[RecordedEvent], name: str, model: str = "") -> dict[str, bytes]:
     """{FILE_MD: markdown, FILE_PNG: png (when figures exist)} of deployment `name` (paths under llms/<name>/);
     `model` is its mlir-air model directory name, which the imported nightly rows are matched on."""
-    stream = f"deployment:{name}"
+    stream = deployment_stream(name)
     rows = fold_history([e for e in events if e.stream_id == stream])
     nightly = nightly_rows(events, model) if model else []
     out = {FILE_MD: render_history(shown(name), rows, model, nightly).encode("utf-8")}

@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ledger.record import RecordedEvent
-from registry.fold import DEPLOYMENT_PREFIX, fold_registry
+from ledger.streams import DEPLOYMENT_PREFIX
+from registry.fold import fold_registry
 from registry.model_docs import project_model_docs
 from registry.render_json import render_all_json
 from registry.render_markdown import render_all_markdown

@@ -22,6 +22,7 @@ from ledger import events as ev
 from ledger.canonical import dumps, loads
 from ledger.events import Event, KernelVerified
 from ledger.record import RecordedEvent
+from ledger.streams import deployment_stream
 
 T0 = datetime(2026, 6, 18, 9, 0, 0, tzinfo=timezone.utc)
 
@@ -104,7 +105,7 @@ def synthetic_kernel_events(n: int, seed: int = 0) -> list[tuple[str, KernelVeri
         for variant in range(4):  # four deployments per architecture (e.g. instruct/base, two seqs)
             seq = (2048, 1024, 512, 256)[variant]
             for row in _kernel_rows(emb, h, hkv, d, f, seq):
-                pool.append((f"deployment:{name}_v{variant}", row))
+                pool.append((deployment_stream(f"{name}_v{variant}"), row))
     out: list[tuple[str, KernelVerified]] = []
     for i in range(n):
         stream, (kernel, shape, contract, role, stage) = pool[i % len(pool)]
@@ -133,7 +134,7 @@ def synthetic_kernel_events(n: int, seed: int = 0) -> list[tuple[str, KernelVeri
 
 
 def deployment_items(name: str, events: Sequence[Event]) -> list[tuple[str, Event]]:
-    return [(f"deployment:{name}", e) for e in events]
+    return [(deployment_stream(name), e) for e in events]
 
 
 def realistic_deployment(name: str = "smollm2_135m_instruct") -> list[tuple]:
@@ -142,7 +143,7 @@ def realistic_deployment(name: str = "smollm2_135m_instruct") -> list[tuple]:
 
     Items are (stream_id, event[, event_id, recorded_at]) for `record`; seqs follow list order from 1.
     """
-    s = f"deployment:{name}"
+    s = deployment_stream(name)
     t = [T0 + timedelta(minutes=m) for m in range(0, 600, 3)]
     at = iter(stamp(x) for x in t)
     items: list[tuple] = []
@@ -244,7 +245,7 @@ def realistic_deployment(name: str = "smollm2_135m_instruct") -> list[tuple]:
 def realistic_deployment_resolved(name: str = "smollm2_135m_instruct") -> list[tuple]:
     """`realistic_deployment` continued: the blocker is resolved, phases 4-7 pass, an evaluation is recorded."""
     items = realistic_deployment(name)
-    s = f"deployment:{name}"
+    s = deployment_stream(name)
     start = T0 + timedelta(minutes=3 * len(items) + 60)
     more = [
         ev.DeploymentResumed(phase=4, note="setup moved out of the timed region"),

@@ -24,6 +24,7 @@ from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name
 from registry.names import name_problem
+from ledger.streams import DEPLOYMENT_PREFIX, deployment_name
 
 
 class OutOfScope(DeploymentError):
@@ -150,7 +151,7 @@ def reference_folder(workspace: Path, name: str) -> Path:
 def _refuse_folder_clash(ledger: Ledger, name: str) -> None:
     """Two deployments must not project to one llms/<folder>/ (compared case-insensitively: macOS, Windows)."""
     folder = model_dir_name(name)
-    for other in (s.split(":", 1)[1] for s in ledger.streams("deployment:")):
+    for other in (deployment_name(s) for s in ledger.streams(DEPLOYMENT_PREFIX)):
         if other != name and model_dir_name(other).lower() == folder.lower():
             raise DeploymentError(f"deployment name {name!r} projects to llms/{folder}/, the folder of deployment "
                                   f"{other!r}; choose another --name")

@@ -11,10 +11,11 @@ from typing import Any
 from handlers.uow import DeploymentError, DeploymentUnit, stream_id
 from ledger import Ledger
 from statemachine.fold import FoldError, fold
+from ledger.streams import DEPLOYMENT_PREFIX, deployment_name
 
 
 def status(ledger: Ledger, name: str | None = None) -> list[dict[str, Any]]:
-    names = [name] if name else [s.split(":", 1)[1] for s in ledger.streams("deployment:")]
+    names = [name] if name else [deployment_name(s) for s in ledger.streams(DEPLOYMENT_PREFIX)]
     rows = []
     for n in names:
         try:
