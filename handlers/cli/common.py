@@ -22,7 +22,7 @@ def refresh_projections(app: App) -> None:
 def refresh_if_recorded(app: App, name: str) -> None:
     """`refresh_projections` after a command on deployment NAME, only when the ledger holds NAME: a misspelt name
     recorded nothing, so it writes no kernel_registry/ or llms/ into the folder either."""
-    if app.ledger.read_stream(stream_id(name)):
+    if app.ledger.stream_version(stream_id(name)):  # the stream's version, not its events: advance folded it already
         refresh_projections(app)
 
 

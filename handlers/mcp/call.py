@@ -71,7 +71,7 @@ def refresh(app: App) -> None:
 
 def refresh_if_recorded(app: App, name: str) -> None:
     """`refresh` only when the ledger holds deployment NAME (a misspelt name writes no projections)."""
-    if app.ledger.read_stream(stream_id(name)):
+    if app.ledger.stream_version(stream_id(name)):  # the stream's version, not its events: advance folded it already
         refresh(app)
 
 

@@ -60,7 +60,8 @@ def test_a_passing_harness_run_is_parsed_with_its_provenance(make_executor):
     assert run.transcript == (FIXTURES / "gemm_pass.txt").read_text()
     prov = run.provenance
     assert prov["command"] == run.command and len(prov["output_sha256"]) == 64 and prov["host"]
-    assert set(prov["toolchain"]) == {"mlir_air_commit", "mlir_air_contract", "aie_opt", "air_opt", "xrt_smi", "standin"}
+    assert set(prov["toolchain"]) == {"mlir_air_commit", "mlir_air_contract", "aie_opt", "air_opt", "xrt_smi", "standin",
+                                      "llvm_aie_version", "mlir_aie_hash"}  # the versions the nightly records (#38)
     assert prov["toolchain"]["mlir_air_commit"] is None  # tmp_path is no git checkout: recorded as absent
     assert "device" in prov
     kwargs = run.kernel_verified_kwargs()
