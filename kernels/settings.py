@@ -5,7 +5,8 @@ and LEDGER_HOME (the ledger's URL and the workspace), NPU_LEDGER_MODELS (where S
 NPU_LEDGER_REFERENCE_CACHE (HF reference walks kept by content), NPU_LEDGER_HARNESSES (a harness table in place of a
 checkout's), LEDGER_NPU_LOCK (the NPU lock file), PEANO_INSTALL_DIR (the Peano toolchain recorded with hardware
 rows), NPU_LEDGER_STANDIN_SLEEP_S (the sleep worker's test seam), the BLAS thread counts recorded with fp32 rows, and
-the twin's own (NPU_LEDGER_TWIN_ROOT, NPU_LEDGER_TWIN_FAULTS, NPU_LEDGER_MODEL, NPU_LEDGER_VERIFY_DIR, RUNNER_NAME):
+the twin's own (NPU_LEDGER_TWIN_ROOT, NPU_LEDGER_TWIN_FAULTS, NPU_LEDGER_FAULTS, NPU_LEDGER_MODEL,
+NPU_LEDGER_VERIFY_DIR, RUNNER_NAME):
 the stand-in checkout's programs are separate processes whose interface is their environment, as mlir-air's are.
 
 `env_get` is `os.environ.get` (an empty value stays empty: a caller decides what empty means); `env_copy` is the
