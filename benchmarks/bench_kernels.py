@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from kernels.numerics.catalog import KERNELS, get_spec, npu2_low_precision_figure  # noqa: E402
-from kernels.numerics.compare import measure  # noqa: E402
-from kernels.numerics.executors.emulated import EmulatedExecutor  # noqa: E402
+from npu_kernels.numerics.catalog import KERNELS, get_spec, npu2_low_precision_figure  # noqa: E402
+from npu_kernels.numerics.compare import measure  # noqa: E402
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor  # noqa: E402
 
 BAND = {"gemm": 0.15}
 DEFAULT_BAND = 0.25

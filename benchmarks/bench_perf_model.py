@@ -19,10 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernels.model.architecture import load_raw_config, resolve  # noqa: E402
-from kernels.perf.anchors import profile  # noqa: E402
-from kernels.perf.fit import loo, loo_table  # noqa: E402
-from kernels.perf.predict import predict  # noqa: E402
+from npu_kernels.model.architecture import load_raw_config, resolve  # noqa: E402
+from npu_kernels.perf.anchors import profile  # noqa: E402
+from npu_kernels.perf.fit import loo, loo_table  # noqa: E402
+from npu_kernels.perf.predict import predict  # noqa: E402
 
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 # programming_examples/llms/README.md "Performance (NPU2, seq_len=2048, bf16)", the bf16 rows other than

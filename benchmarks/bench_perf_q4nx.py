@@ -2,8 +2,8 @@
 
     python benchmarks/bench_perf_q4nx.py [--out FILE.json] [--png FILE.png]
 
-Prints `ledger predict --weights q4nx-device` (kernels.perf.q4nx.predict_weights) for each model of
-kernels/perf/anchors_q4nx.toml beside its README's measured TTFT and decode tokens/s. One row is the
+Prints `ledger predict --weights q4nx-device` (npu_kernels.perf.q4nx.predict_weights) for each model of
+npu_kernels/perf/anchors_q4nx.toml beside its README's measured TTFT and decode tokens/s. One row is the
 calibration anchor (llama32_1b_q4nx: its decode rate fits the one stream-rate constant); every other row is
 held out - copied only to compare, nothing is fitted to it. Also the decode weight bytes the model streams
 beside the sizes the READMEs state, and the stated figures of models outside the tool's scope.
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernels.perf.q4nx import anchors, calibration, held_out_table  # noqa: E402
+from npu_kernels.perf.q4nx import anchors, calibration, held_out_table  # noqa: E402
 
 
 def rows() -> list[dict]:

@@ -24,21 +24,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from kernels.model.architecture import load_raw_config, resolve  # noqa: E402
-from kernels.model.hf_reference import HfRunner  # noqa: E402
-from kernels.model.options import SWITCHES, PipelineOptions  # noqa: E402
-from kernels.model.pipeline import NpuPipeline  # noqa: E402
-from kernels.model.prompts import BASE_PROMPTS, CANONICAL_PROMPT  # noqa: E402
-from kernels.model.smollm2 import ensure_smollm2  # noqa: E402
-from kernels.model.weights import load_weights  # noqa: E402
+from npu_kernels.model.architecture import load_raw_config, resolve  # noqa: E402
+from npu_kernels.model.hf_reference import HfRunner  # noqa: E402
+from npu_kernels.model.options import SWITCHES, PipelineOptions  # noqa: E402
+from npu_kernels.model.pipeline import NpuPipeline  # noqa: E402
+from npu_kernels.model.prompts import BASE_PROMPTS, CANONICAL_PROMPT  # noqa: E402
+from npu_kernels.model.smollm2 import ensure_smollm2  # noqa: E402
+from npu_kernels.model.weights import load_weights  # noqa: E402
 
 
 def make_executor(name: str):
     if name == "fp32":
-        from kernels.numerics.executors.base import Fp32Executor
+        from npu_kernels.numerics.executors.base import Fp32Executor
 
         return Fp32Executor()
-    from kernels.backends.in_process import pipeline_executor
+    from npu_kernels.backends.in_process import pipeline_executor
 
     return pipeline_executor(name, "npu2")  # what a deployment's pipeline runs on
 

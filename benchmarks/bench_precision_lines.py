@@ -3,7 +3,7 @@
     python benchmarks/bench_precision_lines.py [--out bench-results/precision_lines.json] [--only ID-PREFIX]
 
 For each line of tests/fixtures/precision_lines.json (mlir-air's published statistics with their source):
-the harness's own inputs and reference (kernels.numerics.harness_inputs), the emulated NPU2 kernel at the line's
+the harness's own inputs and reference (npu_kernels.numerics.harness_inputs), the emulated NPU2 kernel at the line's
 shape, tile and method, XRTRunner's three statistics, and how many printed digits of each agree with
 NPU2's. Lines whose inputs are not reproducible are listed with the reason. Prints a table, writes JSON.
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernels.numerics.catalog import get_spec  # noqa: E402
-from kernels.numerics.executors.emulated import EmulatedExecutor  # noqa: E402
-from kernels.numerics.harness_inputs import (  # noqa: E402
+from npu_kernels.numerics.catalog import get_spec  # noqa: E402
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor  # noqa: E402
+from npu_kernels.numerics.harness_inputs import (  # noqa: E402
     HARNESS_KERNELS,
     digits_agreeing,
     harness_case,

@@ -20,7 +20,7 @@ from handlers.registry_ops import build_projections, link_message
 from handlers.scaffold_sync import sync_scaffolds
 from ledger import Checkpoint, Ledger, default_url, open_ledger
 from ledger.checkpoints import RECORD, CheckpointRecord
-from kernels.settings import env_get
+from npu_kernels.settings import env_get
 
 
 def configure_logging(verbosity: int = 0) -> None:

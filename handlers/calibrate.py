@@ -1,11 +1,11 @@
 """`ledger perf calibrate`: the NPU2 model fitted to the user's own machine, and the calibration `predict` uses.
 
 * `hardware_rows(events, device)` reads the ledger's NPU2-measured profile figures: every `PerformanceMeasured`
-  whose recorded facts make it `npu2-measured` (kernels.provenance.perf_row_provenance: a device and a probed
+  whose recorded facts make it `npu2-measured` (npu_kernels.provenance.perf_row_provenance: a device and a probed
   toolchain on a checkout that is not a stand-in; the `provenance_class` claim is not believed), with its
   deployment's `ConfigResolved`: Phase 4's prefill time, Phase 5's ms/token (each under the switches it measured),
   Phase 6's TTFT and ms/token. Modelled, rehearsal, emulator and unattested rows are never fitted.
-* `calibrate(ledger, name, device)` fits them (kernels.perf.calibration.fit_calibration) and appends one
+* `calibrate(ledger, name, device)` fits them (npu_kernels.perf.calibration.fit_calibration) and appends one
   `PerformanceCalibrated` (stream `perf:calibration`) holding the fit and its data; `NoHardwareRows` when the
   ledger has none: the model then stays on mlir-air's published machine, and says so.
 * `calibration_for(events, name)` is the fit `ledger predict` reports with: the one named, else the latest.
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from kernels.model.config import ModelConfig
-from kernels.perf.calibration import PUBLISHED, CalibrationError, CalibrationRow, fit_calibration
-from kernels.perf.figures import build_seq, decode_ctx, path_switches
-from kernels.provenance import NPU2_MEASURED, perf_row_provenance
+from npu_kernels.model.config import ModelConfig
+from npu_kernels.perf.calibration import PUBLISHED, CalibrationError, CalibrationRow, fit_calibration
+from npu_kernels.perf.figures import build_seq, decode_ctx, path_switches
+from npu_kernels.provenance import NPU2_MEASURED, perf_row_provenance
 from ledger.events import NewEvent, PerformanceCalibrated
 from ledger.record import RecordedEvent
 from registry.text import escaped
@@ -50,7 +50,7 @@ def _rows_of(e: RecordedEvent, cfg: ModelConfig) -> list[CalibrationRow]:
     p, prof = e.payload, e.payload.get("profile") or {}
     label = f"{e.stream_id} seq {e.seq} phase {p.get('phase')}"
     pipeline = p.get("pipeline") or {}
-    # the switches in force: the backend's options hold them under "switches" (kernels.backends.mlir_air.options)
+    # the switches in force: the backend's options hold them under "switches" (npu_kernels.backends.mlir_air.options)
     pipeline = pipeline.get("switches") if isinstance(pipeline.get("switches"), dict) else pipeline
     n = int(p.get("n_prompt_tokens") or 0)
     out = []

@@ -1,11 +1,11 @@
 """The mlir-air contract check with the registry's part added: what `ledger doctor` and the advance preflight run.
 
-`doctor_checks()` is `kernels.mlir_air.contract`'s checks plus the tested-shapes table headers
+`doctor_checks()` is `npu_kernels.mlir_air.contract`'s checks plus the tested-shapes table headers
 `registry.mlir_air_tables` reads and writes (supported_kernels.md and details/<page>.md at e972f29, the pages
 mlir-air had then; the later kernels' pages are optional import schemas, not part of the contract).
 `doctor(dir)` gives one `ContractFinding` per check, then one `new` finding per tested-shapes table beyond the contract
 (`registry_news`: informative, never failing); `toolchain_refusal(dir)` is one line when the toolchain is below the
-contract's floor (kernels.mlir_air.toolchain_floor); `preflight(dir)` is None when `dir` can be run against (a
+contract's floor (npu_kernels.mlir_air.toolchain_floor); `preflight(dir)` is None when `dir` can be run against (a
 checkout meeting the contract, a toolchain meeting the floor), else one line saying why not;
 `advance_refusal(state, name)` is that check for `ledger advance` of an mlir-air
 deployment.
@@ -16,15 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from handlers.gates.runtime import backend_class
-from kernels.backends.model_backends import backend_type
+from npu_kernels.backends.model_backends import backend_type
 from statemachine.state import DeploymentState
-from kernels.mlir_air.table import ENV_TABLE
-from kernels.mlir_air.contract import CONTRACT_COMMIT, Check, ContractFinding, check_checkout, table_checks, usable_checkout
-from kernels.mlir_air.toolchain_floor import floor_refusal, known_bad, toolchain_versions
+from npu_kernels.mlir_air.table import ENV_TABLE
+from npu_kernels.mlir_air.contract import CONTRACT_COMMIT, Check, ContractFinding, check_checkout, table_checks, usable_checkout
+from npu_kernels.mlir_air.toolchain_floor import floor_refusal, known_bad, toolchain_versions
 from registry.importer_scan import read_markdown
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
 from statemachine.phases import Phase, Status
-from kernels.settings import env_get
+from npu_kernels.settings import env_get
 
 REGISTRY = "programming_examples/kernel_registry"
 
@@ -64,7 +64,7 @@ def doctor(directory: str | Path) -> list[ContractFinding]:
 
 def toolchain_refusal(directory: str | None, model: str | None = None) -> str | None:
     """One line when the toolchain this checkout builds with is below a contract floor (the Peano version mlir-air's
-    nightly records: kernels.mlir_air.toolchain_floor), for every model or for `model`'s directory; else None."""
+    nightly records: npu_kernels.mlir_air.toolchain_floor), for every model or for `model`'s directory; else None."""
     return floor_refusal(toolchain_versions(directory), model)
 
 

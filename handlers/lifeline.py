@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from kernels.settings import env_get, env_copy
+from npu_kernels.settings import env_get, env_copy
 
 LIFELINE_ENV = "NPU_LEDGER_PARENT_PID"
 _PR_SET_PDEATHSIG = 1

@@ -4,7 +4,7 @@ per-layer diagnosis (`diagnose`), for the CLI and the MCP server to share.
 Each opens the deployment's unit of work, measures through its model backend (`handlers.gates.runtime`) and
 appends the measurement with `expected_version`. Neither records a phase verdict: a token gate run here has the
 context `verify-model` (or `drill:FAULT`, never evidence) and a phase gate counts only its own attempt's
-evidence. Imports: handlers.gates, handlers.uow, kernels.model.options, ledger.events.
+evidence. Imports: handlers.gates, handlers.uow, npu_kernels.model.options, ledger.events.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from handlers.gates import GateRun
 from handlers.gates.block_and_tokens import diagnosis_events, token_gate_events
 from handlers.gates.runtime import model_backend
 from handlers.uow import DeploymentUnit
-from kernels.model.options import FAULTS
+from npu_kernels.model.options import FAULTS
 from ledger.events import LayerDiagnosed, TokenGateChecked
 
 Progress = Callable[[str], None]
 
 
 class UnknownFault(ValueError):
-    """Raised when a gate drill names a test fault that `kernels.model.options.FAULTS` does not have."""
+    """Raised when a gate drill names a test fault that `npu_kernels.model.options.FAULTS` does not have."""
 
 
 def _open(ledger, workspace: Path, name: str, progress: Progress) -> tuple[DeploymentUnit, GateRun]:

@@ -1,11 +1,11 @@
 """`ledger predict` (CLI and MCP): one producer of the prediction, within the model's limits, with the calibration.
 
 `predict_result(app, target, ...) -> (Prediction, JSON)`:
-* the prefill length and decode context default to the deployment's build (`kernels.perf.figures.build_seq` /
+* the prefill length and decode context default to the deployment's build (`npu_kernels.perf.figures.build_seq` /
   `decode_ctx`: 2048 and 128, cut to the model's context window); one asked past the window
-  (`kernels.model.config.position_limit`) is refused in one line (`ValueError`): the model has no such positions;
+  (`npu_kernels.model.config.position_limit`) is refused in one line (`ValueError`): the model has no such positions;
 * the figures on the user's machine: the ledger's latest `PerformanceCalibrated` (`ledger perf calibrate`), or the
-  one `calibration` names, applied to the prediction with its error bars (kernels.perf.calibration.calibrated);
+  one `calibration` names, applied to the prediction with its error bars (npu_kernels.perf.calibration.calibrated);
   `calibration` "published", a ledger with none, or a workspace without a ledger: mlir-air's published machine,
   said in the result. The modelled figures of the published machine are always there beside it.
 """
@@ -17,10 +17,10 @@ from typing import Any
 from handlers import results
 from handlers.calibrate import calibration_for
 from handlers.queries import predict_config
-from kernels.model.config import ModelConfig, position_limit
-from kernels.perf.calibration import PUBLISHED, calibrated
-from kernels.perf.figures import build_seq, decode_ctx
-from kernels.perf.q4nx import matching_anchor, predict_weights
+from npu_kernels.model.config import ModelConfig, position_limit
+from npu_kernels.perf.calibration import PUBLISHED, calibrated
+from npu_kernels.perf.figures import build_seq, decode_ctx
+from npu_kernels.perf.q4nx import matching_anchor, predict_weights
 
 PUBLISHED_NAME = "published"  # `--calibration published`: mlir-air's published machine, whatever the ledger holds
 
@@ -58,7 +58,7 @@ def calibration_json(app, prediction, config: ModelConfig, weights: str,
         return {**head, "machine": PUBLISHED, "note": f"fitted to bf16 runs: not applied to {weights} weights"}
     figs = calibrated(prediction, cal["scales"], cal["error_bars"], config, prediction.switches)
     return {**head, "machine": "calibrated", **figs,
-            "error_bar": "2 x the leave-one-out RMS of the fitted rows' relative residuals (kernels.perf.calibration)"}
+            "error_bar": "2 x the leave-one-out RMS of the fitted rows' relative residuals (npu_kernels.perf.calibration)"}
 
 
 def predict_result(app, target: str, *, seq: int | None = None, ctx: int | None = None, switches=None,

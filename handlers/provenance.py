@@ -1,4 +1,4 @@
-"""Toolchain provenance stamped onto evidence as it is recorded (kernels.toolchain says what is recorded).
+"""Toolchain provenance stamped onto evidence as it is recorded (npu_kernels.toolchain says what is recorded).
 
 Phase 1 rows carry `provenance["toolchain"]` from `handlers.gates.kernel_rows` (the executor that ran them);
 `PerformanceMeasured` events get `toolchain` here, in the batch `advance` records, unless the gate set one.
@@ -6,7 +6,7 @@ Phase 1 rows carry `provenance["toolchain"]` from `handlers.gates.kernel_rows` (
 
 from __future__ import annotations
 
-from kernels.toolchain import current_toolchain
+from npu_kernels.toolchain import current_toolchain
 from ledger.events import Event, PerformanceMeasured
 
 

@@ -25,14 +25,14 @@ from handlers import results
 from handlers.bootstrap import App
 from handlers.gates import GateRun
 from handlers.uow import DeploymentError, DeploymentUnit
-from kernels.model import architecture
-from kernels.model.config import ModelConfig
-from kernels.model.plan import DEFAULT_SEQ
+from npu_kernels.model import architecture
+from npu_kernels.model.config import ModelConfig
+from npu_kernels.model.plan import DEFAULT_SEQ
 from handlers.planning import deployment_plan, deployment_weights
-from kernels.perf.curve import context_window as curve_window
-from kernels.perf.curve import curve_png, npu2_curve
-from kernels.perf.dispatch import normalize_switches
-from kernels.perf.q4nx import matching_anchor, predict_weights
+from npu_kernels.perf.curve import context_window as curve_window
+from npu_kernels.perf.curve import curve_png, npu2_curve
+from npu_kernels.perf.dispatch import normalize_switches
+from npu_kernels.perf.q4nx import matching_anchor, predict_weights
 from ledger import Checkpoint
 from ledger.checkpoints import ChainReport, check_chain
 from ledger.record import RecordedEvent

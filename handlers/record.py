@@ -1,6 +1,6 @@
 """`ledger record harness`: a transcript from an NPU2 machine becomes one KernelVerified(source=harness).
 
-Validated on the way in (kernels.perf.evidence): the shape is the kernel's, the transcript's element count is the
+Validated on the way in (npu_kernels.perf.evidence): the shape is the kernel's, the transcript's element count is the
 shape's output size, its printed rtol/atol are the contract's, its figures are non-negative (finite for a
 PASS), its latency/throughput positive, physically possible on the target and consistent with each other and the
 shape's FLOP count to the digits printed. The same transcript bytes are never
@@ -13,10 +13,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from handlers.uow import DeploymentUnit
-from kernels.perf.evidence import EvidenceError, check_contract, check_measurement, check_shape
-from kernels.mlir_air.output import sha256_text
-from kernels.provenance import harness_provenance
-from kernels.mlir_air.transcript import parse_harness_transcript
+from npu_kernels.perf.evidence import EvidenceError, check_contract, check_measurement, check_shape
+from npu_kernels.mlir_air.output import sha256_text
+from npu_kernels.provenance import harness_provenance
+from npu_kernels.mlir_air.transcript import parse_harness_transcript
 from ledger import Ledger
 from ledger.events import KernelVerified
 from statemachine.gate import kernel_key
@@ -48,7 +48,7 @@ def reused_by(ledger: Ledger, sha256: str, row: tuple) -> str | None:
 
 # mlir-air's GEMM methods as its registry JSON names them (bf16 out: direct / fused-cast / drain; f32 out: external)
 GEMM_METHODS = ("direct", "fused-cast", "drain", "external")
-# the toolchain keys a person may declare for a transcript run elsewhere (kernels.toolchain names them)
+# the toolchain keys a person may declare for a transcript run elsewhere (npu_kernels.toolchain names them)
 DECLARABLE_TOOLCHAIN = ("mlir_air_commit", "aie_opt", "air_opt", "xrt_smi", "peano")
 
 
@@ -75,7 +75,7 @@ def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contra
 
     `device` and `toolchain` are what the person recording declares of the machine the transcript came from (the
     NPU's name as xrt-smi reports it; the mlir-air commit and tool versions): with both, the row is
-    `npu2-measured`; without, `unattested` (kernels.provenance) and never verified, best or exported. `method` is
+    `npu2-measured`; without, `unattested` (npu_kernels.provenance) and never verified, best or exported. `method` is
     the GEMM method the run used (mlir-air's run.py does not print it: the make run's METHOD), the key the
     registry JSON files the row under."""
     if method and (kernel != "gemm" or method not in GEMM_METHODS):

@@ -9,7 +9,7 @@ result against its schema. Producers are pure functions of what the handlers ret
 Numbers are typed `number` or `null`: JSON has no NaN or infinity (a kernel with NaN outputs reports
 `mean_rel_L1` NaN); the CLI prints Python's `NaN`, MCP carries `null` (`json_safe`).
 
-Imports: the handlers' result types, `ledger`, `kernels`, `registry` (never `handlers.cli` or `handlers.mcp`).
+Imports: the handlers' result types, `ledger`, `npu_kernels`, `registry` (never `handlers.cli` or `handlers.mcp`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from handlers.triage import Match
-from kernels.numerics.run import KernelResult
-from kernels.backends.kernel_runners import figure_class
-from kernels.provenance import IMPORTED_README, MODELLED_NPU2
+from npu_kernels.numerics.run import KernelResult
+from npu_kernels.backends.kernel_runners import figure_class
+from npu_kernels.provenance import IMPORTED_README, MODELLED_NPU2
 from ledger.events import KernelVerified, LayerDiagnosed, TokenGateChecked
 
 STR: dict = {"type": "string"}
@@ -203,7 +203,7 @@ CURVE = obj({"prefill": ANY_OBJECT, "decode": ANY_OBJECT, "label": STR, "source"
 
 
 def curve_json(curve: dict[str, Any], png: str) -> dict[str, Any]:
-    """`ledger predict CONFIG|NAME --curve --json`: both curves (kernels.perf.curve.npu2_curve) and the PNG's path."""
+    """`ledger predict CONFIG|NAME --curve --json`: both curves (npu_kernels.perf.curve.npu2_curve) and the PNG's path."""
     return {**curve, "png": png}
 
 
@@ -212,7 +212,7 @@ KERNEL_RUN = model_schema(KernelResult)
 
 def kernel_run_json(result: KernelResult) -> dict[str, Any]:
     """`ledger kernel run KERNEL --json`: the judged kernel run (every `KernelResult` field) and where its figures
-    come from (`provenance_class`, kernels.provenance: the CPU emulator, or what the mlir-air checkout and machine
+    come from (`provenance_class`, npu_kernels.provenance: the CPU emulator, or what the mlir-air checkout and machine
     say)."""
     return {**result.to_json(), "provenance_class": figure_class(result.executor)}
 
@@ -275,7 +275,7 @@ def registry_row_json(r) -> dict[str, Any]:
         "kernel": r.spec.kernel, "page": r.spec.page, "shape": dict(r.shape), "status": r.status,
         "caveats": list(r.caveats), "used_by": list(r.used_by), "contracts": list(r.contracts),
         "methods": list(r.methods), "measured": r.measured,
-        # `best` is an NPU2 row only (kernels.provenance); a shape with rehearsal / emulated evidence alone names
+        # `best` is an NPU2 row only (npu_kernels.provenance); a shape with rehearsal / emulated evidence alone names
         # that row under `not_npu2`, with its provenance and without its throughput
         "best": None if b is None or not b.on_hardware else {
             "method": b.method, "evidence": b.evidence, "provenance": b.provenance_class, "contract": b.contract,

@@ -4,7 +4,7 @@ For each deployment at `deployed`:
 
 1. Phase 1 rows: the latest KernelVerified per (kernel, shape) of its passed Phase 1 whose recorded
    toolchain (`provenance["toolchain"]`) differs from the toolchain the executor runs on now
-   (`KernelRunner.toolchain`, kernels.toolchain: npu-ledger, the emulated numerics' or the perf model's version,
+   (`KernelRunner.toolchain`, npu_kernels.toolchain: npu-ledger, the emulated numerics' or the perf model's version,
    the mlir-air commit and aie/peano/XRT versions; a row without one counts as changed) are run again, exactly as
    the gate runs them (`handlers.gates.kernel_rows.verify_row`), and recorded.
 2. The token gate (Phase 3's, 2 prompts) runs again through `handlers.gates.runtime.model_backend` and is
@@ -15,9 +15,9 @@ For each deployment at `deployed`:
    curve point that is slower beyond its band (or lost its figure), is a regression: one BlockerRaised(phase 7)
    names each and what changed, and the deployment goes to `needs_human_review` (as a failed re-audit does);
    `ledger resume` after a fix re-runs the evaluation.
-A declared stand-in fault (`standin_fault`, kernels.numerics.executors.standin) makes the matching rows' harness fail,
+A declared stand-in fault (`standin_fault`, npu_kernels.numerics.executors.standin) makes the matching rows' harness fail,
 standing for a broken toolchain in tests; it is recorded in those rows' toolchain (the emulated runner wrapped by
-`kernels.backends.in_process_runner.StandinFaultRunner`).
+`npu_kernels.backends.in_process_runner.StandinFaultRunner`).
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from handlers.gates.block_and_tokens import token_gate_events
 from handlers.gates.runtime import model_backend
 from handlers.planning import deployment_weights, recorded_sources
 from handlers.uow import DeploymentError, DeploymentUnit
-from kernels.backends.kernel_runners import make_runner
-from kernels.numerics.executors.standin import StandinError, StandinFault
-from kernels.model.plan_record import replan
-from kernels.perf.curve import compare_curves
-from kernels.thresholds import CURVE_COMPARE_RTOL
-from kernels.toolchain import current_toolchain, toolchain_changes, toolchain_label
+from npu_kernels.backends.kernel_runners import make_runner
+from npu_kernels.numerics.executors.standin import StandinError, StandinFault
+from npu_kernels.model.plan_record import replan
+from npu_kernels.perf.curve import compare_curves
+from npu_kernels.thresholds import CURVE_COMPARE_RTOL
+from npu_kernels.toolchain import current_toolchain, toolchain_changes, toolchain_label
 from ledger import Ledger
 from ledger.events import BlockerRaised, KernelVerified, PerformanceMeasured, TokenGateChecked
 from statemachine.gate import kernel_key
@@ -152,8 +152,8 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
 
 def _compare_curve(state, backend, result: Reverified) -> None:
     """3. The Phase 6 curve (PerformanceMeasured.curve: TTFT against prefill length, decode tokens/s against
-    context) against the one the backend gives now, point by point (kernels.perf.curve.compare_curves, in
-    kernels.thresholds.CURVE_COMPARE_RTOL's band for its source): a slower point, or one that lost its figure, is a
+    context) against the one the backend gives now, point by point (npu_kernels.perf.curve.compare_curves, in
+    npu_kernels.thresholds.CURVE_COMPARE_RTOL's band for its source): a slower point, or one that lost its figure, is a
     regression; a deployment recorded before curves has none to compare."""
     passed = state.passed.get(Phase.FINALIZE)
     recorded = [ev.event for ev in (passed.evidence if passed else [])

@@ -17,9 +17,9 @@ from handlers.gates.block_and_tokens import token_gate_events
 from handlers.gates.performance import measure, performance_event
 from handlers.gates.runtime import backend_class, model_backend
 from handlers.uow import DeploymentUnit
-from kernels.backends.kernel_runners import figure_source
-from kernels.model.prompts import token_ids
-from kernels.toolchain import current_toolchain
+from npu_kernels.backends.kernel_runners import figure_source
+from npu_kernels.model.prompts import token_ids
+from npu_kernels.toolchain import current_toolchain
 from ledger.events import OptimizationTried, PerformanceMeasured
 from registry.text import ledger_command
 from ledger.streams import deployment_stream

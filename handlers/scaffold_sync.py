@@ -4,7 +4,7 @@
 `$MLIR_AIR_DIR/programming_examples/llms/<name>/`, its ARCHITECTURE.md is re-rendered under the switches the
 ledger records now (requested at init plus the optimisations Phases 4-5 applied:
 handlers.gates.runtime.declared_options) whenever they differ from the ones it states
-(kernels.mlir_air.architecture_page.refresh_architecture; a file the engineer changed is left alone). The App
+(npu_kernels.mlir_air.architecture_page.refresh_architecture; a file the engineer changed is left alone). The App
 runs it after every command that records (handlers.bootstrap.App.refresh_projections), as it rebuilds the
 projections: a page that said "every switch off" after Phases 4-5 turned them on is rewritten by the same command.
 """
@@ -15,15 +15,15 @@ from collections import defaultdict
 from typing import Iterable
 
 from handlers.gates.runtime import declared_options
-from kernels.mlir_air.architecture_page import refresh_architecture
-from kernels.model.config import ModelConfig
+from npu_kernels.mlir_air.architecture_page import refresh_architecture
+from npu_kernels.model.config import ModelConfig
 from ledger.record import RecordedEvent
 from registry.model_docs import model_dir_name
 from statemachine.fold import fold
-from kernels.settings import env_get
+from npu_kernels.settings import env_get
 from ledger.streams import DEPLOYMENT_PREFIX
 
-ENV_MLIR_AIR = "MLIR_AIR_DIR"  # kernels.mlir_air.table.ENV_MLIR_AIR
+ENV_MLIR_AIR = "MLIR_AIR_DIR"  # npu_kernels.mlir_air.table.ENV_MLIR_AIR
 
 
 def sync_scaffolds(events: Iterable[RecordedEvent], mlir_air_dir: str | None = None) -> list[str]:

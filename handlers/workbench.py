@@ -13,14 +13,14 @@ from handlers.doctor import doctor, toolchain_refusal, toolchain_warning
 from handlers.gates import GateRun
 from handlers.gates.runtime import declared_options
 from handlers.uow import DeploymentUnit
-from kernels.mlir_air.checkout import ROOT, is_twin
-from kernels.mlir_air.contract import CONTRACT_COMMIT, CONTRACT_VERSION, looks_like_checkout
-from kernels.mlir_air.lock import probe_toolchain
-from kernels.mlir_air.scaffold import ScaffoldError, scaffold
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.q4nx_bundle import BUNDLE_FILE, write_bundle
+from npu_kernels.mlir_air.checkout import ROOT, is_twin
+from npu_kernels.mlir_air.contract import CONTRACT_COMMIT, CONTRACT_VERSION, looks_like_checkout
+from npu_kernels.mlir_air.lock import probe_toolchain
+from npu_kernels.mlir_air.scaffold import ScaffoldError, scaffold
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.q4nx_bundle import BUNDLE_FILE, write_bundle
 from registry.model_docs import model_dir_name
-from kernels.settings import env_get
+from npu_kernels.settings import env_get
 
 ENV_MLIR_AIR = "MLIR_AIR_DIR"
 

@@ -14,7 +14,7 @@ Verdict = Literal["PASS", "FAIL"]
 Target = Literal["npu2", "npu1"]
 DType = Literal["bf16", "fp16", "q4nx"]  # fp16: old streams only (init refuses it since issue #26)
 ExecutorName = Literal["emulated", "torch", "mlir-air"]
-# where an event's figures come from (kernels.provenance.CLASSES; "" in ledgers written before the field)
+# where an event's figures come from (npu_kernels.provenance.CLASSES; "" in ledgers written before the field)
 ProvenanceClass = Literal["", "npu2-measured", "standin-rehearsal", "modelled-npu2", "cpu-emulator", "unattested",
                           "imported:mlir-air-registry", "imported:mlir-air-nightly", "imported:mlir-air-readme"]
 

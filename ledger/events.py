@@ -57,7 +57,7 @@ class ConfigResolved(Event):
     qk_norm: bool
     architecture: str = ""
     source_sha256: str = ""
-    # the architecture description its family's adapter built (kernels.model.description, issue #36); None in
+    # the architecture description its family's adapter built (npu_kernels.model.description, issue #36); None in
     # ledgers written before it, read back as the Llama form with the flags above
     description: dict[str, Any] | None = None
     # the model's context window (max_position_embeddings, issue #40): plans and timed figures stay within it;
@@ -116,7 +116,7 @@ class LessonRecorded(Event):
 
 class ModelDigested(Measured):
     """Phase 0: sha256 of config.json and of every weight file, and the resolved fields that affect numerics
-    (kernels.model.digest). `digest` hashes all of it; later evidence carries it as `model_digest`."""
+    (npu_kernels.model.digest). `digest` hashes all of it; later evidence carries it as `model_digest`."""
 
     digest: str
     files: dict[str, str]
@@ -193,8 +193,8 @@ class KernelVerified(Measured):
     method: str = ""  # mlir-air's registry method: drain / fused-cast / direct (bf16 out), external / direct (f32 out)
     tier: str = ""  # high / low precision tier
     provenance: dict[str, Any] = Field(default_factory=dict)  # command, output_sha256, host, toolchain, device, file
-    # where the verdict and figures come from, decided where the row was made (kernels.provenance); every reader
-    # re-derives it from `source` and `provenance` (kernels.provenance.kernel_row_provenance), never trusts it
+    # where the verdict and figures come from, decided where the row was made (npu_kernels.provenance); every reader
+    # re-derives it from `source` and `provenance` (npu_kernels.provenance.kernel_row_provenance), never trusts it
     provenance_class: ProvenanceClass = ""
     measured_at: str = ""
     note: str = ""
@@ -229,7 +229,7 @@ class BlockValidated(Measured):
 
 class ConvStateChecked(Measured):
     """A hybrid's (LFM2) carried convolution state after the prefill against the reference's conv cache, and the
-    next decode step's logits (kernels.model.conv_state): Phase 2's decode check of the short-convolution layers."""
+    next decode step's logits (npu_kernels.model.conv_state): Phase 2's decode check of the short-convolution layers."""
 
     executor: str
     n_positions: int
@@ -290,7 +290,7 @@ class TokenGateChecked(Measured):
     tf_logprob_ref: list[float] = Field(default_factory=list)
     tf_ppl_ratio: float | None = None  # PPL(ours) / PPL(ref) of the reference continuation
     tf_passed: bool | None = None
-    thresholds: dict[str, float] = Field(default_factory=dict)  # kernels.thresholds.teacher_forced_thresholds()
+    thresholds: dict[str, float] = Field(default_factory=dict)  # npu_kernels.thresholds.teacher_forced_thresholds()
     provenance: dict[str, Any] = Field(default_factory=dict)  # mlir-air: command, report sha256, checkout commit
 
 
@@ -326,14 +326,14 @@ class PerformanceMeasured(Measured):
     warmup: int = 0
     runs: int = 0
     profile: dict[str, Any] = Field(default_factory=dict)
-    # the toolchain the figures came from (kernels.toolchain: npu-ledger version, the perf model's version on
+    # the toolchain the figures came from (npu_kernels.toolchain: npu-ledger version, the perf model's version on
     # emulated/torch, mlir-air commit and aie/peano/XRT versions on hardware); {} in ledgers written before it
     toolchain: dict[str, Any] = Field(default_factory=dict)
-    # Phase 6: prefill length and decode context as axes (kernels.perf.curve: TTFT against padded prefill length,
+    # Phase 6: prefill length and decode context as axes (npu_kernels.perf.curve: TTFT against padded prefill length,
     # decode tokens/s against context; modelled NPU2 on emulated/torch, the sweeps' on hardware); {} elsewhere and
     # in ledgers written before it
     curve: dict[str, Any] = Field(default_factory=dict)
-    # where the headline figures (ttft_s, prefill_s, ms_per_token, tokens_per_s) come from (kernels.provenance):
+    # where the headline figures (ttft_s, prefill_s, ms_per_token, tokens_per_s) come from (npu_kernels.provenance):
     # modelled-npu2 on emulated / torch, standin-rehearsal on a twin checkout, npu2-measured from a device
     provenance_class: ProvenanceClass = ""
 

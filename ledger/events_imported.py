@@ -24,13 +24,13 @@ class QuantisedBundleRead(Measured):
     scale_dtype: str = "bfloat16"
     padded: list[str] = Field(default_factory=list)  # 'RxC->R'xC'' per distinct padded projection shape
     dequantised_sha256: str = ""
-    # the on-device style (kernels.model.q4nx_device): the decode's re-quantised weights, decode.requant
+    # the on-device style (npu_kernels.model.q4nx_device): the decode's re-quantised weights, decode.requant
     style: str = "host"
     decode_sha256: str = ""
 
 
 class QuantisationBudgetMeasured(Measured):
-    """Phase 0, 4-bit: the dequantised vs the bf16 model, teacher-forced (kernels.model.q4nx_budget)."""
+    """Phase 0, 4-bit: the dequantised vs the bf16 model, teacher-forced (npu_kernels.model.q4nx_budget)."""
 
     kl_mean: float | None = None
     kl_max: float | None = None
@@ -60,7 +60,7 @@ class NightlyPerfImported(Event):
 
 class PerformanceCalibrated(Event):
     """The NPU2 performance model's per-machine constants fitted to the ledger's NPU2-measured profile figures
-    (`ledger perf calibrate`; kernels.perf.calibration): the factors per group of time with their error bars, the
+    (`ledger perf calibrate`; npu_kernels.perf.calibration): the factors per group of time with their error bars, the
     named constants they give, each figure kind's leave-one-out error bar, and the data it was fitted to (every
     row: its source event seq, figure, measured value and the model's components on mlir-air's published machine).
     Stream `perf:calibration`; `ledger predict` reports with the latest (or the one named)."""

@@ -54,7 +54,7 @@ from ledger.postgres import POSTGRESQL
 from ledger.record import Checkpoint, Identity, ReadsEverything, RecordedEvent, VerifyResult, encode_batch
 from ledger.schema import COLS, SELECT_ALL, Dialect
 from ledger.sqlite import SQLITE
-from kernels.settings import env_get
+from npu_kernels.settings import env_get
 
 DIALECTS: dict[str, Dialect] = {"sqlite": SQLITE, "postgresql": POSTGRESQL}
 

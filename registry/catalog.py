@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from kernels.thresholds import kernel_tolerance
+from npu_kernels.thresholds import kernel_tolerance
 
 Shape = tuple[tuple[str, Any], ...]  # ((column, value), ...) in the page's column order
 
@@ -31,7 +31,7 @@ class Tolerance:
 
 
 def _tol(kernel: str, contract: str, label: str | None = None) -> "Tolerance":
-    """A page's fallback tolerance, from the one table every judge uses (`kernels.thresholds`)."""
+    """A page's fallback tolerance, from the one table every judge uses (`npu_kernels.thresholds`)."""
     return Tolerance(label or contract, *kernel_tolerance(kernel, contract))
 
 

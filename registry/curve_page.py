@@ -1,12 +1,12 @@
-"""The curve section of phase6_finalize.md: a Phase 6 PerformanceMeasured's `curve` (kernels.perf.curve's shape:
+"""The curve section of phase6_finalize.md: a Phase 6 PerformanceMeasured's `curve` (npu_kernels.perf.curve's shape:
 TTFT against padded prefill length, decode tokens/s against context) as tables and the PNG beside them. Pure; the
-PNG's bytes are identical on every rebuild (kernels.perf.curve.curve_png)."""
+PNG's bytes are identical on every rebuild (npu_kernels.perf.curve.curve_png)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from kernels.perf.curve import curve_png, render_curve
+from npu_kernels.perf.curve import curve_png, render_curve
 
 CURVE_CHART = "phase6_curve.png"
 

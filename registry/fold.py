@@ -5,7 +5,7 @@
 * one `ShapeRow` per (page, shape), pages in catalog order, rows in the order their shape was first
   measured (lowest seq) — never dict or set iteration order, never the clock;
 * every measurement kept (`ShapeRow.measurements`, seq order) with its evidence class, from the provenance
-  re-derived from the row's recorded facts (kernels.provenance; a row's own `provenance_class` claim is never
+  re-derived from the row's recorded facts (npu_kernels.provenance; a row's own `provenance_class` claim is never
   believed, a disagreement is kept as `claim_mismatch` for the evaluator): `hardware` (npu2-measured: a harness
   run naming its device and a probed toolchain, not on a stand-in checkout), `imported` (mlir-air's own registry
   JSON), `rehearsal` (a `ledger twin` checkout), `unattested` (a harness run with no device / toolchain
@@ -19,7 +19,7 @@
   in first-seen order;
 * the registry is NPU2-scoped, as mlir-air's is: rows recorded for another target (npu1) are left to the
   per-model docs;
-* a row whose figures fail `kernels.perf.evidence.check_stored_row` (one appended behind the recorder's back)
+* a row whose figures fail `npu_kernels.perf.evidence.check_stored_row` (one appended behind the recorder's back)
   is `implausible`: it never passes, is never `best`, and its row carries a caveat naming the seq and why;
 * a status per row: `verified` (hardware PASS), `caveat` (hardware PASS plus a recorded caveat: a hardware
   FAIL of another config, only the low-precision tier verified, tiles below target without a
@@ -35,8 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from kernels.perf.evidence import check_stored_row
-from kernels.provenance import (IMPORTED_REGISTRY, NPU2_MEASURED, STANDIN_REHEARSAL, UNATTESTED, claim_problem,
+from npu_kernels.perf.evidence import check_stored_row
+from npu_kernels.provenance import (IMPORTED_REGISTRY, NPU2_MEASURED, STANDIN_REHEARSAL, UNATTESTED, claim_problem,
                                 kernel_row_provenance)
 from ledger.events import KernelVerified
 from ledger.record import RecordedEvent
@@ -90,9 +90,9 @@ class RegistryMeasurement:
     measured: str  # YYYY-MM[-DD]
     provenance: dict[str, Any] = field(repr=False)
     caveat: str = ""  # e.g. near-zero-atol-artifact: a FAIL verdict the Phase 1 gate accepts (see statemachine)
-    provenance_class: str = ""  # re-derived from the row's facts (kernels.provenance.kernel_row_provenance)
+    provenance_class: str = ""  # re-derived from the row's facts (npu_kernels.provenance.kernel_row_provenance)
     claim_mismatch: str = ""  # the row's recorded provenance_class disagrees with its facts (the evaluator's finding)
-    implausible: str = ""  # kernels.perf.evidence.check_stored_row's problem: never passed, never best
+    implausible: str = ""  # npu_kernels.perf.evidence.check_stored_row's problem: never passed, never best
 
     @property
     def passed(self) -> bool:
@@ -166,7 +166,7 @@ class RegistryData:
 _EVIDENCE_ORDER = {"hardware": 0, "imported": 1, "rehearsal": 2, "unattested": 3, "emulated": 4, "torch": 5}
 
 
-# the registry's evidence class of each provenance (kernels.provenance): only the first two count as NPU2
+# the registry's evidence class of each provenance (npu_kernels.provenance): only the first two count as NPU2
 _EVIDENCE_OF_CLASS = {NPU2_MEASURED: "hardware", IMPORTED_REGISTRY: "imported", STANDIN_REHEARSAL: "rehearsal",
                       UNATTESTED: "unattested"}
 

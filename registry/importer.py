@@ -12,7 +12,7 @@
   shape and method `_note` texts and any other upstream method fields (e.g. `correlation`) verbatim} so
   the JSON projection can write back what upstream wrote.
 
-Validated on the way in, like a harness transcript (kernels.perf.evidence): every shape is positive integers,
+Validated on the way in, like a harness transcript (npu_kernels.perf.evidence): every shape is positive integers,
 every contract's tolerances are the catalog's, mean_rel_L1 is non-negative and finite, GFLOP/s is
 physically possible on the file's target (at most its peak), and the file's `measured` date is not in the
 future. One bad row refuses the whole file (UpstreamFormatError naming the file, shape and figure).
@@ -31,8 +31,8 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kernels.perf.evidence import EvidenceError, check_measurement
-from kernels.provenance import IMPORTED_REGISTRY
+from npu_kernels.perf.evidence import EvidenceError, check_measurement
+from npu_kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
 from registry.catalog import fallback_tolerance
 

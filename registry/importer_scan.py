@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels.numerics.catalog import get_spec
-from kernels.perf.evidence import EvidenceError, check_measurement
-from kernels.thresholds import kernel_tolerance
-from kernels.provenance import IMPORTED_REGISTRY
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.perf.evidence import EvidenceError, check_measurement
+from npu_kernels.thresholds import kernel_tolerance
+from npu_kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
 from registry.importer_tables import StatusCellError, gemm_shape, later_fields, parse_tables, row_fields, status_of
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF

@@ -14,7 +14,7 @@ Read as `emit` folds the results file: a row counts only when `ok` and its GFLOP
 method) the fastest one is kept (its own figures, not emit's rounded ones); `tier` is "low" for `direct`, else
 "high" (`emit`; `_HIGH_PRECISION`). Neither list says which registry it is for: `--dtype` (default "bf16") picks
 it, so the caller says (`output_dtype`, default "bf16"); the herd is the registry's (`herd`, default [8, 4] as
-`main` defaults it). Validated as registry JSON is (kernels.perf.evidence.check_measurement); the events are
+`main` defaults it). Validated as registry JSON is (npu_kernels.perf.evidence.check_measurement); the events are
 registry.importer's (source "imported", the file's base name and sha256 in `provenance`, `format` saying which
 list), ids uuid5 of (sha256, "sweep_gemm", dtype, shape, method): importing twice adds nothing.
 """
@@ -27,8 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kernels.perf.evidence import EvidenceError, check_measurement
-from kernels.provenance import IMPORTED_REGISTRY
+from npu_kernels.perf.evidence import EvidenceError, check_measurement
+from npu_kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
 from registry.catalog import fallback_tolerance
 from registry.importer import NAMESPACE, UpstreamFormatError

@@ -10,7 +10,7 @@
 * `status_of(cell)`: a status cell read from a closed set (mlir-air's ✅ / ⚠️ / ❌ markers, or exactly PASS / FAIL);
   anything else raises `StatusCellError` naming the cell, and the row is refused rather than read as a PASS.
 * Figures keep the digits they were printed with (`latency_text`, `gflops_text`; a `ms` latency becomes `<x>e3`
-  µs), so `kernels.perf.evidence` judges latency x throughput to exactly the rounding the table allows.
+  µs), so `npu_kernels.perf.evidence` judges latency x throughput to exactly the rounding the table allows.
 """
 
 from __future__ import annotations

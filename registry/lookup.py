@@ -11,7 +11,7 @@ the files (a rebuild is picked up at once).
 whose shape matches all given dimensions (any spelling the catalog knows, e.g. `head_dim` for RoPE's
 `D`), in registry order; `KeyError` when the kernel is unknown or nothing matches.
 
-`PlanningRegistry(events, mlir_air_dir)` is what the planner asks (kernels.model.plan.MeasuredRows): the best
+`PlanningRegistry(events, mlir_air_dir)` is what the planner asks (npu_kernels.model.plan.MeasuredRows): the best
 measured row of an exact shape, from the ledger's registry (the GEMM JSON document `registry build`
 projects, answered by the same `gemm_answer` as `gemm_config`) and from `$MLIR_AIR_DIR`'s
 programming_examples/kernel_registry/details/ JSON when set (the fastest of the two; the ledger on ties),
@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from kernels.model.plan import MeasuredChoice, contract_method_tier, planned_contract
+from npu_kernels.model.plan import MeasuredChoice, contract_method_tier, planned_contract
 from ledger.record import RecordedEvent
 from registry.catalog import CATALOG, canonical_kernel, shape_key, specs_for_kernel
 from registry.fold import HARDWARE, RegistryData, ShapeRow, fold_registry, pick_best
@@ -108,7 +108,7 @@ def gemm_answer(data: dict, filename: str, M: int, K: int, N: int, output_dtype:
 
 
 def planned_tiers(M: int, K: int, N: int) -> tuple[str, str]:
-    """The precision tiers `ledger plan` asks the registry for a GEMM shape, in its order (kernels.model.plan): the
+    """The precision tiers `ledger plan` asks the registry for a GEMM shape, in its order (npu_kernels.model.plan): the
     planned contract's tier (bf16-out-low below K = GEMM_HIGH_PRECISION_MIN_K, else high), then the other."""
     tier = contract_method_tier("gemm", planned_contract("gemm", {"M": M, "K": K, "N": N}), {})[1]
     return (tier, "high" if tier == "low" else "low")

@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any, Sequence
 
-from kernels.provenance import CPU_EMULATOR, LABELS, MODELLED_NPU2, SHORT, kernel_row_provenance, perf_row_provenance
+from npu_kernels.provenance import CPU_EMULATOR, LABELS, MODELLED_NPU2, SHORT, kernel_row_provenance, perf_row_provenance
 from ledger.record import RecordedEvent
 from registry.catalog import shape_key, spec_for
 from registry.chart import elf_breakdown_png, layer_cosine_png, step_kl_png

@@ -3,7 +3,7 @@
 A name is printed by the CLI and becomes path components: `llms/<model_dir_name(name)>/` under the workspace
 (registry.model_docs, every file in `DOC_FILES` below it) and, through `ledger scaffold`, the folder
 `programming_examples/llms/<name>/` of an mlir-air checkout with `<name>_inference.py` in it
-(kernels.mlir_air.scaffold), a folder mlir-air's own model directories fill with `<name>_cpu_helpers.py`,
+(npu_kernels.mlir_air.scaffold), a folder mlir-air's own model directories fill with `<name>_cpu_helpers.py`,
 `<name>_decode.py`, `<name>_prefill.py`, `<name>_weights.py` (programming_examples/llms/llama32_1b/ at mlir-air
 e972f29). So:
 

@@ -3,7 +3,7 @@ the fold of the imported rows, and the ledger's own figures written as such line
 
 The nightly (`.github/workflows/nightlyPerfBenchmark.yml`) keeps, on the `perf-history` branch, one flat JSON
 object per line (`json.dumps` of a dict). The fields, their order, their types and the statuses a sweep point may
-carry are pinned in the mlir-air contract (kernels/mlir_air/contract.toml `[nightly.<series>]`, each with the file
+carry are pinned in the mlir-air contract (npu_kernels/mlir_air/contract.toml `[nightly.<series>]`, each with the file
 and commit it was read at); the schemas below are built from it:
 
 * `history`        history.ndjson, one line per model per run (append_history.py `_flat_rows`, e972f29 :36-50).
@@ -27,7 +27,7 @@ per record (TTFT at its prefill length, decode tokens/s; `context_len` the promp
 prefill length. Fields it cannot know are what the schema writes for missing values: `aie_hash` "" (the ledger
 records aie-opt's version, not mlir-aie's commit), `air_sha` / `peano` "" off hardware, `npu_dispatch_ms` null,
 `first_token_gate` and `detail` "". `run_id` is "npu-ledger:<deployment>:<seq>" (a string, as the schema allows).
-`runner` names where the figure came from, `npu-ledger/<class>` with the figure's kernels.provenance class.
+`runner` names where the figure came from, `npu-ledger/<class>` with the figure's npu_kernels.provenance class.
 
 Only `npu2-measured` figures are exported unless the caller asks for the others (`modelled`, `--modelled`), and
 then each such line's `model` carries its class, e.g. "smollm2_135m_instruct (modelled NPU2)": mlir-air's
@@ -42,17 +42,17 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kernels.perf.constants import PEAK_FLOPS
-from kernels.perf.evidence import printed_unit
-from kernels.thresholds import DDR_BANDWIDTH_BYTES_S
-from kernels.mlir_air.contract import NIGHTLY
-from kernels.provenance import CPU_EMULATOR, MODELLED_NPU2, NPU2_MEASURED, SHORT, STANDIN_REHEARSAL, UNATTESTED, \
+from npu_kernels.perf.constants import PEAK_FLOPS
+from npu_kernels.perf.evidence import printed_unit
+from npu_kernels.thresholds import DDR_BANDWIDTH_BYTES_S
+from npu_kernels.mlir_air.contract import NIGHTLY
+from npu_kernels.provenance import CPU_EMULATOR, MODELLED_NPU2, NPU2_MEASURED, SHORT, STANDIN_REHEARSAL, UNATTESTED, \
     perf_row_provenance
 from ledger.record import RecordedEvent
 
 NIGHTLY_STREAM = "nightly:perf-history"
 OUR_RUNNER = "npu-ledger/"
-# our runner suffixes (kernels.provenance classes; "measured-npu2" in lines exported before the vocabulary)
+# our runner suffixes (npu_kernels.provenance classes; "measured-npu2" in lines exported before the vocabulary)
 SOURCES = {NPU2_MEASURED: "measured NPU2 (npu-ledger)", "measured-npu2": "measured NPU2 (npu-ledger)",
            MODELLED_NPU2: "modelled NPU2 (not measured)", CPU_EMULATOR: "CPU emulator (not NPU2)",
            STANDIN_REHEARSAL: "stand-in rehearsal (not NPU2)", UNATTESTED: "unattested (not NPU2)"}
@@ -154,7 +154,7 @@ def claims_ours(row: dict[str, Any]) -> str | None:
 
 
 def _agree(a: float, b: float, product: float) -> bool:
-    """a x b = product, within half a unit in the last digit each carries (kernels.perf.evidence.printed_unit)."""
+    """a x b = product, within half a unit in the last digit each carries (npu_kernels.perf.evidence.printed_unit)."""
     ha, hb = printed_unit(a) / 2, printed_unit(b) / 2
     return (a - ha) * (b - hb) <= product * (1 + 1e-12) and (a + ha) * (b + hb) >= product * (1 - 1e-12)
 
@@ -294,7 +294,7 @@ def _r2(x: float | None) -> float | None:
 
 def model_label(model: str, cls: str) -> str:
     """The `model` field of an exported line: the bare name for an NPU2 measurement, else the name with its class
-    (kernels.provenance SHORT), e.g. "smollm2_135m_instruct (modelled NPU2)", the only field of the line mlir-air's
+    (npu_kernels.provenance SHORT), e.g. "smollm2_135m_instruct (modelled NPU2)", the only field of the line mlir-air's
     dashboard prints that can say the figure is not a measurement."""
     return model if cls == NPU2_MEASURED else f"{model} ({SHORT.get(cls, cls)})"
 

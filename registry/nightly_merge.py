@@ -15,7 +15,7 @@ branch and keeps, rather than a snapshot of the last run, a merge of every run:
   "expected_fail": `_sweep_cell` e972f29 :641-646, `_prefill_sweep_cell` a32bef3), else "✗"; a figure is printed
   as the dashboard prints it (tokens/s to 2 decimals, TTFT to whole ms).
 
-Rows are the nightly's line dicts in ledger (= file) order. Imports: kernels.mlir_air.contract only.
+Rows are the nightly's line dicts in ledger (= file) order. Imports: npu_kernels.mlir_air.contract only.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from kernels.mlir_air.contract import NIGHTLY
+from npu_kernels.mlir_air.contract import NIGHTLY
 
 # series -> (the axis a point sits on, the figure that makes it measured, how the dashboard prints that figure)
 AXES = {"sweep": ("context_len", "decode_tokens_per_sec", "{:.2f}"), "prefill_sweep": ("prefill_len", "ttft_ms",

@@ -2,7 +2,7 @@
 
 Like mlir-air's nightly `programming_examples/llms/bench/history.ndjson` (each figure tied to the air / aie /
 peano commits it ran on, with its verify status), built from the ledger alone: one row per toolchain
-(kernels.toolchain label) in the order the deployment first used it, with
+(npu_kernels.toolchain label) in the order the deployment first used it, with
 
   * TTFT and tokens/s: the last Phase 6 (or reverify/audit) PerformanceMeasured on that toolchain, and its
     source (modelled NPU2 on emulated / torch, measured on mlir-air);
@@ -28,10 +28,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from kernels.toolchain import toolchain_label
+from npu_kernels.toolchain import toolchain_label
 from ledger.record import RecordedEvent
 from registry.chart import DPI, HEIGHT_IN, WIDTH_IN
-from kernels.provenance import perf_row_provenance
+from npu_kernels.provenance import perf_row_provenance
 from registry.nightly_history import FILES, SOURCES, NightlyRow, fold_nightly, source_of
 from registry.nightly_merge import RULES, cell as merged_cell, merged_curves, merged_history
 from registry.text import escaped, fixed, shown, table

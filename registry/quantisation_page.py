@@ -66,6 +66,6 @@ def render_split(v: DeploymentView) -> str:
            f"Q4NX codec/layout check (QUANT_BUDGET: KL mean <= {t.get('kl_mean')}, KL max <= {t.get('kl_max')}, top-5 "
            f"agreement >= {t.get('top5_agreement_min')}, PPL ratio <= {t.get('ppl_ratio_max')}) catches a broken codec "
            f"or a wrong weight layout: its limits were set between faithful and broken 4-bit models with random "
-           f"weights (kernels/thresholds.py), so passing it **does not grade the quantised model's quality**; judge "
+           f"weights (npu_kernels/thresholds.py), so passing it **does not grade the quantised model's quality**; judge "
            f"that on the real model's task metrics. Zero-padded to whole 32x256 blocks: {padded or 'none'}.\n"]
     return "\n".join(out)

@@ -13,7 +13,7 @@ Choices, stated once:
 * Only PASS measurements on NPU2 target go in (upstream's tables only hold accepted configs; FAILs are in
   the markdown). A method's entry is its best PASS (fastest, earliest on ties).
 * `shapes` holds NPU2 evidence only (npu2-measured harness rows and mlir-air's own imported rows; the class is
-  re-derived from each row's facts, kernels.provenance): `gemm_config` reads `best` and `gemm_config_method` reads
+  re-derived from each row's facts, npu_kernels.provenance): `gemm_config` reads `best` and `gemm_config_method` reads
   `methods.<name>` as measured configs (mlir-air registry_lookup.py:38-95, :97-125 at e972f29), and their callers
   build NPU kernels from the answer. Stand-in rehearsal, unattested, emulated and torch PASS rows go to the
   top-level `_not_measured_on_npu2` list (shape, method, tier, tile, provenance), which mlir-air's lookup never

@@ -10,7 +10,7 @@ Pure: same data, same bytes.
 
 from __future__ import annotations
 
-from kernels.toolchain import toolchain_label
+from npu_kernels.toolchain import toolchain_label
 from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, RegistryData, ShapeRow, not_npu2_mark
 from registry.text import DASH, cell, fixed, num, scalar, sci, shape_args, shape_text, table
 
@@ -115,7 +115,7 @@ def index_table(data: RegistryData) -> str:
 
 
 def toolchain_text(m: RegistryMeasurement) -> str:
-    """Which toolchain measured the row (kernels.toolchain label; "unrecorded" for rows older than provenance)."""
+    """Which toolchain measured the row (npu_kernels.toolchain label; "unrecorded" for rows older than provenance)."""
     return toolchain_label(m.provenance.get("toolchain"))
 
 

@@ -13,11 +13,11 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
 
-from kernels.numerics.catalog import get_spec
-from kernels.perf.constants import PEAK_FLOPS
-from kernels.numerics.spec import ShapeError
-from kernels.perf.evidence import EvidenceError, output_elements
-from kernels.thresholds import DDR_BANDWIDTH_BYTES_S
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.perf.constants import PEAK_FLOPS
+from npu_kernels.numerics.spec import ShapeError
+from npu_kernels.perf.evidence import EvidenceError, output_elements
+from npu_kernels.thresholds import DDR_BANDWIDTH_BYTES_S
 from ledger import events as ev
 from ledger.canonical import dumps, loads
 from ledger.events import Event, KernelVerified
@@ -27,7 +27,7 @@ from ledger.streams import deployment_stream
 T0 = datetime(2026, 6, 18, 9, 0, 0, tzinfo=timezone.utc)
 
 
-# the device and toolchain a synthetic harness row claims (kernels.provenance counts such a row as npu2-measured, so
+# the device and toolchain a synthetic harness row claims (npu_kernels.provenance counts such a row as npu2-measured, so
 # the benchmark folds a registry with NPU2 rows in it); synthetic ledgers are bench data, never a workspace's
 SYNTHETIC_NPU2 = {"device": "synthetic NPU2 (bench data)",
                   "toolchain": {"executor": "mlir-air", "mlir_air_commit": "synthetic", "xrt_smi": "synthetic"}}
@@ -113,7 +113,7 @@ def synthetic_kernel_events(n: int, seed: int = 0) -> list[tuple[str, KernelVeri
         executor, source = ("mlir-air", "harness") if r < 0.2 else (("torch", "torch") if r < 0.3 else ("emulated", "emulated"))
         passed = rng.random() > 0.05
         flops, moved, count = _sizes(kernel, shape)
-        # a possible latency (kernels.perf.evidence: under the peak and the DDR bound), 1.2x to 20x the floor
+        # a possible latency (npu_kernels.perf.evidence: under the peak and the DDR bound), 1.2x to 20x the floor
         floor_us = max(flops / PEAK_FLOPS["npu2"], moved / DDR_BANDWIDTH_BYTES_S["npu2"]) * 1e6
         latency = max(rng.uniform(50.0, 5000.0), floor_us * rng.uniform(1.2, 20.0))
         out.append((stream, KernelVerified(

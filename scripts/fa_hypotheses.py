@@ -5,10 +5,10 @@
 Every FlashAttention line of tests/fixtures/precision_lines.json (mlir-air kernel_registry/details/FlashAttention_bf16.md:151-156,
 attn_npu2.py's own seed-42 inputs) under each candidate datapath at once: the two printed statistics and
 how many digits of each agree with NPU2's. Each candidate changes one step of the emulator's flash attention
-(kernels.numerics.executors.emulated_flash) and has no free parameter:
+(npu_kernels.numerics.executors.emulated_flash) and has no free parameter:
 
   baseline       1/l = the exactly rounded bf16 reciprocal, sum_g as one FP32 numpy sum
-  inv-aie_api    the emulator now (kernels.numerics.executors.emulated_nlf.inv_bf16): 1/l as aie_api's aie2p
+  inv-aie_api    the emulator now (npu_kernels.numerics.executors.emulated_nlf.inv_bf16): 1/l as aie_api's aie2p
                  `aie::inv` for a bf16 vector computes it (detail/aie2p/elementary.hpp:196-273: magic 0x7eb5
                  seed, one polynomial step, one Newton step, every intermediate rounded to bf16), called
                  by div_gp_sp (attn_npu2.cc:613)
@@ -31,12 +31,12 @@ from contextlib import contextmanager
 import numpy as np
 
 from benchmarks.bench_precision_lines import load_lines
-from kernels.numerics.bf16 import rne_bf16_, to_bf16
-from kernels.numerics.catalog import get_spec
-from kernels.numerics.executors import emulated_flash as emulated  # the module whose steps the hypotheses patch
-from kernels.numerics.executors import emulated_nlf
-from kernels.numerics.executors.emulated import EmulatedExecutor
-from kernels.numerics.harness_inputs import digits_agreeing, harness_case, precision_stats, significant_digits
+from npu_kernels.numerics.bf16 import rne_bf16_, to_bf16
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.executors import emulated_flash as emulated  # the module whose steps the hypotheses patch
+from npu_kernels.numerics.executors import emulated_nlf
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor
+from npu_kernels.numerics.harness_inputs import digits_agreeing, harness_case, precision_stats, significant_digits
 
 STATS = ("mean_rel_L1", "abs_err_max")
 
@@ -119,7 +119,7 @@ def _no_bfp16_on_p(x, axis=-1, block=8, nonneg=False, _q=emulated.bfp16_quantize
 
 HYPOTHESES = {
     "baseline": lambda: patched(_fa_inv=exact_recip),
-    "inv-aie_api": lambda: patched(),  # the emulator now (kernels.numerics.executors.emulated_nlf.inv_bf16)
+    "inv-aie_api": lambda: patched(),  # the emulator now (npu_kernels.numerics.executors.emulated_nlf.inv_bf16)
     "divide": divide,
     "inv-f32": lambda: patched(_fa_inv=lambda s: np.float32(1.0) / s),
     "sum_g-lanes": lambda: patched(_fa_inv=exact_recip, _fa_rowsum=rowsum_lanes),

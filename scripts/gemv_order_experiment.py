@@ -4,7 +4,7 @@
 
 For every row of mlir-air's GEMV_bf16.md tested-shapes table (programming_examples/kernel_registry/details/
 GEMV_bf16.md:90-128, mirror e972f29; all measured with matvec.py, seed 42, randn*4 - the same harness as
-kernels.numerics.harness_inputs._gemv) it prints the three statistics of each candidate kernel order against the
+npu_kernels.numerics.harness_inputs._gemv) it prints the three statistics of each candidate kernel order against the
 harness reference (numpy's float32 dot, as the harness computes it) and whether every printed digit
 agrees. A published tie like "1.3e-1" for 0.125 counts as agreeing (half a unit of the last digit).
 
@@ -26,9 +26,9 @@ import sys
 
 import numpy as np
 
-from kernels.numerics.bf16 import to_bf16
-from kernels.numerics.executors.emulated_gemv import mv_lane_sum
-from kernels.numerics.harness_inputs import harness_case, precision_stats, significant_digits
+from npu_kernels.numerics.bf16 import to_bf16
+from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
+from npu_kernels.numerics.harness_inputs import harness_case, precision_stats, significant_digits
 
 # (M, K, mean_rel_L1, rel_err max, abs_err max) as GEMV_bf16.md:92-128 prints them
 ROWS = [

@@ -1,6 +1,6 @@
-"""Regenerate kernels/perf/anchors.toml from a read-only mlir-air mirror (development time only).
+"""Regenerate npu_kernels/perf/anchors.toml from a read-only mlir-air mirror (development time only).
 
-    python scripts/gen_perf_anchors.py "$MLIR_AIR_DIR" > kernels/perf/anchors.toml
+    python scripts/gen_perf_anchors.py "$MLIR_AIR_DIR" > npu_kernels/perf/anchors.toml
 
 Copies numbers and their citations (path, line) only - no mlir-air code or prose. Each row: kernel, shape,
 tile/herd as the registry states it, the measured latency in microseconds, and `src` = "path:line".
@@ -159,7 +159,7 @@ def main(repo: str) -> None:
     print("# NPU2 kernel-level measurements the performance model calibrates on (mlir-air kernel registry,")
     print("# measured June 2026). Numbers with their citations only: src = path:line in Xilinx/mlir-air.")
     print("# GEMM latency_us = 2*M*K*N / (gflops*1e9); a latency range in the source is stored as its midpoint.")
-    print("# Regenerate: python scripts/gen_perf_anchors.py <mlir-air checkout> > kernels/perf/anchors.toml")
+    print("# Regenerate: python scripts/gen_perf_anchors.py <mlir-air checkout> > npu_kernels/perf/anchors.toml")
     for r in gemm_rows(repo) + md_rows(repo):
         print("\n[[row]]")
         for k in ("kernel", "shape", "tile", "latency_us", "gflops", "src"):

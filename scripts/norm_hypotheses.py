@@ -5,7 +5,7 @@
 A hypothesis picks, for each step of the kernel (mlir-air weighted_rms_norm.py / layer_norm.py), what
 happens to its result: `floor` (bf16, the AIE reset rounding), `rne` (bf16, nearest even), `trunc` (bf16,
 toward zero) or `none` (kept in FP32). Prints ours vs NPU2 for the three statistics on every line, and how
-many lines agree in every printed digit. kernels.numerics.executors.emulated implements the winner.
+many lines agree in every printed digit. npu_kernels.numerics.executors.emulated implements the winner.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernels.numerics.bf16 import floor_bf16, rne_bf16_  # noqa: E402
-from kernels.numerics.harness_inputs import digits_agreeing, harness_case, precision_stats, significant_digits  # noqa: E402
+from npu_kernels.numerics.bf16 import floor_bf16, rne_bf16_  # noqa: E402
+from npu_kernels.numerics.harness_inputs import digits_agreeing, harness_case, precision_stats, significant_digits  # noqa: E402
 
 LINES = json.loads((ROOT / "tests" / "fixtures" / "precision_lines.json").read_text())["lines"]
 STATS = ("mean_rel_L1", "rel_err_max", "abs_err_max")

@@ -1,5 +1,5 @@
-"""Measure the quantisation budget (kernels.model.q4nx_budget) of `ledger quantize` on model folders, both
-layouts: the figures kernels/thresholds.py QUANT_BUDGET cites. Usage: python scripts/q4nx_budget.py [--faults] DIR... """
+"""Measure the quantisation budget (npu_kernels.model.q4nx_budget) of `ledger quantize` on model folders, both
+layouts: the figures npu_kernels/thresholds.py QUANT_BUDGET cites. Usage: python scripts/q4nx_budget.py [--faults] DIR... """
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.hf_reference import HfRunner
-from kernels.model.q4nx_budget import budget, budget_rows
-from kernels.model.q4nx_bundle import write_bundle, write_reference_folder
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.hf_reference import HfRunner
+from npu_kernels.model.q4nx_budget import budget, budget_rows
+from npu_kernels.model.q4nx_bundle import write_bundle, write_reference_folder
 
 
 def main(folders: list[str]) -> None:
@@ -32,10 +32,10 @@ def main(folders: list[str]) -> None:
 
 def faulty(folders: list[str]) -> None:
     """The same budget for two broken dequantisations (what the budget must catch): the other family's formula
-    on the bundle's fields, and group g+1's scale for group g (kernels.model.faults.bundle_dequantiser)."""
-    from kernels.model.faults import bundle_dequantiser
-    from kernels.model.q4nx import dequantise, read_bundle, write_container
-    from kernels.model.q4nx_bundle import dequantised_tensors, reference_bytes
+    on the bundle's fields, and group g+1's scale for group g (npu_kernels.model.faults.bundle_dequantiser)."""
+    from npu_kernels.model.faults import bundle_dequantiser
+    from npu_kernels.model.q4nx import dequantise, read_bundle, write_container
+    from npu_kernels.model.q4nx_bundle import dequantised_tensors, reference_bytes
 
     wrong_formula = lambda c, s, m, layout: dequantise(c, s, m, "qwen3" if layout == "llama" else "llama")
     for folder in folders:

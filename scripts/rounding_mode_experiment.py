@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 
-import kernels.numerics.executors.emulated as em
-import kernels.numerics.executors.emulated_elementwise as elementwise
+import npu_kernels.numerics.executors.emulated as em
+import npu_kernels.numerics.executors.emulated_elementwise as elementwise
 from benchmarks.bench_precision_lines import emulate_line, load_lines, reproducible
-from kernels.numerics.bf16 import BF16_BITS_MASK
+from npu_kernels.numerics.bf16 import BF16_BITS_MASK
 
 
 def chop_bf16(x, out=None):

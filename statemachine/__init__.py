@@ -2,7 +2,7 @@
 names (`predicates`, with the per-event `checks` and the `gate` context / result types), the machine that
 puts them together (`machine`), the fold of a deployment's events into its state (`fold`, `state`) and the
 Mermaid rendering of the table. No I/O: events in, values out. Imports only `ledger.events` / `ledger.record`
-and `kernels.thresholds`; everything else may import it.
+and `npu_kernels.thresholds`; everything else may import it.
 """
 
 from statemachine.fold import FoldError, apply, fold

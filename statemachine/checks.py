@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ledger.events import ConvStateChecked, KernelVerified, TokenGateChecked
-from kernels.thresholds import (
+from npu_kernels.thresholds import (
     ATOL_ARTIFACT,
     CONV_STATE_THRESHOLDS,
     TOKEN_GATE_TOP_K,
@@ -77,7 +77,7 @@ def token_gate_problem(t: TokenGateChecked) -> str | None:
 
 def conv_state_problem(c: ConvStateChecked) -> str | None:
     """Why a carried-state check cannot count (None: it can): it says FAIL, or its numbers miss the thresholds it
-    records or policy's (kernels.thresholds.CONV_STATE_THRESHOLDS, never weaker), or it checked no layer."""
+    records or policy's (npu_kernels.thresholds.CONV_STATE_THRESHOLDS, never weaker), or it checked no layer."""
     if not c.passed:
         return f"the carried-state check did not pass (logits cosine {c.logits_cosine})"
     if not c.layers:
@@ -107,7 +107,7 @@ def _first_divergence_problem(t: TokenGateChecked) -> str | None:
 
 def teacher_forced_problem(t: TokenGateChecked) -> str | None:
     """The teacher-forced walk over every step (issue #15), judged against the stricter of its recorded
-    thresholds and kernels.thresholds; its perplexity ratio is re-derived from the recorded log-probs."""
+    thresholds and npu_kernels.thresholds; its perplexity ratio is re-derived from the recorded log-probs."""
     if t.tf_steps < t.n_tokens or len(t.tf_tokens) != t.tf_steps:
         return f"teacher-forced walk covers {t.tf_steps} of {t.n_tokens} steps"
     if any(not top or tok != top[0] for tok, top in zip(t.tf_tokens, t.tf_topk_ref)):

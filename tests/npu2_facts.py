@@ -1,4 +1,4 @@
-"""The facts a harness row on a real NPU2 records (kernels.provenance.harness_provenance: a named device and a probed
+"""The facts a harness row on a real NPU2 records (npu_kernels.provenance.harness_provenance: a named device and a probed
 toolchain, no stand-in marker), for tests that build hardware rows by hand. Without them a harness row is
 `unattested`, and the registry never shows it as verified."""
 

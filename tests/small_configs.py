@@ -6,8 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from handlers.gates.kernel_rows import row_contract
-from kernels.model.architecture import resolve
-from kernels.model.plan import plan
+from npu_kernels.model.architecture import resolve
+from npu_kernels.model.plan import plan
 
 ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 # (family, hidden, heads, kv heads, head_dim, intermediate, vocab): every family, widths below 1024, head_dim 64
@@ -29,7 +29,7 @@ MODELS = [
 
 
 def model_config(family, hidden, heads, kv_heads, head_dim, intermediate, vocab):
-    """The ModelConfig a config.json of these dimensions resolves to (kernels.model.architecture.resolve)."""
+    """The ModelConfig a config.json of these dimensions resolves to (npu_kernels.model.architecture.resolve)."""
     return resolve({"architectures": [ARCH[family]], "model_type": family, "hidden_size": hidden,
                     "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
                     "intermediate_size": intermediate, "vocab_size": vocab, "num_hidden_layers": 2,

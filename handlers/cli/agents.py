@@ -28,7 +28,7 @@ def mcp_cmd(app: App, allow_dirs: tuple[str, ...]) -> None:
 
 @click.group("skills")
 def skills_group() -> None:
-    """Agent skills (SKILL.md) generated from the lifecycle table and kernels/thresholds.py."""
+    """Agent skills (SKILL.md) generated from the lifecycle table and npu_kernels/thresholds.py."""
 
 
 @skills_group.command("export")

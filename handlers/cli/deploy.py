@@ -20,9 +20,9 @@ from handlers.narrate import ProgressLines, TerminalProgress, describe
 from handlers.results_workbench import graph_json
 from handlers.queries import TargetError, deployment_config, model_target, plan_result
 from handlers.uow import DeploymentError, DeploymentUnit
-from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
-from kernels.model.config import position_limit
-from kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
+from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
+from npu_kernels.model.config import position_limit
+from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
 from registry.text import escaped, ledger_command, shown

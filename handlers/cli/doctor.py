@@ -3,9 +3,9 @@
 Prints one table, file by file (status ok / differs / missing / n/a (not in a `ledger twin` directory) / new (a
 tested-shapes table beyond the contract, informative) and what is absent), or `--json`; exits 1
 when something the tool depends on differs or is missing. A toolchain below the contract's floor (the Peano
-version, kernels.mlir_air.toolchain_floor) is refused first, in one line naming the floor and its source
+version, npu_kernels.mlir_air.toolchain_floor) is refused first, in one line naming the floor and its source
 (`--json`: `toolchain_refusal`, exit 1). The checks are `handlers.doctor`'s
-(`kernels.mlir_air.contract` plus the registry's table headers). Read-only: no ledger is opened.
+(`npu_kernels.mlir_air.contract` plus the registry's table headers). Read-only: no ledger is opened.
 """
 
 from __future__ import annotations

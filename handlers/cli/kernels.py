@@ -1,12 +1,12 @@
 """`ledger kernel ...`: run one leaf kernel at one shape and judge it, on the executor's kernel runner
-(kernels.backends.kernel_runners.make_runner: kernels.numerics.run.run_kernel in process, mlir-air's harness).
+(npu_kernels.backends.kernel_runners.make_runner: npu_kernels.numerics.run.run_kernel in process, mlir-air's harness).
 
     ledger kernel run gemm --shape M=2048,K=2048,N=2048 [--executor emulated|torch|fp32|mlir-air] [--target npu2|npu1]
                       [--contract bf16-out-low] [--tile tile_m=64,tile_n=128] [--seed 0]
                       [--inputs project|harness] [--json]
 
 --inputs harness draws exactly what mlir-air's harness script draws and compares against its reference
-(kernels.numerics.harness_inputs), so the figures are comparable with NPU2's printed `[precision]` line.
+(npu_kernels.numerics.harness_inputs), so the figures are comparable with NPU2's printed `[precision]` line.
 
 Prints a short table (or, with --json, the KernelResult fields); exits 1 when the verdict is FAIL. A bad
 shape, an unknown kernel or contract, or an illegal tile is one `Error: ...` line on stderr, exit status 1.
@@ -21,15 +21,15 @@ import click
 
 from handlers import results
 from handlers.planning import workspace_registry
-from kernels.backends.kernel_runners import figure_source
-from kernels.backends.kernel_runners import EXECUTOR_NAMES, make_runner
-from kernels.backends.runner_base import KernelRow
-from kernels.numerics.catalog import KERNELS, get_spec
-from kernels.numerics.harness_inputs import HarnessNotReproduced
-from kernels.mlir_air.table import HarnessError
-from kernels.mlir_air.output import TranscriptError
-from kernels.numerics.spec import ShapeError, UnknownKernel
-from kernels.numerics.tiles import TileRuleViolation
+from npu_kernels.backends.kernel_runners import figure_source
+from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES, make_runner
+from npu_kernels.backends.runner_base import KernelRow
+from npu_kernels.numerics.catalog import KERNELS, get_spec
+from npu_kernels.numerics.harness_inputs import HarnessNotReproduced
+from npu_kernels.mlir_air.table import HarnessError
+from npu_kernels.mlir_air.output import TranscriptError
+from npu_kernels.numerics.spec import ShapeError, UnknownKernel
+from npu_kernels.numerics.tiles import TileRuleViolation
 from registry.catalog import shape_key
 from registry.fold import HARDWARE
 from registry.lookup import PlanningRegistry, gemm_answer, kernel_rows

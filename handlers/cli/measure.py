@@ -18,8 +18,8 @@ from handlers.results_workbench import run_json
 from handlers.runs import generate
 from handlers.narrate import TerminalProgress, describe
 from handlers.record import parse_toolchain, record_harness
-from kernels.model.compare import isolated_minima, token_gate_failure
-from kernels.model.options import FAULT_HELP, FAULTS
+from npu_kernels.model.compare import isolated_minima, token_gate_failure
+from npu_kernels.model.options import FAULT_HELP, FAULTS
 
 
 @click.command("run")

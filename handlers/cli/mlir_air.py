@@ -12,11 +12,11 @@ from handlers.narrate import TerminalProgress
 from handlers.results_workbench import optimise_json, scaffold_json, twin_json
 from handlers.runs import optimise
 from handlers.workbench import scaffold_deployment
-from kernels.mlir_air.scaffold import ScaffoldError
-from kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
-from kernels.mlir_air.twin import write_twin
+from npu_kernels.mlir_air.scaffold import ScaffoldError
+from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
+from npu_kernels.mlir_air.twin import write_twin
 from registry.text import escaped
-from kernels.settings import env_get
+from npu_kernels.settings import env_get
 
 
 @click.command("twin")

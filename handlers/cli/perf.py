@@ -14,7 +14,7 @@ from handlers.bootstrap import App
 from handlers.calibrate import calibrate
 from handlers.results_workbench import export_history_json, import_history_json
 from handlers.nightly_ops import FILES, BadLine, export_history, import_history
-from kernels.perf.calibration import CalibrationError
+from npu_kernels.perf.calibration import CalibrationError
 from registry.text import escaped
 
 

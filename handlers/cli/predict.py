@@ -1,11 +1,11 @@
 """`ledger predict CONFIG|NAME`: the modelled NPU2 TTFT, decode rate and per-ELF breakdown of a model.
 
-CONFIG is a config.json or a local HF folder (resolved by kernels.model.architecture); an out-of-scope model
+CONFIG is a config.json or a local HF folder (resolved by npu_kernels.model.architecture); an out-of-scope model
 (MoE, sliding window, MLA, encoder-decoder, non-SwiGLU) ends as one `error:` line and exit status 1.
 NAME (a deployment) is predicted from its folded ConfigResolved; the Phase 6 page of a deployment carries the
 per-ELF chart of its own switches (`registry.model_pages.render_phase6`).
 
-`--curve` gives prefill length and decode context as axes instead of one point (kernels.perf.curve): TTFT and
+`--curve` gives prefill length and decode context as axes instead of one point (npu_kernels.perf.curve): TTFT and
 prefill tokens/s against padded prefill length (each point the deployment compiled for that length), decode
 tokens/s against context, as markdown tables (or `--json`) and a PNG beside them (`--png PATH`, default
 `<target name>_curve.png` in the current directory). Its build-length point and its Phase 6 context point are
@@ -27,9 +27,9 @@ import click
 
 from handlers.predicting import calibration_lines, predict_result
 from handlers.queries import TargetError, curve_name, curve_result
-from kernels.perf.curve import render_curve
-from kernels.perf.predict import render_table
-from kernels.perf.q4nx import WEIGHTS
+from npu_kernels.perf.curve import render_curve
+from npu_kernels.perf.predict import render_table
+from npu_kernels.perf.q4nx import WEIGHTS
 
 
 @click.command("predict")
@@ -51,7 +51,7 @@ from kernels.perf.q4nx import WEIGHTS
               help="with --curve: where the PNG goes (default <name>_curve.png here)")
 @click.option("--weights", type=click.Choice(WEIGHTS), default="bf16", show_default=True,
               help="how the projections are stored: bf16; q4nx-host (4-bit, dequantised at load: the bf16 pipeline); "
-                   "q4nx-device (4-bit on the NPU: fused one-dispatch decode of 4-bit GEMVs, kernels.perf.q4nx)")
+                   "q4nx-device (4-bit on the NPU: fused one-dispatch decode of 4-bit GEMVs, npu_kernels.perf.q4nx)")
 @click.option("--calibration", default=None,
               help="the `ledger perf calibrate` fit to report with (default: the ledger's latest; 'published': "
                    "mlir-air's published machine)")

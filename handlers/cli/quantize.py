@@ -1,5 +1,5 @@
 """`ledger quantize HF_FOLDER --to q4nx OUT [--layout llama|qwen3]`: a bf16 model as a Q4NX bundle
-(kernels.model.q4nx_bundle.write_bundle), so a 4-bit deployment needs no download. OUT is a file
+(npu_kernels.model.q4nx_bundle.write_bundle), so a 4-bit deployment needs no download. OUT is a file
 (`model.q4nx` is written inside OUT when it is a folder). Matrices whose sides are not whole 32x256 blocks are
 padded with zero rows/columns (zero codes, scales and mins); the command says which."""
 
@@ -13,7 +13,7 @@ import structlog
 
 from handlers.results_workbench import quantize_json
 from handlers.workbench import quantize_folder
-from kernels.model.q4nx import LAYOUTS
+from npu_kernels.model.q4nx import LAYOUTS
 
 log = structlog.get_logger(__name__)
 

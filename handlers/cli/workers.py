@@ -14,9 +14,9 @@ from handlers.cli.common import refresh_projections
 from handlers.narrate import TerminalProgress
 from handlers.results_workbench import reverify_json
 from handlers.reverify import render_table, reverify_all
-from kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS, WORKER_EXECUTORS, worker_kind
-from kernels.mlir_air.lock import DEFAULT_LOCK_PATH
-from kernels.settings import env_get
+from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS, WORKER_EXECUTORS, worker_kind
+from npu_kernels.mlir_air.lock import DEFAULT_LOCK_PATH
+from npu_kernels.settings import env_get
 
 
 @click.command("worker")
@@ -56,7 +56,7 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
 @click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default=None,
               help="re-run on this executor (default: each deployment's own)")
 @click.option("--standin-fault", default=None, hidden=True, metavar="KERNEL[:k=v,...]",
-              help="test seam: the emulated stand-in harness of the matching rows fails (kernels.numerics.executors.standin)")
+              help="test seam: the emulated stand-in harness of the matching rows fails (npu_kernels.numerics.executors.standin)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str | None, as_json: bool) -> None:

@@ -26,7 +26,7 @@ from handlers.provenance import stamp_toolchain
 from handlers.triage.engine import triage_evidence, triage_text
 from handlers.triage.registry_check import check_fixes
 from handlers.uow import DeploymentError, DeploymentUnit
-from kernels.model.digest import changed_files, invalidated_phases, model_digest
+from npu_kernels.model.digest import changed_files, invalidated_phases, model_digest
 from ledger import Ledger
 from ledger.events import (
     BlockerRaised,

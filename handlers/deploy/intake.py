@@ -14,12 +14,12 @@ from typing import Any
 from handlers.doctor import checkout_refusal, lower_first
 from handlers.inputs import input_file
 from handlers.uow import DeploymentError, DeploymentUnit
-from kernels.model.architecture import assess, default_name, load_raw_config, resolve
-from kernels.model.plan import DEFAULT_SEQ
-from kernels.model.q4nx_bundle import bundle_problem
-from kernels.backends.model_backends import backend_type
-from kernels.model.q4nx_device import STYLES
-from kernels.model.size_bounds import size_problem
+from npu_kernels.model.architecture import assess, default_name, load_raw_config, resolve
+from npu_kernels.model.plan import DEFAULT_SEQ
+from npu_kernels.model.q4nx_bundle import bundle_problem
+from npu_kernels.backends.model_backends import backend_type
+from npu_kernels.model.q4nx_device import STYLES
+from npu_kernels.model.size_bounds import size_problem
 from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name

@@ -6,7 +6,7 @@ It reads only the ledger and the model folder, and:
 3. checks that every `PhasePassed` is backed by evidence recorded before it, in the same attempt, of the
    kinds its phase needs, and re-derives each evidence verdict from its own numbers and thresholds —
    and that the thresholds are the ones docs/numerics.md sets, not weaker ones; a KernelVerified whose figures fail
-   the plausibility check (kernels.perf.evidence.check_stored_row) is a finding naming its seq and why;
+   the plausibility check (npu_kernels.perf.evidence.check_stored_row) is a finding naming its seq and why;
 4. checks that Phase 1 covered every (kernel, shape) of the model's plan, re-derived from config.json;
 5. checks that the token gate ran the production path (same executor and pipeline options as declared);
 6. re-runs the Phase 3 token gate itself and compares it with what was recorded.
@@ -21,15 +21,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kernels.perf.evidence import check_stored_row
-from kernels.thresholds import (
+from npu_kernels.perf.evidence import check_stored_row
+from npu_kernels.thresholds import (
     ATOL_ARTIFACT,
     BASELINE_THRESHOLDS,
     BLOCK_COSINE_MIN,
     KERNEL_TOLERANCES,
     per_position_threshold,
 )
-from kernels.provenance import claim_problem, kernel_row_provenance, perf_row_provenance
+from npu_kernels.provenance import claim_problem, kernel_row_provenance, perf_row_provenance
 from ledger import Checkpoint, Ledger
 from ledger.events import parse_event
 from ledger.record import RecordedEvent
@@ -269,7 +269,7 @@ def audit_stream(
 
 def provenance_claim_problem(rec: RecordedEvent) -> str | None:
     """A KernelVerified's or PerformanceMeasured's recorded `provenance_class` against the class its recorded facts
-    give (kernels.provenance): e.g. a stand-in row edited to claim npu2-measured, or a harness row that claims it
+    give (npu_kernels.provenance): e.g. a stand-in row edited to claim npu2-measured, or a harness row that claims it
     without naming a device and a probed toolchain."""
     if rec.type == "KernelVerified":
         return claim_problem(rec.payload.get("provenance_class"), kernel_row_provenance(rec.payload))
@@ -291,7 +291,7 @@ def _says_fail(rec: RecordedEvent) -> bool:
 
 
 def artifact_rederived(p: dict) -> bool:
-    """The documented near-zero atol artifact of a high-precision GEMM (`kernels.thresholds.ATOL_ARTIFACT`),
+    """The documented near-zero atol artifact of a high-precision GEMM (`npu_kernels.thresholds.ATOL_ARTIFACT`),
     re-derived here from the row's own numbers: a handful of atol-dominated elements, error within 2x atol,
     mean_rel_L1 inside the NPU2 high-precision tier."""
     c = ATOL_ARTIFACT

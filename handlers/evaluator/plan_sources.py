@@ -2,7 +2,7 @@
 
 `plan_source_findings(events, all_events, config, target)`: for every PhaseStarted(phase 1) with
 `plan_sources` (which rows took a registry row's tile, which the heuristic; handlers.planning), the plan is
-made again (kernels.model.plan) from the registry as it stood then - the ledger's KernelVerified rows (the deployment's own left
+made again (npu_kernels.model.plan) from the registry as it stood then - the ledger's KernelVerified rows (the deployment's own left
 out, as handlers.planning does) up to the recorded `ledger_seq`, and the recorded mlir-air registry files when their bytes still hash to what was
 recorded (else a warning: it cannot be re-derived) - and every row's source, contract, method, tier and tile
 must be the recorded one (else an error naming the PhaseStarted seq). Reads only those mlir-air files.
@@ -14,8 +14,8 @@ import hashlib
 from pathlib import Path
 
 from handlers.evaluator.audit import Finding
-from kernels.model.plan import plan
-from kernels.model.plan_record import plan_sources
+from npu_kernels.model.plan import plan
+from npu_kernels.model.plan_record import plan_sources
 from ledger.record import RecordedEvent
 from registry.lookup import MLIR_AIR_REGISTRY_DIR, PlanningRegistry
 from statemachine.gate import kernel_key
@@ -34,7 +34,7 @@ def _file_sha(path: str) -> str | None:
 def plan_source_findings(events: list[RecordedEvent], all_events: list[RecordedEvent], config, target: str,
                          weights: str = "bf16") -> list[Finding]:
     """Each recorded Phase 1 plan's sources, re-derived (see the module docstring). `config` is the
-    kernels.model.config.ModelConfig re-resolved from config.json; `all_events` the whole ledger."""
+    npu_kernels.model.config.ModelConfig re-resolved from config.json; `all_events` the whole ledger."""
     findings = []
     kernel_rows = [e for e in all_events if e.type == "KernelVerified"]
     for rec in events:

@@ -4,7 +4,7 @@
 bundle's sha256, the sha256 of the dequantised tensors (re-dequantised from the bundle, not read from the
 ledger), that the reference folder's model.safetensors holds exactly those tensors and its model.q4nx is the
 bundle. `check_budget` (pure) re-derives a QuantisationBudgetMeasured's aggregate from its per-prompt rows and
-re-judges it against the stricter of its recorded thresholds and `kernels.thresholds.QUANT_BUDGET`.
+re-judges it against the stricter of its recorded thresholds and `npu_kernels.thresholds.QUANT_BUDGET`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from handlers.evaluator.audit import Finding
-from kernels.model.config import ModelConfig
-from kernels.model.digest import file_sha256
-from kernels.model.q4nx import named_bytes_sha256, read_bundle
-from kernels.model.q4nx_bundle import BUNDLE_FILE, REFERENCE_FILE, decode_reference_sha256, reference_sha256
-from kernels.model.q4nx_device import DECODE_FILE
-from kernels.thresholds import FIGURE_RTOL, quant_budget_problems, strictest_quant_budget
+from npu_kernels.model.config import ModelConfig
+from npu_kernels.model.digest import file_sha256
+from npu_kernels.model.q4nx import named_bytes_sha256, read_bundle
+from npu_kernels.model.q4nx_bundle import BUNDLE_FILE, REFERENCE_FILE, decode_reference_sha256, reference_sha256
+from npu_kernels.model.q4nx_device import DECODE_FILE
+from npu_kernels.thresholds import FIGURE_RTOL, quant_budget_problems, strictest_quant_budget
 from ledger.record import RecordedEvent
 from statemachine.state import DeploymentState
 

@@ -24,10 +24,10 @@ from handlers.evaluator.audit import Finding
 from handlers.planning import deployment_weights
 from handlers.gates.kernel_rows import kernel_row, verify_once
 from handlers.gates.runtime import backend_class, model_backend
-from kernels.backends.kernel_runners import make_runner
-from kernels.backends.runner_base import relative_difference
-from kernels.model.plan_record import replan
-from kernels.thresholds import KERNEL_REMEASURE_SAMPLE
+from npu_kernels.backends.kernel_runners import make_runner
+from npu_kernels.backends.runner_base import relative_difference
+from npu_kernels.model.plan_record import replan
+from npu_kernels.thresholds import KERNEL_REMEASURE_SAMPLE
 from statemachine.gate import kernel_key
 from statemachine.phases import Phase
 

@@ -24,7 +24,7 @@ import statistics
 from typing import Any
 
 from handlers.evaluator.audit import Finding
-from kernels.thresholds import (
+from npu_kernels.thresholds import (
     FIGURE_RTOL,
     TOKEN_GATE_PROMPTS,
     TOKEN_GATE_PROMPTS_FULL,
@@ -37,14 +37,14 @@ from statemachine.fold import FoldError, apply
 from statemachine.gate import GateContext
 from statemachine.predicates import PREDICATES
 from statemachine.phases import Phase
-from kernels.model.digest import changed_files, changed_numerics, invalidated_phases
+from npu_kernels.model.digest import changed_files, changed_numerics, invalidated_phases
 from handlers.planning import deployment_weights
-from kernels.perf.curve import npu2_curve
-from kernels.perf.figures import npu2_prediction
-from kernels.model.config import ModelConfig
+from npu_kernels.perf.curve import npu2_curve
+from npu_kernels.perf.figures import npu2_prediction
+from npu_kernels.model.config import ModelConfig
 
-SWITCH_NAMES = ("weight_residency", "fusion", "seq_first")  # kernels.model.pipeline.SWITCHES (no numpy here)
-# the optimisations Phases 4 (prefill) and 5 ("decode:") record: kernels.perf.dispatch.SWITCHES
+SWITCH_NAMES = ("weight_residency", "fusion", "seq_first")  # npu_kernels.model.pipeline.SWITCHES (no numpy here)
+# the optimisations Phases 4 (prefill) and 5 ("decode:") record: npu_kernels.perf.dispatch.SWITCHES
 _DISPATCH = ("fusion", "weight_residency", "intermediate_bos", "seq_first")
 OPTIMISATIONS = (*_DISPATCH, *(f"decode:{k}" for k in _DISPATCH))
 
@@ -95,7 +95,7 @@ def rejudge_attempts(events: list[RecordedEvent], states: list, planned: list[tu
 
 
 def digest_findings(state: DeploymentState | None, events: list[RecordedEvent], now, error: str | None) -> list[Finding]:
-    """`now` is `kernels.model.digest.ModelDigest` of the folder at audit time (None with `error`)."""
+    """`now` is `npu_kernels.model.digest.ModelDigest` of the folder at audit time (None with `error`)."""
 
     if state is None:
         return []
@@ -215,7 +215,7 @@ def _perf_problems(p: dict, config: dict | None = None, weights: str = "bf16") -
 
 
 def _curve_problems(curve: dict, config: dict | None, weights: str = "bf16") -> list[str]:
-    """A modelled Phase 6 curve (kernels.perf.curve) recomputed under its recorded switches and context window:
+    """A modelled Phase 6 curve (npu_kernels.perf.curve) recomputed under its recorded switches and context window:
     every point's figure and status equal the model's (a curve recorded before curves existed is {})."""
     if not curve or curve.get("source") != "modelled-npu2":
         return []

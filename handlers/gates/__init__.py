@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.model.config import ModelConfig
+from npu_kernels.model.config import ModelConfig
 from ledger import Ledger
 from ledger.events import Event
 from statemachine.gate import GateContext

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.runtime import model_backend
-from kernels.model.compare import BisectResult, token_gate_failure
-from kernels.thresholds import PREFILL_HEALTHY_COS_MIN
+from npu_kernels.model.compare import BisectResult, token_gate_failure
+from npu_kernels.thresholds import PREFILL_HEALTHY_COS_MIN
 from ledger.events import BlockValidated, ConvStateChecked, LayerDiagnosed, TokenGateChecked
 
 
@@ -20,7 +20,7 @@ def run_block(ctx: GateRun) -> GateOutcome:
         events.append(other)
         if not other.passed:
             reasons.append(f"the layer-{layer} block misses the gate (cosine {other.cosine:.5f})")
-    if ctx.config.arch.conv_layers():  # a hybrid: the state the prefill hands the decode (kernels.model.conv_state)
+    if ctx.config.arch.conv_layers():  # a hybrid: the state the prefill hands the decode (npu_kernels.model.conv_state)
         ctx.progress(f"carried convolution state vs the reference's conv cache, then one decode step, on {backend.name}")
         conv = ConvStateChecked(**backend.conv_state_check())
         events.append(conv)

@@ -20,11 +20,11 @@ from handlers.lifeline import child_env
 from handlers.narrate import relay_progress
 from handlers.planning import deployment_weights, recorded_sources
 from handlers.evaluator.remeasure import phase1_rows
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.digest import model_digest
-from kernels.model.plan import plan
-from kernels.model.reference_walks import CACHE_ENV as REFERENCE_STORE_ENV
-from kernels.numerics.run import BLAS_THREAD_VARS
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.digest import model_digest
+from npu_kernels.model.plan import plan
+from npu_kernels.model.reference_walks import CACHE_ENV as REFERENCE_STORE_ENV
+from npu_kernels.numerics.run import BLAS_THREAD_VARS
 from ledger.canonical import loads
 from ledger.events import EvaluationRecorded, TokenGateChecked
 from registry.text import shown

@@ -1,15 +1,15 @@
 """Phase 1 — kernels: every planned (kernel, shape) verified on the deployment's kernel runner
-(`kernels.backends.kernel_runners.make_runner`, chosen once per attempt).
+(`npu_kernels.backends.kernel_runners.make_runner`, chosen once per attempt).
 
 One `KernelVerified` per planned row (with tile config, tiles in flight and provenance); a failing
 shape gets one retry (recorded too: the gate reads the latest verdict per shape). The gate context
 carries the plan, so the state machine refuses a Phase 1 that skipped a planned shape.
 
-On mlir-air every harness outcome is evidence (kernels/backends/harness_runner.py): a build error, a Python traceback (a shape assertion), a
+On mlir-air every harness outcome is evidence (npu_kernels/backends/harness_runner.py): a build error, a Python traceback (a shape assertion), a
 timeout or a lock timeout becomes a FAIL row with `not_measured` saying which, the command, the exit status,
 the transcript's sha256 and its last lines, and is triaged (handlers/triage/rules.toml); the loop goes on
 with the other rows and the phase fails naming the failing kernels. A run that printed a verdict is parsed
-(kernels/mlir_air/transcript.py) and, when its `Index` lines list every mismatch, the near-zero atol
+(npu_kernels/mlir_air/transcript.py) and, when its `Index` lines list every mismatch, the near-zero atol
 artifact rule applies to it as to an emulated row.
 
 Re-advancing after a failure re-runs only what failed: a row that was acceptable in a failed attempt of
@@ -25,14 +25,14 @@ import platform
 from datetime import datetime, timezone
 
 from handlers.gates import GateOutcome, GateRun
-from kernels.backends.kernel_runners import make_runner
-from kernels.backends.runner_base import KernelRow, KernelRunner
-from kernels.mlir_air.output import error_excerpt
-from kernels.mlir_air.table import HarnessConfigError
-from kernels.model.plan import PlannedKernel
-from kernels.numerics.catalog import get_spec
-from kernels.numerics.tiles import TileRuleViolation
-from kernels.perf.evidence import EvidenceError
+from npu_kernels.backends.kernel_runners import make_runner
+from npu_kernels.backends.runner_base import KernelRow, KernelRunner
+from npu_kernels.mlir_air.output import error_excerpt
+from npu_kernels.mlir_air.table import HarnessConfigError
+from npu_kernels.model.plan import PlannedKernel
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.tiles import TileRuleViolation
+from npu_kernels.perf.evidence import EvidenceError
 from ledger.events import KernelVerified
 from statemachine.checks import atol_artifact
 from statemachine.gate import GateContext, kernel_key
@@ -142,7 +142,7 @@ def kernel_row(state, row: PlannedKernel) -> KernelRow:
 
 
 def row_contract(state, row) -> str | None:
-    """The contract a planned row runs on: the plan's, on every executor (kernels.model.plan decides the tier
+    """The contract a planned row runs on: the plan's, on every executor (npu_kernels.model.plan decides the tier
     once: small-K GEMMs on bf16-out-low), so the emulated rehearsal runs the kernel the hardware runs."""
     return row.contract or None
 

@@ -7,7 +7,7 @@ pipeline as the previous phase left it (Phase 5 starts from Phase 4's result), t
 turn, cumulatively: apply -> measure -> keep or revert, one `OptimizationTried` each.
 
 What a phase decides on is its backend's figure: on the emulated and torch executors the modelled NPU2
-prefill time / ms per token of the deployment's dispatch plan (`kernels.perf`; the same plan always gives the
+prefill time / ms per token of the deployment's dispatch plan (`npu_kernels.perf`; the same plan always gives the
 same figure, so a verdict never depends on this machine's load), with the emulator's own wall time, measured
 once at the phase's baseline and once at its final switch set on the prompt Phase 6 times, recorded beside it
 as information; on hardware the measured time. A phase where no optimisation gains fails, naming why.
@@ -32,10 +32,10 @@ import numpy as np
 from handlers.gates import GateOutcome, GateRun
 from handlers.gates.block_and_tokens import diagnosis_events, token_gate_events
 from handlers.gates.runtime import DECODE, FAULTS, SWITCHES, model_backend
-from kernels.backends.base import IntegratedRun, Measurement
-from kernels.model.prompts import canonical_tokens
-from kernels.provenance import CPU_EMULATOR, figure_provenance
-from kernels.thresholds import TOKEN_GATE_STEPS
+from npu_kernels.backends.base import IntegratedRun, Measurement
+from npu_kernels.model.prompts import canonical_tokens
+from npu_kernels.provenance import CPU_EMULATOR, figure_provenance
+from npu_kernels.thresholds import TOKEN_GATE_STEPS
 from ledger.events import OptimizationTried, PerformanceMeasured
 from statemachine.phases import Phase
 
@@ -260,7 +260,7 @@ def integrated_run(ctx: GateRun, tokens: np.ndarray, n_tokens: int) -> Integrate
 
 
 def sweep_reasons(curve: dict[str, Any] | None) -> list[str]:
-    """A device sweep that failed unforgiven (its axis' `failures`, kernels.mlir_air.sweeps: wrong_seq_len, a cause
+    """A device sweep that failed unforgiven (its axis' `failures`, npu_kernels.mlir_air.sweeps: wrong_seq_len, a cause
     outside --expect-fail's closed list) fails Phase 6, as mlir-air's sweep scripts exit 1 on it; the curve keeps
     every point, an expected failure with its cause."""
     return [f"the {axis} sweep failed: {f}" for axis in ("prefill", "decode")

@@ -1,21 +1,21 @@
 """Phase 0 — reference: the model digested, config resolved and equal to config.json, weights complete, HF
 bf16 baseline sane. A 4-bit deployment first writes its dequantised reference folder from the bundle (the
 digests of bundle and base recorded), and afterwards measures the quantisation budget against the base bf16
-model (kernels.model.q4nx_budget); every later phase gates against the dequantised reference."""
+model (npu_kernels.model.q4nx_budget); every later phase gates against the dequantised reference."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from handlers.gates import GateOutcome, GateRun
-from kernels.model.architecture import ModelConfigError, load_raw_config
-from kernels.backends.in_process import hf_reference
-from kernels.model.digest import file_sha256, model_digest
-from kernels.model.prompts import CANONICAL_PROMPT
-from kernels.model.q4nx import Q4nxError
-from kernels.model.q4nx_budget import budget, budget_rows
-from kernels.model.q4nx_bundle import padding_of, write_reference_folder
-from kernels.model.weights import WeightsError, check_weights, expected_tensors
+from npu_kernels.model.architecture import ModelConfigError, load_raw_config
+from npu_kernels.backends.in_process import hf_reference
+from npu_kernels.model.digest import file_sha256, model_digest
+from npu_kernels.model.prompts import CANONICAL_PROMPT
+from npu_kernels.model.q4nx import Q4nxError
+from npu_kernels.model.q4nx_budget import budget, budget_rows
+from npu_kernels.model.q4nx_bundle import padding_of, write_reference_folder
+from npu_kernels.model.weights import WeightsError, check_weights, expected_tensors
 from ledger.events import (
     ModelDigested,
     QuantisationBudgetMeasured,

@@ -2,7 +2,7 @@
 
 Every gate from Phase 2 on, `ledger run`, `verify-model`, `diagnose` and the evaluator get their backend
 here, so what a gate checks is what the deployment declares (executor, target, applied optimisations).
-The implementation is chosen by executor name in `kernels.backends.model_backends`, nowhere here.
+The implementation is chosen by executor name in `npu_kernels.backends.model_backends`, nowhere here.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from handlers.planning import deployment_weights
-from kernels.backends.base import BackendUnavailable, ModelBackend
-from kernels.backends.model_backends import backend_type, make_model_backend
-from kernels.model.config import ModelConfig
-from kernels.model.options import FAULTS
-from kernels.perf.dispatch import SWITCHES
-from kernels.perf.figures import DECODE
+from npu_kernels.backends.base import BackendUnavailable, ModelBackend
+from npu_kernels.backends.model_backends import backend_type, make_model_backend
+from npu_kernels.model.config import ModelConfig
+from npu_kernels.model.options import FAULTS
+from npu_kernels.perf.dispatch import SWITCHES
+from npu_kernels.perf.figures import DECODE
 from registry.model_docs import model_dir_name
 from statemachine.state import DeploymentState
 
@@ -27,7 +27,7 @@ __all__ = ["DECODE", "FAULTS", "SWITCHES", "BackendUnavailable", "backend_class"
 def make_backend(executor: str, model_path: str | Path, config: ModelConfig, *, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
                  deployment: str | None = None, weights: str = "bf16") -> ModelBackend:
-    """The model backend of a deployment's executor (kernels.backends.model_backends.make_model_backend): mlir-air's
+    """The model backend of a deployment's executor (npu_kernels.backends.model_backends.make_model_backend): mlir-air's
     model directory (`make verify / diagnosis / profile`) for mlir-air, the in-process pipeline otherwise."""
     return make_model_backend(executor, model_path, config, target=target, switches=switches, faults=faults,
                               deployment=deployment, weights=weights)

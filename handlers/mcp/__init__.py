@@ -6,7 +6,7 @@
   schemas     the tools' input schemas; output schemas derived from handlers.results
   resources   the projections (registry, each deployment's docs and evaluation report) as MCP resources
   server      the `mcp` SDK's low-level server over the two (the only module that imports the SDK)
-  skills      SKILL.md files generated from the lifecycle table and kernels.thresholds, and a .mcp.json entry
+  skills      SKILL.md files generated from the lifecycle table and npu_kernels.thresholds, and a .mcp.json entry
 
 Only `handlers.cli.agents` imports this package (the server lazily: the SDK is heavy at CLI start-up).
 """

@@ -7,7 +7,7 @@ Outputs: MCP requires a tool's structured result to be an object, so a result th
 CLI (`history`, `plan`, `diagnose`, `triage`, ...) travels as `{"items": [...]}` (`output_schema`,
 `structured`); the text content of every result is the CLI's JSON value, unwrapped.
 
-Imports: handlers.results, kernels (executor names), kernels.model.options (the drill faults).
+Imports: handlers.results, kernels (executor names), npu_kernels.model.options (the drill faults).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 
 from handlers.results import SCHEMAS, json_safe
 from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
-from kernels.backends.kernel_runners import EXECUTOR_NAMES
-from kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
-from kernels.model.options import FAULTS
-from kernels.model.plan import PLAN_WEIGHTS
-from kernels.model.q4nx import LAYOUTS
-from kernels.perf.q4nx import WEIGHTS
+from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
+from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
+from npu_kernels.model.options import FAULTS
+from npu_kernels.model.plan import PLAN_WEIGHTS
+from npu_kernels.model.q4nx import LAYOUTS
+from npu_kernels.perf.q4nx import WEIGHTS
 from registry.lookup import CONTRACTS
 from registry.nightly_history import FILES
 

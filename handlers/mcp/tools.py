@@ -32,10 +32,10 @@ from handlers.triage import triage_evidence
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
 from handlers.predicting import predict_result
-from kernels.backends.kernel_runners import make_runner
-from kernels.backends.runner_base import KernelRow
-from kernels.model.plan import DEFAULT_SEQ
-from kernels.mlir_air.output import TranscriptError
+from npu_kernels.backends.kernel_runners import make_runner
+from npu_kernels.backends.runner_base import KernelRow
+from npu_kernels.model.plan import DEFAULT_SEQ
+from npu_kernels.mlir_air.output import TranscriptError
 from registry.lookup import CONTRACTS
 from ledger import Checkpoint
 

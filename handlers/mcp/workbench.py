@@ -21,9 +21,9 @@ from handlers.runs import generate, optimise
 from handlers.nightly_ops import BadLine, export_history, import_history
 from handlers.reverify import reverify_all
 from handlers.workbench import doctor_report, mlir_air_dir, quantize_folder, scaffold_deployment
-from kernels.mlir_air.twin import write_twin
+from npu_kernels.mlir_air.twin import write_twin
 from statemachine.mermaid import mermaid
-from kernels.settings import env_get
+from npu_kernels.settings import env_get
 
 
 def _checkout(c: Call) -> str | None:

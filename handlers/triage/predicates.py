@@ -2,7 +2,7 @@
 (`handlers.triage.evidence`), each answering (true / false / unknown, the fact it used). `PREDICATES` is the
 table a rule's `fn` names; parameters come from the TOML (`{ fn = "ge", key = "head_dim", value = 128 }`) and
 no expression from the TOML is ever evaluated as code. A limit a predicate checks is imported from where it
-is defined (the tile planner's `kernels.numerics.tiles`, the gates' `kernels.thresholds`), never restated.
+is defined (the tile planner's `npu_kernels.numerics.tiles`, the gates' `npu_kernels.thresholds`), never restated.
 
 A new predicate: a function here and its entry in `PREDICATES`; a new rule: a `[[rule]]` table in rules.toml.
 """
@@ -13,10 +13,10 @@ import inspect
 import math
 from typing import Any, Callable
 
-import kernels.thresholds as thresholds
+import npu_kernels.thresholds as thresholds
 from handlers.triage.evidence import MISSING, herd_dim, lookup, number
-from kernels.thresholds import ATOL_ARTIFACT, kernel_tolerance, per_position_threshold
-from kernels.numerics.tiles import GEMM_B_STRIDE_LIMIT, GEMV_L2_BYTES, check_tile, default_tile
+from npu_kernels.thresholds import ATOL_ARTIFACT, kernel_tolerance, per_position_threshold
+from npu_kernels.numerics.tiles import GEMM_B_STRIDE_LIMIT, GEMV_L2_BYTES, check_tile, default_tile
 
 Outcome = tuple[bool | None, str]  # (true / false / unknown, a sentence about the fact used)
 
@@ -147,7 +147,7 @@ def near_zero_atol_trip(ev: dict[str, Any]) -> Outcome:
 
 def tile_rule_broken(ev: dict[str, Any], *, rules: list[str]) -> Outcome:
     """The evidence's (kernel, shape, tile) breaks one of the tile planner's hard rules named in `rules`
-    (kernels.numerics.tiles.check_tile re-derives it from the recorded shape and tile, completed with the planner's
+    (npu_kernels.numerics.tiles.check_tile re-derives it from the recorded shape and tile, completed with the planner's
     defaults): true naming the rule and its numbers; unknown when the tile keeps them or there is no kernel
     and shape."""
     kernel, shape, tile = ev.get("kernel"), ev.get("shape"), ev.get("tile")
@@ -263,7 +263,7 @@ def divergence_step(ev: dict[str, Any], *, op: str, value: int) -> Outcome:
 
 
 def per_position_below_threshold(ev: dict[str, Any]) -> Outcome:
-    """Phase 2: per-position cosine min under its head_dim threshold (`kernels.thresholds.per_position_threshold`)."""
+    """Phase 2: per-position cosine min under its head_dim threshold (`npu_kernels.thresholds.per_position_threshold`)."""
     ppm, hd = number(lookup(ev, "per_position_min")), number(lookup(ev, "head_dim"))
     if ppm is None:
         return None, ""
@@ -315,13 +315,13 @@ PREDICATES: dict[str, Callable[..., Outcome]] = {
 
 
 def predicate_params(spec: dict[str, Any]) -> dict[str, Any]:
-    """A predicate's parameters; a `value` spelled as a name of `kernels.thresholds` (e.g. "BLOCK_COSINE_MIN")
+    """A predicate's parameters; a `value` spelled as a name of `npu_kernels.thresholds` (e.g. "BLOCK_COSINE_MIN")
     is that threshold, so a rule never restates a number the gates own."""
     params = {k: v for k, v in spec.items() if k not in ("fn", "key_symptom")}
     value = params.get("value")
     if isinstance(value, str) and value.isupper():
         if not isinstance(getattr(thresholds, value, None), (int, float)):
-            raise RuleError(f"predicate value {value!r} names no numeric threshold in kernels.thresholds.")
+            raise RuleError(f"predicate value {value!r} names no numeric threshold in npu_kernels.thresholds.")
         params["value"] = getattr(thresholds, value)
     return params
 

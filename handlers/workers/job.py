@@ -3,7 +3,7 @@
 A job carries (deployment, attempt, kernel, shape) and nothing else: the worker folds the deployment's
 stream, finds the row in the deployment's own plan (tile plan included) and runs exactly what the local
 gate runs (`handlers.gates.kernel_rows.verify_row`) on this host's kernel runner (one per target, with the host's NPU
-lock; kernels.backends.kernel_runners). Recording is safe to repeat:
+lock; npu_kernels.backends.kernel_runners). Recording is safe to repeat:
 
 * each event's id is `row_event_id(deployment, attempt, kernel, shape, contract, try)`, a UUID5 of that
   tuple, and the ledger's UNIQUE(event_id) turns a re-append into a no-op returning the original seqs: a
@@ -32,12 +32,12 @@ from handlers.gates import GateRun
 from handlers.gates.kernel_rows import kernel_row, verify_row
 from handlers.planning import deployment_weights, recorded_sources
 from handlers.uow import DeploymentUnit, SomeoneElseAdvanced
-from kernels.backends.kernel_runners import make_runner
-from kernels.backends.runner_base import KernelRunner
-from kernels.perf.evidence import EvidenceError
-from kernels.mlir_air.lock import npu_lock
-from kernels.model.plan_record import replan
-from kernels.numerics.tiles import TileRuleViolation
+from npu_kernels.backends.kernel_runners import make_runner
+from npu_kernels.backends.runner_base import KernelRunner
+from npu_kernels.perf.evidence import EvidenceError
+from npu_kernels.mlir_air.lock import npu_lock
+from npu_kernels.model.plan_record import replan
+from npu_kernels.numerics.tiles import TileRuleViolation
 from ledger import NewEvent, open_ledger
 from ledger.events import KernelVerified
 from statemachine.gate import kernel_key
@@ -62,13 +62,13 @@ def row_event_id(deployment: str, attempt: int, kernel: str, shape: dict[str, An
 @dataclass
 class WorkerHost:
     """What one `ledger worker` brings: its ledger, the deployment executor whose rows it serves (its
-    `kernels.backends.kernel_runners.worker_kind`), its NPU lock."""
+    `npu_kernels.backends.kernel_runners.worker_kind`), its NPU lock."""
 
     ledger_url: str
     serves: str  # emulated | torch | mlir-air (the sleep stand-in serves emulated rows)
     lock_path: str
     name: str = field(default_factory=lambda: platform.node() or "worker")
-    sleep_s: float | None = None  # the sleep stand-in's seconds per row (kernels.numerics.executors.standin)
+    sleep_s: float | None = None  # the sleep stand-in's seconds per row (npu_kernels.numerics.executors.standin)
     mlir_air_dir: str | None = None
     _ledger: Any = None
     _runners: dict = field(default_factory=dict)

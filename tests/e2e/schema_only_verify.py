@@ -2,7 +2,7 @@
 
 A real mlir-air checkout's `programming_examples/llms/verify/verify_runner.py` writes reports with exactly
 the keys below and nothing else; a gate that needs evidence outside them cannot pass on real hardware. This
-runner holds the stand-in to that: it runs the stand-in's verify runner (kernels.mlir_air.twin.verify_runner,
+runner holds the stand-in to that: it runs the stand-in's verify runner (npu_kernels.mlir_air.twin.verify_runner,
 the same CLI and numbers) into a scratch directory, keeps of every JSON report exactly the schema's keys (a
 key the schema has and the report lacks is an error: the stand-in no longer writes mlir-air's format), writes
 the reports where mlir-air writes them (`--report-dir`, default `<verify dir>/reports`, verify_runner.py:218)
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     verify_dir = Path(os.environ["NPU_LEDGER_VERIFY_DIR"])
     report_dir, rest = _report_dir(list(sys.argv[1:] if argv is None else argv), verify_dir)
     with tempfile.TemporaryDirectory(prefix="schema-only-verify-") as scratch:
-        proc = subprocess.run([sys.executable, "-m", "kernels.mlir_air.twin.verify_runner", *rest,
+        proc = subprocess.run([sys.executable, "-m", "npu_kernels.mlir_air.twin.verify_runner", *rest,
                                "--report-dir", scratch], capture_output=True, text=True)
         report_dir.mkdir(parents=True, exist_ok=True)
         for f in sorted(Path(scratch).iterdir()):

@@ -25,7 +25,7 @@ def test_a_tiny_gemma3_reaches_deployed_with_an_independent_evaluation_pass(gemm
     described = next(e for e in events if e["type"] == "ConfigResolved")["payload"]["description"]
     assert [x["window"] for x in described["layers"]] == [32, None]
     assert described["mlp"] == "gelu_tanh_glu" and described["norms"] == "sandwich" and described["norm_offset"] == 1.0
-    from kernels.model.hf_reference import load_tokenizer
+    from npu_kernels.model.hf_reference import load_tokenizer
 
     gates = [e["payload"] for e in events if e["type"] == "TokenGateChecked"]
     tokenizer = load_tokenizer(tiny_gemma3)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from handlers.mcp.server import LedgerServer
-from kernels.mlir_air.executor import MlirAirExecutor
+from npu_kernels.mlir_air.executor import MlirAirExecutor
 from registry.model_docs import model_dir_name
 from tests.e2e.cli import in_process, ledger
 from tests.e2e.workspaces import clone_stream, workspace_ledger

@@ -9,7 +9,7 @@ import pytest
 
 from handlers.doctor import advance_refusal
 from handlers.uow import DeploymentUnit
-from kernels.mlir_air.twin import write_twin
+from npu_kernels.mlir_air.twin import write_twin
 from ledger import open_ledger
 from tests.e2e.cli import ledger as cli
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kernels.mlir_air.toolchain_floor import TWIN_PEANO
-from kernels.mlir_air.scaffold import stated_switches
+from npu_kernels.mlir_air.toolchain_floor import TWIN_PEANO
+from npu_kernels.mlir_air.scaffold import stated_switches
 from tests.e2e import schema_only_verify
 from tests.e2e.cli import ledger, ledger_json
 
@@ -53,7 +53,7 @@ def _report_keys_are_mlir_airs(path: str) -> None:
 
 # How far each variant goes. The two runners write the same reports but for one extension key on the stand-in's
 # per-layer rows (`npu_ledger.cosine`, the whole-tensor cosine), which the tool reads only where it parses a
-# diagnosis report: Phase 2's block and Phase 3's per-layer diagnosis (kernels/backends/mlir_air.py, `cosine_source`).
+# diagnosis report: Phase 2's block and Phase 3's per-layer diagnosis (npu_kernels/backends/mlir_air.py, `cosine_source`).
 # The stand-in's runner is taken through those phases; the schema-only runner, which writes what a real checkout
 # writes, takes the deployment to the end (Phases 4-7 read nothing the stand-in's runner adds).
 UNTIL = {"stand-in": 3, "schema-only": 7}
@@ -100,7 +100,7 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
         if prov["report_path"]:  # the report file the run wrote, unchanged since
             assert hashlib.sha256(Path(prov["report_path"]).read_bytes()).hexdigest() == prov["report_sha256"]
 
-    from kernels.model.hf_reference import load_tokenizer
+    from npu_kernels.model.hf_reference import load_tokenizer
 
     tok = load_tokenizer(tiny_llama)
     gates = []

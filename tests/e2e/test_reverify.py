@@ -3,7 +3,7 @@
 The tiny Llama and Qwen2 plans are identical row for row (same E, F, heads, head_dim, vocab), so no kernel
 row could tell them apart; the tiny Qwen3 (head_dim 128) is the second model: its RoPE rows are
 `head_dim=128`, the Llama's (deployment `tiny`, the session's deployed snapshot, tests/e2e/conftest.py)
-`head_dim=64`. The declared stand-in fault `rope:head_dim=128` (kernels.numerics.executors.standin) makes that
+`head_dim=64`. The declared stand-in fault `rope:head_dim=128` (npu_kernels.numerics.executors.standin) makes that
 harness fail.
 """
 

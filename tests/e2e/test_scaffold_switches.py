@@ -5,8 +5,8 @@ re-derived here from the recorded events, compared with the `## Switches` table 
 from __future__ import annotations
 
 from ledger import open_ledger
-from kernels.mlir_air.scaffold import stated_switches
-from kernels.mlir_air.twin import write_twin
+from npu_kernels.mlir_air.scaffold import stated_switches
+from npu_kernels.mlir_air.twin import write_twin
 from tests.e2e.cli import ledger
 
 NAMES = ("fusion", "weight_residency", "intermediate_bos", "seq_first")

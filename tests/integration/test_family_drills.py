@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.compare import block_gate
-from kernels.model.faults import build_pipeline
-from kernels.model.hf_reference import HfRunner
-from kernels.model.options import PipelineOptions
-from kernels.model.prompts import canonical_tokens
-from kernels.model.weights import load_weights
-from kernels.numerics.executors.emulated import EmulatedExecutor
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.compare import block_gate
+from npu_kernels.model.faults import build_pipeline
+from npu_kernels.model.hf_reference import HfRunner
+from npu_kernels.model.options import PipelineOptions
+from npu_kernels.model.prompts import canonical_tokens
+from npu_kernels.model.weights import load_weights
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor
 
 
 @pytest.fixture(scope="module")

@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.numerics.executors.base import Fp32Executor
-from kernels.model.compare import block_gate, diagnose_layers, kl_divergence, per_position_cosine, token_gate, topk_ids
-from kernels.model.faults import build_pipeline
-from kernels.model.hf_reference import HfRunner, load_tokenizer
-from kernels.model.options import PipelineOptions
-from kernels.model.pipeline import NpuPipeline
-from kernels.model.prompts import canonical_tokens, prompts_for
-from kernels.model.weights import load_weights
-from kernels.thresholds import per_position_threshold
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.numerics.executors.base import Fp32Executor
+from npu_kernels.model.compare import block_gate, diagnose_layers, kl_divergence, per_position_cosine, token_gate, topk_ids
+from npu_kernels.model.faults import build_pipeline
+from npu_kernels.model.hf_reference import HfRunner, load_tokenizer
+from npu_kernels.model.options import PipelineOptions
+from npu_kernels.model.pipeline import NpuPipeline
+from npu_kernels.model.prompts import canonical_tokens, prompts_for
+from npu_kernels.model.weights import load_weights
+from npu_kernels.thresholds import per_position_threshold
 from ledger.events import BlockValidated, LayerDiagnosed, TokenGateChecked
 
 pytestmark = pytest.mark.usefixtures("single_torch_thread")

@@ -10,10 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from kernels.model.architecture import assess, load_raw_config, resolve
-from kernels.model.hf_reference import HfRunner
-from kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS, canonical_tokens, prompts_for
-from kernels.model.weights import WeightsError, check_weights, expected_tensors, load_weights
+from npu_kernels.model.architecture import assess, load_raw_config, resolve
+from npu_kernels.model.hf_reference import HfRunner
+from npu_kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS, canonical_tokens, prompts_for
+from npu_kernels.model.weights import WeightsError, check_weights, expected_tensors, load_weights
 from tests.models import HIDDEN
 
 pytestmark = pytest.mark.usefixtures("single_torch_thread")
@@ -149,7 +149,7 @@ def test_config_mismatches_name_a_field_that_differs(tiny_llama):
 def test_prompts_use_the_chat_template_when_there_is_one(tiny_llama, tiny_qwen2):
     instruct = prompts_for(tiny_llama)
     assert [p.text for p in instruct] == list(INSTRUCT_PROMPTS[:2]) and instruct[0].kind == "instruct"
-    from kernels.model.hf_reference import load_tokenizer
+    from npu_kernels.model.hf_reference import load_tokenizer
 
     tok = load_tokenizer(tiny_llama)
     assert tok.decode(instruct[0].tokens).startswith("<|im_start|>user\n")
@@ -160,7 +160,7 @@ def test_prompts_use_the_chat_template_when_there_is_one(tiny_llama, tiny_qwen2)
 
 @pytest.mark.slow
 def test_smollm2_folder_is_converted_once_and_is_a_complete_tied_llama(smollm2_dir):
-    from kernels.model.smollm2 import MARKER, ensure_smollm2
+    from npu_kernels.model.smollm2 import MARKER, ensure_smollm2
 
     assert ensure_smollm2(smollm2_dir) == smollm2_dir and (smollm2_dir / MARKER).is_file()
     raw = load_raw_config(smollm2_dir)

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.perf.calibration import GROUPS, CalibrationRow, row_components
-from kernels.perf.dispatch import SWITCHES
-from kernels.provenance import NPU2_MEASURED, STANDIN_REHEARSAL
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.perf.calibration import GROUPS, CalibrationRow, row_components
+from npu_kernels.perf.dispatch import SWITCHES
+from npu_kernels.provenance import NPU2_MEASURED, STANDIN_REHEARSAL
 from ledger import open_ledger
 from ledger.events import ConfigResolved, NewEvent, PerformanceMeasured
 from tests.e2e.cli import in_process
@@ -60,7 +60,7 @@ def _events(rng) -> list[tuple[str, object]]:
             out.append((stream, PerformanceMeasured(
                 phase=5, executor="mlir-air", n_prompt_tokens=128, ms_per_token=tok, provenance_class=NPU2_MEASURED,
                 profile={"source": "mlir-air-profile", "switches": sw, "provenance": DEVICE})))
-        # as the mlir-air backend records them (kernels.backends.mlir_air.options): the switches under "switches"
+        # as the mlir-air backend records them (npu_kernels.backends.mlir_air.options): the switches under "switches"
         all_on = {"fusion": True, "switches": {**{k: True for k in SWITCHES}, **{f"decode:{k}": True for k in SWITCHES}}}
         ttft = _measured(CalibrationRow(cfg, 2048, 128, _switch_sets()[-1], "ttft_s", 1.0), rng)
         tok = _measured(CalibrationRow(cfg, 2048, 128, _switch_sets()[-1], "ms_per_token", 1.0), rng)

@@ -103,7 +103,7 @@ def test_audit_of_a_model_with_a_missing_tensor_records_its_fail(tmp_path, tiny_
     lg.append(stream, 0, [DeploymentRequested(model_path=str(model), name="m"),
                           ArchitectureAssessed(architecture="LlamaForCausalLM", in_scope=True),
                           ConfigResolved(**{**CONFIG, "n_layers": 2})])
-    from kernels.model.digest import model_digest
+    from npu_kernels.model.digest import model_digest
     from ledger.events import ModelDigested
 
     for phase in range(7):  # the stream as a deployment at Phase 7 holds it; Phase 0 digested this very folder

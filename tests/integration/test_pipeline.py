@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.numerics.executors.base import Fp32Executor
-from kernels.model.compare import bisect_block, block_gate, token_gate
-from kernels.model.hf_reference import HfRunner
-from kernels.model.faults import build_pipeline
-from kernels.model.options import SWITCHES, PipelineOptions
-from kernels.model.pipeline import NpuPipeline
-from kernels.model.prompts import canonical_tokens, prompts_for
-from kernels.model.weights import load_weights
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.numerics.executors.base import Fp32Executor
+from npu_kernels.model.compare import bisect_block, block_gate, token_gate
+from npu_kernels.model.hf_reference import HfRunner
+from npu_kernels.model.faults import build_pipeline
+from npu_kernels.model.options import SWITCHES, PipelineOptions
+from npu_kernels.model.pipeline import NpuPipeline
+from npu_kernels.model.prompts import canonical_tokens, prompts_for
+from npu_kernels.model.weights import load_weights
 
 pytestmark = pytest.mark.usefixtures("single_torch_thread")
 
@@ -25,9 +25,9 @@ def make_executor(name: str):
     if name == "fp32":
         return Fp32Executor()
     try:
-        from kernels.numerics.executors import make_executor as factory
+        from npu_kernels.numerics.executors import make_executor as factory
     except ImportError:
-        pytest.skip("kernels.numerics.executors.make_executor is not there yet")
+        pytest.skip("npu_kernels.numerics.executors.make_executor is not there yet")
     return factory(name, "npu2")
 
 
@@ -219,8 +219,8 @@ def test_host_rope_table_matches_transformers_inverse_frequencies(rope):
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-    from kernels.model.architecture import rope_scaling
-    from kernels.model.host_ops import rope_inv_freq
+    from npu_kernels.model.architecture import rope_scaling
+    from npu_kernels.model.host_ops import rope_inv_freq
 
     cfg = LlamaConfig(hidden_size=2048, num_attention_heads=32, head_dim=64, rope_parameters=rope,
                       max_position_embeddings=131072)
@@ -239,7 +239,7 @@ def test_host_decode_attention_is_fp32_attention_of_the_last_query_row():
     q = rng.standard_normal((H, D)).astype(np.float32)
     k = rng.standard_normal((Hkv, L, D)).astype(np.float32)
     v = rng.standard_normal((Hkv, L, D)).astype(np.float32)
-    from kernels.model.host_ops import host_decode_attention
+    from npu_kernels.model.host_ops import host_decode_attention
 
     ours = host_decode_attention(q, k, v, np.arange(H) // (H // Hkv))
     ref = Fp32Executor().flash_attention(q[:, None, :], k, v, causal=True, q_offset=L - 1)[:, 0]
@@ -249,7 +249,7 @@ def test_host_decode_attention_is_fp32_attention_of_the_last_query_row():
 
 
 def test_host_silu_mul_is_exact_swiglu():
-    from kernels.model.host_ops import host_silu_mul
+    from npu_kernels.model.host_ops import host_silu_mul
 
     g = np.linspace(-8, 8, 257, dtype=np.float32)
     u = np.cos(g)

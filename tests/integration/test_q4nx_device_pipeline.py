@@ -1,18 +1,18 @@
 """The on-device 4-bit style's two halves on the tiny Llama (issue #26): the in-process pipeline decodes with the
-4-bit GEMV on the re-quantised codes (kernels.model.pipeline_q4), and the HF reference prefills with the
-dequantised bundle and decodes with decode.requant (kernels.model.hf_reference), as the deployment does."""
+4-bit GEMV on the re-quantised codes (npu_kernels.model.pipeline_q4), and the HF reference prefills with the
+dequantised bundle and decodes with decode.requant (npu_kernels.model.hf_reference), as the deployment does."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels.backends.in_process import InProcessBackend
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.hf_reference import HfRunner
-from kernels.model.pipeline_q4 import Q4DevicePipeline
-from kernels.model.q4nx_bundle import write_bundle, write_reference_folder
-from kernels.model.q4nx_device import DECODE_FILE
+from npu_kernels.backends.in_process import InProcessBackend
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.hf_reference import HfRunner
+from npu_kernels.model.pipeline_q4 import Q4DevicePipeline
+from npu_kernels.model.q4nx_bundle import write_bundle, write_reference_folder
+from npu_kernels.model.q4nx_device import DECODE_FILE
 
 TOKENS = [1, 17, 42, 5, 99, 23, 7, 64]
 

@@ -14,15 +14,15 @@ import os
 
 import pytest
 
-from kernels.numerics.executors import make_executor
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.compare import token_gate
-from kernels.model.faults import build_pipeline
-from kernels.model.hf_reference import HfRunner
-from kernels.model.options import PipelineOptions
-from kernels.model.prompts import prompt_set
-from kernels.model.runner import ReplayRunner
-from kernels.model.weights import load_weights
+from npu_kernels.numerics.executors import make_executor
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.compare import token_gate
+from npu_kernels.model.faults import build_pipeline
+from npu_kernels.model.hf_reference import HfRunner
+from npu_kernels.model.options import PipelineOptions
+from npu_kernels.model.prompts import prompt_set
+from npu_kernels.model.runner import ReplayRunner
+from npu_kernels.model.weights import load_weights
 
 pytestmark = pytest.mark.usefixtures("single_torch_thread")
 
@@ -109,7 +109,7 @@ def test_the_faithful_smollm2_pipeline_passes_the_token_gate(smollm2, executor):
     results = _verdicts(model, executor, (), prompts)
     failed = [(p.kind, r.prompt_index, r.reason) for p, r in zip(prompts, results) if not r.passed]
     if FULL and executor == "emulated":
-        # measured 2026-12-01 (kernels/thresholds.py): the faithful emulated pipeline passes 14/16. Base 3 misses
+        # measured 2026-12-01 (npu_kernels/thresholds.py): the faithful emulated pipeline passes 14/16. Base 3 misses
         # the every-step top-5 inclusion at one flat step (KL 0.04 there); base 5 is over the KL mean and PPL
         # thresholds from the prefill residual adds' floor rounding. Exactly these two, no other.
         assert {(kind, i) for kind, i, _ in failed} == KNOWN_EMULATED_FAILURES, failed

@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from kernels.mlir_air.checkout import ROOT
-from kernels.mlir_air.output import TranscriptError
-from kernels.mlir_air.walk_report import parse_walk_output, report_path
+from npu_kernels.mlir_air.checkout import ROOT
+from npu_kernels.mlir_air.output import TranscriptError
+from npu_kernels.mlir_air.walk_report import parse_walk_output, report_path
 
 
 @pytest.fixture(scope="module")
 def walked(tmp_path_factory, tiny_llama):
-    from kernels.mlir_air.scaffold import scaffold
-    from kernels.mlir_air.twin import write_twin
-    from kernels.model.architecture import load_raw_config, resolve
+    from npu_kernels.mlir_air.scaffold import scaffold
+    from npu_kernels.mlir_air.twin import write_twin
+    from npu_kernels.model.architecture import load_raw_config, resolve
 
     twin = write_twin(tmp_path_factory.mktemp("walk") / "mlir-air")
     out = scaffold(twin, "tiny", str(tiny_llama), resolve(load_raw_config(tiny_llama)), stand_in="emulated")
@@ -42,7 +42,7 @@ def test_the_walk_report_sits_beside_mlir_airs_and_holds_the_walk(walked):
     twin, text, path, report = walked
     assert Path(path).parent == twin / "programming_examples" / "llms" / "verify" / "reports"
     assert Path(path).name.startswith("teacher_forced_walk_")
-    assert "-m kernels.mlir_air.walk --runner=tiny.verify_adapter" in report["command"]
+    assert "-m npu_kernels.mlir_air.walk --runner=tiny.verify_adapter" in report["command"]
     prompts = [x for x in (twin / "programming_examples/llms/verify/prompts/instruct.txt").read_text().splitlines()
                if x and not x.startswith("#")][:2]  # the prompt file `make verify` reads, its --max-prompts 2
     assert report["prompts"] == prompts and report["config"]["n_steps"] == 32 and report["config"]["k"] == 5
@@ -57,9 +57,9 @@ def test_the_walk_report_sits_beside_mlir_airs_and_holds_the_walk(walked):
 
 def test_the_walk_is_token_gate_on_the_adapters_runner_and_the_reference(walked, tiny_llama):
     """The recorded-then-replayed walk equals token_gate run live on the same runners, number for number."""
-    from kernels.mlir_air.twin.stand_in import StandInRunner
-    from kernels.model.compare import token_gate
-    from kernels.model.hf_reference import HfRunner, load_tokenizer
+    from npu_kernels.mlir_air.twin.stand_in import StandInRunner
+    from npu_kernels.model.compare import token_gate
+    from npu_kernels.model.hf_reference import HfRunner, load_tokenizer
 
     _, text, _, report = walked
     fields = parse_walk_output(text, report).prompts[0].fields
@@ -100,7 +100,7 @@ def test_a_transcript_without_its_verdict_is_refused(walked):
 def test_the_walk_refuses_a_runner_fed_other_tokens_than_it_recorded():
     import numpy as np
 
-    from kernels.mlir_air.walk import WalkError, Recorded, Replay
+    from npu_kernels.mlir_air.walk import WalkError, Recorded, Replay
 
     rec = Recorded([1, 2, 3])
     rec.fed, rec.logits = [7], [np.zeros(10, np.float32), np.ones(10, np.float32)]
@@ -122,8 +122,8 @@ def _walk_files(model_dir: Path, prompts: list[str], tok, diverge_at: int | None
     recorded sides (identical logits, or ours swapping its top two at `diverge_at`)."""
     import numpy as np
 
-    from kernels.mlir_air.walk import SCHEMA, Recorded, Replay, walk_row
-    from kernels.model.compare import token_gate, topk_ids
+    from npu_kernels.mlir_air.walk import SCHEMA, Recorded, Replay, walk_row
+    from npu_kernels.model.compare import token_gate, topk_ids
 
     rng = np.random.default_rng(5)
     rows = []
@@ -147,7 +147,7 @@ def _walk_files(model_dir: Path, prompts: list[str], tok, diverge_at: int | None
     reports = model_dir.parent / "verify" / "reports"
     reports.mkdir(parents=True, exist_ok=True)
     path = reports / "teacher_forced_walk_20260614-101600.json"
-    path.write_text(json.dumps({"schema": SCHEMA, "command": "python -m kernels.mlir_air.walk", "config": {},
+    path.write_text(json.dumps({"schema": SCHEMA, "command": "python -m npu_kernels.mlir_air.walk", "config": {},
                                 "prompts": prompts, "walks": rows, "summary": summary}))
     (model_dir / "walk.txt").write_text(f"[walk] JSON: {path}\n[walk] Summary: {summary}\n[walk] PASS\n")
 
@@ -164,9 +164,9 @@ def _model_dir(tmp_path: Path, walk_target: bool) -> Path:
 
 
 def _gate(tmp_path, tiny_llama, monkeypatch):
-    from kernels.backends.mlir_air import MlirAirBackend
-    from kernels.model.architecture import load_raw_config, resolve
-    from kernels.model.prompts import Prompt
+    from npu_kernels.backends.mlir_air import MlirAirBackend
+    from npu_kernels.model.architecture import load_raw_config, resolve
+    from npu_kernels.model.prompts import Prompt
 
     monkeypatch.setenv("LEDGER_NPU_LOCK", str(tmp_path / "npu.lock"))
     backend = MlirAirBackend(tiny_llama, resolve(load_raw_config(tiny_llama)), "m", mlir_air_dir=str(tmp_path / "mlir-air"))
@@ -176,7 +176,7 @@ def _gate(tmp_path, tiny_llama, monkeypatch):
 
 def test_the_backend_records_make_verify_and_the_walk_each_with_its_command_and_report(tmp_path, tiny_llama,
                                                                                       monkeypatch):
-    from kernels.model.hf_reference import load_tokenizer
+    from npu_kernels.model.hf_reference import load_tokenizer
 
     d = _model_dir(tmp_path, walk_target=True)
     prompts = json.loads((FIXTURES / "verify_pass_report.json").read_text())["prompts"]
@@ -191,7 +191,7 @@ def test_the_backend_records_make_verify_and_the_walk_each_with_its_command_and_
 
 
 def test_a_walk_whose_first_divergence_is_not_make_verifys_fails_the_gate(tmp_path, tiny_llama, monkeypatch):
-    from kernels.model.hf_reference import load_tokenizer
+    from npu_kernels.model.hf_reference import load_tokenizer
 
     d = _model_dir(tmp_path, walk_target=True)
     prompts = json.loads((FIXTURES / "verify_pass_report.json").read_text())["prompts"]
@@ -202,7 +202,7 @@ def test_a_walk_whose_first_divergence_is_not_make_verifys_fails_the_gate(tmp_pa
 
 
 def test_a_model_directory_without_the_walk_target_says_how_to_get_it(tmp_path, tiny_llama, monkeypatch):
-    from kernels.backends.mlir_air import MlirAirBackendError
+    from npu_kernels.backends.mlir_air import MlirAirBackendError
 
     _model_dir(tmp_path, walk_target=False)
     with pytest.raises(MlirAirBackendError, match="has no verify-walk target: `ledger scaffold` writes it"):

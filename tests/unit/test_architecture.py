@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.model.architecture import ModelConfigError, assess, default_name, load_raw_config, resolve
+from npu_kernels.model.architecture import ModelConfigError, assess, default_name, load_raw_config, resolve
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from kernels.numerics.bf16 import to_bf16
-from kernels.numerics.harness_inputs import _bf16 as harness_bf16
-from kernels.numerics.harness_inputs import harness_case
+from npu_kernels.numerics.bf16 import to_bf16
+from npu_kernels.numerics.harness_inputs import _bf16 as harness_bf16
+from npu_kernels.numerics.harness_inputs import harness_case
 
 
 def _f32(bits: list[int]) -> np.ndarray:

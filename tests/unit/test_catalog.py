@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from kernels.numerics.bf16 import is_bf16, to_bf16
-from kernels.numerics.catalog import CATALOG, KERNELS, get_spec
-from kernels.numerics.references import rope_lut
-from kernels.numerics.spec import ShapeError, UnknownKernel
-from kernels.numerics.executors.base import KERNEL_NAMES
+from npu_kernels.numerics.bf16 import is_bf16, to_bf16
+from npu_kernels.numerics.catalog import CATALOG, KERNELS, get_spec
+from npu_kernels.numerics.references import rope_lut
+from npu_kernels.numerics.spec import ShapeError, UnknownKernel
+from npu_kernels.numerics.executors.base import KERNEL_NAMES
 
 # (rtol, atol) of docs/numerics.md's leaf-kernel table
 NUMERICS_TOLERANCES = {

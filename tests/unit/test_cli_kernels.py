@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from handlers.cli.kernels import commands, kernel
-from kernels.numerics.executors.emulated import EmulatedExecutor
-from kernels.numerics.run import EVENT_FIELDS, run_kernel
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor
+from npu_kernels.numerics.run import EVENT_FIELDS, run_kernel
 from ledger.events import KernelVerified
 
 SMALL_GEMM = "M=64,K=2048,N=64"

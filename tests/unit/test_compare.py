@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from kernels.numerics.compare import judge, measure
+from npu_kernels.numerics.compare import judge, measure
 
 
 def test_identical_outputs_measure_zero_and_pass():

@@ -7,11 +7,11 @@ placements the pages call silently wrong; a wrong tap order and a look-ahead con
 import numpy as np
 import pytest
 
-from kernels.numerics.catalog import get_spec
-from kernels.numerics.executors.emulated import EmulatedExecutor
-from kernels.numerics.harness_inputs import harness_case, precision_stats
-from kernels.numerics.run import run_kernel
-from kernels.numerics.tiles import TileRuleViolation, plan_tile
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor
+from npu_kernels.numerics.harness_inputs import harness_case, precision_stats
+from npu_kernels.numerics.run import run_kernel
+from npu_kernels.numerics.tiles import TileRuleViolation, plan_tile
 
 # (kernel, shape, pad) -> the page's printed mean_rel_L1 (the facts of the two pages, cited above)
 PAGE_ROWS = [

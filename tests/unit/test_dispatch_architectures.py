@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.perf.dispatch import dispatch_plan
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.perf.dispatch import dispatch_plan
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 

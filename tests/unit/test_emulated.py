@@ -5,13 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from kernels.numerics.bf16 import bfp16_decode, bfp16_encode, bfp16_quantize, floor_bf16, is_bf16, rne_bf16_, to_bf16
-from kernels.numerics.catalog import KERNELS, get_spec, npu2_low_precision_figure
-from kernels.numerics.compare import judge, measure
-from kernels.numerics.executors import make_executor
-from kernels.numerics.executors.emulated import EmulatedExecutor
-from kernels.numerics.executors.emulated_nlf import exp2_nlf, inv_bf16, tanh_nlf
-from kernels.numerics.run import run_kernel
+from npu_kernels.numerics.bf16 import bfp16_decode, bfp16_encode, bfp16_quantize, floor_bf16, is_bf16, rne_bf16_, to_bf16
+from npu_kernels.numerics.catalog import KERNELS, get_spec, npu2_low_precision_figure
+from npu_kernels.numerics.compare import judge, measure
+from npu_kernels.numerics.executors import make_executor
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor
+from npu_kernels.numerics.executors.emulated_nlf import exp2_nlf, inv_bf16, tanh_nlf
+from npu_kernels.numerics.run import run_kernel
 
 EX = EmulatedExecutor("npu2")
 
@@ -214,7 +214,7 @@ def test_gemv_is_fp32_accumulate_with_one_nearest_even_cast():
 
 
 def test_gemv_sums_64_lanes_in_k_order_then_halves_the_lanes_as_aie2p_reduce_add_does():
-    from kernels.numerics.executors.emulated_gemv import mv_lane_sum
+    from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
 
     big, tiny = np.float32(2.0**24), np.float32(1.0)
     a = np.zeros((1, 128), np.float32)
@@ -336,8 +336,8 @@ def test_small_k_trips_the_high_precision_atol_on_a_few_near_zero_elements_like_
 
 
 def test_gemv_order_blas_differs_from_mv_cc_only_on_rounding_boundaries():
-    from kernels.numerics.bf16 import to_bf16
-    from kernels.numerics.executors.emulated import EmulatedExecutor
+    from npu_kernels.numerics.bf16 import to_bf16
+    from npu_kernels.numerics.executors.emulated import EmulatedExecutor
 
     rng = np.random.default_rng(11)
     a = to_bf16(rng.standard_normal((2048, 576)).astype(np.float32))

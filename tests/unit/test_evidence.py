@@ -5,8 +5,8 @@ from datetime import date
 
 import pytest
 
-from kernels.perf.evidence import EvidenceError, check_measurement, output_elements
-from kernels.perf.constants import NPU2_PEAK_BF16_FLOPS
+from npu_kernels.perf.evidence import EvidenceError, check_measurement, output_elements
+from npu_kernels.perf.constants import NPU2_PEAK_BF16_FLOPS
 from registry.importer import UpstreamFormatError, events_from_upstream
 
 GOOD = dict(verdict="PASS", rtol=1.6e-2, atol=1.5e-3, n_elements=2048 * 2048, mean_rel_L1=9.3e-3, max_abs=6e-4,

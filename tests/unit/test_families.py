@@ -1,5 +1,5 @@
 """The architecture description is the one place a family differs (issue #36): no product code outside the family
-adapters (kernels/model/families/) branches on a family or architecture name, and the adapters describe what
+adapters (npu_kernels/model/families/) branches on a family or architecture name, and the adapters describe what
 mlir-air's code for each family runs."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from kernels.model.architecture import assess, load_raw_config, resolve
-from kernels.model.description import GELU_TANH_GLU, SANDWICH, SLIDING
-from kernels.model.q4nx import LAYOUTS
+from npu_kernels.model.architecture import assess, load_raw_config, resolve
+from npu_kernels.model.description import GELU_TANH_GLU, SANDWICH, SLIDING
+from npu_kernels.model.q4nx import LAYOUTS
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
-ROOMS = ("kernels", "handlers", "registry", "statemachine", "ledger")
+ROOMS = ("npu_kernels", "handlers", "registry", "statemachine", "ledger")
 FAMILY_WORDS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4",
                 "mixtral", "smollm2", "lfm2")
 
@@ -28,7 +28,7 @@ def _names_a_family(node: ast.AST) -> bool:
 
 
 def _is_codec_layout(node: ast.AST) -> bool:
-    """`layout == "qwen3"`: a Q4NX container layout (kernels.model.q4nx.LAYOUTS, named after the mlir-air loader
+    """`layout == "qwen3"`: a Q4NX container layout (npu_kernels.model.q4nx.LAYOUTS, named after the mlir-air loader
     that reads it, chosen by `ledger quantize --layout`), not a model family."""
     return isinstance(node, ast.Name) and node.id == "layout"
 
@@ -55,7 +55,7 @@ def test_no_code_outside_the_family_adapters_branches_on_a_family_name():
     for room in ROOMS:
         for path in sorted((ROOT / room).rglob("*.py")):
             rel = path.relative_to(ROOT)
-            if rel.parts[:3] == ("kernels", "model", "families"):
+            if rel.parts[:3] == ("npu_kernels", "model", "families"):
                 continue
             hits += _family_branches(".".join(rel.with_suffix("").parts), ast.parse(path.read_text()))
     assert hits == []
@@ -104,7 +104,7 @@ def test_the_known_missing_pieces_are_named_in_one_line():
 
 
 def test_plan_answers_on_real_size_gemma3_and_phi4_mini_with_their_kernels():
-    from kernels.model.plan import plan
+    from npu_kernels.model.plan import plan
 
     gemma = plan(resolve(load_raw_config(CONFIGS / "gemma-3-4b-it.json")), "npu2")
     attention = {r.role: r for r in gemma if r.kernel == "flash_attention"}
@@ -121,7 +121,7 @@ def test_plan_answers_on_real_size_gemma3_and_phi4_mini_with_their_kernels():
 
 
 def test_predict_answers_on_real_size_gemma3_with_the_elfs_its_prefill_code_compiles():
-    from kernels.perf.predict import predict
+    from npu_kernels.perf.predict import predict
 
     p = predict(resolve(load_raw_config(CONFIGS / "gemma-3-4b-it.json")), seq=2048)
     elfs = [k.split(":", 1)[1] for k in p.per_elf if k.startswith("prefill:")]
@@ -132,7 +132,7 @@ def test_predict_answers_on_real_size_gemma3_with_the_elfs_its_prefill_code_comp
 
 
 def test_predict_answers_on_real_size_phi4_mini_with_the_elfs_its_prefill_code_compiles():
-    from kernels.perf.predict import predict
+    from npu_kernels.perf.predict import predict
 
     p = predict(resolve(load_raw_config(CONFIGS / "phi-4-mini-instruct.json")), seq=2048)
     # phi4_mini_q4nx_prefill.py:114-145: the two llama32_3b stitchers + flash_attn, then a 13-partition LM head

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.q4nx import read_bundle
-from kernels.model.q4nx_bundle import bundle_problem, host_dequantised_weights, write_bundle, write_reference_folder
-from kernels.model.weights import fuse, read_checkpoint, split_fused
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.q4nx import read_bundle
+from npu_kernels.model.q4nx_bundle import bundle_problem, host_dequantised_weights, write_bundle, write_reference_folder
+from npu_kernels.model.weights import fuse, read_checkpoint, split_fused
 
 
 def test_split_then_fuse_gives_back_the_phi3_checkpoint_bit_for_bit(tiny_phi3):
@@ -39,6 +39,6 @@ def test_a_phi3_bundle_stores_split_projections_and_its_reference_folder_loads(t
     assert np.array_equal(weights.layers[0].wq.T, qkv[: H * D])
     assert np.array_equal(weights.layers[0].wv.T, qkv[(H + Hkv) * D :])
 
-    from kernels.model.hf_reference import HfRunner
+    from npu_kernels.model.hf_reference import HfRunner
 
     assert HfRunner(ref).config_mismatches(load_raw_config(ref)) == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.model.options import PipelineOptions
+from npu_kernels.model.options import PipelineOptions
 from tests.family_digests import logits_digest, plan_digest, predict_digest
 from tests.small_configs import MODELS, model_config
 

@@ -1,5 +1,5 @@
 """Issue #35 item 1: every figure is checked for plausibility and self-consistency where it enters (a harness
-transcript) and where it is read (the registry fold, the evaluator's audit), kernels.perf.evidence.
+transcript) and where it is read (the registry fold, the evaluator's audit), npu_kernels.perf.evidence.
 
 Latency x throughput must be the shape's FLOP count within the rounding the printed digits allow; the figures
 mlir-air's XRTRunner prints (xrt_runner.py:299-302 at e972f29: latency `.1f`, throughput `.6e` of the unrounded
@@ -14,11 +14,11 @@ import random
 import pytest
 
 from handlers.evaluator.audit import audit_stream, check_kernel
-from kernels.mlir_air.transcript import parse_harness_transcript
-from kernels.numerics.catalog import get_spec
-from kernels.perf.constants import PEAK_FLOPS
-from kernels.thresholds import DDR_BANDWIDTH_BYTES_S
-from kernels.perf.evidence import EvidenceError, check_measurement, check_stored_row, output_elements, printed_unit
+from npu_kernels.mlir_air.transcript import parse_harness_transcript
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.perf.constants import PEAK_FLOPS
+from npu_kernels.thresholds import DDR_BANDWIDTH_BYTES_S
+from npu_kernels.perf.evidence import EvidenceError, check_measurement, check_stored_row, output_elements, printed_unit
 from ledger.events import KernelVerified
 from ledger.record import RecordedEvent
 from registry.fold import fold_registry
@@ -176,16 +176,16 @@ def test_the_audit_reports_a_stored_row_with_implausible_figures_naming_its_seq(
 
 
 def test_the_phase_1_harness_path_refuses_a_transcript_whose_figures_disagree(tmp_path):
-    """kernels.backends.harness_runner: what the mlir-air executor's harness printed is checked with its printed
+    """npu_kernels.backends.harness_runner: what the mlir-air executor's harness printed is checked with its printed
     digits before it can become a row (a real subprocess printing the transcript, as tests/unit/
     test_mlir_air_executor.py runs harnesses)."""
     import shlex
     import sys
     from pathlib import Path
 
-    from kernels.backends.harness_runner import HarnessRunner
-    from kernels.backends.runner_base import KernelRow
-    from kernels.mlir_air.executor import MlirAirExecutor
+    from npu_kernels.backends.harness_runner import HarnessRunner
+    from npu_kernels.backends.runner_base import KernelRow
+    from npu_kernels.mlir_air.executor import MlirAirExecutor
 
     fake = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts" / "fake_harness.py"
     shape = {"M": 2048, "K": 2048, "N": 2048}

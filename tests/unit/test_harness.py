@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kernels.mlir_air.diagnosis_report import parse_diagnosis_output, parse_diagnosis_report
-from kernels.mlir_air.output import TranscriptError, sha256_text
-from kernels.mlir_air.transcript import parse_harness_transcript
-from kernels.mlir_air.verify_report import parse_verify_output
+from npu_kernels.mlir_air.diagnosis_report import parse_diagnosis_output, parse_diagnosis_report
+from npu_kernels.mlir_air.output import TranscriptError, sha256_text
+from npu_kernels.mlir_air.transcript import parse_harness_transcript
+from npu_kernels.mlir_air.verify_report import parse_verify_output
 from ledger.events import KernelVerified, LayerDiagnosed, TokenGateChecked
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"

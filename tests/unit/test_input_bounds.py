@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from handlers.inputs import CONFIG_MAX_BYTES, InputError, confined, input_file, read_input
-from kernels.mlir_air.table import make_value, render_command
-from kernels.model.size_bounds import BOUNDS, size_problem
+from npu_kernels.mlir_air.table import make_value, render_command
+from npu_kernels.model.size_bounds import BOUNDS, size_problem
 from registry.text import escaped, ledger_command
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"

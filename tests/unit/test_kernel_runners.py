@@ -1,4 +1,4 @@
-"""The KernelRunner seam (kernels.backends.kernel_runners): one runner per executor name, chosen once, each knowing
+"""The KernelRunner seam (npu_kernels.backends.kernel_runners): one runner per executor name, chosen once, each knowing
 its evidence source, its lock duty, the toolchain it records and how a re-measurement must agree."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from kernels.backends.kernel_runners import WORKER_EXECUTORS, make_runner, worker_kind
-from kernels.backends.runner_base import KernelRow
-from kernels.model.plan import plan
-from kernels.numerics.executors.standin import FAULT_GAIN, StandinError, StandinFault
+from npu_kernels.backends.kernel_runners import WORKER_EXECUTORS, make_runner, worker_kind
+from npu_kernels.backends.runner_base import KernelRow
+from npu_kernels.model.plan import plan
+from npu_kernels.numerics.executors.standin import FAULT_GAIN, StandinError, StandinFault
 from ledger.events import KernelVerified
 from tests.small_configs import MODELS, model_config
 

@@ -1,18 +1,19 @@
 """The layout promises: the phase gates reach whole models only through the backend seam; the product's imports
 have no cycle, point one way and take no private name across modules; no function is over 80 lines (modules are as
 long as their concern), no class name is defined twice, no product file cites a file outside the repository, and
-the environment is read in one module (kernels.settings)."""
+the environment is read in one module (npu_kernels.settings)."""
 
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# Phase 0 checks the weight files (kernels.model.weights) and runs the HF reference, which it takes from the seam
-FORBIDDEN = ("kernels.model.pipeline", "kernels.model.hf_reference", "kernels.numerics.executors.emulated",
-             "kernels.numerics.executors.torch_exec", "kernels.numerics.executors.base", "kernels.mlir_air.executor")
+# Phase 0 checks the weight files (npu_kernels.model.weights) and runs the HF reference, which it takes from the seam
+FORBIDDEN = ("npu_kernels.model.pipeline", "npu_kernels.model.hf_reference", "npu_kernels.numerics.executors.emulated",
+             "npu_kernels.numerics.executors.torch_exec", "npu_kernels.numerics.executors.base", "npu_kernels.mlir_air.executor")
 
 
 def _imports(path: Path) -> set[str]:
@@ -37,31 +38,31 @@ def test_the_phase_gates_import_no_pipeline_reference_or_executor_class():
 def test_the_old_flat_kernel_modules_are_gone():
     for old in ("modelconfig", "architecture", "weights", "pipeline", "hf_reference", "smollm2", "prompts", "plan",
                 "runner", "gates", "harness"):
-        assert not (ROOT / "kernels" / f"{old}.py").exists(), old
-    assert not (ROOT / "kernels" / "executors").exists() and not (ROOT / "kernels" / "model" / "backend.py").exists()
-    for old in ("bf16", "catalog", "compare", "tiles", "run", "evidence", "harness_inputs"):  # kernels.numerics now
-        assert not (ROOT / "kernels" / f"{old}.py").exists(), old
+        assert not (ROOT / "npu_kernels" / f"{old}.py").exists(), old
+    assert not (ROOT / "npu_kernels" / "executors").exists() and not (ROOT / "npu_kernels" / "model" / "backend.py").exists()
+    for old in ("bf16", "catalog", "compare", "tiles", "run", "evidence", "harness_inputs"):  # npu_kernels.numerics now
+        assert not (ROOT / "npu_kernels" / f"{old}.py").exists(), old
 
 
 # --- the import graph of the product ---------------------------------------------------------------------------
 
-PRODUCT = ("statemachine", "handlers", "ledger", "kernels", "registry")
+PRODUCT = ("statemachine", "handlers", "ledger", "npu_kernels", "registry")
 
 # The written direction (docs/design.md, "Layout: the rooms"): each room may import only rooms at its own level or below. A module
-# belongs to the longest room name that prefixes it (kernels.mlir_air.twin is its own room, above
-# kernels.backends, while the rest of kernels.mlir_air is below it).
+# belongs to the longest room name that prefixes it (npu_kernels.mlir_air.twin is its own room, above
+# npu_kernels.backends, while the rest of npu_kernels.mlir_air is below it).
 LEVELS: tuple[str, ...] = (
-    "kernels.settings",        # the one module that reads the environment: imports nothing of the product
-    "kernels.thresholds",      # every number a verdict is judged against: imports nothing of the product
-    "kernels.provenance",      # where a figure comes from: the closed vocabulary (imports nothing of the product)
-    "kernels.numerics",        # leaf kernels: catalog, bf16, comparators, tiles, run_kernel, the executors
-    "kernels.model",           # config, architecture, weights, the decoder pipeline, HF reference, prompts, plan
-    "kernels.perf",            # the NPU2 performance model (and the physical-plausibility checks of evidence)
-    "kernels.mlir_air",        # mlir-air's formats and commands, the harness executor, walk, scaffold
-    "kernels.toolchain",       # what produced a figure: versions of executors, perf model, mlir-air checkout
-    "kernels.backends",        # the ModelBackend and KernelRunner seams over all of the above (runners record toolchains)
-    "kernels.mlir_air.twin",   # the stand-in checkout: it runs the in-process backend behind mlir-air's commands
-    "kernels",                 # the package itself (docstring only)
+    "npu_kernels.settings",        # the one module that reads the environment: imports nothing of the product
+    "npu_kernels.thresholds",      # every number a verdict is judged against: imports nothing of the product
+    "npu_kernels.provenance",      # where a figure comes from: the closed vocabulary (imports nothing of the product)
+    "npu_kernels.numerics",        # leaf kernels: catalog, bf16, comparators, tiles, run_kernel, the executors
+    "npu_kernels.model",           # config, architecture, weights, the decoder pipeline, HF reference, prompts, plan
+    "npu_kernels.perf",            # the NPU2 performance model (and the physical-plausibility checks of evidence)
+    "npu_kernels.mlir_air",        # mlir-air's formats and commands, the harness executor, walk, scaffold
+    "npu_kernels.toolchain",       # what produced a figure: versions of executors, perf model, mlir-air checkout
+    "npu_kernels.backends",        # the ModelBackend and KernelRunner seams over all of the above (runners record toolchains)
+    "npu_kernels.mlir_air.twin",   # the stand-in checkout: it runs the in-process backend behind mlir-air's commands
+    "npu_kernels",             # the package itself (docstring only)
     "ledger",
     "statemachine",
     "registry",
@@ -213,8 +214,8 @@ def test_every_import_points_down_the_written_direction():
 
 
 def test_the_direction_check_sees_the_twin_as_its_own_room():
-    assert _level("kernels.mlir_air.twin.harness") > _level("kernels.backends.in_process") > _level("kernels.mlir_air.executor")
-    assert _level("kernels.numerics.executors.emulated") < _level("kernels.model.pipeline")
+    assert _level("npu_kernels.mlir_air.twin.harness") > _level("npu_kernels.backends.in_process") > _level("npu_kernels.mlir_air.executor")
+    assert _level("npu_kernels.numerics.executors.emulated") < _level("npu_kernels.model.pipeline")
 
 
 def test_the_cycle_finder_finds_a_cycle_through_a_function_level_import():
@@ -263,8 +264,8 @@ MAX_FUNCTION_LINES = 80  # modules are as long as their concern needs; a functio
 # functions that are a declarative table (data written as code), each with what it holds
 DECLARATIVE: dict[str, str] = {
     "registry.synthetic:realistic_deployment": "the events of one realistic deployment, listed",
-    "kernels.mlir_air.twin.harness:_parser": "the flags of mlir-air's harness scripts, declared",
-    "kernels.mlir_air.scaffold:_makefile": "the scaffolded Makefile's text",
+    "npu_kernels.mlir_air.twin.harness:_parser": "the flags of mlir-air's harness scripts, declared",
+    "npu_kernels.mlir_air.scaffold:_makefile": "the scaffolded Makefile's text",
 }
 
 
@@ -299,7 +300,7 @@ OUTSIDE = re.compile(r"\b(NUMERICS|STYLE|DESIGN)\.md\b|/work/|/root/|/home/\w|\.
 
 
 def test_no_product_file_cites_a_file_outside_the_repository():
-    files = [*MODULES.values(), *sorted((ROOT / "kernels").rglob("*.toml")), *sorted((ROOT / "handlers").rglob("*.toml")),
+    files = [*MODULES.values(), *sorted((ROOT / "npu_kernels").rglob("*.toml")), *sorted((ROOT / "handlers").rglob("*.toml")),
              ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "Makefile",
              *sorted((ROOT / "scripts").glob("*.py")), *sorted((ROOT / "benchmarks").glob("*.py"))]
     hits = [f"{path.relative_to(ROOT)}:{i}: {line.strip()[:100]}" for path in files
@@ -312,7 +313,7 @@ def test_no_product_file_cites_a_file_outside_the_repository():
     assert not missing, f"documents the code cites that the repository lacks: {missing}"
 
 
-ENVIRONMENT_READERS = {"kernels.settings"}  # the one module that reads the environment (and the process's own)
+ENVIRONMENT_READERS = {"npu_kernels.settings"}  # the one module that reads the environment (and the process's own)
 
 
 def _reads_environment(tree: ast.AST) -> bool:
@@ -325,12 +326,12 @@ def _reads_environment(tree: ast.AST) -> bool:
 
 def test_the_environment_is_read_in_one_place():
     readers = sorted(module for module, path in MODULES.items() if _reads_environment(ast.parse(path.read_text())))
-    assert set(readers) <= ENVIRONMENT_READERS, f"read it through kernels.settings: {sorted(set(readers) - ENVIRONMENT_READERS)}"
+    assert set(readers) <= ENVIRONMENT_READERS, f"read it through npu_kernels.settings: {sorted(set(readers) - ENVIRONMENT_READERS)}"
 
 
 # --- no handler asks which executor it holds ---------------------------------------------------------------------
 
-# every name an executor goes by (kernels.backends.kernel_runners: EXECUTOR_NAMES, WORKER_EXECUTORS): a handler that
+# every name an executor goes by (npu_kernels.backends.kernel_runners: EXECUTOR_NAMES, WORKER_EXECUTORS): a handler that
 # compares one, or keys a table by one, is choosing an implementation, which only the two factories may do
 EXECUTOR_NAMES = frozenset({"emulated", "torch", "fp32", "mlir-air", "sleep"})
 
@@ -373,3 +374,13 @@ def test_the_executor_branch_check_sees_comparisons_and_tables_but_not_a_keyword
         "handlers.x:4: executor in ('emulated', 'fp32')",
         "handlers.x:5: a dict keyed by an executor name",
     ]
+
+
+def test_no_package_of_the_product_shadows_an_installed_distributions_module():
+    """A top-level name of ours that another installed distribution also ships hides that distribution's module
+    from every importer on this path: transformers 5.25 requires Hugging Face's `kernels`, and the product's old
+    top-level `kernels` package answered transformers' `from kernels import ...` (CI, 2026-12-03)."""
+    claimed = importlib.metadata.packages_distributions()
+    ours = {"npu-ledger", "npu_ledger"}
+    clashes = {name: sorted(set(claimed[name]) - ours) for name in PRODUCT if set(claimed.get(name, ())) - ours}
+    assert not clashes, f"top-level package(s) also shipped by another installed distribution: {clashes}"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kernels.model.architecture import assess, load_raw_config, resolve
-from kernels.model.description import CONV, FULL
-from kernels.model.plan import plan
-from kernels.perf.q4nx import predict_weights
+from npu_kernels.model.architecture import assess, load_raw_config, resolve
+from npu_kernels.model.description import CONV, FULL
+from npu_kernels.model.plan import plan
+from npu_kernels.perf.q4nx import predict_weights
 
 CONFIG = Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "lfm2-1.2b.json"
 # LFM2-1.2B on NPU2, as published: README.md at 78aadcff "Performance" (TTFT @ 2048 ~1.42 s warm, 53.2 tok/s decode,

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kernels.thresholds import TF_KL_MAX, perplexity_ratio, teacher_forced_thresholds
+from npu_kernels.thresholds import TF_KL_MAX, perplexity_ratio, teacher_forced_thresholds
 from ledger.events import (
     ArchitectureAssessed,
     BlockValidated,

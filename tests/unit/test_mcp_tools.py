@@ -145,7 +145,7 @@ def test_a_bad_argument_or_an_unknown_tool_is_one_line_and_runs_nothing(server):
 def test_doctor_graph_and_log_tools_return_the_cli_s_json_and_a_twin_s_own_copies_are_named(server, tmp_path):
     import json
 
-    from kernels.mlir_air.twin import write_twin
+    from npu_kernels.mlir_air.twin import write_twin
     from tests.e2e.cli import in_process
 
     twin = write_twin(tmp_path / "twin")
@@ -153,9 +153,9 @@ def test_doctor_graph_and_log_tools_return_the_cli_s_json_and_a_twin_s_own_copie
     assert not doctor.is_error, doctor.content[0].text
     assert doctor.structured_content == json.loads(in_process(tmp_path, "doctor", str(twin), "--json").stdout)
     copies = [f["twin_copy"] for f in doctor.structured_content["findings"] if f["twin_copy"]]
-    assert copies and all(c.startswith("kernels/mlir_air/twin/") for c in copies)
+    assert copies and all(c.startswith("npu_kernels/mlir_air/twin/") for c in copies)
     text = in_process(tmp_path, "doctor", str(twin)).stdout
-    assert "a `ledger twin` stand-in" in text and "read the twin's own copy, kernels/mlir_air/twin/" in text
+    assert "a `ledger twin` stand-in" in text and "read the twin's own copy, npu_kernels/mlir_air/twin/" in text
     assert server.call("graph", {}).structured_content["mermaid"].startswith("stateDiagram-v2")
     server.call("init", {"model": str(CONFIGS / "qwen3-0.6b.json"), "name": "m"})
     log = server.call("log", {"stream_id": "deployment:m"}).structured_content["items"]

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from handlers.doctor import doctor, preflight, registry_news
-from kernels.mlir_air.contract import CONTRACT_VERSION, check_checkout, contract_checks
-from kernels.mlir_air.twin import write_twin
-from kernels.toolchain import current_toolchain, toolchain_label
+from npu_kernels.mlir_air.contract import CONTRACT_VERSION, check_checkout, contract_checks
+from npu_kernels.mlir_air.twin import write_twin
+from npu_kernels.toolchain import current_toolchain, toolchain_label
 from tests.e2e.cli import ledger as cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

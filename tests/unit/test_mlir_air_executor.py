@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kernels.numerics.executors.base import KERNEL_NAMES
-from kernels.mlir_air.executor import MlirAirExecutor
-from kernels.mlir_air.lock import HarnessTimeout, NpuLockTimeout
-from kernels.mlir_air.table import HarnessConfigError, load_harness_table, render_command
-from kernels.mlir_air.output import TranscriptError
+from npu_kernels.numerics.executors.base import KERNEL_NAMES
+from npu_kernels.mlir_air.executor import MlirAirExecutor
+from npu_kernels.mlir_air.lock import HarnessTimeout, NpuLockTimeout
+from npu_kernels.mlir_air.table import HarnessConfigError, load_harness_table, render_command
+from npu_kernels.mlir_air.output import TranscriptError
 from ledger.events import KernelVerified, LayerDiagnosed, TokenGateChecked
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
@@ -151,8 +151,8 @@ def test_the_default_table_fills_the_mlir_air_make_variables():
 def test_the_planned_flash_attention_row_renders_with_heads_per_unroll_dividing_the_heads():
     """The planner's spelling (heads_q / heads_kv) fills NUM_HEADS / NUM_KV_HEADS; SmolLM2's 9 query heads get
     --num-heads-per-unroll 1 through EXTRA_PY_FLAGS (attn_npu2.py asserts num_heads % it == 0; its default is 2)."""
-    from kernels.model.plan import plan
-    from kernels.model.config import ModelConfig
+    from npu_kernels.model.plan import plan
+    from npu_kernels.model.config import ModelConfig
 
     smol = ModelConfig(n_layers=30, emb_dim=576, n_heads=9, n_kv_heads=3, head_dim=64, hidden_dim=1536,
                        vocab_size=49152)

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from kernels.backends.mlir_air import MlirAirBackend
-from kernels.mlir_air.checkout import ROOT
-from kernels.mlir_air.output import TranscriptError
-from kernels.mlir_air.scaffold import scaffold
-from kernels.mlir_air.sweeps import hardware_curve, parse_decode_sweep, parse_prefill_sweep
+from npu_kernels.backends.mlir_air import MlirAirBackend
+from npu_kernels.mlir_air.checkout import ROOT
+from npu_kernels.mlir_air.output import TranscriptError
+from npu_kernels.mlir_air.scaffold import scaffold
+from npu_kernels.mlir_air.sweeps import hardware_curve, parse_decode_sweep, parse_prefill_sweep
 from handlers.gates.performance import sweep_reasons
-from kernels.mlir_air.twin import write_twin
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.perf.curve import compare_curves, npu2_curve, point
-from kernels.perf.dispatch import normalize_switches
-from kernels.thresholds import CURVE_COMPARE_RTOL
+from npu_kernels.mlir_air.twin import write_twin
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.perf.curve import compare_curves, npu2_curve, point
+from npu_kernels.perf.dispatch import normalize_switches
+from npu_kernels.thresholds import CURVE_COMPARE_RTOL
 from registry.curve_page import curve_section
 
 # sweep_prefill.py's per-length prints: `[sweep_prefill] <model> L=<L> ...`, then `[sweep_prefill]   <json.dumps(pt)>`

@@ -1,4 +1,4 @@
-"""The ModelBackend seam (kernels.backends.model_backends): what a caller may know before building a backend, and
+"""The ModelBackend seam (npu_kernels.backends.model_backends): what a caller may know before building a backend, and
 no operation that depends on another having been called first."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kernels.backends.base import BackendUnavailable
-from kernels.backends.mlir_air import MlirAirBackend
-from kernels.backends.model_backends import backend_type, make_model_backend
-from kernels.mlir_air.transcript import TranscriptError
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.thresholds import BLOCK_REMEASURE_ATOL
+from npu_kernels.backends.base import BackendUnavailable
+from npu_kernels.backends.mlir_air import MlirAirBackend
+from npu_kernels.backends.model_backends import backend_type, make_model_backend
+from npu_kernels.mlir_air.transcript import TranscriptError
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.thresholds import BLOCK_REMEASURE_ATOL
 
 
 def test_what_a_backend_can_do_is_readable_before_one_is_built():

@@ -5,9 +5,9 @@ forms the script's comments document; each expected number is worked out by hand
 
 import pytest
 
-from kernels.mlir_air.contract import contract_checks
-from kernels.mlir_air.model_profile import CONTEXT_FORMAT, DECODE_FORMATS, TTFT_FORMATS, parse_model_profile
-from kernels.mlir_air.output import TranscriptError
+from npu_kernels.mlir_air.contract import contract_checks
+from npu_kernels.mlir_air.model_profile import CONTEXT_FORMAT, DECODE_FORMATS, TTFT_FORMATS, parse_model_profile
+from npu_kernels.mlir_air.output import TranscriptError
 
 PROMPT = "LLAMA Inference: prompt_len=2048, n_tokens=32\n"
 

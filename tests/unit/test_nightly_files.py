@@ -1,7 +1,7 @@
 """Issue #38 item 1: mlir-air's nightly files as they are. Real lines of the perf-history branch (tests/fixtures/
 nightly_history/: prefill_sweep_history.ndjson at e1c524ce, the 2026-08-28 run with its failed model and part of
 2026-08-29; history / sweep_history.ndjson at 98c63fa) import and export byte for byte; the prefill file's schema is
-the contract's (kernels/mlir_air/contract.toml [nightly.prefill_sweep]); the perf page merges the rows as mlir-air's
+the contract's (npu_kernels/mlir_air/contract.toml [nightly.prefill_sweep]); the perf page merges the rows as mlir-air's
 generate_readme.py does (registry.nightly_merge) and says so."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from handlers.nightly_ops import export_history, import_history
-from kernels.mlir_air.contract import NIGHTLY
+from npu_kernels.mlir_air.contract import NIGHTLY
 from ledger import open_ledger
 from ledger.events import NightlyPerfImported
 from registry.nightly_history import FILES, NIGHTLY_STREAM, BadLine, parse_lines

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from handlers.doctor import lower_first
-from kernels.mlir_air.output import error_excerpt
-from kernels.thresholds import BASELINE_THRESHOLDS
+from npu_kernels.mlir_air.output import error_excerpt
+from npu_kernels.thresholds import BASELINE_THRESHOLDS
 from tests.e2e.cli import in_process
 from tests.unit.test_machine import BASELINE, WEIGHTS, check
 
@@ -119,9 +119,9 @@ def test_a_massive_activation_drifts_down_one_ulp_per_floor_rounded_residual_add
     HF / torch does not; a value of ordinary size (~100, ULP 0.5) drifts by no more than a few ULPs of its own."""
     import numpy as np
 
-    from kernels.model.compare import isolated_minima
-    from kernels.numerics.bf16 import to_bf16
-    from kernels.numerics.executors import make_executor
+    from npu_kernels.model.compare import isolated_minima
+    from npu_kernels.numerics.bf16 import to_bf16
+    from npu_kernels.numerics.executors import make_executor
 
     emulated, nearest = make_executor("emulated"), make_executor("torch")
     updates = to_bf16(np.array([[37.3], [-37.3]] * 28, np.float32) * np.ones((1, 8), np.float32))

@@ -1,4 +1,4 @@
-"""Prefill length and decode context as axes (issue #25 item 4): `kernels.perf.curve` and `ledger predict --curve`.
+"""Prefill length and decode context as axes (issue #25 item 4): `npu_kernels.perf.curve` and `ledger predict --curve`.
 
 The curves are the performance model's: TTFT grows with the padded prefill length (each point a build for that
 length), decode tokens/s falls as the KV cache the CPU attends over grows; the curve's 2048 point and its Phase 6
@@ -17,9 +17,9 @@ from click.testing import CliRunner
 
 from handlers.cli.main import cli
 from handlers.evaluator.replay import _curve_problems
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.config import ModelConfig
-from kernels.perf.curve import (
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.config import ModelConfig
+from npu_kernels.perf.curve import (
     DECODE_CONTEXTS,
     PREFILL_LENGTHS,
     compare_curves,
@@ -28,10 +28,10 @@ from kernels.perf.curve import (
     point,
     prefill_curve,
 )
-from kernels.perf.dispatch import SWITCHES, normalize_switches
-from kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
-from kernels.perf.predict import predict
-from kernels.thresholds import CURVE_COMPARE_RTOL, FIGURE_RTOL
+from npu_kernels.perf.dispatch import SWITCHES, normalize_switches
+from npu_kernels.perf.figures import NPU2_DECODE_CTX, NPU2_PREFILL_SEQ, npu2_figures, path_switches
+from npu_kernels.perf.predict import predict
+from npu_kernels.thresholds import CURVE_COMPARE_RTOL, FIGURE_RTOL
 from registry.curve_page import CURVE_CHART, curve_section
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.config import ModelConfig
-from kernels.perf import NPU2_PEAK_BF16_FLOPS, SWITCHES, modelled_kernel_figures, predict, render_table, write_png
-from kernels.perf.anchors import kernel_rows, profile
-from kernels.perf.constants import EVIDENCE, FITTED
-from kernels.perf.fit import fit, loo, loo_table
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.config import ModelConfig
+from npu_kernels.perf import NPU2_PEAK_BF16_FLOPS, SWITCHES, modelled_kernel_figures, predict, render_table, write_png
+from npu_kernels.perf.anchors import kernel_rows, profile
+from npu_kernels.perf.constants import EVIDENCE, FITTED
+from npu_kernels.perf.fit import fit, loo, loo_table
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 LLAMA = resolve(load_raw_config(CONFIGS / "llama-3.2-1b.json"))
@@ -126,7 +126,7 @@ def test_the_lm_head_miss_is_the_profiled_elf_beating_the_registrys_own_standalo
 
 
 def test_the_per_call_dispatch_cost_is_the_playbooks_and_merging_saves_it_per_call():
-    from kernels.perf.host import PLAYBOOK_DISPATCH_S, host_constants
+    from npu_kernels.perf.host import PLAYBOOK_DISPATCH_S, host_constants
 
     h = host_constants()
     assert h["xrt_call_s"] >= 0 and 0 <= h["dispatch_share_s"] < FITTED["launch_s"]

@@ -6,9 +6,9 @@ import pytest
 from click.testing import CliRunner
 
 from handlers.cli.main import cli
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.perf.predict import predict
-from kernels.perf.q4nx import (
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.perf.predict import predict
+from npu_kernels.perf.q4nx import (
     Q4_BYTES_PER_WEIGHT,
     anchor_config,
     anchors,
@@ -110,8 +110,8 @@ def test_a_576_wide_model_streams_its_blocks_zero_padded_to_256_columns():
 
 
 def test_the_4_bit_kernels_stream_rate_constant_is_the_calibrated_one():
-    from kernels.perf.constants import Q4_STREAM_BPS
-    from kernels.perf.kernel_model import modelled_kernel_figures
+    from npu_kernels.perf.constants import Q4_STREAM_BPS
+    from npu_kernels.perf.kernel_model import modelled_kernel_figures
 
     assert Q4_STREAM_BPS == pytest.approx(calibration()["stream_bps"], rel=1e-3)
     row = modelled_kernel_figures("gemv_q4nx", {"M": 2048, "K": 2048})

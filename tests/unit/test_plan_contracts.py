@@ -1,13 +1,13 @@
 """One plan for every executor: Phase 1's plan decides each row's contract (tier, method) once, and the
 emulated, torch, fp32 and mlir-air executors run that plan; small-K GEMMs on bf16-out-low, the tier mlir-air's
-registry takes where the high-precision atol trips on near-zero references (kernels.thresholds cites the rows)."""
+registry takes where the high-precision atol trips on near-zero references (npu_kernels.thresholds cites the rows)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernels.model.plan import plan
-from kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
+from npu_kernels.model.plan import plan
+from npu_kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 from tests.small_configs import MODELS, model_config, phase1_rows
 
 EXECUTORS = ("emulated", "torch", "fp32", "mlir-air")
@@ -29,7 +29,7 @@ def test_every_executor_runs_the_contracts_the_plan_gives_on_mlir_air(model, mon
             assert (method, tier) == ("", "") and contract
     assert all(r.tile.legal for r in plan(config, "npu2")), "a legal NPU2 model: every planned tile is legal"
     # what the hardware path runs for each GEMM row: mlir-air's bf16_in_bf16_out harness at the plan's tier
-    from kernels.mlir_air.executor import MlirAirExecutor
+    from npu_kernels.mlir_air.executor import MlirAirExecutor
 
     monkeypatch.setenv("MLIR_AIR_DIR", str(tmp_path))
     ex = MlirAirExecutor("npu2", lock_path=str(tmp_path / "lock"))
@@ -46,7 +46,7 @@ def test_the_small_k_rows_fail_the_high_tier_beyond_the_artifact_and_pass_the_pl
     """The issue's two shapes on the emulated NPU2: high precision trips the atol on near-zero references beyond
     the atol-artifact rule (triage offers the low tier); the plan's tier passes, naming mlir-air's method."""
     from handlers.triage import triage_evidence
-    from kernels.numerics.run import run_kernel
+    from npu_kernels.numerics.run import run_kernel
     from ledger.events import KernelVerified
     from statemachine.checks import atol_artifact
 

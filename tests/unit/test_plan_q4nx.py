@@ -2,8 +2,8 @@
 
 import pytest
 
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.plan import plan
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.plan import plan
 
 
 def cfg(name):

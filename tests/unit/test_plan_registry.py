@@ -15,10 +15,10 @@ from handlers.cli.main import cli as cli_main
 from handlers.evaluator.plan_sources import plan_source_findings
 from handlers.triage import triage_evidence
 from handlers.triage.registry_check import check_fixes
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.config import ModelConfig
-from kernels.model.plan import HEURISTIC, plan
-from kernels.model.plan_record import plan_sources, replan
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.config import ModelConfig
+from npu_kernels.model.plan import HEURISTIC, plan
+from npu_kernels.model.plan_record import plan_sources, replan
 from tests.npu2_facts import NPU2_PROVENANCE
 from ledger.events import KernelVerified, PhaseStarted
 from registry.importer import IMPORT_STREAM, events_from_upstream

@@ -7,15 +7,15 @@ import pytest
 from ml_dtypes import bfloat16
 
 from benchmarks.bench_precision_lines import emulate_line, load_lines, reproducible
-from kernels.numerics.executors.emulated import EmulatedExecutor
-from kernels.numerics.harness_inputs import (
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor
+from npu_kernels.numerics.harness_inputs import (
     HarnessNotReproduced,
     digits_agreeing,
     harness_case,
     precision_stats,
     sequential_matmul_f32,
 )
-from kernels.numerics.run import run_kernel
+from npu_kernels.numerics.run import run_kernel
 
 EX = EmulatedExecutor("npu2")
 LINES = load_lines()

@@ -1,11 +1,11 @@
-"""The quantisation budget's verdict (kernels.thresholds.quant_budget_problems) and the evaluator's re-derivation
+"""The quantisation budget's verdict (npu_kernels.thresholds.quant_budget_problems) and the evaluator's re-derivation
 of a recorded budget from its rows (handlers.evaluator.quantised.check_budget)."""
 
 from __future__ import annotations
 
 from handlers.evaluator.quantised import check_budget
-from kernels.model.q4nx_budget import budget
-from kernels.thresholds import QUANT_BUDGET, quant_budget_problems
+from npu_kernels.model.q4nx_budget import budget
+from npu_kernels.thresholds import QUANT_BUDGET, quant_budget_problems
 from ledger.record import RecordedEvent
 
 

@@ -1,4 +1,4 @@
-"""A model as a Q4NX bundle (kernels.model.q4nx_bundle): `ledger quantize`'s writer read back exactly, init's
+"""A model as a Q4NX bundle (npu_kernels.model.q4nx_bundle): `ledger quantize`'s writer read back exactly, init's
 one-line refusals, the dequantised reference folder and the host dequantisation agreeing bit for bit."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 
 from handlers import deploy
 from handlers.uow import DeploymentError
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.model.faults import bundle_dequantiser
-from kernels.model.q4nx import dequantise, pack, quantise, read_bundle, unpack, write_container
-from kernels.model.q4nx_bundle import (
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.faults import bundle_dequantiser
+from npu_kernels.model.q4nx import dequantise, pack, quantise, read_bundle, unpack, write_container
+from npu_kernels.model.q4nx_bundle import (
     bundle_problem,
     dequantised_tensors,
     hf_tensors,

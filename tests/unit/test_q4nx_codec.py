@@ -1,4 +1,4 @@
-"""The Q4NX codec (kernels.model.q4nx) against bundles written byte by byte in this test from the format
+"""The Q4NX codec (npu_kernels.model.q4nx) against bundles written byte by byte in this test from the format
 description (proj_qmm_pack.py:4-9@0d63308; llama32_1b_q4nx_weights.py:56-64@5b5fc4a; qwen3_0_6b_q4nx_weights.py:
 6-16@81d902e), and reader(writer(W)) exact."""
 
@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kernels.model.q4nx import Q4nxError, dequantise, pack, quantise, read_bundle, unpack, write_container
+from npu_kernels.model.q4nx import Q4nxError, dequantise, pack, quantise, read_bundle, unpack, write_container
 
 BF16 = ml_dtypes.bfloat16
 

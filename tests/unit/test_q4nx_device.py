@@ -1,4 +1,4 @@
-"""The on-device 4-bit decode's re-quantisation (kernels.model.q4nx_device), on groups whose codes are chosen by
+"""The on-device 4-bit decode's re-quantisation (npu_kernels.model.q4nx_device), on groups whose codes are chosen by
 hand: q4nx_requant.py's `_requant_q4k` (min/max codes from float32 scale and min, numpy's round) and
 proj_qmm_pack.py's bf16 storage of scale and min."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.model.q4nx import to_bf16
-from kernels.model.q4nx_device import DecodeWeights, decode_tensors, requantise, requantised_fp32
+from npu_kernels.model.q4nx import to_bf16
+from npu_kernels.model.q4nx_device import DecodeWeights, decode_tensors, requantise, requantised_fp32
 
 
 def test_a_group_on_an_exact_16_level_grid_requantises_to_its_own_codes():

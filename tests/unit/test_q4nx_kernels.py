@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from kernels.numerics.bf16 import to_bf16
-from kernels.numerics.catalog import get_spec
-from kernels.numerics.executors import make_executor
-from kernels.numerics.executors.emulated_q4 import dequant_q4nx, gemv_q4nx, reduce_add_32
-from kernels.numerics.run import run_kernel
-from kernels.numerics.spec import ShapeError
+from npu_kernels.numerics.bf16 import to_bf16
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.executors import make_executor
+from npu_kernels.numerics.executors.emulated_q4 import dequant_q4nx, gemv_q4nx, reduce_add_32
+from npu_kernels.numerics.run import run_kernel
+from npu_kernels.numerics.spec import ShapeError
 
 EX = make_executor("emulated")
 FP32 = make_executor("fp32")

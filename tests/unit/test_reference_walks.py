@@ -1,4 +1,4 @@
-"""Recorded walks of npu-ledger's HF reference (kernels.model.reference_walks): a walk read from the store is the
+"""Recorded walks of npu-ledger's HF reference (npu_kernels.model.reference_walks): a walk read from the store is the
 walk the reference gives, bit for bit; the store is keyed by everything the walk is a function of; a torn entry
 is recomputed; a replay refuses inputs it did not record."""
 
@@ -9,8 +9,8 @@ import shutil
 import numpy as np
 import pytest
 
-from kernels.model.hf_reference import HfRunner
-from kernels.model.reference_walks import Replay, ReplayMismatch, record, reference_identity, reference_walks, walk_key
+from npu_kernels.model.hf_reference import HfRunner
+from npu_kernels.model.reference_walks import Replay, ReplayMismatch, record, reference_identity, reference_walks, walk_key
 
 PROMPTS = [[1, 17, 42, 99, 7], [1, 5, 300, 12]]
 STEPS = 6
@@ -89,7 +89,7 @@ def test_a_replay_refuses_another_prompt_token_or_position(tiny_reference):
 
 
 def test_a_stored_prefill_holds_every_layer_output_bit_for_bit(tiny_llama, tiny_reference, tmp_path):
-    from kernels.model.reference_walks import reference_prefill
+    from npu_kernels.model.reference_walks import reference_prefill
 
     direct = tiny_reference.prefill(np.asarray(PROMPTS[0], np.int64))
     calls: list[int] = []

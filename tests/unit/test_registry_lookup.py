@@ -104,8 +104,8 @@ def test_lookup_without_a_tier_and_plan_agree_on_the_tier_of_a_shape(tmp_path):
     """Issue #40: `registry lookup gemm 2048 576 576` suggested bf16-out-high where `plan` runs the shape on the low
     tier. Without --precision the lookup asks what the plan asks (registry.lookup.planned_tiers): an unmeasured
     K < 1024 shape names bf16-out-low, a shape measured on the high tier only answers high, as the plan takes it."""
-    from kernels.model.config import ModelConfig
-    from kernels.model.plan import plan
+    from npu_kernels.model.config import ModelConfig
+    from npu_kernels.model.plan import plan
     from registry.lookup import PlanningRegistry
 
     cfg = ModelConfig(n_layers=1, emb_dim=576, n_heads=9, n_kv_heads=3, head_dim=64, hidden_dim=1536, vocab_size=49152)

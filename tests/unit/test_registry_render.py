@@ -95,7 +95,7 @@ def test_non_finite_numbers_render_without_breaking_json():
         ("deployment:a", kv(shape={"M": 64, "K": 64, "N": 64}, mean_rel_L1=float("inf"), gflops=1, method="drain")),
     ]))
     doc = json.loads(files["kernel_registry/details/GEMM_bf16_in_bf16_out.json"])
-    # a PASS whose mean_rel_L1 is infinite is implausible (kernels.perf.evidence.check_stored_row): never listed
+    # a PASS whose mean_rel_L1 is infinite is implausible (npu_kernels.perf.evidence.check_stored_row): never listed
     assert doc["shapes"] == []
     md = files["kernel_registry/details/GEMM_bf16_in_bf16_out.md"].decode()
     assert "| nan |" in md and "| inf |" in md and "refused: implausible" in md

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kernels.mlir_air.checkout import ROOT
-from kernels.mlir_air.scaffold import scaffold
-from kernels.mlir_air.twin import write_twin
-from kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.mlir_air.checkout import ROOT
+from npu_kernels.mlir_air.scaffold import scaffold
+from npu_kernels.mlir_air.twin import write_twin
+from npu_kernels.model.architecture import load_raw_config, resolve
 
 # an absolute path: "/" then a name, not preceded by a character that makes it part of a relative path, a URL
 # or a make/shell expression; mlir-air's NPU lock file is the one absolute path every machine shares

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from kernels.mlir_air.checkout import ROOT
-from kernels.mlir_air.model_profile import parse_model_profile
-from kernels.mlir_air.scaffold import scaffold, stated_switches
-from kernels.mlir_air.twin import write_twin
-from kernels.model.architecture import load_raw_config, resolve
-from kernels.perf.dispatch import dispatch_plan
-from kernels.perf.figures import npu2_figures
-from kernels.perf.predict import predict
+from npu_kernels.mlir_air.checkout import ROOT
+from npu_kernels.mlir_air.model_profile import parse_model_profile
+from npu_kernels.mlir_air.scaffold import scaffold, stated_switches
+from npu_kernels.mlir_air.twin import write_twin
+from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.perf.dispatch import dispatch_plan
+from npu_kernels.perf.figures import npu2_figures
+from npu_kernels.perf.predict import predict
 
 OFF = {"fusion": False, "weight_residency": False, "intermediate_bos": False, "seq_first": False}
 
@@ -111,7 +111,7 @@ def test_architecture_states_the_switches_it_was_given_and_lays_the_elfs_out_und
 
 
 def test_make_profile_prints_what_the_mlir_air_backend_reads_through_the_nightlys_parser(model_dir, tiny_llama):
-    """kernels.backends.mlir_air takes Phases 4-6's figures from `make profile` through model_profile: the
+    """npu_kernels.backends.mlir_air takes Phases 4-6's figures from `make profile` through model_profile: the
     End-to-end lines (no LM head) where printed; on the stand-in they are the modelled NPU2 figures."""
     done = _make(model_dir, tiny_llama, "profile", "N_TOKENS=2")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -146,7 +146,7 @@ def test_the_architecture_page_follows_the_ledgers_switches_unless_the_engineer_
     """Issue #40 item 2: ARCHITECTURE.md said every switch was off after Phases 4-5 turned them on; it is re-rendered
     when the switches the ledger records change (handlers.scaffold_sync calls refresh_architecture after every
     recording command), and a page the engineer edited is left alone."""
-    from kernels.mlir_air.architecture_page import refresh_architecture
+    from npu_kernels.mlir_air.architecture_page import refresh_architecture
 
     twin = write_twin(tmp_path / "mlir-air")
     config = resolve(load_raw_config(tiny_llama))

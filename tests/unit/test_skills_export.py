@@ -1,4 +1,4 @@
-"""`ledger skills export`: SKILL.md files generated from the lifecycle and kernels/thresholds.py."""
+"""`ledger skills export`: SKILL.md files generated from the lifecycle and npu_kernels/thresholds.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from handlers.bootstrap import configure_logging
 from handlers.cli import cli
-from kernels import thresholds
+from npu_kernels import thresholds
 from statemachine.phases import Phase
 
 

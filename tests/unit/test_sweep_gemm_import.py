@@ -13,7 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
-from kernels.model.plan import HEURISTIC
+from npu_kernels.model.plan import HEURISTIC
 from registry.importer_sweep_gemm import events_from_sweep_gemm, is_sweep_gemm
 from tests.e2e.cli import in_process
 

@@ -1,4 +1,4 @@
-"""The thresholds live in one module (`kernels.thresholds`) that the gates, their predicates, the evaluator and
+"""The thresholds live in one module (`npu_kernels.thresholds`) that the gates, their predicates, the evaluator and
 the triage rules all import."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 import handlers.evaluator.audit as audit
 import statemachine.predicates as predicates
-from kernels import thresholds
-from kernels.numerics.catalog import KERNELS, get_spec
+from npu_kernels import thresholds
+from npu_kernels.numerics.catalog import KERNELS, get_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,17 +4,17 @@
 directory whose lit file REQUIRES peano_ge22 (gemma4_e2b_q4nx@887fa82). `ledger doctor` and the mlir-air preflight
 refuse a twin below the floor in one line naming it; every mlir-air row records the versions beside the toolchain
 hashes. The issue asked that a 21.x twin be refused: mlir-air's own nightly runs 21.x (module docstring of
-kernels.mlir_air.toolchain_floor), so 21.x passes the general floor and is refused only for a model that requires 22."""
+npu_kernels.mlir_air.toolchain_floor), so 21.x passes the general floor and is refused only for a model that requires 22."""
 
 from __future__ import annotations
 
 import json
 
 from handlers.doctor import preflight
-from kernels.mlir_air.toolchain_floor import (FLOORS, TWIN_PEANO, floor_refusal, known_bad, mlir_aie_hash,
+from npu_kernels.mlir_air.toolchain_floor import (FLOORS, TWIN_PEANO, floor_refusal, known_bad, mlir_aie_hash,
                                               peano_version)
-from kernels.mlir_air.twin import write_twin
-from kernels.toolchain import current_toolchain, toolchain_label
+from npu_kernels.mlir_air.twin import write_twin
+from npu_kernels.toolchain import current_toolchain, toolchain_label
 from tests.e2e.cli import in_process
 
 OLD_PEANO = "20.0.0.2026010101+0123abcd"  # below the floor: no mlir-air CI at the contract's commit used a Peano 20

@@ -1,13 +1,13 @@
-"""Toolchain provenance (kernels.toolchain), the stand-ins (kernels.numerics.executors.standin) and the per-toolchain
+"""Toolchain provenance (npu_kernels.toolchain), the stand-ins (npu_kernels.numerics.executors.standin) and the per-toolchain
 history projection (registry.perf_history)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernels.numerics.executors.standin import FAULT_GAIN, FaultyEmulated, StandinError, StandinFault
-from kernels.numerics.run import run_kernel
-from kernels.toolchain import current_toolchain, toolchain_changes, toolchain_label
+from npu_kernels.numerics.executors.standin import FAULT_GAIN, FaultyEmulated, StandinError, StandinFault
+from npu_kernels.numerics.run import run_kernel
+from npu_kernels.toolchain import current_toolchain, toolchain_changes, toolchain_label
 from ledger.events import BlockerRaised, KernelVerified, PerformanceMeasured, TokenGateChecked
 from registry.perf_history import FILE_MD, FILE_PNG, fold_history, project_history
 from registry.synthetic import record

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.numerics.bf16 import is_bf16
-from kernels.numerics.catalog import KERNELS, get_spec
-from kernels.numerics.executors import make_executor
-from kernels.numerics.executors.torch_exec import TorchExecutor
-from kernels.numerics.run import run_kernel
+from npu_kernels.numerics.bf16 import is_bf16
+from npu_kernels.numerics.catalog import KERNELS, get_spec
+from npu_kernels.numerics.executors import make_executor
+from npu_kernels.numerics.executors.torch_exec import TorchExecutor
+from npu_kernels.numerics.run import run_kernel
 
 EX = TorchExecutor("npu2", device="cpu")
 

@@ -120,8 +120,8 @@ def test_each_known_failure_ranks_its_rule_first(rule_id, text, evidence):
 
 
 def test_every_hard_rule_of_the_tile_planner_has_a_triage_rule():
-    """kernels/numerics/tiles.py's rules, every kernel: each is named by some rule's `tile_rule_broken` predicate."""
-    from kernels.numerics.tiles import kernel_rules as _rules
+    """npu_kernels/numerics/tiles.py's rules, every kernel: each is named by some rule's `tile_rule_broken` predicate."""
+    from npu_kernels.numerics.tiles import kernel_rules as _rules
 
     planner = {name for k in ("gemm", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
                               "silu_mul", "gelu") for name, _, _ in _rules(k, "npu2")}

@@ -6,12 +6,12 @@ import io
 import numpy as np
 import pytest
 
-from kernels.mlir_air.contract import check_checkout
-from kernels.mlir_air.table import load_harness_table, render_command
-from kernels.mlir_air.transcript import parse_harness_transcript
-from kernels.mlir_air.twin import harness, write_twin
-from kernels.numerics.bf16 import to_bf16
-from kernels.numerics.harness_inputs import harness_case
+from npu_kernels.mlir_air.contract import check_checkout
+from npu_kernels.mlir_air.table import load_harness_table, render_command
+from npu_kernels.mlir_air.transcript import parse_harness_transcript
+from npu_kernels.mlir_air.twin import harness, write_twin
+from npu_kernels.numerics.bf16 import to_bf16
+from npu_kernels.numerics.harness_inputs import harness_case
 
 
 def run(argv):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.mlir_air.twin.stand_in import encode_prompt
-from kernels.model.hf_reference import load_tokenizer
+from npu_kernels.mlir_air.twin.stand_in import encode_prompt
+from npu_kernels.model.hf_reference import load_tokenizer
 
 PROMPTS = ("The history of computing is a story of machines that became smaller, faster and cheaper.",
            "What is the capital of France?", "  leading spaces, tabs\tand a newline\n", "naïve café — 東京 🚀", "")
@@ -26,7 +26,7 @@ def test_the_stand_ins_tokenizer_decodes_as_the_autotokenizer(which, request):
     `agreed_prefix_text`): the same strings AutoTokenizer's decode gives, special tokens and byte pieces included."""
     import numpy as np
 
-    from kernels.mlir_air.twin.stand_in import FastTokenizer, stand_in_tokenizer
+    from npu_kernels.mlir_air.twin.stand_in import FastTokenizer, stand_in_tokenizer
 
     folder = request.getfixturevalue(which)
     tok, fast = load_tokenizer(folder), stand_in_tokenizer(folder)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.model.host_ops import host_decode_attention
-from kernels.numerics.bf16 import to_bf16
-from kernels.numerics.executors.base import Fp32Executor
-from kernels.numerics.executors.emulated import EmulatedExecutor
-from kernels.numerics.executors.torch_exec import TorchExecutor
-from kernels.numerics.references import attention_reference
+from npu_kernels.model.host_ops import host_decode_attention
+from npu_kernels.numerics.bf16 import to_bf16
+from npu_kernels.numerics.executors.base import Fp32Executor
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor
+from npu_kernels.numerics.executors.torch_exec import TorchExecutor
+from npu_kernels.numerics.references import attention_reference
 
 RNG = np.random.default_rng(7)
 Q, K, V = (to_bf16(RNG.standard_normal(s).astype(np.float32)) for s in ((4, 128, 64), (2, 128, 64), (2, 128, 64)))

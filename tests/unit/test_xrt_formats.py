@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kernels.mlir_air.profile import parse_profile_output
-from kernels.mlir_air.output import TranscriptError
-from kernels.mlir_air.transcript import parse_harness_transcript
+from npu_kernels.mlir_air.profile import parse_profile_output
+from npu_kernels.mlir_air.output import TranscriptError
+from npu_kernels.mlir_air.transcript import parse_harness_transcript
 from ledger.events import KernelVerified
 from statemachine.checks import atol_artifact
 

@@ -1,0 +1,133 @@
+"""The NPU lock, harness subprocesses and toolchain/device probes of the mlir-air path.
+
+`npu_lock` is `flock(2)` on /tmp/mlir-air-npu.lock, the lock mlir-air's Makefiles take; `run_command` runs a
+harness in its own process group and kills the group on timeout, keeping the partial transcript.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from npu_kernels.mlir_air.checkout import is_twin
+from npu_kernels.mlir_air.contract import CONTRACT_VERSION
+from npu_kernels.mlir_air.table import HarnessError
+from npu_kernels.mlir_air.toolchain_floor import toolchain_versions
+
+DEFAULT_LOCK_PATH = "/tmp/mlir-air-npu.lock"
+
+
+class NpuLockTimeout(HarnessError):
+    """Raised when the NPU lock is still held by another process after the lock timeout."""
+
+
+class HarnessTimeout(HarnessError):
+    """Raised when a harness command runs past its timeout; `transcript` holds what it printed so far."""
+
+    def __init__(self, message: str, command: str, transcript: str) -> None:
+        super().__init__(message)
+        self.command = command
+        self.transcript = transcript
+
+
+@contextmanager
+def npu_lock(path: str = DEFAULT_LOCK_PATH, timeout_s: float = 1800.0, poll_s: float = 0.05) -> Iterator[float]:
+    """Hold an exclusive `flock` on `path` (created if missing); yields the seconds spent waiting.
+
+    Compatible with `flock -x /tmp/mlir-air-npu.lock ...`: both use flock(2). The descriptor is not
+    inherited by child processes, and closing it releases the lock."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        fd = os.open(path, os.O_RDONLY)  # someone else's lock file: flock works on a read-only descriptor
+    t0 = time.monotonic()
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - t0 >= timeout_s:
+                    raise NpuLockTimeout(
+                        f"could not take the NPU lock {path} within {timeout_s:g} s: another process holds it "
+                        "(an NPU run under `flock` on the same file)."
+                    ) from None
+                time.sleep(poll_s)
+        yield time.monotonic() - t0
+    finally:
+        os.close(fd)
+
+
+def run_command(command: str, timeout_s: float, cwd: str | None = None) -> tuple[int, str]:
+    """Run `command` with /bin/sh in its own process group; return (exit status, stdout+stderr text).
+    On timeout the whole group is killed and `HarnessTimeout` carries the partial output."""
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, _ = proc.communicate()
+        text = out.decode("utf-8", errors="replace")
+        raise HarnessTimeout(f"`{command}` timed out after {timeout_s:g} s and was killed.", command, text) from None
+    return proc.returncode, out.decode("utf-8", errors="replace")
+
+
+def first_output_line(argv: list[str], timeout_s: float = 10.0) -> str | None:
+    """The first non-blank line a tool prints (stdout, then stderr), or None when it is missing, fails or
+    times out: how a tool's version is probed."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if r.returncode != 0:
+        return None
+    for line in (r.stdout + r.stderr).splitlines():
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def probe_toolchain(mlir_air_dir: str | None) -> dict[str, str | None]:
+    """Best-effort toolchain versions; a tool that is missing or fails is recorded as None (absent)."""
+    return {
+        "mlir_air_commit": first_output_line(["git", "-C", mlir_air_dir, "rev-parse", "HEAD"]) if mlir_air_dir else None,
+        "mlir_air_contract": str(CONTRACT_VERSION),  # the formats the tool reads the checkout by (contract.toml)
+        "aie_opt": first_output_line(["aie-opt", "--version"]),
+        "air_opt": first_output_line(["air-opt", "--version"]),
+        "xrt_smi": first_output_line(["xrt-smi", "--version"]),
+        # a `ledger twin` checkout says so (its marker file): every figure run there is a stand-in rehearsal
+        "standin": "ledger twin" if is_twin(mlir_air_dir) else None,
+        # the versions mlir-air's nightly records (llvm_aie_version = Peano, mlir_aie_hash), checked against the
+        # contract's floor (npu_kernels.mlir_air.toolchain_floor)
+        **toolchain_versions(mlir_air_dir),
+    }
+
+
+def probe_device() -> str | None:
+    """The NPU's name from pyxrt (device 0), or None when pyxrt is missing or the query fails."""
+    try:
+        import pyxrt  # type: ignore[import-not-found]
+    except Exception:
+        return None
+    try:
+        return str(pyxrt.device(0).get_info(pyxrt.xrt_info_device.name))
+    except Exception:
+        return None

@@ -1,0 +1,254 @@
+"""`ledger twin DIR`: a stand-in for an mlir-air checkout, so the hardware workflow runs on a CPU.
+
+`write_twin(dir)` writes a directory shaped like Xilinx/mlir-air: `programming_examples/<dir>/` for every
+harness directory `npu_kernels/mlir_air/harnesses.toml` uses, each with a Makefile taking the variables (and
+defaults) of mlir-air's own Makefile and forwarding them as the same flags (mlir_air_contract.md §1, each
+cited in the generated Makefile), `programming_examples/weighted_rms_norm/weighted_rms_norm.py` (the table
+calls that script directly), `programming_examples/layer_norm/layer_norm.py` (likewise), `programming_examples/llms/verify/verify_runner.py` with the part of mlir-air's
+CLI the model Makefiles use, `programming_examples/llms/bench/sweep_prefill.py` (mlir-air's prefill sweep CLI
+and lines over a model directory's `make profile-prefill CTX=L`, npu_kernels.mlir_air.twin.sweep_prefill),
+`programming_examples/llms/bench/sweep_decode_runtime.py` (the runtime-context decode sweep over `make
+profile-decode CONTEXTS=...`, npu_kernels.mlir_air.twin.sweep_decode_runtime), `toolchain.json` (the toolchain the
+twin stands for, in the keys mlir-air's nightly records: llvm_aie_version, npu_kernels.mlir_air.toolchain_floor),
+`programming_examples/llms/verify/prompts/{instruct,base}.txt` (npu-ledger's
+own prompt sets, one per line, written here - mlir-air's prompts are never copied), a README saying the
+latency figures are modelled, and a git repository with one commit (the "mlir-air commit" the tool records).
+
+Every script calls back into npu-ledger with the interpreter recorded in the generated files
+(`python -m npu_kernels.mlir_air.twin.harness KIND ...`), computed by the emulated executor.
+Fault switch: `twin-faults.txt` in DIR (one harness KIND per line, optionally `KIND: compiler error text`)
+or env NPU_LEDGER_TWIN_FAULTS makes that harness fail to compile (see `npu_kernels.mlir_air.twin.harness`).
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from npu_kernels.mlir_air.checkout import MARKER, ROOT, is_twin  # noqa: F401 (is_twin: part of the twin's API)
+from npu_kernels.mlir_air.toolchain_floor import TWIN_PEANO, write_twin_toolchain
+from npu_kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS
+
+# (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets)
+# Defaults and forwarding follow the cited mlir-air Makefiles at e972f29.
+HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
+    ("matrix_multiplication/bf16_in_bf16_out", "gemm",
+     # Makefile:15-29 (vars), :60-65 (run)
+     "TILE_M ?= 64\nTILE_K_L2 ?= 256\nTILE_K_L1 ?= 32\nTILE_N ?= 128\nHERD_M ?= 8\nHERD_N ?= 4\n"
+     "M ?= 2048\nK ?= 8192\nN ?= 2048\nHIGH_PRECISION ?= true\nMETHOD ?= auto\nAIE_TARGET ?= aie2p\n"
+     "COMPILE_MODE ?= compile-and-run\nPERF_ITERS ?= 20\n",
+     "--m $(M) --k $(K) --n $(N) --tile-m $(TILE_M) --tile-k-l2 $(TILE_K_L2) --tile-k-l1 $(TILE_K_L1) "
+     "--tile-n $(TILE_N) --herd-m $(HERD_M) --herd-n $(HERD_N) --high-precision $(HIGH_PRECISION) "
+     "--method $(METHOD) --arch $(AIE_TARGET) --compile-mode $(COMPILE_MODE) --perf-iters $(PERF_ITERS)", ""),
+    ("matrix_multiplication/bf16_in_fp32_out", "gemm_f32",
+     # Makefile:13-27 (vars), :57-61 (run)
+     "TILE_M ?= 64\nTILE_K_L2 ?= 256\nTILE_K_L1 ?= 32\nTILE_N ?= 128\nHERD_M ?= 8\nHERD_N ?= 4\n"
+     "M ?= 2048\nK ?= 8192\nN ?= 2048\nCODEGEN ?= external\nAIE_TARGET ?= aie2p\n"
+     "COMPILE_MODE ?= compile-and-run\nPERF_ITERS ?= 20\n",
+     "--codegen $(CODEGEN) --m $(M) --k $(K) --n $(N) --tile-m $(TILE_M) --tile-k-l2 $(TILE_K_L2) "
+     "--tile-k-l1 $(TILE_K_L1) --tile-n $(TILE_N) --herd-m $(HERD_M) --herd-n $(HERD_N) --arch $(AIE_TARGET) "
+     "--compile-mode $(COMPILE_MODE) --perf-iters $(PERF_ITERS)", ""),
+    ("matrix_vector_multiplication/bf16", "gemv",
+     # Makefile:17,29,40-49 (vars), :57 (run: no PERF_ITERS), :59-61 (profile: test.exe timer)
+     "OUTPUT_FORMAT ?= xclbin\nAIE_TARGET ?= aie2p\nM ?= 2048\nK ?= 8192\nTILE_M ?= 4\nM_INPUT ?= 1\n"
+     "HERD_M ?= 4\nifdef TILE_M_L2\nTILE_M := $(TILE_M_L2)\nendif\n",
+     "--m $(M) --k $(K) --tile-m $(TILE_M) --m-input $(M_INPUT) --herd-m $(HERD_M) "
+     "--output-format $(OUTPUT_FORMAT)",
+     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) gemv --compile-mode compile-and-xclbin "
+     "--m $(M) --k $(K) --tile-m $(TILE_M) --m-input $(M_INPUT) --herd-m $(HERD_M) && "
+     "$(TWIN) profile gemv --M $(M) --K $(K)\n"),
+    ("weighted_rms_norm", "rmsnorm",
+     # Makefile:8-27 (vars), :37 (run forwards only --output-format --herd-x), :47 (profile)
+     "AIE_TARGET ?= aie2p\nHERD_X ?= 8\nOUTPUT_FORMAT ?= xclbin\nITERATIONS ?= 5\n",
+     "--output-format $(OUTPUT_FORMAT) --herd-x $(HERD_X)",
+     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) rmsnorm --output-format $(OUTPUT_FORMAT) "
+     "--herd-x $(HERD_X) --profile --iterations $(ITERATIONS)\n"),
+    ("layer_norm", "layernorm",
+     # Makefile:11-34 (vars), :44 (run)
+     "AIE_TARGET ?= aie2p\nHERD_X ?= 8\nM ?= 1024\nN ?= 768\nOUTPUT_FORMAT ?= xclbin\n",
+     "--output-format $(OUTPUT_FORMAT) --M $(M) --N $(N) --herd-x $(HERD_X)", ""),
+    ("rope_halfsplit", "rope",
+     # Makefile:16-24 (vars), :42-47 (run), :50-56 (profile = run + --perf-iters)
+     "OUTPUT_FORMAT ?= xclbin\nROWS ?= 65536\nHEAD_DIM ?= 64\nHERD_X ?= 8\nHERD_Y ?= 1\nITERATIONS ?= 30\n",
+     "--output-format $(OUTPUT_FORMAT) --rows $(ROWS) --head-dim $(HEAD_DIM) --herd-x $(HERD_X) --herd-y $(HERD_Y)",
+     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) rope --output-format $(OUTPUT_FORMAT) "
+     "--rows $(ROWS) --head-dim $(HEAD_DIM) --herd-x $(HERD_X) --herd-y $(HERD_Y) --perf-iters $(ITERATIONS)\n"),
+    ("flash_attention/kernel_fusion_based", "flash_attention",
+     # Makefile:9-22 (vars), :55 (run, EXTRA_PY_FLAGS appended), :59-64 (profile: ELF timer, no NUM_KV_HEADS)
+     "SCRIPT ?= attn_npu2.py\nLK ?= 512\nLKP ?= 64\nLQ ?= 512\nLQP ?= 256\nDK ?= 64\nDV ?= 64\n"
+     "NUM_HEADS ?= 2\nNUM_KV_HEADS ?= $(NUM_HEADS)\nNUM_Q_TILES ?= 4\nEXTRA_PY_FLAGS ?=\n",
+     "--lk $(LK) --lkp $(LKP) --lq $(LQ) --lqp $(LQP) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS) "
+     "--num-kv-heads $(NUM_KV_HEADS) $(EXTRA_PY_FLAGS)",
+     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) flash_attention --compile-mode compile-only "
+     "--lk $(LK) --lkp $(LKP) --lq $(LQ) --lqp $(LQP) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS) && "
+     "$(TWIN) profile flash_attention --lq $(LQ) --lk $(LK) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS)\n"),
+    ("eltwise_add", "eltwise_add",
+     # Makefile:15-42 (vars, PY_FLAGS), :55-59 (run + --perf-iters), :64-69 (profile)
+     "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nSHAPE ?= 1024 1024\nDTYPE ?= bf16\nTILE ?=\nVECTOR_SIZE ?=\n"
+     "PERF_ITERS ?= 0\nTARGET ?= auto\n",
+     "--shape $(SHAPE) --dtype $(DTYPE) $(if $(TILE),--tile $(TILE)) $(if $(VECTOR_SIZE),--vector-size "
+     "$(VECTOR_SIZE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)",
+     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) eltwise_add --shape $(SHAPE) --compile-only "
+     "$(if $(TILE),--tile $(TILE)) && $(TWIN) profile eltwise_add --S $$(echo $(SHAPE) | awk '{n=1; for(i=1;i<=NF;i++) n*=$$i; print n}')\n"),
+    ("silu_and_mul", "silu_mul",
+     # Makefile:16-24 (vars), :42-46 (run), :49-54 (profile = run + --perf-iters)
+     "OUTPUT_FORMAT ?= xclbin\nN ?= 16777216\nTILE_N ?= 4096\nHERD_X ?= 8\nHERD_Y ?= 1\nITERATIONS ?= 30\n",
+     "--output-format $(OUTPUT_FORMAT) --n $(N) --tile-n $(TILE_N) --herd-x $(HERD_X) --herd-y $(HERD_Y)",
+     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) silu_mul --output-format $(OUTPUT_FORMAT) "
+     "--n $(N) --tile-n $(TILE_N) --herd-x $(HERD_X) --herd-y $(HERD_Y) --perf-iters $(ITERATIONS)\n"),
+    ("gelu", "gelu",
+     # Makefile:15-35 (vars, PY_FLAGS), :45-49 (run + --perf-iters)
+     "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nN ?= 65536\nTILE_N ?= 1024\nVECTOR_SIZE ?=\nHERD_SHAPE ?=\n"
+     "PERF_ITERS ?= 0\nTARGET ?= auto\n",
+     "--n $(N) --tile-n $(TILE_N) $(if $(VECTOR_SIZE),--vector-size $(VECTOR_SIZE)) $(if $(HERD_SHAPE),--herd-shape "
+     "$(HERD_SHAPE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)", ""),
+    # LFM2's short-convolution kernels, later than e972f29: eltwise_mul/Makefile at e0eee76d (vars, PY_FLAGS, run +
+    # --perf-iters; its test.exe profile target is not stood in); conv1d_depthwise/Makefile at 73a1160 (vars; run
+    # appends $(EXTRA); profile = run's flags + --perf-iters $(ITERATIONS))
+    ("eltwise_mul", "eltwise_mul",
+     "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nSHAPE ?= 1024 1024\nDTYPE ?= bf16\nTILE ?=\nVECTOR_SIZE ?=\n"
+     "PERF_ITERS ?= 0\nTARGET ?= auto\n",
+     "--shape $(SHAPE) --dtype $(DTYPE) $(if $(TILE),--tile $(TILE)) $(if $(VECTOR_SIZE),--vector-size "
+     "$(VECTOR_SIZE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)", ""),
+    ("conv1d_depthwise", "conv1d",
+     "OUTPUT_FORMAT ?= xclbin\nSEQ ?= 2048\nCHANNELS ?= 2048\nTILE_S ?= 32\nHERD_X ?= 8\nHERD_Y ?= 1\n"
+     "ITERATIONS ?= 30\nEXTRA ?=\n",
+     "--output-format $(OUTPUT_FORMAT) --seq $(SEQ) --channels $(CHANNELS) --tile-s $(TILE_S) --herd-x $(HERD_X) "
+     "--herd-y $(HERD_Y) $(EXTRA)",
+     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) conv1d --output-format $(OUTPUT_FORMAT) "
+     "--seq $(SEQ) --channels $(CHANNELS) --tile-s $(TILE_S) --herd-x $(HERD_X) --herd-y $(HERD_Y) "
+     "--perf-iters $(ITERATIONS)\n"),
+]
+
+
+def interpreter_line(root: Path) -> str:
+    """The command every twin script runs: this interpreter, npu-ledger on PYTHONPATH, the twin root named."""
+    return (f"PYTHONPATH={shlex.quote(str(ROOT))} NPU_LEDGER_TWIN_ROOT={shlex.quote(str(root))} "
+            f"{shlex.quote(sys.executable)} -m npu_kernels.mlir_air.twin.harness")
+
+
+def _makefile(rel: str, kind: str, variables: str, flags: str, extra: str, twin: str) -> str:
+    build = "BUILD_DIR := build_peano\n" if kind in ("rope", "silu_mul", "conv1d") else \
+        "ifdef PEANO_INSTALL_DIR\nBUILD_DIR := build_peano\nelse\nBUILD_DIR := build_chess\nendif\n"
+    return (f"# npu-ledger twin of mlir-air programming_examples/{rel}/Makefile: same variables, same flags;\n"
+            f"# computed by npu-ledger's emulated executor, latency from the NPU2 performance model (modelled).\n"
+            f"srcdir := $(shell dirname $(realpath $(firstword $(MAKEFILE_LIST))))\n"
+            f"TWIN := {twin}\n{build}{variables}\n"
+            f".PHONY: all run profile clean\nall: run\n\n"
+            f"run:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) {kind} {flags}\n\n"
+            f"{extra}\nclean:\n\trm -rf $(srcdir)/build_peano $(srcdir)/build_chess\n")
+
+
+README = """# npu-ledger twin of an mlir-air checkout
+
+Written by `ledger twin`. Shaped like Xilinx/mlir-air: the harness directories npu-ledger's harness table
+uses, `programming_examples/llms/verify/verify_runner.py`, and model directories written by `ledger scaffold`.
+Every Makefile takes mlir-air's variables and forwards them as mlir-air's flags; every script prints what
+mlir-air prints. What differs:
+
+* the numbers are computed by npu-ledger's **emulated** NPU2 executor, not by an NPU;
+* every latency / throughput / TTFT / tokens-per-second figure is **modelled** (npu-ledger's NPU2
+  performance model, `npu_kernels.perf`), printed in mlir-air's own line format so its parsers read it;
+* the prompts under `programming_examples/llms/verify/prompts/` are npu-ledger's own prompt sets;
+* the diagnosis report's rows carry an extra `npu_ledger` key (the whole-tensor cosine); the verify report
+  holds mlir-air's keys only (npu-ledger's teacher-forced walk is each model directory's `make verify-walk`).
+
+Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
+eltwise_add, silu_mul, gelu, dequant_q4nx, eltwise_mul, conv1d) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
+NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `profile-prefill@L: CAUSE` (or
+`profile-decode@C: CAUSE`) makes a model directory's prefill at padded length L (decode at context C) fail with
+that cause (no_registry_shape, bd_exhaustion, method_tile_mismatch, stitcher_mixed_tile_m, device_fail,
+xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), printed as mlir-air's sweeps read it.
+
+Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
+--peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
+"""
+
+
+def _verify_runner_script() -> str:
+    return ("#!/usr/bin/env python3\n"
+            "# npu-ledger twin of mlir-air programming_examples/llms/verify/verify_runner.py (its CLI, report schema\n"
+            "# and [verify] lines); the work is npu-ledger's npu_kernels.mlir_air.twin.verify_runner.\n"
+            "import os, sys\n"
+            f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
+            "env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''),\n"
+            "           NPU_LEDGER_VERIFY_DIR=os.path.dirname(os.path.abspath(__file__)))\n"
+            "os.execve(PY, [PY, '-m', 'npu_kernels.mlir_air.twin.verify_runner', *sys.argv[1:]], env)\n")
+
+
+def _bench_script(name: str, module: str) -> str:
+    return ("#!/usr/bin/env python3\n"
+            f"# npu-ledger twin of mlir-air programming_examples/llms/bench/{name}.py (its CLI, lines and --out\n"
+            f"# record); the work is npu-ledger's {module}.\n"
+            "import os, sys\n"
+            f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
+            "env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))\n"
+            f"os.execve(PY, [PY, '-m', {module!r}, *sys.argv[1:]], env)\n")
+
+
+def _script(kind: str, root: Path) -> str:
+    return ("#!/usr/bin/env python3\n"
+            f"# npu-ledger twin of an mlir-air harness script ({kind}); runs npu_kernels.mlir_air.twin.harness.\n"
+            "import os, sys\n"
+            f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
+            f"env = dict(os.environ, PYTHONPATH=ROOT, NPU_LEDGER_TWIN_ROOT={str(root)!r})\n"
+            f"os.execve(PY, [PY, '-m', 'npu_kernels.mlir_air.twin.harness', {kind!r}, *sys.argv[1:]], env)\n")
+
+
+def write_twin(directory: str | Path, peano: str = TWIN_PEANO) -> Path:
+    """Write the twin into `directory` (created; an existing twin is rewritten, anything else refused); `peano` is
+    the llvm-aie version its toolchain record says (npu_kernels.mlir_air.toolchain_floor.TWIN_TOOLCHAIN)."""
+
+    root = Path(directory).expanduser().resolve()
+    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
+        raise FileExistsError(f"{root} exists and is not an npu-ledger twin: give an empty or new directory")
+    pe = root / "programming_examples"
+    twin = interpreter_line(root)
+    for rel, kind, variables, flags, extra in HARNESS_DIRS:
+        d = pe / rel
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "Makefile").write_text(_makefile(rel, kind, variables, flags, extra, twin))
+    rms = pe / "weighted_rms_norm" / "weighted_rms_norm.py"
+    rms.write_text(_script("rmsnorm", root))
+    rms.chmod(0o755)
+    ln = pe / "layer_norm" / "layer_norm.py"
+    ln.write_text(_script("layernorm", root))
+    ln.chmod(0o755)
+    q4 = pe / "llms" / "llama32_1b_q4nx"  # dequant_q4nx.py (@0d63308, later than e972f29): run directly, no Makefile rule
+    q4.mkdir(parents=True, exist_ok=True)
+    (q4 / "dequant_q4nx.py").write_text(_script("dequant_q4nx", root))
+    (q4 / "dequant_q4nx.py").chmod(0o755)
+    verify = pe / "llms" / "verify"
+    (verify / "prompts").mkdir(parents=True, exist_ok=True)
+    runner = verify / "verify_runner.py"
+    runner.write_text(_verify_runner_script())
+    runner.chmod(0o755)
+    for name, prompts in (("instruct", INSTRUCT_PROMPTS), ("base", BASE_PROMPTS)):
+        body = "\n".join(p.replace("\n", " ") for p in prompts)
+        (verify / "prompts" / f"{name}.txt").write_text(f"# npu-ledger's own {name} prompts (one per line)\n{body}\n")
+    (verify / ".gitignore").write_text("reports/\n__pycache__/\n")
+    bench = pe / "llms" / "bench"
+    bench.mkdir(parents=True, exist_ok=True)
+    for name in ("sweep_prefill", "sweep_decode_runtime"):
+        script = bench / f"{name}.py"
+        script.write_text(_bench_script(name, f"npu_kernels.mlir_air.twin.{name}"))
+        script.chmod(0o755)
+    write_twin_toolchain(root, peano)
+    (root / "README.md").write_text(README)
+    (root / MARKER).write_text("npu-ledger twin\n")
+    (root / ".gitignore").write_text("build_peano/\nbuild_chess/\n__pycache__/\n")
+    _git_commit(root, "npu-ledger twin of an mlir-air checkout")
+    return root
+
+
+def _git_commit(root: Path, message: str) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True)
+
+    if not (root / ".git").exists():
+        git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=npu-ledger", "-c", "user.email=twin@npu-ledger.invalid", "commit", "-q",
+        "--allow-empty", "-m", message)

@@ -1,0 +1,421 @@
+"""The stand-in's kernel harnesses: mlir-air's scripts' command lines, computed by the emulated executor.
+
+`python -m npu_kernels.mlir_air.twin.harness KIND [the script's own flags]` parses the flags of the mlir-air
+script that KIND stands for (the argparse each `programming_examples/<dir>/<script>.py` declares, cited per
+parser below), asserts what that script asserts (the same
+messages, as a Python traceback), runs the kernel at the requested shape and tile on npu-ledger's emulated
+NPU2 executor and prints what mlir-air's `XRTRunner` prints (python/air/backend/xrt_runner.py:296-303
+Latency, :375-392 `[precision]`, :433-469 the ERROR / Shape / Mismatches / Index block, :336-373 `PASS!` /
+`failed.`); exit status 0 on PASS and 255 on failure (`exit(runner.run_test(...))` with -1). Kind dequant_q4nx is
+llms/llama32_1b_q4nx/dequant_q4nx.py (@0d63308, later than e972f29): no flags, its one 512x2048 check.
+
+Latency figures are the NPU2 performance model's (`npu_kernels.perf.modelled_kernel_figures`) printed in
+mlir-air's own line format, so mlir-air's parsers read them unchanged; the twin's README says they are
+modelled. Inputs follow the harness scripts where `npu_kernels.numerics.harness_inputs` has transcribed them (GEMM,
+eltwise add, GELU, SiLU-and-Mul), else the project's own generator (`KernelSpec.make_inputs`, seed 0).
+
+A fault file (`twin-faults.txt` in the twin's root, or env NPU_LEDGER_TWIN_FAULTS, comma-separated) naming
+KIND makes the harness fail to compile: an aircc-style error line and exit status 1, which make reports as
+`make: *** [Makefile:N: run] Error 1`. A line `KIND: TEXT` prints TEXT as the compiler's error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.executors import make_executor
+from npu_kernels.mlir_air.twin import harness_conv
+from npu_kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case, precision_stats
+from npu_kernels.numerics.tiles import TileRuleViolation, plan_tile
+from npu_kernels.perf import modelled_kernel_figures
+from npu_kernels.settings import env_get
+
+FAULT_FILE = "twin-faults.txt"
+ENV_FAULTS = "NPU_LEDGER_TWIN_FAULTS"
+ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
+DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
+KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
+         "silu_mul", "gelu", "dequant_q4nx", *harness_conv.KINDS)
+# dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
+Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
+
+
+def faults() -> dict[str, str]:
+    """KIND -> compiler error text, from the twin's fault file and env NPU_LEDGER_TWIN_FAULTS."""
+    out: dict[str, str] = {}
+    lines: list[str] = []
+    root = env_get(ENV_ROOT)
+    if root and (Path(root) / FAULT_FILE).is_file():
+        lines += (Path(root) / FAULT_FILE).read_text().splitlines()
+    lines += [x for x in env_get(ENV_FAULTS, "").split(",")]
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        kind, _, text = line.partition(":")
+        out[kind.strip()] = text.strip() or DEFAULT_COMPILE_ERROR
+    return out
+
+
+def _bool(text: str) -> bool:
+    return str(text).lower() in ("1", "true", "yes", "on")
+
+
+def _parser(kind: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=kind)
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-p", "--print-module-only", action="store_true")
+    if kind in ("gemm", "gemm_f32"):  # bf16_in_bf16_out/run.py:1093-1139, bf16_in_fp32_out/run.py:1039-1063
+        for name in ("m", "k", "n"):
+            p.add_argument(f"--{name}", type=int, default=512)
+        p.add_argument("--tile-m", type=int, default=64)
+        p.add_argument("--tile-k-l2", type=int, default=256)
+        p.add_argument("--tile-k-l1", type=int, default=32)
+        p.add_argument("--tile-n", type=int, default=128)
+        p.add_argument("--herd-m", type=int, default=8)
+        p.add_argument("--herd-n", type=int, default=4)
+        p.add_argument("--arch", choices=["aie2", "aie2p"], default="aie2p")
+        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-xclbin", "compile-and-run"],
+                       default="compile-and-run")
+        p.add_argument("--perf-iters", type=int, default=0)
+        if kind == "gemm":
+            p.add_argument("--high-precision", choices=["true", "false"], default="true")
+            p.add_argument("--method", choices=["auto", "fused-cast", "drain"], default="auto")
+            p.add_argument("--drain-chunks", type=int, default=1)
+            p.add_argument("--cast-tile-n", type=int, default=2048)
+        else:
+            p.add_argument("--codegen", choices=["external", "direct"], default="external")
+    elif kind == "gemv":  # matvec.py:186-264
+        p.add_argument("--m", type=int, default=2048)
+        p.add_argument("--k", type=int, default=8192)
+        p.add_argument("--tile-m", "--tile-m-l2", dest="tile_m", type=int, default=4)
+        p.add_argument("--m-input", type=int, default=1)
+        p.add_argument("--herd-m", type=int, default=4)
+        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+        p.add_argument("--compile-mode", choices=["compile-and-run", "compile-and-xclbin"], default="compile-and-run")
+        p.add_argument("--debug-ir", action="store_true")
+        p.add_argument("--perf-iters", type=int, default=0)
+        p.add_argument("--target", default="auto")
+    elif kind in ("rmsnorm", "layernorm"):  # weighted_rms_norm.py:336-376, layer_norm.py:288-324
+        p.add_argument("--M", type=int, default=2048 if kind == "rmsnorm" else 1024)
+        p.add_argument("--N", type=int, default=2048 if kind == "rmsnorm" else 768)
+        p.add_argument("--vector-size", type=int, default=16)
+        p.add_argument("--herd-x", type=int, default=1)
+        p.add_argument("--perf-iters", type=int, default=0)
+        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
+        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+        if kind == "rmsnorm":
+            p.add_argument("--profile", action="store_true")
+            p.add_argument("--iterations", type=int, default=5)
+    elif kind == "rope":  # rope_halfsplit.py:224-264
+        p.add_argument("--rows", type=int, default=65536)
+        p.add_argument("--head-dim", type=int, default=64)
+        p.add_argument("--herd-x", type=int, default=8)
+        p.add_argument("--herd-y", type=int, default=1)
+        p.add_argument("--perf-iters", type=int, default=0)
+        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
+        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+    elif kind == "flash_attention":  # attn_npu2.py:1257-1388
+        for name, default in (("lk", 512), ("lq", 512), ("lqp", 256), ("lkp", 64), ("dk", 64), ("dv", 64),
+                              ("num-cascade-stages", 4), ("num-q-tiles", 4), ("num-heads-per-unroll", 2),
+                              ("num-heads", 2)):
+            p.add_argument(f"--{name}", type=int, default=default)
+        p.add_argument("--num-kv-heads", type=int, default=None)
+        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
+        p.add_argument("--output-format", choices=["xclbin", "elf"], default="elf")
+        p.add_argument("--causal", action="store_true")
+        p.add_argument("--window", type=int, default=None)
+        p.add_argument("--causal-skip", action="store_true")
+        p.add_argument("--dv-tile", type=int, default=None)
+        p.add_argument("--perf-iters", type=int, default=0)
+    elif kind in ("eltwise_add", "gelu"):  # eltwise_add.py:117-186, gelu.py:167-213
+        if kind == "eltwise_add":
+            p.add_argument("--shape", type=int, nargs="+", default=[1024, 1024])
+            p.add_argument("--tile", type=int, default=None)
+            p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
+        else:
+            p.add_argument("--n", type=int, default=65536)
+            p.add_argument("--tile-n", type=int, default=1024)
+        p.add_argument("--vector-size", dest="vector", type=int, default=None)
+        p.add_argument("--herd-shape", type=int, nargs="+", default=None)
+        p.add_argument("--target", choices=["auto", "npu1", "npu2"], default="auto")
+        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+        p.add_argument("--perf-iters", type=int, default=0)
+        p.add_argument("--print-ir", action="store_true")
+        p.add_argument("--compile-only", action="store_true")
+    elif kind == "silu_mul":  # silu_and_mul.py:264-302
+        p.add_argument("--n", type=int, default=65536)
+        p.add_argument("--tile-n", type=int, default=1024)
+        p.add_argument("--herd-x", type=int, default=8)
+        p.add_argument("--herd-y", type=int, default=None)
+        p.add_argument("--perf-iters", type=int, default=0)
+        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
+        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+    elif kind in harness_conv.KINDS:  # conv1d_depthwise.py, eltwise_mul.py (LFM2's short convolution)
+        harness_conv.add_flags(kind, p)
+    elif kind == "dequant_q4nx":  # dequant_q4nx.py has no argparse: `python3 dequant_q4nx.py`, nothing else
+        p = argparse.ArgumentParser(prog=kind)
+    else:
+        raise SystemExit(f"unknown harness kind {kind!r}; expected one of {', '.join(KINDS)}")
+    return p
+
+
+def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, bool]:
+    """The script's own assertions, then (catalog kernel, shape, contract, tile, perf_flops, compile_only)."""
+    if kind in harness_conv.KINDS:
+        return harness_conv.check(kind, a)
+    return _CHECKS[kind](kind, a)
+
+
+def _gemm(kind: str, a):  # run.py:62-65 (both scripts)
+    assert a.m % (a.tile_m * a.herd_m) == 0
+    assert a.k % a.tile_k_l2 == 0
+    assert a.tile_k_l2 % a.tile_k_l1 == 0
+    assert a.n % (a.tile_n * a.herd_n) == 0
+    if kind == "gemm":
+        contract = "bf16-out-high" if _bool(a.high_precision) else "bf16-out-low"
+        method = a.method if a.method != "auto" else ("fused-cast" if a.m * a.k * a.n >= 4e9 else "drain")
+    else:
+        contract, method = "f32-out", ""
+    tile = {"tile_m": a.tile_m, "tile_k_l2": a.tile_k_l2, "tile_k_l1": a.tile_k_l1, "tile_n": a.tile_n,
+            "herd_m": a.herd_m, "herd_n": a.herd_n, **({"method": method} if method else {})}
+    return ("gemm", {"M": a.m, "K": a.k, "N": a.n}, contract, tile, 2.0 * a.m * a.k * a.n,
+            a.compile_mode != "compile-and-run")
+
+
+def _gemv(kind: str, a):  # matvec.py:53,79-94
+    assert a.m % (a.tile_m * a.herd_m) == 0
+    assert a.tile_m % a.m_input == 0
+    assert a.k % 64 == 0
+    need = a.herd_m * a.tile_m * a.k * 2 + a.herd_m * a.tile_m * 2
+    assert need <= 512 * 1024, (
+        f"L2 capacity exceeded: A={a.herd_m * a.tile_m * a.k * 2}B + C={a.herd_m * a.tile_m * 2}B = {need}B > "
+        f"524288B. Reduce herd_m ({a.herd_m}), tile_m ({a.tile_m}), or k ({a.k}).")
+    tile = {"tile_m": a.tile_m, "m_input": a.m_input, "herd_m": a.herd_m}
+    return "gemv", {"M": a.m, "K": a.k}, None, tile, 2.0 * a.m * a.k, a.compile_mode != "compile-and-run"
+
+
+def _norm(kind: str, a):
+    print(f"{'Weighted RMSNorm' if kind == 'rmsnorm' else 'LayerNorm (affine)'}: M={a.M}, N={a.N}, "
+          f"herd=[{a.herd_x},1]")  # weighted_rms_norm.py:381, layer_norm.py:329
+    assert a.N % a.vector_size == 0
+    assert a.M % a.herd_x == 0
+    return kind, {"M": a.M, "N": a.N}, None, {"herd_x": a.herd_x}, None, a.compile_mode != "compile-and-run"
+
+
+def _rope(kind: str, a):  # rope_halfsplit.py:60-66
+    assert a.head_dim % 16 == 0
+    assert a.rows % (a.herd_x * a.herd_y) == 0
+    return ("rope", {"rows": a.rows, "head_dim": a.head_dim}, None, {"herd_x": a.herd_x, "herd_y": a.herd_y},
+            None, a.compile_mode != "compile-and-run")
+
+
+def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
+    hkv = a.num_kv_heads if a.num_kv_heads is not None else a.num_heads
+    dv_tile = a.dv_tile if a.dv_tile is not None else a.lkp
+    assert a.lq % a.lqp == 0, f"lq ({a.lq}) must be divisible by lqp ({a.lqp})"
+    assert a.lqp % a.num_q_tiles == 0, f"lqp ({a.lqp}) must be divisible by num_q_tiles ({a.num_q_tiles})"
+    assert a.lk % a.lkp == 0, f"lk ({a.lk}) must be divisible by lkp ({a.lkp})"
+    assert a.lk % (a.lkp * a.num_cascade_stages) == 0, (
+        f"lk ({a.lk}) must be divisible by lkp * num_cascade_stages ({a.lkp * a.num_cascade_stages})")
+    assert a.dk % a.lkp == 0, f"dk ({a.dk}) must be divisible by dk_tile/lkp ({a.lkp})"
+    assert a.dv % dv_tile == 0, f"dv ({a.dv}) must be divisible by dv_tile ({dv_tile})"
+    assert dv_tile % 8 == 0, f"dv_tile ({dv_tile}) must be a multiple of the mmul 8"
+    if a.causal:
+        assert a.lq == a.lk, f"Causal masking requires lq == lk, got lq={a.lq}, lk={a.lk}"
+        assert a.lqp // a.num_q_tiles == a.lkp, (
+            f"Causal masking requires tile_size_q == lkp, got tile_size_q={a.lqp // a.num_q_tiles}, lkp={a.lkp}")
+    assert not a.causal_skip or a.causal, "causal_skip requires causal=True"
+    if a.window is not None:  # attn_npu2.py:139-143
+        assert a.causal, "window requires causal=True"
+        assert a.window % a.lkp == 0, f"window ({a.window}) must be a multiple of the block size lkp ({a.lkp})"
+    assert hkv > 0, f"num_kv_heads must be positive, got {hkv}"
+    assert a.num_heads % hkv == 0, f"num_heads ({a.num_heads}) must be divisible by num_kv_heads ({hkv})"
+    assert a.num_heads % a.num_heads_per_unroll == 0, (
+        f"num_heads ({a.num_heads}) must be divisible by num_heads_per_unroll ({a.num_heads_per_unroll})")
+    flops = 2.0 * a.num_heads * a.lq * a.lk * (a.dk + a.dv) * (0.5 if a.causal else 1.0)  # :1487-1489
+    shape = {"lq": a.lq, "lk": a.lk, "dk": a.dk, "dv": a.dv, "heads_q": a.num_heads, "heads_kv": hkv,
+             "causal": bool(a.causal), **({"window": a.window} if a.window else {})}
+    return ("flash_attention", shape, None, {"lqp": a.lqp, "lkp": a.lkp}, flops, a.compile_mode != "compile-and-run")
+
+
+def _eltwise_add(kind: str, a):  # eltwise_add.py:40-67, :242-244
+    n = int(np.prod(a.shape))
+    tile = a.tile or 1024
+    for extent in a.shape:
+        if extent % tile:
+            raise ValueError(f"shape extent {extent} is not a multiple of tile {tile}")
+    print(f"Eltwise add shape={tuple(a.shape)} dtype={a.dtype} on {a.target}")
+    return "eltwise_add", {"N": n}, None, {"tile": tile}, None, a.compile_only
+
+
+def _gelu(kind: str, a):  # gelu.py:70-94, :260
+    if a.n % a.tile_n:
+        raise ValueError(f"n ({a.n}) must be a multiple of tile_n ({a.tile_n})")
+    print(f"GELU n={a.n} tile_n={a.tile_n} bf16 on {a.target}")
+    herd = " ".join(str(x) for x in a.herd_shape) if a.herd_shape else ""
+    return "gelu", {"N": a.n}, None, {"tile_n": a.tile_n, **({"herd_shape": herd} if herd else {})}, None, a.compile_only
+
+
+def _dequant_q4nx(kind: str, a):  # dequant_q4nx.py `__main__`: N_out, K = 512, 2048; build_module asserts N_out % 4
+    assert Q4NX_DEQUANT_SHAPE["M"] % 4 == 0
+    return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
+
+
+def _silu_mul(kind: str, a):  # silu_and_mul.py:39-44
+    hy = a.herd_y or 1
+    assert a.n % (a.tile_n * a.herd_x * hy) == 0
+    return ("silu_mul", {"N": a.n}, None, {"tile_n": a.tile_n, "herd_x": a.herd_x, "herd_y": hy}, None,
+            a.compile_mode != "compile-and-run")
+
+
+_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm, "layernorm": _norm, "rope": _rope,
+           "flash_attention": _flash_attention, "eltwise_add": _eltwise_add, "gelu": _gelu,
+           "dequant_q4nx": _dequant_q4nx, "silu_mul": _silu_mul}
+
+
+def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
+    """(output, reference, out dtype, rtol, atol) of one emulated run at `shape` / `tile`."""
+
+    spec = get_spec(kernel)
+    s = spec.normalize_shape(shape)
+    c = spec.contract(contract)
+    if kernel in HARNESS_KERNELS:
+        case = harness_case(kernel, s, c.name, tile=tile)  # conv1d: the pad the tile names
+        data, ref = case.inputs, case.reference
+    else:
+        data, ref = spec.make_inputs(s, 0), None
+    plan = plan_tile(kernel, s, "npu2", tile if kernel == "gemm" else None)
+    call_tile = {k: v for k, v in plan.tile.items()} if kernel == "gemm" and plan.legal else None
+    out = spec.call(make_executor("emulated", "npu2"), data, s, c.name, call_tile)
+    if ref is None:
+        ref = spec.reference(data, s, c.name)
+    return out, ref, c.out_dtype, c.rtol, c.atol
+
+
+def report(out, ref, out_dtype: str, rtol: float, atol: float) -> int:
+    """Print XRTRunner's `[precision]` line and check (xrt_runner.py:375-392, :433-469); 0 PASS, -1 failed."""
+
+    st = precision_stats(out, ref, out_dtype)
+    exp = np.asarray(ref, np.float32)
+    act = np.asarray(out, np.float32).reshape(exp.shape)
+    if out_dtype == "bf16":
+        exp, act = exp.astype(np.float64), act.astype(np.float64)
+    print(f"[precision] Output 0 ({exp.size} elements): mean_rel_L1={st.mean_rel_L1:.3e} | "
+          f"rel_err max={st.rel_err_max:.3e} | abs_err max={st.abs_err_max:.3e} | rtol={rtol:.1e} atol={atol:.1e}")
+    close = np.isclose(act, exp, rtol=rtol, atol=atol)
+    bad = int(exp.size - np.count_nonzero(close))
+    if bad == 0:
+        print("PASS!")
+        return 0
+    print("ERROR: Output 0 does not meet expected output.")
+    print(f"Shape: {exp.shape}")
+    print(f"Mismatches: {bad} / {exp.size} elements ({100 * bad / exp.size:.2f}%)")
+    where = np.where(~close)
+    print(f"First {min(20, bad)} mismatched locations:")
+    for j in range(min(20, bad)):
+        idx = tuple(np.int64(w[j]) for w in where)
+        e, a = exp[idx], act[idx]
+        print(f"  Index {idx}: expected={e}, actual={a}, diff={abs(a - e)}")
+    if bad > 20:
+        print(f"  ... and {bad - 20} more mismatches")
+    print("failed.")
+    return -1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        raise SystemExit(f"usage: python -m npu_kernels.mlir_air.twin.harness KIND [flags]; KIND one of {', '.join(KINDS)}")
+    kind, rest = argv[0], argv[1:]
+    a = _parser(kind).parse_args(rest)
+    if getattr(a, "perf_iters", 0) < 0:
+        _parser(kind).error("--perf-iters must be >= 0")
+    kernel, shape, contract, tile, perf_flops, compile_only = _check(kind, a)
+    broken = faults().get(kind)
+    if broken:  # a compile failure: the compiler's error on stderr, exit 1 (make prints its own Error line)
+        print(f"aircc: compiling the {kind} harness", flush=True)
+        print(broken, file=sys.stderr, flush=True)
+        return 1
+    if compile_only:
+        print({"gemm": "Compile-only done.", "flash_attention": "Compilation complete.",
+               "eltwise_add": "Compiled successfully.", "gelu": "Compiled successfully.",
+               "eltwise_mul": "Compiled successfully."}.get(kernel, ""), end="")
+        print()
+        return 0
+    if kind == "rmsnorm" and a.profile:  # weighted_rms_norm.py:397-454: timing only, no check
+        from npu_kernels.perf import modelled_kernel_figures
+
+        ms = modelled_kernel_figures(kernel, shape, tile)["latency_us"] / 1e3
+        data_mb = (a.M * a.N * 2 * 2 + a.N * 2) / 1e6
+        print(f"\n  Kernel: avg={ms:.1f}ms  min={ms:.1f}ms  max={ms:.1f}ms")
+        print(f"  Bandwidth: {data_mb / (ms / 1000) / 1000:.2f} GB/s")
+        return 0
+
+    try:
+        out, ref, out_dtype, rtol, atol = compute(kernel, shape, contract, tile)
+    except TileRuleViolation as e:  # a tile NPU2 cannot build: the compiler's error, as a compile failure
+        print(f"aircc: compiling the {kind} harness", flush=True)
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
+    if getattr(a, "perf_iters", 0) > 0:  # xrt_runner.py:296-303
+        from npu_kernels.perf import modelled_kernel_figures
+
+        us = modelled_kernel_figures(kernel, shape, tile)["latency_us"]
+        line = f"Latency (us): {us:.1f}"
+        if perf_flops is not None:
+            line += f" | Throughput: {perf_flops / (us * 1e-6) / 1e9:.6e} GFLOP/s"
+        print(line)
+    return report(out, ref, out_dtype, rtol, atol)
+
+
+def profile_main(argv: list[str] | None = None) -> int:
+    """The C++ timers of `make profile` (GEMV test.cpp:200-214, FA test_elf_npu2.cpp:230-267, eltwise
+    test.cpp:142-226), one modelled figure for every statistic: `profile KIND --m M --k K ...`."""
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    kind = argv[0]
+    p = argparse.ArgumentParser(prog=f"{kind}-profile")
+    for name in ("M", "K", "lq", "lk", "dk", "dv", "num-heads", "num-kv-heads", "S"):
+        p.add_argument(f"--{name}", type=int, default=None)
+    a = p.parse_args(argv[1:])
+    if kind == "gemv":
+        us = modelled_kernel_figures("gemv", {"M": a.M, "K": a.K})["latency_us"]
+        g = 2.0 * a.M * a.K / (us * 1e-6) / 1e9
+        print(f"GEMV size: M={a.M}, K={a.K}")
+        for label, figure in (("Avg", us), ("Min", us), ("Max", us)):
+            print(f"{label} NPU GEMV time: {figure}us.")
+            print(f"{ {'Avg': 'Avg', 'Min': 'Max', 'Max': 'Min'}[label]} NPU gflops: {g}")
+        return 0
+    if kind == "flash_attention":
+        hkv = a.num_kv_heads or a.num_heads
+        shape = {"lq": a.lq, "lk": a.lk, "dk": a.dk, "dv": a.dv, "heads_q": a.num_heads, "heads_kv": hkv,
+                 "causal": False}
+        us = modelled_kernel_figures("flash_attention", shape)["latency_us"]
+        g = a.num_heads * (a.lq * a.lk * a.dk * 2 + a.lk * a.lq * a.dv * 2) / (us * 1e-6) / 1e9
+        print("Flash Attention Benchmark (ELF format)")
+        print(f"  num_heads={a.num_heads}, lq={a.lq}, lk={a.lk}, dk={a.dk}, dv={a.dv}")
+        print(f"Avg NPU attention time: {us}us.\nAvg NPU gflops: {g}\nMin NPU attention time: {us}us.\n"
+              f"Max NPU gflops: {g}\nMax NPU attention time: {us}us.\nMin NPU gflops: {g}\n"
+              f"Median NPU attention time: {us}us.\nStddev NPU attention time: 0us.\n"
+              f"Raw latencies (us): {','.join([str(us)] * 20)}")
+        return 0
+    if kind == "eltwise_add":
+        us = modelled_kernel_figures("eltwise_add", {"N": a.S})["latency_us"]
+        bw = 3 * a.S * 2 / (us * 1e-6) / 1e9
+        print(f"PASS: All {a.S} elements correct.")
+        print(f"Problem size: {a.S} elements ({a.S * 2 // 1024} KB per buffer)")
+        print(f"Avg NPU eltwise_add time: {us}us.\nAvg bandwidth: {bw} GB/s\nMin NPU eltwise_add time: {us}us.\n"
+              f"Max bandwidth: {bw} GB/s\nMax NPU eltwise_add time: {us}us.\nMin bandwidth: {bw} GB/s")
+        return 0
+    raise SystemExit(f"no profile timer for {kind!r}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "profile":
+        sys.exit(profile_main(sys.argv[2:]))
+    sys.exit(main())

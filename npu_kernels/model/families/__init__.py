@@ -1,0 +1,30 @@
+"""The family adapters: one module per decoder family, each turning a config.json into the architecture
+description (`npu_kernels.model.description`). The only code that knows a family or architecture by name
+(tests/unit/test_families.py checks it); `family_of` picks the adapter, `refused_reason` names a family's
+missing piece in one line.
+
+Imported by npu_kernels.model.architecture (assess / resolve) only; everything else reads the description."""
+
+from __future__ import annotations
+
+from npu_kernels.model.families import common, gemma, lfm2, llama, phi3, qwen, refused
+from npu_kernels.model.families.common import Family
+
+FAMILIES: tuple[Family, ...] = (llama.LLAMA, llama.MISTRAL, qwen.QWEN2, qwen.QWEN3, phi3.PHI3, gemma.GEMMA3,
+                                 lfm2.LFM2)
+MODEL_TYPES = {t: f.architectures[0] for f in FAMILIES for t in f.model_types} | refused.MODEL_TYPES
+
+
+def family_of(arch: str) -> Family | None:
+    """The adapter of architecture `arch` (a config.json's `architectures[0]`), or None."""
+    return next((f for f in FAMILIES if arch in f.architectures), None)
+
+
+def in_scope_names() -> list[str]:
+    return sorted(a for f in FAMILIES for a in f.architectures)
+
+
+refused_reason = refused.reason
+rope_theta = common.rope_theta
+rope_scaling = common.rope_scaling
+text_config = gemma.text_config

@@ -1,0 +1,338 @@
+"""Weights of an in-scope model from a local HF folder's safetensors files.
+
+`check_weights` reads the safetensors headers only (no tensor data) and says which of the tensors the
+config requires are missing or mis-shaped, in block order, so the first problem is named first.
+`load_weights` reads them into float32 arrays holding bf16 values, in the executor layout
+(`y = x @ W`: every projection transposed once, here), with tied or untied embeddings.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from npu_kernels.model.architecture import load_raw_config, rope_scaling
+from npu_kernels.model.config import ModelConfig
+from npu_kernels.model.description import LLAMA_TENSORS
+
+
+class WeightsError(ValueError):
+    """Raised when a model folder lacks a tensor the config requires, or its checkpoint cannot be read."""
+
+
+@dataclass(frozen=True)
+class WeightsReport:
+    """Field names match the `WeightsChecked` event."""
+
+    ok: bool
+    n_tensors: int
+    expected: int
+    missing: list[str] = field(default_factory=list)
+    misshaped: list[str] = field(default_factory=list)
+
+    def event_fields(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def first_problem(self) -> str | None:
+        if self.missing:
+            return f"tensor {self.missing[0]} is missing"
+        if self.misshaped:
+            return f"tensor {self.misshaped[0]}"
+        return None
+
+
+@dataclass
+class LayerWeights:
+    """One decoder block, executor layout: projections are (in, out) so that `y = x @ W`."""
+
+    attn_norm: np.ndarray  # (E,)
+    wq: np.ndarray | None  # (E, H*D); None on a short-convolution layer (LFM2), as wk, wv, wo
+    wk: np.ndarray | None  # (E, Hkv*D)
+    wv: np.ndarray | None  # (E, Hkv*D)
+    wo: np.ndarray | None  # (H*D, E)
+    ffn_norm: np.ndarray  # (E,)
+    w_gate: np.ndarray  # (E, F)
+    w_up: np.ndarray  # (E, F)
+    w_down: np.ndarray  # (F, E)
+    bq: np.ndarray | None = None  # (H*D,) Qwen2
+    bk: np.ndarray | None = None  # (Hkv*D,)
+    bv: np.ndarray | None = None  # (Hkv*D,)
+    q_norm: np.ndarray | None = None  # (D,) Qwen3, Gemma3
+    k_norm: np.ndarray | None = None  # (D,)
+    post_attn_norm: np.ndarray | None = None  # (E,) Gemma3's sandwich: on the O output, before the residual add
+    post_ffn_norm: np.ndarray | None = None  # (E,) on the down output
+    conv_in: np.ndarray | None = None  # (E, 3E) LFM2's in_proj, columns B | C | x
+    conv_w: np.ndarray | None = None  # (k, E) the depthwise taps, tap-major, oldest first (HF stores (E, 1, k))
+    conv_out: np.ndarray | None = None  # (E, E) out_proj
+
+
+@dataclass
+class ModelWeights:
+    config: ModelConfig
+    embed: np.ndarray  # (V, E), host gather
+    final_norm: np.ndarray  # (E,)
+    lm_head: np.ndarray  # (V, E); the same array as `embed` when tied
+    layers: list[LayerWeights]
+    rope_scaling: dict[str, Any] | None = None
+    key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # prefix for executors' static_key
+    derived: dict[tuple, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def derive(self, key: tuple, build) -> np.ndarray:
+        """An array derived from these weights (a fused concatenation, a row-major copy for GEMV), built
+        once and shared by every pipeline over these weights."""
+        if key not in self.derived:
+            self.derived[key] = build()
+        return self.derived[key]
+
+
+# LayerWeights field -> (HF shape as a function of the config, transposed at load); the HF names are the
+# family's (ModelConfig.arch.tensors, npu_kernels.model.families)
+_SHAPES = {
+    "attn_norm": (lambda c: (c.emb_dim,), False),
+    "wq": (lambda c: (c.n_heads * c.head_dim, c.emb_dim), True),
+    "wk": (lambda c: (c.n_kv_heads * c.head_dim, c.emb_dim), True),
+    "wv": (lambda c: (c.n_kv_heads * c.head_dim, c.emb_dim), True),
+    "bq": (lambda c: (c.n_heads * c.head_dim,), False),
+    "bk": (lambda c: (c.n_kv_heads * c.head_dim,), False),
+    "bv": (lambda c: (c.n_kv_heads * c.head_dim,), False),
+    "q_norm": (lambda c: (c.head_dim,), False),
+    "k_norm": (lambda c: (c.head_dim,), False),
+    "wo": (lambda c: (c.emb_dim, c.n_heads * c.head_dim), True),
+    "ffn_norm": (lambda c: (c.emb_dim,), False),
+    "post_attn_norm": (lambda c: (c.emb_dim,), False),
+    "post_ffn_norm": (lambda c: (c.emb_dim,), False),
+    "w_gate": (lambda c: (c.hidden_dim, c.emb_dim), True),
+    "w_up": (lambda c: (c.hidden_dim, c.emb_dim), True),
+    "w_down": (lambda c: (c.emb_dim, c.hidden_dim), True),
+    "conv_in": (lambda c: (3 * c.emb_dim, c.emb_dim), True),
+    "conv_w": (lambda c: (c.emb_dim, 1, c.arch.conv_taps), True),  # (E, 1, k) -> (k, E) at load
+    "conv_out": (lambda c: (c.emb_dim, c.emb_dim), True),
+}
+NORM_FIELDS = ("attn_norm", "ffn_norm", "post_attn_norm", "post_ffn_norm", "q_norm", "k_norm")
+
+
+def _layer_tensors(config: ModelConfig, layer: int):
+    """(HF suffix, HF shape, [(field, rows, transpose)]) per tensor of `layer`, in block order: one field per
+    tensor, or the fields a fused tensor splits into, row block after row block in the family's order."""
+    arch = config.arch
+    fused = {f: (suffix, parts) for suffix, parts in arch.fused for f in parts}
+    done = set()
+    for name, suffix in arch.layer_tensors(layer):
+        if name in fused:
+            fsuffix, parts = fused[name]
+            if fsuffix in done:
+                continue
+            done.add(fsuffix)
+            shapes = [_SHAPES[p][0](config) for p in parts]
+            rows = sum(sh[0] for sh in shapes)
+            yield fsuffix, (rows, *shapes[0][1:]), [(p, sh[0], _SHAPES[p][1]) for p, sh in zip(parts, shapes)]
+            continue
+        shape, transpose = _SHAPES[name]
+        yield suffix, shape(config), [(name, shape(config)[0], transpose)]
+
+
+def expected_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the config requires, name -> HF shape, in block order."""
+    prefix = config.arch.prefix
+    out: dict[str, tuple[int, ...]] = {f"{prefix}embed_tokens.weight": (config.vocab_size, config.emb_dim)}
+    for i in range(config.n_layers):
+        for suffix, shape, _ in _layer_tensors(config, i):
+            out[f"{prefix}layers.{i}.{suffix}"] = shape
+    out[f"{prefix}{config.arch.final_norm}"] = (config.emb_dim,)
+    if not config.tie_word_embeddings:
+        out["lm_head.weight"] = (config.vocab_size, config.emb_dim)
+    return out
+
+
+@dataclass(frozen=True)
+class _TensorInfo:
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int  # absolute byte offsets in the file
+    end: int
+
+
+def _read_header(file: Path) -> dict[str, _TensorInfo]:
+    try:
+        with file.open("rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+    except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise WeightsError(f"{file} is not a readable safetensors file ({e}).") from e
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        out[name] = _TensorInfo(file, info["dtype"], tuple(info["shape"]), base + begin, base + end)
+    return out
+
+
+def _index(folder: Path) -> dict[str, _TensorInfo]:
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise WeightsError(f"no *.safetensors files in {folder}; only safetensors checkpoints are supported.")
+    tensors: dict[str, _TensorInfo] = {}
+    for file in files:
+        tensors.update(_read_header(file))
+    return tensors
+
+
+def check_weights(folder: str | Path, config: ModelConfig) -> WeightsReport:
+    """Compare the checkpoint's headers with what the config requires (no tensor data is read)."""
+    tensors = _index(Path(folder))
+    expected = expected_tensors(config)
+    missing = [name for name in expected if name not in tensors]
+    misshaped = [
+        f"{name} has shape {list(tensors[name].shape)}, expected {list(shape)}"
+        for name, shape in expected.items()
+        if name in tensors and tensors[name].shape != shape
+    ]
+    return WeightsReport(ok=not missing and not misshaped, n_tensors=len(tensors), expected=len(expected),
+                         missing=missing, misshaped=misshaped)
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+def _read_tensor(info: _TensorInfo) -> np.ndarray:
+    """float32 array holding the bf16 value of every element."""
+    raw = np.memmap(info.file, dtype=np.uint8, mode="r", offset=info.begin, shape=(info.end - info.begin,))
+    if info.dtype == "BF16":
+        bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(info.shape)
+    if info.dtype in ("F16", "F32"):
+        values = np.frombuffer(raw, dtype="<f2" if info.dtype == "F16" else "<f4").astype(np.float32)
+        return values.astype(ml_dtypes.bfloat16).astype(np.float32).reshape(info.shape)
+    raise WeightsError(f"tensor dtype {info.dtype} is not supported (BF16, F16, F32 are).")
+
+
+def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
+    """Load every tensor the config requires, projections transposed once to (in, out)."""
+    folder = Path(folder)
+    report = check_weights(folder, config)
+    if not report.ok:
+        raise WeightsError(f"{folder}: {report.first_problem()}.")
+    tensors = _index(folder)
+    return weights_from(lambda name: _read_tensor(tensors[name]), folder, config)
+
+
+def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
+    """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values), projections transposed
+    once to (in, out); RoPE scaling from the folder's config.json. A 4-bit deployment's host dequantisation
+    reads its bundle through this (npu_kernels.model.q4nx_bundle)."""
+    folder = Path(folder)
+
+    def get(name: str, transpose: bool = False) -> np.ndarray:
+        arr = read(name)
+        return np.ascontiguousarray(arr.T) if transpose else np.array(arr)
+
+    arch, prefix = config.arch, config.arch.prefix
+    fold = np.float32(arch.norm_offset)
+
+    def norm(arr: np.ndarray) -> np.ndarray:
+        """A norm weight as the kernel applies it: `1+w` folded at load where the family stores w (in float32,
+        then bf16, as HF's Gemma3 RMSNorm multiplies by 1 + w in float32)."""
+        return _bf16(arr + fold) if arch.norm_offset else arr
+
+    layers = []
+    for i in range(config.n_layers):
+        fields: dict[str, np.ndarray] = {}
+        for suffix, _, parts in _layer_tensors(config, i):
+            arr, row = get(f"{prefix}layers.{i}.{suffix}"), 0
+            for name, rows, transpose in parts:
+                block = arr[row : row + rows] if len(parts) > 1 else arr
+                block = block.reshape(rows, -1) if block.ndim == 3 else block  # HF's Conv1d (E, 1, k) -> (E, k)
+                row += rows
+                block = np.ascontiguousarray(block.T) if transpose else np.array(block)
+                fields[name] = norm(block) if name in NORM_FIELDS else block
+        layers.append(LayerWeights(**{**dict.fromkeys(("wq", "wk", "wv", "wo")), **fields}))
+    embed = get(f"{prefix}embed_tokens.weight")
+    lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
+    try:
+        scaling = rope_scaling(load_raw_config(folder))
+    except ValueError:
+        scaling = None
+    return ModelWeights(config=config, embed=embed, final_norm=norm(get(f"{prefix}{arch.final_norm}")), lm_head=lm_head,
+                        layers=layers, rope_scaling=scaling)
+
+
+# --- the unfused names a 4-bit bundle stores ------------------------------------------------------------------
+
+_LLAMA_SUFFIX = dict(LLAMA_TENSORS)
+
+
+def unfused_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """`expected_tensors` with every fused tensor replaced by its parts under their Llama names (q_proj / k_proj /
+    v_proj, gate_proj / up_proj), in block order: what a 4-bit bundle of the family stores (mlir-air's Phi-4-mini
+    bundle is written split, phi4_mini_q4nx_weights.py:9-15 at e972f29)."""
+    prefix, fused = config.arch.prefix, dict(config.arch.fused)
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in expected_tensors(config).items():
+        rest = name[len(prefix):].split(".", 2) if name.startswith(f"{prefix}layers.") else None
+        parts = fused.get(rest[2]) if rest else None
+        if not parts:
+            out[name] = shape
+            continue
+        layer = rest[1]
+        for p in parts:
+            out[f"{prefix}layers.{layer}.{_LLAMA_SUFFIX[p]}"] = (_SHAPES[p][0](config)[0], shape[1])
+    return out
+
+
+def split_fused(tensors: dict[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
+    """HF-named tensors (fused as the checkpoint stores them) -> the unfused names of `unfused_tensors`."""
+    out, by_part = {}, _fused_parts(config)
+    for name in unfused_tensors(config):
+        if name in tensors:
+            out[name] = tensors[name]
+            continue
+        fused_name, start, rows = by_part[name]
+        out[name] = tensors[fused_name][start : start + rows]
+    return out
+
+
+def fuse(tensors: dict[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
+    """Unfused tensors (`unfused_tensors` names; any subset) -> HF names as the family's checkpoints store them:
+    each fused tensor whose parts are all present is their rows concatenated in the family's order."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for part, (fused_name, start, _) in _fused_parts(config).items():
+        groups.setdefault(fused_name, []).append((start, part))
+    out = {name: a for name, a in tensors.items() if not any(name == p for g in groups.values() for _, p in g)}
+    for fused_name, parts in groups.items():
+        if all(p in tensors for _, p in parts):
+            out[fused_name] = np.concatenate([tensors[p] for _, p in sorted(parts)], axis=0)
+    return out
+
+
+def _fused_parts(config: ModelConfig) -> dict[str, tuple[str, int, int]]:
+    """unfused name -> (fused HF name, first row, rows)."""
+    prefix, out = config.arch.prefix, {}
+    for i in range(config.n_layers):
+        for suffix, parts in config.arch.fused:
+            start = 0
+            for p in parts:
+                rows = _SHAPES[p][0](config)[0]
+                out[f"{prefix}layers.{i}.{_LLAMA_SUFFIX[p]}"] = (f"{prefix}layers.{i}.{suffix}", start, rows)
+                start += rows
+    return out
+
+
+def read_checkpoint(folder: str | Path, config: ModelConfig) -> dict[str, np.ndarray]:
+    """Every tensor the config requires as the checkpoint stores it (HF names, (out, in), float32 arrays of bf16
+    values; norm weights unfolded)."""
+    report = check_weights(folder, config)
+    if not report.ok:
+        raise WeightsError(f"{folder}: {report.first_problem()}.")
+    tensors = _index(Path(folder))
+    return {name: _read_tensor(tensors[name]) for name in expected_tensors(config)}

@@ -1,0 +1,269 @@
+"""The leaf-kernel catalog of docs/numerics.md: one `KernelSpec` per kernel (`CATALOG`, `get_spec`), with its
+contracts (tolerances from npu_kernels.thresholds), the NPU2 figures measured in mlir-air's kernel registry, a
+registry shape, a small shape and the target tile counts.
+
+The spec types and errors are `npu_kernels.numerics.spec`; the per-kernel math (inputs, references, executor
+calls) is `npu_kernels.numerics.references`. Anyone may import the catalog.
+"""
+
+from __future__ import annotations
+
+from npu_kernels.numerics import references as refs
+from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure, UnknownKernel
+from npu_kernels.thresholds import kernel_tolerance
+
+GEMM_CONTRACTS = {
+    "f32-out": Contract("f32-out", *kernel_tolerance("gemm", "f32-out"), "f32", "bf16->f32, FP32 accumulate", "high"),
+    "bf16-out-high": Contract(
+        "bf16-out-high", *kernel_tolerance("gemm", "bf16-out-high"), "bf16", "bf16->bf16 high precision (FP32 accumulate, one cast)", "high"
+    ),
+    "bf16-out-low": Contract(
+        "bf16-out-low", *kernel_tolerance("gemm", "bf16-out-low"), "bf16", "bf16->bf16 low precision (bf16 partial sums, direct codegen)", "low"
+    ),
+}
+
+# NPU2 low-precision GEMM by K (mlir-air kernel_registry GEMM_bf16_in_bf16_out.md, low-precision table;
+# tile_k_l1 = 32 throughout). NUMERICS quotes 1.3e-2 (4-8 L2 tiles, K 2048) and 1.9e-2 (32, K 8192).
+NPU2_GEMM_LOW_BY_K = {512: 1.0e-2, 1024: 1.1e-2, 2048: 1.3e-2, 4096: 1.5e-2, 8192: 1.9e-2}
+
+
+def _bf16(name: str, description: str) -> dict[str, Contract]:
+    return {"bf16-out": Contract("bf16-out", *kernel_tolerance(name, "bf16-out"), "bf16", description)}
+
+
+def _tiles(npu2: int, npu1: int) -> dict[str, int]:
+    return {"npu2": npu2, "npu1": npu1}
+
+
+CATALOG: dict[str, KernelSpec] = {
+    "gemm": KernelSpec(
+        name="gemm",
+        shape_keys=("M", "K", "N"),
+        contracts=GEMM_CONTRACTS,
+        default_contract="bf16-out-high",
+        make_inputs_fn=refs.gemm_inputs,
+        reference_fn=refs.gemm_reference,
+        call_fn=refs.gemm_call,
+        flops_fn=lambda s: 2.0 * s["M"] * s["K"] * s["N"],
+        bytes_fn=lambda s: 2.0 * (s["M"] * s["K"] + s["K"] * s["N"] + s["M"] * s["N"]),
+        npu2={
+            "f32-out": NpuFigure(9.3e-3, 9.3e-3, 9.5e-3, "2048x2048x2048, 64/512/32/128"),
+            "bf16-out-high": NpuFigure(9.7e-3, 9.3e-3, 9.9e-3, "2048x2048x2048 fused-cast (drain 9.3e-3)"),
+            "bf16-out-low": NpuFigure(1.3e-2, 1.3e-2, 1.9e-2, "2048x2048x2048, tile_k_l2 512 (4 L2 tiles)"),
+        },
+        registry_shape={"M": 2048, "K": 2048, "N": 2048},
+        small_shape={"M": 64, "K": 2048, "N": 64},  # K >= 1024: the high-precision atol assumes it
+        target_tiles=_tiles(32, 16),
+        fidelity_band=0.15,
+    ),
+    "gemv": KernelSpec(
+        name="gemv",
+        shape_keys=("M", "K"),
+        contracts=_bf16("gemv", "bf16 in, FP32 vector accumulate, bf16 out"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.gemv_inputs,
+        reference_fn=refs.gemv_reference,
+        call_fn=refs.gemv_call,
+        flops_fn=lambda s: 2.0 * s["M"] * s["K"],
+        bytes_fn=lambda s: 2.0 * (s["M"] * s["K"] + s["K"] + s["M"]),
+        npu2={"bf16-out": NpuFigure(1.6e-9, 0.0, 2.7e-8, "2048x2048, 8/8/8 (vs a reference rounded the same way)")},
+        registry_shape={"M": 2048, "K": 2048},
+        small_shape={"M": 256, "K": 512},
+        target_tiles=_tiles(8, 4),
+        fidelity_band=0.0,  # judged as an absolute bound: <= 1e-6
+    ),
+    "rmsnorm": KernelSpec(
+        name="rmsnorm",
+        shape_keys=("M", "N"),
+        contracts=_bf16("rmsnorm", "bf16 in/out, FP32 sum of squares"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.rmsnorm_inputs,
+        reference_fn=refs.rmsnorm_reference,
+        call_fn=refs.rmsnorm_call,
+        flops_fn=lambda s: 4.0 * s["M"] * s["N"],
+        bytes_fn=lambda s: 2.0 * (2 * s["M"] * s["N"] + s["N"]),
+        npu2={"bf16-out": NpuFigure(4.2e-3, 4.2e-3, 4.6e-3, "2048x2048, herd 8")},
+        registry_shape={"M": 2048, "N": 2048},
+        small_shape={"M": 64, "N": 256},
+        target_tiles=_tiles(8, 4),
+    ),
+    "layernorm": KernelSpec(
+        name="layernorm",
+        shape_keys=("M", "N"),
+        contracts=_bf16("layernorm", "bf16 in/out, FP32 mean and variance"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.layernorm_inputs,
+        reference_fn=refs.layernorm_reference,
+        call_fn=refs.layernorm_call,
+        flops_fn=lambda s: 7.0 * s["M"] * s["N"],
+        bytes_fn=lambda s: 2.0 * (2 * s["M"] * s["N"] + 2 * s["N"]),
+        npu2={"bf16-out": NpuFigure(4.4e-3, 4.4e-3, 4.4e-3, "1024x768, herd 8")},
+        registry_shape={"M": 1024, "N": 768},
+        small_shape={"M": 64, "N": 256},
+        target_tiles=_tiles(8, 4),
+    ),
+    "rope": KernelSpec(
+        name="rope",
+        shape_keys=("rows", "head_dim"),
+        optional_keys=("rotary_dim",),
+        contracts=_bf16("rope", "bf16 half-split rotation, cos/sin LUT"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.rope_inputs,
+        reference_fn=refs.rope_reference,
+        call_fn=refs.rope_call,
+        flops_fn=lambda s: 3.0 * s["rows"] * s["head_dim"],
+        bytes_fn=lambda s: 2.0 * 3 * s["rows"] * s["head_dim"],
+        npu2={"bf16-out": NpuFigure(2.8e-3, 2.4e-3, 2.8e-3, "65536x64 (decode 8x64: 2.4e-3)")},
+        registry_shape={"rows": 65536, "head_dim": 64},
+        small_shape={"rows": 256, "head_dim": 64},
+        target_tiles=_tiles(8, 4),
+        extra={"check_shape": refs.rope_check_shape},
+    ),
+    "flash_attention": KernelSpec(
+        name="flash_attention",
+        shape_keys=("lq", "lk", "dk", "dv", "heads_q", "heads_kv", "causal"),
+        optional_keys=("window",),
+        contracts=_bf16("flash_attention", "bf16 Q/K/V, BFP16 MMAs, bf16 online softmax"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.flash_attention_inputs,
+        reference_fn=refs.flash_attention_reference,
+        call_fn=refs.flash_attention_call,
+        flops_fn=refs.flash_attention_flops,
+        bytes_fn=refs.flash_attention_bytes,
+        npu2={"bf16-out": NpuFigure(4.6e-2, 3.8e-2, 5.5e-2, "512x512, dk 64, 12/6 heads, non-causal")},
+        registry_shape={"lq": 512, "lk": 512, "dk": 64, "dv": 64, "heads_q": 12, "heads_kv": 6, "causal": False},
+        small_shape={"lq": 128, "lk": 128, "dk": 64, "dv": 64, "heads_q": 4, "heads_kv": 2, "causal": True},
+        target_tiles=_tiles(32, 16),
+        bool_keys=("causal",),
+        extra={"check_shape": refs.flash_attention_check_shape},
+    ),
+    "eltwise_add": KernelSpec(
+        name="eltwise_add",
+        shape_keys=("N",),
+        contracts=_bf16("eltwise_add", "bf16 add, one rounding"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.eltwise_add_inputs,
+        reference_fn=refs.eltwise_add_reference,
+        call_fn=refs.eltwise_add_call,
+        flops_fn=lambda s: float(s["N"]),
+        bytes_fn=lambda s: 6.0 * s["N"],
+        npu2={"bf16-out": NpuFigure(1.9e-3, 1.9e-3, 1.9e-3, "N=4194304, herd 8x1")},
+        registry_shape={"N": 4194304},
+        small_shape={"N": 65536},
+        target_tiles=_tiles(8, 4),
+    ),
+    # LFM2's short-convolution kernels (mlir-air kernel_registry/details/EltwiseMul_bf16.md at e0eee76d,
+    # Conv1D_bf16.md at ff1efdb0: the figures are their "Per-shape data" and pad-gate tables).
+    "eltwise_mul": KernelSpec(
+        name="eltwise_mul",
+        shape_keys=("N",),
+        contracts=_bf16("eltwise_mul", "bf16 multiply, one rounding"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.eltwise_mul_inputs,
+        reference_fn=refs.eltwise_mul_reference,
+        call_fn=refs.eltwise_mul_call,
+        flops_fn=lambda s: float(s["N"]),
+        bytes_fn=lambda s: 6.0 * s["N"],
+        npu2={"bf16-out": NpuFigure(2.736e-3, 2.728e-3, 2.736e-3, "N=4194304 (2048x2048) (1024x1024: 2.728e-3)")},
+        registry_shape={"N": 4194304},
+        small_shape={"N": 65536},
+        target_tiles=_tiles(8, 4),
+    ),
+    "conv1d": KernelSpec(
+        name="conv1d",
+        shape_keys=("seq", "C"),
+        contracts=_bf16("conv1d", "causal depthwise, 3 bf16 taps, FP32 accumulate, one rounding"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.conv1d_inputs,
+        reference_fn=refs.conv1d_reference,
+        call_fn=refs.conv1d_call,
+        flops_fn=lambda s: 2.0 * refs.CONV_TAPS * s["seq"] * s["C"],
+        bytes_fn=lambda s: 2.0 * s["C"] * (2 * s["seq"] + 2 * refs.CONV_TAPS - 1),
+        npu2={"bf16-out": NpuFigure(2.816e-3, 2.775e-3, 2.836e-3,
+                                    "2048x2048 zero pad, herd 8x1 (nonzero 2.813e-3; 8x2048: 2.775e-3 / 2.836e-3)")},
+        registry_shape={"seq": 2048, "C": 2048},
+        small_shape={"seq": 64, "C": 256},
+        target_tiles=_tiles(8, 4),
+        extra={"tile_inputs": refs.conv1d_padded},
+    ),
+    "silu_mul": KernelSpec(
+        name="silu_mul",
+        shape_keys=("N",),
+        contracts=_bf16("silu_mul", "bf16 SiLU(gate)*up, sigmoid via hardware tanh"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.silu_mul_inputs,
+        reference_fn=refs.silu_mul_reference,
+        call_fn=refs.silu_mul_call,
+        flops_fn=lambda s: 6.0 * s["N"],
+        bytes_fn=lambda s: 6.0 * s["N"],
+        npu2={"bf16-out": NpuFigure(1.0e-2, 1.0e-2, 1.0e-2, "N=4194304 (2048x2048), herd 8x1")},
+        registry_shape={"N": 4194304},
+        small_shape={"N": 65536},
+        target_tiles=_tiles(8, 4),
+    ),
+    "gelu": KernelSpec(
+        name="gelu",
+        shape_keys=("N",),
+        contracts=_bf16("gelu", "bf16 GELU (tanh approximation), hardware tanh"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.gelu_inputs,
+        reference_fn=refs.gelu_reference,
+        call_fn=refs.gelu_call,
+        flops_fn=lambda s: 9.0 * s["N"],
+        bytes_fn=lambda s: 4.0 * s["N"],
+        npu2={"bf16-out": NpuFigure(8.4e-3, 8.4e-3, 8.4e-3, "N=3145728, herd 8x2")},
+        registry_shape={"N": 3145728},
+        small_shape={"N": 65536},
+        target_tiles=_tiles(16, 8),
+    ),
+    # The 4-bit (Q4NX) kernels of mlir-air's on-device 4-bit deployment (llama32_1b_q4nx). mlir-air's registry
+    # has no NPU2 figure for them: `npu2` is empty and every report says "not measured".
+    "dequant_q4nx": KernelSpec(
+        name="dequant_q4nx",
+        shape_keys=("M", "K"),
+        contracts=_bf16("dequant_q4nx", "4-bit codes, bf16 scale/min per 32 columns: FP32 q*scale+min, one RNE to bf16"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.dequant_q4nx_inputs,
+        reference_fn=refs.dequant_q4nx_reference,
+        call_fn=refs.dequant_q4nx_call,
+        flops_fn=lambda s: 2.0 * s["M"] * s["K"],
+        bytes_fn=lambda s: s["M"] * s["K"] * (0.5 + 4.0 / 32) + 2.0 * s["M"] * s["K"],
+        npu2={},
+        registry_shape={"M": 512, "K": 2048},  # dequant_q4nx.py's own check (`N_out, K = 512, 2048`)
+        small_shape={"M": 64, "K": 256},
+        target_tiles=_tiles(4, 4),
+        fidelity_band=0.0,  # exact: judged bit for bit against its reference
+        extra={"check_shape": refs.q4nx_check_shape},
+    ),
+    "gemv_q4nx": KernelSpec(
+        name="gemv_q4nx",
+        shape_keys=("M", "K"),
+        contracts=_bf16("gemv_q4nx", "4-bit GEMV: per-group FP32 q.x rounded to bf16, times scale, + min*bf16(sum x)"),
+        default_contract="bf16-out",
+        make_inputs_fn=refs.gemv_q4nx_inputs,
+        reference_fn=refs.gemv_q4nx_reference,
+        call_fn=refs.gemv_q4nx_call,
+        flops_fn=lambda s: 2.0 * s["M"] * s["K"],
+        bytes_fn=lambda s: s["M"] * s["K"] * (0.5 + 4.0 / 32) + 2.0 * (s["K"] + s["M"]),
+        npu2={},
+        registry_shape={"M": 2048, "K": 2048},
+        small_shape={"M": 256, "K": 512},
+        target_tiles=_tiles(8, 4),
+        extra={"check_shape": refs.q4nx_gemv_check_shape},
+    ),
+}
+
+KERNELS = tuple(CATALOG)
+
+
+def get_spec(kernel: str) -> KernelSpec:
+    """The catalog entry of `kernel`; raises UnknownKernel naming the known kernels."""
+    try:
+        return CATALOG[kernel]
+    except KeyError:
+        raise UnknownKernel(f"unknown kernel {kernel!r}; known kernels: {', '.join(KERNELS)}") from None
+
+
+def npu2_low_precision_figure(K: int) -> float | None:
+    """The registry's NPU2 low-precision GEMM mean_rel_L1 at reduction length K (None: not measured)."""
+    return NPU2_GEMM_LOW_BY_K.get(int(K))

@@ -1,0 +1,167 @@
+"""The torch executor: every leaf kernel in torch bf16, the GPU / vLLM numerical standard.
+
+What a bf16 GPU deployment computes, op by op (CPU, or CUDA when present):
+  gemm / gemv   bf16 matmul (FP32 accumulate inside, one rounding); `f32-out` keeps the FP32 result.
+                The low-precision contract has no GPU counterpart: it runs the same FP32-accumulate matmul
+                (and is judged by its own, looser tolerance). The product runs in fixed panels of
+                GEMM_PANEL_N output columns: a CPU BLAS picks its blocking by N (oneDNN's AMX bf16 GEMM
+                gives 48x512x768 columns 0..511 that differ from the 48x512x512 product in the last bit),
+                while NPU2 computes every output tile on its own. With panels a column's value never
+                depends on how wide the matrix around it is, so fusing Q/K/V or gate/up changes nothing.
+  rmsnorm       HF LlamaRMSNorm: FP32 mean of squares and rsqrt, cast to bf16, times the bf16 weight.
+  layernorm     F.layer_norm on bf16 (FP32 statistics inside).
+  rope          HF apply_rotary_pos_emb: x*cos + rotate_half(x)*sin with bf16 cos/sin, each op in bf16.
+  attention     F.scaled_dot_product_attention in bf16 (FP32 softmax inside), GQA; an explicit boolean
+                mask when the causal window is offset (decode).
+  conv1d        HF Lfm2ShortConv's depthwise nn.Conv1d on bf16 (F.conv1d, groups=C, over the pre-padded rows).
+  eltwise_mul   bf16 multiply;  eltwise_add   bf16 add;  silu_mul  F.silu(g) * u (vLLM SiluAndMul);  gelu  F.gelu(approximate="tanh").
+  q4nx          dequantise q * scale + min in bf16 (each op rounded), then the bf16 GEMV above.
+Arrays cross the interface as float32 numpy (bf16 values), like every executor; weights given a
+`static_key` are converted to device bf16 tensors once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from npu_kernels.numerics.executors.base import Executor
+
+GEMM_CONTRACTS = ("f32-out", "bf16-out-high", "bf16-out-low")
+GEMM_PANEL_N = 64  # divides every fused part (heads x head_dim 64 / 128, the MLP width of a tile-legal model)
+
+
+class TorchExecutor(Executor):
+    name = "torch"
+
+    def __init__(self, target: str = "npu2", device: str | torch.device | None = None) -> None:
+        super().__init__(target)
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self._weights: dict[tuple, tuple[tuple[int, ...], torch.Tensor]] = {}
+
+    def describe(self) -> dict:
+        return {"executor": self.name, "target": self.target, "device": str(self.device), "torch": torch.__version__}
+
+    def clear_cache(self) -> None:
+        self._weights.clear()
+
+    # --- conversions -------------------------------------------------------------------------------------
+
+    def _t(self, x) -> torch.Tensor:
+        """A float32 numpy array (bf16 values) as a contiguous device bf16 tensor."""
+        arr = np.ascontiguousarray(x, dtype=np.float32)
+        return torch.from_numpy(arr).to(self.device).to(torch.bfloat16)
+
+    def _static(self, x, static_key, kind: str) -> torch.Tensor:
+        if static_key is None:
+            return self._t(x)
+        key = (kind, static_key)
+        shape = tuple(np.shape(x))
+        hit = self._weights.get(key)
+        if hit is not None:
+            if hit[0] != shape:
+                raise ValueError(f"static_key {static_key!r} was cached with shape {hit[0]}, now given {shape}")
+            return hit[1]
+        t = self._t(x)
+        self._weights[key] = (shape, t)
+        return t
+
+    @staticmethod
+    def _np(t: torch.Tensor) -> np.ndarray:
+        return t.to(torch.float32).cpu().numpy()
+
+    # --- kernels -----------------------------------------------------------------------------------------
+
+    def gemm(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
+        if contract not in GEMM_CONTRACTS:
+            raise ValueError(f"unknown gemm contract {contract!r}; expected one of {', '.join(GEMM_CONTRACTS)}")
+        with self.timer.time("gemm"), torch.inference_mode():
+            bt = self._static(b, static_key, "gemm.b")
+            at = self._t(a)
+            if contract == "f32-out":
+                at, bt = at.float(), bt.float()
+            return self._np(torch.cat([at @ bt[:, j : j + GEMM_PANEL_N] for j in range(0, bt.shape[1], GEMM_PANEL_N)], 1))
+
+    def gemv(self, a, x, *, static_key=None):
+        with self.timer.time("gemv"), torch.inference_mode():
+            return self._np(self._static(a, static_key, "gemv.a") @ self._t(x))
+
+    def rmsnorm(self, x, w, eps: float = 1e-6):
+        with self.timer.time("rmsnorm"), torch.inference_mode():
+            h = self._t(x).float()
+            var = h.pow(2).mean(-1, keepdim=True)
+            h = h * torch.rsqrt(var + eps)
+            return self._np(self._t(w) * h.to(torch.bfloat16))
+
+    def layernorm(self, x, w, b, eps: float = 1e-5):
+        with self.timer.time("layernorm"), torch.inference_mode():
+            xt = self._t(x)
+            return self._np(F.layer_norm(xt, (xt.shape[-1],), self._t(w), self._t(b), eps))
+
+    def rope(self, x, cos, sin):
+        with self.timer.time("rope"), torch.inference_mode():
+            xt = self._t(x)
+            c, s = self._t(cos), self._t(sin)
+            c, s = torch.cat([c, c], dim=-1), torch.cat([s, s], dim=-1)  # HF's full-width tables
+            half = xt.shape[-1] // 2
+            rotated = torch.cat([-xt[..., half:], xt[..., :half]], dim=-1)  # rotate_half
+            return self._np(xt * c + rotated * s)
+
+    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
+        with self.timer.time("flash_attention"), torch.inference_mode():
+            # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels
+            qt, kt, vt = self._t(q)[None], self._t(k)[None], self._t(v)[None]
+            lq, lk = qt.shape[2], kt.shape[2]
+            gqa = qt.shape[1] != kt.shape[1]
+            if window:
+                qpos = torch.arange(lq, device=self.device) + int(q_offset)
+                kpos = torch.arange(lk, device=self.device)[None, :]
+                allowed = (kpos > qpos[:, None] - int(window)) & (kpos <= qpos[:, None] if causal else True)
+                out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed, enable_gqa=gqa)
+            elif causal and (q_offset != 0 or lq != lk):
+                qpos = torch.arange(lq, device=self.device) + int(q_offset)
+                allowed = torch.arange(lk, device=self.device)[None, :] <= qpos[:, None]
+                out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed, enable_gqa=gqa)
+            else:
+                out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=gqa)
+            return self._np(out[0])
+
+    def eltwise_add(self, a, b):
+        with self.timer.time("eltwise_add"), torch.inference_mode():
+            return self._np(self._t(a) + self._t(b))
+
+    def eltwise_mul(self, a, b):
+        with self.timer.time("eltwise_mul"), torch.inference_mode():
+            return self._np(self._t(a) * self._t(b))
+
+    def conv1d(self, x, w):
+        with self.timer.time("conv1d"), torch.inference_mode():
+            xt = self._t(x).transpose(0, 1)[None]  # (1, C, S + k - 1)
+            wt = self._t(w).transpose(0, 1)[:, None, :]  # (C, 1, k): HF's channel-major layout
+            return self._np(F.conv1d(xt, wt, groups=wt.shape[0])[0].transpose(0, 1))
+
+    def silu_mul(self, g, u):
+        with self.timer.time("silu_mul"), torch.inference_mode():
+            return self._np(F.silu(self._t(g)) * self._t(u))
+
+    def gelu(self, x):
+        with self.timer.time("gelu"), torch.inference_mode():
+            return self._np(F.gelu(self._t(x), approximate="tanh"))
+
+    def dequant_q4nx(self, codes, scale, mn):
+        with self.timer.time("dequant_q4nx"), torch.inference_mode():
+            return self._np(self._dequant(codes, scale, mn))
+
+    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
+        with self.timer.time("gemv_q4nx"), torch.inference_mode():
+            return self._np(self._dequant(codes, scale, mn) @ self._t(x))
+
+    def _dequant(self, codes, scale, mn) -> torch.Tensor:
+        """q * scale + min in bf16 tensors, each op rounded (a GPU's dequantise-then-bf16-matmul path)."""
+        group = np.shape(codes)[1] // np.shape(scale)[1]
+        s = torch.repeat_interleave(self._t(scale), group, dim=1)
+        m = torch.repeat_interleave(self._t(mn), group, dim=1)
+        return self._t(codes) * s + m

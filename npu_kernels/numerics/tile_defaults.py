@@ -1,0 +1,240 @@
+"""The planner's heuristic: the recommended tile and herd for a (kernel, shape, target) when no measured row
+says otherwise (docs/numerics.md's recommendations and the compile-time limits of npu_kernels.numerics.tile_rules).
+
+`default_tile(kernel, shape, target)` is unchecked (npu_kernels.numerics.tiles.plan_tile checks it);
+`gemm_method`, `gemm_tile_n`, `gemm_tile_k_l2` are its GEMM pieces (the cost model and the emulated executor
+use them). Imports: npu_kernels.numerics.catalog, npu_kernels.numerics.tile_rules.
+"""
+
+from __future__ import annotations
+
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.tile_rules import (
+    BD_REPEAT_LIMIT,
+    ELTWISE,
+    GEMM_B_STRIDE_LIMIT,
+    GEMV_L1_BYTES,
+    GEMV_L2_BYTES,
+    array_columns,
+    array_rows,
+    gemv_l2_bytes,
+)
+
+FUSED_CAST_MIN_MKN = 4e9  # M*K*N at and above which `auto` picks fused-cast (mlir-air's GEMM harness rule)
+
+
+# --- GEMM ------------------------------------------------------------------------------------------------
+
+
+def gemm_method(s: dict) -> str:
+    return "fused-cast" if s["M"] * s["K"] * s["N"] >= FUSED_CAST_MIN_MKN else "drain"
+
+
+def gemm_tile_n(N: int, herd_n: int = 4) -> int:
+    """tile_n for N: 128, halved (64, 32) while herd_n*tile_n does not divide N; then the largest multiple
+    of 16 up to 128 that does (registry: N=896 -> 32, N=960 -> 80, N=256 -> 64, N=8960 -> 64)."""
+    for t in (128, 64, 32):
+        if N % (t * herd_n) == 0:
+            return t
+    for t in range(128, 15, -16):
+        if N % (t * herd_n) == 0:
+            return t
+    return 16
+
+
+def gemm_tile_k_l2(K: int, N: int, tile_k_l1: int = 32) -> int:
+    """tile_k_l2 for (K, N): 256, else 512, else the largest multiple of 64 (<= 512) dividing K, else the
+    largest multiple of tile_k_l1 - always keeping the B-tile DMA stride tile_k_l2*N within 1,048,576.
+    Multiples of 64 first: mlir-air's registry measured silent corruption at tile_k_l2 160, 288 and 480
+    (K = 960, 1440, 320) while 64, 192, 320 and 960 were clean."""
+    ok = lambda t: t > 0 and K % t == 0 and t * N <= GEMM_B_STRIDE_LIMIT  # noqa: E731
+    for t in (256, 512):
+        if ok(t):
+            return t
+    for step in (64, tile_k_l1):
+        for t in range(min(512, K) // step * step, 0, -step):
+            if ok(t):
+                return t
+    return tile_k_l1
+
+
+def _gemm_default(s: dict, target: str) -> dict:
+    """The recommended GEMM tile: the fullest herd (8x4 on NPU2) whose tiles divide M and N, tile_m 64
+    (fused-cast) / 32 (drain) shrinking to 16, tile_n per `gemm_tile_n`, tile_k_l2 per `gemm_tile_k_l2`."""
+    cols, rows = array_columns(target), array_rows(target)
+    M, N = s["M"], s["N"]
+    method = gemm_method(s)
+    best = None
+    for herd_n in halvings(rows):
+        tile_n = gemm_tile_n(N, herd_n)
+        if N % (tile_n * herd_n):
+            continue
+        for herd_m in halvings(cols):
+            for tile_m in halvings(64 if method == "fused-cast" else 32, stop=16):
+                if M % (tile_m * herd_m) == 0:
+                    key = (herd_m * herd_n, tile_m, tile_n)
+                    if best is None or key > best[0]:
+                        best = (key, tile_m, tile_n, herd_m, herd_n)
+                    break
+    if best is None:  # nothing legal (tiny or ragged M/N): the full-array tile, reported as illegal
+        best = (None, 64 if method == "fused-cast" else 32, gemm_tile_n(N, rows), cols, rows)
+    _, tile_m, tile_n, herd_m, herd_n = best
+    return {
+        "tile_m": tile_m,
+        "tile_k_l2": gemm_tile_k_l2(s["K"], N),
+        "tile_k_l1": 32,
+        "tile_n": tile_n,
+        "herd_m": herd_m,
+        "herd_n": herd_n,
+        "method": method,
+    }
+
+
+def halvings(start: int, stop: int = 1) -> list[int]:
+    out = []
+    while start >= stop:
+        out.append(start)
+        start //= 2
+    return out
+
+
+
+# --- GEMV ------------------------------------------------------------------------------------------------
+
+
+def _gemv_default(s: dict, target: str) -> dict:
+    """herd_m 8 (shrinking only when M forces it), the largest tile_m of 16/8/4/2 within the L2 budget and
+    the BD repeat limit, m_input = tile_m unless the L1 tile would overflow (registry: 8/8/8, 8/2/2)."""
+    M, K = s["M"], s["K"]
+    choice = None
+    for herd in halvings(array_columns(target)):
+        for tile_m in (16, 8, 4, 2):
+            t = {"tile_m": tile_m, "herd_m": herd}
+            if M % (tile_m * herd) == 0 and gemv_l2_bytes(t, K) <= GEMV_L2_BYTES and M // (tile_m * herd) - 1 <= BD_REPEAT_LIMIT:
+                choice = (tile_m, herd)
+                break
+        if choice:
+            break
+    tile_m, herd = choice or (2, array_columns(target))
+    m_input = tile_m
+    while m_input > 1 and ((m_input + 1) * K * 2 > GEMV_L1_BYTES or tile_m % m_input):
+        m_input //= 2
+    return {"tile_m": tile_m, "m_input": m_input, "herd_m": herd}
+
+
+
+# --- norms, rope, elementwise ----------------------------------------------------------------------------
+
+
+def largest_divisor(n: int, cap: int) -> int:
+    for d in range(min(cap, n), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def _norm_default(s: dict, target: str) -> dict:
+    return {"herd_x": largest_divisor(s["M"], array_columns(target))}
+
+
+
+def _rope_default(s: dict, target: str) -> dict:
+    return {"herd_x": largest_divisor(s["rows"], array_columns(target)), "herd_y": 1}
+
+
+
+def _elt_default(kernel: str):
+    key, tile, hy, _ = ELTWISE[kernel]
+
+    def default(s: dict, target: str) -> dict:
+        cols = array_columns(target)
+        herd_y = min(hy, array_rows(target))
+        for t in (tile, tile // 2, tile // 4, tile // 8, 256, 128, 64, 32, 16):
+            for hx in range(cols, 0, -1):
+                for y in range(herd_y, 0, -1):
+                    if s["N"] % (t * hx * y) == 0:
+                        return {key: t, "herd_x": hx, "herd_y": y}
+        return {key: 16, "herd_x": 1, "herd_y": 1}
+
+    return default
+
+
+
+# --- conv1d ------------------------------------------------------------------------------------------------
+
+
+def _conv1d_default(s: dict, target: str) -> dict:
+    """conv1d_depthwise.py's defaults (herd 8x1, tile_s 32: the LFM2-1.2B prefill scale), herd_x 8 / 4 / 1
+    (never 2) where C needs it, tile_s halved until it divides seq and fits L1; a nonzero pad (the decode case,
+    Conv1D_bf16.md "Gate on a NONZERO pad")."""
+    cols = array_columns(target)
+    hx = next((h for h in (cols, 4, 1) if h <= cols and s["C"] % h == 0 and (s["C"] // h) % 16 == 0), 1)
+    tile_c = s["C"] // hx
+    ts = next((t for t in halvings(32) if s["seq"] % t == 0 and (2 * t + 5) * tile_c * 2 <= 65536), 1)
+    return {"tile_s": ts, "herd_x": hx, "herd_y": 1, "pad": "nonzero"}
+
+
+# --- flash attention -------------------------------------------------------------------------------------
+
+
+def _fa_default(s: dict, target: str) -> dict:
+    cols, rows = array_columns(target), array_rows(target)
+    lkp = 64 if s["dk"] % 64 == 0 and s["dv"] % 64 == 0 else s["dk"]
+    hpu = 2 if s["heads_q"] % 2 == 0 else 1
+    q_tiles = cols // 2  # 4 q tiles per head pair (NPU2: 2 x 4 = 8 columns)
+    if hpu == 1 and cols < 8:
+        q_tiles = cols
+    tile_q = 64
+    if s["dk"] == 256:  # Gemma3's head-first tiling: lkp 32, one head per unroll, 8 q tiles (fa_headfirst.py:49-55)
+        lkp = tile_q = 32
+        hpu, q_tiles = 1, cols
+    while q_tiles > 1 and s["lq"] % (tile_q * q_tiles):
+        q_tiles //= 2
+    stages = rows
+    while stages > 1 and s["lk"] % (lkp * stages):
+        stages //= 2
+    return {"lqp": tile_q * q_tiles, "lkp": lkp, "tile_q": tile_q, "num_q_tiles": q_tiles,
+            "num_cascade_stages": stages, "num_heads_per_unroll": hpu}
+
+
+
+# --- 4-bit (Q4NX) kernels -------------------------------------------------------------------------------
+
+
+def _dequant_q4_default(s: dict, target: str) -> dict:
+    """dequant_q4nx.py's herd [1, herd_n=4] (build_module@0d63308), fewer rows when M needs it."""
+    return {"herd_x": 1, "herd_y": largest_divisor(s["M"], min(4, array_rows(target)))}
+
+
+def _gemv_q4_default(s: dict, target: str) -> dict:
+    """32-row q4k blocks over up to every column of the array (one row of cores)."""
+    return {"herd_x": largest_divisor(max(s["M"] // 32, 1), array_columns(target)), "herd_y": 1}
+
+
+
+# --- by kernel -------------------------------------------------------------------------------------------
+
+
+DEFAULTS = {
+    "gemm": _gemm_default,
+    "gemv": _gemv_default,
+    "rmsnorm": _norm_default,
+    "layernorm": _norm_default,
+    "rope": _rope_default,
+    "flash_attention": _fa_default,
+    "eltwise_add": _elt_default("eltwise_add"),
+    "eltwise_mul": _elt_default("eltwise_mul"),
+    "conv1d": _conv1d_default,
+    "silu_mul": _elt_default("silu_mul"),
+    "gelu": _elt_default("gelu"),
+    "dequant_q4nx": _dequant_q4_default,
+    "gemv_q4nx": _gemv_q4_default,
+}
+
+
+
+def default_tile(kernel: str, shape: dict, target: str = "npu2") -> dict:
+    """The planner's recommended tile for (kernel, shape, target), unchecked (see plan_tile)."""
+    t = DEFAULTS[kernel](get_spec(kernel).normalize_shape(shape), target)
+    return t
+

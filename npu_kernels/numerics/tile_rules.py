@@ -1,0 +1,361 @@
+"""The tile rules: every hard constraint a (kernel, shape, tile, target) must meet, and the array limits.
+
+`check_tile(kernel, shape, tile, target) -> [(rule, message)]` lists every rule a tile breaks, in rule order;
+`kernel_rules(kernel, target)` the rules themselves (name, predicate, message); `TileRuleViolation` is what
+the planner raises with the first broken rule's name. The limits are defined here once (the planner, the
+triage predicates and the cost model import them):
+
+Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's registry documents):
+  gemm   N % (tile_n*herd_n) == 0 (silent corruption, checked first), M % (tile_m*herd_m) == 0,
+         K % tile_k_l2 == 0, tile_k_l2 % tile_k_l1 == 0, tile_k_l2*N <= 1,048,576 (B-tile DMA stride),
+         drain tile_m <= 32 (L1), tile_m and tile_n multiples of 16 and tile_k_l1 of 8 (mm.cc mmul),
+         herd within the array.
+  gemv   M % (tile_m*herd_m) == 0, tile_m even, K % 64 == 0, herd_m*tile_m*K*2 + herd_m*tile_m*2 <=
+         524288 (L2), M/(tile_m*herd_m) - 1 <= 255 (BD repeat count; the verified 16384x2048 LM-head
+         partition runs 256 iterations), tile_m % m_input == 0, (m_input + 1)*K*2 <= 65536 (L1).
+  rmsnorm/layernorm  M % herd_x == 0, N % 16 == 0, herd_x <= columns.
+  rope   rows % (herd_x*herd_y) == 0, herd_x*herd_y <= 8 (3 shim DMAs per tile), head_dim % 32 == 0.
+  eltwise_add/eltwise_mul/silu_mul  herd_y == 1 (3 DMAs per tile), N % (tile*herd_x) == 0, tile <= 4096 (L1).
+  eltwise_mul  as eltwise_add (EltwiseMul_bf16.md: the same DSL body, tile and herd defaults).
+  conv1d (2*tile_s + 5)*(C/herd_x)*2 <= 65536 (L1; over it compiles and is silently wrong), herd_x != 2,
+         herd_y == 1, C % herd_x == 0 with tile_c a multiple of 16, seq % (tile_s*herd_y) == 0 (Conv1D_bf16.md).
+  gelu   herd_x*herd_y <= 16 (2 DMAs per tile: 8x2 places, 8x4 does not), N % (tile_n*herd_x*herd_y) == 0.
+  flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
+         chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise
+         forbid causal attention at head_dim 128; at head_dim 256 lkp 32, the head-first tiling mlir-air runs
+         for Gemma3, llms/shared/infra/fa_headfirst.py:36-55 at e972f29: lkp 64 overflows L1), causal ->
+         tile_q == lkp == 64 (32 at head_dim 256), a window causal and a multiple of lkp, heads per unroll <= 2,
+         heads_q % heads_per_unroll == 0, columns heads_per_unroll*num_q_tiles <= 8, stages <= rows,
+         lqp % num_q_tiles == 0, lq % lqp == 0, lk % (lkp*stages) == 0.
+
+Imports: npu_kernels.numerics.catalog (shape normalisation) only.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from npu_kernels.numerics.catalog import get_spec
+
+ARRAYS = {"npu2": (8, 4), "npu1": (4, 4)}  # (columns, compute rows)
+GEMM_B_STRIDE_LIMIT = 1_048_576
+GEMV_L2_BYTES = 524_288
+GEMV_L1_BYTES = 65_536
+BD_REPEAT_LIMIT = 255
+GEMM_METHODS = ("auto", "fused-cast", "drain", "direct")  # direct: the bf16-out-low tier's codegen
+# Bounds this planner keeps for shapes nobody measured, which measured rows have passed beyond: the B-tile
+# stride tile_k_l2*N <= 1,048,576 is the aie.dma_bd range the registry hit at N=9728 / 11008 / 18944
+# (details/GEMM_bf16_in_bf16_out.json notes), yet 2048x2048x8192 at tile_k_l2 256 and 4096x4096x4096 at 512
+# (stride 2,097,152) PASS there, and its 2048x2560x10240 note calls the bound "one step too conservative".
+MEASURED_OVERRIDES = ("gemm.b_tile_dma_stride",)
+
+
+class TileRuleViolation(ValueError):
+    """Raised when a tile breaks a hard rule of its kernel; the message starts with the rule's name."""
+
+    def __init__(self, rule: str, message: str, violations: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(f"{rule}: {message}")
+        self.rule = rule
+        self.violations = violations or [(rule, message)]
+
+
+
+Rule = tuple[str, Callable[[dict, dict], bool], Callable[[dict, dict], str]]
+
+
+def array_columns(target: str) -> int:
+    return ARRAYS[target][0]
+
+
+def array_rows(target: str) -> int:
+    return ARRAYS[target][1]
+
+
+
+# --- GEMM ------------------------------------------------------------------------------------------------
+
+
+def _gemm_rules(target: str) -> list[Rule]:
+    cols, rows = array_columns(target), array_rows(target)
+    return [
+        ("gemm.N_divisible_by_tile_n_herd_n", lambda s, t: s["N"] % (t["tile_n"] * t["herd_n"]) == 0,
+         lambda s, t: f"N={s['N']} is not a multiple of tile_n*herd_n={t['tile_n']}*{t['herd_n']}; not asserted "
+         "by the compiler - the uncovered columns are silently never written"),
+        ("gemm.M_divisible_by_tile_m_herd_m", lambda s, t: s["M"] % (t["tile_m"] * t["herd_m"]) == 0,
+         lambda s, t: f"M={s['M']} is not a multiple of tile_m*herd_m={t['tile_m']}*{t['herd_m']}"),
+        ("gemm.K_divisible_by_tile_k_l2", lambda s, t: s["K"] % t["tile_k_l2"] == 0,
+         lambda s, t: f"K={s['K']} is not a multiple of tile_k_l2={t['tile_k_l2']}"),
+        ("gemm.tile_k_l2_divisible_by_tile_k_l1", lambda s, t: t["tile_k_l2"] % t["tile_k_l1"] == 0,
+         lambda s, t: f"tile_k_l2={t['tile_k_l2']} is not a multiple of tile_k_l1={t['tile_k_l1']}"),
+        ("gemm.b_tile_dma_stride", lambda s, t: t["tile_k_l2"] * s["N"] <= GEMM_B_STRIDE_LIMIT,
+         lambda s, t: f"tile_k_l2*N = {t['tile_k_l2'] * s['N']} exceeds the DMA stride limit {GEMM_B_STRIDE_LIMIT}"),
+        ("gemm.drain_tile_m_le_32", lambda s, t: t.get("method") != "drain" or t["tile_m"] <= 32,
+         lambda s, t: f"the drain method holds an f32 accumulator and a bf16 drain buffer: tile_m={t['tile_m']} "
+         "> 32 overflows the 64 KiB L1"),
+        ("gemm.mmul_tile_m_multiple_of_16", lambda s, t: t["tile_m"] % 16 == 0,
+         lambda s, t: f"tile_m={t['tile_m']} is not a multiple of 16 (2x2 unrolled 8x8x8 MMA)"),
+        ("gemm.mmul_tile_n_multiple_of_16", lambda s, t: t["tile_n"] % 16 == 0,
+         lambda s, t: f"tile_n={t['tile_n']} is not a multiple of 16 (2x2 unrolled 8x8x8 MMA)"),
+        ("gemm.mmul_tile_k_l1_multiple_of_8", lambda s, t: t["tile_k_l1"] % 8 == 0,
+         lambda s, t: f"tile_k_l1={t['tile_k_l1']} is not a multiple of the MMA depth 8"),
+        ("gemm.herd_fits_array", lambda s, t: 1 <= t["herd_m"] <= cols and 1 <= t["herd_n"] <= rows,
+         lambda s, t: f"herd {t['herd_m']}x{t['herd_n']} does not fit the {cols}x{rows} array"),
+        ("gemm.method_known", lambda s, t: t.get("method", "auto") in GEMM_METHODS,
+         lambda s, t: f"method {t.get('method')!r} is not one of {', '.join(GEMM_METHODS)}"),
+    ]
+
+
+def gemm_herd(t: dict) -> list[int]:
+    return [t["herd_m"], t["herd_n"]]
+
+
+
+# --- GEMV ------------------------------------------------------------------------------------------------
+
+
+def gemv_l2_bytes(t: dict, K: int) -> int:
+    return t["herd_m"] * t["tile_m"] * K * 2 + t["herd_m"] * t["tile_m"] * 2
+
+
+
+def _gemv_rules(target: str) -> list[Rule]:
+    cols = array_columns(target)
+    return [
+        ("gemv.M_divisible_by_tile_m_herd_m", lambda s, t: s["M"] % (t["tile_m"] * t["herd_m"]) == 0,
+         lambda s, t: f"M={s['M']} is not a multiple of tile_m*herd_m={t['tile_m']}*{t['herd_m']}"),
+        ("gemv.tile_m_even", lambda s, t: t["tile_m"] % 2 == 0,
+         lambda s, t: f"tile_m={t['tile_m']} is odd (the 4-byte transfer-length check)"),
+        ("gemv.K_divisible_by_64", lambda s, t: s["K"] % 64 == 0,
+         lambda s, t: f"K={s['K']} is not a multiple of 64 (the kernel's 64-lane accumulate)"),
+        ("gemv.l2_budget", lambda s, t: gemv_l2_bytes(t, s["K"]) <= GEMV_L2_BYTES,
+         lambda s, t: f"herd_m*tile_m*K*2 + herd_m*tile_m*2 = {gemv_l2_bytes(t, s['K'])} > {GEMV_L2_BYTES} bytes of L2"),
+        ("gemv.bd_repeat_le_255", lambda s, t: s["M"] // (t["tile_m"] * t["herd_m"]) - 1 <= BD_REPEAT_LIMIT,
+         lambda s, t: f"{s['M'] // (t['tile_m'] * t['herd_m'])} outer iterations exceed the buffer-descriptor "
+         f"repeat limit ({BD_REPEAT_LIMIT} repeats): run it per partition (e.g. 16384 rows)"),
+        ("gemv.tile_m_divisible_by_m_input", lambda s, t: t["m_input"] >= 1 and t["tile_m"] % t["m_input"] == 0,
+         lambda s, t: f"tile_m={t['tile_m']} is not a multiple of m_input={t['m_input']}"),
+        ("gemv.l1_budget", lambda s, t: (t["m_input"] + 1) * s["K"] * 2 <= GEMV_L1_BYTES,
+         lambda s, t: f"the [m_input, K] A tile plus the [K] vector, {(t['m_input'] + 1) * s['K'] * 2} bytes, "
+         f"overflow the {GEMV_L1_BYTES}-byte L1"),
+        ("gemv.herd_fits_array", lambda s, t: 1 <= t["herd_m"] <= cols,
+         lambda s, t: f"herd_m={t['herd_m']} exceeds the {cols} columns"),
+    ]
+
+
+
+# --- norms, rope, elementwise ----------------------------------------------------------------------------
+
+
+def _norm_rules(kernel: str, target: str) -> list[Rule]:
+    cols = array_columns(target)
+    return [
+        (f"{kernel}.M_divisible_by_herd_x", lambda s, t: s["M"] % t["herd_x"] == 0,
+         lambda s, t: f"M={s['M']} rows do not split over herd_x={t['herd_x']}"),
+        (f"{kernel}.N_divisible_by_vector_size", lambda s, t: s["N"] % 16 == 0,
+         lambda s, t: f"N={s['N']} is not a multiple of the 16-lane bf16 vector"),
+        (f"{kernel}.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols,
+         lambda s, t: f"herd_x={t['herd_x']} exceeds the {cols} columns"),
+    ]
+
+
+
+def _rope_rules(target: str) -> list[Rule]:
+    cols = array_columns(target)
+    return [
+        ("rope.rows_divisible_by_herd", lambda s, t: s["rows"] % (t["herd_x"] * t["herd_y"]) == 0,
+         lambda s, t: f"rows={s['rows']} do not split over herd {t['herd_x']}x{t['herd_y']}"),
+        ("rope.three_dma_tiles_le_columns", lambda s, t: t["herd_x"] * t["herd_y"] <= cols,
+         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']}: 3 shim DMAs per tile (input, LUT, output) allow at "
+         f"most {cols} tiles"),
+        ("rope.head_dim_multiple_of_32", lambda s, t: s["head_dim"] % 32 == 0,
+         lambda s, t: f"head_dim={s['head_dim']}: each half must fill 16-lane vectors"),
+    ]
+
+
+
+ELTWISE = {  # kernel: (tile key, default tile, max herd_y, DMAs per tile)
+    "eltwise_add": ("tile", 2048, 1, 3),
+    # eltwise_mul.py@0b499c9 `default_tile`: the largest power of two, capped at 1024, whose three ping-ponged
+    # bf16 buffers fit L1; EltwiseMul_bf16.md (e0eee76d): tile and herd defaults shared with eltwise_add
+    "eltwise_mul": ("tile", 1024, 1, 3),
+    "silu_mul": ("tile_n", 4096, 1, 3),
+    "gelu": ("tile_n", 4096, 2, 2),
+}
+
+
+
+def _elt_rules(kernel: str, target: str) -> list[Rule]:
+    key, _, max_y, dmas = ELTWISE[kernel]
+    cols = array_columns(target)
+    if dmas == 3:
+        herd_rule = (f"{kernel}.herd_y_eq_1", lambda s, t: t["herd_y"] == 1,
+                     lambda s, t: f"herd_y={t['herd_y']}: 3 DMAs per tile (2 in, 1 out) exhaust the shim channels "
+                     "beyond one row")
+    else:
+        herd_rule = (f"{kernel}.tiles_le_16", lambda s, t: t["herd_x"] * t["herd_y"] <= 2 * cols,
+                     lambda s, t: f"herd {t['herd_x']}x{t['herd_y']}: 2 DMAs per tile place at most "
+                     f"{2 * cols} tiles (8x2), the full 8x4 does not")
+    return [
+        herd_rule,
+        (f"{kernel}.N_divisible_by_tile_herd", lambda s, t: s["N"] % (t[key] * t["herd_x"] * t["herd_y"]) == 0,
+         lambda s, t: f"N={s['N']} is not a multiple of {key}*herd_x*herd_y={t[key]}*{t['herd_x']}*{t['herd_y']}"),
+        (f"{kernel}.tile_fits_l1", lambda s, t: t[key] <= 4096 and t[key] % 16 == 0,
+         lambda s, t: f"{key}={t[key]} must be a multiple of 16 and <= 4096 (ping-ponged buffers in 64 KiB L1)"),
+        (f"{kernel}.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and 1 <= t["herd_y"] <= array_rows(target),
+         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}x{array_rows(target)} array"),
+    ]
+
+
+
+# --- conv1d (causal depthwise, 3 taps) ------------------------------------------------------------------
+
+CONV1D_L1_BYTES = 65_536  # conv1d_depthwise.py L1_BYTES: per-compute-tile L1 on AIE2P
+
+
+def conv1d_l1_bytes(s: dict, t: dict) -> int:
+    """Conv1D_bf16.md (ff1efdb0) "L1 budget (hard)": (tile_s + 2) halo rows + 3 tap rows + tile_s output rows
+    of tile_c bf16 channels, i.e. (2*tile_s + 5)*tile_c*2 bytes."""
+    return (2 * t["tile_s"] + 5) * (s["C"] // t["herd_x"]) * 2
+
+
+def _conv1d_rules(target: str) -> list[Rule]:
+    """Conv1D_bf16.md (ff1efdb0) "Tunable parameters" and "Two traps", conv1d_depthwise.py@09ca164
+    `build_module`'s asserts. The L1 budget comes first: 4x1 at tile_s 32 (70.6 KB) compiles and returns
+    silently wrong results; herd_x 2 is measured broken (silently wrong at tile_s 8); herd_y > 1 deadlocks on
+    the second invocation."""
+    cols = array_columns(target)
+    return [
+        ("conv1d.l1_budget", lambda s, t: conv1d_l1_bytes(s, t) <= CONV1D_L1_BYTES,
+         lambda s, t: f"tile_s={t['tile_s']}, tile_c={s['C'] // t['herd_x']}: {conv1d_l1_bytes(s, t)} bytes > "
+         f"{CONV1D_L1_BYTES} of L1 (over-allocation compiles and returns silently wrong results)"),
+        ("conv1d.herd_x_not_2", lambda s, t: t["herd_x"] != 2,
+         lambda s, t: "herd_x=2 is measured broken on NPU2 (aircc failure at tile_s 4, silently wrong at tile_s 8)"),
+        ("conv1d.herd_y_eq_1", lambda s, t: t["herd_y"] == 1,
+         lambda s, t: f"herd_y={t['herd_y']}: the second invocation deadlocks (ERT_CMD_STATE_TIMEOUT); only 1 is usable"),
+        ("conv1d.C_divisible_by_herd_x", lambda s, t: s["C"] % t["herd_x"] == 0 and (s["C"] // t["herd_x"]) % 16 == 0,
+         lambda s, t: f"C={s['C']} must split over herd_x={t['herd_x']} into tile_c multiples of the 16-lane vector"),
+        ("conv1d.seq_divisible_by_tile_s", lambda s, t: s["seq"] % (t["tile_s"] * t["herd_y"]) == 0,
+         lambda s, t: f"seq={s['seq']} is not a multiple of tile_s*herd_y={t['tile_s']}*{t['herd_y']}"),
+        ("conv1d.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and t["herd_y"] >= 1,
+         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}-column array"),
+        ("conv1d.pad_zero_or_nonzero", lambda s, t: t["pad"] in ("zero", "nonzero"),
+         lambda s, t: f"pad={t['pad']!r} must be zero (prefill) or nonzero (the carried state)"),
+    ]
+
+
+# --- flash attention -------------------------------------------------------------------------------------
+
+
+def _chunk_lkp(s: dict) -> int:
+    """The dk/dv-chunked lkp: 64, or 32 at head_dim 256 (fa_headfirst.py:49-55 `_FA_TILING`, mlir-air e972f29)."""
+    return 32 if s["dk"] == 256 else 64
+
+
+def _fa_rules(target: str) -> list[Rule]:
+    cols, rows = array_columns(target), array_rows(target)
+    return [
+        ("flash_attention.lkp_equals_head_dim",
+         lambda s, t: t["lkp"] == s["dk"] or (t["lkp"] == _chunk_lkp(s) and s["dk"] % 64 == 0 and s["dv"] % 64 == 0),
+         lambda s, t: f"lkp={t['lkp']} must equal head_dim dk={s['dk']} (or be 64 with dk, dv multiples of 64: "
+         "the dk/dv-chunked layout mlir-air runs at head_dim 128)"),
+        ("flash_attention.causal_tile_q_eq_lkp_eq_64",
+         lambda s, t: not s["causal"] or (t["tile_q"] == t["lkp"] == _chunk_lkp(s)),
+         lambda s, t: f"causal masking needs tile_q == lkp == {_chunk_lkp(s)} (tile_q={t['tile_q']}, lkp={t['lkp']})"),
+        ("flash_attention.window_multiple_of_lkp",
+         lambda s, t: not s.get("window") or (s["causal"] and s["window"] % t["lkp"] == 0),
+         lambda s, t: f"window={s.get('window')} must be causal and a multiple of lkp={t['lkp']} (attn_npu2.py:139-143 "
+         "asserts both; apply_window_mask counts it in blocks, attn_npu2.cc:730-733)"),
+        ("flash_attention.heads_per_unroll_le_2", lambda s, t: 1 <= t["num_heads_per_unroll"] <= 2,
+         lambda s, t: f"num_heads_per_unroll={t['num_heads_per_unroll']} > 2 runs out of shim DMA channels"),
+        ("flash_attention.heads_divisible_by_unroll", lambda s, t: s["heads_q"] % t["num_heads_per_unroll"] == 0,
+         lambda s, t: f"heads_q={s['heads_q']} is not a multiple of num_heads_per_unroll={t['num_heads_per_unroll']}"),
+        ("flash_attention.columns_le_array",
+         lambda s, t: t["num_heads_per_unroll"] * t["num_q_tiles"] <= cols,
+         lambda s, t: f"num_heads_per_unroll*num_q_tiles = {t['num_heads_per_unroll'] * t['num_q_tiles']} > {cols} columns"),
+        ("flash_attention.stages_le_rows", lambda s, t: 1 <= t["num_cascade_stages"] <= rows,
+         lambda s, t: f"num_cascade_stages={t['num_cascade_stages']} exceeds the {rows} compute rows"),
+        ("flash_attention.lqp_divisible_by_q_tiles", lambda s, t: t["lqp"] == t["tile_q"] * t["num_q_tiles"],
+         lambda s, t: f"lqp={t['lqp']} must be tile_q*num_q_tiles={t['tile_q']}*{t['num_q_tiles']}"),
+        ("flash_attention.lq_divisible_by_lqp", lambda s, t: s["lq"] % t["lqp"] == 0,
+         lambda s, t: f"lq={s['lq']} is not a multiple of lqp={t['lqp']}"),
+        ("flash_attention.lk_divisible_by_lkp_stages",
+         lambda s, t: s["lk"] % (t["lkp"] * t["num_cascade_stages"]) == 0,
+         lambda s, t: f"lk={s['lk']} is not a multiple of lkp*num_cascade_stages={t['lkp']}*{t['num_cascade_stages']}"),
+    ]
+
+
+def fa_herd(t: dict) -> list[int]:
+    return [t["num_heads_per_unroll"] * t["num_q_tiles"], t["num_cascade_stages"]]
+
+
+
+# --- by kernel -------------------------------------------------------------------------------------------
+
+
+def _q4_rules(kernel: str, target: str) -> list[Rule]:
+    """dequant_q4nx: rows split over a 1 x herd_y herd, one packed row (K/2 code bytes + K/32 bf16 scales and
+    mins) and its K bf16 outputs in L1 (dequant_q4nx.py build_module@0d63308: `N_out % herd_n == 0`).
+    gemv_q4nx: 32-row blocks split over herd_x columns (proj_qmm.cc: one 32x256 q4k block per call)."""
+    cols, rows = array_columns(target), array_rows(target)
+    if kernel == "dequant_q4nx":
+        return [
+            ("dequant_q4nx.M_divisible_by_herd", lambda s, t: s["M"] % (t["herd_x"] * t["herd_y"]) == 0,
+             lambda s, t: f"M={s['M']} is not a multiple of herd_x*herd_y={t['herd_x']}*{t['herd_y']}"),
+            ("dequant_q4nx.row_fits_l1", lambda s, t: s["K"] // 2 + s["K"] // 8 + 2 * s["K"] <= 65536,
+             lambda s, t: f"K={s['K']}: a packed row and its bf16 output exceed the 64 KiB L1"),
+            ("dequant_q4nx.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and 1 <= t["herd_y"] <= rows,
+             lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}x{rows} array"),
+        ]
+    return [
+        ("gemv_q4nx.M_divisible_by_row_blocks", lambda s, t: s["M"] % (32 * t["herd_x"] * t["herd_y"]) == 0,
+         lambda s, t: f"M={s['M']} is not a multiple of 32*herd_x*herd_y=32*{t['herd_x']}*{t['herd_y']}"),
+        ("gemv_q4nx.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and 1 <= t["herd_y"] <= rows,
+         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}x{rows} array"),
+    ]
+
+
+def kernel_rules(kernel: str, target: str) -> list[Rule]:
+    if kernel in ("dequant_q4nx", "gemv_q4nx"):
+        return _q4_rules(kernel, target)
+    if kernel == "gemm":
+        return _gemm_rules(target)
+    if kernel == "gemv":
+        return _gemv_rules(target)
+    if kernel in ("rmsnorm", "layernorm"):
+        return _norm_rules(kernel, target)
+    if kernel == "rope":
+        return _rope_rules(target)
+    if kernel == "flash_attention":
+        return _fa_rules(target)
+    if kernel == "conv1d":
+        return _conv1d_rules(target)
+    return _elt_rules(kernel, target)
+
+
+def herd_of(kernel: str, t: dict) -> list[int]:
+    if kernel == "gemm":
+        return gemm_herd(t)
+    if kernel == "gemv":
+        return [t["herd_m"], 1]
+    if kernel in ("rmsnorm", "layernorm"):
+        return [t["herd_x"], 1]
+    if kernel == "flash_attention":
+        return fa_herd(t)
+    return [t["herd_x"], t["herd_y"]]
+
+
+
+def check_tile(kernel: str, shape: dict, tile: dict, target: str = "npu2") -> list[tuple[str, str]]:
+    """Every (rule, message) that `tile` breaks for (kernel, shape, target), in rule order."""
+    s = get_spec(kernel).normalize_shape(shape)
+    out = []
+    for name, ok, msg in kernel_rules(kernel, target):
+        try:
+            good = ok(s, tile)
+        except (KeyError, ZeroDivisionError, TypeError) as e:
+            out.append((name, f"tile cannot be evaluated ({type(e).__name__}: {e})"))
+            continue
+        if not good:
+            out.append((name, msg(s, tile)))
+    return out
+

@@ -1,0 +1,136 @@
+"""NPU2 physical figures and the fitted constants of the performance model, each with its evidence.
+
+Physical (not fitted):
+  NPU2_COMPUTE_TILES = 32        8 columns x 4 compute rows of AIE2P tiles (NUMERICS "target tiles", the
+                                 planner's ARRAYS["npu2"]).
+  NPU2_MACS_PER_CYCLE = 512      one 8x8x8 BFP16 VMAC per cycle per tile (the 8x8x8 mmul that mm.cc and the
+                                 planner's tile rules are built on; the same 512-MAC shape as the int8 VMAC).
+  NPU2_CLOCK_HZ = 1.5e9          AIE clock. Assumption: AMD rates Strix's XDNA2 NPU at 50 TOPS int8/BFP16,
+                                 and 32 x 512 x 2 x 1.5e9 = 49.2e12, so the clock is ~1.5 GHz.
+  NPU2_PEAK_BF16_FLOPS = 32 x 512 x 2 x 1.5e9 = 4.92e13 FLOP/s. The registry's best GEMM is 9.8 TFLOP/s (20%);
+                                 any reported NPU2 figure above this peak is not a measurement.
+
+FLOORS: a fitted per-MAC time may not beat one tile's MMA peak (1 / (512 x 1.5e9) s per MAC).
+
+FITTED: the kernel cost model's constants (seconds per unit of the feature of the same name in
+`npu_kernels.perf.kernel_model`), fitted once by `npu_kernels.perf.fit.fit(kernel_rows())` on all 227 rows of
+anchors.toml (NNLS on relative error); `tests/unit/test_perf_model.py` refits and checks they still agree.
+EVIDENCE says what each means and which rows fix it.
+
+HOST: the XRT-call and host-side constants, from the Llama-3.2-1B profile (profile_llama32_1b.toml); the
+derivations are in `npu_kernels.perf.host`.
+"""
+
+from __future__ import annotations
+
+NPU2_COMPUTE_TILES = 32
+NPU2_MACS_PER_CYCLE = 512
+NPU2_CLOCK_HZ = 1.5e9
+NPU2_PEAK_BF16_FLOPS = NPU2_COMPUTE_TILES * NPU2_MACS_PER_CYCLE * 2 * NPU2_CLOCK_HZ
+# NPU1 = XDNA (AIE2, Phoenix): 16 tiles (4x4), native bf16 at 128 MACs/cycle/tile, ~1 GHz: 4.1 TFLOP/s bf16.
+NPU1_PEAK_BF16_FLOPS = 16 * 128 * 2 * 1.0e9
+PEAK_FLOPS = {"npu2": NPU2_PEAK_BF16_FLOPS, "npu1": NPU1_PEAK_BF16_FLOPS}  # what any recorded figure must stay under
+TILE_S_PER_MAC_AT_PEAK = 1.0 / (NPU2_MACS_PER_CYCLE * NPU2_CLOCK_HZ)
+
+FLOORS = {
+    "gemm_s_per_mac_mmcc": TILE_S_PER_MAC_AT_PEAK,
+    "gemm_s_per_mac_direct": TILE_S_PER_MAC_AT_PEAK,
+    "fa_s_per_mac": TILE_S_PER_MAC_AT_PEAK,
+    "fa_s_per_mac_chunked": TILE_S_PER_MAC_AT_PEAK,
+}
+
+# The 4-bit kernels (dequant_q4nx, gemv_q4nx) have no registry rows to fit: their one constant is the fused
+# 4-bit decode's effective DDR stream rate, calibrated on llama32_1b_q4nx/README.md@137ff7c (~50 tok/s) by
+# npu_kernels.perf.q4nx.calibration() (tests/unit/test_perf_q4nx.py recomputes it and checks it agrees).
+Q4_STREAM_BPS = 42.21e9
+DERIVED: dict[str, float] = {"q4_s_per_byte": 1.0 / Q4_STREAM_BPS}
+
+# fitted: python -c "from npu_kernels.perf.fit import fit; from npu_kernels.perf.anchors import kernel_rows; print(fit(kernel_rows()))"
+FITTED: dict[str, float] = {
+    "launch_s": 8.007e-05,
+    "gemm_s_per_mac_mmcc": 1.665e-12,
+    "gemm_s_per_mac_direct": 5.937e-12,
+    "gemm_s_per_call": 4.924e-08,
+    "gemm_s_per_block": 4.965e-06,
+    "gemm_s_per_l2_chunk": 8.136e-07,
+    "gemm_s_per_ddr_byte": 1.658e-11,
+    "gemm_s_cast_launch": 0.00033,
+    "gemv_s_per_byte_per_column": 2.336e-10,
+    "gemv_s_per_call": 3.504e-07,
+    "rmsnorm_s_per_byte_per_tile": 3.287e-10,
+    "rmsnorm_s_per_unit": 1.168e-07,
+    "layernorm_s_per_byte_per_tile": 6.001e-10,
+    "layernorm_s_per_unit": 0.0,
+    "rope_s_per_byte_per_tile": 9.306e-11,
+    "rope_s_per_unit": 2.731e-08,
+    "eltwise_add_s_per_byte_per_tile": 0.0,
+    "eltwise_add_s_per_unit": 1.354e-06,
+    "silu_mul_s_per_byte_per_tile": 3.27e-10,
+    "silu_mul_s_per_unit": 0.0,
+    "gelu_s_per_byte_per_tile": 5.656e-10,
+    "gelu_s_per_unit": 0.0,
+    "fa_s_pipeline_fill": 0.0005266,
+    "fa_s_per_mac": 1.302e-12,
+    "fa_s_per_mac_chunked": 2.069e-11,
+    "fa_s_per_score": 2e-09,
+    "fa_s_per_iteration": 3.996e-05,
+    "fa_s_per_kv_byte": 2.99e-12,
+}
+
+R = "programming_examples/kernel_registry/details/"
+EVIDENCE: dict[str, str] = {
+    "launch_s": "per-launch floor (array reconfiguration, shim BD setup, XRT run of one air.launch): ~80 us. "
+                "Fixed by the floor-dominated rows: RoPE 8 and 32 rows 83/82 us (" + R + "RoPE_bf16.md:175-176), "
+                "GEMV 128x896 84 us (GEMV_bf16.md:102), GEMM 64x32x720 ~118 us (GEMM_bf16_in_bf16_out.json:25).",
+    "gemm_s_per_mac_mmcc": "time per MAC on one tile with the hand-written mm.cc kernel (drain / fused-cast / "
+                           "external): 1/5.97e11 MAC/s = 78% of the 7.68e11 per-tile BFP16 peak. Fixed by the "
+                           "large-K 2048-row rows (GEMM_bf16_in_*_out.json, e.g. 2048x8192x2048 8898 GF/s).",
+    "gemm_s_per_mac_direct": "time per MAC with the direct-codegen inner loop: 1/1.68e11 MAC/s (3.5x slower than "
+                             "mm.cc; the 'direct' rows of both GEMM JSONs, e.g. 2048x8192x2048 direct 6010 vs "
+                             "external 9797 GF/s, GEMM_bf16_in_fp32_out.json).",
+    "gemm_s_per_call": "per inner-kernel call (one tile_m x tile_k_l1 x tile_n MMA block: loop and pointer setup): "
+                       "49 ns; the tile_n / tile_k_l1 sensitivity of the small-tile rows (N=896 tile_n 32).",
+    "gemm_s_per_block": "per output block per tile (accumulator zero, drain/store of the C tile): 5.1 us; "
+                        "separates short-K rows (K=512-1024) from long-K rows at equal MNK.",
+    "gemm_s_per_l2_chunk": "per L2 (MemTile) K-chunk per block (a DMA round of the A/B panels): 0.81 us; the "
+                           "tile_k_l2 64/128 rows (2048x2560x9728 5528 GF/s, 2048x2560x10240 4849 GF/s).",
+    "gemm_s_per_ddr_byte": "shim/DDR stream: 1/60.4 GB/s for A re-streamed per herd column block, B per herd "
+                           "row block, C (f32 where the cast is separate); close to EltwiseAdd's 63 GB/s "
+                           "(EltwiseAdd_bf16.md:103), the array's measured DDR ceiling.",
+    "gemm_s_cast_launch": "the fused-cast method's extra f32->bf16 cast launch: 330 us on top of its bytes; "
+                          "fused-cast vs drain at 512^3 (482 vs 1703 GF/s), 1024^3 (2502 vs 4637), 2048x2048x512 "
+                          "(4083 vs 5626) in GEMM_bf16_in_bf16_out.json.",
+    "gemv_s_per_byte_per_column": "A-matrix stream per AIE column: 1/4.28 GB/s per column, 34 GB/s for 8 columns; "
+                                  "the large GEMV rows (GEMV_bf16.md:94-128, 16384x2048 2193 us).",
+    "gemv_s_per_call": "per mv.cc call (m_input rows): 0.35 us; fixed by the registry's m_input sweep point "
+                       "(2048x2048 at tile_m 8: m_input 1 20.9 vs m_input 8 25.5 GFLOP/s, GEMV_bf16.md:163 "
+                       "against line 92) with the m_input < tile_m row 2048x11008 8/2/1 (line 116).",
+    "rmsnorm_s_per_byte_per_tile": "RMSNorm vector throughput per tile: 1/3.04 GB/s (in + out + weight); "
+                                   "RMSNorm_bf16.md:102-109 and the herd_x sweep lines 132-134.",
+    "rmsnorm_s_per_unit": "per row per tile (sum of squares reduction, rsqrt, row DMA): 0.12 us; the N=128 "
+                          "QK-norm row (155 us, RMSNorm_bf16.md:104) against the wide rows.",
+    "layernorm_s_per_byte_per_tile": "LayerNorm throughput per tile: 1/1.67 GB/s (two reductions); "
+                                     "LayerNorm_bf16.md:122 and the herd sweep 137-139.",
+    "layernorm_s_per_unit": "per-row cost: fitted 0 (one shape only; not separable from the byte term).",
+    "rope_s_per_byte_per_tile": "RoPE per tile: 1/10.7 GB/s (in + LUT + out); RoPE_bf16.md:175-187, 233-235.",
+    "rope_s_per_unit": "per row DMA (one head_dim row per DMA): 27 ns; head_dim 64 vs 128 rows at equal bytes.",
+    "eltwise_add_s_per_byte_per_tile": "fitted 0: the add is bound by its L1 chunk rounds, not bytes (below).",
+    "eltwise_add_s_per_unit": "per L1 chunk per tile (2048 elements: 2 in + 1 out DMA round): 1.36 us = "
+                              "9 GB/s per tile; EltwiseAdd_bf16.md:100-108 and the column sweep 140-142.",
+    "silu_mul_s_per_byte_per_tile": "SiLU-and-mul per tile: 1/3.06 GB/s (bf16 tanh-based sigmoid); "
+                                    "SiLU_Mul_bf16.md:101-111, 141.",
+    "silu_mul_s_per_unit": "per-chunk cost: fitted 0 (one tile size measured).",
+    "gelu_s_per_byte_per_tile": "GELU per tile: 1/1.77 GB/s (bf16 tanh); GELU_bf16.md:160-164, 192, 203-205.",
+    "gelu_s_per_unit": "per-chunk cost: fitted 0 (tile_n sweep is flat, GELU_bf16.md:215-219).",
+    "fa_s_pipeline_fill": "flash attention's per-launch cascade set-up beyond the common floor: 0.53 ms; the "
+                          "512x512 2-head row (0.73 ms, FlashAttention_bf16.md:151).",
+    "fa_s_per_mac": "Q.K^T and P.V MACs per tile at lkp = head_dim = 64: at the per-tile peak floor (the FA "
+                    "kernel is softmax-bound, below).",
+    "fa_s_per_mac_chunked": "MACs per tile in the dk/dv-chunked layout (head_dim 128 at lkp 64): 1/4.8e10 MAC/s; "
+                            "the head_dim-128 rows FlashAttention_bf16.md:155-156, 159, 161-164.",
+    "fa_s_per_score": "online softmax per score per tile (bf16 exp, max, rescale): 2.0 ns; the head_dim-64 rows.",
+    "fa_s_per_iteration": "per (head group, q chunk) herd iteration (Q load, O store, state reset): 40 us; "
+                          "heads sweep at 512x512 (2/12/64 heads, lines 151-153).",
+    "fa_s_per_kv_byte": "K/V stream per iteration: 1/334 GB/s effective (broadcast over the cascade); the GQA "
+                        "32/8 vs 32/32 rows (lines 149-150).",
+}

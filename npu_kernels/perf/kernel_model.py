@@ -1,0 +1,199 @@
+"""Leaf-kernel cost model of NPU2: latency from the kernel's mechanics, linear in a few fitted constants.
+
+`kernel_features(kernel, shape, tile) -> {constant name: amount}` counts, for one launch of a leaf kernel
+at a shape and tile/herd, the physical quantities its time is made of: one per-launch floor, MACs per
+compute tile (split by MMA implementation), inner kernel calls, output blocks and L2 chunks per tile,
+shim/DDR bytes, bytes and rows (or chunks) each tile streams, flash-attention chunk iterations. The
+latency is `sum(amount * constant)` with the constants of `npu_kernels.perf.constants` (each a time per unit:
+seconds per launch, per MAC, per byte, ...). Because the model is linear in its constants they are fitted
+by non-negative least squares on relative error (`npu_kernels.perf.fit`) - no constant can go negative, and
+each keeps its physical reading.
+
+`kernel_latency_s(kernel, shape, tile=None)` fills a missing or partial tile with the tile planner's
+recommendation (`npu_kernels.numerics.tiles.default_tile`), so the figure is the one the deployment would see.
+`modelled_kernel_figures(kernel, shape, tile)` gives a registry-style row: latency_us and GFLOP/s (GEMM,
+GEMV, flash attention) or GB/s (the memory-bound kernels), flagged `"modelled": True`.
+
+Pure and deterministic: same inputs, same figures.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.perf.constants import DERIVED, FITTED
+from npu_kernels.numerics.tile_rules import ELTWISE
+from npu_kernels.numerics.tiles import default_tile
+
+STREAMING = ("rmsnorm", "layernorm", "rope", "eltwise_add", "silu_mul", "gelu")
+Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
+# LFM2's short-convolution kernels: no NPU2 latency is published for either (Conv1D_bf16.md at ff1efdb0 and
+# EltwiseMul_bf16.md at e0eee76d: every latency cell ⏳, "contaminated by an unrelated NPU holder"), so neither
+# has constants of its own: both are costed on Element-wise Add's fitted ones (`_borrowed`), which the pages
+# name as their timing control (EltwiseMul: "the same DSL body ... Element-wise Add a valid control").
+BORROWED = ("eltwise_mul", "conv1d")
+KERNELS = ("gemm", "gemv", "flash_attention") + STREAMING + Q4_KERNELS + BORROWED
+ELTWISE_ADD_CHUNK = ELTWISE["eltwise_add"][1]  # the add's L1 chunk (its fitted per-unit constant is per chunk)
+MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
+FUSED_CAST_METHODS = ("fused-cast",)
+
+
+def _ceil(a: float, b: float) -> int:
+    return int(math.ceil(a / b))
+
+
+def _gemm(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
+    M, K, N = s["M"], s["K"], s["N"]
+    tm, tn, tk1, tk2 = t["tile_m"], t["tile_n"], t["tile_k_l1"], t["tile_k_l2"]
+    hm, hn = t["herd_m"], t["herd_n"]
+    method = t.get("method", "drain")
+    f32_out = t.get("out") == "fp32" or method in FUSED_CAST_METHODS
+    iters = _ceil(M, tm * hm) * _ceil(N, tn * hn)  # herd-wide (hm*tm) x (hn*tn) output blocks, one per tile each
+    macs = iters * tm * tn * K  # MACs each compute tile performs
+    a_bytes = M * K * 2 * _ceil(N, tn * hn)  # A re-streamed once per herd column block
+    b_bytes = K * N * 2 * _ceil(M, tm * hm)  # B re-streamed once per herd row block
+    c_bytes = M * N * (4 if f32_out else 2)
+    f = {
+        "launch_s": 1.0,
+        "gemm_s_per_mac_mmcc" if method in MMCC_METHODS else "gemm_s_per_mac_direct": float(macs),
+        "gemm_s_per_call": float(iters * (K // tk1)),
+        "gemm_s_per_block": float(iters),
+        "gemm_s_per_l2_chunk": float(iters * _ceil(K, tk2)),
+        "gemm_s_per_ddr_byte": float(a_bytes + b_bytes + c_bytes),
+    }
+    if method in FUSED_CAST_METHODS:  # the separate f32 -> bf16 cast launch: read 4 B, write 2 B per element
+        f["gemm_s_cast_launch"] = 1.0
+        f["gemm_s_per_ddr_byte"] += M * N * 6.0
+    return f
+
+
+def _gemv(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
+    M, K = s["M"], s["K"]
+    hm, mi = t["herd_m"], max(1, t.get("m_input", t["tile_m"]))
+    return {
+        "launch_s": 1.0,
+        "gemv_s_per_byte_per_column": M * K * 2.0 / hm,  # the A stream each column's shim DMA carries
+        "gemv_s_per_call": float(_ceil(M, hm * mi)),  # kernel invocations per column (m_input rows each)
+    }
+
+
+def _q4(kernel: str, s: Mapping[str, Any]) -> dict[str, float]:
+    """The 4-bit kernels move their codes + bf16 scale/min per 32 columns (0.625 B/weight) and their bf16
+    activations (GEMV: x in, y out; dequant: the bf16 matrix out) at the fused decode's calibrated stream rate."""
+    M, K = s["M"], s["K"]
+    packed = M * K * (0.5 + 4.0 / 32)
+    moved = packed + (2.0 * M * K if kernel == "dequant_q4nx" else 2.0 * (K + M))
+    return {"launch_s": 1.0, "q4_s_per_byte": moved}
+
+
+def _streaming(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
+    tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
+    if kernel in ("rmsnorm", "layernorm"):
+        M, N = s["M"], s["N"]
+        params = N * (2 if kernel == "rmsnorm" else 4)  # weight (and bias) once per tile
+        nbytes, units = M * N * 4.0 / tiles + params, _ceil(M, tiles)  # rows per tile
+    elif kernel == "rope":
+        rows, D = s["rows"], s["head_dim"]
+        nbytes, units = rows * D * 6.0 / tiles, _ceil(rows, tiles)  # in, LUT, out; one DMA per row
+    else:
+        N = s["N"]
+        chunk = t.get("tile", t.get("tile_n", 2048))
+        nbytes = N * (4.0 if kernel == "gelu" else 6.0) / tiles
+        units = _ceil(N, chunk * tiles)  # L1 chunks (DMA buffer descriptors) per tile
+    return {"launch_s": 1.0, f"{kernel}_s_per_byte_per_tile": nbytes, f"{kernel}_s_per_unit": float(units)}
+
+
+def _borrowed(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
+    """eltwise_mul: Element-wise Add at the same N (same body, two bf16 streams in, one out). conv1d: the same
+    2-in/1-out chunk rounds over the elements each tile streams, its halo rows included ((tile_s + 2) rows read
+    per tile_s written: Conv1D_bf16.md "Halo cost"), at Add's 2048-element chunk."""
+    add_chunk = ELTWISE_ADD_CHUNK
+    if kernel == "eltwise_mul":
+        return _streaming("eltwise_add", {"N": s["N"]}, {"tile": add_chunk, "herd_x": t["herd_x"], "herd_y": 1})
+    tiles = t["herd_x"] * t["herd_y"]
+    rows = s["seq"] + 2 * _ceil(s["seq"], t["tile_s"])  # every tile iteration re-reads the 2 halo rows
+    elements = rows * s["C"] / tiles
+    return {"launch_s": 1.0, "eltwise_add_s_per_byte_per_tile": elements * 2.0 + s["seq"] * s["C"] * 2.0 / tiles,
+            "eltwise_add_s_per_unit": float(_ceil(elements, add_chunk))}
+
+
+def _flash_attention(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
+    lq, lk, dk, dv, H, Hkv = s["lq"], s["lk"], s["dk"], s["dv"], s["heads_q"], s["heads_kv"]
+    hpu, lqp = t["num_heads_per_unroll"], t["lqp"]
+    tiles = hpu * t["num_q_tiles"] * t["num_cascade_stages"]
+    # Q.K^T and P.V over every (q, k) block: the registry shows causal masking saves no time (16384^2, 2 heads:
+    # 39.6 ms causal vs 40.1 ms not), so the whole square is counted.
+    macs = H * lq * lk * (dk + dv) / tiles
+    iters = _ceil(H, hpu) * _ceil(lq, lqp)  # (head group, q chunk) iterations of the herd
+    share = hpu if (H // Hkv) >= hpu else 1  # heads of one unroll share a K/V stream under GQA
+    kv_bytes = iters * lk * (dk + dv) * 2.0 * hpu / share
+    chunked = dk > t["lkp"] or dv > t["lkp"]  # head_dim 128 at lkp 64: dk/dv processed in 64-wide chunks
+    return {"launch_s": 1.0, "fa_s_pipeline_fill": 1.0,
+            "fa_s_per_mac_chunked" if chunked else "fa_s_per_mac": macs,
+            "fa_s_per_score": H * lq * lk / tiles,  # online-softmax work: one bf16 score per (q, k) pair
+            "fa_s_per_iteration": float(iters), "fa_s_per_kv_byte": kv_bytes}
+
+
+def full_tile(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The tile planner's recommended tile for (kernel, shape) on NPU2, overridden by the keys of `tile`."""
+    t = dict(default_tile(kernel, dict(shape), "npu2"))
+    t.update(tile or {})
+    if kernel == "gemm" and t.get("method") == "auto":
+        t["method"] = default_tile(kernel, dict(shape), "npu2")["method"]
+    return t
+
+
+def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """The physical amounts one launch of `kernel` at `shape`/`tile` consists of, keyed by constant name."""
+    if kernel not in KERNELS:
+        raise ValueError(f"no cost model for kernel {kernel!r}; modelled: {', '.join(KERNELS)}")
+    s = get_spec(kernel).normalize_shape(dict(shape))
+    t = full_tile(kernel, s, tile)
+    if kernel == "gemm":
+        return _gemm(s, t)
+    if kernel == "gemv":
+        return _gemv(s, t)
+    if kernel == "flash_attention":
+        return _flash_attention(s, t)
+    if kernel in Q4_KERNELS:
+        return _q4(kernel, s)
+    if kernel in BORROWED:
+        return _borrowed(kernel, s, t)
+    return _streaming(kernel, s, t)
+
+
+def latency_from(features: Mapping[str, float], constants: Mapping[str, float]) -> float:
+    """sum(amount * constant); a feature without a constant is an error, never silently free."""
+    missing = [k for k in features if k not in constants]
+    if missing:
+        raise KeyError(f"no fitted constant for {', '.join(missing)}")
+    return float(sum(v * constants[k] for k, v in features.items()))
+
+
+def kernel_latency_s(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, Any] | None = None,
+                     constants: Mapping[str, float] | None = None) -> float:
+    """Modelled NPU2 latency (seconds) of one launch of `kernel` at `shape` with `tile` (planner default)."""
+    if constants is None:
+        constants = {**FITTED, **DERIVED}
+    return latency_from(kernel_features(kernel, shape, tile), constants)
+
+
+def _gemv_flops(s):  # 2*M*K
+    return 2.0 * s["M"] * s["K"]
+
+
+def modelled_kernel_figures(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, Any] | None = None) -> dict:
+    """A registry-style row of modelled figures: latency_us plus gflops (matmul-like kernels) or gbps."""
+    s = get_spec(kernel).normalize_shape(dict(shape))
+    lat = kernel_latency_s(kernel, s, tile)
+    out: dict[str, Any] = {"latency_us": round(lat * 1e6, 3), "modelled": True}
+    if kernel in ("gemm", "gemv", "gemv_q4nx"):
+        out["gflops"] = round(get_spec(kernel).flops(s) / lat / 1e9, 3)
+    elif kernel == "flash_attention":
+        flops = 2.0 * s["heads_q"] * s["lq"] * s["lk"] * (s["dk"] + s["dv"])
+        out["gflops"] = round(flops / lat / 1e9, 3)
+    else:
+        out["gbps"] = round(get_spec(kernel).bytes(s) / lat / 1e9, 3)
+    return out
