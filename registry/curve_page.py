@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from npu_kernels.perf.curve import curve_png, render_curve
+from registry.chart import memo_png
 
 CURVE_CHART = "phase6_curve.png"
 
@@ -22,7 +23,7 @@ def curve_section(curve: Mapping[str, Any], name: str, seq: int) -> tuple[str, b
     modelled = curve.get("modelled_npu2")
     if modelled:  # a device's sweep: the performance model's curve beside it
         text += "\n### The NPU2 performance model's curve beside it\n\n" + _under(render_curve(modelled, name))
-    return text, curve_png(curve, f"{name}: {label} (PerformanceMeasured seq {seq})")
+    return text, memo_png(curve_png, curve, f"{name}: {label} (PerformanceMeasured seq {seq})")
 
 
 def _under(markdown: str) -> str:

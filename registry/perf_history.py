@@ -30,7 +30,7 @@ from typing import Sequence
 
 from npu_kernels.toolchain import toolchain_label
 from ledger.record import RecordedEvent
-from registry.chart import DPI, HEIGHT_IN, WIDTH_IN
+from registry.chart import DPI, HEIGHT_IN, WIDTH_IN, memo_png
 from npu_kernels.provenance import perf_row_provenance
 from registry.nightly_history import FILES, SOURCES, NightlyRow, fold_nightly, source_of
 from registry.nightly_merge import RULES, cell as merged_cell, merged_curves, merged_history
@@ -233,7 +233,7 @@ def project_history(events: Sequence[RecordedEvent], name: str, model: str = "")
     rows = fold_history([e for e in events if e.stream_id == stream])
     nightly = nightly_rows(events, model) if model else []
     out = {FILE_MD: render_history(shown(name), rows, model, nightly).encode("utf-8")}
-    png = history_png(shown(name), rows, nightly)
+    png = memo_png(history_png, shown(name), rows, nightly)
     if png is not None:
         out[FILE_PNG] = png
     return out

@@ -17,7 +17,7 @@ from npu_kernels.numerics.executors import make_executor
 from npu_kernels.model.conv_state import carried_state_check
 from npu_kernels.model.compare import bisect_block, block_gate, block_kernel_order, diagnose_layers, token_gate
 from npu_kernels.model.config import ModelConfig
-from npu_kernels.model.hf_reference import HfRunner
+from npu_kernels.model.hf_reference import HfRunner, load_tokenizer
 from npu_kernels.model.faults import WEIGHT_FAULTS, build_pipeline, bundle_dequantiser
 from npu_kernels.model.q4nx_bundle import BUNDLE_FILE, host_dequantised_weights, is_quantised_folder
 from npu_kernels.model.q4nx_device import decode_weights
@@ -108,7 +108,8 @@ class InProcessBackend:
         return hf_reference(self.model_path)
 
     def tokenizer(self):
-        return self.reference.tokenizer
+        """The folder's tokenizer, without loading the HF model (npu_kernels.model.hf_reference.load_tokenizer)."""
+        return load_tokenizer(self.model_path)
 
     def _canonical(self) -> list[int]:
         return canonical_tokens(self.tokenizer())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,18 @@ def _one_thread(torch):
 
 
 def load_tokenizer(folder: str | Path):
-    """The tokenizer saved in a local model folder (offline)."""
+    """The tokenizer saved in a local model folder (offline); one per process and folder, shared by the
+    reference (`HfRunner.tokenizer`) and the callers that need only token ids (Phases 4-6 of the in-process
+    backend, which then load no model to count the canonical prompt's tokens)."""
+    return _load_tokenizer(str(folder))
+
+
+@lru_cache(maxsize=8)
+def _load_tokenizer(folder: str):
     _torch()
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 
 def softmax_stats(logits: np.ndarray) -> dict[str, float]:
