@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, TextIO
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator, TextIO
 
 from registry.text import shown
 
@@ -85,6 +87,35 @@ def describe(type_: str, p: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(p.items()))[:160]
 
 
+Reporter = Callable[[str], None]  # one progress message at a time: TerminalProgress, ProgressLines, an MCP sink
+
+
+def _silent(message: str) -> None:
+    return None
+
+
+_REPORTER: ContextVar[Reporter] = ContextVar("npu_ledger_reporter", default=_silent)
+
+
+def report(message: str) -> None:
+    """One progress message to the reporter the command's boundary installed (`reporting`); silent without one.
+    The work below a command (gates, the evaluator, the coordinator) reports here instead of taking a progress
+    callback in every signature."""
+    _REPORTER.get()(message)
+
+
+@contextmanager
+def reporting(reporter: Reporter | None) -> Iterator[None]:
+    """Install `reporter` for the work inside (None: silent). Set by a command's boundary: the CLI (the terminal's
+    bars, or nothing under --json), the MCP server (each call's notifications, in the call's own thread), the
+    evaluator's fresh process (ProgressLines to its parent)."""
+    token = _REPORTER.set(reporter or _silent)
+    try:
+        yield
+    finally:
+        _REPORTER.reset(token)
+
+
 class TerminalProgress:
     """Progress on stderr: `[i/n] ...` messages draw a bar; others print as lines."""
 
@@ -132,12 +163,12 @@ class ProgressLines:
         print(PROGRESS_PREFIX + " ".join(str(message).splitlines()), file=self.stream, flush=True)
 
 
-def relay_progress(lines, progress, passthrough: TextIO = sys.stderr) -> None:
-    """Read a child's stderr `lines` to the end: its ProgressLines messages go to `progress`, every other line
-    (logs, warnings) to `passthrough` unchanged."""
+def relay_progress(lines, passthrough: TextIO = sys.stderr) -> None:
+    """Read a child's stderr `lines` to the end: its ProgressLines messages go to this process's reporter, every
+    other line (logs, warnings) to `passthrough` unchanged."""
     for line in lines:
         if line.startswith(PROGRESS_PREFIX):
-            progress(line[len(PROGRESS_PREFIX):].rstrip("\n"))
+            report(line[len(PROGRESS_PREFIX):].rstrip("\n"))
         else:
             passthrough.write(line)
             passthrough.flush()

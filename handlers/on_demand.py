@@ -10,7 +10,6 @@ evidence. Imports: handlers.gates, handlers.uow, npu_kernels.model.options, ledg
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
 from handlers.gates import GateRun
 from handlers.gates.block_and_tokens import diagnosis_events, token_gate_events
@@ -19,36 +18,34 @@ from handlers.uow import DeploymentUnit
 from npu_kernels.model.options import FAULTS
 from ledger.events import LayerDiagnosed, TokenGateChecked
 
-Progress = Callable[[str], None]
 
 
 class UnknownFault(ValueError):
     """Raised when a gate drill names a test fault that `npu_kernels.model.options.FAULTS` does not have."""
 
 
-def _open(ledger, workspace: Path, name: str, progress: Progress) -> tuple[DeploymentUnit, GateRun]:
+def _open(ledger, workspace: Path, name: str) -> tuple[DeploymentUnit, GateRun]:
     unit = DeploymentUnit(ledger, name)
-    return unit, GateRun(state=unit.state, workspace=workspace, ledger=ledger, progress=progress)
+    return unit, GateRun(state=unit.state, workspace=workspace, ledger=ledger)
 
 
-def verify_model(ledger, workspace: Path, name: str, *, full: bool = False, inject: str | None = None,
-                 progress: Progress = lambda m: None) -> list[TokenGateChecked]:
+def verify_model(ledger, workspace: Path, name: str, *, full: bool = False, inject: str | None = None) -> list[TokenGateChecked]:
     """The token gate on NAME's pipeline (2 prompts, 8 with `full`), one recorded TokenGateChecked per prompt.
 
     With `inject` it is a drill: the same gate with one test fault switched on, recorded as context
     `drill:FAULT`. Raises `UnknownFault` before anything is opened."""
     if inject is not None and inject not in FAULTS:
         raise UnknownFault(f"unknown fault {inject!r}; known: {', '.join(sorted(FAULTS))}")
-    unit, ctx = _open(ledger, workspace, name, progress)
+    unit, ctx = _open(ledger, workspace, name)
     backend = model_backend(ctx.state, ctx.config, {"faults": [inject]} if inject else None)
     gates = token_gate_events(ctx, backend, f"drill:{inject}" if inject else "verify-model", full=full)
     unit.commit(gates)
     return gates
 
 
-def diagnose(ledger, workspace: Path, name: str, *, progress: Progress = lambda m: None) -> list[LayerDiagnosed]:
+def diagnose(ledger, workspace: Path, name: str) -> list[LayerDiagnosed]:
     """Per-layer cosines of NAME's pipeline vs HF bf16 on the canonical prompt, recorded (never a verdict)."""
-    unit, ctx = _open(ledger, workspace, name, progress)
+    unit, ctx = _open(ledger, workspace, name)
     layers = diagnosis_events(ctx, model_backend(ctx.state, ctx.config))
     unit.commit(layers)
     return layers

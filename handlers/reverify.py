@@ -24,13 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from handlers.deploy import bind
 from handlers.gates import GateRun
 from handlers.gates.kernel_rows import kernel_row, verify_row
 from handlers.gates.block_and_tokens import token_gate_events
 from handlers.gates.runtime import model_backend
+from handlers import narrate
 from handlers.planning import deployment_weights, recorded_sources
 from handlers.uow import DeploymentError, DeploymentUnit
 from npu_kernels.backends.kernel_runners import make_runner
@@ -75,8 +76,7 @@ class Reverified:
                 "regressions": self.regressions, "changed": self.changed, "skipped": self.skipped}
 
 
-def reverify_all(ledger: Ledger, *, workspace: Path, executor: str | None = None, standin_fault: str | None = None,
-                 progress: Callable[[str], None] = lambda m: None) -> list[Reverified]:
+def reverify_all(ledger: Ledger, *, workspace: Path, executor: str | None = None, standin_fault: str | None = None) -> list[Reverified]:
     """Re-verify every deployed model (see the module docstring); one Reverified per deployment."""
     fault = StandinFault.parse(standin_fault) if standin_fault else None
     out = []
@@ -89,12 +89,12 @@ def reverify_all(ledger: Ledger, *, workspace: Path, executor: str | None = None
             result.skipped = f"at {state.status.value}, not deployed"
             result.status = state.status.value
         else:
-            _reverify_one(unit, result, workspace, fault, progress)
+            _reverify_one(unit, result, workspace, fault)
         out.append(result)
     return out
 
 
-def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fault, progress) -> None:
+def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fault) -> None:
     state = unit.state
     executor = result.executor
     try:
@@ -103,8 +103,8 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
         raise DeploymentError(f"--standin-fault is a stand-in of the emulated executor; {state.name} reverifies on "
                               f"{executor}") from None
     run_state = replace(state, executor=executor)
-    progress(f"{shown(state.name)}: re-verifying on {executor}")
-    ctx = GateRun(state=run_state, workspace=workspace, progress=progress)
+    narrate.report(f"{shown(state.name)}: re-verifying on {executor}")
+    ctx = GateRun(state=run_state, workspace=workspace)
     latest: dict[tuple[str, str], KernelVerified] = {}
     for ev in state.passed[Phase.KERNELS].evidence:
         if isinstance(ev.event, KernelVerified):
@@ -120,7 +120,7 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
         if not changes:
             result.rows_unchanged += 1
             continue
-        progress(f"[{i}/{len(latest)}] re-running {old.kernel} {key[1]} ({'; '.join(changes)})")
+        narrate.report(f"[{i}/{len(latest)}] re-running {old.kernel} {key[1]} ({'; '.join(changes)})")
         tries, _ = verify_row(runner, row)
         new_events.extend(tries)
         result.rows_rerun += 1

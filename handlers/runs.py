@@ -8,7 +8,7 @@ Imports: handlers (gates, uow), kernels, ledger.events, registry.text.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -24,19 +24,17 @@ from ledger.events import OptimizationTried, PerformanceMeasured
 from registry.text import ledger_command
 from ledger.streams import deployment_stream
 
-Progress = Callable[[str], None]
 
 
-def _open(ledger, workspace: Path, name: str, progress: Progress) -> tuple[DeploymentUnit, GateRun]:
+def _open(ledger, workspace: Path, name: str) -> tuple[DeploymentUnit, GateRun]:
     unit = DeploymentUnit(ledger, name)
-    return unit, GateRun(state=unit.state, workspace=workspace, ledger=ledger, progress=progress)
+    return unit, GateRun(state=unit.state, workspace=workspace, ledger=ledger)
 
 
-def generate(ledger, workspace: Path, name: str, prompt: str, n_tokens: int, *, profile: bool = False,
-             progress: Progress = lambda m: None) -> dict[str, Any]:
+def generate(ledger, workspace: Path, name: str, prompt: str, n_tokens: int, *, profile: bool = False) -> dict[str, Any]:
     """`ledger run NAME --prompt P --n-tokens N`: generate with the integrated runner, record the run's
     PerformanceMeasured(phase 6) and return `ledger run --json`'s value (plus `n_prompt_tokens`)."""
-    unit, ctx = _open(ledger, workspace, name, progress)
+    unit, ctx = _open(ledger, workspace, name)
     backend = model_backend(ctx.state, ctx.config)
     tok = backend.tokenizer()
     if getattr(tok, "chat_template", None):
@@ -55,12 +53,11 @@ def generate(ledger, workspace: Path, name: str, prompt: str, n_tokens: int, *, 
             "ms_per_token": r.ms_per_token, "n_prompt_tokens": len(ids), **({"profile": r.profile} if profile else {})}
 
 
-def optimise(ledger, workspace: Path, name: str, what: str, phase: int = 4, *,
-             progress: Progress = lambda m: None) -> dict[str, Any]:
+def optimise(ledger, workspace: Path, name: str, what: str, phase: int = 4) -> dict[str, Any]:
     """`ledger optimise NAME --what TEXT`: on hardware, measure (`make profile`), re-run the token gate and record
     the OptimizationTried against the phase's last measured figure; returns what was recorded. ValueError (nothing
     recorded) for a deployment that is not on the mlir-air path or has no figure of the phase to compare with."""
-    unit, ctx = _open(ledger, workspace, name, progress)
+    unit, ctx = _open(ledger, workspace, name)
     if not backend_class(ctx.state).hardware:
         raise ValueError("`ledger optimise` records an engineer's change on the mlir-air path; emulated and torch "
                          "deployments optimise inside `ledger advance`")

@@ -1,15 +1,11 @@
-"""What the click command modules share: refreshing the projections after a command recorded something, and
-opening a deployment (its unit of work and the `GateRun` an on-demand measurement takes)."""
+"""What the click command modules share: refreshing the projections after a command recorded something."""
 
 from __future__ import annotations
-
 
 import click
 
 from handlers.bootstrap import App
-from handlers.gates import GateRun
-from handlers.narrate import TerminalProgress
-from handlers.uow import DeploymentUnit, stream_id
+from handlers.uow import stream_id
 
 
 def refresh_projections(app: App) -> None:
@@ -24,13 +20,3 @@ def refresh_if_recorded(app: App, name: str) -> None:
     recorded nothing, so it writes no kernel_registry/ or llms/ into the folder either."""
     if app.ledger.stream_version(stream_id(name)):  # the stream's version, not its events: advance folded it already
         refresh_projections(app)
-
-
-def open_deployment(app: App, name: str, progress=None) -> tuple[DeploymentUnit, GateRun]:
-    """NAME's unit of work (folded now) and a `GateRun` on it with the ledger and workspace of `app`;
-    `progress` defaults to the terminal's."""
-    unit = DeploymentUnit(app.ledger, name)
-    return unit, GateRun(state=unit.state, workspace=app.workspace, ledger=app.ledger,
-                         progress=progress or TerminalProgress())
-
-

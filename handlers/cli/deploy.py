@@ -16,7 +16,7 @@ from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions, GateRun
 from handlers.gates.evaluation import evaluate
 from handlers.lifeline import die_with_parent
-from handlers.narrate import ProgressLines, TerminalProgress, describe
+from handlers.narrate import ProgressLines, TerminalProgress, describe, reporting
 from handlers.results_workbench import graph_json
 from handlers.queries import TargetError, deployment_config, model_target, plan_result
 from handlers.uow import DeploymentError, DeploymentUnit
@@ -76,7 +76,6 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | N
 def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len: int | None, distribute: bool,
                 wait_s: float | None, as_json: bool) -> None:
     """Run the next phase gate(s) of NAME, as far as the gates go or up to --until."""
-    progress = (lambda m: None) if as_json else TerminalProgress()
     shown_now: list[dict] = []  # each verdict printed as its phase is judged: a Ctrl-C later leaves it on the terminal
 
     def on_verdict(r: dict) -> None:
@@ -88,13 +87,14 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
                                     preflight=lambda state: advance_refusal(state, name),
                                     on_verdict=None if as_json else on_verdict)
     try:
-        if distribute:
-            # here, not at the top: the workers need psycopg + procrastinate, which the CLI starts without
-            from handlers.workers.coordinator import advance_distributed
+        with reporting(None if as_json else TerminalProgress()):
+            if distribute:
+                # here, not at the top: the workers need psycopg + procrastinate, which the CLI starts without
+                from handlers.workers.coordinator import advance_distributed
 
-            report = advance_distributed(app.ledger, request, progress, wait_s=wait_s)
-        else:
-            report = deploy.advance(app.ledger, request, progress)
+                report = advance_distributed(app.ledger, request, wait_s=wait_s)
+            else:
+                report = deploy.advance(app.ledger, request)
     finally:
         refresh_if_recorded(app, name)
     if as_json:
@@ -271,8 +271,9 @@ def evaluate_cmd(app: App, name: str, against: str | None) -> None:
     die_with_parent()
     app.read_only = True
     state = DeploymentUnit(app.ledger, name).state
-    ctx = GateRun(state=state, workspace=app.workspace, ledger=app.ledger, progress=ProgressLines())  # to the parent
-    rerun, evaluation = evaluate(ctx, against, app.checkpoint_record)
+    ctx = GateRun(state=state, workspace=app.workspace, ledger=app.ledger)
+    with reporting(ProgressLines()):  # to the parent
+        rerun, evaluation = evaluate(ctx, against, app.checkpoint_record)
     click.echo(dumps({"rerun": [g.to_payload() for g in rerun], "evaluation": evaluation.to_payload()}))
 
 
@@ -284,9 +285,9 @@ def evaluate_cmd(app: App, name: str, against: str | None) -> None:
 def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
     """Phase 7: the independent evaluator (fresh process; reads only the ledger, the workspace's checkpoints
     and the model folder). On a read-only ledger it prints its verdict and records nothing."""
-    progress = (lambda m: None) if as_json else TerminalProgress()
     try:
-        report = deploy.audit(app.ledger, name, workspace=app.workspace, checkpoint=against, progress=progress)
+        with reporting(None if as_json else TerminalProgress()):
+            report = deploy.audit(app.ledger, name, workspace=app.workspace, checkpoint=against)
     finally:
         if not app.opened_read_only:
             refresh_if_recorded(app, name)

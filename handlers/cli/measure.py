@@ -16,7 +16,7 @@ from handlers.inputs import read_input_text
 from handlers.cli.common import refresh_projections
 from handlers.results_workbench import run_json
 from handlers.runs import generate
-from handlers.narrate import TerminalProgress, describe
+from handlers.narrate import TerminalProgress, describe, reporting
 from handlers.record import parse_toolchain, record_harness
 from npu_kernels.model.compare import isolated_minima, token_gate_failure
 from npu_kernels.model.options import FAULT_HELP, FAULTS
@@ -31,8 +31,8 @@ from npu_kernels.model.options import FAULT_HELP, FAULTS
 @click.pass_obj
 def run_cmd(app: App, name: str, prompt: str, n_tokens: int, profile: bool, as_json: bool) -> None:
     """Generate with the deployment's integrated runner; prints TTFT and tokens/s (setup not timed)."""
-    out = generate(app.ledger, app.workspace, name, prompt, n_tokens, profile=profile,
-                   progress=(lambda m: None) if as_json else TerminalProgress())
+    with reporting(None if as_json else TerminalProgress()):
+        out = generate(app.ledger, app.workspace, name, prompt, n_tokens, profile=profile)
     if as_json:
         click.echo(json.dumps(run_json(out), default=str))
         return
@@ -70,8 +70,8 @@ def verify_model_cmd(app: App, name: str, full: bool, inject: str | None, as_jso
             click.echo(f"{fault:<26} {FAULT_HELP[fault]}")
         return
     try:
-        gates = on_demand.verify_model(app.ledger, app.workspace, name, full=full, inject=inject,
-                                       progress=(lambda m: None) if as_json else TerminalProgress())
+        with reporting(None if as_json else TerminalProgress()):
+            gates = on_demand.verify_model(app.ledger, app.workspace, name, full=full, inject=inject)
     except on_demand.UnknownFault as e:
         raise click.BadParameter(str(e), param_hint="--inject") from e
     ok = all(g.passed for g in gates)
@@ -99,8 +99,8 @@ def verify_model_cmd(app: App, name: str, full: bool, inject: str | None, as_jso
 @click.pass_obj
 def diagnose_cmd(app: App, name: str, as_json: bool) -> None:
     """Per-layer cosine of the deployment's pipeline vs HF bf16 (recorded; never fails a phase)."""
-    layers = on_demand.diagnose(app.ledger, app.workspace, name,
-                                progress=(lambda m: None) if as_json else TerminalProgress())
+    with reporting(None if as_json else TerminalProgress()):
+        layers = on_demand.diagnose(app.ledger, app.workspace, name)
     if as_json:
         click.echo(json.dumps(results.diagnose_json(layers)))
         return

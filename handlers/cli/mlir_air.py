@@ -8,7 +8,7 @@ import re
 import click
 
 from handlers.bootstrap import App
-from handlers.narrate import TerminalProgress
+from handlers.narrate import TerminalProgress, reporting
 from handlers.results_workbench import optimise_json, scaffold_json, twin_json
 from handlers.runs import optimise
 from handlers.workbench import scaffold_deployment
@@ -64,7 +64,8 @@ def optimise_cmd(app: App, name: str, what: str, phase: str, as_json: bool) -> N
     """On hardware: after changing the model directory's code, measure (`make profile`), re-run `make verify`
     and record the OptimizationTried against the phase's last measured figure."""
     try:
-        out = optimise(app.ledger, app.workspace, name, what, int(phase), progress=TerminalProgress())
+        with reporting(TerminalProgress()):
+            out = optimise(app.ledger, app.workspace, name, what, int(phase))
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     if as_json:

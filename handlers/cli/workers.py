@@ -11,7 +11,7 @@ import click
 
 from handlers.bootstrap import App
 from handlers.cli.common import refresh_projections
-from handlers.narrate import TerminalProgress
+from handlers.narrate import TerminalProgress, reporting
 from handlers.results_workbench import reverify_json
 from handlers.reverify import render_table, reverify_all
 from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS, WORKER_EXECUTORS, worker_kind
@@ -61,10 +61,9 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
 @click.pass_obj
 def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str | None, as_json: bool) -> None:
     """Re-run every deployed model's token gate and its Phase 1 rows whose toolchain changed; block regressions."""
-    progress = (lambda m: None) if as_json else TerminalProgress()
     try:
-        results = reverify_all(app.ledger, workspace=app.workspace, executor=executor, standin_fault=standin_fault,
-                               progress=progress)
+        with reporting(None if as_json else TerminalProgress()):
+            results = reverify_all(app.ledger, workspace=app.workspace, executor=executor, standin_fault=standin_fault)
     finally:
         refresh_projections(app)
     if as_json:

@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from handlers import narrate
 from handlers.gates import GateOptions, GateOutcome, GateRun
 from handlers.gates.table import GATES
 from handlers.planning import planning_registry
@@ -73,8 +74,7 @@ class AdvanceRequest:
     on_verdict: Callable[[dict[str, Any]], None] | None = None
 
 
-def advance(ledger: Ledger, request: AdvanceRequest, progress: Callable[[str], None] = lambda m: None,
-            ) -> AdvanceReport:
+def advance(ledger: Ledger, request: AdvanceRequest) -> AdvanceReport:
     """Run the next gate(s) up to `request.until` (default: as far as the gates go), stopping at the first
     failure. The deployment's stream is read and folded once; each append extends that fold (DeploymentUnit)."""
     name, until, workspace, options = request.name, request.until, request.workspace, request.options
@@ -102,11 +102,11 @@ def advance(ledger: Ledger, request: AdvanceRequest, progress: Callable[[str], N
         outcome = None
         if not state.attempt_open(phase):  # the normal case; an open attempt means a crash after its evidence
             if phase is not Phase.EVALUATION:  # the evaluator re-hashes itself; its FAIL blocks the deployment
-                stop_if_model_changed(unit, progress)
+                stop_if_model_changed(unit)
             attempt = state.attempts.get(phase, 0) + 1
-            progress(f"phase {int(phase)} ({phase.title}), attempt {attempt}")
+            narrate.report(f"phase {int(phase)} ({phase.title}), attempt {attempt}")
             started_at = _now()
-            outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress, options=options))
+            outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, options=options))
             digest = next((e.digest for e in outcome.events if isinstance(e, ModelDigested)), state.model_digest)
             open_attempt(unit, phase, attempt, outcome.context, bind(stamp_toolchain(outcome.events, state.executor), digest),
                          started_at=started_at)
@@ -156,13 +156,13 @@ class ModelChanged(DeploymentError):
     """Raised when the model folder no longer hashes to the digest Phase 0 recorded (a blocker is recorded)."""
 
 
-def stop_if_model_changed(unit: DeploymentUnit, progress: Callable[[str], None] = lambda m: None) -> None:
+def stop_if_model_changed(unit: DeploymentUnit) -> None:
     """Re-hash the model folder; if it changed since Phase 0, record a blocker naming the changed files and
     the phases whose evidence they invalidate, and raise `ModelChanged`."""
     state = unit.state
     if state.digest is None:
         return
-    progress("re-hashing the model folder (config.json and weights)")
+    narrate.report("re-hashing the model folder (config.json and weights)")
     recorded = state.digest.event
     try:
         now = model_digest(state.model_path)

@@ -7,7 +7,6 @@ The evaluation is handlers.evaluator's, run in a fresh process (handlers.gates.e
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +34,7 @@ class AuditReport:
     not_recorded_because: str = ""
 
 
-def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None = None,
-          progress: Callable[[str], None] = lambda m: None) -> AuditReport:
+def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None = None) -> AuditReport:
     """Phase 7. At phase7 it runs the gate; on a deployed model it re-audits (a FAIL blocks it again).
 
     The evaluation itself always runs in a fresh process that reads only the ledger, the workspace's
@@ -57,28 +55,27 @@ def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None 
                            "the stream cannot be replayed")
     state = unit.state
     if ledger.read_only and state.status in (Status.PHASE7, Status.DEPLOYED):
-        ctx = GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress)
+        ctx = GateRun(state=state, workspace=workspace, ledger=ledger)
         _, evaluation = evaluate_in_fresh_process(ctx, checkpoint)
         return AuditReport(name, evaluation.verdict, evaluation.findings, evaluation.remeasured, False,
                            state.status.value, "the ledger is read-only")
     if state.status is Status.PHASE7:
         if state.attempt_open(Phase.EVALUATION):
             # an evaluation interrupted before its verdict: its evidence is not trusted, evaluate afresh
-            ctx = GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress)
+            ctx = GateRun(state=state, workspace=workspace, ledger=ledger)
             rerun, evaluation = evaluate_in_fresh_process(ctx, checkpoint)
             unit.commit([*bind(rerun, state.model_digest), evaluation])
             judge_attempt(unit, Phase.EVALUATION, unit.state.open_attempt.number, GateOutcome(events=[]))
             report = AdvanceReport(name, status=unit.state.status.value)
         else:
-            report = advance(ledger, AdvanceRequest(name, workspace, until=7, options=GateOptions(checkpoint=checkpoint)),
-                             progress)
+            report = advance(ledger, AdvanceRequest(name, workspace, until=7, options=GateOptions(checkpoint=checkpoint)))
         unit = DeploymentUnit(ledger, name)
         last = next(e for e in reversed(unit.events) if e.type == "EvaluationRecorded")
         p = last.payload
         return AuditReport(name, p["verdict"], p["findings"], p["remeasured"], True, report.status)
     if state.status is not Status.DEPLOYED:
         raise DeploymentError(f"{name} is at {state.status.value}: the evaluator runs once Phase 6 has passed")
-    ctx = GateRun(state=state, workspace=workspace, ledger=ledger, progress=progress)
+    ctx = GateRun(state=state, workspace=workspace, ledger=ledger)
     rerun, evaluation = evaluate_in_fresh_process(ctx, checkpoint)
     unit.commit([*bind(rerun, state.model_digest), evaluation])
     if evaluation.verdict == "FAIL":

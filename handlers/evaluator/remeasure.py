@@ -24,6 +24,7 @@ from handlers.evaluator.audit import Finding
 from handlers.planning import deployment_weights
 from handlers.gates.kernel_rows import kernel_row, verify_once
 from handlers.gates.runtime import backend_class, model_backend
+from handlers import narrate
 from npu_kernels.backends.kernel_runners import make_runner
 from npu_kernels.backends.runner_base import relative_difference
 from npu_kernels.model.plan_record import replan
@@ -47,7 +48,7 @@ def phase1_rows(state) -> list:
     return list(latest.values())
 
 
-def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None,
+def kernel_sample(state, cfg, head_hash: str,
                   sources: dict | None = None) -> tuple[list[Finding], list[dict]]:
     rows = phase1_rows(state)
     planned = {kernel_key(r.kernel, r.shape): r for r in replan(cfg, state.target, sources, deployment_weights(state))}  # as Phase 1 planned
@@ -61,7 +62,7 @@ def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None,
         old = ev.event
         row = kernel_row(state, replace(planned[kernel_key(old.kernel, old.shape)], contract=old.contract))  # as measured
         shape_text = row.shape_text
-        progress(f"[{i}/{len(chosen)}] re-measuring Phase 1 row seq {ev.seq}: {old.kernel} {shape_text}")
+        narrate.report(f"[{i}/{len(chosen)}] re-measuring Phase 1 row seq {ev.seq}: {old.kernel} {shape_text}")
         new, _ = verify_once(runner, row, "", "", int(old.provenance.get("attempt", 1)))
         rel = relative_difference(old.mean_rel_L1, new.mean_rel_L1)
         problems = []
@@ -80,7 +81,7 @@ def kernel_sample(state, cfg, head_hash: str, progress=lambda m: None,
     return findings, [{"seed": seed, "head_hash": head_hash, "of_rows": len(candidates)}, *table]
 
 
-def block_gate(state, cfg, events, progress=lambda m: None) -> tuple[list[Finding], dict | None]:
+def block_gate(state, cfg, events) -> tuple[list[Finding], dict | None]:
     """Re-run the layer-0 block gate on the pipeline as Phase 2 ran it; compare with its BlockValidated within the
     backend's `block_remeasure_atol` (None: not re-run, no finding and no row)."""
     band = backend_class(state).block_remeasure_atol
@@ -95,7 +96,7 @@ def block_gate(state, cfg, events, progress=lambda m: None) -> tuple[list[Findin
     requested = next(e.payload.get("pipeline", {}) for e in events if e.type == "DeploymentRequested")
     at_phase2 = replace(state, pipeline=dict(requested))
     backend = model_backend(at_phase2, cfg)
-    progress(f"re-measuring the Phase 2 block gate (BlockValidated seq {old_ev.seq}) on {backend.name}")
+    narrate.report(f"re-measuring the Phase 2 block gate (BlockValidated seq {old_ev.seq}) on {backend.name}")
     new = backend.block_gate()  # on the canonical prompt, as Phase 2 ran it
     problems = []
     if new.passed != old.passed:

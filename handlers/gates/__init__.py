@@ -21,7 +21,6 @@ from ledger.events import Event
 from statemachine.gate import GateContext
 from statemachine.state import DeploymentState
 
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -35,12 +34,12 @@ class GateOptions:
 
 @dataclass
 class GateRun:
-    """Everything a gate may use: the folded deployment, its resolved config and a progress sink."""
+    """Everything a gate may use: the folded deployment, its resolved config, the workspace, the ledger (Phase 7)
+    and the person's options. A gate reports its progress through handlers.narrate.report."""
 
     state: DeploymentState
     workspace: Path
     ledger: Ledger | None = None  # only Phase 7 reads the ledger itself (to replay it)
-    progress: Progress = lambda message: None
     options: GateOptions = field(default_factory=GateOptions)
 
     @property

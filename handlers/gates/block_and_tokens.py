@@ -5,6 +5,7 @@ Both talk only to the deployment's model backend (`handlers.gates.runtime.model_
 from __future__ import annotations
 
 from handlers.gates import GateOutcome, GateRun
+from handlers import narrate
 from handlers.gates.runtime import model_backend
 from npu_kernels.model.compare import BisectResult, token_gate_failure
 from npu_kernels.thresholds import PREFILL_HEALTHY_COS_MIN
@@ -15,28 +16,28 @@ def run_block(ctx: GateRun) -> GateOutcome:
     backend = model_backend(ctx.state, ctx.config)
     events, reasons = [], []
     for layer in ctx.config.arch.block_layers()[:-1]:  # a hybrid's other block first (LFM2: its first attention layer)
-        ctx.progress(f"layer-{layer} block on {backend.name}, canonical prompt (the other mixer of a hybrid)")
+        narrate.report(f"layer-{layer} block on {backend.name}, canonical prompt (the other mixer of a hybrid)")
         other = BlockValidated(**backend.block_gate(layer).event_fields())
         events.append(other)
         if not other.passed:
             reasons.append(f"the layer-{layer} block misses the gate (cosine {other.cosine:.5f})")
     if ctx.config.arch.conv_layers():  # a hybrid: the state the prefill hands the decode (npu_kernels.model.conv_state)
-        ctx.progress(f"carried convolution state vs the reference's conv cache, then one decode step, on {backend.name}")
+        narrate.report(f"carried convolution state vs the reference's conv cache, then one decode step, on {backend.name}")
         conv = ConvStateChecked(**backend.conv_state_check())
         events.append(conv)
         if not conv.passed:
             reasons.append(f"the carried convolution state misses the check (next-token logits cosine "
                            f"{conv.logits_cosine:.5f})")
-    ctx.progress(f"layer-0 block on {backend.name}, canonical prompt")
+    narrate.report(f"layer-0 block on {backend.name}, canonical prompt")
     result = backend.block_gate()
     fields = result.event_fields()
     triage = []
     if not result.passed:
         if backend.can_bisect:
-            ctx.progress("block gate failed: bisecting (kernels swapped to FP32 one at a time)")
+            narrate.report("block gate failed: bisecting (kernels swapped to FP32 one at a time)")
             bisect = backend.bisect_block()
         else:
-            ctx.progress(f"block gate failed; {backend.name} cannot swap a kernel to FP32: no bisect")
+            narrate.report(f"block gate failed; {backend.name} cannot swap a kernel to FP32: no bisect")
             bisect = BisectResult(steps=[], culprit=None)
         fields.update(bisect=bisect.steps, culprit=bisect.culprit)
         reasons.append(f"bisect names {bisect.culprit}" if bisect.culprit else
@@ -56,7 +57,7 @@ def token_gate_events(ctx: GateRun, backend, context: str, full: bool | None = N
     prompts = backend.prompts(ctx.options.full if full is None else full)
     events = []
     for i, prompt in enumerate(prompts, start=1):
-        ctx.progress(f"[{i}/{len(prompts)}] token gate ({context}), prompt {prompt.index}: {prompt.text[:40]!r}")
+        narrate.report(f"[{i}/{len(prompts)}] token gate ({context}), prompt {prompt.index}: {prompt.text[:40]!r}")
         fields = backend.token_gate(prompt, context).event_fields()
         fields.update(executor=backend.name, pipeline=backend.options)
         events.append(TokenGateChecked(**fields))
@@ -64,7 +65,7 @@ def token_gate_events(ctx: GateRun, backend, context: str, full: bool | None = N
 
 
 def diagnosis_events(ctx: GateRun, backend) -> list[LayerDiagnosed]:
-    ctx.progress("per-layer diagnosis on the canonical prompt")
+    narrate.report("per-layer diagnosis on the canonical prompt")
     return [LayerDiagnosed(**row) for row in backend.diagnose()]
 
 

@@ -17,6 +17,7 @@ from handlers.gates import GateOutcome, GateRun
 from handlers.gates.block_and_tokens import token_gate_events
 from handlers.gates.runtime import declared_options, model_backend
 from handlers.lifeline import child_env
+from handlers import narrate
 from handlers.narrate import relay_progress
 from handlers.planning import deployment_weights, recorded_sources
 from handlers.evaluator.remeasure import phase1_rows
@@ -38,7 +39,7 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
     workspace's `record` (ledger.checkpoints.CheckpointRecord) holds of this ledger."""
     ledger, state = ctx.ledger, ctx.state
     events = ledger.read_stream(state.stream_id)
-    ctx.progress(f"verifying the hash chain and replaying {len(events)} events of {shown(state.name)}")
+    narrate.report(f"verifying the hash chain and replaying {len(events)} events of {shown(state.name)}")
     findings = audit.chain_findings(ledger, checkpoint, {e.seq for e in events}, record)
     head = ledger.head()  # the sample seed: unknown to whoever wrote the evidence
     try:  # the plan is re-derived from config.json itself, not from what the ledger says the config was
@@ -54,7 +55,7 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
         seq = next((e.seq for e in events if e.type == "ConfigResolved"), None)
         findings.append(audit.Finding("error", seq, "config", "ConfigResolved differs from config.json"))
 
-    ctx.progress("re-hashing the model folder; re-judging every attempt on all of its evidence")
+    narrate.report("re-hashing the model folder; re-judging every attempt on all of its evidence")
     try:
         now, digest_error = model_digest(ctx.model_path), None
     except Exception as e:  # noqa: BLE001 - reported as a finding
@@ -72,14 +73,14 @@ def evaluate(ctx: GateRun, checkpoint: str | None = None, record=None) -> tuple[
 
     kernel_rows, block_row, rerun = [], None, []
     if bound:  # re-measuring a folder that is not the deployment's model would compare other weights
-        ctx.progress("re-measuring a sample of Phase 1 rows chosen by the ledger's head hash")
+        narrate.report("re-measuring a sample of Phase 1 rows chosen by the ledger's head hash")
         passed1 = state.passed.get(1)
-        found, kernel_rows = remeasure.kernel_sample(state, cfg, head.hash, ctx.progress, sources=recorded_sources(
+        found, kernel_rows = remeasure.kernel_sample(state, cfg, head.hash, sources=recorded_sources(
             events, passed1.attempt) if passed1 else None)
         findings += found
-        found, block_row = remeasure.block_gate(state, cfg, events, ctx.progress)
+        found, block_row = remeasure.block_gate(state, cfg, events)
         findings += found
-        ctx.progress("re-running the Phase 3 token gate on the production pipeline")
+        narrate.report("re-running the Phase 3 token gate on the production pipeline")
         rerun, found = _rerun_token_gate(ctx, state, cfg, events)
         findings += found
     verdict = audit.verdict_of(findings)
@@ -166,7 +167,7 @@ def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[lis
     chunks: list[str] = []
     reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
     reader.start()
-    relay_progress(proc.stderr, ctx.progress)
+    relay_progress(proc.stderr)
     returncode = proc.wait()
     reader.join()
     stdout = "".join(chunks)

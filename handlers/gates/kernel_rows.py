@@ -25,6 +25,7 @@ import platform
 from datetime import datetime, timezone
 
 from handlers.gates import GateOutcome, GateRun
+from handlers import narrate
 from npu_kernels.backends.kernel_runners import make_runner
 from npu_kernels.backends.runner_base import KernelRow, KernelRunner
 from npu_kernels.mlir_air.output import error_excerpt
@@ -57,12 +58,12 @@ def run(ctx: GateRun) -> GateOutcome:
         shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
         carried = _carry(passed_before, state, row)
         if carried is not None:
-            ctx.progress(f"[{i}/{len(rows)}] {row.kernel} {shape_text}: passed in attempt "
+            narrate.report(f"[{i}/{len(rows)}] {row.kernel} {shape_text}: passed in attempt "
                          f"{carried.provenance.get('attempt_of_phase', '?')}, carried (seq {carried.carried_from_seq})")
             events.append(carried)
             n_carried += 1
             continue
-        ctx.progress(f"[{i}/{len(rows)}] {row.kernel} {shape_text} ({row.role}, {row.phase})")
+        narrate.report(f"[{i}/{len(rows)}] {row.kernel} {shape_text} ({row.role}, {row.phase})")
         try:
             tries, transcript = verify_row(runner, kernel_row(state, row), when=when, host=host)
             events.extend(tries)

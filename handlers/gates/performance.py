@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from handlers.gates import GateOutcome, GateRun
+from handlers import narrate
 from handlers.gates.block_and_tokens import diagnosis_events, token_gate_events
 from handlers.gates.runtime import DECODE, FAULTS, SWITCHES, model_backend
 from npu_kernels.backends.base import IntegratedRun, Measurement
@@ -128,7 +129,7 @@ def _decide(phase: int, run: _Run, name: str, m: Measurement, gate_ok: bool | No
 def _per_switch(ctx: GateRun, phase: int, run: _Run, names: list[str]) -> None:
     """Each optimisation applied in turn with its own token-gate re-run (test faults; every switch on hardware)."""
     for name in names:
-        ctx.progress(f"{name}: apply, measure, re-run the token gate")
+        narrate.report(f"{name}: apply, measure, re-run the token gate")
         m, applied, faults, gates = _trial(ctx, phase, run, name, gate=True)
         ok = all(g.passed for g in gates)
         why_not = "; ".join(_gate_why(g) for g in gates if not g.passed)
@@ -168,17 +169,17 @@ def _on_final_set(ctx: GateRun, phase: int, run: _Run, names: list[str]) -> None
         decided.append(_decide(phase, trial, name, m, None, f"phase{phase}:{FINAL_SET}"))
         if decided[-1].outcome == "applied":
             trial.applied, trial.faults, trial.current = applied, faults, m.median_s
-        ctx.progress(f"{name}: {decided[-1].outcome} on its figure ({decided[-1].reason})")
+        narrate.report(f"{name}: {decided[-1].outcome} on its figure ({decided[-1].reason})")
     if not any(t.outcome == "applied" for t in decided):  # nothing kept: no gate to establish
         run.events += [t.model_copy(update={"gate_context": ""}) for t in decided]
         return
-    ctx.progress(f"token gate once on the final switch set {sorted(k for k, v in trial.applied.items() if v)}")
+    narrate.report(f"token gate once on the final switch set {sorted(k for k, v in trial.applied.items() if v)}")
     gates = token_gate_events(ctx, _build(ctx, trial.applied, trial.faults), f"phase{phase}:{FINAL_SET}", full=False)
     records = phase3_records(ctx)
     problems = [_gate_why(g) for g in gates if not g.passed] + [d for g in gates if (d := differs_from_phase3(g, records))]
     run.events += gates
     if problems:
-        ctx.progress(f"the final switch set does not reproduce Phase 3 ({problems[0]}): each switch re-runs the gate")
+        narrate.report(f"the final switch set does not reproduce Phase 3 ({problems[0]}): each switch re-runs the gate")
         return _per_switch(ctx, phase, run, names)
     kept = (f" on the final switch set (one re-run, TokenGateChecked phase{phase}:{FINAL_SET}, equal to Phase 3's "
             "records number for number: no switch changed a number)")
@@ -193,7 +194,7 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
     base_backend = _build(ctx, applied, set())
     m_base = measure(base_backend, phase, ctx)
     source = m_base.source
-    ctx.progress(f"phase {phase} baseline: {what} {_fmt(m_base.median_s, phase)} ({source})")
+    narrate.report(f"phase {phase} baseline: {what} {_fmt(m_base.median_s, phase)} ({source})")
     run = _Run(applied, set(), m_base.median_s, [performance_event(ctx, phase, base_backend, m_base, "baseline")])
     candidates = _candidates(ctx, phase, applied)
     # a test fault changes the numbers by definition; a switch does only where the backend says it can
@@ -272,7 +273,7 @@ def run_finalize(ctx: GateRun) -> GateOutcome:
     gates = token_gate_events(ctx, backend, "phase6")
     layers = diagnosis_events(ctx, backend)
     tokens = np.asarray(canonical_tokens(backend.tokenizer()), np.int64)
-    ctx.progress("integrated run: TTFT and tokens/s")
+    narrate.report("integrated run: TTFT and tokens/s")
     r = backend.integrated_run(tokens, TOKEN_GATE_STEPS)
     npu2 = backend.npu2_figures()
     perf = PerformanceMeasured(

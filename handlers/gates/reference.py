@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from handlers.gates import GateOutcome, GateRun
+from handlers import narrate
 from npu_kernels.model.architecture import ModelConfigError, load_raw_config
 from npu_kernels.backends.in_process import hf_reference
 from npu_kernels.model.digest import file_sha256, model_digest
@@ -28,11 +29,11 @@ from ledger.events import (
 def _read_bundle(ctx: GateRun) -> tuple[list, list[str]]:
     """A 4-bit deployment's bundle and base digested and its dequantised reference folder written."""
     q = ctx.state.quantisation
-    ctx.progress(f"dequantising {q['bundle']} into the reference folder")
+    narrate.report(f"dequantising {q['bundle']} into the reference folder")
     try:
         style = q.get("style", "host")
         if style == "device":
-            ctx.progress("re-quantising the decode's weights (on-device 4-bit style) into decode.requant")
+            narrate.report("re-quantising the decode's weights (on-device 4-bit style) into decode.requant")
         info = write_reference_folder(q["bundle"], q["base"], ctx.model_path, ctx.config, style)
         fields = dict(bundle=q["bundle"], bundle_sha256=file_sha256(Path(q["bundle"])), base=q["base"],
                       base_digest=model_digest(q["base"]).digest, layout=info["layout"],
@@ -46,7 +47,7 @@ def _read_bundle(ctx: GateRun) -> tuple[list, list[str]]:
 
 def _budget(ctx: GateRun) -> QuantisationBudgetMeasured:
     q = ctx.state.quantisation
-    ctx.progress("quantisation budget: the dequantised model vs the bf16 base, teacher-forced on both prompt sets")
+    narrate.report("quantisation budget: the dequantised model vs the bf16 base, teacher-forced on both prompt sets")
     dequantised, original = hf_reference(str(ctx.model_path)), hf_reference(q["base"])
     result = budget(budget_rows(dequantised, original, original.tokenizer))
     return QuantisationBudgetMeasured(**result)
@@ -59,12 +60,12 @@ def run(ctx: GateRun) -> GateOutcome:
         bundle_events, problems = _read_bundle(ctx)
         if problems:
             return GateOutcome(events=bundle_events, reasons=problems)
-    ctx.progress("hashing config.json and the weight files")
+    narrate.report("hashing config.json and the weight files")
     try:
         digested = [ModelDigested(**model_digest(ctx.model_path).event_fields())]
     except ModelConfigError:  # no config.json beside the weights (a bare config file): the weights check says so
         digested = []
-    ctx.progress("checking weights")
+    narrate.report("checking weights")
     try:
         report = check_weights(ctx.model_path, cfg)
         fields = report.event_fields()
@@ -78,7 +79,7 @@ def run(ctx: GateRun) -> GateOutcome:
         return GateOutcome(events=events, reasons=[reason])
     if not report.ok:
         return GateOutcome(events=events, reasons=[f"weights incomplete: {report.first_problem()}"])
-    ctx.progress("running the HF transformers bf16 reference on the canonical prompt")
+    narrate.report("running the HF transformers bf16 reference on the canonical prompt")
     runner = hf_reference(str(ctx.model_path))
     baseline = runner.baseline(CANONICAL_PROMPT)
     mismatches = runner.config_mismatches(load_raw_config(ctx.model_path))

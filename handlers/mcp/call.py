@@ -1,4 +1,4 @@
-"""What every MCP tool is made of: one call (`Call`: its App, its arguments, its progress sink, the folders a path
+"""What every MCP tool is made of: one call (`Call`: its App, its arguments, the folders a path
 may lie in), the tool's row (`Tool`), the CLI's one error line (`error_line`), the projection refresh after a
 write and the read-only ledger of a read. `handlers.mcp.tools` and `handlers.mcp.workbench` build the tools.
 
@@ -7,7 +7,7 @@ Imports: handlers (bootstrap, deploy, inputs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,12 +23,12 @@ log = structlog.get_logger("npu_ledger.mcp")
 
 @dataclass
 class Call:
-    """One tool call: its own App (workspace + ledger), the arguments (defaults filled in), a progress sink, and
-    the folders a path argument may lie in besides the workspace (`ledger mcp --allow-dir`)."""
+    """One tool call: its own App (workspace + ledger), the arguments (defaults filled in) and the folders a path
+    argument may lie in besides the workspace (`ledger mcp --allow-dir`). Its progress goes to the reporter the
+    server installs around the call (handlers.narrate.reporting)."""
 
     app: App
     args: dict[str, Any]
-    progress: Callable[[str], None] = field(default=lambda message: None)
     allowed: tuple[Path, ...] = ()
 
     def located(self, key: str) -> Path:

@@ -37,6 +37,7 @@ from handlers.bootstrap import App
 from handlers.mcp import resources
 from handlers.mcp.schemas import INPUTS, output_schema, structured, with_defaults
 from handlers.mcp.tools import TOOLS, Call, error_line, log
+from handlers.narrate import reporting
 
 INSTRUCTIONS = (
     "npu-ledger deploys decoder-only LLMs onto AMD NPU2 through recorded phase gates 0-7. Start with `status`; "
@@ -104,7 +105,8 @@ class LedgerServer:
             return _failure(f"error: {name}: bad argument{' ' + where if where else ''}: {e.message}")
         app = self._app()
         try:
-            value = tool.run(Call(app, with_defaults(name, arguments), progress, self.allowed))
+            with reporting(progress):
+                value = tool.run(Call(app, with_defaults(name, arguments), self.allowed))
         except Exception as e:  # noqa: BLE001 - the tool boundary: one line, as the CLI's
             if self.verbosity:
                 traceback.print_exc()

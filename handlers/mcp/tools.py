@@ -7,9 +7,9 @@ what it appends in `writes` (tests/unit/test_mcp_tools.py holds the reviewed all
 gates decide; a failed gate or a broken chain is a result (its JSON says so, as the CLI's exit status does), not
 a tool error. A tool error is what the CLI prints as its one `error: ...` line (`error_line`).
 
-Each tool runs on an `App` of its own (its own database connection) made by the server for the call, with a
-progress sink that becomes MCP progress notifications: the messages the terminal's bars show
-(`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
+Each tool runs on an `App` of its own (its own database connection) made by the server for the call, inside a
+reporter (`handlers.narrate.reporting`) whose messages become MCP progress notifications: the messages the
+terminal's bars show (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
 
 `TOOLS` holds these deployment tools and `handlers.mcp.workbench`'s (quantize, scaffold, doctor, perf, twin, run,
 optimise, registry import / build, log, head, graph, reverify); what a call is made of is `handlers.mcp.call`.
@@ -133,7 +133,7 @@ def _advance(c: Call):
         request = deploy.AdvanceRequest(a["name"], c.app.workspace, until=a.get("until"),
                                         options=GateOptions(full=a["full"], prefill_len=a.get("prefill_len")),
                                         preflight=lambda state: advance_refusal(state, a["name"]))
-        report = deploy.advance(c.app.ledger, request, c.progress)
+        report = deploy.advance(c.app.ledger, request)
     finally:
         refresh_if_recorded(c.app, a["name"])
     return results.advance_json(report)
@@ -153,19 +153,17 @@ def _lesson(c: Call):
 
 def _verify_model(c: Call):
     a = c.args
-    gates = on_demand.verify_model(c.app.ledger, c.app.workspace, a["name"], full=a["full"], inject=a.get("inject"),
-                                   progress=c.progress)
+    gates = on_demand.verify_model(c.app.ledger, c.app.workspace, a["name"], full=a["full"], inject=a.get("inject"))
     return results.verify_model_json(gates, a.get("inject"))
 
 
 def _diagnose(c: Call):
-    return results.diagnose_json(on_demand.diagnose(c.app.ledger, c.app.workspace, c.args["name"], progress=c.progress))
+    return results.diagnose_json(on_demand.diagnose(c.app.ledger, c.app.workspace, c.args["name"]))
 
 
 def _audit(c: Call):
     try:
-        report = deploy.audit(c.app.ledger, c.args["name"], workspace=c.app.workspace, checkpoint=c.args.get("against"),
-                              progress=c.progress)
+        report = deploy.audit(c.app.ledger, c.args["name"], workspace=c.app.workspace, checkpoint=c.args.get("against"))
     finally:
         if not c.app.opened_read_only:
             refresh_if_recorded(c.app, c.args["name"])

@@ -82,8 +82,7 @@ def _graph(c: Call):
 
 def _reverify(c: Call):
     try:
-        found = reverify_all(c.app.ledger, workspace=c.app.workspace, executor=c.args.get("executor"),
-                             progress=c.progress)
+        found = reverify_all(c.app.ledger, workspace=c.app.workspace, executor=c.args.get("executor"))
     finally:
         refresh(c.app)
     return rw.reverify_json(found)
@@ -96,8 +95,7 @@ def _twin(c: Call):
 def _run(c: Call):
     a = c.args
     try:
-        out = generate(c.app.ledger, c.app.workspace, a["name"], a["prompt"], a["n_tokens"], profile=a["profile"],
-                       progress=c.progress)
+        out = generate(c.app.ledger, c.app.workspace, a["name"], a["prompt"], a["n_tokens"], profile=a["profile"])
     finally:
         refresh_if_recorded(c.app, a["name"])
     return rw.run_json(out)
@@ -105,8 +103,7 @@ def _run(c: Call):
 
 def _optimise(c: Call):
     a = c.args
-    return rw.optimise_json(optimise(c.app.ledger, c.app.workspace, a["name"], a["what"], a["phase"],
-                                     progress=c.progress))
+    return rw.optimise_json(optimise(c.app.ledger, c.app.workspace, a["name"], a["what"], a["phase"]))
 
 
 def _registry_import(c: Call):

@@ -17,11 +17,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from procrastinate.exceptions import AlreadyEnqueued
 
-from handlers import deploy
+from handlers import deploy, narrate
 from handlers.gates import GateOutcome, GateRun
 from handlers.planning import deployment_plan, deployment_weights
 from handlers.uow import DeploymentError, DeploymentUnit, SomeoneElseAdvanced
@@ -45,28 +45,27 @@ class StillRunning(DeploymentError):
     """Raised when `--wait` ran out before every planned row landed; nothing was judged, the jobs go on."""
 
 
-def advance_distributed(ledger: Ledger, request: deploy.AdvanceRequest, progress: Callable[[str], None] = lambda m: None,
-                        *, poll_s: float = 0.5, wait_s: float | None = None) -> deploy.AdvanceReport:
+def advance_distributed(ledger: Ledger, request: deploy.AdvanceRequest, *, poll_s: float = 0.5, wait_s: float | None = None) -> deploy.AdvanceReport:
     """Run Phase 1 of `request.name` on the workers (earlier phases and later ones locally, up to `request.until`)."""
     name, until = request.name, request.until
     dsn = conninfo(ledger.url)  # a SQLite ledger: QueueUnavailable, nothing recorded
     unit = DeploymentUnit(ledger, name)
     report = deploy.AdvanceReport(name)
     if unit.state.status in (Status.REQUESTED, Status.PHASE0):  # Phase 0 first, locally
-        report = deploy.advance(ledger, replace(request, until=0), progress)
+        report = deploy.advance(ledger, replace(request, until=0))
         if report.failed or (until is not None and until < 1):
             return report
         unit = DeploymentUnit(ledger, name)
     state = unit.state
     if state.status is not Status.PHASE1:  # blocked, deployed, past Phase 1: the normal advance says what to do
-        return deploy.advance(ledger, request, progress)
+        return deploy.advance(ledger, request)
     refusal = request.preflight(state) if request.preflight else None
     if refusal:
         raise DeploymentError(refusal)
-    attempt = open_kernel_attempt(unit, progress)
+    attempt = open_kernel_attempt(unit)
     ensure_schema(dsn)
-    _enqueue(dsn, unit, attempt, progress)
-    unit = _wait(ledger, dsn, name, attempt, progress, poll_s, wait_s)
+    _enqueue(dsn, unit, attempt)
+    unit = _wait(ledger, dsn, name, attempt, poll_s, wait_s)
     if not (unit.state.attempt_open(Phase.KERNELS) and unit.state.open_attempt.number == attempt):
         report.stopped = f"attempt {attempt} of phase 1 was judged meanwhile (by another `advance`)"
         report.status = unit.state.status.value
@@ -76,24 +75,24 @@ def advance_distributed(ledger: Ledger, request: deploy.AdvanceRequest, progress
     if not result["passed"] or (until is not None and until <= 1):
         report.status = DeploymentUnit(ledger, name).state.status.value
         return report
-    rest = deploy.advance(ledger, request, progress)
+    rest = deploy.advance(ledger, request)
     rest.ran[:0] = report.ran
     return rest
 
 
-def open_kernel_attempt(unit: DeploymentUnit, progress) -> int:
+def open_kernel_attempt(unit: DeploymentUnit) -> int:
     """The open Phase 1 attempt's number, opening it (PhaseStarted + plan, committed alone) when none is."""
     state = unit.state
     if state.attempt_open(Phase.KERNELS):
-        progress(f"phase 1 (per-kernel validation), attempt {state.open_attempt.number} resumed with its recorded plan")
+        narrate.report(f"phase 1 (per-kernel validation), attempt {state.open_attempt.number} resumed with its recorded plan")
         return state.open_attempt.number
-    deploy.stop_if_model_changed(unit, progress)
+    deploy.stop_if_model_changed(unit)
     rows, sources = deployment_plan(GateRun(state=state, workspace=None).config, state.target, unit.ledger, state.name,
                                     deployment_weights(state))
     attempt = state.attempt_number(Phase.KERNELS)
     deploy.open_attempt(unit, Phase.KERNELS, attempt, GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows],
                                                                   plan_sources=sources))
-    progress(f"phase 1 (per-kernel validation), attempt {attempt}: {len(rows)} rows for the {state.executor} workers")
+    narrate.report(f"phase 1 (per-kernel validation), attempt {attempt}: {len(rows)} rows for the {state.executor} workers")
     return attempt
 
 
@@ -106,7 +105,7 @@ def landed_rows(unit: DeploymentUnit) -> dict[tuple[str, str], list]:
     return out
 
 
-def _enqueue(dsn: str, unit: DeploymentUnit, attempt: int, progress) -> None:
+def _enqueue(dsn: str, unit: DeploymentUnit, attempt: int) -> None:
     state = unit.state
     landed = landed_rows(unit)
     active = {kernel_key(j["kernel"], j["shape"]) for j in jobs_of(dsn, state.name, attempt)
@@ -121,11 +120,11 @@ def _enqueue(dsn: str, unit: DeploymentUnit, attempt: int, progress) -> None:
                     deployment=state.name, attempt=attempt, kernel=kernel, shape=dict(shape))
             except AlreadyEnqueued:  # another coordinator queued it a moment ago
                 pass
-    progress(f"queued {len(todo)} row job(s) on {queue_name(state.executor)} ({len(landed)} recorded already, "
+    narrate.report(f"queued {len(todo)} row job(s) on {queue_name(state.executor)} ({len(landed)} recorded already, "
              f"{len(active)} queued or running); start `ledger worker --executor {state.executor}` on each NPU host")
 
 
-def _wait(ledger: Ledger, dsn: str, name: str, attempt: int, progress, poll_s: float, wait_s: float | None):
+def _wait(ledger: Ledger, dsn: str, name: str, attempt: int, poll_s: float, wait_s: float | None):
     planned = None
     shown = -1
     t0 = time.monotonic()
@@ -140,7 +139,7 @@ def _wait(ledger: Ledger, dsn: str, name: str, attempt: int, progress, poll_s: f
             last = max((ev for key in done for ev in landed[key]), key=lambda e: e.seq, default=None)
             where = "" if last is None else \
                 f" (last: {last.event.kernel} {last.event.verdict} on {last.event.provenance.get('worker', '?')})"
-            progress(f"[{len(done)}/{len(planned)}] rows recorded{where}")
+            narrate.report(f"[{len(done)}/{len(planned)}] rows recorded{where}")
             shown = len(done)
         if len(done) == len(planned):
             return unit

@@ -144,8 +144,9 @@ def test_a_massive_activation_drifts_down_one_ulp_per_floor_rounded_residual_add
 
 def test_each_verdict_is_handed_on_as_its_phase_is_judged_so_an_interrupt_leaves_it_shown(tmp_path, tiny_llama):
     """`ledger advance` prints a verdict from `AdvanceRequest.on_verdict`, called as the phase is judged: a Ctrl-C
-    in the next phase (here: raised by the progress sink as Phase 1 starts) comes after Phase 0's verdict was out."""
+    in the next phase (here: raised by the reporter as Phase 1 starts) comes after Phase 0's verdict was out."""
     from handlers import deploy
+    from handlers.narrate import reporting
     from ledger import open_ledger
 
     ledger = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
@@ -157,6 +158,6 @@ def test_each_verdict_is_handed_on_as_its_phase_is_judged_so_an_interrupt_leaves
             raise KeyboardInterrupt
 
     request = deploy.AdvanceRequest("t", tmp_path, until=1, on_verdict=shown.append)
-    with pytest.raises(KeyboardInterrupt):
-        deploy.advance(ledger, request, progress)
+    with pytest.raises(KeyboardInterrupt), reporting(progress):
+        deploy.advance(ledger, request)
     assert [(r["phase"], r["passed"]) for r in shown] == [(0, True)]
