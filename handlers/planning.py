@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from npu_kernels.model.config import ModelConfig
-from npu_kernels.model.plan import DEFAULT_SEQ, PlannedKernel, plan
+from npu_kernels.model.plan import DEFAULT_SEQ, plan
 from npu_kernels.model.plan_record import plan_sources
+from npu_kernels.numerics.row import KernelRow
 from ledger.record import RecordedEvent
 from registry.lookup import PlanningRegistry
 from npu_kernels.settings import env_get
@@ -55,7 +56,7 @@ def deployment_weights(state) -> str:
 
 
 def deployment_plan(config: ModelConfig, target: str, ledger=None, deployment: str | None = None,
-                    weights: str = "bf16", seq: int = DEFAULT_SEQ) -> tuple[list[PlannedKernel], dict[str, Any]]:
+                    weights: str = "bf16", seq: int = DEFAULT_SEQ) -> tuple[list[KernelRow], dict[str, Any]]:
     """The registry-first plan of `config` on `target` and its record (see the module docstring); without a
     ledger, the registry is MLIR_AIR_DIR's alone (or none); `deployment`: the one planned (its own rows left out);
     `weights`: npu_kernels.model.plan's weight format (bf16, q4nx-host: the bf16 rows; q4nx-device: the 4-bit ones);

@@ -110,7 +110,7 @@ def _reverify_one(unit: DeploymentUnit, result: Reverified, workspace: Path, fau
         if isinstance(ev.event, KernelVerified):
             latest[kernel_key(ev.event.kernel, ev.event.shape)] = ev.event
     sources = recorded_sources(unit.events, state.passed[Phase.KERNELS].attempt)  # the rows as Phase 1 planned them
-    planned = {kernel_key(r.kernel, r.shape): r for r in replan(ctx.config, state.target, sources, deployment_weights(state))}
+    planned = {r.key: r for r in replan(ctx.config, state.target, sources, deployment_weights(state))}
     now = current_toolchain(executor)
     new_events: list = []
     for i, (key, old) in enumerate(sorted(latest.items()), start=1):

@@ -1,22 +1,17 @@
 """What a gate predicate takes and returns: the `GateContext` a handler supplies, the `GateResult`
-(ok + reason), `GateRejected`, and `kernel_key`, the identity of a (kernel, shape) pair the context holds.
+(ok + reason), `GateRejected`, and `kernel_key`, the identity of a (kernel, shape) pair the context holds
+(npu_kernels.numerics.row.row_key, the identity of a KernelRow).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from npu_kernels.numerics.row import row_key as kernel_key  # a (kernel, shape) pair's identity, a KernelRow's key
 from statemachine.phases import Phase
 from statemachine.state import DeploymentState
-
-
-
-def kernel_key(kernel: str, shape: Mapping[str, Any]) -> tuple[str, str]:
-    """The identity of a (kernel, shape) pair: the shape as canonical JSON, so key order never matters."""
-    return kernel, json.dumps(dict(shape), sort_keys=True, separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True)

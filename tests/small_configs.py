@@ -40,4 +40,4 @@ def model_config(family, hidden, heads, kv_heads, head_dim, intermediate, vocab)
 def phase1_rows(config, executor: str) -> list[tuple]:
     """The rows Phase 1 runs on `executor`: kernel, shape, the contract it hands the executor, method, tier, tile."""
     state = SimpleNamespace(executor=executor, target="npu2", pipeline={})
-    return [(r.kernel, r.shape, row_contract(state, r), r.method, r.tier, r.tile.tile) for r in plan(config, "npu2")]
+    return [(r.kernel, r.shape, row_contract(state, r), r.method, r.tier, r.plan.tile) for r in plan(config, "npu2")]

@@ -246,7 +246,7 @@ def plan_lines(rows) -> list[str]:
     and low-K warnings name each row's dims but explain the same thing on every row."""
     lines, explained = [], set()
     for r in rows:
-        shape = ",".join(f"{k}={v}" for k, v in r.shape.items())
+        shape = r.shape_text
         j = r.to_json()
         tile = j.get("tile", {})
         contract = f"{r.contract} ({r.method})" if r.method else r.contract

@@ -54,9 +54,9 @@ def plan_source_findings(events: list[RecordedEvent], all_events: list[RecordedE
             root = Path(path).parents[len(MLIR_AIR_REGISTRY_DIR.parts)]
         others = [e for e in kernel_rows if e.stream_id != rec.stream_id]  # as planned: without its own rows
         registry = PlanningRegistry(others, root, upto_seq=sources.get("ledger_seq"))
-        again = {(r["kernel"], kernel_key(r["kernel"], r["shape"])[1]): r for r in plan_sources(plan(config, target=target, registry=registry, weights=weights))}
+        again = {kernel_key(r["kernel"], r["shape"]): r for r in plan_sources(plan(config, target=target, registry=registry, weights=weights))}
         for row in sources.get("rows") or []:
-            want = again.get((row["kernel"], kernel_key(row["kernel"], row["shape"])[1]))
+            want = again.get(kernel_key(row["kernel"], row["shape"]))
             differ = [k for k in _CHOICE if want is None or want.get(k) != row.get(k)]
             if differ:
                 findings.append(Finding("error", rec.seq, "plan-sources",

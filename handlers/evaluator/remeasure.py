@@ -51,7 +51,7 @@ def phase1_rows(state) -> list:
 def kernel_sample(state, cfg, head_hash: str,
                   sources: dict | None = None) -> tuple[list[Finding], list[dict]]:
     rows = phase1_rows(state)
-    planned = {kernel_key(r.kernel, r.shape): r for r in replan(cfg, state.target, sources, deployment_weights(state))}  # as Phase 1 planned
+    planned = {r.key: r for r in replan(cfg, state.target, sources, deployment_weights(state))}  # as Phase 1 planned
     candidates = [ev for ev in rows if kernel_key(ev.event.kernel, ev.event.shape) in planned]
     seed = sample_seed(head_hash)
     chosen = sorted(random.Random(seed).sample(candidates, min(KERNEL_REMEASURE_SAMPLE, len(candidates))),

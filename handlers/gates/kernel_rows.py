@@ -22,6 +22,7 @@ evidence that was measured, never a new claim.
 from __future__ import annotations
 
 import platform
+from dataclasses import replace
 from datetime import datetime, timezone
 
 from handlers.gates import GateOutcome, GateRun
@@ -30,7 +31,6 @@ from npu_kernels.backends.kernel_runners import make_runner
 from npu_kernels.backends.runner_base import KernelRow, KernelRunner
 from npu_kernels.mlir_air.output import error_excerpt
 from npu_kernels.mlir_air.table import HarnessConfigError
-from npu_kernels.model.plan import PlannedKernel
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.tiles import TileRuleViolation
 from npu_kernels.perf.evidence import EvidenceError
@@ -55,7 +55,7 @@ def run(ctx: GateRun) -> GateOutcome:
     runner = make_runner(state.executor, state.target)  # one runner for every row of the attempt
     n_carried = 0
     for i, row in enumerate(rows, start=1):
-        shape_text = ",".join(f"{k}={v}" for k, v in row.shape.items())
+        shape_text = row.shape_text
         carried = _carry(passed_before, state, row)
         if carried is not None:
             narrate.report(f"[{i}/{len(rows)}] {row.kernel} {shape_text}: passed in attempt "
@@ -106,7 +106,7 @@ def run(ctx: GateRun) -> GateOutcome:
         names = sorted(set(failed_kernels), key=failed_kernels.index)
         failures.insert(0, f"failing kernel(s): {', '.join(names)} ({len(failed_kernels)} of {len(rows)} rows); "
                            "the other rows are recorded and are carried, not re-run, by the next attempt")
-    context = GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows], plan_sources=sources)
+    context = GateContext(planned_kernels=[r.key for r in rows], plan_sources=sources)
     n_pass = len(rows) - len(failed_kernels)
     n_caveat = sum(1 for e in events if e.caveat)
     return GateOutcome(events=events, context=context, reasons=failures, triage=triage,
@@ -135,11 +135,14 @@ def verify_row(runner: KernelRunner, row: KernelRow, *, when: str | None = None,
     return tries, transcript
 
 
-def kernel_row(state, row: PlannedKernel) -> KernelRow:
-    """A planned row as the deployment runs it: the plan's contract (`row_contract`) and tile, with a test fault's
-    forced tile (`state.pipeline["forced_tiles"]`, tests of the gate and of triage) merged past the planner."""
+def kernel_row(state, row: KernelRow) -> KernelRow:
+    """A planned row as the deployment runs it: as planned, or with a test fault's forced tile
+    (`state.pipeline["forced_tiles"]`, tests of the gate and of triage) merged over the planner's and forced
+    past the tile rules."""
     forced = (state.pipeline or {}).get("forced_tiles", {}).get(row.kernel)
-    return KernelRow.planned(row, forced_tile=forced)
+    if not forced:
+        return row
+    return replace(row, tile={**(row.tile or {}), **forced}, force_tile=True)
 
 
 def row_contract(state, row) -> str | None:
@@ -169,13 +172,13 @@ def _carry(passed_before: dict, state, row) -> KernelVerified | None:
     """The copy of an earlier passing measurement of this row, if it was measured the same way: same
     executor, target, contract and the planned tile (a changed plan or executor re-runs the row)."""
     contract = row_contract(state, row) or get_spec(row.kernel).default_contract
-    hit = passed_before.get((*kernel_key(row.kernel, row.shape), contract))
+    hit = passed_before.get((*row.key, contract))
     if hit is None:
         return None
     origin_seq, attempt_no, e = hit
     if (e.executor, e.target) != (state.executor, state.target):
         return None
-    if any(e.tile.get(k) != v for k, v in (row.tile.tile or {}).items()):
+    if any(e.tile.get(k) != v for k, v in (row.tile or {}).items()):
         return None
     original = _original(state, origin_seq) or e
     return original.model_copy(update={

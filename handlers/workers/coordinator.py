@@ -90,7 +90,7 @@ def open_kernel_attempt(unit: DeploymentUnit) -> int:
     rows, sources = deployment_plan(GateRun(state=state, workspace=None).config, state.target, unit.ledger, state.name,
                                     deployment_weights(state))
     attempt = state.attempt_number(Phase.KERNELS)
-    deploy.open_attempt(unit, Phase.KERNELS, attempt, GateContext(planned_kernels=[(r.kernel, r.shape) for r in rows],
+    deploy.open_attempt(unit, Phase.KERNELS, attempt, GateContext(planned_kernels=[r.key for r in rows],
                                                                   plan_sources=sources))
     narrate.report(f"phase 1 (per-kernel validation), attempt {attempt}: {len(rows)} rows for the {state.executor} workers")
     return attempt

@@ -102,7 +102,7 @@ def _planned_row(unit: DeploymentUnit, kernel: str, shape: dict[str, Any]):
     key = kernel_key(kernel, shape)
     sources = recorded_sources(unit.events, state.open_attempt.number)
     for row in replan(GateRun(state=state, workspace=None).config, state.target, sources, deployment_weights(state)):
-        if kernel_key(row.kernel, row.shape) == key:
+        if row.key == key:
             return row
     raise RowRefused(f"{kernel} {key[1]} is not in the plan of {state.name}")
 

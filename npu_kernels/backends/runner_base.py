@@ -1,10 +1,10 @@
 """The seam for leaf-kernel work: what Phase 1, its workers, `ledger reverify`, the evaluator's re-measurement
 and `ledger kernel run` ask of a kernel executor, whoever runs it.
 
-A `KernelRow` is one leaf kernel at one shape as it is run (kernel, shape, contract, tile) and, for a planned
-Phase 1 row, the tile plan and labels its event records. A `KernelRunner` verifies a row once
-(`verify` -> `KernelVerification`, the `ledger.events.KernelVerified` fields and the transcript a harness
-printed) or measures it bare (`measure` -> `npu_kernels.numerics.run.KernelResult`, `ledger kernel run`); it knows
+A `KernelRow` (npu_kernels.numerics.row) is one leaf kernel at one shape as it is run (kernel, shape, contract,
+tile) and, for a Phase 1 row, as the planner made it (tile plan, role, phase, warnings). A `KernelRunner`
+verifies a row once (`verify` -> `KernelVerification`, the `ledger.events.KernelVerified` fields and the
+transcript a harness printed) or measures it bare (`measure` -> `npu_kernels.numerics.run.KernelResult`, `ledger kernel run`); it knows
 its evidence `source`, the toolchain its rows record, whether it takes the NPU lock itself, and how a
 re-measured row must agree with the recorded one.
 
@@ -17,44 +17,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
-from npu_kernels.model.plan import PlannedKernel
+from npu_kernels.numerics.row import KernelRow
 from npu_kernels.numerics.run import KernelResult
-from npu_kernels.numerics.tiles import TilePlan
 
 __all__ = ["KernelRow", "KernelRunner", "KernelVerification", "relative_difference"]
-
-
-@dataclass(frozen=True)
-class KernelRow:
-    """One leaf kernel at one shape, as a runner runs it."""
-
-    kernel: str
-    shape: dict[str, Any]  # as planned (the plan's shapes are the catalog's normalised ones) or as given
-    contract: str | None = None  # None: the kernel's default contract
-    tile: dict[str, Any] | None = None  # the tile asked for (the planner's, or overrides); None: the planner's
-    force_tile: bool = False  # fault injection only: run `tile` even where it breaks a tile rule
-    plan: TilePlan | None = None  # a planned row's tile plan: the tiles target, herd and justification it records
-    role: str = ""  # a planned row's role ("Q/O proj") and stage ("prefill" | "decode")
-    stage: str = ""
-    note: str = ""  # the plan's warnings, "; "-joined
-
-    @classmethod
-    def planned(cls, row: PlannedKernel, *, forced_tile: Mapping[str, Any] | None = None) -> "KernelRow":
-        """A Phase 1 row of `npu_kernels.model.plan`: its contract and tile plan; `forced_tile` (a test fault) is
-        merged over the planner's tile and forced past the tile rules."""
-        tile = dict(row.tile.tile) or None
-        if forced_tile:
-            tile = {**(tile or {}), **forced_tile}
-        return cls(kernel=row.kernel, shape=dict(row.shape), contract=row.contract or None, tile=tile,
-                   force_tile=bool(forced_tile), plan=row.tile, role=row.role, stage=row.phase,
-                   note="; ".join(row.warnings))
-
-    @property
-    def shape_text(self) -> str:
-        """`M=2048,K=2048,N=2048`: the shape as `ledger kernel run --shape` takes it."""
-        return ",".join(f"{k}={v}" for k, v in self.shape.items())
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The (kernel, shape) list a model needs, derived from its config exactly as docs/numerics.md's table says.
 
-`plan(config, target="npu2", seq=2048) -> list[PlannedKernel]`: prefill runs at `seq` (prompts padded), cut to
+`plan(config, target="npu2", seq=2048) -> list[KernelRow]`: prefill runs at `seq` (prompts padded), cut to
 the model's context window (`npu_kernels.model.config.bounded_length`: a 512-context model is planned at 512), decode at
 batch 1. With E = emb, H = heads, Hkv = kv heads, D = head_dim, F = hidden, V = vocab:
 
@@ -57,6 +57,7 @@ from npu_kernels.model.description import GELU_TANH_GLU, SANDWICH
 from npu_kernels.model.plan_conv import conv_rows
 from npu_kernels.model.plan_q4nx import q4nx_device_rows
 from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.row import KernelRow, row_key
 from npu_kernels.numerics.tiles import TilePlan, TileRuleViolation, plan_tile
 from npu_kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 
@@ -92,37 +93,10 @@ class MeasuredRows(Protocol):
 
 
 @dataclass
-class PlannedKernel:
-    kernel: str
-    shape: dict[str, Any]
-    role: str
-    phase: str  # "prefill" | "decode"
-    tile: TilePlan
-    warnings: list[str] = field(default_factory=list)
-    contract: str = ""  # the contract Phase 1 verifies the row on, on every executor (`planned_contract`)
-    workarounds: dict[str, Any] = field(default_factory=dict)  # e.g. {"k_split": 2}, {"pad_vocab_to": ...}
-    method: str = ""  # the registry's method name for the contract (GEMM only): direct, fused-cast, drain, external
-    tier: str = ""  # the contract's precision tier: high / low (GEMM), "" for single-contract kernels
-    source: str = HEURISTIC  # "registry: <row cite>" when a measured row chose the tile, else "heuristic"
-
-    def to_json(self) -> dict:
-        return {
-            "kernel": self.kernel,
-            "shape": dict(self.shape),
-            "role": self.role,
-            "phase": self.phase,
-            "contract": self.contract,
-            "method": self.method,
-            "tier": self.tier,
-            "source": self.source,
-            "tile": self.tile.to_json(),
-            "warnings": list(self.warnings),
-            "workarounds": dict(self.workarounds),
-        }
-
-
-@dataclass
 class _Row:
+    """A row while the planner builds it: its role as names and a shared noun, so that identical rows merge
+    their roles ("Q" and "O" of "proj": "Q/O proj"); `plan` makes each merged one a KernelRow."""
+
     kernel: str
     shape: dict[str, Any]
     phase: str
@@ -133,7 +107,8 @@ class _Row:
 
     @property
     def key(self) -> tuple:
-        return (self.kernel, tuple(sorted(self.shape.items())), self.phase)
+        """What identical rows share: the row's identity (`row_key`) and its phase."""
+        return (*row_key(self.kernel, self.shape), self.phase)
 
     @property
     def role(self) -> str:
@@ -370,7 +345,7 @@ def _weight_rows(config: ModelConfig, seq: int, weights: str) -> list[_Row]:
 
 
 def plan(config: ModelConfig, target: str = "npu2", seq: int = DEFAULT_SEQ,
-         registry: MeasuredRows | None = None, weights: str = "bf16") -> list[PlannedKernel]:
+         registry: MeasuredRows | None = None, weights: str = "bf16") -> list[KernelRow]:
     """Every (kernel, shape) `config` needs on `target`, with roles, phases, tile plans, warnings and, per row,
     the source of its tile (the registry's best measured row, else the heuristic; see the module docstring).
     `weights` "q4nx-device" plans the on-device 4-bit kernels (npu_kernels.model.plan_q4nx); "bf16" and
@@ -388,7 +363,8 @@ def plan(config: ModelConfig, target: str = "npu2", seq: int = DEFAULT_SEQ,
         if chosen is not None and chosen[0] == HEURISTIC:
             pre_notes, chosen = chosen[1], None
         tile, contract, method, tier, source, notes = chosen or _heuristic(r, target, registry, contract)
-        warnings = r.warnings + pre_notes + notes + tile.warnings
-        planned.append(PlannedKernel(r.kernel, dict(r.shape), r.role, r.phase, tile, warnings, contract=contract,
-                                     workarounds=dict(r.workarounds), method=method, tier=tier, source=source))
+        warnings = (*r.warnings, *pre_notes, *notes, *tile.warnings)
+        planned.append(KernelRow(r.kernel, dict(r.shape), contract, role=r.role, phase=r.phase, warnings=warnings,
+                                 workarounds=dict(r.workarounds), method=method, tier=tier, source=source
+                                 ).planned_on(tile))
     return planned

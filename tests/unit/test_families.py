@@ -109,8 +109,8 @@ def test_plan_answers_on_real_size_gemma3_and_phi4_mini_with_their_kernels():
     gemma = plan(resolve(load_raw_config(CONFIGS / "gemma-3-4b-it.json")), "npu2")
     attention = {r.role: r for r in gemma if r.kernel == "flash_attention"}
     local, glob = attention["attention (sliding window 1024, 29 layers)"], attention["attention (global, 5 layers)"]
-    assert local.shape["window"] == 1024 and "window" not in glob.shape and local.tile.legal and glob.tile.legal
-    assert local.tile.tile["lkp"] == local.tile.tile["tile_q"] == 32  # fa_headfirst.py:54 at head_dim 256
+    assert local.shape["window"] == 1024 and "window" not in glob.shape and local.plan.legal and glob.plan.legal
+    assert local.plan.tile["lkp"] == local.plan.tile["tile_q"] == 32  # fa_headfirst.py:54 at head_dim 256
     assert any(r.kernel == "gelu" and r.shape == {"N": 2048 * 10240} for r in gemma)
     assert not any(r.kernel == "silu_mul" for r in gemma)
     head = next(r for r in gemma if r.role == "LM head partition")

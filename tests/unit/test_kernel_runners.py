@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from handlers.gates.kernel_rows import kernel_row
 from npu_kernels.backends.kernel_runners import WORKER_EXECUTORS, make_runner, worker_kind
 from npu_kernels.backends.runner_base import KernelRow
 from npu_kernels.model.plan import plan
@@ -24,16 +25,15 @@ def test_each_executor_name_gets_its_runner_with_its_source_and_lock_duty():
         make_runner("tpu")
 
 
-def test_a_planned_row_is_verified_into_the_fields_of_its_kernel_verified_event():
+def test_the_planners_row_is_the_row_a_runner_verifies_into_its_kernel_verified_fields():
     config = model_config(*MODELS[0])
-    planned = next(r for r in plan(config, "npu2") if r.kernel == "rope")
-    row = KernelRow.planned(planned)
-    assert (row.kernel, row.shape, row.contract, row.stage) == ("rope", planned.shape, planned.contract, planned.phase)
+    row = next(r for r in plan(config, "npu2") if r.kernel == "rope")
+    assert isinstance(row, KernelRow) and row.contract and row.tile == dict(row.plan.tile) and not row.force_tile
     run = make_runner("emulated").verify(row, attempt=2, when="2026-06-14", host="h")
     event = KernelVerified(**run.fields)
     assert run.transcript is None and run.not_measured is None and event.verdict == "PASS"
-    assert (event.executor, event.source, event.role, event.stage, event.measured_at) == (
-        "emulated", "emulated", planned.role, planned.phase, "2026-06-14")
+    assert (event.executor, event.source, event.role, event.stage, event.measured_at, event.contract) == (
+        "emulated", "emulated", row.role, row.phase, "2026-06-14", row.contract)
     assert event.provenance["command"] == f"ledger kernel run rope --shape {row.shape_text} --executor emulated --target npu2"
     assert event.provenance["attempt"] == 2 and event.provenance["toolchain"]["executor"] == "emulated"
     assert event.modelled_npu2["modelled"] is True
@@ -41,9 +41,10 @@ def test_a_planned_row_is_verified_into_the_fields_of_its_kernel_verified_event(
 
 def test_a_forced_tile_is_merged_over_the_planners_and_forced_past_the_rules():
     planned = next(r for r in plan(model_config(*MODELS[1]), "npu2") if r.kernel == "gemm")
-    row = KernelRow.planned(planned, forced_tile={"tile_n": 48})
-    assert row.force_tile and row.tile == {**planned.tile.tile, "tile_n": 48}
-    assert KernelRow.planned(planned).tile == dict(planned.tile.tile) and not KernelRow.planned(planned).force_tile
+    row = kernel_row(SimpleNamespace(pipeline={"forced_tiles": {"gemm": {"tile_n": 48}}}), planned)
+    assert row.force_tile and row.tile == {**planned.plan.tile, "tile_n": 48}
+    assert (row.key, row.plan, row.role, row.contract) == (planned.key, planned.plan, planned.role, planned.contract)
+    assert kernel_row(SimpleNamespace(pipeline=None), planned) is planned and not planned.force_tile
 
 
 def test_a_stand_in_fault_fails_only_its_rows_and_names_itself_in_their_toolchain():

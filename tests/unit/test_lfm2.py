@@ -51,7 +51,7 @@ def test_the_plan_lists_the_conv_and_multiply_rows_at_lfm2_shapes(config):
     assert ("prefill", "eltwise_mul", (("N", 2048 * 2048),)) in rows
     assert ("prefill", "gemm", (("K", 2048), ("M", 2048), ("N", 6144))) in rows  # in_proj (B | C | x)
     conv = rows[("prefill", "conv1d", (("C", 2048), ("seq", 2048)))]
-    assert conv.tile.legal and conv.tile.tile["herd_y"] == 1
+    assert conv.plan.legal and conv.plan.tile["herd_y"] == 1
 
 
 def test_predict_on_lfm2_beside_the_published_figures(config):

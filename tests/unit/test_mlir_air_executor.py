@@ -158,12 +158,12 @@ def test_the_planned_flash_attention_row_renders_with_heads_per_unroll_dividing_
                        vocab_size=49152)
     row = next(r for r in plan(smol) if r.kernel == "flash_attention")
     ex = MlirAirExecutor(mlir_air_dir="/src")
-    _, cmd, tile = ex.harness_command(row.kernel, row.shape, row.tile.tile)
+    _, cmd, tile = ex.harness_command(row.kernel, row.shape, row.plan.tile)
     assert ("LQ=2048 LK=2048 LQP=256 LKP=64 DK=64 DV=64 NUM_HEADS=9 NUM_KV_HEADS=3 NUM_Q_TILES=4 "
             "EXTRA_PY_FLAGS='--causal --num-heads-per-unroll 1 --num-q-tiles 4 --num-cascade-stages 4'") in cmd
     assert row.shape["heads_q"] % tile["num_heads_per_unroll"] == 0
     assert "--perf-iters" not in cmd  # precision and latency are separate runs
-    timing = ex.latency_command(row.kernel, row.shape, row.tile.tile)
+    timing = ex.latency_command(row.kernel, row.shape, row.plan.tile)
     assert timing.endswith("EXTRA_PY_FLAGS='--causal --num-heads-per-unroll 1 --num-q-tiles 4 --num-cascade-stages 4 "
                            "--perf-iters 20'")
 

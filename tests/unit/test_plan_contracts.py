@@ -27,7 +27,7 @@ def test_every_executor_runs_the_contracts_the_plan_gives_on_mlir_air(model, mon
                                                       else "drain"))
         else:
             assert (method, tier) == ("", "") and contract
-    assert all(r.tile.legal for r in plan(config, "npu2")), "a legal NPU2 model: every planned tile is legal"
+    assert all(r.plan.legal for r in plan(config, "npu2")), "a legal NPU2 model: every planned tile is legal"
     # what the hardware path runs for each GEMM row: mlir-air's bf16_in_bf16_out harness at the plan's tier
     from npu_kernels.mlir_air.executor import MlirAirExecutor
 
@@ -59,7 +59,7 @@ def test_the_small_k_rows_fail_the_high_tier_beyond_the_artifact_and_pass_the_pl
         assert best.rule_id == "gemm-small-k-near-zero-atol" and "bf16-out-low" in best.remedy
         row = next(r for r in plan(model_config("qwen2", 448, 7, 1, 64, 896, 1001) if shape["K"] == 448 else
                                    model_config("qwen3", 256, 2, 1, 128, 512, 387)) if r.shape == shape)
-        low = run_kernel("gemm", shape, contract=row.contract, tile=dict(row.tile.tile))
+        low = run_kernel("gemm", shape, contract=row.contract, tile=dict(row.plan.tile))
         assert (low.verdict, low.mismatches, low.contract, low.method, low.tier) == ("PASS", 0, "bf16-out-low",
                                                                                     row.method, row.tier)
 

@@ -32,7 +32,7 @@ def test_on_device_4_bit_swaps_the_decode_gemvs_for_4_bit_gemvs_and_keeps_the_pr
                     ("Down proj", 2048, 8192)}
     assert all(r.phase == "load" for r in q4 if r.kernel == "dequant_q4nx")
     for r in q4:
-        assert r.tile.legal, (r.kernel, r.shape, r.tile.warnings)
+        assert r.plan.legal, (r.kernel, r.shape, r.plan.warnings)
         assert r.contract == "bf16-out" if "q4nx" in r.kernel else True
 
 
@@ -63,7 +63,7 @@ def test_a_4_bit_gemv_measured_on_npu2_is_planned_from_the_registry_first():
     registry = PlanningRegistry(record([("deployment:q", measured)]))
     q4 = plan(cfg("llama-3.2-1b"), weights="q4nx-device", registry=registry)
     gate_up = next(r for r in q4 if r.kernel == "gemv_q4nx" and r.role == "Gate/Up proj")
-    assert gate_up.source.startswith("registry: ") and gate_up.tile.tile["herd_x"] == 4
+    assert gate_up.source.startswith("registry: ") and gate_up.plan.tile["herd_x"] == 4
     others = [r for r in q4 if r.kernel == "gemv_q4nx" and r.role != "Gate/Up proj"]
     assert others and all(r.source == "heuristic" for r in others)
 

@@ -151,7 +151,7 @@ def test_an_mlir_air_registry_is_read_when_set(tmp_path):
     cfg = resolve(load_raw_config(CONFIGS / "llama-3.2-1b.json"))
     row = next(r for r in plan(cfg, registry=registry) if r.kernel == "gemm" and r.shape["N"] == 8192)
     assert row.source.startswith(f"registry: {details / 'GEMM_bf16_in_bf16_out.json'} (sha256 ")
-    assert row.tile.tile["tile_k_l2"] == 256
+    assert row.plan.tile["tile_k_l2"] == 256
 
 
 def test_triage_does_not_offer_a_fix_the_registry_records_failing():

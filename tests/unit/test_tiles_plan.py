@@ -168,7 +168,7 @@ def test_llama_3_2_1b_plan_is_the_worked_example_plus_the_two_table_mandated_gem
     assert roles[("gemm", (2048, 2048, 2048))] == "Q/O proj"
     assert roles[("gemm", (2048, 2048, 512))] == "K/V proj"
     assert roles[("gemv", (16384, 2048))] == "LM head partition"
-    assert all(r.tile.tiles_in_flight == r.tile.tiles_target for r in rows)
+    assert all(r.plan.tiles_in_flight == r.plan.tiles_target for r in rows)
 
 
 def test_smollm2_plan_warns_that_576_is_not_512_aligned():
@@ -176,14 +176,14 @@ def test_smollm2_plan_warns_that_576_is_not_512_aligned():
     gemms = {tuple(r.shape.values()): r for r in rows if r.kernel == "gemm"}
     assert set(gemms) == {(2048, 576, 576), (2048, 576, 192), (2048, 576, 1536), (2048, 1536, 576)}
     qo = gemms[(2048, 576, 576)]
-    assert qo.role == "Q/O proj" and qo.tile.tile["tile_n"] == 48
+    assert qo.role == "Q/O proj" and qo.plan.tile["tile_n"] == 48
     assert any("N=576 is not 512-aligned" in w for w in qo.warnings)
     assert not any("512-aligned" in w for w in gemms[(2048, 576, 1536)].warnings)
     assert any("not 1024-aligned" in w for w in gemms[(2048, 576, 1536)].warnings)  # K=576: BD risk flagged
     assert any("K=576 < 1024" in w for w in qo.warnings)
     assert not any("< 1024" in w for w in gemms[(2048, 1536, 576)].warnings)
     fa = next(r for r in rows if r.kernel == "flash_attention")
-    assert fa.shape["heads_q"] == 9 and fa.tile.tiles_in_flight == 16 and fa.tile.justification
+    assert fa.shape["heads_q"] == 9 and fa.plan.tiles_in_flight == 16 and fa.plan.justification
     head = next(r for r in rows if r.role == "LM head partition")
     assert head.shape == {"M": 16384, "K": 576} and not any("vocab" in w for w in head.warnings)  # 3 x 16384
     assert head.workarounds["lm_head_partitions"] == 3 and "pad_vocab_to" not in head.workarounds
@@ -208,7 +208,7 @@ def test_qwen3_qk_norm_is_rmsnorm_seq_by_head_dim_per_head_as_mlir_air_runs_it()
 def test_an_odd_vocab_below_one_partition_is_padded_to_a_legal_tile():
     cfg = ModelConfig(n_layers=2, emb_dim=64, n_heads=2, n_kv_heads=1, head_dim=32, hidden_dim=128, vocab_size=1001)
     head = next(r for r in plan(cfg) if r.role == "LM head partition")
-    assert head.tile.legal and head.shape["M"] >= 1001 and head.workarounds["pad_vocab_to"] == head.shape["M"]
+    assert head.plan.legal and head.shape["M"] >= 1001 and head.workarounds["pad_vocab_to"] == head.shape["M"]
     assert plan_tile("gemv", {"M": 1001, "K": 64}).legal is False  # unpadded, it would not run
 
 
@@ -230,6 +230,6 @@ def test_a_decode_gemv_with_k_beyond_the_repeat_limit_names_its_k_split():
 def test_seq_and_target_change_the_plan():
     rows = plan(_config("llama-3.2-1b"), target="npu1", seq=256)
     gemm = next(r for r in rows if r.kernel == "gemm")
-    assert gemm.shape["M"] == 256 and gemm.tile.tiles_target == 16
+    assert gemm.shape["M"] == 256 and gemm.plan.tiles_target == 16
     with pytest.raises(ValueError):
         plan(_config("llama-3.2-1b"), seq=0)
