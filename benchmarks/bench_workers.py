@@ -64,7 +64,7 @@ def _sweep(model: Path, n_workers: int, sleep_s: float, work: Path) -> dict:
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
         _wait_registered(schema, n_workers)
         unit = DeploymentUnit(led, "bench")
-        attempt = open_kernel_attempt(unit, lambda m: None)
+        attempt = open_kernel_attempt(unit)
         rows = list(unit.state.open_attempt.plan)[:N_ROWS]
         app = make_app(dsn)
         with app.open():
