@@ -105,7 +105,6 @@ class MlirAirBackend:
         self._faults = frozenset(faults)
         self.executor = MlirAirExecutor(target, mlir_air_dir=self.mlir_air_dir)
         self._cache: dict[str, Any] = {}
-        self._tok = None
         self.stand_in = is_twin(self.mlir_air_dir)
 
     # -- options --
@@ -142,9 +141,7 @@ class MlirAirBackend:
     # -- tokenizer and prompts --
 
     def tokenizer(self):
-        if self._tok is None:
-            self._tok = load_tokenizer(self.model_path)
-        return self._tok
+        return load_tokenizer(self.model_path)  # one per process and folder
 
     def _canonical_text(self) -> str:
         return CANONICAL_PROMPT

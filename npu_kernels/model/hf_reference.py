@@ -99,7 +99,6 @@ class HfRunner:
         params = inspect.signature(self.model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
         self.config = resolve(load_raw_config(self.folder))
-        self._tokenizer = None
         self._past = None
         self._pos = 0
         self._captured: dict[str, Any] = {}
@@ -147,9 +146,7 @@ class HfRunner:
 
     @property
     def tokenizer(self):
-        if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.folder)
-        return self._tokenizer
+        return load_tokenizer(self.folder)
 
     def prefill(self, prompt_tokens) -> PrefillRecord:
         torch = _torch()
