@@ -1,7 +1,8 @@
-"""Run the real `ledger` CLI: in a subprocess (a fresh interpreter, as a person or agent would), or, for the
-read commands a test uses to look at what a command did, in this process through click's CliRunner.
+"""Run the real `ledger` CLI: in a process of its own (as a person or agent would; forked from a preloaded
+interpreter, tests/preloaded.py, or a fresh one), or, for the read commands a test uses to look at what a command
+did, in this process through click's CliRunner.
 
-`ledger(...)` is the command under test: a subprocess, its exit status, stdout and stderr. `ledger_json`
+`ledger(...)` is the command under test: a process of its own, its exit status, stdout and stderr. `ledger_json`
 reads back: a read command (`READS`: status, log, history, head, verify, predict) goes through the same
 click group and command code in this process (the house rule: the CLI through `CliRunner` or a subprocess),
 which spares the ~2 s interpreter start-up (numpy, ml_dtypes, SQLAlchemy) that dominated the suite's
@@ -16,14 +17,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.preloaded import run_ledger
+
 READS = ("status", "log", "history", "head", "verify", "predict", "plan")
 
 
 def ledger(workspace: Path, *args: str, timeout: float = 900, db: str | None = None,
-           env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+           env_extra: dict[str, str] | None = None, fresh: bool = False) -> subprocess.CompletedProcess:
+    """`ledger --workspace WORKSPACE [--db DB] *args` in a process of its own: forked from an interpreter that has
+    imported the tool already (tests/preloaded.py), or with `fresh`, a new interpreter (`python -m handlers.cli`)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env_extra or {})}
     env.pop("LEDGER_DB", None)
-    cmd = [sys.executable, "-m", "handlers.cli", "--workspace", str(workspace), *(["--db", db] if db else []), *args]
+    argv = ["--workspace", str(workspace), *(["--db", db] if db else []), *args]
+    if not fresh:
+        return run_ledger(argv, env, timeout)
+    cmd = [sys.executable, "-m", "handlers.cli", *argv]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
