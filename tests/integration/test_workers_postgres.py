@@ -109,6 +109,24 @@ def test_three_workers_drain_a_plan_and_a_job_of_a_worker_killed_mid_run_complet
     passed = next(e for e in events if e.type == "PhasePassed" and e.payload["phase"] == 1)
     assert passed.payload["evidence_seqs"] == sorted(e.seq for e in rows)
     assert led.verify().ok
+    # the local path records the same Phase 1 events in the same order: PhaseStarted with the same plan, one
+    # KernelVerified per planned row, PhasePassed citing them (it commits PhaseStarted with the evidence, after the
+    # work, so that no attempt is ever open without it; the coordinator commits it first, for the workers' rows)
+    local = open_ledger(f"memory://{pg_schema}-local")
+    deploy.init(local, str(tiny_llama), name="tl")
+    deploy.advance(local, deploy.AdvanceRequest("tl", tmp_path / "local", until=1))
+    assert _phase1_shape(local.read_stream("deployment:tl")) == _phase1_shape(events)
+
+
+def _phase1_shape(events) -> tuple:
+    """Phase 1's events as the stream holds them: their types in order, the plan, the rows' (kernel, shape) keys."""
+    first = next(i for i, e in enumerate(events) if e.type == "PhaseStarted" and e.payload["phase"] == 1)
+    last = next(i for i, e in enumerate(events) if e.type == "PhasePassed" and e.payload["phase"] == 1)
+    phase1 = events[first:last + 1]
+    types = [e.type for e in phase1]
+    keys = sorted(kernel_key(e.payload["kernel"], e.payload["shape"]) for e in phase1 if e.type == "KernelVerified")
+    plan = sorted(kernel_key(r["kernel"], r["shape"]) for r in phase1[0].payload["plan"])
+    return types, plan, keys
 
 
 def test_distribute_on_a_sqlite_ledger_is_one_clear_line_and_records_nothing(tmp_path, tiny_llama):
