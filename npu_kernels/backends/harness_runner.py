@@ -78,9 +78,7 @@ class HarnessRunner:
         # decided here, from what the executor probed where the harness ran (the checkout's marker, device, tools)
         fields["provenance_class"] = harness_provenance(fields["provenance"]["toolchain"],
                                                         fields["provenance"].get("device"))
-        fields.update(role=row.role, stage=row.phase, note=row.note,
-                      tiles_target=row.plan.tiles_target if row.plan else None,
-                      tile_justification=row.plan.justification if row.plan else "")
+        fields.update(**row.labels(), **row.plan_labels())
         return KernelVerification(fields, run.transcript)
 
     def _not_measured(self, row: KernelRow, when: str, attempt: int, e: Exception) -> KernelVerification:
@@ -115,9 +113,8 @@ class HarnessRunner:
             "kernel": row.kernel, "shape": dict(row.shape), "contract": contract, "executor": self.name,
             "target": self.target, "verdict": "FAIL", "rtol": rtol, "atol": atol, "tile": dict(row.tile or {}),
             "herd": list(plan.herd) if plan else None, "tiles_in_flight": plan.tiles_in_flight if plan else None,
-            "tiles_target": plan.tiles_target if plan else None,
-            "tile_justification": plan.justification if plan else "", "source": self.source, "role": row.role,
-            "stage": row.phase, "provenance": provenance, "measured_at": when, "not_measured": kind,
+            **row.plan_labels(), "source": self.source, **row.labels(),
+            "provenance": provenance, "measured_at": when, "not_measured": kind,
             "provenance_class": harness_provenance(provenance["toolchain"], None),
             "note": "; ".join(x for x in (f"not measured ({kind}): {_NOT_MEASURED[kind]}: {message}", row.note) if x),
         }, transcript)

@@ -45,8 +45,8 @@ class InProcessRunner:
         command = (f"ledger kernel run {row.kernel} --shape {row.shape_text} --executor {self.name} "
                    f"--target {self.target}")
         return KernelVerification({
-            **result.event_fields(), "source": self.source, "role": row.role, "stage": row.phase,
-            "measured_at": when, "note": row.note, "provenance_class": CPU_EMULATOR,
+            **result.event_fields(), "source": self.source, **row.labels(),
+            "measured_at": when, "provenance_class": CPU_EMULATOR,
             "provenance": {"command": command, "host": host, "attempt": attempt, "seed": 0,
                            "blas_threads": blas_threads(), "toolchain": self.toolchain(row)},
             "modelled_npu2": modelled_kernel_figures(row.kernel, row.shape, row.tile) if self.target == "npu2" else {},

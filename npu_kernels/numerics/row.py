@@ -59,6 +59,18 @@ class KernelRow:
         """`M=2048,K=2048,N=2048`: the shape as `ledger kernel run --shape` takes it."""
         return ",".join(f"{k}={v}" for k, v in self.shape.items())
 
+    def labels(self) -> dict[str, Any]:
+        """What the plan says of this row that its KernelVerified records, whichever runner ran it: its role, its
+        stage (the plan's phase) and its note (the plan's warnings)."""
+        return {"role": self.role, "stage": self.phase, "note": self.note}
+
+    def plan_labels(self) -> dict[str, Any]:
+        """The tile plan's own account a harness row records (an in-process run reports the plan it ran): the tiles
+        target and the justification, None and "" for a row without a plan."""
+        plan = self.plan
+        return {"tiles_target": plan.tiles_target if plan else None,
+                "tile_justification": plan.justification if plan else ""}
+
     def planned_on(self, plan: TilePlan) -> KernelRow:
         """This row on the tile plan `plan`: the tile it asks for is the plan's (None when the plan has none)."""
         return replace(self, plan=plan, tile=dict(plan.tile) or None)

@@ -50,3 +50,16 @@ def test_an_ad_hoc_row_has_no_plan_and_a_planned_row_notes_its_warnings():
     assert warned.note == "; ".join(warned.warnings)
     assert list(warned.to_json()) == ["kernel", "shape", "role", "phase", "contract", "method", "tier", "source",
                                       "tile", "warnings", "workarounds"]
+
+
+def test_a_planned_rows_labels_reach_its_kernel_verified_on_the_in_process_runner():
+    from npu_kernels.backends.kernel_runners import make_runner
+
+    row = next(r for r in plan(model_config(*MODELS[0]), "npu2") if r.kernel == "rmsnorm")
+    fields = make_runner("emulated", "npu2").verify(row, attempt=1, when="2026-12-03T00:00:00Z", host="h").fields
+    assert {k: fields[k] for k in ("role", "stage", "note")} == row.labels() == {
+        "role": row.role, "stage": row.phase, "note": row.note}
+    assert row.role and row.phase
+    assert row.plan_labels() == {"tiles_target": row.plan.tiles_target, "tile_justification": row.plan.justification}
+    assert KernelRow("gemm", {"M": 64, "K": 64, "N": 64}).plan_labels() == {"tiles_target": None,
+                                                                           "tile_justification": ""}
