@@ -11,13 +11,54 @@ recorder's canonical JSON encodes them explicitly (see `ledger.canonical`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from ledger.event_base import DType, Event, ExecutorName, Measured, NewEvent, ProvenanceClass, Target, Verdict
-from ledger.events_imported import (NightlyPerfImported, PerformanceCalibrated, QuantisationBudgetMeasured,
-                                   QuantisedBundleRead)
+# --- the base: Event (registered by class name for `parse_event`), Measured, NewEvent, the literal types -------
+
+Verdict = Literal["PASS", "FAIL"]
+Target = Literal["npu2", "npu1"]
+DType = Literal["bf16", "fp16", "q4nx"]  # fp16: old streams only (init refuses it since issue #26)
+ExecutorName = Literal["emulated", "torch", "mlir-air"]
+# where an event's figures come from (npu_kernels.provenance.CLASSES; "" in ledgers written before the field)
+ProvenanceClass = Literal["", "npu2-measured", "standin-rehearsal", "modelled-npu2", "cpu-emulator", "unattested",
+                          "imported:mlir-air-registry", "imported:mlir-air-nightly", "imported:mlir-air-readme"]
+
+
+class Event(BaseModel):
+    """Base of every ledger event. Subclasses are frozen and reject unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=True)
+    registry: ClassVar[dict[str, type["Event"]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Event.registry[cls.__name__] = cls
+
+    @property
+    def type_name(self) -> str:
+        return self.__class__.__name__
+
+    def to_payload(self) -> dict[str, Any]:
+        return self.model_dump(mode="python")
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event about to be appended: the typed event plus its client-made id (idempotency key)."""
+
+    event: "Event"
+    event_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+class Measured(Event):
+    """Base of every evidence event: `model_digest` is the `ModelDigested.digest` of the model folder the
+    evidence was measured against ("" in ledgers written before the binding, and in imported rows)."""
+
+    model_digest: str = ""
 
 
 # --- deployment lifecycle ---------------------------------------------------------------------------
@@ -111,7 +152,7 @@ class LessonRecorded(Event):
     phase: int | None = None
 
 
-# --- Phase 0 evidence (Measured: evidence bound to the model it measured, ledger.event_base) ---------------
+# --- Phase 0 evidence (Measured: evidence bound to the model it measured) ---------------------------------
 
 
 class ModelDigested(Measured):
@@ -148,6 +189,39 @@ class ReferenceBaselineRecorded(Measured):
     thresholds: dict[str, float]
     passed: bool
     config_mismatches: list[str] = Field(default_factory=list)
+
+
+
+class QuantisedBundleRead(Measured):
+    """Phase 0, 4-bit: bundle and bf16 base digested, the dequantised reference folder written from the bundle;
+    `dequantised_sha256` hashes its tensors (names, bf16 bytes), re-derivable from the bundle alone."""
+
+    bundle: str
+    bundle_sha256: str
+    base: str
+    base_digest: str
+    layout: str
+    scale_dtype: str = "bfloat16"
+    padded: list[str] = Field(default_factory=list)  # 'RxC->R'xC'' per distinct padded projection shape
+    dequantised_sha256: str = ""
+    # the on-device style (npu_kernels.model.q4nx_device): the decode's re-quantised weights, decode.requant
+    style: str = "host"
+    decode_sha256: str = ""
+
+
+class QuantisationBudgetMeasured(Measured):
+    """Phase 0, 4-bit: the dequantised vs the bf16 model, teacher-forced (npu_kernels.model.q4nx_budget)."""
+
+    kl_mean: float | None = None
+    kl_max: float | None = None
+    top5_agreement: float | None = None
+    ppl_ratio_max: float | None = None
+    n_prompts: int = 0
+    n_steps: int = 0
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    passed: bool = False
+    problems: list[str] = Field(default_factory=list)
 
 
 # --- Phase 1 evidence --------------------------------------------------------------------------------
@@ -352,6 +426,41 @@ class FailureTriaged(Event):
     summary: str = ""
 
 
+# --- evidence read in from outside a deployment's gates: mlir-air's nightly history, a machine's calibration --
+
+
+class NightlyPerfImported(Event):
+    """One line of mlir-air's nightly perf history (history.ndjson, sweep_history.ndjson or
+    prefill_sweep_history.ndjson on its `perf-history` branch) read into the ledger verbatim, as evidence of kind
+    imported (`ledger perf import-history`; schema and check: registry.nightly_history). Stream
+    `nightly:perf-history`; the event id is a UUID5 of the series and row, so a line is recorded once."""
+
+    series: Literal["history", "sweep", "prefill_sweep"]
+    row: dict[str, Any]
+    file: str = ""  # the file's name as given, no folder
+    line: int = 0
+    file_sha256: str = ""
+    source: Literal["imported"] = "imported"
+
+
+class PerformanceCalibrated(Event):
+    """The NPU2 performance model's per-machine constants fitted to the ledger's NPU2-measured profile figures
+    (`ledger perf calibrate`; npu_kernels.perf.calibration): the factors per group of time with their error bars, the
+    named constants they give, each figure kind's leave-one-out error bar, and the data it was fitted to (every
+    row: its source event seq, figure, measured value and the model's components on mlir-air's published machine).
+    Stream `perf:calibration`; `ledger predict` reports with the latest (or the one named)."""
+
+    name: str
+    devices: list[str] = Field(default_factory=list)
+    scales: dict[str, float] = Field(default_factory=dict)
+    scale_errors: dict[str, float] = Field(default_factory=dict)
+    constants: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    fixed: list[str] = Field(default_factory=list)  # groups too small in every row to fit: kept at the published value
+    error_bars: dict[str, float] = Field(default_factory=dict)  # figure kind -> relative error bar
+    rows: list[dict[str, Any]] = Field(default_factory=list)
+    method: str = ""
+
+
 def parse_event(type_name: str, payload: dict[str, Any]) -> Event:
     """Rebuild a typed event from its stored type name and payload; unknown types raise KeyError."""
     try:
@@ -361,6 +470,6 @@ def parse_event(type_name: str, payload: dict[str, Any]) -> Event:
     return cls.model_validate(payload)
 
 
-# the vocabulary as one namespace: the base types and the events defined beside this module are re-exported here
+# the vocabulary as one namespace
 __all__ = sorted({"DType", "ExecutorName", "NewEvent", "Target", "Verdict", "parse_event",
                   *(name for name, obj in list(globals().items()) if isinstance(obj, type) and issubclass(obj, Event))})

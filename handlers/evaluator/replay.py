@@ -1,4 +1,4 @@
-"""Phase 7, pure part two: re-judge every attempt on all of its evidence, bind evidence to the model, and
+"""Phase 7, the replay: re-judge every attempt on all of its evidence, bind evidence to the model, and
 re-derive each figure from its own samples.
 
 * `rejudge_attempts` replays the stream event by event and, at each `PhasePassed`, applies the state
