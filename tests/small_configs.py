@@ -3,9 +3,7 @@ the rows Phase 1 runs for one on a given executor. Shared by the plan-contract t
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
-from handlers.gates.kernel_rows import row_contract
 from npu_kernels.model.architecture import resolve
 from npu_kernels.model.plan import plan
 
@@ -37,7 +35,7 @@ def model_config(family, hidden, heads, kv_heads, head_dim, intermediate, vocab)
                     "hidden_act": "silu", "max_position_embeddings": 4096})
 
 
-def phase1_rows(config, executor: str) -> list[tuple]:
-    """The rows Phase 1 runs on `executor`: kernel, shape, the contract it hands the executor, method, tier, tile."""
-    state = SimpleNamespace(executor=executor, target="npu2", pipeline={})
-    return [(r.kernel, r.shape, row_contract(state, r), r.method, r.tier, r.plan.tile) for r in plan(config, "npu2")]
+def phase1_rows(config) -> list[tuple]:
+    """The rows Phase 1 runs, on every executor (each runner is handed the planned row): kernel, shape, the
+    contract, method, tier, tile."""
+    return [(r.kernel, r.shape, r.contract, r.method, r.tier, r.plan.tile) for r in plan(config, "npu2")]

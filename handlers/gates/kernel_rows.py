@@ -145,12 +145,6 @@ def kernel_row(state, row: KernelRow) -> KernelRow:
     return replace(row, tile={**(row.tile or {}), **forced}, force_tile=True)
 
 
-def row_contract(state, row) -> str | None:
-    """The contract a planned row runs on: the plan's, on every executor (npu_kernels.model.plan decides the tier
-    once: small-K GEMMs on bf16-out-low), so the emulated rehearsal runs the kernel the hardware runs."""
-    return row.contract or None
-
-
 def _passed_before(state) -> dict[tuple, tuple[int, int, KernelVerified]]:
     """(kernel_key, contract) -> (seq of the measurement, its attempt number, event) for every row that was
     acceptable (PASS, or FAIL only by the atol artifact) in a failed attempt of Phase 1, latest first."""
@@ -171,7 +165,7 @@ def _passed_before(state) -> dict[tuple, tuple[int, int, KernelVerified]]:
 def _carry(passed_before: dict, state, row) -> KernelVerified | None:
     """The copy of an earlier passing measurement of this row, if it was measured the same way: same
     executor, target, contract and the planned tile (a changed plan or executor re-runs the row)."""
-    contract = row_contract(state, row) or get_spec(row.kernel).default_contract
+    contract = row.contract or get_spec(row.kernel).default_contract  # the plan's, on every executor
     hit = passed_before.get((*row.key, contract))
     if hit is None:
         return None

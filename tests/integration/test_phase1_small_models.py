@@ -35,7 +35,7 @@ def _phase1(tmp_path, model) -> None:
         if e.type == "KernelVerified":
             p = e.payload
             latest[(p["kernel"], tuple(sorted(p["shape"].items())))] = p
-    hardware = phase1_rows(config, "mlir-air")
+    hardware = phase1_rows(config)
     recorded = [latest[(k, tuple(sorted(s.items())))] for k, s, *_ in hardware]
     assert [(p["kernel"], p["shape"], p["contract"], p["method"], p["tier"], p["tile"]) for p in recorded] == \
         [(k, s, c, m, t, tile) for k, s, c, m, t, tile in hardware]
