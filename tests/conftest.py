@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny random-init HF model folders (built once per test run, shared by xdist workers) and the SmolLM2 folder."""
+"""Shared fixtures: tiny random-init HF model folders and the SmolLM2 folder, the xdist dealing order and the
+controller's background build (tests/prebuilt.py explains the shared deployments in one place)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def reference_store(tmp_path_factory):
 
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # the run's root, shared by the workers (tests/once.py)
+        base = base.parent  # the run's root, shared by the workers (tests/prebuilt.py)
     os.environ.setdefault(CACHE_ENV, str(base / "reference-walks"))
     return Path(os.environ[CACHE_ENV])
 

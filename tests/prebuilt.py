@@ -1,19 +1,57 @@
-"""The suite's costly shared folders, each built once per test run (`tests.once.shared_once`): the tiny HF models,
-the tiny deployment's phase snapshots and the tiny Q4NX bundle and deployment. The session fixtures
-(tests/conftest.py, tests/e2e/conftest.py, tests/e2e/test_deploy_q4nx.py) ask for them here.
+"""The suite's shared deployments and folders, explained in this one place.
 
-Under pytest-xdist the controller starts building them on a background thread while the workers start on the tests
-that need none of them (tests/conftest.py orders those first): a worker that asks for a folder still being built
-waits on its lock, as before, but no worker idles at the start of the run waiting for a snapshot another worker
-builds (that was 45 s of one core for the tiny snapshot and 30 s for the Q4NX one)."""
+What is shared. The tiny HF models (one folder per family, tests/models.py), the tiny Llama's deployment `tiny`
+(emulated executor, SQLite ledger) snapshotted after Phases 0, 3 and 7, and the tiny Q4NX bundle with its two
+deployed workspaces. Each is built once per test run by `shared_once`, whatever the number of pytest-xdist workers:
+the workers share the run's temporary root, the first to take a folder's lock builds it, the others wait, and a
+build that raised leaves no mark, so the next asker builds again and fails the same way.
+
+Who builds it. Under xdist the controller (which only deals tests out) starts `build_all` on a thread once the
+workers are up (tests/conftest.py, `pytest_sessionstart`), while the workers run the tests that need none of it:
+tests/conftest.py deals the twin's end-to-end test first, then unit, integration, and the end-to-end tests last.
+Files whose module fixtures cost more than their tests (a second deployed model, a verify walk, the pipelines) go
+to one worker whole (`GROUPED` there).
+
+How a test uses it. A snapshot is never handed out: `tiny_at(phase)` (tests/e2e/conftest.py) copies the workspace
+where `tiny` has just passed that phase into the test's own tmp_path, and the test mutates its copy (tampers,
+appends, advances). Nothing in a workspace depends on where it lies (`.ledger/checkpoints.json` is keyed by the
+ledger's identity), so a copy keeps its checkpoints; every recorded `model_path` points at the shared, read-only
+tiny model folder. A test whose deployment must differ from `tiny` (test faults, forced tiles, another folder)
+clones `tiny`'s stream at the phase where the difference starts (`tests.e2e.workspaces.clone_stream`).
+
+How commands run. `tests.e2e.cli.ledger` runs each `ledger` command in a process of its own, forked from an
+interpreter that imported the tool once per test process (tests/preloaded.py); the read commands a test uses to
+look at the result run through click in the test's own process. HF reference walks are kept in one store per
+run (tests/conftest.py, `reference_store`)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
-from tests.once import shared_once
+from filelock import FileLock
 
 SNAPSHOT_PHASES = (0, 3, 7)  # after Phase 0, after Phase 3, deployed (Phase 7 passed)
+
+
+def shared_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder `name`, built by `build(folder)` once per test run: under pytest-xdist every worker of the run
+    gets the same folder (the first to take the lock builds it, the others wait for it), so a session fixture
+    that costs minutes is paid once, not once per worker. Without xdist: once per session. A build
+    that raised leaves no `<name>.built` mark, so the next asker builds again (and fails the same way)."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's root, shared by the workers' popen-gwN folders
+    folder, built = base / name, base / f"{name}.built"  # the mark beside the folder: nothing extra inside it
+    with FileLock(str(base / f"{name}.lock")):
+        if not built.exists():
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.mkdir(parents=True)
+            build(folder)
+            built.touch()
+    return folder
 
 
 def tiny_model(factory, kind: str) -> Path:
