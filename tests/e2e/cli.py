@@ -1,12 +1,10 @@
-"""Run the real `ledger` CLI: in a process of its own (as a person or agent would; forked from a preloaded
-interpreter, tests/preloaded.py, or a fresh one), or, for the read commands a test uses to look at what a command
-did, in this process through click's CliRunner.
+"""Run the real `ledger` CLI as the tests do (tests/prebuilt.py says how the suite shares its deployments).
 
-`ledger(...)` is the command under test: a process of its own, its exit status, stdout and stderr. `ledger_json`
-reads back: a read command (`READS`: status, log, history, head, verify, predict) goes through the same
-click group and command code in this process (the house rule: the CLI through `CliRunner` or a subprocess),
-which spares the ~2 s interpreter start-up (numpy, ml_dtypes, SQLAlchemy) that dominated the suite's
-end-to-end time; any other command still runs as a subprocess.
+`ledger(...)` is the command under test: a process of its own (forked from an interpreter that has imported the
+tool, tests/preloaded.py; `fresh=True` starts a new interpreter), its exit status, stdout and stderr. `ledger_json`
+reads back: a read command (`READS`: status, log, history, head, verify, predict, plan) goes through the same click
+group and command code in this process (the house rule: the CLI through `CliRunner` or a process of its own); any
+other command runs through `ledger(...)`. `spawn` starts a fresh interpreter whose pipes and signals a test drives.
 """
 
 from __future__ import annotations
