@@ -3,7 +3,8 @@ its own: its own pid, working directory, environment, exit status and output, no
 
 import os
 import subprocess
-import sys
+
+import pytest
 
 from tests.preloaded import run_ledger
 
@@ -13,10 +14,10 @@ def _env(**extra):
 
 
 def test_a_command_exits_as_it_would_in_a_fresh_interpreter_with_the_same_output(tmp_path):
-    args = ["--workspace", str(tmp_path / "ws"), "status", "nobody", "--json"]
-    forked = run_ledger(args, _env(), timeout=300)
-    fresh = subprocess.run([sys.executable, "-m", "handlers.cli", *args], capture_output=True, text=True,
-                           env=_env(), timeout=300)
+    from tests.e2e.cli import ledger
+
+    args = ("status", "nobody", "--json")
+    forked, fresh = ledger(tmp_path / "ws", *args), ledger(tmp_path / "ws", *args, fresh=True)
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert forked.returncode != 0 and forked.stderr.startswith("error: ")
 
@@ -30,3 +31,12 @@ def test_each_command_gets_its_own_environment_and_nothing_of_the_one_before(tmp
     there = run_ledger(["status", "--json"], _env(LEDGER_HOME=str(second)), timeout=300)
     assert here.returncode == 0 and there.returncode == 0, here.stderr + there.stderr
     assert "tiny" in here.stdout and "tiny" not in there.stdout
+
+
+def test_a_command_past_its_timeout_is_killed_and_the_next_one_runs(tmp_path, tiny_llama):
+    env = _env(LEDGER_HOME=str(tmp_path / "ws"))
+    assert run_ledger(["init", str(tiny_llama), "--name", "tiny"], env, timeout=300).returncode == 0
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_ledger(["advance", "tiny"], env, timeout=0.5)  # Phase 0 alone loads the model: seconds
+    after = run_ledger(["status", "tiny", "--json"], env, timeout=300)
+    assert after.returncode == 0 and '"tiny"' in after.stdout
