@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import warnings
 from pathlib import Path
 
 PRELOAD = ("torch", "transformers", "handlers.cli.main", "npu_kernels.model.hf_reference")
@@ -41,15 +42,21 @@ CLI_MAIN = ROOT / "handlers" / "cli" / "__main__.py"
 
 
 def serve() -> None:
-    """Import PRELOAD, say `ready`, then read one request per line on stdin, fork a child for each and write
+    """Import PRELOAD (refusing to serve if that warned: each command's stderr would lack what a fresh interpreter
+    prints), say `ready`, then read one request per line on stdin, fork a child for each and write
     `{"id", "pid"}` when it starts and `{"id", "code"}` when it ends. Exits when stdin closes."""
     import importlib
 
     if sys.path and sys.path[0] in ("", "."):
         sys.path[0] = str(ROOT)  # `-c` put the working directory there, and each child changes it
-    for name in PRELOAD:
-        importlib.import_module(name)
+    with warnings.catch_warnings(record=True) as caught:  # the interpreter's own filters: what it would print
+        for name in PRELOAD:
+            importlib.import_module(name)
     out = sys.stdout
+    if caught:  # a fresh interpreter would print these on every command's stderr: the server must not hide them
+        out.write("warned: " + "; ".join(f"{w.category.__name__}: {w.message}" for w in caught)[:2000] + "\n")
+        out.flush()
+        return
     out.write("ready\n")
     out.flush()
     running: dict[int, int] = {}  # pid -> request id
