@@ -24,7 +24,9 @@ class UnknownFault(ValueError):
     """Raised when a gate drill names a test fault that `npu_kernels.model.options.FAULTS` does not have."""
 
 
-def _open(ledger, workspace: Path, name: str) -> tuple[DeploymentUnit, GateRun]:
+def open_run(ledger, workspace: Path, name: str) -> tuple[DeploymentUnit, GateRun]:
+    """NAME's unit of work, folded now, and a `GateRun` on it: what every measurement outside the phase gates
+    starts from (this module's, and handlers.runs')."""
     unit = DeploymentUnit(ledger, name)
     return unit, GateRun(state=unit.state, workspace=workspace, ledger=ledger)
 
@@ -36,7 +38,7 @@ def verify_model(ledger, workspace: Path, name: str, *, full: bool = False, inje
     `drill:FAULT`. Raises `UnknownFault` before anything is opened."""
     if inject is not None and inject not in FAULTS:
         raise UnknownFault(f"unknown fault {inject!r}; known: {', '.join(sorted(FAULTS))}")
-    unit, ctx = _open(ledger, workspace, name)
+    unit, ctx = open_run(ledger, workspace, name)
     backend = model_backend(ctx.state, ctx.config, {"faults": [inject]} if inject else None)
     gates = token_gate_events(ctx, backend, f"drill:{inject}" if inject else "verify-model", full=full)
     unit.commit(gates)
@@ -45,7 +47,7 @@ def verify_model(ledger, workspace: Path, name: str, *, full: bool = False, inje
 
 def diagnose(ledger, workspace: Path, name: str) -> list[LayerDiagnosed]:
     """Per-layer cosines of NAME's pipeline vs HF bf16 on the canonical prompt, recorded (never a verdict)."""
-    unit, ctx = _open(ledger, workspace, name)
+    unit, ctx = open_run(ledger, workspace, name)
     layers = diagnosis_events(ctx, model_backend(ctx.state, ctx.config))
     unit.commit(layers)
     return layers

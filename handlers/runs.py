@@ -2,7 +2,7 @@
 measured and gated), for the CLI and the MCP server to share. Each opens the deployment's unit of work, measures
 through its model backend and appends what it measured with `expected_version`; neither records a phase verdict.
 
-Imports: handlers (gates, uow), kernels, ledger.events, registry.text.
+Imports: handlers (gates, on_demand), npu_kernels, ledger.events, registry.text.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from handlers.gates import GateRun
 from handlers.gates.block_and_tokens import token_gate_events
 from handlers.gates.performance import measure, performance_event
 from handlers.gates.runtime import backend_class, model_backend
-from handlers.uow import DeploymentUnit
+from handlers.on_demand import open_run
 from npu_kernels.backends.kernel_runners import figure_source
 from npu_kernels.model.prompts import token_ids
 from npu_kernels.toolchain import current_toolchain
@@ -25,16 +24,10 @@ from registry.text import ledger_command
 from ledger.streams import deployment_stream
 
 
-
-def _open(ledger, workspace: Path, name: str) -> tuple[DeploymentUnit, GateRun]:
-    unit = DeploymentUnit(ledger, name)
-    return unit, GateRun(state=unit.state, workspace=workspace, ledger=ledger)
-
-
 def generate(ledger, workspace: Path, name: str, prompt: str, n_tokens: int, *, profile: bool = False) -> dict[str, Any]:
     """`ledger run NAME --prompt P --n-tokens N`: generate with the integrated runner, record the run's
     PerformanceMeasured(phase 6) and return `ledger run --json`'s value (plus `n_prompt_tokens`)."""
-    unit, ctx = _open(ledger, workspace, name)
+    unit, ctx = open_run(ledger, workspace, name)
     backend = model_backend(ctx.state, ctx.config)
     tok = backend.tokenizer()
     if getattr(tok, "chat_template", None):
@@ -57,7 +50,7 @@ def optimise(ledger, workspace: Path, name: str, what: str, phase: int = 4) -> d
     """`ledger optimise NAME --what TEXT`: on hardware, measure (`make profile`), re-run the token gate and record
     the OptimizationTried against the phase's last measured figure; returns what was recorded. ValueError (nothing
     recorded) for a deployment that is not on the mlir-air path or has no figure of the phase to compare with."""
-    unit, ctx = _open(ledger, workspace, name)
+    unit, ctx = open_run(ledger, workspace, name)
     if not backend_class(ctx.state).hardware:
         raise ValueError("`ledger optimise` records an engineer's change on the mlir-air path; emulated and torch "
                          "deployments optimise inside `ledger advance`")
