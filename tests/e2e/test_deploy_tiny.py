@@ -528,3 +528,20 @@ def test_a_512_context_model_is_planned_built_and_timed_within_its_window(deploy
     assert (predicted["seq"], predicted["ctx"]) == (512, perf6["profile"]["npu2"]["ctx"])
     refused = read_in_process(deployed, "predict", "tiny", "--seq", "2048")
     assert refused.returncode == 1 and "past the model's 512 positions" in refused.stderr
+
+
+def test_ledger_run_records_a_cpu_emulator_figure_and_optimise_refuses_an_emulated_deployment(tiny_at):
+    """`ledger run` on the deployed tiny Llama: the tokens asked for, a figure labelled as this CPU's emulator (never
+    NPU2) and one PerformanceMeasured(phase 6) recorded; `ledger optimise` (the mlir-air path only) refuses in one
+    line and records nothing."""
+    ws = tiny_at(7)
+    before = ledger_json(ws, "log", "--stream", "deployment:tiny")
+    run = ledger_json(ws, "run", "tiny", "--prompt", "Hello", "--n-tokens", "2")
+    assert len(run["tokens"]) == 2 and "not NPU2" in run["source"]
+    after = ledger_json(ws, "log", "--stream", "deployment:tiny")
+    assert [e["type"] for e in after[len(before):]] == ["PerformanceMeasured"]
+    assert after[-1]["payload"]["phase"] == 6
+    refused = ledger(ws, "optimise", "tiny", "--what", "a change")
+    assert refused.returncode != 0 and refused.stderr.strip().count("\n") == 0
+    assert refused.stderr.startswith("error: ") and "mlir-air path" in refused.stderr
+    assert len(ledger_json(ws, "log", "--stream", "deployment:tiny")) == len(after)
