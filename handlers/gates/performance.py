@@ -207,6 +207,9 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
     m_final = measure(final_backend, phase, ctx)
     events = [*run.events, performance_event(ctx, phase, final_backend, m_final, "final")]
     kept = [k for k, v in run.applied.items() if v and k in {_name(phase, s) for s in SWITCHES}] + sorted(run.faults)
+    # the figures' provenance beside their source, as Phase 6 says it: `make profile` on a twin is a rehearsal
+    cls = events[-1].provenance_class
+    source = source if cls in ("", source) else f"{source}, {cls}"
     reasons = []
     if not m_final.median_s < m_base.median_s:
         reasons.append(f"no {what} optimisation gains over the phase {phase - 1} result "

@@ -121,6 +121,8 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
                 _report_keys_are_mlir_airs(p["provenance"]["report_path"])
         elif e["type"] == "PerformanceMeasured":
             assert p["profile"]["source"] == "mlir-air-profile"
+        elif e["type"] == "PhasePassed" and p["phase"] in (4, 5):  # the verdict says what kind of figure it judged
+            assert p["summary"].split(" with ")[0].endswith("x, mlir-air-profile, standin-rehearsal)"), p["summary"]
     block = next(e["payload"] for e in events if e["type"] == "BlockValidated")
     assert block["provenance"]["cosine_source"] == (
         "mean per-position cosine" if verify_runner == "schema-only" else "whole-tensor")
