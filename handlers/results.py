@@ -214,7 +214,7 @@ def kernel_run_json(result: KernelResult) -> dict[str, Any]:
     """`ledger kernel run KERNEL --json`: the judged kernel run (every `KernelResult` field) and where its figures
     come from (`provenance_class`, npu_kernels.provenance: the CPU emulator, or what the mlir-air checkout and machine
     say)."""
-    return {**result.to_json(), "provenance_class": figure_class(result.executor)}
+    return {**result.to_json(), "provenance_class": result.provenance_class or figure_class(result.executor)}
 
 
 VERIFY_MODEL = obj({"passed": BOOL, "drill": maybe(STR), "caught": maybe(INT),

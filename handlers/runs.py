@@ -17,6 +17,7 @@ from handlers.gates.performance import measure, performance_event
 from handlers.gates.runtime import backend_class, model_backend
 from handlers.on_demand import open_run
 from npu_kernels.backends.kernel_runners import figure_source
+from npu_kernels.provenance import LABELS, figure_provenance
 from npu_kernels.model.prompts import token_ids
 from npu_kernels.toolchain import current_toolchain
 from ledger.events import OptimizationTried, PerformanceMeasured
@@ -41,7 +42,9 @@ def generate(ledger, workspace: Path, name: str, prompt: str, n_tokens: int, *, 
                                      tokens_per_s=r.tokens_per_s, ms_per_token=r.ms_per_token,
                                      prefill_s=r.prefill_s, setup_s=r.setup_s, profile=r.profile if profile else {},
                                      toolchain=current_toolchain(ctx.state.executor))])
-    return {"text": tok.decode(r.tokens, skip_special_tokens=True), "source": figure_source(ctx.state.executor),
+    facts = (r.profile or {}).get("provenance")  # a model directory's run: what ran decides, not MLIR_AIR_DIR
+    source = LABELS[figure_provenance("mlir-air-profile", facts)] if facts else figure_source(ctx.state.executor)
+    return {"text": tok.decode(r.tokens, skip_special_tokens=True), "source": source,
             "tokens": r.tokens, "setup_s": r.setup_s, "ttft_s": r.ttft_s, "tokens_per_s": r.tokens_per_s,
             "ms_per_token": r.ms_per_token, "n_prompt_tokens": len(ids), **({"profile": r.profile} if profile else {})}
 

@@ -3,9 +3,13 @@ checks, and re-derived from the same recorded facts by every reader (the registr
 
     npu2-measured       a harness or `make profile` on a real NPU2: the device the harness ran on is named (pyxrt)
                         and the toolchain was probed (aie-opt, air-opt, xrt-smi or peano found, and the mlir-air
-                        commit), on a checkout without the stand-in marker
-    standin-rehearsal   mlir-air's commands run on a `ledger twin` checkout (its `.npu-ledger-twin` marker, recorded
-                        as toolchain["standin"]): the emulated executor's numerics, the performance model's time
+                        commit), and the command ran in no stand-in: its working directory and every path it named
+                        were resolved and checked (`ran`, npu_kernels.mlir_air.checkout.where_it_ran)
+    standin-rehearsal   a command that ran in a stand-in: a `ledger twin` checkout (its `.npu-ledger-twin` marker,
+                        recorded as toolchain["standin"] when MLIR_AIR_DIR is one, and in `ran.standin` when the
+                        command's directory or a path it named is inside one), a stand-in model directory
+                        (stand_in.json), or a script of npu-ledger's stand-in package: the emulated executor's
+                        numerics, the performance model's time
     modelled-npu2       the NPU2 performance model's figure (npu_kernels.perf): a prediction, deterministic
     cpu-emulator        the emulated / torch / fp32 executor on this machine: CPU numerics, this machine's wall time
     unattested          a harness transcript whose device or toolchain was not reported (a real checkout with no
@@ -74,15 +78,33 @@ def counts_as_npu2(cls: str) -> bool:
     return cls in (NPU2_MEASURED, IMPORTED_REGISTRY)
 
 
-def harness_provenance(toolchain: Mapping[str, Any] | None, device: str | None) -> str:
-    """The class of a harness (or `make profile`) run from what was probed where it ran: a stand-in checkout's
-    marker decides first; then a named device with a real toolchain found is NPU2; anything less is unattested."""
+def harness_provenance(toolchain: Mapping[str, Any] | None, device: str | None,
+                       ran: Mapping[str, Any] | None = None, *, ran_by_tool: bool = False) -> str:
+    """The class of a harness (or `make profile`) run from what was probed where it ran: a stand-in decides first
+    (the checkout's marker in the toolchain, or `ran.standin`: the command's directory or a path it named is part of
+    a stand-in); then a named device with a real toolchain found is NPU2, provided a command the tool ran
+    (`ran_by_tool`) recorded where it ran (`ran.cwd`); anything less is unattested. A transcript a person recorded
+    (`ledger record harness`) ran nowhere the tool saw: its declared device and toolchain decide."""
     tc = dict(toolchain or {})
-    if any(tc.get(k) for k in STANDIN_KEYS):
+    ran = dict(ran or {})
+    if any(tc.get(k) for k in STANDIN_KEYS) or ran.get("standin"):
         return STANDIN_REHEARSAL
+    if ran_by_tool and not ran.get("cwd"):
+        return UNATTESTED  # the tool ran it but did not record where: it cannot say no stand-in was involved
     if device and tc.get("mlir_air_commit") and any(tc.get(k) for k in ATTESTING_TOOLS):
         return NPU2_MEASURED
     return UNATTESTED
+
+
+def run_provenance(prov: Mapping[str, Any] | None) -> str:
+    """The class of a run's recorded provenance dict (command, toolchain, device, ran; a timing run's under
+    `latency_run`): harness_provenance over those facts. A record with a `command` was run by the tool."""
+    prov = dict(prov or {})
+    ran = dict(prov.get("ran") or {})
+    latency = prov.get("latency_run") or {}
+    if isinstance(latency, Mapping) and (latency.get("ran") or {}).get("standin"):
+        ran["standin"] = [*(ran.get("standin") or []), *latency["ran"]["standin"]]
+    return harness_provenance(prov.get("toolchain"), prov.get("device"), ran, ran_by_tool=bool(prov.get("command")))
 
 
 def kernel_row_provenance(payload: Mapping[str, Any]) -> str:
@@ -93,7 +115,7 @@ def kernel_row_provenance(payload: Mapping[str, Any]) -> str:
     if source == "imported":
         return IMPORTED_REGISTRY
     if source in ("harness", "diagnosis"):
-        return harness_provenance(prov.get("toolchain"), prov.get("device"))
+        return run_provenance(prov)
     return CPU_EMULATOR
 
 
@@ -125,7 +147,7 @@ def figure_provenance(source: str, facts: Mapping[str, Any] | None) -> str:
     if source in _DEVICE_SOURCES:
         if facts.get("stand_in"):
             return STANDIN_REHEARSAL
-        return harness_provenance(facts.get("toolchain"), facts.get("device"))
+        return run_provenance(facts)
     return UNATTESTED
 
 

@@ -12,3 +12,7 @@ def npu2_provenance(source: str, kw: dict) -> dict:
     if source in ("harness", "diagnosis"):
         kw = {**kw, "provenance": {**NPU2_PROVENANCE, **kw.get("provenance", {})}}
     return kw
+
+# what a command the tool ran on that machine records of where it ran (npu_kernels.mlir_air.checkout.where_it_ran):
+# a working directory, the paths it named, none of them a stand-in; without it such a row is `unattested`
+NPU2_RAN = {"ran": {"cwd": "/npu-host/mlir-air", "paths": [], "standin": []}}

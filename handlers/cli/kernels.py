@@ -22,6 +22,7 @@ import click
 from handlers import results
 from handlers.planning import workspace_registry
 from npu_kernels.backends.kernel_runners import figure_source
+from npu_kernels.provenance import LABELS
 from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES, make_runner
 from npu_kernels.backends.runner_base import KernelRow
 from npu_kernels.numerics.catalog import KERNELS, get_spec
@@ -178,7 +179,7 @@ def _time_rows(r, harness: bool) -> list[tuple[str, str]]:
     if not harness:
         return [("time", f"{r.seconds * 1e3:.2f} ms wall, {figure_source(r.executor)}"
                  + (f"  ({r.gflops:.1f} GFLOP/s on the CPU emulator)" if r.gflops else ""))]
-    npu = figure_source(r.executor)
+    npu = LABELS[r.provenance_class] if r.provenance_class else figure_source(r.executor)  # what this run ran in
     rows = [("time", f"{r.seconds * 1e3:.2f} ms wall of the harness run (host clock: compile + run)")]
     if r.gflops:
         rows.append(("throughput", f"{r.gflops:.1f} GFLOP/s ({npu})"))

@@ -18,6 +18,7 @@ The re-derivations here are written independently of the state machine's gate pr
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -29,7 +30,8 @@ from npu_kernels.thresholds import (
     KERNEL_TOLERANCES,
     per_position_threshold,
 )
-from npu_kernels.provenance import claim_problem, kernel_row_provenance, perf_row_provenance
+from npu_kernels.mlir_air.checkout import standin_reasons, where_it_ran
+from npu_kernels.provenance import NPU2_MEASURED, claim_problem, kernel_row_provenance, perf_row_provenance
 from ledger import Checkpoint, Ledger
 from ledger.events import parse_event
 from ledger.record import RecordedEvent
@@ -231,7 +233,7 @@ def audit_stream(
         check = CHECKS.get(rec.type)
         problems = check(rec) if check else (check_block(rec, head_dim) if rec.type == "BlockValidated" else [])
         findings.extend(Finding("error", rec.seq, rec.type, msg) for msg in problems)
-        claim = provenance_claim_problem(rec)
+        claim = provenance_claim_problem(rec) or standin_on_disk(rec)
         if claim:
             findings.append(Finding("error", rec.seq, "provenance", f"{rec.type}: {claim}"))
         if rec.type == "TokenGateChecked" and declared_executor and p["executor"] != declared_executor:
@@ -276,6 +278,44 @@ def provenance_claim_problem(rec: RecordedEvent) -> str | None:
     if rec.type == "PerformanceMeasured":
         return claim_problem(rec.payload.get("provenance_class"), perf_row_provenance(rec.payload))
     return None
+
+
+def _run_facts(rec: RecordedEvent) -> dict:
+    """The recorded provenance of the run behind a KernelVerified or PerformanceMeasured (what the readers in
+    npu_kernels.provenance derive the class from)."""
+    p = rec.payload
+    if rec.type == "KernelVerified":
+        return dict(p.get("provenance") or {})
+    prof = p.get("profile") or {}
+    return dict(prof.get("provenance") or (prof.get("npu2") or {}).get("provenance") or {})
+
+
+def standin_on_disk(rec: RecordedEvent) -> str | None:
+    """A figure whose recorded facts make it npu2-measured, re-checked where it ran: its command (and timing run's)
+    read again against this host's files (npu_kernels.mlir_air.checkout.where_it_ran from the recorded working
+    directory). A stand-in there (a twin's marker, a stand-in model directory, a script calling the stand-in) is a
+    finding: the recorded `ran` facts said otherwise. A row run on another host (its directory absent here) is judged
+    on its recorded facts alone."""
+    if rec.type not in ("KernelVerified", "PerformanceMeasured"):
+        return None
+    derived = kernel_row_provenance(rec.payload) if rec.type == "KernelVerified" else perf_row_provenance(rec.payload)
+    facts = _run_facts(rec)
+    if derived != NPU2_MEASURED or not facts.get("command"):
+        return None
+    cwd = (facts.get("ran") or {}).get("cwd")
+    if not cwd or not Path(str(cwd)).is_dir():
+        return None
+    commands = [str(facts["command"])]
+    latency = facts.get("latency_run") or {}
+    if isinstance(latency, dict) and latency.get("command"):
+        commands.append(str(latency["command"]))
+    reasons = [hit["why"] for c in commands for hit in where_it_ran(c, cwd)["standin"]]
+    if facts.get("mlir_air_dir") and Path(str(facts["mlir_air_dir"])).is_dir():
+        reasons += standin_reasons(Path(str(facts["mlir_air_dir"])).resolve())
+    if not reasons:
+        return None
+    return (f"recorded as {NPU2_MEASURED}, but its command ran in a stand-in as this host's files show: {reasons[0]} "
+            "(the recorded `ran` facts do not say so)")
 
 
 def _says_fail(rec: RecordedEvent) -> bool:

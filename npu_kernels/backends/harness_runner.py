@@ -25,7 +25,7 @@ from npu_kernels.numerics.run import INPUT_MODES, KernelResult
 from npu_kernels.numerics.tiles import plan_tile
 from npu_kernels.perf.evidence import check_measurement
 from npu_kernels.thresholds import KERNEL_REMEASURE_HW_BAND, kernel_tolerance
-from npu_kernels.provenance import harness_provenance
+from npu_kernels.provenance import run_provenance
 from npu_kernels.toolchain import current_toolchain, with_npu_ledger
 
 __all__ = ["TAIL_LINES", "HarnessRunner"]
@@ -75,9 +75,9 @@ class HarnessRunner:
                           **{k: v for k, v in fields.items() if k not in ("kernel", "shape", "contract", "method", "tier")})
         fields["provenance"] = {**fields["provenance"], "attempt": attempt,
                                 "toolchain": with_npu_ledger(fields["provenance"].get("toolchain"), self.name)}
-        # decided here, from what the executor probed where the harness ran (the checkout's marker, device, tools)
-        fields["provenance_class"] = harness_provenance(fields["provenance"]["toolchain"],
-                                                        fields["provenance"].get("device"))
+        # decided here, from what the executor probed where the harness ran (device, tools) and what the command ran
+        # in and named (`ran`: a stand-in checkout, model directory or script), never from MLIR_AIR_DIR alone
+        fields["provenance_class"] = run_provenance(fields["provenance"])
         fields.update(**row.labels(), **row.plan_labels())
         return KernelVerification(fields, run.transcript)
 
@@ -115,7 +115,7 @@ class HarnessRunner:
             "herd": list(plan.herd) if plan else None, "tiles_in_flight": plan.tiles_in_flight if plan else None,
             **row.plan_labels(), "source": self.source, **row.labels(),
             "provenance": provenance, "measured_at": when, "not_measured": kind,
-            "provenance_class": harness_provenance(provenance["toolchain"], None),
+            "provenance_class": run_provenance(provenance),
             "note": "; ".join(x for x in (f"not measured ({kind}): {_NOT_MEASURED[kind]}: {message}", row.note) if x),
         }, transcript)
 
@@ -161,6 +161,8 @@ class HarnessRunner:
             latency_us=f.get("latency_us"),
             method=method,
             tier=tier,
+            provenance_class=run_provenance({**run.provenance,
+                                             "toolchain": with_npu_ledger(run.provenance.get("toolchain"), self.name)}),
         )
 
     def remeasure_problems(self, recorded: Any, remeasured: Any) -> list[str]:

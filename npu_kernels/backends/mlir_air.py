@@ -49,7 +49,7 @@ import numpy as np
 
 from npu_kernels.mlir_air.executor import MlirAirExecutor
 from npu_kernels.mlir_air.output import TranscriptError, sha256_text
-from npu_kernels.mlir_air.checkout import ROOT, is_twin
+from npu_kernels.mlir_air.checkout import ROOT, is_twin, standin_reasons
 from npu_kernels.mlir_air.model_profile import parse_model_profile
 from npu_kernels.mlir_air.walk_report import parse_walk_output, report_path
 from npu_kernels.backends.base import IntegratedRun, Measurement, Npu2Figures
@@ -105,7 +105,9 @@ class MlirAirBackend:
         self._faults = frozenset(faults)
         self.executor = MlirAirExecutor(target, mlir_air_dir=self.mlir_air_dir)
         self._cache: dict[str, Any] = {}
-        self.stand_in = is_twin(self.mlir_air_dir)
+        # a stand-in whatever the checkout: a twin, or a model directory scaffolded as a stand-in (its stand_in.json,
+        # or scripts that call npu-ledger's stand-in package); each run's own `ran` facts are checked again
+        self.stand_in = is_twin(self.mlir_air_dir) or bool(standin_reasons(self.model_dir.resolve()))
 
     # -- options --
 
@@ -136,7 +138,8 @@ class MlirAirBackend:
                 "mlir_air_dir": str(self.mlir_air_dir), "stand_in": self.stand_in,
                 "lock": prov.get("lock_held_by", "tool"),
                 # what npu_kernels.provenance decides a figure's class from: the probed tools and the device
-                "toolchain": dict(prov.get("toolchain") or {}), "device": prov.get("device")}
+                "toolchain": dict(prov.get("toolchain") or {}), "device": prov.get("device"),
+                "ran": dict(prov.get("ran") or {})}
 
     # -- tokenizer and prompts --
 

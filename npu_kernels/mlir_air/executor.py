@@ -32,6 +32,7 @@ from typing import Any
 
 import structlog
 
+from npu_kernels.mlir_air.checkout import where_it_ran
 from npu_kernels.mlir_air.diagnosis_report import parse_diagnosis_output
 from npu_kernels.mlir_air.lock import (
     DEFAULT_LOCK_PATH,
@@ -95,7 +96,8 @@ class MlirAirExecutor(Executor):
 
     # provenance ---------------------------------------------------------------------------------------
 
-    def _provenance(self, command: str, transcript: str, returncode: int, lock_wait_s: float) -> dict[str, Any]:
+    def _provenance(self, command: str, transcript: str, returncode: int, lock_wait_s: float,
+                    cwd: str | None = None) -> dict[str, Any]:
         if self._toolchain is None:
             self._toolchain = probe_toolchain(self.mlir_air_dir)
             self._device = probe_device()
@@ -108,6 +110,9 @@ class MlirAirExecutor(Executor):
             "device": self._device,
             "lock_path": self.lock_path,
             "lock_wait_s": round(lock_wait_s, 3),
+            # where the command ran and what it named, each checked for a stand-in (npu_kernels.mlir_air.checkout):
+            # what npu_kernels.provenance decides the class from, whatever MLIR_AIR_DIR names
+            "ran": where_it_ran(command, cwd),
         }
 
     def _base_vars(self, template: str) -> dict[str, Any]:
@@ -169,10 +174,12 @@ class MlirAirExecutor(Executor):
             err.command, err.returncode = command, returncode  # type: ignore[attr-defined]
             raise err
         log.info("mlir_air.harness.done", kernel=kernel, verdict=result.verdict, seconds=round(seconds, 1))
-        provenance = self._provenance(command, transcript, returncode, waited)
+        provenance = self._provenance(command, transcript, returncode, waited, spec.cwd)
         latency = (result.latency_us, result.gflops)
         if spec.latency_command and result.verdict == "PASS":
             latency, provenance["latency_run"] = self._latency_run(spec, kernel, shape, tile, limit)
+            # the figures shown are the timing run's: a stand-in there makes the row a stand-in
+            provenance["ran"]["standin"] += provenance["latency_run"]["ran"]["standin"]
         return HarnessRun(
             kernel=kernel,
             contract=contract or (spec.contracts[0] if spec.contracts else _default_contract(kernel)),
@@ -213,7 +220,8 @@ class MlirAirExecutor(Executor):
         A failed timing run leaves the latency absent (None) and says why; it never changes the checked verdict."""
         command = self.latency_command(kernel, shape, tile)
         assert command is not None
-        record: dict[str, Any] = {"command": command, "format": spec.latency_format}
+        record: dict[str, Any] = {"command": command, "format": spec.latency_format,
+                                  "ran": where_it_ran(command, spec.cwd)}
         try:
             with npu_lock(self.lock_path, self.lock_timeout_s):
                 rc, text = run_command(command, limit, cwd=spec.cwd)

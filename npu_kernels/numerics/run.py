@@ -74,6 +74,8 @@ class KernelResult:
     latency_us: float | None = None  # device latency (harness runs only)
     method: str = ""
     tier: str = ""
+    # a harness run's class (npu_kernels.provenance.run_provenance over what ran); "" for the in-process executors
+    provenance_class: str = ""
 
     @property
     def passed(self) -> bool:

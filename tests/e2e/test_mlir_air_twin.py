@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from npu_kernels.mlir_air.toolchain_floor import TWIN_PEANO
 from npu_kernels.mlir_air.scaffold import stated_switches
 from tests.e2e import schema_only_verify
-from tests.e2e.cli import ledger, ledger_json
+from tests.e2e.cli import in_process, ledger, ledger_json
 
 
 @pytest.fixture(scope="session")
@@ -224,3 +225,165 @@ def test_a_rehearsal_and_a_hardware_transcript_share_a_workspace_and_only_the_ha
     row = next(r for p in fold_registry(lg.read_all()).pages for r in p.rows
                if any(m.seq == rec.seq for m in r.measurements))
     assert row.status == "rehearsal" and not row.best.on_hardware
+
+
+# -- Issue #45 item 1: provenance follows what ran, on a host that looks like an NPU2 host --------------------------
+
+SIMULATED_DEVICE = "NPU Strix (simulated)"
+
+
+def _simulated_npu2_host(root: Path, monkeypatch) -> None:
+    """aie-opt, air-opt and xrt-smi on PATH, and a pyxrt that names a device (a fresh interpreter finds it through
+    PYTHONPATH; the commands that probe run with `fresh=True`): every probe the tool makes says NPU2."""
+    tools, py = root / "npu2-host" / "bin", root / "npu2-host" / "py"
+    tools.mkdir(parents=True, exist_ok=True)
+    py.mkdir(parents=True, exist_ok=True)
+    for tool, line in (("aie-opt", "aie-opt 1.0"), ("air-opt", "air-opt 1.0"), ("xrt-smi", "xrt-smi 2.19")):
+        (tools / tool).write_text(f"#!/bin/sh\necho '{line}'\n")
+        (tools / tool).chmod(0o755)
+    (py / "pyxrt.py").write_text("class xrt_info_device:\n    name = 'name'\n\n\nclass device:\n"
+                                 "    def __init__(self, index):\n        self.index = index\n\n"
+                                 f"    def get_info(self, key):\n        return {SIMULATED_DEVICE!r}\n")
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(x for x in (str(py), os.environ.get("PYTHONPATH")) if x))
+
+
+def _real_looking_checkout(twin: Path, dest: Path) -> Path:
+    """A checkout the tool cannot tell from a real one by its root: the twin's tree without its marker or model
+    directories, a git repository of its own."""
+    from npu_kernels.mlir_air.checkout import MARKER
+
+    shutil.copytree(twin, dest, ignore=shutil.ignore_patterns(MARKER, ".git", "reports", "tiny", "build*"))
+    _meet_the_contract(dest)
+    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "checkout"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    return dest
+
+
+def _meet_the_contract(root: Path) -> None:
+    """Write into `root` what mlir-air's contract reads (npu_kernels/mlir_air/contract.toml), in the form each check
+    looks for: a twin is checked against npu-ledger's own files, a checkout against its own (no mlir-air file is
+    copied; each line says only what the contract pins)."""
+    from handlers.doctor import doctor_checks
+    from npu_kernels.mlir_air.contract import check_checkout
+
+    extra = doctor_checks()
+    forms = {"contains": "# {}", "flags": '# "{}"', "fields": '# "{}"', "make_vars": "# $({})", "targets": "{}:",
+             "table_headers": "| {} |"}
+    for finding in check_checkout(root, extra):
+        if not finding.fails:
+            continue
+        path = root / finding.check.file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = [forms[finding.check.kind].format(" | ".join(i) if isinstance(i, (tuple, list)) else i)
+                 for i in finding.check.items]
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("\n" + "\n".join(lines) + "\n")
+    assert not [f for f in check_checkout(root, extra) if f.fails]
+
+
+def _with_facts_of_dd99c44(payload: dict) -> dict:
+    """A harness row as dd99c44 recorded it: no `ran` facts, its class decided by MLIR_AIR_DIR's marker."""
+    prov = {k: v for k, v in payload["provenance"].items() if k != "ran"}
+    return {**payload, "provenance": prov, "provenance_class": "npu2-measured"}
+
+
+@pytest.mark.slow
+def test_a_harness_table_pointing_at_a_twin_is_a_rehearsal_on_an_npu2_looking_host(through_phase1, tmp_path,
+                                                                                     tiny_llama, monkeypatch):
+    """Laundering case 1: MLIR_AIR_DIR names a checkout without the marker, on a host whose probes all say NPU2,
+    while the harness table (NPU_LEDGER_HARNESSES) runs every command in the twin. The rows are stand-in rehearsals
+    (the commands' paths are inside the twin), never ✅ or best; a row whose `ran` facts are scrubbed and whose
+    class is edited to npu2-measured is the evaluator's finding (it re-reads where the command ran)."""
+    root, _ = through_phase1
+    twin = root / "mlir-air"
+    ws = tmp_path / "ws"
+    shutil.copytree(root / "ws", ws)
+    real = _real_looking_checkout(twin, tmp_path / "checkout")
+    _simulated_npu2_host(tmp_path, monkeypatch)
+    from npu_kernels.mlir_air.table import DEFAULT_TABLE
+
+    table = tmp_path / "harnesses.toml"
+    table.write_text(DEFAULT_TABLE.read_text().replace("{mlir_air}", str(twin)))
+    monkeypatch.setenv("MLIR_AIR_DIR", str(real))
+    monkeypatch.setenv("NPU_LEDGER_HARNESSES", str(table))
+    monkeypatch.setenv("LEDGER_NPU_LOCK", str(root / "npu.lock"))
+    assert ledger(ws, "init", str(tiny_llama), "--name", "hw", "--executor", "mlir-air").returncode == 0
+    proc = ledger(ws, "advance", "hw", "--until", "1", timeout=1500, fresh=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    rows = [e["payload"] for e in ledger_json(ws, "log", "--stream", "deployment:hw") if e["type"] == "KernelVerified"]
+    assert rows
+    for r in rows:  # the host said NPU2 in every probe; only what ran makes the row a rehearsal
+        assert r["provenance"]["device"] == SIMULATED_DEVICE and r["provenance"]["toolchain"]["aie_opt"]
+        assert not r["provenance"]["toolchain"].get("standin") and str(twin) in r["provenance"]["command"]
+        assert r["provenance_class"] == "standin-rehearsal", r["provenance"].get("ran")
+        assert any("ledger twin" in hit["why"] for hit in r["provenance"]["ran"]["standin"])
+    assert ledger(ws, "registry", "build").returncode == 0
+    table_md = (ws / "kernel_registry" / "supported_kernels.md").read_text().split("## Kernels", 1)[1]
+    assert "✅" not in table_md.split("\n---\n", 1)[0] and "**" not in table_md.split("\n---\n", 1)[0]
+    doc = json.loads((ws / "kernel_registry" / "details" / "GEMM_bf16_in_bf16_out.json").read_text())
+    assert doc["shapes"] == []
+
+    from handlers.evaluator.audit import provenance_claim_problem, standin_on_disk
+    from ledger import open_ledger
+    from ledger.events import KernelVerified
+
+    lg = open_ledger(f"sqlite:///{ws / '.ledger' / 'ledger.db'}")
+    stream = "deployment:hw"
+    row = next(r for r in rows if r["verdict"] == "PASS")
+    scrubbed = {**row, "provenance_class": "npu2-measured",
+                "provenance": {**row["provenance"], "ran": {**row["provenance"]["ran"], "standin": []}}}
+    old = _with_facts_of_dd99c44(row)
+    for forged in (scrubbed, old):
+        lg.append(stream, lg.stream_version(stream), [KernelVerified(**{k: v for k, v in forged.items()
+                                                                         if k in KernelVerified.model_fields})])
+    scrubbed_rec, old_rec = lg.read_all()[-2:]
+    assert provenance_claim_problem(scrubbed_rec) is None  # its recorded facts were edited to agree with the claim
+    assert "ran in a stand-in as this host's files show: inside a `ledger twin` checkout" in standin_on_disk(scrubbed_rec)
+    # a row dd99c44 would have recorded here: a command, no `ran`: never NPU2 now, and the claim is a finding
+    assert "claims npu2-measured but its recorded facts make it unattested" in provenance_claim_problem(old_rec)
+
+
+@pytest.mark.slow
+def test_a_stand_in_model_directory_in_a_real_looking_checkout_is_a_rehearsal_on_an_npu2_looking_host(
+        through_phase1, tmp_path, monkeypatch):
+    """Laundering case 2: `ledger scaffold NAME --stand-in emulated` into a checkout without the marker, on a host
+    whose probes all say NPU2. Phases 2-7 run the stand-in model directory (its stand_in.json): every figure is a
+    stand-in rehearsal, so nothing is calibrated or exported, and the model pages show no NPU2 measurement."""
+    root, _ = through_phase1
+    twin = root / "mlir-air"
+    ws = tmp_path / "ws"
+    shutil.copytree(root / "ws", ws)
+    real = _real_looking_checkout(twin, tmp_path / "checkout")
+    schema_only_verify.install(real)  # the checkout's own verify runner writes only mlir-air's report schema
+    _meet_the_contract(real)
+    _simulated_npu2_host(tmp_path, monkeypatch)
+    monkeypatch.setenv("MLIR_AIR_DIR", str(real))
+    monkeypatch.setenv("LEDGER_NPU_LOCK", str(root / "npu.lock"))
+    assert ledger(ws, "scaffold", "tiny", "--stand-in", "emulated").returncode == 0
+    assert (real / "programming_examples" / "llms" / "tiny" / "stand_in.json").is_file()
+    proc = ledger(ws, "advance", "tiny", timeout=1500, fresh=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status = ledger_json(ws, "status", "tiny")
+    assert status["status"] == "deployed" and status["evaluation"] == "PASS"
+
+    from npu_kernels.provenance import perf_row_provenance
+
+    perf = [e["payload"] for e in ledger_json(ws, "log", "--stream", "deployment:tiny")
+            if e["type"] == "PerformanceMeasured" and e["payload"]["executor"] == "mlir-air"]
+    assert perf
+    for p in perf:
+        facts = p["profile"].get("provenance") or p["profile"]["npu2"]["provenance"]
+        assert facts["device"] == SIMULATED_DEVICE and facts["toolchain"]["aie_opt"]  # the host said NPU2
+        assert p["provenance_class"] == perf_row_provenance(p) == "standin-rehearsal"
+    calibrated = ledger(ws, "perf", "calibrate")
+    assert calibrated.returncode != 0 and "npu2-measured" in calibrated.stderr.lower() + calibrated.stdout.lower()
+    for series in ("history", "sweep", "prefill_sweep"):
+        done = in_process(ws, "perf", "export-history", "--series", series)
+        assert done.returncode == 0 and done.stdout == "", (series, done.stdout)
+    pages = "".join(p.read_text() for p in (ws / "llms" / "tiny").rglob("*.md"))
+    # no table cell or gate line says NPU2 measured (the pages' legend explains the label, so the text is not searched)
+    assert "| measured NPU2 |" not in pages and "**measured on NPU2**" not in pages
+    assert "stand-in rehearsal" in pages

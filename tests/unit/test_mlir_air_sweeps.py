@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from tests.npu2_facts import NPU2_PROVENANCE
+from tests.npu2_facts import NPU2_PROVENANCE, NPU2_RAN
 from pathlib import Path
 
 import pytest
@@ -41,7 +41,8 @@ def test_the_sweeps_point_lines_parse_to_its_points_failures_kept_with_their_sta
     points = parse_prefill_sweep(TRANSCRIPT)
     assert [(p["prefill_len"], p["status"], p.get("ttft_ms")) for p in points] == [
         (512, "ok", 315.0), (4096, "expected_fail", None)]
-    curve = hardware_curve(points, {"source": "modelled-npu2"}, {"command": "make -C d sweep-prefill", **NPU2_PROVENANCE})
+    curve = hardware_curve(points, {"source": "modelled-npu2"},
+                           {"command": "make -C d sweep-prefill", **NPU2_PROVENANCE, **NPU2_RAN})
     assert curve["source"] == "mlir-air-sweep" and curve["label"] == "measured NPU2"
     # the label is the sweep's provenance: no device reported, or a stand-in checkout, is not NPU2
     assert hardware_curve(points, {}, {"command": "make"})["label"] == "unattested"
