@@ -38,7 +38,8 @@ def clip(text: str, limit: int = 160) -> str:
 
 
 def _difference(found: str, installed: str) -> tuple[str, str]:
-    """The words where `found` and `installed` differ: their common start and end left out."""
+    """The parts of `found` and `installed` that differ: their common start and end left out (a word the
+    difference begins or ends inside is kept whole)."""
     n = min(len(found), len(installed))
     i = 0
     while i < n and found[i] == installed[i]:
@@ -46,10 +47,17 @@ def _difference(found: str, installed: str) -> tuple[str, str]:
     j = 0
     while j < n - i and found[-1 - j] == installed[-1 - j]:
         j += 1
-    i = found.rfind(" ", 0, i) + 1  # from the start of the word the difference begins in
-    tail = found[len(found) - j:] if j else ""
-    j = len(tail) - tail.find(" ") if " " in tail else 0  # to the end of the word it ends in
-    return found[i:len(found) - j].strip() or "nothing", installed[i:len(installed) - j].strip() or "nothing"
+    while 0 < i and (_inside_word(found, i) or _inside_word(installed, i)):
+        i -= 1
+    while 0 < j and (_inside_word(found, len(found) - j) or _inside_word(installed, len(installed) - j)):
+        j -= 1
+    return found[i:len(found) - j].strip(), installed[i:len(installed) - j].strip()
+
+
+def _inside_word(text: str, at: int) -> bool:
+    """Whether position `at` of `text` falls between two characters of one word."""
+    return 0 < at < len(text) and (text[at - 1].isalnum() or text[at - 1] == "_") and \
+        (text[at].isalnum() or text[at] == "_")
 
 
 @dataclass(frozen=True)
@@ -70,9 +78,9 @@ class Deviation:
             return f"{self.what} on the events table is not one the tool installs: {clip(self.found)}"
         if self.kind == "missing":
             return f"{self.what} of the events table is missing (the tool installs: {clip(self.installed)})"
-        found, installed = _difference(self.found, self.installed)
-        return (f"{self.what} of the events table is not the definition the tool installs: it has '{clip(found)}' "
-                f"where the tool's has '{clip(installed)}'")
+        found, installed = (f"'{clip(part)}'" if part else "nothing" for part in _difference(self.found, self.installed))
+        subject = "the events table" if self.what == "table events" else f"{self.what} of the events table"
+        return f"{subject} is not the definition the tool installs: it has {found} where the tool's has {installed}"
 
     def to_json(self) -> dict[str, str]:
         return {"object": self.what, "problem": self.kind, "found": self.found, "installed": self.installed}

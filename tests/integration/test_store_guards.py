@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from ledger import StoreGuardError, open_ledger
+from ledger import ConcurrencyError, StoreGuardError, StoreRefused, open_ledger
 from ledger.events import LessonRecorded
+from ledger.recorder import DIALECTS
+from ledger.schema import COLS, KEYS
+from ledger.sqlite import SQLITE_TRIGGERS, installed_definition
 from tests.e2e.cli import in_process
 from tests.postgres import execute, fresh_schema, needs_pg, schema_url
 
@@ -240,3 +244,184 @@ def test_a_trigger_that_rewrites_the_appended_hash_is_caught_by_the_append_read_
         led.append("notes", 2, [LessonRecorded(text="three")])
     assert led.head() == head
     led.close()
+
+
+# --- the rest of the events table's definition (issue 45 item 4) ------------------------------------------------
+
+def _sqlite_rebuild(store: Store, extra: str = "") -> None:
+    """Redefine the events table the way SQLite's ALTER TABLE documentation does it (a new table, the rows copied,
+    the old one dropped, the new one renamed, the triggers made again): the tool's own table plus `extra` in its
+    column list (an attacker's CHECK), or exactly the tool's when `extra` is empty."""
+    table = installed_definition()["table events"].rstrip()
+    new = table[:-1].rstrip() + f", {extra})" if extra else table
+    store.run(new.replace("CREATE TABLE events", "CREATE TABLE events_new", 1),
+              "INSERT INTO events_new SELECT * FROM events", "DROP TABLE events",
+              "ALTER TABLE events_new RENAME TO events", *SQLITE_TRIGGERS)
+
+
+def _add_check(store: Store, name: str, condition: str) -> None:
+    if store.dialect == "sqlite":
+        _sqlite_rebuild(store, f"CONSTRAINT {name} CHECK ({condition})")
+    else:
+        store.run(f"ALTER TABLE events ADD CONSTRAINT {name} CHECK ({condition})")
+
+
+def _drop_check(store: Store, name: str) -> None:
+    if store.dialect == "sqlite":
+        _sqlite_rebuild(store)
+    else:
+        store.run(f"ALTER TABLE events DROP CONSTRAINT {name}")
+
+
+# what a CHECK added to the events table is named by: SQLite keeps it in the table's text, PostgreSQL in pg_constraint
+CHECK_NAMED = {"sqlite": ("table events", "altered"), "postgresql": ("constraint no_blocked", "extra")}
+# the CHECK as verify's line shows it (SQLite: the part of the table's text that differs)
+CHECK_TEXT = {"sqlite": "it has ', CONSTRAINT no_blocked CHECK (stream_id <> 'blocked')' where the tool's has nothing",
+              "postgresql": "CHECK ((stream_id <> 'blocked'::text))"}
+# the database's own line when the CHECK refuses a row
+CHECK_REFUSES = {"sqlite": "CHECK constraint failed: no_blocked",
+                 "postgresql": 'violates check constraint "no_blocked"'}
+
+
+def test_a_check_constraint_added_to_the_events_table_is_named_by_verify_which_exits_2(store, tmp_path):
+    _add_check(store, "no_blocked", "stream_id <> 'blocked'")
+    what, kind = CHECK_NAMED[store.dialect]
+    result = open_ledger(store.url).verify()
+    assert not result.ok and [(d.what, d.kind) for d in result.schema_deviations] == [(what, kind)]
+    assert result.altered_triggers == result.extra_triggers == result.missing_triggers == ()  # triggers made again
+    proc, as_json = _verify_cli(store, tmp_path)
+    assert proc.returncode == 2
+    line = next(x for x in proc.stderr.splitlines() if "no_blocked" in x)
+    assert line.startswith(f"ledger BROKEN ({store.dialect}): ") and CHECK_TEXT[store.dialect] in line, line
+    assert [(d["object"], d["problem"]) for d in as_json["schema_deviations"]] == [(what, kind)]
+    assert not as_json["ok"]
+
+
+def test_a_check_constraint_refusing_an_append_is_reported_as_itself_never_as_a_version_race(store):
+    _add_check(store, "no_blocked", "stream_id <> 'blocked'")
+    led = open_ledger(store.url)
+    head = led.head()
+    with pytest.raises(StoreRefused) as refused:
+        led.append("blocked", 0, [LessonRecorded(text="refused")])
+    assert not isinstance(refused.value, ConcurrencyError)
+    assert CHECK_REFUSES[store.dialect] in str(refused.value) and "moved past version" not in str(refused.value)
+    assert led.head() == head and led.stream_version("blocked") == 0
+    assert led.append("notes", 2, [LessonRecorded(text="three")]) == [3]  # the CHECK is selective: others append
+    led.close()
+    _drop_check(store, "no_blocked")  # put back exactly: SQLite's rename quotes the name, which is no difference
+    assert open_ledger(store.url).verify().ok, open_ledger(store.url).verify().schema_deviations
+
+
+def test_the_lesson_command_names_a_check_that_refuses_its_append_not_someone_else_advancing(store, tmp_path):
+    ws = tmp_path / "ws"
+    proc = in_process(ws, "init", str(CONFIGS / "smollm2-135m-instruct.json"), "--name", "m", db=store.url)
+    assert proc.returncode == 0, proc.stderr
+    _add_check(store, "no_blocked", "type <> 'LessonRecorded' OR stream_id = 'notes'")
+    head = open_ledger(store.url).head()
+    proc = in_process(ws, "lesson", "m", "a lesson", db=store.url)
+    assert proc.returncode == 1 and "someone else advanced" not in proc.stderr
+    assert proc.stderr.strip().startswith("error: the database refused the append: ")
+    assert CHECK_REFUSES[store.dialect] in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert open_ledger(store.url).head() == head
+
+
+# per dialect: (id, statements run behind the tool's back, the object verify names, how)
+OBJECTS = {
+    "sqlite": [
+        ("partial unique index", ["CREATE UNIQUE INDEX one_blocked ON events (stream_id) WHERE stream_id = 'blocked'"],
+         "index one_blocked", "extra"),
+        ("expression index", ["CREATE UNIQUE INDEX lower_type ON events (lower(payload))"], "index lower_type",
+         "extra"),
+        ("extra column with a default", ["ALTER TABLE events ADD COLUMN note TEXT NOT NULL DEFAULT 'x'"],
+         "table events", "altered"),
+        ("generated column", ["ALTER TABLE events ADD COLUMN shout TEXT GENERATED ALWAYS AS (upper(type)) VIRTUAL"],
+         "table events", "altered"),
+        ("foreign key", ["CREATE TABLE kinds (name TEXT PRIMARY KEY)",
+                         "ALTER TABLE events ADD COLUMN kind TEXT REFERENCES kinds (name)"], "table events", "altered"),
+    ],
+    "postgresql": [
+        ("partial unique index", ["CREATE UNIQUE INDEX one_blocked ON events (stream_id) WHERE stream_id = 'blocked'"],
+         "index one_blocked", "extra"),
+        ("extra not-null column", ["ALTER TABLE events ADD COLUMN note text NOT NULL DEFAULT 'x'"], "column note",
+         "extra"),
+        ("a default", ["ALTER TABLE events ALTER COLUMN type SET DEFAULT 'x'"], "column type", "altered"),
+        ("a narrower type", ["ALTER TABLE events ALTER COLUMN type TYPE varchar(40)"], "column type", "altered"),
+        ("generated column", ["ALTER TABLE events ADD COLUMN shout text GENERATED ALWAYS AS (upper(type)) STORED"],
+         "column shout", "extra"),
+        ("foreign key", ["CREATE TABLE kinds (name text PRIMARY KEY)",
+                         "ALTER TABLE events ADD CONSTRAINT kind_known FOREIGN KEY (type) REFERENCES kinds (name) "
+                         "NOT VALID"], "constraint kind_known", "extra"),
+        ("row-level security", ["ALTER TABLE events ENABLE ROW LEVEL SECURITY"], "row-level security", "altered"),
+        ("a policy", ["CREATE POLICY no_blocked ON events FOR INSERT WITH CHECK (stream_id <> 'blocked')"],
+         "policy no_blocked", "extra"),
+        ("unlogged", ["ALTER TABLE events SET UNLOGGED"], "table events", "altered"),
+        ("an inheriting table", ["CREATE TABLE shadow () INHERITS (events)"], "inheritance child shadow", "extra"),
+    ],
+}
+
+
+def _objects():
+    for dialect, cases in OBJECTS.items():
+        marks = [pytest.mark.postgres, needs_pg] if dialect == "postgresql" else []
+        for case in cases:
+            yield pytest.param(dialect, *case[1:], id=f"{dialect}-{case[0]}", marks=marks)
+
+
+@pytest.mark.parametrize("dialect,statements,what,kind", list(_objects()))
+def test_any_object_added_to_the_events_table_is_named_by_verify_which_exits_2(
+        dialect, statements, what, kind, tmp_path):
+    with (fresh_schema() if dialect == "postgresql" else nullcontext()) as schema:
+        store = _pg_store(schema) if schema else _sqlite_store(tmp_path)
+        _two_lessons(store.url)
+        store.run(*statements)
+        proc, as_json = _verify_cli(store, tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert (what, kind) in [(d["object"], d["problem"]) for d in as_json["schema_deviations"]], as_json
+    assert f"ledger BROKEN ({dialect}): " in proc.stderr
+
+
+def test_a_unique_violation_is_a_version_race_only_on_the_tables_own_keys(store):
+    """The classifier on the database's real errors: a row at a taken (stream_id, version), seq or event_id is
+    another writer's; a clash on an index the tool does not install is a refusal."""
+    led = open_ledger(store.url)
+    first = led.read_all()[0]
+    row = (first.seq, first.stream_id, first.version, first.event_id, first.type, "{}", first.recorded_at,
+           first.prev_hash, first.hash)
+    db = DIALECTS[store.dialect]
+    seen = []
+    for change, key in ((dict(seq=99, event_id="x"), ("stream_id", "version")), (dict(version=99, event_id="y"),
+                        ("seq",)), (dict(seq=99, version=99), ("event_id",))):
+        values = dict(zip(COLS, row)) | change
+        seen.append((_insert_error(store, values, db), key))
+    store.run("CREATE UNIQUE INDEX one_type ON events (type) WHERE seq > 1")  # the second lesson's type, once
+    values = dict(zip(COLS, row)) | dict(seq=99, version=99, event_id="z")
+    assert db.clash(_insert_error(store, values, db)) == ("type",)
+    for error, key in seen:
+        assert db.clash(error) == key and key in KEYS
+    led.close()
+
+
+def _insert_error(store: Store, values: dict, db) -> Exception:
+    """The driver's own error of inserting `values` as a row of the events table."""
+    sql = f"INSERT INTO events ({', '.join(COLS)}) VALUES ({', '.join([db.mark] * len(COLS))})"
+    if store.dialect == "sqlite":
+        conn = sqlite3.connect(store.url.removeprefix("sqlite:///"))
+        try:
+            conn.execute(sql, tuple(values[c] for c in COLS))
+        except sqlite3.IntegrityError as e:
+            return e
+        finally:
+            conn.close()
+    else:
+        import psycopg
+        from tests.postgres import PG_DSN
+        schema = store.url.rsplit("%3D", 1)[1]
+        with psycopg.connect(PG_DSN) as conn:
+            conn.execute(f"SET search_path TO {schema}")
+            try:
+                conn.execute(sql, tuple(values[c] for c in COLS))
+            except psycopg.errors.UniqueViolation as e:
+                return e
+            finally:
+                conn.rollback()
+    raise AssertionError(f"the insert of {values} was not refused")
