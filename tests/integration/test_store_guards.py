@@ -22,7 +22,8 @@ from ledger.events import LessonRecorded
 from ledger.recorder import DIALECTS
 from ledger.schema import COLS, KEYS
 from ledger.sqlite import SQLITE_TRIGGERS, installed_definition
-from tests.e2e.cli import in_process
+from handlers.uow import DeploymentUnit
+from tests.e2e.cli import in_process, ledger
 from tests.postgres import execute, fresh_schema, needs_pg, schema_url
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
@@ -425,3 +426,70 @@ def _insert_error(store: Store, values: dict, db) -> Exception:
             finally:
                 conn.rollback()
     raise AssertionError(f"the insert of {values} was not refused")
+
+
+# --- a refused append never leaves an attempt open unannounced (Phase 0 on a tiny real Llama) ---------------------
+
+def _attempts(url: str) -> tuple[object, list[str]]:
+    """The deployment's open attempt (None when none is) and its stream's event types."""
+    led = open_ledger(url)
+    try:
+        return DeploymentUnit(led, "tiny").state.open_attempt, [e.type for e in led.read_stream("deployment:tiny")]
+    finally:
+        led.close()
+
+
+def _error_line(proc) -> str:
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, proc.stderr
+    return errors[0]
+
+
+def test_a_refused_evidence_batch_opens_no_attempt_and_verify_names_what_refused_it(store, tmp_path, tiny_llama):
+    ws = tmp_path / "ws"
+    assert ledger(ws, "init", str(tiny_llama), "--name", "tiny", db=store.url).returncode == 0
+    _add_check(store, "no_blocked", "type <> 'ReferenceBaselineRecorded'")
+    head = open_ledger(store.url).head()
+    proc = ledger(ws, "advance", "tiny", "--until", "0", db=store.url)
+    line = _error_line(proc)
+    assert proc.returncode == 1 and "someone else advanced" not in proc.stderr
+    assert line.startswith("error: the database refused the append: ") and CHECK_REFUSES[store.dialect] in line
+    assert open_ledger(store.url).head() == head  # PhaseStarted and its evidence are one batch: none of it
+    open_attempt, types = _attempts(store.url)
+    assert open_attempt is None and "PhaseStarted" not in types
+    status = json.loads(in_process(ws, "status", "tiny", "--json", db=store.url).stdout)
+    assert status["phases_passed"] == [] and status["status"] == "phase0"
+    proc, as_json = _verify_cli(store, tmp_path)
+    assert proc.returncode == 2 and "no_blocked" in proc.stderr
+    assert [d["object"] for d in as_json["schema_deviations"]] == [CHECK_NAMED[store.dialect][0]]
+
+
+def test_a_refused_verdict_leaves_the_attempt_open_says_so_and_the_next_advance_judges_it_without_rerunning(
+        store, tmp_path, tiny_llama):
+    """PhasePassed cites its evidence's seqs, so it is appended after them: a refused verdict leaves the attempt
+    as a crash after its evidence does, and `advance` says so; once the store takes appends, the next `advance`
+    judges that attempt from its recorded evidence (one PhaseStarted, the gate not run again)."""
+    ws = tmp_path / "ws"
+    assert ledger(ws, "init", str(tiny_llama), "--name", "tiny", db=store.url).returncode == 0
+    _add_check(store, "no_blocked", "type <> 'PhasePassed'")
+    proc = ledger(ws, "advance", "tiny", "--until", "0", db=store.url)
+    line = _error_line(proc)
+    assert proc.returncode == 1 and "someone else advanced" not in proc.stderr
+    assert line.startswith("error: tiny phase 0 attempt 1 is open: its evidence is recorded (seq ")
+    assert CHECK_REFUSES[store.dialect] in line and "`ledger advance tiny` judges this attempt" in line
+    open_attempt, types = _attempts(store.url)
+    assert open_attempt is not None and open_attempt.number == 1 and open_attempt.evidence
+    assert types.count("PhaseStarted") == 1 and "PhasePassed" not in types
+    evidence = [e.seq for e in open_attempt.evidence]
+    proc, as_json = _verify_cli(store, tmp_path)
+    assert proc.returncode == 2 and "no_blocked" in proc.stderr
+    _drop_check(store, "no_blocked")
+    proc = ledger(ws, "advance", "tiny", "--until", "0", db=store.url)
+    assert proc.returncode == 0, proc.stderr
+    open_attempt, types = _attempts(store.url)
+    assert open_attempt is None and types.count("PhaseStarted") == 1 and types.count("PhasePassed") == 1
+    led = open_ledger(store.url)
+    passed = next(e for e in led.read_stream("deployment:tiny") if e.type == "PhasePassed")
+    assert passed.payload["evidence_seqs"] == evidence and passed.payload["attempt"] == 1
+    led.close()
+    assert _verify_cli(store, tmp_path)[0].returncode == 0
