@@ -4,6 +4,13 @@ Someone with DDL rights on the events table (a SQLite file's owner; on PostgreSQ
 the immutability triggers in place but make them never fire (`WHEN 0`), add a trigger that swallows appends
 (`BEFORE INSERT ... RAISE(IGNORE)`), drop one, disable one or replace the trigger function's body. `ledger
 verify` names each of them and exits 2; an append whose rows were swallowed raises instead of reporting a seq.
+
+Issue 45 item 4: the rest of the table's definition too. A CHECK, a unique or expression index, an extra,
+generated or retyped column, a default, a foreign key, row-level security or a policy, UNLOGGED, an inheriting
+table: `verify` names each (exit 2) against a scratch install of the tool's DDL. An append such an object refuses
+raises `StoreRefused` quoting the database (never a version race), and an attempt is not left open unannounced:
+a refused evidence batch records no PhaseStarted; a refused verdict says the attempt is open and the next
+`advance` judges it without re-running the gate.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from ledger.schema import COLS, KEYS
 from ledger.sqlite import SQLITE_TRIGGERS, installed_definition
 from handlers.uow import DeploymentUnit
 from tests.e2e.cli import in_process, ledger
+from tests.integration.test_ledger_pg_roles import _url, pg_roles  # noqa: F401 - the fixture, used by name
 from tests.postgres import execute, fresh_schema, needs_pg, schema_url
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
@@ -493,3 +501,24 @@ def test_a_refused_verdict_leaves_the_attempt_open_says_so_and_the_next_advance_
     assert passed.payload["evidence_seqs"] == evidence and passed.payload["attempt"] == 1
     led.close()
     assert _verify_cli(store, tmp_path)[0].returncode == 0
+
+
+@pytest.mark.postgres
+@needs_pg
+def test_the_app_role_granted_select_and_insert_only_sees_a_check_the_owner_added_and_is_refused_by_it(
+        pg_roles, tmp_path):
+    """The documented roles (`ledger db setup`): the scratch install is a temporary table, which the application's
+    role may create; nothing of it outlives verify's transaction."""
+    schema, owner, app = pg_roles
+    assert ledger(tmp_path, "db", "setup", "--owner", owner, "--app", app, db=_url("postgres", schema)).returncode == 0
+    as_app = open_ledger(_url(app, schema))
+    as_app.append("notes", 0, [LessonRecorded(text="one")])
+    execute("ALTER TABLE events ADD CONSTRAINT no_blocked CHECK (stream_id <> 'blocked')", schema=schema)
+    with pytest.raises(StoreRefused, match='violates check constraint "no_blocked"'):
+        as_app.append("blocked", 0, [LessonRecorded(text="refused")])
+    as_app.close()
+    proc = in_process(tmp_path / "ws", "verify", "--json", db=_url(app, schema))
+    assert proc.returncode == 2
+    assert [d["object"] for d in json.loads(proc.stdout)["schema_deviations"]] == ["constraint no_blocked"]
+    assert execute("SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relowner = %s::regrole",
+                   (app,)) == [(0,)]  # the scratch install left nothing
