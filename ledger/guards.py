@@ -78,7 +78,8 @@ class Deviation:
             return f"{self.what} on the events table is not one the tool installs: {clip(self.found)}"
         if self.kind == "missing":
             return f"{self.what} of the events table is missing (the tool installs: {clip(self.installed)})"
-        found, installed = (f"'{clip(part)}'" if part else "nothing" for part in _difference(self.found, self.installed))
+        found, installed = (f"'{clip(part)}'" if part else "nothing"
+                            for part in _difference(self.found, self.installed))
         subject = "the events table" if self.what == "table events" else f"{self.what} of the events table"
         return f"{subject} is not the definition the tool installs: it has {found} where the tool's has {installed}"
 

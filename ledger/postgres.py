@@ -161,7 +161,8 @@ def _describe(conn: Connection, table: int, persistence: str | None = None) -> d
     t = {"t": table}
     kind, persist, method, rls, forced, partition = conn.execute(sa.text(_TABLE), t).one()
     found = {"table events": f"{_KINDS.get(kind, kind)}, {_PERSISTENCE.get(persistence or persist, persist)}, "
-                             f"access method {method or 'none'}" + (f", partitioned by {partition}" if partition else ""),
+                             f"access method {method or 'none'}"
+                             + (f", partitioned by {partition}" if partition else ""),
              "row-level security": ("enabled" + (" and forced" if forced else "")) if rls else "off"}
     for name, type_, not_null, default, generated, identity, collation in conn.execute(sa.text(_COLUMNS), t):
         text = type_ + (f" COLLATE {collation}" if collation else "") + (" NOT NULL" if not_null else "")
