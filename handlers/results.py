@@ -297,7 +297,9 @@ def registry_lookup_json(kind: str, found) -> dict[str, Any] | list[dict[str, An
 
 VERIFY = obj({
     "ok": BOOL, "first_bad_seq": maybe(INT), "reason": STR, "checked": INT, "missing_triggers": arr(STR),
-    "disabled_triggers": arr(STR), "altered_triggers": arr(STR), "extra_triggers": arr(STR), "problems": arr(ANY_OBJECT), "warnings": arr(STR), "head": STR,
+    "disabled_triggers": arr(STR), "altered_triggers": arr(STR), "extra_triggers": arr(STR),
+    "schema_deviations": arr(obj({"object": STR, "problem": STR, "found": STR, "installed": STR})),
+    "problems": arr(ANY_OBJECT), "warnings": arr(STR), "head": STR,
     "identity": maybe(ANY_OBJECT), "checkpoint_kept": BOOL,
 })
 

@@ -44,9 +44,10 @@ def walk_chain(chunks: Iterable[Sequence[tuple]],
 
 def judge_chain(n: int, checkpoint_hash: str | None, against: Checkpoint | None, guards: TriggerState) -> VerifyResult:
     """The verdict on an intact walk of `n` rows: truncated or rewritten since `against` (whose row hashed to
-    `checkpoint_hash`), or an immutability trigger missing, disabled, altered or extra (`guards`); else intact."""
+    `checkpoint_hash`), or an immutability trigger missing, disabled, altered or extra, or the events table's
+    definition not the tool's (`guards`); else intact."""
     named = dict(missing_triggers=guards.missing, disabled_triggers=guards.disabled,
-                 altered_triggers=guards.altered, extra_triggers=guards.extra)
+                 altered_triggers=guards.altered, extra_triggers=guards.extra, schema_deviations=guards.definition)
     if against is not None and against.size > 0:
         if n < against.size:
             return VerifyResult(False, n + 1, f"ledger holds {n} events, checkpoint says {against.size}: truncated",

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.engine import make_url
 
+from ledger.guards import Deviation
 from ledger.postgres import lift_warnings
 from ledger.record import Checkpoint, Identity
 
@@ -80,13 +81,14 @@ class ChainReport:
     disabled_triggers: tuple[str, ...] = ()
     altered_triggers: tuple[str, ...] = ()
     extra_triggers: tuple[str, ...] = ()
+    schema_deviations: tuple[Deviation, ...] = ()  # the events table's definition where it is not the tool's
     warnings: list[str] = field(default_factory=list)  # not failures: e.g. roles that could lift immutability
     trigger_reason: str = ""
 
     @property
     def ok(self) -> bool:
         return not self.problems and not (self.missing_triggers or self.disabled_triggers or self.altered_triggers
-                                          or self.extra_triggers)
+                                          or self.extra_triggers or self.schema_deviations)
 
     @property
     def first_bad_seq(self) -> int | None:
@@ -101,6 +103,7 @@ class ChainReport:
         return {"ok": self.ok, "first_bad_seq": self.first_bad_seq, "reason": self.reason, "checked": self.checked,
                 "missing_triggers": list(self.missing_triggers), "disabled_triggers": list(self.disabled_triggers),
                 "altered_triggers": list(self.altered_triggers), "extra_triggers": list(self.extra_triggers),
+                "schema_deviations": [d.to_json() for d in self.schema_deviations],
                 "problems": [p.to_json() for p in self.problems], "warnings": list(self.warnings),
                 "head": str(self.head), "identity": self.identity.to_json() if self.identity else None}
 
@@ -218,8 +221,9 @@ def check_chain(ledger: "Ledger", against: Checkpoint | None = None,
     identity = ledger.identity()
     report = ChainReport(checked=n, head=ledger.head(), identity=identity, missing_triggers=walk.missing_triggers,
                          disabled_triggers=walk.disabled_triggers, altered_triggers=walk.altered_triggers,
-                         extra_triggers=walk.extra_triggers)
-    if walk.missing_triggers or walk.disabled_triggers or walk.altered_triggers or walk.extra_triggers:
+                         extra_triggers=walk.extra_triggers, schema_deviations=walk.schema_deviations)
+    if (walk.missing_triggers or walk.disabled_triggers or walk.altered_triggers or walk.extra_triggers
+            or walk.schema_deviations):
         report.trigger_reason = walk.reason
     if ledger.dialect == "postgresql":
         report.warnings += lift_warnings(ledger.engine)

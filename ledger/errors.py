@@ -24,6 +24,11 @@ class StoreGuardError(LedgerWriteError):
     table swallowed or changed the rows); the append is rolled back, nothing was recorded."""
 
 
+class StoreRefused(LedgerWriteError):
+    """Raised when the database refuses an append for a reason that is not another writer's row in the same place:
+    a CHECK, a unique index or a trigger the tool did not install, a permission; nothing was recorded."""
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of a driver error (the DB-API error SQLAlchemy wraps), with its SQLite error name or
     PostgreSQL SQLSTATE when the line does not already say it."""

@@ -17,11 +17,21 @@ table's schema can drop the table. So:
 * `lift_warnings` names the roles that can log in and lift immutability without being superusers (`ledger
   verify` prints them); a superuser can lift anything, which is the documented limit.
 
+The definition. `definition` reads the events table as the server prints it (columns with types, defaults,
+generation, identity and collation; `pg_get_constraintdef` of every constraint; `pg_get_indexdef` of every
+index; row-level security and `pg_policy`; kind, persistence, access method, partition key, inheritance);
+`installed_definition` reads the same of a scratch install of the tool's own DDL (`ledger.schema.EVENTS`)
+created in `pg_temp` inside a transaction that is rolled back. So the expected text is the server's own
+printing of what `create_schema` runs, on this server's version, and no copy of it can drift; a temporary table
+writes nothing that outlives the transaction (it needs the TEMPORARY privilege, which PUBLIC has by default).
+
 README "PostgreSQL roles" is the administrator's side. Imported by `ledger.recorder` and the `db setup` /
 `verify` commands (handlers.cli.main).
 """
 
 from __future__ import annotations
+
+import re
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
@@ -106,6 +116,106 @@ def triggers(conn: Connection) -> dict[str, tuple[str, str]]:
     for name, flag, definition in conn.execute(sa.text(_RULES)):
         found[f"{name} (rule)"] = (str(flag), definition)
     return found
+
+
+_TABLE = """
+SELECT c.relkind, c.relpersistence, coalesce(am.amname, ''), c.relrowsecurity, c.relforcerowsecurity,
+       coalesce(pg_get_partkeydef(c.oid), '')
+  FROM pg_class c LEFT JOIN pg_am am ON am.oid = c.relam WHERE c.oid = :t
+"""
+_COLUMNS = """
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid),
+       a.attgenerated, a.attidentity, CASE WHEN a.attcollation <> t.typcollation THEN co.collname END
+  FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+  LEFT JOIN pg_collation co ON co.oid = a.attcollation
+ WHERE a.attrelid = :t AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
+"""
+_CONSTRAINTS = "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = :t"
+_INDEXES = """
+SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid = :t
+"""
+_POLICIES = """
+SELECT polname, polcmd, polpermissive,
+       array_to_string(ARRAY(SELECT CASE WHEN r = 0 THEN 'public' ELSE pg_get_userbyid(r) END
+                               FROM unnest(polroles) r ORDER BY 1), ', '),
+       pg_get_expr(polqual, polrelid), pg_get_expr(polwithcheck, polrelid)
+  FROM pg_policy WHERE polrelid = :t
+"""
+_INHERITANCE = """
+SELECT 'parent', inhparent::regclass::text FROM pg_inherits WHERE inhrelid = :t
+UNION ALL SELECT 'child', inhrelid::regclass::text FROM pg_inherits WHERE inhparent = :t
+"""
+_KINDS = {"r": "an ordinary table", "p": "a partitioned table", "v": "a view", "f": "a foreign table",
+          "m": "a materialized view"}
+_PERSISTENCE = {"p": "logged", "u": "unlogged", "t": "temporary"}
+_POLICY_COMMANDS = {"r": "SELECT", "a": "INSERT", "w": "UPDATE", "d": "DELETE", "*": "ALL"}
+# an index's table as pg_get_indexdef prints it, schema-qualified or not: the events table's schema left out
+_INDEX_ON = re.compile(r' ON (ONLY )?(?:(?:"(?:[^"]|"")*"|[^\s."]+)\.)?events USING ')
+
+
+def _describe(conn: Connection, table: int, persistence: str | None = None) -> dict[str, str]:
+    """The definition of the table `table` (an oid) as the server prints it: {object: text}. `persistence`
+    replaces the table's own (the scratch install is temporary only because it is a scratch)."""
+    t = {"t": table}
+    kind, persist, method, rls, forced, partition = conn.execute(sa.text(_TABLE), t).one()
+    found = {"table events": f"{_KINDS.get(kind, kind)}, {_PERSISTENCE.get(persistence or persist, persist)}, "
+                             f"access method {method or 'none'}"
+                             + (f", partitioned by {partition}" if partition else ""),
+             "row-level security": ("enabled" + (" and forced" if forced else "")) if rls else "off"}
+    for name, type_, not_null, default, generated, identity, collation in conn.execute(sa.text(_COLUMNS), t):
+        text = type_ + (f" COLLATE {collation}" if collation else "") + (" NOT NULL" if not_null else "")
+        if generated:
+            text += f" GENERATED ALWAYS AS ({default}) STORED"
+        elif default is not None:
+            text += f" DEFAULT {default}"
+        if identity:
+            text += f" GENERATED {'ALWAYS' if identity == 'a' else 'BY DEFAULT'} AS IDENTITY"
+        found[f"column {name}"] = text
+    for name, text in conn.execute(sa.text(_CONSTRAINTS), t):
+        found[f"constraint {name}"] = text
+    for name, text in conn.execute(sa.text(_INDEXES), t):
+        found[f"index {name}"] = _INDEX_ON.sub(lambda m: f" ON {m.group(1) or ''}events USING ", text)
+    for name, command, permissive, roles, using, check in conn.execute(sa.text(_POLICIES), t):
+        found[f"policy {name}"] = (f"AS {'PERMISSIVE' if permissive else 'RESTRICTIVE'} FOR "
+                                   f"{_POLICY_COMMANDS.get(command, command)} TO {roles}"
+                                   + (f" USING ({using})" if using is not None else "")
+                                   + (f" WITH CHECK ({check})" if check is not None else ""))
+    for side, other in conn.execute(sa.text(_INHERITANCE), t):
+        found[f"inheritance {side} {other}"] = f"{side} table {other}"
+    return found
+
+
+def definition(conn: Connection) -> dict[str, str]:
+    """The events table's definition as the server prints it (its triggers and rules are `triggers`')."""
+    return _describe(conn, conn.execute(sa.text("SELECT to_regclass('events')::oid")).scalar())
+
+
+def installed_definition(engine: Engine) -> dict[str, str]:
+    """`definition` of a scratch install of the tool's DDL (`ledger.schema.EVENTS`, as `create_schema` runs it)
+    as a temporary table, in a transaction rolled back: nothing is left behind. Its persistence is the one
+    `create_schema` gives the table (logged), the one thing a temporary scratch cannot show."""
+    with engine.connect() as conn:
+        try:
+            conn.exec_driver_sql("SET LOCAL search_path TO pg_temp")
+            EVENTS.create(conn)
+            return _describe(conn, conn.exec_driver_sql("SELECT 'pg_temp.events'::regclass::oid").scalar(), "p")
+        finally:
+            conn.rollback()
+
+
+_KEY = re.compile(r"Key \((.+?)\)=\(")
+
+
+def clash(exc: BaseException) -> tuple[str, ...] | None:
+    """The columns of a unique violation (SQLSTATE 23505, from its detail "Key (stream_id, version)=(...) already
+    exists."); None for any other error."""
+    diag = getattr(exc, "diag", None)
+    if getattr(exc, "sqlstate", None) != "23505" or diag is None:
+        return None
+    m = _KEY.match(diag.message_detail or "")
+    return tuple(c.strip() for c in m.group(1).split(",")) if m else None
 
 
 # (what, owner oid) of everything whose owner can switch the immutability off
@@ -208,5 +318,8 @@ POSTGRESQL = Dialect(
     has_schema=has_schema,
     create_schema=create_schema,
     triggers=triggers,
+    definition=definition,
+    installed_definition=installed_definition,
+    clash=clash,
     writer_problem=writer_problem,
 )

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Sequence
 
 from ledger.canonical import dumps, loads, new_event_id
 from ledger.events import Event, NewEvent, parse_event
+from ledger.guards import Deviation
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class VerifyResult:
     disabled_triggers: tuple[str, ...] = ()  # immutability triggers present but switched off (then ok is False)
     altered_triggers: tuple[str, ...] = ()  # present, but not the definition the tool installs (then ok is False)
     extra_triggers: tuple[str, ...] = ()  # on the events table, but not installed by the tool (then ok is False)
+    # the rest of the events table's definition where it is not the tool's: a CHECK, an index... (then ok is False)
+    schema_deviations: tuple[Deviation, ...] = ()
 
 
 @dataclass(frozen=True)

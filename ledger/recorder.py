@@ -3,7 +3,10 @@
 Promises (each has a test in the contract suite tests/integration/ledger_contract.py, run on both dialects):
 
 1. `append(stream, expected_version, events)` is atomic; a stale `expected_version` raises
-   `ConcurrencyError` and writes nothing.
+   `ConcurrencyError` and writes nothing. So does a unique violation on the table's own keys (seq,
+   (stream_id, version), event_id: `ledger.schema.KEYS`), another writer's row in the same place; any other
+   refusal by the database (a CHECK, an index or a trigger the tool does not install) raises `StoreRefused`
+   quoting the database's line, never a version race.
 2. Global order (`seq`) equals commit order: writers are serialised (the dialect's `begin_write`: SQLite
    `BEGIN IMMEDIATE`, PostgreSQL an advisory lock held to the commit) and the recorder assigns
    `seq = last + 1` under that lock, so a reader tailing `read_all(after=seq)` sees every event once.
@@ -25,8 +28,10 @@ Promises (each has a test in the contract suite tests/integration/ledger_contrac
 9. An append checks, before its commit, that the database stored what it appended (the INSERT's row count, and
    the new rows' count, last seq and hash read back); a trigger or rule that swallowed or changed them raises
    `StoreGuardError` and nothing is recorded. `verify()` compares every trigger on the events table with the
-   definition the dialect installs (ledger.guards) and names one that is altered or extra (its tests, on both
-   databases: tests/integration/test_store_guards.py).
+   definition the dialect installs (ledger.guards) and names one that is altered or extra, and the rest of the
+   table's definition (columns, constraints, indexes, PostgreSQL row-level security and policies) with a scratch
+   install of the tool's DDL, naming each object that differs (its tests, on both databases:
+   tests/integration/test_store_guards.py).
 
 What differs between the databases is a `Dialect` (ledger.schema) in `ledger.sqlite` and `ledger.postgres`.
 Imported through the `ledger` package (`open_ledger`, `Ledger`, `default_url`).
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -46,13 +52,13 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, Operati
 from ledger.canonical import GENESIS_HASH
 from ledger.chain import chain_batch, judge_chain, walk_chain
 from ledger.errors import (ConcurrencyError, LedgerError, LedgerUnavailable, LedgerWriteError, StoreGuardError,
-                           first_line)
+                           StoreRefused, first_line)
 from ledger.events import Event, NewEvent
-from ledger.guards import TriggerState, judge_triggers, stored_problem
+from ledger.guards import TriggerState, judge_definition, judge_triggers, stored_problem
 from ledger.memory import SCHEME, MemoryLedger
 from ledger.postgres import POSTGRESQL
 from ledger.record import Checkpoint, Identity, ReadsEverything, RecordedEvent, VerifyResult, encode_batch
-from ledger.schema import COLS, SELECT_ALL, Dialect
+from ledger.schema import COLS, KEYS, SELECT_ALL, Dialect
 from ledger.sqlite import SQLITE
 from npu_kernels.settings import env_get
 
@@ -83,6 +89,7 @@ class Ledger(ReadsEverything):
         self._schema_ready = False  # set by open_ledger; the first append creates the schema when False
         self.read_only = False  # set by open_ledger(read_only=True): append refuses
         self._writer_checked = self._db.writer_problem is None  # PostgreSQL: the role is checked before a write
+        self._installed_definition: dict[str, str] | None = None  # the scratch install's definition, once read
         self._sql_state = (
             f"SELECT (SELECT MAX(version) FROM events WHERE stream_id = {self._mark}), "
             "(SELECT seq FROM events ORDER BY seq DESC LIMIT 1), (SELECT hash FROM events ORDER BY seq DESC LIMIT 1)"
@@ -146,7 +153,13 @@ class Ledger(ReadsEverything):
                 already = self._recorded_seqs(conn, ids)
                 if already is not None:
                     return already
-                raise ConcurrencyError(f"stream {stream_id} moved past version {expected_version}: {first_line(e)}") from e
+                if self._db.clash(e) in KEYS:  # another writer's row where this batch goes: a version race
+                    raise ConcurrencyError(
+                        f"stream {stream_id} moved past version {expected_version}: {first_line(e)}") from e
+                raise StoreRefused(  # a CHECK, an index or a trigger's RAISE: not a race, retrying cannot help
+                    f"the database refused the append: {first_line(e)} (not the tool's own keys: a constraint, index "
+                    "or trigger on the events table the tool does not install; run `ledger verify`); nothing was "
+                    "recorded") from e
             except dbapi.Error as e:
                 # the cursor first: once the connection is dropped, closing it would raise "Cannot operate on
                 # a closed database" and hide the database's own error (disk full, I/O)
@@ -209,11 +222,20 @@ class Ledger(ReadsEverything):
 
     def trigger_state(self) -> TriggerState:
         """The events table's triggers against those the dialect installs (ledger.guards): missing, disabled
-        (PostgreSQL `tgenabled` 'D' or 'R'), altered or extra; all empty for a ledger without a table."""
+        (PostgreSQL `tgenabled` 'D' or 'R'), altered or extra; and the rest of its definition against a scratch
+        install of the tool's DDL (`definition`: every column, constraint, index, policy... that differs). All
+        empty for a ledger without a table."""
         if not self.has_schema():
             return TriggerState()
-        with self._read() as conn:
-            return judge_triggers(self._db.installed(), self._db.triggers(conn))
+        try:
+            with self._read() as conn:
+                state = judge_triggers(self._db.installed(), self._db.triggers(conn))
+                found = self._db.definition(conn)
+            if self._installed_definition is None:  # the same for the life of the engine (one server, one version)
+                self._installed_definition = self._db.installed_definition(self.engine)
+        except DBAPIError as e:
+            raise LedgerUnavailable(f"could not read the events table's definition: {first_line(e)}") from e
+        return replace(state, definition=judge_definition(self._installed_definition, found))
 
     def identity(self) -> Identity | None:
         """The ledger's identity: its first event (None while it has none); see `Identity`."""

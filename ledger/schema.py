@@ -34,6 +34,10 @@ class EventsRow(SQLModel, table=True):
 EVENTS = EventsRow.__table__
 COLS = ("seq", "stream_id", "version", "event_id", "type", "payload", "recorded_at", "prev_hash", "hash")
 SELECT_ALL = f"SELECT {', '.join(COLS)} FROM events"
+# the events table's own keys (its primary key and unique constraints) as column tuples: a unique violation on one
+# of them is another writer's row in the same place (a version race); any other refusal is not (ledger.recorder)
+KEYS = frozenset(tuple(c.name for c in con.columns) for con in EVENTS.constraints
+                 if isinstance(con, (sa.PrimaryKeyConstraint, sa.UniqueConstraint)))
 
 
 @dataclass(frozen=True)
@@ -49,5 +53,12 @@ class Dialect:
     create_schema: Callable[[Engine], None]  # the table and its triggers, once
     # the events table's triggers as the database prints them: name -> (enabled flag, definition) (ledger.guards)
     triggers: Callable[[Connection], dict[str, tuple[str, str]]]
+    # the rest of the events table's definition as the database prints it (ledger.guards.judge_definition):
+    # object ("column type", "index i", "constraint c", ...) -> its definition
+    definition: Callable[[Connection], dict[str, str]]
+    # the same, read back from a scratch install of the tool's own DDL (SQLite in memory, PostgreSQL pg_temp)
+    installed_definition: Callable[[Engine], dict[str, str]]
+    # the columns of a unique violation as the driver reports it (None: not a unique violation, or on an expression)
+    clash: Callable[[BaseException], tuple[str, ...] | None]
     # why the connected role must not write (None: it may), given whether the table exists; None: no check
     writer_problem: Callable[..., str | None] | None = None

@@ -3,12 +3,16 @@
 A writable file runs in WAL mode with `synchronous=FULL` and a busy timeout, so a process killed mid-append
 leaves the whole batch or nothing (promise 6 of `ledger.recorder`); writers serialise on `BEGIN IMMEDIATE`.
 A read-only opening is a `mode=ro` URI (`immutable=1` in a folder nobody may write: a read-only copy) and
-never writes to the file. Imported by `ledger.recorder` (and tests that rebuild the triggers).
+never writes to the file. The events table's definition (`definition`: its `sqlite_master.sql` and every index
+on it) is compared with the same rows of a scratch install in memory (`installed_definition`): SQLite stores the
+CREATE text as it was given, so the expected text is whatever SQLAlchemy emits for `ledger.schema.EVENTS` here,
+never a copy that could drift. Imported by `ledger.recorder` (and tests that rebuild the triggers).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from functools import lru_cache
 from pathlib import Path
@@ -115,9 +119,14 @@ def create_schema(engine: Engine) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     with engine.begin() as conn:
         if conn.exec_driver_sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").first() is None:
-            EVENTS.create(conn)
-            for ddl in SQLITE_TRIGGERS:
-                conn.exec_driver_sql(ddl)
+            _install(conn)
+
+
+def _install(conn: Connection) -> None:
+    """The tool's DDL: the events table and its triggers (`create_schema`, and the scratch install in memory)."""
+    EVENTS.create(conn)
+    for ddl in SQLITE_TRIGGERS:
+        conn.exec_driver_sql(ddl)
 
 
 _TRIGGERS_SQL = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events' ORDER BY name"
@@ -146,6 +155,53 @@ def triggers(conn: Connection) -> dict[str, tuple[str, str]]:
     return {name: ("O", sql or "") for name, sql in conn.execute(sa.text(_TRIGGERS_SQL))}
 
 
+_DEFINITION_SQL = ("SELECT type, name, sql FROM sqlite_master WHERE tbl_name = 'events' AND type <> 'trigger' "
+                   "ORDER BY type DESC, name")
+# a table rebuilt and renamed to events is stored as CREATE TABLE "events" (SQLite quotes the new name): the same
+# table, so the name's quotes are not a difference (what follows it is compared)
+_RENAMED = re.compile(r"""^\s*CREATE\s+TABLE\s+(?:"events"|`events`|\[events\]|'events')""", re.IGNORECASE)
+_AUTOINDEX = "(SQLite's own index of a PRIMARY KEY or UNIQUE constraint)"
+
+
+def definition(conn: Connection) -> dict[str, str]:
+    """The events table's `sqlite_master.sql` and every index on it (a UNIQUE or PRIMARY KEY's own index has no
+    text): {"table events" | "index NAME": text}. Its triggers are `triggers`'."""
+    return {f"{kind} {name}": _RENAMED.sub("CREATE TABLE events", sql) if sql else _AUTOINDEX
+            for kind, name, sql in conn.execute(sa.text(_DEFINITION_SQL))}
+
+
+@lru_cache(maxsize=1)
+def _installed_definition() -> tuple[tuple[str, str], ...]:
+    engine = sa.create_engine("sqlite://")
+    try:
+        with engine.begin() as conn:
+            _install(conn)
+            return tuple(definition(conn).items())
+    finally:
+        engine.dispose()
+
+
+def installed_definition(_engine: Engine | None = None) -> dict[str, str]:
+    """`definition` of a scratch install of the tool's DDL (`_install`) in memory."""
+    return dict(_installed_definition())
+
+
+_UNIQUE = "UNIQUE constraint failed: "
+
+
+def clash(exc: BaseException) -> tuple[str, ...] | None:
+    """The events table's columns of a unique violation (SQLite: "UNIQUE constraint failed: events.stream_id,
+    events.version"); None for any other error, or an index on an expression ("... failed: index 'NAME'")."""
+    text = str(exc).strip()
+    if getattr(exc, "sqlite_errorname", "SQLITE_CONSTRAINT_UNIQUE") not in (
+            "SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY") or not text.startswith(_UNIQUE):
+        return None
+    columns = [c.strip() for c in text[len(_UNIQUE):].split(",")]
+    if not all(c.startswith("events.") for c in columns):
+        return None
+    return tuple(c[len("events."):] for c in columns)
+
+
 SQLITE = Dialect(
     name="sqlite",
     mark="?",
@@ -155,4 +211,7 @@ SQLITE = Dialect(
     has_schema=has_schema,
     create_schema=create_schema,
     triggers=triggers,
+    definition=definition,
+    installed_definition=installed_definition,
+    clash=clash,
 )

@@ -121,7 +121,8 @@ def head_cmd(app: App, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
-    """Walk the hash chain and check the immutability triggers; exit 2 naming the first bad seq.
+    """Walk the hash chain, check the immutability triggers and the events table's definition; exit 2 naming the
+    first bad seq, and each trigger, constraint, index, column or policy that is not the tool's.
 
     Every checkpoint this workspace has seen of this ledger (.ledger/checkpoints.json, kept by the ledger's
     identity, so a moved or copied workspace keeps them) is checked, and --against too: a ledger emptied,
@@ -155,6 +156,9 @@ def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
         for name in report.extra_triggers:
             click.echo(f"ledger BROKEN: trigger {shown(name)} on the events table is not one the tool installs "
                        f"({app.ledger.dialect}): it can swallow or change appends", err=True)
+        for deviation in report.schema_deviations:  # the database's own text: escaped, it may hold anything
+            click.echo(escaped(f"ledger BROKEN ({app.ledger.dialect}): {deviation.line()}: it can refuse or change "
+                               "appends"), err=True)
     for line in report.warnings + ([warning] if warning else []):
         click.echo(line if line.startswith("warning:") else f"warning: {line}", err=True)
     if not report.ok:

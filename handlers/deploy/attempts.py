@@ -28,7 +28,7 @@ from handlers.triage.engine import triage_evidence, triage_text
 from handlers.triage.registry_check import check_fixes
 from handlers.uow import DeploymentError, DeploymentUnit
 from npu_kernels.model.digest import changed_files, invalidated_phases, model_digest
-from ledger import Ledger
+from ledger import Ledger, LedgerWriteError
 from ledger.events import (
     BlockerRaised,
     Event,
@@ -111,7 +111,7 @@ def advance(ledger: Ledger, request: AdvanceRequest) -> AdvanceReport:
             open_attempt(unit, phase, attempt, outcome.context, bind(stamp_toolchain(outcome.events, state.executor), digest),
                          started_at=started_at)
         attempt = unit.state.open_attempt.number
-        passed = judge_attempt(unit, phase, attempt, outcome)
+        passed = _judged(unit, phase, attempt, outcome)
         report.ran.append(passed)
         if request.on_verdict is not None:
             request.on_verdict(passed)
@@ -119,6 +119,25 @@ def advance(ledger: Ledger, request: AdvanceRequest) -> AdvanceReport:
             break
     report.status = unit.state.status.value
     return report
+
+
+def _judged(unit: DeploymentUnit, phase: Phase, attempt: int, outcome: GateOutcome | None) -> dict[str, Any]:
+    """`judge_attempt`, with a verdict the database refuses (a CHECK, index or trigger on the events table that
+    the tool does not install: `ledger.StoreRefused`, or a failed write) said as what it leaves: the attempt open
+    with its evidence recorded, as a crash after the evidence leaves it. PhasePassed cites the evidence's seqs, so
+    it cannot share their batch; the next `advance` judges that open attempt from its recorded evidence (its plan
+    in PhaseStarted) without re-running the gate, once the store takes appends again."""
+    try:
+        return judge_attempt(unit, phase, attempt, outcome)
+    except LedgerWriteError as e:
+        if not unit.state.attempt_open(phase):  # the verdict is recorded; what was refused came after it (triage)
+            raise
+        seqs = [unit.state.open_attempt.started_seq, *(ev.seq for ev in unit.state.open_attempt.evidence)]
+        raise DeploymentError(
+            f"{shown(unit.name)} phase {int(phase)} attempt {attempt} is open: its evidence is recorded (seq "
+            f"{min(seqs)}..{max(seqs)}), its verdict was not: {e}. Once `ledger verify` is clean, "
+            f"`{ledger_command('advance', unit.name)}` judges this attempt from that evidence without re-running it"
+        ) from e
 
 
 def open_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, context: GateContext,
