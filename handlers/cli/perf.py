@@ -100,6 +100,8 @@ def calibrate_cmd(app: App, name: str | None, device: str | None, as_json: bool)
         click.echo(f"  {cname:<16} {c['value']:.4g} ± {c['error']:.2g} {c['unit']} (published {c['published']:.4g}){fixed}")
     bars = ", ".join(f"{k} ±{v:.1%}" for k, v in out["error_bars"].items())
     click.echo(f"  figure error bars (2 x leave-one-out RMS): {bars}")
+    for row in out["left_out"]:  # never fitted: the audit's check or physics refuses its figures
+        click.echo(escaped(f"  left out, implausible: {row['label']}: {row['why']}"))
 
 
 commands = [perf_group]
