@@ -68,7 +68,10 @@ def export_history_cmd(app: App, series: str, model: str | None, out: str | None
     """The ledger's Phase 6 / reverify figures measured on NPU2 (runner `npu-ledger/npu2-measured`) and the imported
     nightly rows, as lines of mlir-air's nightly history schema."""
     app.read_only = True
-    lines = export_history(app.ledger.read_all(), series, model, modelled)
+    skipped: list[str] = []
+    lines = export_history(app.ledger.read_all(), series, model, modelled, skipped)
+    for why in skipped:  # a record whose figures cannot be lines (zero, negative, not finite): named, not written
+        click.echo(escaped(f"warning: {why}"), err=True)
     text = (json.dumps(export_history_json(lines)) + "\n") if as_json else "".join(x + "\n" for x in lines)
     if out:
         Path(out).write_text(text, encoding="utf-8")
