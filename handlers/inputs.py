@@ -139,7 +139,8 @@ def confined(path: str | os.PathLike, roots: Iterable[Path], what: str) -> Path:
         raise InputError(f"{what} {path} is outside {where} to allow another")
     link = link_out_of(resolved, allowed) if resolved.is_dir() else None
     if link is not None:
-        raise InputError(f"{what} {path}: {escaped(str(link))} is a symbolic link to outside {where} to allow where it points")
+        raise InputError(f"{what} {path}: {escaped(str(link))} is a symbolic link to outside {where} to allow "
+                         "where it points")
     return resolved
 
 

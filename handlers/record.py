@@ -93,7 +93,8 @@ def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contra
     the GEMM method the run used (mlir-air's run.py does not print it: the make run's METHOD), the key the
     registry JSON files the row under."""
     if method and kernel != "gemm":
-        raise EvidenceError(f"--method {method[:40]!r}: only a GEMM run has a method ({', '.join(GEMM_METHODS)})")
+        raise EvidenceError(f"--method {method[:40]!r}: only a GEMM run has a method "
+                            f"({', '.join(GEMM_METHODS)})")
     result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded
     unit = DeploymentUnit(ledger, name)
     fields = {k: v for k, v in result.kernel_verified_fields().items() if v is not None or k == "mean_rel_L1"}

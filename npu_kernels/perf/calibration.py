@@ -153,9 +153,10 @@ def figure_problem(row: CalibrationRow, target: str = "npu2") -> str | None:
         return f"{row.figure} {value!r} is not a positive finite {_unit(row.figure)}"
     floor = figure_floor(row.config, row.figure, row.seq, target)
     if value < floor:
-        what = "its weights at the DDR bandwidth" if row.figure == "ms_per_token" else "its FLOPs at the peak"
+        what = (f"streaming its bf16 weights at {target}'s DDR bandwidth" if row.figure == "ms_per_token" else
+                f"its {row.seq}-token prefill's FLOPs at {target}'s peak")
         return (f"{row.figure} {value:.4g} {_unit(row.figure)} is under the {floor:.4g} {_unit(row.figure)} "
-                f"{what} of {target} take (seq {row.seq}): beyond physics")
+                f"{what} takes: beyond physics")
     return None
 
 
