@@ -4,7 +4,10 @@
   whose recorded facts make it `npu2-measured` (npu_kernels.provenance.perf_row_provenance: a device and a probed
   toolchain on a checkout that is not a stand-in; the `provenance_class` claim is not believed), with its
   deployment's `ConfigResolved`: Phase 4's prefill time, Phase 5's ms/token (each under the switches it measured),
-  Phase 6's TTFT and ms/token. Modelled, rehearsal, emulator and unattested rows are never fitted.
+  Phase 6's TTFT and ms/token. Modelled, rehearsal, emulator and unattested rows are never fitted, and neither is
+  an implausible one: a record whose figures fail the audit's own check (handlers.evaluator.replay.perf_problems: a
+  median that is not its samples', counts that disagree) or a figure outside physics for its config
+  (npu_kernels.perf.calibration.figure_problem) is left out, named with why (`left_out`, recorded on the fit).
 * `calibrate(ledger, name, device)` fits them (npu_kernels.perf.calibration.fit_calibration) and appends one
   `PerformanceCalibrated` (stream `perf:calibration`) holding the fit and its data; `NoHardwareRows` when the
   ledger has none: the model then stays on mlir-air's published machine, and says so.
@@ -19,7 +22,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from npu_kernels.model.config import ModelConfig
-from npu_kernels.perf.calibration import PUBLISHED, CalibrationError, CalibrationRow, fit_calibration
+from handlers.evaluator.replay import perf_problems
+from npu_kernels.perf.calibration import PUBLISHED, CalibrationError, CalibrationRow, figure_problem, fit_calibration
 from npu_kernels.perf.figures import build_seq, decode_ctx, path_switches
 from npu_kernels.provenance import NPU2_MEASURED, perf_row_provenance
 from ledger.events import NewEvent, PerformanceCalibrated
@@ -72,21 +76,43 @@ def _rows_of(e: RecordedEvent, cfg: ModelConfig) -> list[CalibrationRow]:
     return out
 
 
-def hardware_rows(events: Iterable[RecordedEvent], device: str | None = None) -> tuple[list[CalibrationRow], list[str]]:
-    """(rows, devices): the NPU2-measured figures of the ledger (of `device` only, when given), oldest first."""
-    configs: dict[str, ModelConfig] = {}
+def _problems(e: RecordedEvent, config: dict[str, Any], rows: list[CalibrationRow]) -> list[str]:
+    """Why the figures of one NPU2-measured record may not be fitted ([]: they may)."""
+    try:
+        found = perf_problems(e.payload, config)
+    except (TypeError, ValueError, KeyError) as err:  # a payload appended behind the recorder's back
+        found = [f"its figures cannot be read ({type(err).__name__})"]
+    return found + [why for why in map(figure_problem, rows) if why]
+
+
+def hardware_rows(events: Iterable[RecordedEvent], device: str | None = None,
+                  left_out: list[dict[str, Any]] | None = None) -> tuple[list[CalibrationRow], list[str]]:
+    """(rows, devices): the NPU2-measured figures of the ledger (of `device` only, when given), oldest first; each
+    record whose figures are implausible (`_problems`) is left out and, when `left_out` is given, appended to it
+    as {label, seq, why}."""
+    configs: dict[str, tuple[dict[str, Any], ModelConfig]] = {}
     rows: list[CalibrationRow] = []
     devices: list[str] = []
     for e in events:
         if e.type == "ConfigResolved":
-            configs[e.stream_id] = _config(e.payload)
+            configs[e.stream_id] = (e.payload, _config(e.payload))
         elif e.type == "PerformanceMeasured" and e.stream_id in configs:
             if perf_row_provenance(e.payload) != NPU2_MEASURED:
                 continue
             dev = _device(e.payload)
             if device is not None and dev != device:
                 continue
-            found = _rows_of(e, configs[e.stream_id])
+            try:
+                found = _rows_of(e, configs[e.stream_id][1])
+            except (TypeError, ValueError) as err:
+                found, why = [], [f"its figures cannot be read ({type(err).__name__})"]
+            else:
+                why = _problems(e, configs[e.stream_id][0], found)
+            if why:
+                if left_out is not None:
+                    left_out.append({"label": f"{e.stream_id} seq {e.seq} phase {e.payload.get('phase')}",
+                                     "seq": e.seq, "why": "; ".join(why)})
+                continue
             rows += found
             if found and dev not in devices:
                 devices.append(dev)
@@ -99,16 +125,20 @@ def calibrate(ledger, name: str | None = None, device: str | None = None) -> dic
     if name is not None and (not name.isprintable() or not name.strip() or len(name) > 120):
         raise CalibrationError(f"the calibration's name {escaped(name)} is not a printable name of 1-120 characters")
     events = ledger.read_all()
-    rows, devices = hardware_rows(events, device)
+    left_out: list[dict[str, Any]] = []
+    rows, devices = hardware_rows(events, device, left_out)
     if not rows:
         which = f" of device {device!r}" if device is not None else ""
-        raise NoHardwareRows(f"no NPU2-measured profile figures{which} in the ledger: nothing to fit; `ledger predict` "
-                             f"uses {PUBLISHED}")
+        apart = (f" ({len(left_out)} left out as implausible, first {left_out[0]['label']}: {left_out[0]['why']})"
+                 if left_out else "")
+        raise NoHardwareRows(f"no NPU2-measured profile figures{which} in the ledger{apart}: nothing to fit; "
+                             f"`ledger predict` uses {PUBLISHED}")
     fit = fit_calibration(rows)
     held = [e for e in events if e.stream_id == CALIBRATION_STREAM]
     event = PerformanceCalibrated(
         name=name or f"calibration-{len(held) + 1}", devices=devices, scales=fit.scales, scale_errors=fit.scale_errors,
-        constants=fit.constants, fixed=fit.fixed, error_bars=fit.error_bars, rows=fit.rows, method=METHOD)
+        constants=fit.constants, fixed=fit.fixed, error_bars=fit.error_bars, rows=fit.rows, method=METHOD,
+        left_out=left_out)
     if any(e.payload.get("name") == event.name for e in held):
         raise CalibrationError(f"a calibration named {event.name!r} is already recorded; choose another --name")
     version = ledger.stream_version(CALIBRATION_STREAM)

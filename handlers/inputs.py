@@ -1,6 +1,9 @@
 """Files a person or an agent hands the tool: regular files under a size cap, read with a bound, and (for an MCP
 tool) only from inside the folders the server was started for.
 
+A text handed in whole (a lesson, a resume note, an MCP tool's log to triage) gets the same caps
+(`bounded_text`).
+
 Every path a command reads as input (a harness transcript, a log to triage, a nightly history, a registry's
 markdown and JSON, a model's config.json, a Q4NX bundle) goes through `input_file` / `read_input`: the path is
 stat'ed before it is opened and refused in one line (`InputError`) unless it is a regular file no larger than
@@ -10,7 +13,9 @@ again on its descriptor, and read to at most cap + 1 bytes. Standard input (`-`)
 
 The caps are generous against the largest real input of each kind (`CAPS`); a bigger file is refused, not cut.
 `confined(path, roots)` is the MCP server's rule: a path is used only when it resolves (symbolic links
-followed) inside the workspace or a folder named with `ledger mcp --allow-dir`. Imported by handlers.
+followed) inside the workspace or a folder named with `ledger mcp --allow-dir`; a folder only when no symbolic
+link under it (a model folder's config.json or safetensors, a registry's JSON) resolves outside them either.
+Imported by handlers.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import stat
 import sys
 from pathlib import Path
 from typing import BinaryIO, Iterable
+
+from registry.text import escaped
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -35,9 +42,12 @@ CONFIG_MAX_BYTES = 1 * MiB
 # a Q4NX bundle of the largest model in scope (Llama-3.1-8B: 8.0e9 weights at 4 bits + a bf16 scale per 32 and
 # bf16 embeddings) is ~6 GiB; checked by stat only (the bundle reader reads tensors, not the whole file)
 BUNDLE_MAX_BYTES = 24 * GiB
+# a lesson or a resume note is a sentence or a paragraph; typed as one command-line argument it cannot pass Linux's
+# MAX_ARG_STRLEN (32 pages: 128 KiB), the bound `ledger lesson` / `resume --note` always had
+NOTE_MAX_BYTES = 128 * 1024
 CAPS = {"transcript": TRANSCRIPT_MAX_BYTES, "log": TRANSCRIPT_MAX_BYTES, "evidence": CONFIG_MAX_BYTES,
         "history": HISTORY_MAX_BYTES, "registry file": REGISTRY_FILE_MAX_BYTES, "config": CONFIG_MAX_BYTES,
-        "bundle": BUNDLE_MAX_BYTES}
+        "bundle": BUNDLE_MAX_BYTES, "lesson": NOTE_MAX_BYTES, "note": NOTE_MAX_BYTES}
 
 
 class InputError(ValueError):
@@ -80,6 +90,17 @@ def _read_bounded(f: BinaryIO, cap: int, what: str, label: str) -> bytes:
     return data
 
 
+def bounded_text(text: str, what: str) -> str:
+    """`text` handed in whole (a CLI or an MCP argument: a lesson, a note, a log to triage) when its UTF-8 is within
+    the cap of `what`, as `read_input` bounds a file or standard input of that kind; else `InputError`, quoting
+    nothing of it."""
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size > CAPS[what]:
+        raise InputError(f"the {what} text is {_size_text(size)}, over the {_size_text(CAPS[what])} a {what} may be; "
+                         "refused")
+    return text
+
+
 def read_input(path: str | os.PathLike, what: str) -> bytes:
     """The bytes of input `path` (`-`: standard input), bounded by the cap of `what`; `InputError` for anything
     but a regular file within it."""
@@ -103,11 +124,34 @@ def read_input_text(path: str | os.PathLike, what: str) -> str:
     return read_input(path, what).decode("utf-8", errors="replace")
 
 
+def _inside(path: Path, allowed: list[Path]) -> bool:
+    return any(path == r or path.is_relative_to(r) for r in allowed)
+
+
 def confined(path: str | os.PathLike, roots: Iterable[Path], what: str) -> Path:
-    """`path` resolved, when it lies inside one of `roots` (resolved too); else `InputError` naming the roots."""
+    """`path` resolved, when it lies inside one of `roots` (resolved too) and, for a folder, every symbolic link
+    under it does too (`link_out_of`); else `InputError` naming the roots."""
     resolved = Path(path).expanduser().resolve()
     allowed = [Path(r).resolve() for r in roots]
-    if any(resolved == r or resolved.is_relative_to(r) for r in allowed):
-        return resolved
-    raise InputError(f"{what} {path} is outside the folders this server may read ({', '.join(map(str, allowed))}); "
-                     "start it with `ledger mcp --allow-dir DIR` to allow another")
+    where = (f"the folders this server may read ({', '.join(map(str, allowed))}); start it with "
+             "`ledger mcp --allow-dir DIR`")
+    if not _inside(resolved, allowed):
+        raise InputError(f"{what} {path} is outside {where} to allow another")
+    link = link_out_of(resolved, allowed) if resolved.is_dir() else None
+    if link is not None:
+        raise InputError(f"{what} {path}: {escaped(str(link))} is a symbolic link to outside {where} to allow "
+                         "where it points")
+    return resolved
+
+
+def link_out_of(folder: Path, allowed: list[Path]) -> Path | None:
+    """The first symbolic link under `folder` (as a path relative to it, walked in sorted order without following
+    links) that resolves outside every `allowed` folder, or None. A `.git` folder is not walked: the tool reads
+    no file in it."""
+    for root, dirs, files in os.walk(folder):  # followlinks=False: a linked folder is judged here, not entered
+        for name in sorted(dirs + files):
+            p = Path(root, name)
+            if p.is_symlink() and not _inside(p.resolve(), allowed):
+                return p.relative_to(folder)
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+    return None

@@ -64,11 +64,12 @@ def import_history(ledger, path: str | Path) -> dict:
 
 
 def export_history(events: Sequence[RecordedEvent], series: str, model: str | None = None,
-                   modelled: bool = False) -> list[str]:
+                   modelled: bool = False, skipped: list[str] | None = None) -> list[str]:
     """The ndjson lines of `series` (history, sweep, prefill_sweep), optionally of one mlir-air model name only
     (a modelled line's name carries its class: `model` matches the name before it); the ledger's own figures only
     where measured on NPU2 unless `modelled`, and then each other figure's model says what it is
-    (registry.nightly_history.model_label)."""
-    return [line_text(s, row) for _, s, row in export_rows(events, model_dir_name, modelled)
+    (registry.nightly_history.model_label). A record whose figures cannot be lines is left out, and why appended
+    to `skipped` when given."""
+    return [line_text(s, row) for _, s, row in export_rows(events, model_dir_name, modelled, skipped)
             if s == series and (model is None or row.get("model") == model
                                 or str(row.get("model", "")).startswith(model + " ("))]

@@ -7,7 +7,9 @@
 * the figures on the user's machine: the ledger's latest `PerformanceCalibrated` (`ledger perf calibrate`), or the
   one `calibration` names, applied to the prediction with its error bars (npu_kernels.perf.calibration.calibrated);
   `calibration` "published", a ledger with none, or a workspace without a ledger: mlir-air's published machine,
-  said in the result. The modelled figures of the published machine are always there beside it.
+  said in the result. The modelled figures of the published machine are always there beside it. A calibration
+  whose constants put the figures beyond physics (npu_kernels.perf.calibration.physics_problems: one appended
+  behind the recorder's back, or recorded before the check) is not applied: the result names it and says why.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from handlers import results
 from handlers.calibrate import calibration_for
 from handlers.queries import predict_config
 from npu_kernels.model.config import ModelConfig, position_limit
-from npu_kernels.perf.calibration import PUBLISHED, calibrated
+from npu_kernels.perf.calibration import PUBLISHED, CalibrationError, calibrated
 from npu_kernels.perf.figures import build_seq, decode_ctx
 from npu_kernels.perf.q4nx import matching_anchor, predict_weights
 
@@ -56,7 +58,10 @@ def calibration_json(app, prediction, config: ModelConfig, weights: str,
             "constants": cal.get("constants", {}), "error_bars": cal.get("error_bars", {})}
     if weights != "bf16":
         return {**head, "machine": PUBLISHED, "note": f"fitted to bf16 runs: not applied to {weights} weights"}
-    figs = calibrated(prediction, cal["scales"], cal["error_bars"], config, prediction.switches)
+    try:
+        figs = calibrated(prediction, cal.get("scales") or {}, cal.get("error_bars") or {}, config, prediction.switches)
+    except CalibrationError as e:  # never a figure outside physics: the published machine's, and why
+        return {**head, "machine": PUBLISHED, "note": f"not applied, {e}"}
     return {**head, "machine": "calibrated", **figs,
             "error_bar": "2 x the leave-one-out RMS of the fitted rows' relative residuals (npu_kernels.perf.calibration)"}
 

@@ -3,9 +3,9 @@
 Validated on the way in (npu_kernels.perf.evidence): the shape is the kernel's, the transcript's element count is the
 shape's output size, its printed rtol/atol are the contract's, its figures are non-negative (finite for a
 PASS), its latency/throughput positive, physically possible on the target and consistent with each other and the
-shape's FLOP count to the digits printed. The same transcript bytes are never
-evidence for two different (kernel, shape, contract) rows: a sha256 already recorded for another row is
-refused. Anything refused raises `EvidenceError` and records nothing.
+shape's FLOP count to the digits printed; a GEMM run names its method, one mlir-air's lookup knows for the
+contract (`check_gemm_method`). The same transcript bytes are never evidence for two different (kernel, shape,
+contract) rows: a sha256 already recorded for another row is refused. Anything refused raises `EvidenceError` and records nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from npu_kernels.perf.evidence import EvidenceError, check_contract, check_measu
 from npu_kernels.mlir_air.output import sha256_text
 from npu_kernels.provenance import harness_provenance
 from npu_kernels.mlir_air.transcript import parse_harness_transcript
+from registry.catalog import gemm_lookup_methods
 from ledger import Ledger
 from ledger.events import KernelVerified
 from statemachine.gate import kernel_key
@@ -68,6 +69,19 @@ def parse_toolchain(text: str | None) -> dict[str, str]:
     return out
 
 
+def check_gemm_method(kernel: str, contract: str, method: str) -> None:
+    """A GEMM row's method must be one mlir-air's lookup keys rows by for its contract (registry.catalog
+    .gemm_lookup_methods): the registry JSON files a row under its method and `best` names it, so a row without one
+    (or with another name) would be a `best` mlir-air's builders cannot build. EvidenceError naming `--method`."""
+    if kernel != "gemm":
+        return
+    known = gemm_lookup_methods(contract)
+    if method not in known:
+        given = f"--method {method[:40]!r} is not valid:" if method else "no --method given:"
+        raise EvidenceError(f"{given} a GEMM {contract} run is filed in mlir-air's registry under its method, one of "
+                            f"{', '.join(known)} (the make run's METHOD); give it with --method")
+
+
 def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contract: str | None, text: str,
                    file_label: str, role: str = "", device: str | None = None,
                    toolchain: dict[str, str] | None = None, method: str = "") -> tuple[int, KernelVerified]:
@@ -78,8 +92,9 @@ def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contra
     `npu2-measured`; without, `unattested` (npu_kernels.provenance) and never verified, best or exported. `method` is
     the GEMM method the run used (mlir-air's run.py does not print it: the make run's METHOD), the key the
     registry JSON files the row under."""
-    if method and (kernel != "gemm" or method not in GEMM_METHODS):
-        raise EvidenceError(f"--method {method[:40]!r}: a GEMM run's method is one of {', '.join(GEMM_METHODS)}")
+    if method and kernel != "gemm":
+        raise EvidenceError(f"--method {method[:40]!r}: only a GEMM run has a method "
+                            f"({', '.join(GEMM_METHODS)})")
     result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded
     unit = DeploymentUnit(ledger, name)
     fields = {k: v for k, v in result.kernel_verified_fields().items() if v is not None or k == "mean_rel_L1"}
@@ -92,6 +107,7 @@ def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contra
                             "one harness run is evidence for one (kernel, shape, contract) only")
     checked = check_measurement(kernel, claimed, contract, target=unit.state.target,
                                 latency_text=result.latency_text, gflops_text=result.gflops_text, **fields)
+    check_gemm_method(kernel, checked["contract"], method)
     event = KernelVerified(
         kernel=kernel, shape=checked["shape"], contract=checked["contract"], executor="mlir-air",
         target=unit.state.target, source="harness", role=role, method=method,

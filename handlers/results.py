@@ -190,7 +190,7 @@ def predict_json(prediction, weights: str = "bf16", measured: dict | None = None
 
 CALIBRATE = obj({"seq": INT, "name": STR, "devices": arr(STR), "scales": ANY_OBJECT, "scale_errors": ANY_OBJECT,
                  "constants": ANY_OBJECT, "fixed": arr(STR), "error_bars": ANY_OBJECT, "rows": arr(ANY_OBJECT),
-                 "method": STR})
+                 "method": STR, "left_out": arr(ANY_OBJECT)})
 
 
 def calibrate_json(recorded: dict[str, Any]) -> dict[str, Any]:

@@ -459,6 +459,7 @@ class PerformanceCalibrated(Event):
     error_bars: dict[str, float] = Field(default_factory=dict)  # figure kind -> relative error bar
     rows: list[dict[str, Any]] = Field(default_factory=list)
     method: str = ""
+    left_out: list[dict[str, Any]] = Field(default_factory=list)  # implausible records not fitted: {label, seq, why}
 
 
 def parse_event(type_name: str, payload: dict[str, Any]) -> Event:

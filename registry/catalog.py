@@ -174,6 +174,21 @@ def gemm_output_dtype(contract: str) -> str:
     return "f32" if ("f32-out" in c or "f32_out" in c or "->f32" in c or c == "f32") else "bf16"
 
 
+# The GEMM methods mlir-air's lookup keys a row by, per (output dtype, tier) -- at e972f29: registry_lookup.py:51
+# (f32 page: external / direct; bf16 page: fused-cast / drain / direct), details/GEMM_bf16_in_*_out.json's
+# `methods.<name>.tier` (direct is the bf16 page's low tier, both f32 methods are high), and
+# llms/shared/builders/gemm_builder.py:61-101, which builds a bf16-out high-precision `best` only as fused-cast or
+# drain and raises on any other name. A row filed under another name would be a `best` no caller can build.
+GEMM_LOOKUP_METHODS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("bf16", "high"): ("fused-cast", "drain"), ("bf16", "low"): ("direct",), ("f32", "high"): ("external", "direct"),
+}
+
+
+def gemm_lookup_methods(contract: str, tier: str = "") -> tuple[str, ...]:
+    """The method names mlir-air's GEMM lookup knows for this contract (and tier); () for a pair it has no page for."""
+    return GEMM_LOOKUP_METHODS.get((gemm_output_dtype(contract), contract_tier(contract, tier)), ())
+
+
 def contract_tier(contract: str, tier: str = "") -> str:
     """The precision tier: the event's own `tier` when set, else 'low' if the contract says so, else 'high'."""
     if tier:

@@ -21,6 +21,9 @@
   per-model docs;
 * a row whose figures fail `npu_kernels.perf.evidence.check_stored_row` (one appended behind the recorder's back)
   is `implausible`: it never passes, is never `best`, and its row carries a caveat naming the seq and why;
+* a GEMM harness row whose method is not one mlir-air's lookup keys rows by for its contract (none recorded, say:
+  an older ledger's `record harness` without `--method`) is `unkeyed`: kept apart in the same way, never `best`,
+  never in the JSON's `shapes`, its caveat naming the seq and the methods known;
 * a status per row: `verified` (hardware PASS), `caveat` (hardware PASS plus a recorded caveat: a hardware
   FAIL of another config, only the low-precision tier verified, tiles below target without a
   justification), `failed` (no PASS, or hardware evidence that only FAILs), `unattested` / `rehearsal` /
@@ -40,7 +43,8 @@ from npu_kernels.provenance import (IMPORTED_REGISTRY, NPU2_MEASURED, STANDIN_RE
                                 kernel_row_provenance)
 from ledger.events import KernelVerified
 from ledger.record import RecordedEvent
-from registry.catalog import CATALOG, CatalogEntry, Shape, Tolerance, contract_tier, shape_key, spec_for, throughput
+from registry.catalog import (CATALOG, CatalogEntry, Shape, Tolerance, contract_tier, gemm_lookup_methods, shape_key,
+                              spec_for, throughput)
 from ledger.streams import deployment_name
 
 HARDWARE = ("hardware", "imported")
@@ -93,12 +97,18 @@ class RegistryMeasurement:
     provenance_class: str = ""  # re-derived from the row's facts (npu_kernels.provenance.kernel_row_provenance)
     claim_mismatch: str = ""  # the row's recorded provenance_class disagrees with its facts (the evaluator's finding)
     implausible: str = ""  # npu_kernels.perf.evidence.check_stored_row's problem: never passed, never best
+    unkeyed: str = ""  # a GEMM harness row whose method mlir-air's lookup does not know: kept apart, never best
+
+    @property
+    def counted(self) -> bool:
+        """False for a row the registry keeps apart: implausible figures, or a method mlir-air cannot key it by."""
+        return not (self.implausible or self.unkeyed)
 
     @property
     def passed(self) -> bool:
         """PASS, or a FAIL verdict carrying the documented near-zero atol caveat (accepted, shown as a caveat);
         never a row whose figures fail the plausibility check on read."""
-        if self.implausible:
+        if not self.counted:
             return False
         return self.verdict == "PASS" or self.caveat == "near-zero-atol-artifact"
 
@@ -255,11 +265,27 @@ def measurement(rec: RecordedEvent) -> RegistryMeasurement:
         caveat=get("caveat") or "", provenance_class=derived,
         claim_mismatch=claim_problem(get("provenance_class"), derived) or "",
         implausible="; ".join(check_stored_row(p)),
+        unkeyed=unkeyed_method(spec, evidence, contract, get("tier") or "", get("method") or "")
+        if get("verdict") == "PASS" or get("caveat") == "near-zero-atol-artifact" else "",
     )
 
 
+def unkeyed_method(spec: CatalogEntry, evidence: str, contract: str, tier: str, method: str) -> str:
+    """Why a GEMM harness row cannot be filed under a method mlir-air's lookup knows ("" when it can): the JSON
+    keys `methods` and `best` by that name (registry.catalog.GEMM_LOOKUP_METHODS). Only our own passing harness
+    rows are judged (a FAIL is never filed there): an imported row's method is mlir-air's own name for it."""
+    if spec.kernel != "gemm" or evidence != "hardware":
+        return ""
+    known = gemm_lookup_methods(contract, tier)
+    if method in known:
+        return ""
+    said = f"method {method[:40]!r}" if method else "no method recorded"
+    return (f"{said}, and mlir-air's lookup knows a {contract} GEMM only as {' / '.join(known) or 'nothing'}; "
+            "record it again with `ledger record harness ... --method M`")
+
+
 def _caveats(spec: CatalogEntry, ms: Sequence[RegistryMeasurement]) -> tuple[str, ...]:
-    hw = [m for m in ms if m.on_hardware and not m.implausible]
+    hw = [m for m in ms if m.on_hardware and m.counted]
     hw_pass = [m for m in hw if m.passed]
     out: list[str] = []
     failed = sorted({(m.contract, m.method) for m in hw if not m.passed} - {(m.contract, m.method) for m in hw_pass})
@@ -269,6 +295,8 @@ def _caveats(spec: CatalogEntry, ms: Sequence[RegistryMeasurement]) -> tuple[str
     for m in ms:
         if m.implausible:
             out.append(f"seq {m.seq} refused as implausible, not counted: {m.implausible}")
+        elif m.unkeyed:
+            out.append(f"seq {m.seq} kept apart, never best and not in the JSON: {m.unkeyed}")
     artifact = [m.seq for m in ms if m.caveat == "near-zero-atol-artifact" and not m.implausible]
     if artifact:
         out.append("FAIL at rtol/atol only on a handful of near-zero-reference elements (atol artifact, mean_rel_L1 "
@@ -289,7 +317,7 @@ def _caveats(spec: CatalogEntry, ms: Sequence[RegistryMeasurement]) -> tuple[str
 
 
 def _status(ms: Sequence[RegistryMeasurement], caveats: Sequence[str]) -> str:
-    hw = [m for m in ms if m.on_hardware and not m.implausible]
+    hw = [m for m in ms if m.on_hardware and m.counted]
     if hw:
         if not any(m.passed for m in hw):
             return "failed"

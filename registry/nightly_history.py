@@ -299,8 +299,24 @@ def model_label(model: str, cls: str) -> str:
     return model if cls == NPU2_MEASURED else f"{model} ({SHORT.get(cls, cls)})"
 
 
+def own_figures_problem(p: dict[str, Any]) -> str | None:
+    """Why a PerformanceMeasured's figures cannot be written as nightly lines (None: they can): a TTFT, tokens/s or
+    ms/token that is not a positive finite number, or that is zero at the two decimals a line carries (the prefill
+    tokens/s of a line is its length over that TTFT: it is never divided by zero)."""
+    for key, scale, unit in (("ttft_s", 1e3, "ms"), ("tokens_per_s", 1.0, "tokens/s"), ("ms_per_token", 1.0, "ms")):
+        v = p.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            return f"{key} {v!r} is not a positive finite number"
+        if _r2(v * scale) == 0:
+            return f"{key} {v:g} is 0.00 {unit} at the two decimals a nightly line carries"
+    return None
+
+
 def _own_lines(rec: RecordedEvent, name: str, model: str, cls: str, verify: str) -> list[tuple[int, str, dict]]:
-    """The history / sweep / prefill_sweep lines of one PerformanceMeasured record (the module docstring)."""
+    """The history / sweep / prefill_sweep lines of one PerformanceMeasured record (the module docstring); its
+    figures passed `own_figures_problem`."""
     p = rec.payload
     tc = p.get("toolchain") or {}
     ts = _stamp(str(rec.recorded_at))
@@ -326,11 +342,13 @@ def _own_lines(rec: RecordedEvent, name: str, model: str, cls: str, verify: str)
     return out
 
 
-def export_rows(events: Sequence[RecordedEvent], model_of, modelled: bool = False
-                ) -> list[tuple[int, str, dict[str, Any]]]:
+def export_rows(events: Sequence[RecordedEvent], model_of, modelled: bool = False,
+                skipped: list[str] | None = None) -> list[tuple[int, str, dict[str, Any]]]:
     """(seq, series, row) of every line the ledger holds: imported rows verbatim and, for each PerformanceMeasured
     with a TTFT or tokens/s figure measured on NPU2 (or of any class, with `modelled`, its model name then carrying
-    the class: `model_label`), its history / sweep / prefill_sweep lines (the module docstring)."""
+    the class: `model_label`), its history / sweep / prefill_sweep lines (the module docstring). A record whose
+    figures cannot be lines (`own_figures_problem`: zero, negative, not finite) writes none; why is appended to
+    `skipped` when given."""
     out = [(r.seq, r.series, r.row) for r in fold_nightly(events) if r.problem is None]
     gates: dict[str, list[bool]] = {}
     for rec in events:
@@ -344,6 +362,11 @@ def export_rows(events: Sequence[RecordedEvent], model_of, modelled: bool = Fals
             if not modelled and cls != NPU2_MEASURED:
                 continue
             name = stream.split(":", 1)[1]
+            why = own_figures_problem(p)
+            if why:
+                if skipped is not None:
+                    skipped.append(f"seq {rec.seq} ({name}): {why}; not exported")
+                continue
             seen = gates.get(stream, [])
             verify = ("pass" if all(seen) else "fail") if seen else ""
             out += _own_lines(rec, name, model_of(name), cls, verify)

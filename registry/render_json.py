@@ -20,6 +20,9 @@ Choices, stated once:
   reads; a shape with only such evidence is not in `shapes`, so the lookup raises instead of handing back an
   unmeasured config. A hardware PASS with no throughput recorded is listed (`gflops: null`, as upstream does) but
   cannot be `best`.
+* A harness row filed under no method mlir-air's lookup knows for its contract (registry.fold's `unkeyed`) is in
+  neither `methods` nor `best` (mlir-air's builders raise on a method they do not know, gemm_builder.py:101 at
+  e972f29); it is listed apart, under the top-level `_method_unknown_to_lookup` (shape, contract, seq, why).
 * A per-method `herd` is written only where upstream had one (imported rows remember it) or where a
   measured herd differs from the file's full-chip `herd` — exactly the override upstream's lookup surfaces.
 * Key order: upstream's, fixed; shapes in first-measured order; methods hardware first, then by tier and
@@ -138,10 +141,12 @@ def gemm_document(data: RegistryData, output_dtype: str) -> dict[str, Any]:
     if output_dtype not in GEMM_PAGES:
         raise ValueError(f"output_dtype must be one of {sorted(GEMM_PAGES)}, got {output_dtype!r}")
     page = data.page(GEMM_PAGES[output_dtype])
-    shapes, elsewhere = [], []
+    shapes, elsewhere, apart = [], [], []
     measured = ""
     for row in page.rows:
         elsewhere += not_npu2_entries(row)
+        apart += [{"M": dict(row.shape).get("M"), "K": dict(row.shape).get("K"), "N": dict(row.shape).get("N"),
+                   "contract": m.contract, "seq": m.seq, "why": m.unkeyed} for m in row.measurements if m.unkeyed]
         entry = shape_entry(row)
         if entry is None:
             continue
@@ -158,6 +163,8 @@ def gemm_document(data: RegistryData, output_dtype: str) -> dict[str, Any]:
     }
     if elsewhere:
         doc["_not_measured_on_npu2"] = elsewhere
+    if apart:
+        doc["_method_unknown_to_lookup"] = apart
     return doc
 
 

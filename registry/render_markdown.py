@@ -185,6 +185,12 @@ def _tolerance_table(page: KernelPage) -> str:
     return table(["contract", "rtol", "atol", "events", "source"], rows)
 
 
+def _verdict(m: RegistryMeasurement) -> str:
+    if m.implausible:
+        return "refused: implausible"
+    return "kept apart: method unknown" if m.unkeyed else m.verdict
+
+
 def _method_table(page: KernelPage) -> str:
     unit = page.spec.unit
     headers = _shape_headers(page) + [
@@ -201,7 +207,7 @@ def _method_table(page: KernelPage) -> str:
                 tiles_text(m), num(m.throughput) if m.on_hardware or m.throughput is None
                 else f"{not_npu2_mark(m)}: {num(m.throughput)}", fixed(m.latency_us, 1), sci(m.mean_rel_L1), sci(m.max_abs),
                 f"{sci(m.rtol)} / {sci(m.atol)}", f"{sum(1 for x in same if x.passed)}/{len(same)}",
-                "refused: implausible" if m.implausible else m.verdict,
+                _verdict(m),
                 m.seq,
             ])
     return table(headers, rows)

@@ -23,6 +23,7 @@ from ledger.canonical import dumps, loads
 from ledger.events import Event, KernelVerified
 from ledger.record import RecordedEvent
 from ledger.streams import deployment_stream
+from registry.catalog import gemm_lookup_methods
 
 T0 = datetime(2026, 6, 18, 9, 0, 0, tzinfo=timezone.utc)
 
@@ -126,7 +127,8 @@ def synthetic_kernel_events(n: int, seed: int = 0) -> list[tuple[str, KernelVeri
             herd=[8, 4] if kernel == "gemm" else [8, 1], tiles_in_flight=32 if kernel == "gemm" else 8,
             tiles_target=32 if kernel in ("gemm", "flash_attention") else 8, latency_us=latency,
             gflops=flops / (latency * 1e3) if kernel in ("gemm", "gemv") else None, source=source, role=role,
-            stage=stage, method=rng.choice(("drain", "fused-cast")) if kernel == "gemm" and executor == "mlir-air" else "",
+            stage=stage,
+            method=rng.choice(gemm_lookup_methods(contract)) if kernel == "gemm" and executor == "mlir-air" else "",
             provenance={"command": f"ledger kernel run {kernel}", "output_sha256": f"{i:064x}",
                         **(SYNTHETIC_NPU2 if source == "harness" else {})},
         )))

@@ -127,7 +127,9 @@ def record_group() -> None:
 @click.option("--contract", default=None)
 @click.option("--file", "file_", required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--role", default="")
-@click.option("--method", default="", help="GEMM: the METHOD the make run used (direct, fused-cast, drain, external)")
+@click.option("--method", default="",
+              help="GEMM (required): the METHOD the make run used, the name mlir-air's registry files the row under "
+                   "(bf16-out-high: fused-cast / drain; bf16-out-low: direct; f32-out: external / direct)")
 @click.option("--device", default=None, help="the NPU the transcript ran on, as xrt-smi names it (e.g. 'NPU Strix')")
 @click.option("--toolchain", "toolchain_text", default=None,
               help="what it ran on: mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=...")

@@ -68,7 +68,10 @@ def export_history_cmd(app: App, series: str, model: str | None, out: str | None
     """The ledger's Phase 6 / reverify figures measured on NPU2 (runner `npu-ledger/npu2-measured`) and the imported
     nightly rows, as lines of mlir-air's nightly history schema."""
     app.read_only = True
-    lines = export_history(app.ledger.read_all(), series, model, modelled)
+    skipped: list[str] = []
+    lines = export_history(app.ledger.read_all(), series, model, modelled, skipped)
+    for why in skipped:  # a record whose figures cannot be lines (zero, negative, not finite): named, not written
+        click.echo(escaped(f"warning: {why}"), err=True)
     text = (json.dumps(export_history_json(lines)) + "\n") if as_json else "".join(x + "\n" for x in lines)
     if out:
         Path(out).write_text(text, encoding="utf-8")
@@ -100,6 +103,8 @@ def calibrate_cmd(app: App, name: str | None, device: str | None, as_json: bool)
         click.echo(f"  {cname:<16} {c['value']:.4g} ± {c['error']:.2g} {c['unit']} (published {c['published']:.4g}){fixed}")
     bars = ", ".join(f"{k} ±{v:.1%}" for k, v in out["error_bars"].items())
     click.echo(f"  figure error bars (2 x leave-one-out RMS): {bars}")
+    for row in out["left_out"]:  # never fitted: the audit's check or physics refuses its figures
+        click.echo(escaped(f"  left out, implausible: {row['label']}: {row['why']}"))
 
 
 commands = [perf_group]

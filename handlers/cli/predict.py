@@ -30,6 +30,7 @@ from handlers.queries import TargetError, curve_name, curve_result
 from npu_kernels.perf.curve import render_curve
 from npu_kernels.perf.predict import render_table
 from npu_kernels.perf.q4nx import WEIGHTS
+from registry.text import escaped
 
 
 @click.command("predict")
@@ -82,7 +83,7 @@ def predict_cmd(app, target: str, as_json: bool, seq: int | None, ctx: int | Non
         title = Path(target).name + ("" if weights == "bf16" else f" ({weights})")
         sys.stdout.write(render_table(p, title=title))
         for line in calibration_lines(value["calibration"]):
-            click.echo(line)
+            click.echo(escaped(line))  # a calibration's name and figures come from the ledger
     for problem in ([] if curve else p.memory["problems"]):
         click.echo(f"warning: {problem}", err=True)
 

@@ -149,7 +149,10 @@ def _modelled(config: dict | None, switches: dict, weights: str = "bf16"):
     return npu2_prediction(cfg, switches, weights)
 
 
-def _perf_problems(p: dict, config: dict | None = None, weights: str = "bf16") -> list[str]:
+def perf_problems(p: dict, config: dict | None = None, weights: str = "bf16") -> list[str]:
+    """Why a PerformanceMeasured payload's figures do not agree with themselves ([]: they do): a median or mean
+    that is not its samples', counts that do not match, a modelled figure the model does not give. The audit's
+    check, and the one `ledger perf calibrate` fits only rows that pass (handlers.calibrate)."""
     phase, prof = p["phase"], p.get("profile") or {}
     out = []
     if phase in (4, 5):
@@ -283,7 +286,7 @@ def figure_findings(events: list[RecordedEvent], states: list) -> list[Finding]:
         p = rec.payload
         if rec.type == "PerformanceMeasured":
             findings += [Finding("error", rec.seq, "figures", f"PerformanceMeasured(phase {p['phase']}): {m}")
-                         for m in _perf_problems(p, state.config if state is not None else None,
+                         for m in perf_problems(p, state.config if state is not None else None,
                                                  deployment_weights(state) if state is not None else "bf16")]
         elif rec.type == "OptimizationTried":
             after = (p.get("samples") or {}).get("after_samples_s")

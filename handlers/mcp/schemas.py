@@ -168,7 +168,9 @@ INPUTS: dict[str, dict] = {
         "name": NAME, "kernel": TEXT, "shape": {**TEXT, "description": "e.g. M=2048,K=2048,N=2048"},
         "contract": TEXT, "role": {"type": "string", "default": ""},
         "transcript_path": {**TEXT, "description": "the `make run` transcript file (read and validated)"},
-        "method": {"type": "string", "default": "", "description": "GEMM: the make run's METHOD"},
+        "method": {"type": "string", "default": "", "description": "GEMM (required): the make run's METHOD, "
+                   "the name mlir-air's registry files the row under (bf16-out-high: fused-cast / drain; "
+                   "bf16-out-low: direct; f32-out: external / direct)"},
         "device": {**TEXT, "description": "the NPU the transcript ran on (without it and toolchain: unattested)"},
         "toolchain": {**TEXT, "description": "mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=..."},
     }, ("name", "kernel", "shape", "transcript_path")),

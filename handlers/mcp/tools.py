@@ -19,12 +19,13 @@ Imports: handlers (deploy, on_demand, queries, record, results, triage, bootstra
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from handlers import deploy, on_demand, queries, results
 from handlers.calibrate import calibrate
-from handlers.inputs import read_input_text
+from handlers.inputs import bounded_text, read_input_text
 from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded
 from handlers.mcp.workbench import WORKBENCH
 from handlers.record import parse_toolchain, record_harness
@@ -94,7 +95,9 @@ def _kernel_run(c: Call):
 
 
 def _triage(c: Call):
-    return results.triage_json(triage_evidence(c.args.get("evidence") or {}, c.args["text"]))
+    evidence = c.args.get("evidence") or {}
+    bounded_text(json.dumps(evidence), "evidence")  # as `ledger triage` bounds its --evidence file and its log
+    return results.triage_json(triage_evidence(evidence, bounded_text(c.args["text"], "log")))
 
 
 def _registry_lookup(c: Call):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 
 from handlers import results_workbench as rw
+from handlers.narrate import report
 from handlers.mcp.call import Call, Tool, log, read_only, refresh, refresh_if_recorded
 from handlers.registry_merge import merge_into_mlir_air
 from handlers.registry_ops import build_projections, import_registry_accounted
@@ -56,9 +57,11 @@ def _import_history(c: Call):
 
 
 def _export_history(c: Call):
-    a = c.args
-    return rw.export_history_json(export_history(read_only(c).ledger.read_all(), a["series"], a.get("model"),
-                                                 a["modelled"]))
+    a, skipped = c.args, []
+    lines = export_history(read_only(c).ledger.read_all(), a["series"], a.get("model"), a["modelled"], skipped)
+    for why in skipped:  # as the CLI's `warning:` lines: a record whose figures cannot be lines, named
+        report(f"warning: {why}")
+    return rw.export_history_json(lines)
 
 
 def _log(c: Call):

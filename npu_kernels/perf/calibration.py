@@ -26,6 +26,13 @@ Error bars, both from leave-one-out refits (one refit without each row):
     of that figure kind (ttft_s, prefill_s, ms_per_token; all rows' when the kind has none), as a fraction of it.
 `calibrated(prediction, calibration, config, switches)` gives a prediction's TTFT and ms/token on the calibrated
 machine with those error bars. Pure and deterministic (no randomness, no clock).
+
+Physics bounds every figure (`figure_floor`): a prefill does 2 FLOP per projection weight per token, so it takes at
+least that at the target's peak (TTFT: and the LM head's one row); a decode token streams every projection's and the
+LM head's bf16 weights from DDR once, so it takes at least those bytes at the DDR bandwidth. `figure_problem` names a
+measured figure under its floor (`ledger perf calibrate` leaves such a row out); `physics_problems` names a fit whose
+constants are beyond physics (a group of time at zero - an infinitely fast BO or XRT call -, a BO rate above the DDR
+bandwidth, an NPU time under a row's floor): such a fit is refused, and a recorded one is not applied by `predict`.
 """
 
 from __future__ import annotations
@@ -37,10 +44,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from npu_kernels.model.config import ModelConfig
+from npu_kernels.perf.constants import PEAK_FLOPS
 from npu_kernels.perf.dispatch import dispatch_plan
 from npu_kernels.perf.fit import nnls
 from npu_kernels.perf.host import host_constants
 from npu_kernels.perf.predict import Prediction, predict
+from npu_kernels.perf.q4nx import projection_shapes
+from npu_kernels.thresholds import DDR_BANDWIDTH_BYTES_S
 
 GROUPS = ("npu", "bo_write", "bo_read", "xrt", "host")
 FIGURES = ("ttft_s", "prefill_s", "ms_per_token")
@@ -48,6 +58,9 @@ MIN_SHARE = 0.01  # a group under this share of every row's time is not fitted (
 CONSTANT_SIGMAS = 3.0  # a constant's bar: 3 jackknife SE, so the five hold together ~95% (module docstring)
 FIGURE_SIGMAS = 2.0  # a figure's bar: 2 x leave-one-out RMS (~95% for one figure)
 PUBLISHED = "mlir-air's published machine (kernel registry + Llama-3.2-1B profile.md, e972f29)"
+
+
+BF16_BYTES = 2
 
 
 class CalibrationError(ValueError):
@@ -118,6 +131,61 @@ def components(p: Prediction, figure: str, config: ModelConfig, switches: Mappin
     return t
 
 
+def figure_floor(config: ModelConfig, figure: str, seq: int, target: str = "npu2") -> float:
+    """The least time physics allows `figure` of `config` at prefill length `seq`, in the figure's unit (s; ms for
+    ms_per_token): the module docstring's FLOP floor (prefill_s, ttft_s) or DDR floor (ms_per_token)."""
+    weights = sum(m * k for i in range(config.n_layers) for m, k in projection_shapes(config, i).values())
+    head = config.vocab_size * config.emb_dim
+    if figure == "ms_per_token":
+        return BF16_BYTES * (weights + head) / DDR_BANDWIDTH_BYTES_S[target] * 1e3
+    return (2.0 * weights * seq + (2.0 * head if figure == "ttft_s" else 0.0)) / PEAK_FLOPS[target]
+
+
+def _unit(figure: str) -> str:
+    return "ms" if figure == "ms_per_token" else "s"
+
+
+def figure_problem(row: CalibrationRow, target: str = "npu2") -> str | None:
+    """Why a measured figure cannot be a run of its config (None: it can): not a positive finite number, or under
+    the figure's physical floor on the target (`figure_floor`)."""
+    value = row.measured
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return f"{row.figure} {value!r} is not a positive finite {_unit(row.figure)}"
+    floor = figure_floor(row.config, row.figure, row.seq, target)
+    if value < floor:
+        what = (f"streaming its bf16 weights at {target}'s DDR bandwidth" if row.figure == "ms_per_token" else
+                f"its {row.seq}-token prefill's FLOPs at {target}'s peak")
+        return (f"{row.figure} {value:.4g} {_unit(row.figure)} is under the {floor:.4g} {_unit(row.figure)} "
+                f"{what} takes: beyond physics")
+    return None
+
+
+def physics_problems(scales: Mapping[str, float], npu_times: Sequence[tuple[str, float, float]],
+                     fixed: Sequence[str] = (), target: str = "npu2") -> list[str]:
+    """Why fitted factors are beyond physics ([]: they are not): a fitted factor that is not a positive finite
+    number (a group of time at zero: an infinitely fast BO transfer or XRT call, a free host), a BO rate above the
+    target's DDR bandwidth, or, for each (what, the NPU group's time on the published machine, its floor) of
+    `npu_times`, an NPU time scaled under that floor (same unit)."""
+    out = []
+    for g in GROUPS:
+        s = scales.get(g)
+        if g not in fixed and (not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0):
+            out.append(f"factor {g} = {s!r}: the {g} time of every figure would be zero or not a number")
+    ddr = DDR_BANDWIDTH_BYTES_S[target]
+    consts = constants_of({g: float(scales.get(g, 1.0)) for g in GROUPS}, {})
+    for name in ("bo_write_bps", "bo_read_bps"):
+        v = consts[name]["value"]
+        if math.isfinite(v) and v > ddr:
+            out.append(f"{name} {v:.4g} B/s exceeds {target}'s DDR bandwidth of {ddr:.4g} B/s")
+    s_npu = scales.get("npu")
+    if isinstance(s_npu, (int, float)) and math.isfinite(s_npu) and s_npu > 0:
+        for what, t_npu, floor in npu_times:
+            if s_npu * t_npu < floor:
+                out.append(f"{what}: the NPU time {s_npu * t_npu:.4g} is under its physical floor {floor:.4g}")
+                break
+    return out
+
+
 def row_components(row: CalibrationRow) -> dict[str, float]:
     if row.figure not in FIGURES:
         raise CalibrationError(f"unknown figure {row.figure!r}; expected one of {', '.join(FIGURES)}")
@@ -149,6 +217,14 @@ def fit_calibration(rows: Sequence[CalibrationRow]) -> Calibration:
                                f"constants with a leave-one-out error bar: at least {len(free) + 2} are needed "
                                "(profile more runs on the device: Phases 4-6 record one per switch set)")
     s = _solve(X, y, free)
+    fixed = [g for j, g in enumerate(GROUPS) if j not in free]
+    beyond = physics_problems(dict(zip(GROUPS, map(float, s))), [
+        (r.label or f"row {i + 1}", float(X[i, GROUPS.index("npu")]), figure_floor(r.config, r.figure, r.seq))
+        for i, r in enumerate(rows)], fixed)
+    if beyond:
+        raise CalibrationError(f"the fitted constants are beyond physics ({'; '.join(beyond)}): the measured figures "
+                               "cannot separate the groups of time (profile more runs on the device: Phases 4-6 "
+                               "record one per switch set)")
     loo_s, resid = [], []
     for i in range(len(rows)):
         keep = np.arange(len(rows)) != i
@@ -168,14 +244,24 @@ def fit_calibration(rows: Sequence[CalibrationRow]) -> Calibration:
              "fitted": float(X[i] @ s), "loo_residual": round(resid[i], 6)} for i, r in enumerate(rows)]
     return Calibration(scales=dict(zip(GROUPS, map(float, s))),
                        scale_errors=dict(zip(GROUPS, (float(CONSTANT_SIGMAS * v) for v in se))),
-                       fixed=[g for j, g in enumerate(GROUPS) if j not in free], error_bars=bars, rows=data)
+                       fixed=fixed, error_bars=bars, rows=data)
 
 
 def calibrated(p: Prediction, scales: Mapping[str, float], error_bars: Mapping[str, float], config: ModelConfig,
                switches: Mapping[str, bool]) -> dict[str, float]:
-    """TTFT (s) and ms/token of prediction `p` on the calibrated machine, each with its error bar (same unit)."""
-    ttft = sum(scales[g] * v for g, v in components(p, "ttft_s", config, switches).items())
-    token = sum(scales[g] * v for g, v in components(p, "ms_per_token", config, switches).items())
+    """TTFT (s) and ms/token of prediction `p` on the calibrated machine, each with its error bar (same unit).
+    CalibrationError, naming why, when the calibration's factors put either figure beyond physics
+    (`physics_problems`: a recorded calibration is re-checked here, whatever wrote it)."""
+    pre, dec = components(p, "ttft_s", config, switches), components(p, "ms_per_token", config, switches)
+    floors = (figure_floor(config, "ttft_s", p.seq), figure_floor(config, "ms_per_token", p.seq))
+    beyond = physics_problems(scales, [("TTFT", pre["npu"], floors[0]), ("ms/token", dec["npu"], floors[1])])
+    if beyond:
+        raise CalibrationError(f"its constants are beyond physics: {'; '.join(beyond)}")
+    ttft = sum(scales[g] * v for g, v in pre.items())
+    token = sum(scales[g] * v for g, v in dec.items())
+    bars = [error_bars.get(f) for f in ("ttft_s", "ms_per_token")]
+    if not all(isinstance(b, (int, float)) and math.isfinite(b) and b >= 0 for b in bars):
+        raise CalibrationError(f"its error bars {bars} are not non-negative finite numbers")
     return {"ttft_s": round(ttft, 6), "ttft_error_s": round(ttft * error_bars["ttft_s"], 6),
             "ms_per_token": round(token, 4), "ms_per_token_error": round(token * error_bars["ms_per_token"], 4),
             "decode_tokens_per_s": round(1e3 / token, 4) if token > 0 else None}

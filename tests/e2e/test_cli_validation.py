@@ -67,12 +67,31 @@ def test_record_harness_refuses_a_transcript_that_cannot_be_that_rows_evidence(w
 def test_record_harness_accepts_one_transcript_for_one_row_only(workspace):
     path = _transcript(workspace, _gemm_pass(4096 * 4096))
     ok = ledger(workspace, "record", "harness", "m", "--kernel", "gemm", "--shape", "M=4096,K=8192,N=4096",
-                "--file", path)
+                "--method", "fused-cast", "--file", path)
     assert ok.returncode == 0, ok.stderr
     before = _events(workspace)
     again = ledger(workspace, "record", "harness", "m", "--kernel", "gemm", "--shape", "M=4096,K=4096,N=4096",
                    "--file", path)
     _refused(again, "is already the evidence of seq")
+    assert _events(workspace) == before
+
+
+def test_record_harness_refuses_a_gemm_row_without_a_method_mlir_airs_lookup_knows_in_one_line(workspace):
+    """Issue #45 item 2: mlir-air's registry JSON files a GEMM row under its method and `best` names it
+    (registry_lookup.py:51, gemm_builder.py:61-101 at e972f29): a row without one never reaches the ledger."""
+    path = _transcript(workspace, _gemm_pass(4096 * 4096))
+    before = _events(workspace)
+    declared = ["--device", "NPU Strix", "--toolchain", "mlir_air_commit=e972f29,xrt_smi=2.19"]
+    for extra, says in ([[], "no --method given: a GEMM bf16-out-high run is filed in mlir-air's registry under its "
+                             "method, one of fused-cast, drain"],
+                        [["--method", "mlir-air"], "--method 'mlir-air' is not valid:"],
+                        [["--method", "direct"], "one of fused-cast, drain"],
+                        [["--method", "fused-cast", "--contract", "f32-out"], "one of external, direct"],
+                        [["--method", "drain", "--kernel", "gemv"], "only a GEMM run has a method"]):
+        kernel = [] if "--kernel" in extra else ["--kernel", "gemm"]
+        line = _refused(ledger(workspace, "record", "harness", "m", *kernel, "--shape", "M=4096,K=8192,N=4096",
+                               "--file", path, *declared, *extra), says)
+        assert "--method" in line
     assert _events(workspace) == before
 
 

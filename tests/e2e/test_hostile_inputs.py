@@ -183,3 +183,50 @@ def test_triage_prints_the_log_lines_it_matched_with_their_escapes_shown_not_run
     proc = in_process(tmp_path / "ws", "triage", str(log))
     assert proc.returncode == 0 and "ERT_CMD_STATE_TIMEOUT" in proc.stdout, proc.stdout
     assert "\x1b" not in proc.stdout and "\\x1b]0;pwned\\x07 ERT_CMD_STATE_TIMEOUT" in proc.stdout
+
+
+def test_an_mcp_tool_refuses_a_folder_whose_config_or_weights_link_outside_the_workspace(tmp_path):
+    """Issue #45 item 7: `confined` resolved the folder, not what is in it; a model folder inside the workspace
+    whose config.json or safetensors is a symbolic link out is refused now, naming the link, quoting nothing."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir(), outside.mkdir()
+    (outside / "config.json").write_text(CONFIG.read_text())
+    (outside / "model.safetensors").write_text(SECRET)
+    linked_config, linked_weights, linked_inside = ws / "m1", ws / "m2", ws / "m3"
+    for folder in (linked_config, linked_weights, linked_inside, ws / "real"):
+        folder.mkdir()
+    (linked_config / "config.json").symlink_to(outside / "config.json")
+    (linked_weights / "config.json").write_text(CONFIG.read_text())
+    (linked_weights / "model.safetensors").symlink_to(outside / "model.safetensors")
+    (ws / "real" / "config.json").write_text(CONFIG.read_text())
+    (linked_inside / "config.json").symlink_to(ws / "real" / "config.json")  # inside: allowed
+    server = LedgerServer(ws, f"sqlite:///{ws / '.ledger' / 'ledger.db'}")
+    for folder, link in ((linked_config, "config.json"), (linked_weights, "model.safetensors")):
+        text = server.call("init", {"model": str(folder), "name": folder.name}).content[0].text
+        assert text.startswith(f"error: model {folder}: {link} is a symbolic link to outside the folders this server "
+                               "may read") and "--allow-dir" in text and "SECRET" not in text, text
+        assert "\n" not in text
+    for tool, args in (("plan", {"target": str(linked_config)}), ("predict", {"target": str(linked_config)}),
+                       ("registry_import", {"directory": str(linked_config)})):
+        text = server.call(tool, args).content[0].text
+        assert "config.json is a symbolic link to outside" in text, (tool, text)
+    assert server.call("status", {}).structured_content["items"] == []  # nothing recorded
+    assert not server.call("init", {"model": str(linked_inside), "name": "inside"}).is_error
+    opened = LedgerServer(ws, f"sqlite:///{ws / '.ledger' / 'ledger.db'}", allowed=(outside,))
+    assert not opened.call("init", {"model": str(linked_config), "name": "allowed"}).is_error
+
+
+def test_the_mcp_lesson_and_triage_texts_are_bounded_as_the_cli_bounds_them(tmp_path):
+    """Issue #45 item 7: a lesson (or a resume note) is at most what one command-line argument can carry (128 KiB),
+    a log to triage at most the 16 MiB `ledger triage FILE` reads; over it, one line and nothing recorded."""
+    ws = _workspace(tmp_path)
+    server = LedgerServer(ws, f"sqlite:///{ws / '.ledger' / 'ledger.db'}")
+    head = workspace_ledger(ws).head()
+    text = server.call("lesson", {"name": "m", "text": "x" * (128 * 1024 + 1)}).content[0].text
+    assert text == "error: the lesson text is 131073 bytes, over the 131072 bytes a lesson may be; refused"
+    assert workspace_ledger(ws).head() == head
+    assert not server.call("lesson", {"name": "m", "text": "é" * (64 * 1024)}).is_error  # 128 KiB of UTF-8
+    text = server.call("triage", {"text": "error: " * (3 << 20)}).content[0].text
+    assert text == "error: the log text is 21.0 MiB, over the 16.0 MiB a log may be; refused"
+    proc = in_process(ws, "lesson", "m", "y" * (128 * 1024 + 1))  # the CLI's own path: the same bound
+    assert proc.returncode == 1 and proc.stderr.strip().endswith("over the 131072 bytes a lesson may be; refused")

@@ -78,3 +78,26 @@ def test_mlir_airs_dashboard_shows_the_modelled_export_as_modelled_and_the_plain
     assert "## Nightly LLM Benchmark (NPU2)" in page
     rows = [line for line in page.splitlines() if line.startswith("| [")]  # every model row of every table
     assert rows and all("(modelled NPU2)" in row for row in rows), rows
+
+
+def test_a_figure_of_zero_or_less_is_named_and_not_exported_never_divided_by(tmp_path):
+    """Issue #45 item 3: a prefill_sweep line's tokens/s is its length over its TTFT; a record whose TTFT is 0, or
+    0.00 ms at the two decimals a line carries, or whose tokens/s is negative writes no line: one warning each."""
+    from ledger import open_ledger
+    from ledger.events import NewEvent, PerformanceMeasured
+
+    (tmp_path / ".ledger").mkdir()
+    ledger = open_ledger(f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}")
+    figures = [{"ttft_s": 0.0}, {"ttft_s": 1e-6}, {"ttft_s": 0.5, "tokens_per_s": -3.0}, {"ttft_s": 0.5}]
+    for i, f in enumerate(figures):
+        ledger.append("deployment:x", i, [NewEvent(event=PerformanceMeasured(
+            phase=6, executor="emulated", n_prompt_tokens=64, tokens_per_s=f.get("tokens_per_s", 20.0),
+            ms_per_token=50.0, profile={"npu2": {"ctx": 128}}, **{k: v for k, v in f.items() if k != "tokens_per_s"}))])
+    for series in FLAGS:
+        done = in_process(tmp_path, "perf", "export-history", "--series", series, "--modelled")
+        assert done.returncode == 0, done.stderr
+        assert [json.loads(x)["run_id"] for x in done.stdout.splitlines()] == ["npu-ledger:x:4"], series
+        assert done.stderr.splitlines() == [
+            "warning: seq 1 (x): ttft_s 0.0 is not a positive finite number; not exported",
+            "warning: seq 2 (x): ttft_s 1e-06 is 0.00 ms at the two decimals a nightly line carries; not exported",
+            "warning: seq 3 (x): tokens_per_s -3.0 is not a positive finite number; not exported"]

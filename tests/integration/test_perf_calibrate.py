@@ -18,8 +18,9 @@ from npu_kernels.model.architecture import load_raw_config, resolve
 from npu_kernels.perf.calibration import GROUPS, CalibrationRow, row_components
 from npu_kernels.perf.dispatch import SWITCHES
 from npu_kernels.provenance import NPU2_MEASURED, STANDIN_REHEARSAL
+from npu_kernels.thresholds import TOKEN_GATE_STEPS
 from ledger import open_ledger
-from ledger.events import ConfigResolved, NewEvent, PerformanceMeasured
+from ledger.events import ConfigResolved, NewEvent, PerformanceCalibrated, PerformanceMeasured
 from tests.e2e.cli import in_process
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
@@ -40,40 +41,58 @@ def _switch_sets() -> list[dict[str, bool]]:
     return sets
 
 
-def _measured(row: CalibrationRow, rng) -> float:
+def _measured(row: CalibrationRow, rng, true: dict[str, float] = TRUE) -> float:
     c = row_components(row)
-    return sum(TRUE[g] * c[g] for g in GROUPS) * (1.0 + rng.normal(0.0, NOISE))
+    return sum(true[g] * c[g] for g in GROUPS) * (1.0 + rng.normal(0.0, NOISE))
 
 
-def _events(rng) -> list[tuple[str, object]]:
+def _events(rng, true: dict[str, float] = TRUE) -> list[tuple[str, object]]:
     out = []
     for name in MODELS:
         cfg = resolve(load_raw_config(CONFIGS / name))
         stream = f"deployment:{Path(name).stem}"
         out.append((stream, ConfigResolved(**cfg.to_dict())))
         for sw in _switch_sets():
-            pre = _measured(CalibrationRow(cfg, 2048, 128, sw, "prefill_s", 1.0), rng)
-            out.append((stream, PerformanceMeasured(
-                phase=4, executor="mlir-air", n_prompt_tokens=2048, prefill_s=pre, provenance_class=NPU2_MEASURED,
-                profile={"source": "mlir-air-profile", "switches": sw, "provenance": DEVICE})))
-            tok = _measured(CalibrationRow(cfg, 2048, 128, sw, "ms_per_token", 1.0), rng)
-            out.append((stream, PerformanceMeasured(
-                phase=5, executor="mlir-air", n_prompt_tokens=128, ms_per_token=tok, provenance_class=NPU2_MEASURED,
-                profile={"source": "mlir-air-profile", "switches": sw, "provenance": DEVICE})))
+            pre = _measured(CalibrationRow(cfg, 2048, 128, sw, "prefill_s", 1.0), rng, true)
+            out.append((stream, _phase4(pre, sw)))
+            tok = _measured(CalibrationRow(cfg, 2048, 128, sw, "ms_per_token", 1.0), rng, true)
+            out.append((stream, _phase5(tok, sw)))
         # as the mlir-air backend records them (npu_kernels.backends.mlir_air.options): the switches under "switches"
         all_on = {"fusion": True, "switches": {**{k: True for k in SWITCHES}, **{f"decode:{k}": True for k in SWITCHES}}}
-        ttft = _measured(CalibrationRow(cfg, 2048, 128, _switch_sets()[-1], "ttft_s", 1.0), rng)
-        tok = _measured(CalibrationRow(cfg, 2048, 128, _switch_sets()[-1], "ms_per_token", 1.0), rng)
-        out.append((stream, PerformanceMeasured(
-            phase=6, executor="mlir-air", pipeline=all_on, n_prompt_tokens=2048, ttft_s=ttft, ms_per_token=tok,
-            provenance_class=NPU2_MEASURED,
-            profile={"source": "mlir-air-profile", "npu2": {"source": "mlir-air-profile", "ctx": 128, "provenance": DEVICE}})))
+        ttft = _measured(CalibrationRow(cfg, 2048, 128, _switch_sets()[-1], "ttft_s", 1.0), rng, true)
+        tok = _measured(CalibrationRow(cfg, 2048, 128, _switch_sets()[-1], "ms_per_token", 1.0), rng, true)
+        out.append((stream, _phase6(ttft, tok, all_on, DEVICE)))
         # a stand-in rehearsal of the same model, claiming npu2-measured: its facts say otherwise, never fitted
-        out.append((stream, PerformanceMeasured(
-            phase=6, executor="mlir-air", pipeline=all_on, n_prompt_tokens=2048, ttft_s=ttft * 9, ms_per_token=tok * 9,
-            provenance_class=NPU2_MEASURED, profile={"source": "mlir-air-profile", "npu2": {
-                "source": "mlir-air-profile", "ctx": 128, "provenance": {**DEVICE, "stand_in": True}}})))
+        out.append((stream, _phase6(ttft * 9, tok * 9, all_on, {**DEVICE, "stand_in": True})))
+    # issue #45 item 3: NPU2-measured records the audit or physics refuses, never fitted and each named
+    out.append((stream, _phase5(0.01, _switch_sets()[0])))  # 0.01 ms/token: 3.4 GB of bf16 weights in 10 us
+    forged = _phase4(1.0, _switch_sets()[0])
+    out.append((stream, forged.model_copy(update={"prefill_s": 0.5})))  # not the median of its samples
     return out
+
+
+def _phase4(prefill_s: float, sw: dict) -> PerformanceMeasured:
+    """A Phase 4 record as the audit checks it (handlers.evaluator.replay.perf_problems): the median of its samples."""
+    return PerformanceMeasured(phase=4, executor="mlir-air", n_prompt_tokens=2048, prefill_s=prefill_s, runs=1,
+                               provenance_class=NPU2_MEASURED,
+                               profile={"source": "mlir-air-profile", "switches": sw, "provenance": DEVICE,
+                                        "samples_s": [prefill_s]})
+
+
+def _phase5(ms_per_token: float, sw: dict) -> PerformanceMeasured:
+    return PerformanceMeasured(phase=5, executor="mlir-air", n_prompt_tokens=128, ms_per_token=ms_per_token, runs=1,
+                               tokens_per_s=1e3 / ms_per_token, provenance_class=NPU2_MEASURED,
+                               profile={"source": "mlir-air-profile", "switches": sw, "provenance": DEVICE,
+                                        "samples_s": [ms_per_token / 1e3]})
+
+
+def _phase6(ttft_s: float, ms_per_token: float, pipeline: dict, facts: dict) -> PerformanceMeasured:
+    steps = [ms_per_token / 1e3] * (TOKEN_GATE_STEPS - 1)
+    return PerformanceMeasured(
+        phase=6, executor="mlir-air", pipeline=pipeline, n_prompt_tokens=2048, ttft_s=ttft_s, prefill_s=ttft_s,
+        ms_per_token=sum(steps) / len(steps) * 1e3, tokens_per_s=len(steps) / sum(steps), n_tokens=TOKEN_GATE_STEPS,
+        provenance_class=NPU2_MEASURED, profile={"source": "mlir-air-profile", "decode_s_per_token": steps,
+                                                 "npu2": {"source": "mlir-air-profile", "ctx": 128, "provenance": facts}})
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +110,12 @@ def test_the_fit_recovers_the_machine_within_its_error_bars(workspace):
     assert proc.returncode == 0, proc.stderr
     fit = json.loads(proc.stdout)
     assert fit["name"] == "strix-1" and fit["devices"] == [DEVICE["device"]]
-    assert len(fit["rows"]) == 3 * (2 * len(_switch_sets()) + 2)  # the stand-in rows are not fitted
+    assert len(fit["rows"]) == 3 * (2 * len(_switch_sets()) + 2)  # the stand-in and implausible rows are not fitted
+    left = {row["seq"]: row["why"] for row in fit["left_out"]}
+    assert len(left) == 2 and all(row["label"].startswith("deployment:smollm2-1.7b seq ") for row in fit["left_out"])
+    assert any("ms_per_token 0.01 ms is under the" in why and "bf16 weights at npu2's DDR bandwidth takes: beyond physics"
+               in why for why in left.values())
+    assert any("prefill_s 0.5 is not the median 1 of its samples" in why for why in left.values())
     assert not fit["fixed"]
     for g in GROUPS:
         s, err = fit["scales"][g], fit["scale_errors"][g]
@@ -139,3 +163,40 @@ def test_without_hardware_rows_it_says_it_uses_the_published_machine(tmp_path):
     assert open_ledger(f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}").head() == before
     text = in_process(tmp_path, "predict", str(CONFIGS / MODELS[0])).stdout
     assert "calibration: none; no calibration in the ledger" in text and "mlir-air's published machine" in text
+
+
+def _ledger_of(tmp_path, items) -> object:
+    (tmp_path / ".ledger").mkdir()
+    ledger = open_ledger(f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}")
+    for stream, event in items:
+        ledger.append(stream, ledger.stream_version(stream), [NewEvent(event=event)])
+    return ledger
+
+
+def test_a_fit_whose_constants_are_beyond_physics_is_refused_and_nothing_recorded(tmp_path):
+    """Issue #45 item 3: figures from a machine whose BO writes would be 50x the published rate fit a BO-write
+    bandwidth above NPU2's DDR bandwidth; such constants are refused, not stored."""
+    ledger = _ledger_of(tmp_path, _events(np.random.default_rng(40), {**TRUE, "bo_write": 0.02}))
+    before = ledger.head()
+    proc = in_process(tmp_path, "perf", "calibrate", "--name", "impossible")
+    [line] = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and line.startswith("error: the fitted constants are beyond physics")
+    assert "bo_write_bps" in line and "exceeds npu2's DDR bandwidth" in line and "nothing was recorded" in line
+    assert open_ledger(f"sqlite:///{tmp_path / '.ledger' / 'ledger.db'}").head() == before
+
+
+def test_predict_never_prints_a_figure_outside_physics_after_a_calibration(tmp_path):
+    """A calibration recorded before the check (or appended behind the recorder's back) whose factors make the NPU
+    a million times faster is named and not applied: predict shows the published machine's figures and why."""
+    cfg = resolve(load_raw_config(CONFIGS / MODELS[0]))
+    _ledger_of(tmp_path, [("deployment:x", ConfigResolved(**cfg.to_dict())), ("perf:calibration", PerformanceCalibrated(
+        name="extreme", devices=[DEVICE["device"]], scales={g: 1e-6 for g in GROUPS},
+        scale_errors={g: 0.0 for g in GROUPS}, error_bars={"ttft_s": 0.01, "prefill_s": 0.01, "ms_per_token": 0.01}))])
+    target = str(CONFIGS / MODELS[0])
+    cal = json.loads(in_process(tmp_path, "predict", target, "--json").stdout)["calibration"]
+    assert cal["name"] == "extreme" and cal["machine"].startswith("mlir-air's published machine")
+    assert cal["note"].startswith("not applied, its constants are beyond physics") and "ttft_s" not in cal
+    assert "under its physical floor" in cal["note"] and "exceeds npu2's DDR bandwidth" in cal["note"]
+    text = in_process(tmp_path, "predict", target).stdout
+    [line] = [x for x in text.splitlines() if x.startswith("calibration ")]
+    assert line.startswith("calibration extreme: not applied, its constants are beyond physics") and "±" not in line

@@ -119,7 +119,7 @@ def test_record_harness_takes_a_transcript_file_validates_it_and_refuses_what_ca
     good, bogus = tmp_path / "run.txt", tmp_path / "bogus.txt"
     good.write_text(_gemm_pass(4096 * 4096))
     bogus.write_text(_gemm_pass(10))
-    row = {"name": "m", "kernel": "gemm", "shape": "M=4096,K=8192,N=4096"}
+    row = {"name": "m", "kernel": "gemm", "shape": "M=4096,K=8192,N=4096", "method": "fused-cast"}
     before = _events(server)
     refused = server.call("record_harness", {**row, "transcript_path": str(bogus)})
     assert refused.is_error and refused.content[0].text.startswith("error: ") and "checked 10 elements" in (

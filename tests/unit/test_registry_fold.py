@@ -81,9 +81,9 @@ def test_only_the_low_tier_verified_is_a_caveat_for_bf16_gemm():
 
 
 def test_tiles_below_target_without_justification_is_a_caveat():
-    row = only_row(record([("deployment:a", kv(gflops=10, tiles_in_flight=16, tiles_target=32))]))
+    row = only_row(record([("deployment:a", kv(gflops=10, method="drain", tiles_in_flight=16, tiles_target=32))]))
     assert row.status == "caveat"
-    justified = only_row(record([("deployment:a", kv(gflops=10, tiles_in_flight=16, tiles_target=32,
+    justified = only_row(record([("deployment:a", kv(gflops=10, method="drain", tiles_in_flight=16, tiles_target=32,
                                                       tile_justification="M=64 forces herd_m=4"))]))
     assert justified.status == "verified"
 

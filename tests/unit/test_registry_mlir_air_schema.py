@@ -124,3 +124,19 @@ def test_build_into_mlir_air_adds_new_rows_after_each_table_and_leaves_the_rest_
             assert extra == ["| 576×576 | 8/8/8 | 60 µs | 11.1 | 2.0e-9 | 4.0e-3 | 1.0e-3 | smollm2 Q/O proj | ✅ |"]
             assert new_lines.index(extra[0]) == old_lines.index(next(l for l in old_lines[::-1] if l.startswith("|"))) + 1
     assert merge_into_mlir_air(lg.read_all(), checkout) == {}  # idempotent: the rows are there now
+
+
+def test_build_into_mlir_air_never_adds_a_gemm_row_recorded_without_a_method(tmp_path, kernel_registry):
+    """Issue #45 item 2: a hardware GEMM PASS with no method (appended before `record harness` required one) would
+    land in mlir-air's JSON as method "mlir-air", a `best` its builders raise on (gemm_builder.py:101 at e972f29)."""
+    lg = open_ledger(f"sqlite:///{tmp_path / 'l.db'}")
+    row = KernelVerified(kernel="gemm", shape={"M": 2048, "K": 576, "N": 576}, contract="bf16-out-high", rtol=1.6e-2,
+                         atol=1.5e-3, mean_rel_L1=9.5e-3, gflops=1500.0, tier="high", executor="mlir-air",
+                         source="harness", verdict="PASS", measured_at="2026-12-01", provenance=NPU2_PROVENANCE,
+                         tile={"tile_m": 32, "tile_k_l2": 192, "tile_k_l1": 32, "tile_n": 48})
+    lg.append("deployment:smollm2", 0, [row])
+    before = {p: p.read_bytes() for p in kernel_registry.rglob("*") if p.is_file()}
+    assert merge_into_mlir_air(lg.read_all(), kernel_registry.parents[1]) == {}
+    assert {p: p.read_bytes() for p in kernel_registry.rglob("*") if p.is_file()} == before
+    lg.append("deployment:smollm2", 1, [row.model_copy(update={"method": "drain"})])
+    assert merge_into_mlir_air(lg.read_all(), kernel_registry.parents[1]) == {"details/GEMM_bf16_in_bf16_out.json": 1}

@@ -117,3 +117,27 @@ def test_rebuilding_into_two_empty_directories_gives_identical_bytes_including_t
 def test_projection_does_not_depend_on_the_order_streams_interleave_beyond_seq():
     events = record(synthetic_kernel_events(300))
     assert project_all(events) == project_all(list(events))
+
+
+def test_a_gemm_row_under_no_method_mlir_airs_lookup_knows_is_kept_apart_and_never_best():
+    """Issue #45 item 2: mlir-air's lookup and builders key a GEMM row by its method (registry_lookup.py:51,
+    gemm_builder.py:61-101 at e972f29); a row already in the ledger without one (an older `record harness`), or
+    with another name, is neither a method nor `best` in the JSON, and is listed apart with why."""
+    tile = {"tile_m": 32, "tile_k_l2": 256, "tile_k_l1": 32, "tile_n": 64}
+    data = fold_registry(record([
+        ("deployment:a", kv(gflops=9000, tile=tile)),  # no method recorded: would be filed as "mlir-air"
+        ("deployment:a", kv(gflops=8500, method="direct", tile=tile)),  # direct is the low tier's, not high's
+        ("deployment:a", kv(gflops=4000, method="drain", tile=tile)),
+    ]))
+    (row,) = data.page("gemm_bf16").rows
+    assert row.best.method == "drain" and row.best.seq == 3
+    assert [m.seq for m in row.measurements if m.unkeyed] == [1, 2]
+    assert any(c.startswith("seq 1 kept apart, never best and not in the JSON: no method recorded") and
+               "fused-cast / drain" in c and "--method" in c for c in row.caveats)
+    doc = gemm_document(data, "bf16")
+    (shape,) = doc["shapes"]
+    assert list(shape["methods"]) == ["drain"] and shape["best"] == {"high": "drain"}
+    assert [(e["seq"], e["contract"]) for e in doc["_method_unknown_to_lookup"]] == [(1, "bf16-out-high"),
+                                                                                      (2, "bf16-out-high")]
+    alone = gemm_document(fold_registry(record([("deployment:a", kv(gflops=9000, tile=tile))])), "bf16")
+    assert alone["shapes"] == [] and [e["seq"] for e in alone["_method_unknown_to_lookup"]] == [1]
