@@ -14,7 +14,7 @@ from typing import Any
 from handlers.doctor import checkout_refusal, lower_first
 from handlers.inputs import input_file
 from handlers.uow import DeploymentError, DeploymentUnit
-from npu_kernels.model.architecture import assess, default_name, load_raw_config, resolve
+from npu_kernels.model.architecture import assess, default_name, load_raw_config, malformed_config, resolve
 from npu_kernels.model.plan import DEFAULT_SEQ
 from npu_kernels.model.q4nx_bundle import bundle_problem
 from npu_kernels.backends.model_backends import backend_type
@@ -121,6 +121,9 @@ def _read_config(ledger: Ledger, name: str, path: Path, bundle: Path, base: str 
                 input_file(file, what)  # a regular file under its cap: no FIFO, device or folder (handlers.inputs)
     raw = load_raw_config(path)  # malformed or missing config: ModelConfigError, nothing recorded
     problem = size_problem(raw)  # 1e5 layers: refused before the resolved config is built or recorded
+    if problem:
+        raise DeploymentError(problem)
+    problem = malformed_config(raw)  # a factor of 0, layer_types of another length: before the assessment records
     if problem:
         raise DeploymentError(problem)
     unit = DeploymentUnit(ledger, name, must_exist=False)

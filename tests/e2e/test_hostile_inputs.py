@@ -26,6 +26,7 @@ from npu_kernels.mlir_air.executor import MlirAirExecutor
 from registry.model_docs import model_dir_name
 from tests.e2e.cli import in_process, ledger
 from tests.e2e.workspaces import clone_stream, workspace_ledger
+from tests.models import tiny_config
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
 CONFIG = CONFIGS / "smollm2-135m-instruct.json"
@@ -183,3 +184,67 @@ def test_triage_prints_the_log_lines_it_matched_with_their_escapes_shown_not_run
     proc = in_process(tmp_path / "ws", "triage", str(log))
     assert proc.returncode == 0 and "ERT_CMD_STATE_TIMEOUT" in proc.stdout, proc.stdout
     assert "\x1b" not in proc.stdout and "\\x1b]0;pwned\\x07 ERT_CMD_STATE_TIMEOUT" in proc.stdout
+
+
+# --- issue 45 item 5: the values a family's adapter reads, checked at init -----------------------------------
+
+
+def _family_config(kind: str) -> dict:
+    """The config.json transformers 5 writes for a tiny `kind` model (tests/models.py): Gemma3's rope_parameters
+    nested per layer type, LFM2's and Gemma3's layer_types, Phi-3's LongRoPE lists."""
+    return tiny_config(kind, 300).to_dict()
+
+
+def _set(path: str, value):
+    def change(c: dict) -> None:
+        *outer, last = path.split(".")
+        for key in outer:
+            c = c[key]
+        c[last] = value
+    return change
+
+
+@pytest.mark.parametrize("kind, change, said", [
+    ("gemma3", _set("rope_parameters.full_attention.factor", 0), "rope_parameters.full_attention.factor 0 "),
+    ("gemma3", _set("rope_parameters.full_attention.factor", -8.0), "rope_parameters.full_attention.factor -8.0 "),
+    ("gemma3", _set("rope_parameters.full_attention.factor", "8"), "rope_parameters.full_attention.factor '8' "),
+    ("gemma3", _set("rope_parameters.full_attention.factor", float("inf")),
+     "rope_parameters.full_attention.factor inf "),
+    ("gemma3", _set("rope_parameters.sliding_attention.rope_theta", 0), "rope_parameters.sliding_attention.rope_theta 0"),
+    ("gemma3", _set("layer_types", ["sliding_attention"]), "layer_types has 1 entries; num_hidden_layers is 2"),
+    ("gemma3", _set("layer_types", ["sliding_attention", "chunked_attention"]),
+     "layer_types[1] 'chunked_attention' is not one of Gemma3's layer types"),
+    ("lfm2", _set("layer_types", ["conv", "full_attention"]), "layer_types has 2 entries; num_hidden_layers is 3"),
+    ("lfm2", _set("layer_types", ["conv", "mamba", "conv"]), "layer_types[1] 'mamba' is not one of LFM2's"),
+    ("phi3", _set("rope_parameters.long_factor", [4.0] * 23), "rope_parameters.long_factor has 23 values; head_dim 64"),
+    ("phi3", _set("rope_parameters.short_factor", [1.0] * 32), "rope_parameters.short_factor has 32 values"),
+    ("phi3", _set("rope_parameters.long_factor", [4.0] * 23 + [0.0]), "rope_parameters.long_factor must be a list of "
+                                                                       "positive finite numbers"),
+    ("phi3", _set("max_position_embeddings", 0), "max_position_embeddings 0 must be a positive integer"),
+    ("phi3", _set("rope_parameters.original_max_position_embeddings", 0),
+     "rope_parameters.original_max_position_embeddings 0 must be a positive integer"),
+    ("gemma3", _set("sliding_window", 0), "sliding_window 0 must be a positive integer"),
+])
+def test_init_refuses_a_family_config_value_no_model_can_have_in_one_line_naming_the_key_recording_nothing(
+        tmp_path, kind, change, said):
+    ws = _workspace(tmp_path)
+    head = workspace_ledger(ws).head()
+    config = _family_config(kind)
+    change(config)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    proc = in_process(ws, "init", str(folder), "--name=bad")
+    _one_line(proc, "invalid config.json: " + said, "nothing was recorded")
+    assert workspace_ledger(ws).head() == head
+
+
+def test_the_unchanged_tiny_family_configs_are_accepted_at_init(tmp_path):
+    """Not blind: what the refusals above start from is a config init records."""
+    ws = _workspace(tmp_path)
+    for kind in ("gemma3", "lfm2", "phi3"):
+        folder = tmp_path / kind
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(_family_config(kind)))
+        proc = in_process(ws, "init", str(folder))
+        assert proc.returncode == 0, proc.stderr
