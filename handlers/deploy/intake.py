@@ -20,6 +20,7 @@ from npu_kernels.model.q4nx_bundle import bundle_problem
 from npu_kernels.backends.model_backends import backend_type
 from npu_kernels.model.q4nx_device import STYLES
 from npu_kernels.model.size_bounds import size_problem
+from npu_kernels.model.weights import header_problem
 from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name
@@ -126,6 +127,9 @@ def _read_config(ledger: Ledger, name: str, path: Path, bundle: Path, base: str 
     problem = malformed_config(raw)  # a factor of 0, layer_types of another length: before the assessment records
     if problem:
         raise DeploymentError(problem)
+    problem = header_problem(path if path.is_dir() else path.parent)  # a 2^60 header length: the file named
+    if problem:
+        raise DeploymentError(f"{problem[:-1] if problem.endswith('.') else problem}; nothing was recorded")
     unit = DeploymentUnit(ledger, name, must_exist=False)
     if unit.events:
         raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")

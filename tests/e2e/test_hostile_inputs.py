@@ -248,3 +248,17 @@ def test_the_unchanged_tiny_family_configs_are_accepted_at_init(tmp_path):
         (folder / "config.json").write_text(json.dumps(_family_config(kind)))
         proc = in_process(ws, "init", str(folder))
         assert proc.returncode == 0, proc.stderr
+
+
+def test_init_refuses_a_safetensors_file_whose_header_length_is_2_to_the_60_in_one_line_naming_it(tmp_path):
+    """The header length is read as 8 bytes and bounded before the header is: no MemoryError at Phase 0 either."""
+    ws = _workspace(tmp_path)
+    head = workspace_ledger(ws).head()
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(CONFIG.read_text())
+    (folder / "model-00001-of-00002.safetensors").write_bytes((1 << 60).to_bytes(8, "little") + b"{}")
+    proc = in_process(ws, "init", str(folder), "--name=bad")
+    _one_line(proc, f"{folder / 'model-00001-of-00002.safetensors'} is not a readable safetensors file",
+              "header length 1152921504606846976 bytes", "nothing was recorded")
+    assert workspace_ledger(ws).head() == head
