@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from handlers.doctor import checkout_refusal, lower_first
-from handlers.inputs import input_file
+from handlers.inputs import InputError, input_file, parsed_json, read_input
 from handlers.uow import DeploymentError, DeploymentUnit
 from npu_kernels.model.architecture import assess, default_name, load_raw_config, malformed_config, resolve
 from npu_kernels.model.plan import DEFAULT_SEQ
@@ -130,11 +130,33 @@ def _read_config(ledger: Ledger, name: str, path: Path, bundle: Path, base: str 
     problem = header_problem(path if path.is_dir() else path.parent)  # a 2^60 header length: the file named
     if problem:
         raise DeploymentError(f"{problem[:-1] if problem.endswith('.') else problem}; nothing was recorded")
+    _check_tokenizer(path if path.is_dir() else path.parent)
     unit = DeploymentUnit(ledger, name, must_exist=False)
     if unit.events:
         raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
     _refuse_folder_clash(ledger, name)
     return raw, unit
+
+
+def _check_tokenizer(folder: Path) -> None:
+    """The folder's tokenizer.json, when it has one, read under its cap (handlers.inputs) and loaded as the
+    phases will load it (the `tokenizers` library transformers' fast tokenizers are); else one line naming it."""
+    file = folder / "tokenizer.json"
+    if not (file.exists() or file.is_symlink()):
+        return  # a bare config, or a sentencepiece tokenizer.model: the phases that need one name it
+    try:
+        data = read_input(file, "tokenizer")
+        parsed_json(data, "tokenizer", file)  # names the line and column where the JSON breaks
+    except InputError as e:
+        raise DeploymentError(f"{e}, nothing was recorded") from None
+    from tokenizers import Tokenizer  # 45 ms to import (python -X importtime), paid by `init` only
+
+    try:
+        Tokenizer.from_str(data.decode("utf-8"))
+    except Exception as e:  # noqa: BLE001 - the library raises a bare Exception for a file it cannot load
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DeploymentError(f"tokenizer {file} is not one the tokenizers library loads ({why}); refused, nothing "
+                              "was recorded") from None
 
 
 def _quantisation(name: str, raw: dict, assessment, bundle: Path, folder: Path, q4nx_style: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from npu_kernels.mlir_air.executor import MlirAirExecutor
 from registry.model_docs import model_dir_name
 from tests.e2e.cli import in_process, ledger
 from tests.e2e.workspaces import clone_stream, workspace_ledger
-from tests.models import tiny_config
+from tests.models import tiny_config, train_tokenizer
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
 CONFIG = CONFIGS / "smollm2-135m-instruct.json"
@@ -262,3 +262,35 @@ def test_init_refuses_a_safetensors_file_whose_header_length_is_2_to_the_60_in_o
     _one_line(proc, f"{folder / 'model-00001-of-00002.safetensors'} is not a readable safetensors file",
               "header length 1152921504606846976 bytes", "nothing was recorded")
     assert workspace_ledger(ws).head() == head
+
+
+def _tokenizer_folder(tmp_path: Path, write) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(CONFIG.read_text())
+    write(folder / "tokenizer.json")
+    return folder
+
+
+@pytest.mark.parametrize("write, said", [
+    (lambda f: f.write_text('{"version": "1.0", "model": '), "is not valid JSON (Expecting value at line 1 column 29)"),
+    (lambda f: f.write_bytes(b'{"model": "\xff"}'), "is not UTF-8 (byte 11)"),
+    (lambda f: f.write_text('{"version": "1.0", "model": {"type": "Bogus"}}'),
+     "is not one the tokenizers library loads (data did not match any variant"),
+    (lambda f: f.touch() or os.truncate(f, (128 << 20) + 1),  # sparse: refused by its size, never read
+     "is 128.0 MiB, over the 128.0 MiB a tokenizer may be"),
+])
+def test_init_refuses_a_malformed_or_oversized_tokenizer_json_in_one_line_naming_it(tmp_path, write, said):
+    ws = _workspace(tmp_path)
+    head = workspace_ledger(ws).head()
+    folder = _tokenizer_folder(tmp_path, write)
+    proc = in_process(ws, "init", str(folder), "--name=bad")
+    _one_line(proc, f"tokenizer {folder / 'tokenizer.json'} ", said, "nothing was recorded")
+    assert workspace_ledger(ws).head() == head
+
+
+def test_init_accepts_a_real_tokenizer_json(tmp_path):
+    """Not blind: a tokenizer the tokenizers library saved (tests/models.py) is read and loaded."""
+    folder = _tokenizer_folder(tmp_path, lambda f: train_tokenizer().backend_tokenizer.save(str(f)))
+    proc = in_process(tmp_path / "ws", "init", str(folder))
+    assert proc.returncode == 0, proc.stderr
