@@ -24,7 +24,7 @@ from npu_kernels.model.weights import header_problem
 from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name
-from registry.names import name_problem
+from registry.names import confusable_with, name_problem, normalised, skeleton
 from ledger.streams import DEPLOYMENT_PREFIX, deployment_name
 
 
@@ -56,13 +56,14 @@ def init(
     4-bit GEMVs on re-quantised codes and the fused one-dispatch decode: llama32_1b_q4nx); the device style runs
     on the in-process executors only (mlir-air's fused decode is not driven yet).
 
-    A name the projections cannot hold (registry.names: length, control characters) is refused first."""
+    A name the projections cannot hold (registry.names: length, control characters) is refused first; the name is
+    recorded in NFC, and one confusable with an existing deployment's is refused (registry.names.confusable_with)."""
     _refuse_request(dtype, base, q4nx_style, executor)
     path = Path(model).expanduser().resolve()
     bundle = path if base is None else (path / "model.q4nx" if path.is_dir() else path)
     if base is not None:
         path = Path(base).expanduser().resolve()
-    name = name or default_name(path)
+    name = normalised(name or default_name(path))  # NFC: one name however its accents were typed
     raw, unit = _read_config(ledger, name, path, bundle, base, workspace)
     folder = path if path.is_dir() else path.parent
     config_file = folder / "config.json" if path.is_dir() else path
@@ -135,6 +136,7 @@ def _read_config(ledger: Ledger, name: str, path: Path, bundle: Path, base: str 
     if unit.events:
         raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
     _refuse_folder_clash(ledger, name)
+    _refuse_confusable(ledger, name)
     return raw, unit
 
 
@@ -175,6 +177,17 @@ def _quantisation(name: str, raw: dict, assessment, bundle: Path, folder: Path, 
 def reference_folder(workspace: Path, name: str) -> Path:
     """Where Phase 0 writes a 4-bit deployment's dequantised reference (an HF folder; derived, re-derivable)."""
     return (Path(workspace) / ".ledger" / "q4nx" / model_dir_name(name)).resolve()
+
+
+def _refuse_confusable(ledger: Ledger, name: str) -> None:
+    """A name that looks like an existing deployment's (registry.names.skeleton) would let one be taken for the
+    other in every status line and command: refused, naming the other."""
+    other = confusable_with(name, (deployment_name(s) for s in ledger.streams(DEPLOYMENT_PREFIX)))
+    if other is not None:
+        # ascii(): the two names written so they can be told apart (look-alikes escaped as code points)
+        raise DeploymentError(f"deployment name {ascii(name)} is confusable with deployment {ascii(other)} (both "
+                              f"read {ascii(skeleton(name))} once look-alike characters and case are folded: "
+                              "Unicode confusables, NFKC); choose another --name; nothing was recorded")
 
 
 def _refuse_folder_clash(ledger: Ledger, name: str) -> None:

@@ -210,7 +210,8 @@ def _set(path: str, value):
     ("gemma3", _set("rope_parameters.full_attention.factor", "8"), "rope_parameters.full_attention.factor '8' "),
     ("gemma3", _set("rope_parameters.full_attention.factor", float("inf")),
      "rope_parameters.full_attention.factor inf "),
-    ("gemma3", _set("rope_parameters.sliding_attention.rope_theta", 0), "rope_parameters.sliding_attention.rope_theta 0"),
+    ("gemma3", _set("rope_parameters.sliding_attention.rope_theta", 0),
+     "rope_parameters.sliding_attention.rope_theta 0"),
     ("gemma3", _set("layer_types", ["sliding_attention"]), "layer_types has 1 entries; num_hidden_layers is 2"),
     ("gemma3", _set("layer_types", ["sliding_attention", "chunked_attention"]),
      "layer_types[1] 'chunked_attention' is not one of Gemma3's layer types"),
@@ -294,3 +295,34 @@ def test_init_accepts_a_real_tokenizer_json(tmp_path):
     folder = _tokenizer_folder(tmp_path, lambda f: train_tokenizer().backend_tokenizer.save(str(f)))
     proc = in_process(tmp_path / "ws", "init", str(folder))
     assert proc.returncode == 0, proc.stderr
+
+
+# --- issue 45 item 6: names that look alike, names in NFC ---------------------------------------------------
+
+
+@pytest.mark.parametrize("existing, new", [
+    ("tiny", "t\u0456ny"),  # CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I
+    ("tiny", "\uff54\uff49\uff4e\uff59"),  # FULLWIDTH t i n y: NFKC
+    ("llama_1b", "IIama_lb"),  # 1, I and l share a prototype (confusables.txt)
+    ("qwen3-0.6b", "qwen3\u20130.6b"),  # EN DASH
+    ("smollm", "SMOLL\u041c"),  # case folded; CYRILLIC CAPITAL LETTER EM
+])
+def test_init_refuses_a_name_confusable_with_an_existing_deployment_naming_it_and_recording_nothing(
+        tmp_path, existing, new):
+    ws = _workspace(tmp_path, existing)
+    head = workspace_ledger(ws).head()
+    proc = in_process(ws, "init", str(CONFIG), f"--name={new}")
+    _one_line(proc, "is confusable with deployment " + repr(existing), "nothing was recorded")
+    assert workspace_ledger(ws).head() == head
+
+
+def test_a_name_is_recorded_in_nfc_and_found_however_its_accent_was_typed(tmp_path):
+    decomposed, composed = "cafe\u0301", "caf\u00e9"
+    ws = tmp_path / "ws"
+    assert in_process(ws, "init", str(CONFIG), f"--name={decomposed}").returncode == 0
+    assert workspace_ledger(ws).streams("deployment:") == [f"deployment:{composed}"]
+    for typed in (decomposed, composed):
+        assert in_process(ws, "lesson", typed, "tiles of 64").returncode == 0, typed
+    again = in_process(ws, "init", str(CONFIG), f"--name={composed}")
+    _one_line(again, "exists already")
+    assert len(workspace_ledger(ws).read_stream(f"deployment:{composed}")) == 5  # 3 from init, 2 lessons

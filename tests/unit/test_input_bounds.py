@@ -17,6 +17,7 @@ from handlers.inputs import CONFIG_MAX_BYTES, InputError, confined, input_file, 
 from npu_kernels.mlir_air.table import make_value, render_command
 from npu_kernels.model.size_bounds import BOUNDS, size_problem
 from npu_kernels.model.weights import WeightsError, header_problem, read_header
+from registry.names import confusable_with, normalised, skeleton
 from registry.text import escaped, ledger_command
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
@@ -155,3 +156,25 @@ def test_a_real_safetensors_file_is_read_and_a_folder_without_one_has_no_problem
     info = read_header(tmp_path / "model.safetensors")["w"]
     assert (info.dtype, info.shape, info.end - info.begin) == ("F32", (2, 3), 24)
     assert header_problem(tmp_path) is None and header_problem(tmp_path / "empty") is None
+
+
+# --- issue 45 item 6: deployment names that look alike ------------------------------------------------------
+
+
+@pytest.mark.parametrize("a, b", [
+    ("tiny", "t\u0456ny"), ("tiny", "\uff54\uff49\uff4e\uff59"), ("Tiny", "tiny"), ("llama_1b", "IIama_lb"),
+    ("model", "rnodel"), ("qwen3-4b", "qwen3\u22124b"), ("phi", "\u0440hi"), ("m0", "mO"),
+    ("\U0001d41a", "a"),  # MATHEMATICAL BOLD SMALL A: NFKC
+])
+def test_names_that_look_alike_have_one_skeleton(a, b):
+    assert skeleton(a) == skeleton(b) and confusable_with(b, ["other", a]) == a
+
+
+@pytest.mark.parametrize("a, b", [("tiny", "tiny2"), ("caf\u00e9", "cafe"), ("qwen3_4b", "qwen3-4b"), ("a", "b")])
+def test_names_that_differ_visibly_are_not_confusable(a, b):
+    assert skeleton(a) != skeleton(b) and confusable_with(b, [a]) is None
+
+
+def test_a_name_is_not_confusable_with_itself_and_is_recorded_in_nfc():
+    assert confusable_with("tiny", ["tiny"]) is None
+    assert normalised("cafe\u0301") == "caf\u00e9" == normalised("caf\u00e9")

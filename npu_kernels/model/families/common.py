@@ -136,5 +136,6 @@ def layer_type_problems(raw: dict[str, Any], family: str, kinds: tuple[str, ...]
         problems.append(f"layer_types has {len(types)} entries; num_hidden_layers is {n}")
     bad = next((i for i, t in enumerate(types) if t not in kinds), None)
     if bad is not None:
-        problems.append(f"layer_types[{bad}] {_cut(types[bad])} is not one of {family}'s layer types ({', '.join(kinds)})")
+        problems.append(f"layer_types[{bad}] {_cut(types[bad])} is not one of {family}'s layer types "
+                        f"({', '.join(kinds)})")
     return problems
