@@ -326,3 +326,13 @@ def test_a_name_is_recorded_in_nfc_and_found_however_its_accent_was_typed(tmp_pa
     again = in_process(ws, "init", str(CONFIG), f"--name={composed}")
     _one_line(again, "exists already")
     assert len(workspace_ledger(ws).read_stream(f"deployment:{composed}")) == 5  # 3 from init, 2 lessons
+
+
+def test_an_older_ledger_s_name_that_is_not_nfc_is_still_found_and_its_nfc_twin_is_refused(tmp_path):
+    ws = _workspace(tmp_path)
+    clone_stream(ws, "m", "cafe\u0301")  # as a ledger written before names were normalised may hold it
+    assert in_process(ws, "lesson", "cafe\u0301", "tiles of 64").returncode == 0
+    assert len(workspace_ledger(ws).read_stream("deployment:cafe\u0301")) == 4
+    head = workspace_ledger(ws).head()
+    _one_line(in_process(ws, "init", str(CONFIG), "--name=caf\u00e9"), "is confusable with deployment 'cafe\\u0301'")
+    assert workspace_ledger(ws).head() == head
