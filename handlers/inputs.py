@@ -5,8 +5,9 @@ Every path a command reads as input (a harness transcript, a log to triage, a ni
 markdown and JSON, a model's config.json and tokenizer.json, a Q4NX bundle) goes through `input_file` /
 `read_input`: the path is stat'ed before it is opened and refused in one line (`InputError`) unless it is a
 regular file no larger than its cap, so a FIFO (which would block forever), a device (`/dev/zero`, read without
-end) or a folder never reaches a parser; `parsed_json` names where a JSON input breaks. The file is then opened non-blocking (a FIFO swapped in after the stat cannot block), checked
-again on its descriptor, and read to at most cap + 1 bytes. Standard input (`-`) is read with the same bound.
+end) or a folder never reaches a parser. The file is then opened non-blocking (a FIFO swapped in after the stat
+cannot block), checked again on its descriptor, and read to at most cap + 1 bytes. Standard input (`-`) is read
+with the same bound; `parsed_json` names the line and column where a JSON input breaks.
 
 The caps are generous against the largest real input of each kind (`CAPS`); a bigger file is refused, not cut.
 `confined(path, roots)` is the MCP server's rule: a path is used only when it resolves (symbolic links

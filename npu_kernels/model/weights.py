@@ -207,7 +207,7 @@ def read_header(file: Path) -> dict[str, _TensorInfo]:
             header = json.loads(f.read(n))
     except OSError as e:
         raise WeightsError(f"{file} cannot be read ({e.strerror or e}).") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise WeightsError(f"{file} is not a readable safetensors file (its header is not JSON: {e}).") from e
     if not isinstance(header, dict):
         raise WeightsError(f"{file} is not a readable safetensors file (its header is not a JSON object).")
