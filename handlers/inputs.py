@@ -5,11 +5,12 @@ A text handed in whole (a lesson, a resume note, an MCP tool's log to triage) ge
 (`bounded_text`).
 
 Every path a command reads as input (a harness transcript, a log to triage, a nightly history, a registry's
-markdown and JSON, a model's config.json, a Q4NX bundle) goes through `input_file` / `read_input`: the path is
-stat'ed before it is opened and refused in one line (`InputError`) unless it is a regular file no larger than
-its cap, so a FIFO (which would block forever), a device (`/dev/zero`, read without end) or a folder never
-reaches a parser. The file is then opened non-blocking (a FIFO swapped in after the stat cannot block), checked
-again on its descriptor, and read to at most cap + 1 bytes. Standard input (`-`) is read with the same bound.
+markdown and JSON, a model's config.json and tokenizer.json, a Q4NX bundle) goes through `input_file` /
+`read_input`: the path is stat'ed before it is opened and refused in one line (`InputError`) unless it is a
+regular file no larger than its cap, so a FIFO (which would block forever), a device (`/dev/zero`, read without
+end) or a folder never reaches a parser. The file is then opened non-blocking (a FIFO swapped in after the stat
+cannot block), checked again on its descriptor, and read to at most cap + 1 bytes. Standard input (`-`) is read
+with the same bound; `parsed_json` names the line and column where a JSON input breaks.
 
 The caps are generous against the largest real input of each kind (`CAPS`); a bigger file is refused, not cut.
 `confined(path, roots)` is the MCP server's rule: a path is used only when it resolves (symbolic links
@@ -20,11 +21,12 @@ Imported by handlers.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
 from pathlib import Path
-from typing import BinaryIO, Iterable
+from typing import Any, BinaryIO, Iterable
 
 from registry.text import escaped
 
@@ -39,6 +41,9 @@ HISTORY_MAX_BYTES = 64 * MiB
 REGISTRY_FILE_MAX_BYTES = 16 * MiB
 # a HF config.json is 1-10 KiB (Gemma3's, with its nested text and vision configs, ~2 KiB)
 CONFIG_MAX_BYTES = 1 * MiB
+# a HF tokenizer.json: Gemma3's (262144 pieces with their scores, the largest vocabulary in scope) is ~33 MB, Llama-3's
+# ~9 MB, Qwen's ~7 MB; 128 MiB is 4x Gemma3's, the headroom size_bounds gives a config's sizes (a 4x vocabulary)
+TOKENIZER_MAX_BYTES = 128 * MiB
 # a Q4NX bundle of the largest model in scope (Llama-3.1-8B: 8.0e9 weights at 4 bits + a bf16 scale per 32 and
 # bf16 embeddings) is ~6 GiB; checked by stat only (the bundle reader reads tensors, not the whole file)
 BUNDLE_MAX_BYTES = 24 * GiB
@@ -47,7 +52,7 @@ BUNDLE_MAX_BYTES = 24 * GiB
 NOTE_MAX_BYTES = 128 * 1024
 CAPS = {"transcript": TRANSCRIPT_MAX_BYTES, "log": TRANSCRIPT_MAX_BYTES, "evidence": CONFIG_MAX_BYTES,
         "history": HISTORY_MAX_BYTES, "registry file": REGISTRY_FILE_MAX_BYTES, "config": CONFIG_MAX_BYTES,
-        "bundle": BUNDLE_MAX_BYTES, "lesson": NOTE_MAX_BYTES, "note": NOTE_MAX_BYTES}
+        "bundle": BUNDLE_MAX_BYTES, "lesson": NOTE_MAX_BYTES, "note": NOTE_MAX_BYTES, "tokenizer": TOKENIZER_MAX_BYTES}
 
 
 class InputError(ValueError):
@@ -126,6 +131,19 @@ def read_input_text(path: str | os.PathLike, what: str) -> str:
 
 def _inside(path: Path, allowed: list[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in allowed)
+
+
+def parsed_json(data: bytes, what: str, label: str | os.PathLike) -> Any:
+    """`data` (an input's bytes) parsed as UTF-8 JSON; else `InputError` naming where it breaks, in one line."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InputError(f"{what} {label} is not UTF-8 (byte {e.start}); refused") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{what} {label} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+                         "refused") from None
+    except RecursionError:
+        raise InputError(f"{what} {label} nests JSON deeper than the parser goes; refused") from None
 
 
 def confined(path: str | os.PathLike, roots: Iterable[Path], what: str) -> Path:

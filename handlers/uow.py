@@ -15,6 +15,7 @@ from ledger.events import Event
 from statemachine.fold import apply, fold
 from statemachine.state import DeploymentState
 from ledger.streams import DEPLOYMENT_PREFIX, deployment_stream, deployment_name
+from registry.names import normalised
 
 
 class DeploymentError(Exception):
@@ -29,9 +30,19 @@ def stream_id(name: str) -> str:
     return deployment_stream(name)
 
 
+def existing_name(ledger: Ledger, name: str) -> str:
+    """The deployment `name` means: itself when a stream holds it (an older ledger may hold a name that is not
+    NFC), else its NFC form, the form `init` records (registry.names.normalised)."""
+    nfc = normalised(name)
+    if nfc == name or ledger.stream_version(stream_id(name)):
+        return name
+    return nfc
+
+
 class DeploymentUnit:
     def __init__(self, ledger: Ledger, name: str, *, must_exist: bool = True) -> None:
         self.ledger = ledger
+        name = existing_name(ledger, name)
         self.name = name
         self.stream_id = stream_id(name)
         self.events = ledger.read_stream(self.stream_id)

@@ -12,18 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from handlers.doctor import checkout_refusal, lower_first
-from handlers.inputs import input_file
+from handlers.inputs import InputError, input_file, parsed_json, read_input
 from handlers.uow import DeploymentError, DeploymentUnit
-from npu_kernels.model.architecture import assess, default_name, load_raw_config, resolve
+from npu_kernels.model.architecture import assess, default_name, load_raw_config, malformed_config, resolve
 from npu_kernels.model.plan import DEFAULT_SEQ
 from npu_kernels.model.q4nx_bundle import bundle_problem
 from npu_kernels.backends.model_backends import backend_type
 from npu_kernels.model.q4nx_device import STYLES
 from npu_kernels.model.size_bounds import size_problem
+from npu_kernels.model.weights import header_problem
 from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name
-from registry.names import name_problem
+from registry.names import confusable_with, name_problem, normalised, skeleton
 from ledger.streams import DEPLOYMENT_PREFIX, deployment_name
 
 
@@ -55,13 +56,14 @@ def init(
     4-bit GEMVs on re-quantised codes and the fused one-dispatch decode: llama32_1b_q4nx); the device style runs
     on the in-process executors only (mlir-air's fused decode is not driven yet).
 
-    A name the projections cannot hold (registry.names: length, control characters) is refused first."""
+    A name the projections cannot hold (registry.names: length, control characters) is refused first; the name is
+    recorded in NFC, and one confusable with an existing deployment's is refused (registry.names.confusable_with)."""
     _refuse_request(dtype, base, q4nx_style, executor)
     path = Path(model).expanduser().resolve()
     bundle = path if base is None else (path / "model.q4nx" if path.is_dir() else path)
     if base is not None:
         path = Path(base).expanduser().resolve()
-    name = name or default_name(path)
+    name = normalised(name or default_name(path))  # NFC: one name however its accents were typed
     raw, unit = _read_config(ledger, name, path, bundle, base, workspace)
     folder = path if path.is_dir() else path.parent
     config_file = folder / "config.json" if path.is_dir() else path
@@ -123,11 +125,40 @@ def _read_config(ledger: Ledger, name: str, path: Path, bundle: Path, base: str 
     problem = size_problem(raw)  # 1e5 layers: refused before the resolved config is built or recorded
     if problem:
         raise DeploymentError(problem)
+    problem = malformed_config(raw)  # a factor of 0, layer_types of another length: before the assessment records
+    if problem:
+        raise DeploymentError(problem)
+    problem = header_problem(path if path.is_dir() else path.parent)  # a 2^60 header length: the file named
+    if problem:
+        raise DeploymentError(f"{problem[:-1] if problem.endswith('.') else problem}; nothing was recorded")
+    _check_tokenizer(path if path.is_dir() else path.parent)
     unit = DeploymentUnit(ledger, name, must_exist=False)
     if unit.events:
         raise DeploymentError(f"deployment {name!r} exists already (use --name to start another)")
     _refuse_folder_clash(ledger, name)
+    _refuse_confusable(ledger, name)
     return raw, unit
+
+
+def _check_tokenizer(folder: Path) -> None:
+    """The folder's tokenizer.json, when it has one, read under its cap (handlers.inputs) and loaded as the
+    phases will load it (the `tokenizers` library transformers' fast tokenizers are); else one line naming it."""
+    file = folder / "tokenizer.json"
+    if not (file.exists() or file.is_symlink()):
+        return  # a bare config, or a sentencepiece tokenizer.model: the phases that need one name it
+    try:
+        data = read_input(file, "tokenizer")
+        parsed_json(data, "tokenizer", file)  # names the line and column where the JSON breaks
+    except InputError as e:
+        raise DeploymentError(f"{e}, nothing was recorded") from None
+    from tokenizers import Tokenizer  # 45 ms to import (python -X importtime), paid by `init` only
+
+    try:
+        Tokenizer.from_str(data.decode("utf-8"))
+    except Exception as e:  # noqa: BLE001 - the library raises a bare Exception for a file it cannot load
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DeploymentError(f"tokenizer {file} is not one the tokenizers library loads ({why}); refused, nothing "
+                              "was recorded") from None
 
 
 def _quantisation(name: str, raw: dict, assessment, bundle: Path, folder: Path, q4nx_style: str) -> dict[str, Any]:
@@ -146,6 +177,17 @@ def _quantisation(name: str, raw: dict, assessment, bundle: Path, folder: Path, 
 def reference_folder(workspace: Path, name: str) -> Path:
     """Where Phase 0 writes a 4-bit deployment's dequantised reference (an HF folder; derived, re-derivable)."""
     return (Path(workspace) / ".ledger" / "q4nx" / model_dir_name(name)).resolve()
+
+
+def _refuse_confusable(ledger: Ledger, name: str) -> None:
+    """A name that looks like an existing deployment's (registry.names.skeleton) would let one be taken for the
+    other in every status line and command: refused, naming the other."""
+    other = confusable_with(name, (deployment_name(s) for s in ledger.streams(DEPLOYMENT_PREFIX)))
+    if other is not None:
+        # ascii(): the two names written so they can be told apart (look-alikes escaped as code points)
+        raise DeploymentError(f"deployment name {ascii(name)} is confusable with deployment {ascii(other)} (both "
+                              f"read {ascii(skeleton(name))} once look-alike characters and case are folded: "
+                              "Unicode confusables, NFKC); choose another --name; nothing was recorded")
 
 
 def _refuse_folder_clash(ledger: Ledger, name: str) -> None:

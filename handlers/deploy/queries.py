@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.uow import DeploymentError, DeploymentUnit, stream_id
+from handlers.uow import DeploymentError, DeploymentUnit, existing_name, stream_id
 from ledger import Ledger
 from statemachine.fold import FoldError, fold
 from ledger.streams import DEPLOYMENT_PREFIX, deployment_name
@@ -46,6 +46,7 @@ def status(ledger: Ledger, name: str | None = None) -> list[dict[str, Any]]:
 
 
 def history(ledger: Ledger, name: str) -> list[dict[str, Any]]:
+    name = existing_name(ledger, name)  # NFC unless an older ledger holds it otherwise
     events = ledger.read_stream(stream_id(name))
     if not events:
         raise DeploymentError(f"no deployment named {name!r}")

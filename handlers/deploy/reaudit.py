@@ -15,7 +15,7 @@ from handlers.deploy.attempts import AdvanceReport, AdvanceRequest, advance, bin
 from handlers.evaluator.audit import Finding, chain_findings
 from handlers.gates import GateOptions, GateOutcome, GateRun
 from handlers.gates.evaluation import evaluate_in_fresh_process
-from handlers.uow import DeploymentError, DeploymentUnit, stream_id
+from handlers.uow import DeploymentError, DeploymentUnit, existing_name, stream_id
 from ledger import Ledger
 from ledger.checkpoints import CheckpointRecord
 from ledger.events import BlockerRaised
@@ -42,6 +42,7 @@ def audit(ledger: Ledger, name: str, *, workspace: Path, checkpoint: str | None 
     recording anything; so is every evaluation of a ledger opened read-only (an auditor's read-only copy):
     the verdict is printed and its exit status set, nothing is written.
     """
+    name = existing_name(ledger, name)  # NFC unless an older ledger holds it otherwise
     events = ledger.read_stream(stream_id(name))
     if not events:
         raise DeploymentError(f"no deployment named {name!r}")

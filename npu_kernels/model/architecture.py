@@ -16,7 +16,7 @@ from typing import Any
 
 from npu_kernels.model import families
 from npu_kernels.model.config import ModelConfig
-from npu_kernels.model.families.common import rope_type
+from npu_kernels.model.families.common import integer_problems, rope_type
 from npu_kernels.thresholds import CONFIG_SIZE_MAX
 
 MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts", "n_experts",
@@ -164,7 +164,10 @@ def config_problems(raw: dict[str, Any]) -> list[str]:
     Sizes are positive JSON integers (not 1024.7, not 1e12, not true) no larger than CONFIG_SIZE_MAX; the
     width divides by the heads where head_dim is derived from it; heads divide by the kv heads; head_dim is
     even (half-split RoPE); rope_theta and rms_norm_eps are positive finite numbers, and so are
-    rope_parameters.* / rope_scaling.* where the RoPE math reads them (`_rope_group_problems`)."""
+    rope_parameters.* / rope_scaling.* where the RoPE math reads them, in each layer type's group too
+    (`_rope_group_problems`); the position limits (max_position_embeddings, original_max_position_embeddings) are
+    positive integers; and the values the family's adapter reads are well formed (`Family.malformed`: Gemma3's and
+    LFM2's layer_types, Phi-3's LongRoPE factor lists)."""
     problems: list[str] = []
     ok: dict[str, int] = {}
     for key in _SIZES:
@@ -195,14 +198,30 @@ def config_problems(raw: dict[str, Any]) -> list[str]:
         value = raw.get(key)
         if value is not None and not _positive_finite(value):
             problems.append(f"{key} {value!r} must be a positive finite number")
+    problems += integer_problems(raw, POSITION_LIMITS)
     for group in ("rope_parameters", "rope_scaling"):
         problems += _rope_group_problems(group, raw.get(group))
+    family = families.family_of(architecture_name(raw))
+    if family is not None and family.malformed is not None:
+        problems += family.malformed(raw)
     return problems
+
+
+def malformed_config(raw: dict[str, Any]) -> str | None:
+    """Why the config.json of a family with an adapter cannot be resolved (one line naming every unusable value),
+    or None; None for a family without one, whose config the assessment refuses as out of scope. `init` asks this
+    before it assesses anything, so a malformed config records nothing."""
+    if families.family_of(architecture_name(raw)) is None:
+        return None
+    problems = config_problems(families.text_config(raw))
+    return "invalid config.json: " + "; ".join(problems) + "; nothing was recorded" if problems else None
 
 
 # the RoPE parameters npu_kernels.model.pipeline.rope_inv_freq reads, per rope_type (besides rope_theta)
 ROPE_FIELDS = {"linear": ("factor",),
                "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")}
+# the positions a model was trained for (npu_kernels.model.config.position_limit, LongRoPE's short-factor range)
+POSITION_LIMITS = ("max_position_embeddings", "original_max_position_embeddings")
 
 
 def _positive_finite(value: Any) -> bool:
@@ -212,23 +231,27 @@ def _positive_finite(value: Any) -> bool:
 def _rope_group_problems(group: str, params: Any) -> list[str]:
     """rope_parameters / rope_scaling: an object (or absent), whose rope_theta and the fields its rope_type's
     math reads are positive finite numbers (llama3: high_freq_factor above low_freq_factor, it divides by the
-    difference)."""
+    difference), and original_max_position_embeddings, where given, a positive integer. transformers 5 nests one
+    such group per layer type (Gemma3: `{"full_attention": {...}, "sliding_attention": {...}}`, what
+    `nested_rope_parameter_keys` reads): an object-valued entry is checked as the group `group.<layer type>`."""
     if params is None:
         return []
     if not isinstance(params, dict):
-        return [f"{group} {params!r} is not an object"]
-    problems = []
+        return [f"{group} {params!r:.40} is not an object"]
+    problems = [p for k, v in params.items() if isinstance(v, dict) for p in _rope_group_problems(f"{group}.{k}", v)]
     if params.get("rope_theta") is not None and not _positive_finite(params["rope_theta"]):
-        problems.append(f"{group}.rope_theta {params['rope_theta']!r} must be a positive finite number")
+        problems.append(f"{group}.rope_theta {params['rope_theta']!r:.40} must be a positive finite number")
     rtype = params.get("rope_type") or params.get("type") or "default"
     for key in ROPE_FIELDS.get(str(rtype), ()):
         if params.get(key) is None:
             problems.append(f"{group}.{key} is missing (rope_type {rtype} needs it)")
         elif not _positive_finite(params[key]):
-            problems.append(f"{group}.{key} {params[key]!r} must be a positive finite number")
+            problems.append(f"{group}.{key} {params[key]!r:.40} must be a positive finite number")
     low, high = params.get("low_freq_factor"), params.get("high_freq_factor")
     if rtype == "llama3" and _positive_finite(low) and _positive_finite(high) and high <= low:
         problems.append(f"{group}.high_freq_factor {high} must exceed low_freq_factor {low}")
+    if not any(p.startswith(f"{group}.original_max_position_embeddings ") for p in problems):  # not twice
+        problems += integer_problems(params, ("original_max_position_embeddings",), f"{group}.")
     return problems
 
 
@@ -279,5 +302,5 @@ def resolve(raw: dict[str, Any]) -> ModelConfig:
         if family.sizes is not None:
             config = family.sizes(raw, config)
         return replace(config, description=family.describe(raw, config))
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, ArithmeticError) as e:
         raise ModelConfigError(f"invalid config.json for {arch}: {e}.") from e

@@ -1,7 +1,8 @@
 """Weights of an in-scope model from a local HF folder's safetensors files.
 
 `check_weights` reads the safetensors headers only (no tensor data) and says which of the tensors the
-config requires are missing or mis-shaped, in block order, so the first problem is named first.
+config requires are missing or mis-shaped, in block order, so the first problem is named first. `read_header`
+bounds the header length before reading it (`init` checks every file's header with `header_problem`).
 `load_weights` reads them into float32 arrays holding bf16 values, in the executor layout
 (`y = x @ W`: every projection transposed once, here), with tied or untied embeddings.
 """
@@ -9,6 +10,7 @@ config requires are missing or mis-shaped, in block order, so the first problem 
 from __future__ import annotations
 
 import json
+import stat
 import struct
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -160,21 +162,70 @@ class _TensorInfo:
     end: int
 
 
-def _read_header(file: Path) -> dict[str, _TensorInfo]:
+# the largest header the safetensors library reads (`MAX_HEADER_SIZE`, huggingface/safetensors
+# safetensors/src/tensor.rs); a real checkpoint's is tens of KiB (a name, dtype, shape and offsets per tensor)
+HEADER_MAX_BYTES = 100_000_000
+_LENGTH_BYTES = 8  # the little-endian u64 the file starts with: the header's length
+
+
+def _tensor_info(file: Path, name: str, info: Any, data_bytes: int, base: int) -> _TensorInfo:
+    """One header entry, its offsets inside the file's data: else WeightsError naming the tensor."""
     try:
-        with file.open("rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            header = json.loads(f.read(n))
-    except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise WeightsError(f"{file} is not a readable safetensors file ({e}).") from e
-    base = 8 + n
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
         begin, end = info["data_offsets"]
-        out[name] = _TensorInfo(file, info["dtype"], tuple(info["shape"]), base + begin, base + end)
-    return out
+        shape = tuple(info["shape"])
+        dtype = info["dtype"]
+        ok = (isinstance(dtype, str) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+              and all(isinstance(x, int) and not isinstance(x, bool) for x in (begin, end))
+              and 0 <= begin <= end <= data_bytes)
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise WeightsError(f"{file} is not a readable safetensors file (the header's entry for tensor {name!r:.80} "
+                           f"is not a dtype, a shape and data offsets within its {data_bytes} data bytes).")
+    return _TensorInfo(file, dtype, shape, base + begin, base + end)
+
+
+def read_header(file: Path) -> dict[str, _TensorInfo]:
+    """The tensors a safetensors file's header lists. The header length (the file's first 8 bytes) is checked
+    against the file's size and HEADER_MAX_BYTES before a byte of the header is read, so a length of 2^60 is
+    one line naming the file, not a MemoryError; a FIFO or device is refused before it is opened."""
+    try:
+        st = file.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise WeightsError(f"{file} is not a regular file; a safetensors checkpoint must be one.")
+        with file.open("rb") as f:
+            prefix = f.read(_LENGTH_BYTES)
+            if len(prefix) < _LENGTH_BYTES:
+                raise WeightsError(f"{file} is not a readable safetensors file ({st.st_size} bytes, shorter than "
+                                   f"the {_LENGTH_BYTES}-byte header length).")
+            (n,) = struct.unpack("<Q", prefix)
+            if n > min(HEADER_MAX_BYTES, st.st_size - _LENGTH_BYTES):
+                raise WeightsError(
+                    f"{file} is not a readable safetensors file (its header length {n} bytes is over "
+                    + (f"the {HEADER_MAX_BYTES} bytes the safetensors library reads)." if n > HEADER_MAX_BYTES else
+                       f"the {st.st_size - _LENGTH_BYTES} bytes the file holds after the length)."))
+            header = json.loads(f.read(n))
+    except OSError as e:
+        raise WeightsError(f"{file} cannot be read ({e.strerror or e}).") from e
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise WeightsError(f"{file} is not a readable safetensors file (its header is not JSON: {e}).") from e
+    if not isinstance(header, dict):
+        raise WeightsError(f"{file} is not a readable safetensors file (its header is not a JSON object).")
+    base = _LENGTH_BYTES + n
+    return {name: _tensor_info(file, name, info, st.st_size - base, base)
+            for name, info in header.items() if name != "__metadata__"}
+
+
+def header_problem(folder: str | Path) -> str | None:
+    """Why one of a model folder's safetensors files cannot be read (one line naming it), or None; a folder
+    without any is None (`init` of a bare config; Phase 0 names the missing checkpoint). Reads headers only."""
+    folder = Path(folder)
+    for file in sorted(folder.glob("*.safetensors")) if folder.is_dir() else ():
+        try:
+            read_header(file)
+        except WeightsError as e:
+            return str(e)
+    return None
 
 
 def _index(folder: Path) -> dict[str, _TensorInfo]:
@@ -183,7 +234,7 @@ def _index(folder: Path) -> dict[str, _TensorInfo]:
         raise WeightsError(f"no *.safetensors files in {folder}; only safetensors checkpoints are supported.")
     tensors: dict[str, _TensorInfo] = {}
     for file in files:
-        tensors.update(_read_header(file))
+        tensors.update(read_header(file))
     return tensors
 
 

@@ -26,6 +26,7 @@ from npu_kernels.mlir_air.executor import MlirAirExecutor
 from registry.model_docs import model_dir_name
 from tests.e2e.cli import in_process, ledger
 from tests.e2e.workspaces import clone_stream, workspace_ledger
+from tests.models import tiny_config, train_tokenizer
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
 CONFIG = CONFIGS / "smollm2-135m-instruct.json"
@@ -230,3 +231,155 @@ def test_the_mcp_lesson_and_triage_texts_are_bounded_as_the_cli_bounds_them(tmp_
     assert text == "error: the log text is 21.0 MiB, over the 16.0 MiB a log may be; refused"
     proc = in_process(ws, "lesson", "m", "y" * (128 * 1024 + 1))  # the CLI's own path: the same bound
     assert proc.returncode == 1 and proc.stderr.strip().endswith("over the 131072 bytes a lesson may be; refused")
+
+
+# --- issue 45 item 5: the values a family's adapter reads, checked at init -----------------------------------
+
+
+def _family_config(kind: str) -> dict:
+    """The config.json transformers 5 writes for a tiny `kind` model (tests/models.py): Gemma3's rope_parameters
+    nested per layer type, LFM2's and Gemma3's layer_types, Phi-3's LongRoPE lists."""
+    return tiny_config(kind, 300).to_dict()
+
+
+def _set(path: str, value):
+    def change(c: dict) -> None:
+        *outer, last = path.split(".")
+        for key in outer:
+            c = c[key]
+        c[last] = value
+    return change
+
+
+@pytest.mark.parametrize("kind, change, said", [
+    ("gemma3", _set("rope_parameters.full_attention.factor", 0), "rope_parameters.full_attention.factor 0 "),
+    ("gemma3", _set("rope_parameters.full_attention.factor", -8.0), "rope_parameters.full_attention.factor -8.0 "),
+    ("gemma3", _set("rope_parameters.full_attention.factor", "8"), "rope_parameters.full_attention.factor '8' "),
+    ("gemma3", _set("rope_parameters.full_attention.factor", float("inf")),
+     "rope_parameters.full_attention.factor inf "),
+    ("gemma3", _set("rope_parameters.sliding_attention.rope_theta", 0),
+     "rope_parameters.sliding_attention.rope_theta 0"),
+    ("gemma3", _set("layer_types", ["sliding_attention"]), "layer_types has 1 entries; num_hidden_layers is 2"),
+    ("gemma3", _set("layer_types", ["sliding_attention", "chunked_attention"]),
+     "layer_types[1] 'chunked_attention' is not one of Gemma3's layer types"),
+    ("lfm2", _set("layer_types", ["conv", "full_attention"]), "layer_types has 2 entries; num_hidden_layers is 3"),
+    ("lfm2", _set("layer_types", ["conv", "mamba", "conv"]), "layer_types[1] 'mamba' is not one of LFM2's"),
+    ("phi3", _set("rope_parameters.long_factor", [4.0] * 23), "rope_parameters.long_factor has 23 values; head_dim 64"),
+    ("phi3", _set("rope_parameters.short_factor", [1.0] * 32), "rope_parameters.short_factor has 32 values"),
+    ("phi3", _set("rope_parameters.long_factor", [4.0] * 23 + [0.0]), "rope_parameters.long_factor must be a list of "
+                                                                       "positive finite numbers"),
+    ("phi3", _set("max_position_embeddings", 0), "max_position_embeddings 0 must be a positive integer"),
+    ("phi3", _set("rope_parameters.original_max_position_embeddings", 0),
+     "rope_parameters.original_max_position_embeddings 0 must be a positive integer"),
+    ("gemma3", _set("sliding_window", 0), "sliding_window 0 must be a positive integer"),
+])
+def test_init_refuses_a_family_config_value_no_model_can_have_in_one_line_naming_the_key_recording_nothing(
+        tmp_path, kind, change, said):
+    ws = _workspace(tmp_path)
+    head = workspace_ledger(ws).head()
+    config = _family_config(kind)
+    change(config)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    proc = in_process(ws, "init", str(folder), "--name=bad")
+    _one_line(proc, "invalid config.json: " + said, "nothing was recorded")
+    assert workspace_ledger(ws).head() == head
+
+
+def test_the_unchanged_tiny_family_configs_are_accepted_at_init(tmp_path):
+    """Not blind: what the refusals above start from is a config init records."""
+    ws = _workspace(tmp_path)
+    for kind in ("gemma3", "lfm2", "phi3"):
+        folder = tmp_path / kind
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(_family_config(kind)))
+        proc = in_process(ws, "init", str(folder))
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_init_refuses_a_safetensors_file_whose_header_length_is_2_to_the_60_in_one_line_naming_it(tmp_path):
+    """The header length is read as 8 bytes and bounded before the header is: no MemoryError at Phase 0 either."""
+    ws = _workspace(tmp_path)
+    head = workspace_ledger(ws).head()
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(CONFIG.read_text())
+    (folder / "model-00001-of-00002.safetensors").write_bytes((1 << 60).to_bytes(8, "little") + b"{}")
+    proc = in_process(ws, "init", str(folder), "--name=bad")
+    _one_line(proc, f"{folder / 'model-00001-of-00002.safetensors'} is not a readable safetensors file",
+              "header length 1152921504606846976 bytes", "nothing was recorded")
+    assert workspace_ledger(ws).head() == head
+
+
+def _tokenizer_folder(tmp_path: Path, write) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(CONFIG.read_text())
+    write(folder / "tokenizer.json")
+    return folder
+
+
+@pytest.mark.parametrize("write, said", [
+    (lambda f: f.write_text('{"version": "1.0", "model": '), "is not valid JSON (Expecting value at line 1 column 29)"),
+    (lambda f: f.write_bytes(b'{"model": "\xff"}'), "is not UTF-8 (byte 11)"),
+    (lambda f: f.write_text('{"version": "1.0", "model": {"type": "Bogus"}}'),
+     "is not one the tokenizers library loads (data did not match any variant"),
+    (lambda f: f.touch() or os.truncate(f, (128 << 20) + 1),  # sparse: refused by its size, never read
+     "is 128.0 MiB, over the 128.0 MiB a tokenizer may be"),
+])
+def test_init_refuses_a_malformed_or_oversized_tokenizer_json_in_one_line_naming_it(tmp_path, write, said):
+    ws = _workspace(tmp_path)
+    head = workspace_ledger(ws).head()
+    folder = _tokenizer_folder(tmp_path, write)
+    proc = in_process(ws, "init", str(folder), "--name=bad")
+    _one_line(proc, f"tokenizer {folder / 'tokenizer.json'} ", said, "nothing was recorded")
+    assert workspace_ledger(ws).head() == head
+
+
+def test_init_accepts_a_real_tokenizer_json(tmp_path):
+    """Not blind: a tokenizer the tokenizers library saved (tests/models.py) is read and loaded."""
+    folder = _tokenizer_folder(tmp_path, lambda f: train_tokenizer().backend_tokenizer.save(str(f)))
+    proc = in_process(tmp_path / "ws", "init", str(folder))
+    assert proc.returncode == 0, proc.stderr
+
+
+# --- issue 45 item 6: names that look alike, names in NFC ---------------------------------------------------
+
+
+@pytest.mark.parametrize("existing, new", [
+    ("tiny", "t\u0456ny"),  # CYRILLIC SMALL LETTER BYELORUSSIAN-UKRAINIAN I
+    ("tiny", "\uff54\uff49\uff4e\uff59"),  # FULLWIDTH t i n y: NFKC
+    ("llama_1b", "IIama_lb"),  # 1, I and l share a prototype (confusables.txt)
+    ("qwen3-0.6b", "qwen3\u20130.6b"),  # EN DASH
+    ("smollm", "SMOLL\u041c"),  # case folded; CYRILLIC CAPITAL LETTER EM
+])
+def test_init_refuses_a_name_confusable_with_an_existing_deployment_naming_it_and_recording_nothing(
+        tmp_path, existing, new):
+    ws = _workspace(tmp_path, existing)
+    head = workspace_ledger(ws).head()
+    proc = in_process(ws, "init", str(CONFIG), f"--name={new}")
+    _one_line(proc, "is confusable with deployment " + repr(existing), "nothing was recorded")
+    assert workspace_ledger(ws).head() == head
+
+
+def test_a_name_is_recorded_in_nfc_and_found_however_its_accent_was_typed(tmp_path):
+    decomposed, composed = "cafe\u0301", "caf\u00e9"
+    ws = tmp_path / "ws"
+    assert in_process(ws, "init", str(CONFIG), f"--name={decomposed}").returncode == 0
+    assert workspace_ledger(ws).streams("deployment:") == [f"deployment:{composed}"]
+    for typed in (decomposed, composed):
+        assert in_process(ws, "lesson", typed, "tiles of 64").returncode == 0, typed
+    again = in_process(ws, "init", str(CONFIG), f"--name={composed}")
+    _one_line(again, "exists already")
+    assert len(workspace_ledger(ws).read_stream(f"deployment:{composed}")) == 5  # 3 from init, 2 lessons
+
+
+def test_an_older_ledger_s_name_that_is_not_nfc_is_still_found_and_its_nfc_twin_is_refused(tmp_path):
+    ws = _workspace(tmp_path)
+    clone_stream(ws, "m", "cafe\u0301")  # as a ledger written before names were normalised may hold it
+    assert in_process(ws, "lesson", "cafe\u0301", "tiles of 64").returncode == 0
+    assert len(workspace_ledger(ws).read_stream("deployment:cafe\u0301")) == 4
+    head = workspace_ledger(ws).head()
+    _one_line(in_process(ws, "init", str(CONFIG), "--name=caf\u00e9"), "is confusable with deployment 'cafe\\u0301'")
+    assert workspace_ledger(ws).head() == head

@@ -6,14 +6,18 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from handlers.inputs import CONFIG_MAX_BYTES, InputError, confined, input_file, read_input
 from npu_kernels.mlir_air.table import make_value, render_command
 from npu_kernels.model.size_bounds import BOUNDS, size_problem
+from npu_kernels.model.weights import WeightsError, header_problem, read_header
+from registry.names import confusable_with, normalised, skeleton
 from registry.text import escaped, ledger_command
 
 CONFIGS = Path(__file__).parents[1] / "fixtures" / "configs"
@@ -110,3 +114,67 @@ def test_printed_commands_quote_the_name_and_put_a_dash_name_after_a_double_dash
     assert ledger_command("advance", "my model") == "ledger advance 'my model'"
     assert ledger_command("advance", "$(id)") == "ledger advance '$(id)'"
     assert ledger_command("resume", "--help", "--note", "...") == "ledger resume --note ... -- --help"
+
+
+# --- issue 45 item 5: a safetensors header length is bounded before it is read -------------------------------
+
+
+def _safetensors(path: Path, length: int, header: bytes = b"{}", data: bytes = b"") -> Path:
+    path.write_bytes(struct.pack("<Q", length) + header + data)
+    return path
+
+
+@pytest.mark.parametrize("length, said", [
+    (1 << 60, "its header length 1152921504606846976 bytes is over the 100000000 bytes the safetensors library"),
+    (64, "its header length 64 bytes is over the 2 bytes the file holds after the length"),
+])
+def test_a_safetensors_header_length_past_the_file_or_the_cap_is_one_line_naming_the_file(tmp_path, length, said):
+    file = _safetensors(tmp_path / "model.safetensors", length)
+    with pytest.raises(WeightsError) as e:
+        read_header(file)
+    assert str(e.value).startswith(f"{file} is not a readable safetensors file") and said in str(e.value)
+    assert header_problem(tmp_path) == str(e.value)
+
+
+def test_a_safetensors_header_entry_with_offsets_outside_the_data_is_named(tmp_path):
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4096]}}).encode()
+    file = _safetensors(tmp_path / "model.safetensors", len(header), header, b"\0" * 4)
+    with pytest.raises(WeightsError, match="entry for tensor 'w' is not a dtype, a shape and data offsets within "
+                                           "its 4 data bytes"):
+        read_header(file)
+
+
+def test_a_fifo_named_as_a_safetensors_file_is_refused_without_being_opened(tmp_path):
+    os.mkfifo(tmp_path / "model.safetensors")  # opening it to read would block until a writer comes
+    assert "is not a regular file" in header_problem(tmp_path)
+
+
+def test_a_real_safetensors_file_is_read_and_a_folder_without_one_has_no_problem(tmp_path):
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.ones((2, 3), np.float32)}, str(tmp_path / "model.safetensors"))
+    info = read_header(tmp_path / "model.safetensors")["w"]
+    assert (info.dtype, info.shape, info.end - info.begin) == ("F32", (2, 3), 24)
+    assert header_problem(tmp_path) is None and header_problem(tmp_path / "empty") is None
+
+
+# --- issue 45 item 6: deployment names that look alike ------------------------------------------------------
+
+
+@pytest.mark.parametrize("a, b", [
+    ("tiny", "t\u0456ny"), ("tiny", "\uff54\uff49\uff4e\uff59"), ("Tiny", "tiny"), ("llama_1b", "IIama_lb"),
+    ("model", "rnodel"), ("qwen3-4b", "qwen3\u22124b"), ("phi", "\u0440hi"), ("m0", "mO"),
+    ("\U0001d41a", "a"),  # MATHEMATICAL BOLD SMALL A: NFKC
+])
+def test_names_that_look_alike_have_one_skeleton(a, b):
+    assert skeleton(a) == skeleton(b) and confusable_with(b, ["other", a]) == a
+
+
+@pytest.mark.parametrize("a, b", [("tiny", "tiny2"), ("caf\u00e9", "cafe"), ("qwen3_4b", "qwen3-4b"), ("a", "b")])
+def test_names_that_differ_visibly_are_not_confusable(a, b):
+    assert skeleton(a) != skeleton(b) and confusable_with(b, [a]) is None
+
+
+def test_a_name_is_not_confusable_with_itself_and_is_recorded_in_nfc():
+    assert confusable_with("tiny", ["tiny"]) is None
+    assert normalised("cafe\u0301") == "caf\u00e9" == normalised("caf\u00e9")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_kernels.model.architecture import assess, load_raw_config, resolve
+from npu_kernels.model.architecture import assess, load_raw_config, malformed_config, resolve
 from npu_kernels.model.description import CONV, FULL
 from npu_kernels.model.plan import plan
 from npu_kernels.perf.q4nx import predict_weights
@@ -37,11 +37,16 @@ def test_the_adapter_describes_lfm2_as_mlir_air_runs_it(config):
     assert dict(arch.layer_tensors(2))["q_norm"] == "self_attn.q_layernorm.weight"
 
 
-@pytest.mark.parametrize("change,words", [({"conv_bias": True}, "conv_bias"), ({"conv_L_cache": 4}, "3"),
-                                          ({"layer_types": ["mamba"] * 16}, "mamba")])
+@pytest.mark.parametrize("change,words", [({"conv_bias": True}, "conv_bias"), ({"conv_L_cache": 4}, "3")])
 def test_what_the_short_convolution_block_cannot_run_is_refused_in_one_line(change, words):
     a = assess({**load_raw_config(CONFIG), **change})
     assert not a.in_scope and words in " ".join(a.reasons) and all(r.endswith(".") for r in a.reasons)
+
+
+def test_a_layer_type_lfm2_does_not_have_is_a_malformed_config_not_an_out_of_scope_one():
+    """Refused before the assessment is recorded (npu_kernels.model.architecture.malformed_config)."""
+    problem = malformed_config({**load_raw_config(CONFIG), "layer_types": ["mamba"] * 16})
+    assert "layer_types[0] 'mamba' is not one of LFM2's layer types (conv, full_attention)" in problem
 
 
 def test_the_plan_lists_the_conv_and_multiply_rows_at_lfm2_shapes(config):

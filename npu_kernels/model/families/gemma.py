@@ -27,9 +27,11 @@ import ml_dtypes
 import numpy as np
 
 from npu_kernels.model.description import FULL, GELU_TANH_GLU, LLAMA_TENSORS, SANDWICH, SLIDING, Description, Layer, rope_of
-from npu_kernels.model.families.common import Family, activation, rope_scaling, rope_theta
+from npu_kernels.model.families.common import (Family, activation, integer_problems, layer_type_problems,
+                                               number_problems, rope_scaling, rope_theta)
 
 GELU_TANH = {"gelu_pytorch_tanh", "gelu_tanh", "gelu_new"}
+LAYER_TYPES = ("full_attention", "sliding_attention")  # transformers' Gemma3TextConfig.layer_types
 LM_HEAD_PARTITION = 16384  # gemma3_4b_q4nx_prefill.py:73-76
 # HF Gemma3 names the norm on the attention output post_attention_layernorm and the pre-FFN norm
 # pre_feedforward_layernorm (weights.py:215-220 reads the four in this order)
@@ -56,6 +58,17 @@ def _local_theta(raw: dict[str, Any]) -> float:
     if raw.get("rope_local_base_freq") is not None:
         return float(raw["rope_local_base_freq"])
     return rope_theta(raw, "sliding_attention")
+
+
+def _malformed(raw: dict[str, Any]) -> list[str]:
+    """The values `describe` reads: layer_types (one of LAYER_TYPES per layer), the window and the pattern that
+    stands for layer_types when it is absent (positive integers: the pattern is a modulus), the local RoPE base and
+    query_pre_attn_scalar (raised to -0.5) positive finite numbers. The nested rope_parameters groups are
+    architecture.config_problems'."""
+    raw = text_config(raw)
+    return (layer_type_problems(raw, "Gemma3", LAYER_TYPES)
+            + integer_problems(raw, ("sliding_window", "sliding_window_pattern"))
+            + number_problems(raw, ("rope_local_base_freq", "query_pre_attn_scalar")))
 
 
 def _problems(raw: dict[str, Any], arch: str) -> list[str]:
@@ -100,4 +113,4 @@ def describe(raw: dict[str, Any], c) -> Description:
 
 
 GEMMA3 = Family("gemma3", ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"), ("gemma3_text", "gemma3"),
-                describe, _problems, tie_default=True, qk_norm=True, windows=True)
+                describe, _problems, tie_default=True, qk_norm=True, windows=True, malformed=_malformed)

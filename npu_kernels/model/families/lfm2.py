@@ -28,7 +28,8 @@ from dataclasses import replace
 from typing import Any
 
 from npu_kernels.model.description import CONV, FULL, Description, Layer, rope_of
-from npu_kernels.model.families.common import Family, rope_scaling, rope_theta
+from npu_kernels.model.families.common import (Family, integer_problems, layer_type_problems, number_problems,
+                                               positive_integer, rope_scaling, rope_theta)
 
 LFM2_TENSORS = (
     ("attn_norm", "operator_norm.weight"),
@@ -47,6 +48,7 @@ LFM2_TENSORS = (
     ("w_down", "feed_forward.w2.weight"),
 )
 CONV_TAPS = 3  # the Conv1D kernel's k (kernel_registry/details/Conv1D_bf16.md at ff1efdb0)
+LAYER_TYPES = ("conv", "full_attention")  # transformers' Lfm2Config.layer_types
 
 
 def _layer_types(raw: dict[str, Any]) -> list[str]:
@@ -84,10 +86,23 @@ def _problems(raw: dict[str, Any], arch: str) -> list[str]:
     taps = raw.get("conv_L_cache", CONV_TAPS)
     if taps != CONV_TAPS:
         reasons.append(f"{arch} convolves {taps!r} taps (conv_L_cache); the Conv1D kernel has {CONV_TAPS}.")
-    unknown = sorted(set(_layer_types(raw)) - {"conv", "full_attention"})
-    if unknown:
-        reasons.append(f"{arch} has layer types {', '.join(unknown)}; LFM2's are conv and full_attention.")
     return reasons
+
+
+def _malformed(raw: dict[str, Any]) -> list[str]:
+    """The values `_layer_types`, `mlp_width` and `_sizes` read: layer_types (one of LAYER_TYPES per layer), else
+    full_attn_idxs (layer indices), the MLP rounding (a positive integer multiple and factor) and norm_eps."""
+    problems = layer_type_problems(raw, "LFM2", LAYER_TYPES)
+    idxs, n = raw.get("full_attn_idxs"), raw.get("num_hidden_layers")
+    if raw.get("layer_types") is None and idxs is not None:
+        if not isinstance(idxs, list):
+            problems.append(f"full_attn_idxs {idxs!r:.40} is not a list")
+        elif positive_integer(n):
+            bad = next((i for i in idxs if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n), None)
+            if bad is not None:
+                problems.append(f"full_attn_idxs holds {bad!r:.40}, not a layer index (0..{n - 1})")
+    return (problems + integer_problems(raw, ("block_multiple_of",))
+            + number_problems(raw, ("block_ffn_dim_multiplier", "norm_eps")))
 
 
 def describe(raw: dict[str, Any], c) -> Description:
@@ -100,4 +115,4 @@ def describe(raw: dict[str, Any], c) -> Description:
 
 
 LFM2 = Family("lfm2", ("Lfm2ForCausalLM",), ("lfm2",), describe, _problems, tie_default=True, qk_norm=True,
-              sizes=_sizes)
+              sizes=_sizes, malformed=_malformed)

@@ -19,7 +19,8 @@ import math
 from typing import Any
 
 from npu_kernels.model.description import LLAMA_TENSORS, Description, Layer, rope_of
-from npu_kernels.model.families.common import Family, rope_params, rope_theta, rope_type, swiglu_problems
+from npu_kernels.model.families.common import (Family, number_problems, positive_integer, positive_number,
+                                               rope_params, rope_theta, rope_type, swiglu_problems)
 
 FUSED = (("self_attn.qkv_proj.weight", ("wq", "wk", "wv")), ("mlp.gate_up_proj.weight", ("w_gate", "w_up")))
 LM_HEAD_PARTITION = 16384  # phi4_mini_q4nx_prefill.py:57-58
@@ -51,22 +52,51 @@ def _problems(raw: dict[str, Any], arch: str) -> list[str]:
     if rtype not in ("default", "longrope", "su"):
         reasons.append(f"{arch} uses RoPE scaling '{rtype}'; supported for Phi-3: default, longrope.")
     if rtype in ("longrope", "su"):
-        params = rope_params(raw)
-        orig = params.get("original_max_position_embeddings") or raw.get("original_max_position_embeddings")
-        if not isinstance(orig, int) or isinstance(orig, bool) or orig <= 0:
-            reasons.append(f"{arch} uses LongRoPE without a positive original_max_position_embeddings.")
-        short = params.get("short_factor")
-        if not isinstance(short, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                 and 0 < x < float("inf") for x in short):
-            reasons.append(f"{arch} uses LongRoPE without a list of positive short_factor values.")
-    factor = _partial_factor(raw)
-    if not 0 < factor <= 1:
-        reasons.append(f"{arch} has partial_rotary_factor {factor}; it must lie in (0, 1].")
+        orig = rope_params(raw).get("original_max_position_embeddings") or raw.get("original_max_position_embeddings")
+        if orig is None:
+            reasons.append(f"{arch} uses LongRoPE without an original_max_position_embeddings.")
     window, orig = raw.get("sliding_window"), _rope_max(raw)
-    if window is not None and window < (orig or raw.get("max_position_embeddings") or 0):
+    if positive_integer(window) and window < (orig or raw.get("max_position_embeddings") or 0):
         reasons.append(f"{arch} uses a {window}-position sliding window inside the positions it runs; "
                        "the Phi-3 adapter describes full causal attention only.")
     return reasons
+
+
+def _head_dim(raw: dict[str, Any]) -> int | None:
+    if positive_integer(raw.get("head_dim")):
+        return raw["head_dim"]
+    width, heads = raw.get("hidden_size"), raw.get("num_attention_heads")
+    return width // heads if positive_integer(width) and positive_integer(heads) else None
+
+
+def _malformed(raw: dict[str, Any]) -> list[str]:
+    """The values `describe` and `_longrope` read: partial_rotary_factor in (0, 1]; with LongRoPE, short_factor
+    and long_factor lists of positive finite numbers, one per rotary pair (head_dim x partial_rotary_factor / 2,
+    as transformers' `_validate_longrope_rope_parameters` counts them; the long factors apply past
+    original_max_position_embeddings, where the pipeline refuses to run, and are checked all the same), factor and
+    attention_factor positive finite numbers. A config without long_factor is let through (the tool never reads
+    it). original_max_position_embeddings is architecture.config_problems'."""
+    params = rope_params(raw)
+    group = "rope_parameters" if params is raw.get("rope_parameters") else "rope_scaling"
+    problems = []
+    for where, holder in (("", raw), (f"{group}.", params)):
+        value = holder.get("partial_rotary_factor")
+        if value is not None and not (positive_number(value) and value <= 1):
+            problems.append(f"{where}partial_rotary_factor {value!r:.40} must lie in (0, 1]")
+    if rope_type(raw) not in ("longrope", "su"):
+        return problems
+    head_dim = _head_dim(raw)
+    pairs = int(head_dim * _partial_factor(raw)) // 2 if head_dim and not problems else None
+    for key in ("short_factor", "long_factor"):
+        values = params.get(key)
+        if values is None and key == "long_factor":  # not read: the pipeline stops at the short factors' range
+            continue
+        if not isinstance(values, list) or not all(positive_number(x) for x in values):
+            problems.append(f"{group}.{key} must be a list of positive finite numbers (LongRoPE)")
+        elif pairs is not None and len(values) != pairs:
+            problems.append(f"{group}.{key} has {len(values)} values; head_dim {head_dim} x partial_rotary_factor "
+                            f"{_partial_factor(raw):g} rotates {2 * pairs} dims, {pairs} pairs")
+    return problems + number_problems(params, ("factor", "attention_factor"), f"{group}.")
 
 
 def _rope_max(raw: dict[str, Any]) -> int | None:
@@ -92,4 +122,4 @@ def describe(raw: dict[str, Any], c) -> Description:
                        fused=FUSED, rope_max_positions=scaling["original_max_position_embeddings"] if scaling else None)
 
 
-PHI3 = Family("phi3", ("Phi3ForCausalLM",), ("phi3",), describe, _problems)
+PHI3 = Family("phi3", ("Phi3ForCausalLM",), ("phi3",), describe, _problems, malformed=_malformed)
