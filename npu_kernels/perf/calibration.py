@@ -29,7 +29,8 @@ machine with those error bars. Pure and deterministic (no randomness, no clock).
 
 Physics bounds every figure (`figure_floor`): a prefill does 2 FLOP per projection weight per token, so it takes at
 least that at the target's peak (TTFT: and the LM head's one row); a decode token streams every projection's and the
-LM head's bf16 weights from DDR once, so it takes at least those bytes at the DDR bandwidth. `figure_problem` names a
+LM head's weights from DDR once, so it takes at least those bytes at the DDR bandwidth, counted in the smallest weight
+format in scope (Q4NX, 0.625 B/weight: a floor a 4-bit deployment's real figure cannot break). `figure_problem` names a
 measured figure under its floor (`ledger perf calibrate` leaves such a row out); `physics_problems` names a fit whose
 constants are beyond physics (a group of time at zero - an infinitely fast BO or XRT call -, a BO rate above the DDR
 bandwidth, an NPU time under a row's floor): such a fit is refused, and a recorded one is not applied by `predict`.
@@ -49,7 +50,7 @@ from npu_kernels.perf.dispatch import dispatch_plan
 from npu_kernels.perf.fit import nnls
 from npu_kernels.perf.host import host_constants
 from npu_kernels.perf.predict import Prediction, predict
-from npu_kernels.perf.q4nx import projection_shapes
+from npu_kernels.perf.q4nx import Q4_BYTES_PER_WEIGHT, projection_shapes
 from npu_kernels.thresholds import DDR_BANDWIDTH_BYTES_S
 
 GROUPS = ("npu", "bo_write", "bo_read", "xrt", "host")
@@ -60,7 +61,9 @@ FIGURE_SIGMAS = 2.0  # a figure's bar: 2 x leave-one-out RMS (~95% for one figur
 PUBLISHED = "mlir-air's published machine (kernel registry + Llama-3.2-1B profile.md, e972f29)"
 
 
-BF16_BYTES = 2
+# a decode token's floor streams every weight once in the smallest format in scope (Q4NX: 4-bit codes + bf16 scale
+# and min per 32, npu_kernels.perf.q4nx), so a 4-bit deployment's real figure is never under it; bf16 is 3.2x more
+FLOOR_BYTES_PER_WEIGHT = Q4_BYTES_PER_WEIGHT
 
 
 class CalibrationError(ValueError):
@@ -137,7 +140,7 @@ def figure_floor(config: ModelConfig, figure: str, seq: int, target: str = "npu2
     weights = sum(m * k for i in range(config.n_layers) for m, k in projection_shapes(config, i).values())
     head = config.vocab_size * config.emb_dim
     if figure == "ms_per_token":
-        return BF16_BYTES * (weights + head) / DDR_BANDWIDTH_BYTES_S[target] * 1e3
+        return FLOOR_BYTES_PER_WEIGHT * (weights + head) / DDR_BANDWIDTH_BYTES_S[target] * 1e3
     return (2.0 * weights * seq + (2.0 * head if figure == "ttft_s" else 0.0)) / PEAK_FLOPS[target]
 
 
@@ -153,7 +156,8 @@ def figure_problem(row: CalibrationRow, target: str = "npu2") -> str | None:
         return f"{row.figure} {value!r} is not a positive finite {_unit(row.figure)}"
     floor = figure_floor(row.config, row.figure, row.seq, target)
     if value < floor:
-        what = (f"streaming its bf16 weights at {target}'s DDR bandwidth" if row.figure == "ms_per_token" else
+        what = (f"streaming its weights at {FLOOR_BYTES_PER_WEIGHT} B each (4-bit, the smallest format in scope) at "
+                f"{target}'s DDR bandwidth" if row.figure == "ms_per_token" else
                 f"its {row.seq}-token prefill's FLOPs at {target}'s peak")
         return (f"{row.figure} {value:.4g} {_unit(row.figure)} is under the {floor:.4g} {_unit(row.figure)} "
                 f"{what} takes: beyond physics")

@@ -113,7 +113,7 @@ def test_the_fit_recovers_the_machine_within_its_error_bars(workspace):
     assert len(fit["rows"]) == 3 * (2 * len(_switch_sets()) + 2)  # the stand-in and implausible rows are not fitted
     left = {row["seq"]: row["why"] for row in fit["left_out"]}
     assert len(left) == 2 and all(row["label"].startswith("deployment:smollm2-1.7b seq ") for row in fit["left_out"])
-    assert any("ms_per_token 0.01 ms is under the" in why and "bf16 weights at npu2's DDR bandwidth takes: beyond physics"
+    assert any("ms_per_token 0.01 ms is under the" in why and "the smallest format in scope) at npu2's DDR bandwidth takes: beyond physics"
                in why for why in left.values())
     assert any("prefill_s 0.5 is not the median 1 of its samples" in why for why in left.values())
     assert not fit["fixed"]
