@@ -189,7 +189,9 @@ def phase_skill(phase: Phase) -> Skill:
         "- `blocked` true (status `needs_human_review`): stop and hand over. After a human fixed the cause, `resume` "
         "with a note saying what was fixed buys one more attempt.",
         "- tool error `someone else advanced ...`: another agent moved the deployment; nothing of yours was written. "
-        "Read `status` again before anything else.", "",
+        "Read `status` again before anything else.",
+        "- tool error `the database refused the append: ...`: the store itself refused (a constraint or trigger the "
+        "tool does not install); nothing was recorded. Run `verify`, stop and hand over; never retry.", "",
         f"Playbook rules that cite Phase {n}'s failure table:", "", *_rules(phase), "",
         "## Never", "",
         "Edit `llms/` or `kernel_registry/` (projections, rebuilt from the ledger), write to the ledger by any other "
@@ -228,6 +230,7 @@ def deploy_skill() -> Skill:
         "## Failure modes", "",
         "- `needs_human_review`: a gate failed twice or Phase 7 said FAIL. Stop; a human fixes it and you `resume`.",
         "- `someone else advanced ...`: another agent holds the deployment; re-read `status`, never retry blindly.",
+        "- `the database refused the append: ...`: the store refused it (run `verify`, which names what); hand over.",
         "",
     ])
     description = ("Entry point for deploying a decoder-only LLM onto AMD NPU2 with npu-ledger - records it "
