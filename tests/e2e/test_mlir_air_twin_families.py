@@ -2,7 +2,9 @@
 not exercise (issue #48): Gemma3, whose local layers run a sliding-window attention row, and LFM2, whose short
 convolution runs eltwise_mul and conv1d rows. `ledger twin` -> `init --executor mlir-air` -> `scaffold --stand-in
 emulated` -> `advance`, every command through the real CLI; the tiny models are the suite's shared folders
-(tests/prebuilt.py)."""
+(tests/prebuilt.py). LFM2 goes through Phase 1 only: on an mlir-air deployment Phase 2's carried convolution state
+has no reader yet (mlir-air's lfm2 `make decode-gate`; npu_kernels/backends/mlir_air.py `conv_state_check` says so in
+one line and nothing is recorded)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,10 @@ import pytest
 from tests.e2e.cli import ledger, ledger_json
 
 
-def _twin_deployment(tmp_path_factory, model, name: str, until: int | None):
-    """A twin and a workspace where `name` was initialised on mlir-air, scaffolded with the emulated stand-in and
-    advanced (to deployed, or `until` a phase); MLIR_AIR_DIR and the NPU lock are set for the module."""
-    root = tmp_path_factory.mktemp(f"twin-{name}")
+def _twin_deployment(mp: pytest.MonkeyPatch, root, model, name: str, until: int | None):
+    """A twin under `root` and a workspace where `name` was initialised on mlir-air, scaffolded with the emulated
+    stand-in and advanced (to deployed, or `until` a phase); `mp` sets MLIR_AIR_DIR and the NPU lock."""
     twin, ws = root / "mlir-air", root / "ws"
-    mp = pytest.MonkeyPatch()
     mp.setenv("MLIR_AIR_DIR", str(twin))
     mp.setenv("LEDGER_NPU_LOCK", str(root / "npu.lock"))
     advance = ("advance", name, *(["--until", str(until)] if until is not None else []))
@@ -24,21 +24,19 @@ def _twin_deployment(tmp_path_factory, model, name: str, until: int | None):
                  ("scaffold", name, "--stand-in", "emulated"), advance):
         proc = ledger(ws, *args, timeout=1500)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    return mp, twin, ws
+    return twin, ws
 
 
 @pytest.fixture(scope="module")
 def gemma3_on_the_twin(tmp_path_factory, tiny_gemma3):
-    mp, twin, ws = _twin_deployment(tmp_path_factory, tiny_gemma3, "g3", None)
-    yield twin, ws
-    mp.undo()
+    with pytest.MonkeyPatch.context() as mp:
+        yield _twin_deployment(mp, tmp_path_factory.mktemp("twin-g3"), tiny_gemma3, "g3", None)
 
 
 @pytest.fixture(scope="module")
 def lfm2_on_the_twin(tmp_path_factory, tiny_lfm2):
-    mp, twin, ws = _twin_deployment(tmp_path_factory, tiny_lfm2, "lf", 1)
-    yield twin, ws
-    mp.undo()
+    with pytest.MonkeyPatch.context() as mp:
+        yield _twin_deployment(mp, tmp_path_factory.mktemp("twin-lf"), tiny_lfm2, "lf", 1)
 
 
 def _rows(ws, name: str) -> list[dict]:
