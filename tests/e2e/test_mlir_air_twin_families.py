@@ -40,7 +40,8 @@ def lfm2_on_the_twin(tmp_path_factory, tiny_lfm2):
 
 
 def _rows(ws, name: str) -> list[dict]:
-    return [e["payload"] for e in ledger_json(ws, "log", "--stream", f"deployment:{name}") if e["type"] == "KernelVerified"]
+    events = ledger_json(ws, "log", "--stream", f"deployment:{name}")
+    return [e["payload"] for e in events if e["type"] == "KernelVerified"]
 
 
 @pytest.mark.slow
