@@ -117,10 +117,11 @@ GROUPED = ("test_reverify.py", "test_verify_walk.py", "test_pipeline.py", "test_
            "test_deploy_lfm2.py", "test_lfm2_drills.py", "test_family_drills.py")  # the twin: both variants start from one Phase 1 (38 s), built on each worker before
 
 
-# The order the workers are dealt tests in: the twin's end-to-end run first (the longest chain of the run, it needs
-# only the tiny Llama), then the tests that need no shared deployment (unit, integration), then the other
-# end-to-end tests, whose snapshots the xdist controller builds meanwhile (tests/prebuilt.py, `_prebuild` below).
-FIRST = ("test_mlir_air_twin.py",)
+# The order the workers are dealt tests in: the twin's end-to-end runs first (the longest chains of the run: the
+# tiny Llama's, and the tiny Gemma3's, 2 to 4 minutes, each needing only its tiny model), then the tests that need
+# no shared deployment (unit, integration), then the other end-to-end tests, whose snapshots the xdist controller
+# builds meanwhile (tests/prebuilt.py, `_prebuild` below).
+FIRST = ("test_mlir_air_twin.py", "test_mlir_air_twin_families.py")
 
 
 def _order(item) -> int:

@@ -37,10 +37,11 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
         `(randn(M, K)*4).astype(bf16)`, `(randn(K)*4)`; ref `np.dot(A.f32, x.f32).astype(bf16)`.
   FlashAttention  programming_examples/flash_attention/kernel_fusion_based/attn_npu2.py:1439-1445
         `default_rng(42)`, `standard_normal((H, LQ, DK))` (float64) -> bf16 for Q, then K (Hkv, LK, DK), then
-        V (Hkv, LK, DV); :1458-1473 the f32 reference per head (scores * 1/sqrt(dk), causal mask -1e9,
-        max-subtracted exp, normalise, P @ V) -> bf16 (npu_kernels.numerics.references.attention_reference is that
-        computation). The precision line is the compile-and-run pass (`--perf-iters` 0 by default); a
-        latency run is a separate invocation and changes no input.
+        V (Hkv, LK, DV); :1458-1473 the f32 reference per head (scores * 1/sqrt(dk), causal mask -1e9, and
+        under `--window W` also the keys at or before p - W, :1466-1468; max-subtracted exp, normalise,
+        P @ V) -> bf16 (npu_kernels.numerics.references.attention_reference is that computation). The precision
+        line is the compile-and-run pass (`--perf-iters` 0 by default); a latency run is a separate invocation
+        and changes no input.
   Q4NX dequant  programming_examples/llms/llama32_1b_q4nx/dequant_q4nx.py `__main__` (commit 0d63308, later
         than e972f29): `np.random.seed(0)`, codes `randint(0, 16, (N_out, K), uint8)`, scales
         `uniform(0.005, 0.02, (N_out, K/32))` then mins `uniform(-0.1, 0.1, ...)`, both `.astype(float32)`;
@@ -239,7 +240,10 @@ def _flash_attention(shape: dict, contract: str) -> HarnessCase:
     q = _bf16(rng.standard_normal((hq, shape["lq"], shape["dk"])))  # float64 draws -> float32 -> bf16
     k = _bf16(rng.standard_normal((hkv, shape["lk"], shape["dk"])))
     v = _bf16(rng.standard_normal((hkv, shape["lk"], shape["dv"])))
-    ref = attention_reference(q, k, v, bool(shape["causal"]))
+    # a sliding window (--window, attn_npu2.py:1358-1363) is masked in the reference too, under causal only:
+    # `mask |= np.tril(ones, k=-window)` drops keys at or before p - window (attn_npu2.py:1464-1469)
+    window = shape.get("window") if shape["causal"] else None
+    ref = attention_reference(q, k, v, bool(shape["causal"]), window=window)
     return HarnessCase({"q": q, "k": k, "v": v}, _bf16(ref), "bf16", "flash_attention/kernel_fusion_based/attn_npu2.py:1439-1473")
 
 

@@ -59,6 +59,8 @@ class KernelSpec:
         `randn` elsewhere, a fixed seed; RoPE's cos/sin LUT for positions 0..rows-1 at theta 500000, in bf16;
       * `reference(inputs, shape, contract)`: the same math in FP32 on those inputs, cast to the output dtype;
       * `call(executor, inputs, shape, contract, tile)`: how the executor method is invoked;
+      * `output_elements(shape)`: how many elements its one output has (the count a harness's `[precision]`
+        line must have checked; npu_kernels.perf.evidence reads it, so a new kernel cannot be missed there);
       * `flops(shape)` / `bytes(shape)`, the NPU2 measured mean_rel_L1 of NUMERICS (for reports and the
         bench), a registry shape (the registry row the bench compares at), a small shape (fast tests) and the
         target tile count."""
@@ -72,6 +74,7 @@ class KernelSpec:
     call_fn: Callable[..., np.ndarray]
     flops_fn: Callable[[dict], float]
     bytes_fn: Callable[[dict], float]
+    output_elements_fn: Callable[[dict], int]  # required: every kernel states the size of its output
     npu2: dict[str, NpuFigure]  # per contract
     registry_shape: dict[str, Any]
     small_shape: dict[str, Any]
@@ -144,6 +147,10 @@ class KernelSpec:
 
     def bytes(self, shape: dict) -> float:
         return float(self.bytes_fn(self.normalize_shape(shape)))
+
+    def output_elements(self, shape: dict) -> int:
+        """The number of elements of the kernel's (single) output at `shape`."""
+        return int(self.output_elements_fn(self.normalize_shape(shape)))
 
     def npu2_figure(self, contract: str | None = None) -> NpuFigure | None:
         """The NPU2 measured figure of a contract; None where mlir-air published none (the 4-bit kernels)."""

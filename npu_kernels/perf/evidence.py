@@ -5,7 +5,8 @@ row is accepted only if
 
 * its shape is the kernel's: exactly its keys, positive integers (`KernelSpec.normalize_shape`);
 * its contract is one the kernel has, and the rtol/atol it printed are that contract's (npu_kernels.thresholds);
-* the element count it checked equals the shape's output size (a 10-element check is not a 4096x4096 GEMM);
+* the element count it checked equals the shape's output size (a 10-element check is not a 4096x4096 GEMM), the
+  size the kernel's catalog entry states (`KernelSpec.output_elements`: no kernel can lack one);
 * its error figures are non-negative, and finite where the verdict is PASS (a NaN can only FAIL);
 * its latency and throughput are positive finite numbers, physically possible on the target: FLOP/s at most the
   target's peak, and the shape's minimum DDR traffic over the latency at most the DDR bandwidth (npu_kernels.thresholds);
@@ -37,20 +38,6 @@ class EvidenceError(ValueError):
     """Raised when a measurement cannot be evidence for the kernel, shape and contract it is recorded for."""
 
 
-# the number of elements of each kernel's (single) output, from its normalised shape
-_OUTPUT_ELEMENTS = {
-    "gemm": lambda s: s["M"] * s["N"],
-    "gemv": lambda s: s["M"],
-    "rmsnorm": lambda s: s["M"] * s["N"],
-    "layernorm": lambda s: s["M"] * s["N"],
-    "rope": lambda s: s["rows"] * s["head_dim"],
-    "flash_attention": lambda s: s["heads_q"] * s["lq"] * s["dv"],
-    "eltwise_add": lambda s: s["N"],
-    "silu_mul": lambda s: s["N"],
-    "gelu": lambda s: s["N"],
-}
-
-
 def check_shape(kernel: str, shape: dict[str, Any]) -> dict[str, Any]:
     """The kernel's normalised shape; EvidenceError for an unknown kernel or a shape it does not know."""
     try:
@@ -71,8 +58,9 @@ def check_contract(kernel: str, contract: str | None) -> str:
 
 
 def output_elements(kernel: str, shape: dict[str, Any]) -> int:
-    """How many elements the kernel's output has at `shape`."""
-    return int(_OUTPUT_ELEMENTS[kernel](check_shape(kernel, shape)))
+    """How many elements the kernel's output has at `shape` (its catalog entry's count); EvidenceError for an
+    unknown kernel or a shape it does not know."""
+    return get_spec(kernel).output_elements(check_shape(kernel, shape))
 
 
 def printed_unit(value: float, text: str | None = None) -> float:
@@ -176,7 +164,7 @@ def check_measurement(
         if not (isinstance(got, (int, float)) and math.isfinite(got) and _same(float(got), want)):
             raise EvidenceError(f"{where}: printed {label}={got} is not the contract's {label}={want:g}")
 
-    expected = int(_OUTPUT_ELEMENTS[kernel](norm))
+    expected = get_spec(kernel).output_elements(norm)
     if n_elements is None:
         if require_count:
             raise EvidenceError(f"{where}: the transcript does not say how many elements it checked "
@@ -211,8 +199,8 @@ def _check_metrics(where: str, verdict: str, metrics: dict[str, Any]) -> None:
 
 def _facts(kernel: str, norm: dict[str, Any]) -> tuple[tuple[float, ...], float, int | None]:
     """(FLOP counts, minimum DDR bytes, output elements) of a normalised shape."""
-    count = _OUTPUT_ELEMENTS.get(kernel)
-    return flop_counts(kernel, norm), get_spec(kernel).bytes(norm), int(count(norm)) if count else None
+    spec = get_spec(kernel)
+    return flop_counts(kernel, norm), spec.bytes(norm), spec.output_elements(norm)
 
 
 @functools.lru_cache(maxsize=4096)

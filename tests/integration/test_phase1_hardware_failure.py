@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from handlers.uow import DeploymentUnit
-from npu_kernels.perf.evidence import _OUTPUT_ELEMENTS
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.thresholds import kernel_tolerance
 from ledger import open_ledger

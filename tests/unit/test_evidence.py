@@ -5,7 +5,8 @@ from datetime import date
 
 import pytest
 
-from npu_kernels.perf.evidence import EvidenceError, check_measurement, output_elements
+from npu_kernels.numerics.catalog import CATALOG, KERNELS
+from npu_kernels.perf.evidence import EvidenceError, check_measurement, check_stored_row, output_elements
 from npu_kernels.perf.constants import NPU2_PEAK_BF16_FLOPS
 from registry.importer import UpstreamFormatError, events_from_upstream
 
@@ -52,6 +53,28 @@ def test_output_sizes_follow_each_kernels_shape():
     assert output_elements("rope", {"rows": 65536, "head_dim": 64}) == 65536 * 64
     assert output_elements("flash_attention", {"lq": 2048, "lk": 2048, "dk": 64, "dv": 64, "heads_q": 32,
                                                 "heads_kv": 8, "causal": True}) == 32 * 2048 * 64
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_catalog_kernels_output_size_is_the_size_of_its_reference_output(kernel):
+    """The count a transcript must have checked comes from the catalog entry (issue #48: a hand table in this module
+    had no eltwise_mul or conv1d, so LFM2's first harness row stopped Phase 1 with a bare KeyError)."""
+    spec = CATALOG[kernel]
+    shape = spec.small_shape
+    assert output_elements(kernel, shape) == spec.reference(spec.make_inputs(shape), shape).size
+
+
+@pytest.mark.parametrize("kernel, shape, n", [("eltwise_mul", {"N": 65536}, 65536),
+                                              ("conv1d", {"seq": 64, "C": 256}, 64 * 256)])
+def test_a_short_convolution_transcript_is_checked_for_its_element_count(kernel, shape, n):
+    rtol, atol = CATALOG[kernel].contract(None).rtol, CATALOG[kernel].contract(None).atol
+    fields = dict(verdict="PASS", rtol=rtol, atol=atol, mean_rel_L1=2.7e-3, max_abs=1e-2, max_rel=0.01)
+    assert check_measurement(kernel, shape, "bf16-out", n_elements=n, **fields)["shape"] == shape
+    with pytest.raises(EvidenceError, match=f"checked {n - 1} elements but the output has {n}"):
+        check_measurement(kernel, shape, "bf16-out", n_elements=n - 1, **fields)
+    row = {"kernel": kernel, "shape": shape, "contract": "bf16-out", "verdict": "PASS", "n_elements": n - 1,
+           "executor": "mlir-air", "source": "harness"}
+    assert [f"{kernel} " in p and f"the output has {n}" in p for p in check_stored_row(row)] == [True]
 
 
 def test_the_peak_is_above_every_row_mlir_air_measured_on_npu2():

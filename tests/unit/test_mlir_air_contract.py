@@ -89,3 +89,17 @@ def test_the_mlir_air_toolchain_records_the_checkouts_commit_and_the_contract_ve
     assert f"mlir-air-contract {CONTRACT_VERSION}" in toolchain_label(tc)
     old = {k: v for k, v in tc.items() if k != "mlir_air_contract"}  # a row recorded before the key existed
     assert "mlir-air-contract" not in toolchain_label(old)
+
+
+def test_an_attention_script_without_the_sliding_window_is_named(tmp_path):
+    """Gemma3's local layers pass `--window W` to attn_npu2.py (harnesses.toml [flags]) and the twin's harness inputs
+    mask the window as its reference does (attn_npu2.py:1464-1469 at e972f29): a checkout whose script lacks either
+    is named by `ledger doctor` (issue #48)."""
+    script = tmp_path / "programming_examples" / "flash_attention" / "kernel_fusion_based" / "attn_npu2.py"
+    script.parent.mkdir(parents=True)
+    (check,) = [c for c in contract_checks() if c.file.endswith("attn_npu2.py")]
+    script.write_text("\n".join(check.items) + "\n")
+    assert [f.status for f in check_checkout(tmp_path) if f.check is check] == ["ok"]
+    script.write_text("\n".join(check.items[:-1]) + "\n")  # the flag, but a reference without the window mask
+    (finding,) = [f for f in check_checkout(tmp_path) if f.check is check]
+    assert finding.status == "differs" and finding.absent == (check.items[-1],)
