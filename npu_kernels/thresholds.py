@@ -220,6 +220,23 @@ TF_KL_MEAN = 0.065  # faithful emulated instruct max 0.0251 (2.6x); kv_cache_off
 TF_PPL_RATIO_MAX = 1.10  # faithful instruct max 1.076; faithful base 5 is 1.158 (fails)
 
 
+# --- Phase 0's near-uniform check (issue 48, item 4), placed here because it is the token gate's KL max ------------
+# The token gate's KL is KL(reference || ours) per step, and an output of constant logits (a zeroed LM head, a
+# dead final norm, a stale buffer of zeros) has KL(reference || uniform) = log V - H(reference) exactly. So when
+# the reference's own entropy is within TF_KL_MAX of log V, a model that computes nothing passes the KL max
+# criterion against it, and every later gate judges a reference that says next to nothing (a random-weight
+# Llama-3.2-1B: entropy 11.35 nats of log 128256 = 11.76, 0.41 from uniform). Phase 0 refuses such a reference:
+# entropy_max = log V - TF_KL_MAX, V the length of the logit vector. Measured on the canonical prompt: the tiny
+# test models (tests/models.py, V 384, log V 5.95) sit 3.04 (gemma3) .. 4.24 (qwen2) nats from uniform,
+# SmolLM2-135M-Instruct 7.81 (entropy 2.99 of log 49152 = 10.80); transformers' default init (std 0.02, 2-layer
+# Llama, V 32000 and 128256, 40 random tokens) sits 0.051 from uniform at every position, a tiny model's LM head
+# scaled by 0.05 within 0.1 (tests/integration/test_models.py).
+def baseline_thresholds(vocab_size: int) -> dict[str, float]:
+    """The thresholds a Phase 0 baseline over `vocab_size` logits records: BASELINE_THRESHOLDS and the
+    near-uniform bound entropy_max = log V - TF_KL_MAX (the note above)."""
+    return {**BASELINE_THRESHOLDS, "entropy_max": math.log(vocab_size) - TF_KL_MAX}
+
+
 def teacher_forced_thresholds() -> dict[str, float]:
     """The thresholds a `TokenGateChecked` records for its teacher-forced walk (and is re-judged against)."""
     return {"top_k": TOKEN_GATE_TOP_K, "steps": TOKEN_GATE_STEPS, "kl_max": TF_KL_MAX, "kl_mean": TF_KL_MEAN,

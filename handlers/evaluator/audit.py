@@ -167,7 +167,8 @@ def check_baseline(rec: RecordedEvent) -> list[str]:
     problems = []
     if not p["logits_finite"]:
         problems.append("passed with non-finite logits")
-    if p["top1_prob"] >= BASELINE_THRESHOLDS["top1_prob_max"] or p["entropy"] <= p.get("thresholds", {}).get("entropy_min", 0.0):
+    if p["top1_prob"] >= BASELINE_THRESHOLDS["top1_prob_max"] or p["entropy"] <= p.get("thresholds", {}).get("entropy_min", 0.0) \
+            or p["entropy"] >= p.get("thresholds", {}).get("entropy_max", math.inf):
         problems.append(f"passed with a degenerate distribution (top-1 p={p['top1_prob']:.4f}, entropy {p['entropy']:.4f})")
     if p.get("config_mismatches"):
         problems.append(f"passed with config mismatches {p['config_mismatches']}")

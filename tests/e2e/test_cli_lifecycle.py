@@ -55,6 +55,28 @@ def test_phase_0_passes_on_a_real_model_and_records_its_evidence(tiny_at):
     assert "PHASE 0 PASSED" in history
 
 
+def test_phase_0_refuses_a_near_uniform_reference_in_one_line(tmp_path, tiny_llama):
+    # issue 48 item 4: an LM head scaled to ~0 (x0.02) leaves logits that still spread (std above logit_std_min)
+    # but a distribution within a few hundredths of a nat of uniform; at dd99c44 Phase 0 passed it
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    flat = tmp_path / "flat"
+    shutil.copytree(tiny_llama, flat)
+    tensors = load_file(flat / "model.safetensors")
+    tensors["lm_head.weight"] = (tensors["lm_head.weight"].float() * 0.02).to(torch.bfloat16)
+    save_file(tensors, flat / "model.safetensors", metadata={"format": "pt"})
+    ws = tmp_path / "ws"
+    assert ledger(ws, "init", str(flat), "--name", "flat").returncode == 0
+    proc = ledger(ws, "advance", "flat", "--until", "0")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if "near-uniform" in line]
+    assert len(lines) == 1 and "entropy_max 3.951" in lines[0], proc.stdout + proc.stderr
+    assert ledger_json(ws, "status", "flat")["phases_passed"] == []
+
+
 def test_two_concurrent_advances_one_proceeds_the_other_exits_cleanly(tmp_path, tiny_llama):
     assert ledger(tmp_path, "init", str(tiny_llama), "--name", "tiny").returncode == 0
     procs = [spawn(tmp_path, "advance", "tiny", "--until", "0") for _ in range(2)]
