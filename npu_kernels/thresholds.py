@@ -278,8 +278,54 @@ def teacher_forced_problems(topk_ours, topk_ref, kls, ppl_ratio, n_steps: int,
             if not mean <= t["kl_mean"]:
                 problems.append(f"teacher-forced KL mean {mean:.4g} > {t['kl_mean']}")
     if ppl_ratio is None or not ppl_ratio <= t["ppl_ratio_max"]:
-        problems.append(f"perplexity ratio {ppl_ratio} > {t['ppl_ratio_max']}")
+        shown = f"{ppl_ratio:.4g}" if isinstance(ppl_ratio, (int, float)) else str(ppl_ratio)
+        problems.append(f"perplexity ratio {shown} > {_limit(t['ppl_ratio_max'])}")
     return problems
+
+
+def _limit(x: float) -> str:
+    """A threshold as written here: 1.1 as '1.10', 0.065 as '0.065'."""
+    return f"{x:.2f}" if round(x, 2) == x else f"{x:g}"
+
+
+def token_gate_failure_line(g: Any, thresholds: dict[str, float] | None = None) -> str:
+    """Why a recorded token gate (a TokenGateChecked or a TokenGateResult) fails, the criteria it misses first,
+    then the figures of the others: 'perplexity ratio 1.125 > 1.10 (all 32 tokens agree, top-5 32/32, KL mean
+    0.012, max 0.05)'. `thresholds`: the teacher-forced ones it is judged against (default: its own recorded,
+    else this module's). Empty: no criterion fails on its numbers."""
+    t = thresholds or getattr(g, "thresholds", None) or teacher_forced_thresholds()
+    k = int(getattr(g, "top_k", TOKEN_GATE_TOP_K) or TOKEN_GATE_TOP_K)
+    failing, held = [], []
+    if getattr(g, "nan_count", 0):
+        failing.append(f"NaN in the logits ({g.nan_count} in ours)")
+    first_failed = g.first_divergence_passed is False or (
+        g.first_divergence_passed is None and not g.passed and g.divergence_step is not None)
+    n = len(g.tokens_ours) or g.n_tokens
+    if first_failed:
+        failing.append(f"first divergence at step {g.divergence_step}: ours {g.chosen_ours} (rank "
+                       f"{g.rank_ours_in_ref} in the reference top-{k}) vs reference {g.chosen_ref} (rank "
+                       f"{g.rank_ref_in_ours} in ours)")
+    elif g.divergence_step is None:
+        held.append(f"all {n} tokens agree")
+    else:
+        held.append(f"first divergence at step {g.divergence_step}, each token in the other's top-{k}")
+    tops = list(zip(g.tf_topk_ours, g.tf_topk_ref))
+    kls = list(g.tf_kl_per_step)
+    if g.tf_steps:
+        problems = teacher_forced_problems(g.tf_topk_ours, g.tf_topk_ref, kls, g.tf_ppl_ratio, g.n_tokens, t)
+        failing += [p for p in problems if p not in failing]
+        named = " ".join(problems)
+        inside = sum(1 for o, r in tops if o and r and o[0] in r[:k] and r[0] in o[:k])
+        if "top-" not in named:
+            held.append(f"top-{k} {inside}/{len(tops)}")
+        finite = [x for x in kls if math.isfinite(x)]
+        if finite and "KL" not in named:
+            held.append(f"KL mean {sum(finite) / len(finite):.3g}, max {max(finite):.3g}")
+        if "perplexity" not in named and isinstance(g.tf_ppl_ratio, (int, float)):
+            held.append(f"perplexity ratio {g.tf_ppl_ratio:.4g}")
+    if not failing:
+        return ""
+    return "; ".join(failing) + (f" ({', '.join(held)})" if held else "")
 
 
 def strictest_teacher_forced(recorded: dict[str, float] | None) -> dict[str, float]:
