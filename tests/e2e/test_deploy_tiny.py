@@ -570,3 +570,16 @@ def test_a_phase_3_failure_of_an_emulated_deployment_names_its_criterion_and_its
     said = json.dumps(triaged["matches"])
     assert triaged["matches"] and "make verify" not in said and "make diagnosis" not in said
     assert "ledger verify-model kvbug" in said or "ledger diagnose kvbug" in said, said
+
+
+def test_the_demo_table_shows_phase_6_modelled_and_the_cpu_emulator_integrated_run_apart(deployed):
+    # issue 48 item 5: at dd99c44 `make demo` printed Phase 6's modelled NPU2 figures under "integrated" and left
+    # out the integrated run the emulator timed on this CPU
+    from scripts.demo import perf_rows
+
+    events = ledger_json(deployed, "log", "--stream", "deployment:tiny")
+    perf = [e["payload"] for e in events if e["type"] == "PerformanceMeasured"]
+    six = [r for r in perf_rows(perf) if r[0] == 6]
+    assert [(r[1], r[6]) for r in six] == [("finalized", "modelled NPU2"), ("integrated run", "CPU emulator")], six
+    wall = next(p for p in perf if p["phase"] == 6)["profile"]["emulator_wall"]
+    assert six[1][3:6] == (wall["ttft_s"], wall["ms_per_token"], wall["tokens_per_s"]) and six[1][3:] != six[0][3:]

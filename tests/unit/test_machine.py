@@ -468,3 +468,17 @@ def test_a_token_gate_failed_on_perplexity_alone_names_it_first_never_step_none(
     assert reason.endswith("(prompt 0): perplexity ratio 1.125 > 1.10 (all 32 tokens agree, "
                       "top-5 32/32, KL mean 0.012, max 0.012)")
     assert "step None" not in reason
+
+
+def test_phases_4_to_6_name_the_failing_criterion_of_a_token_gate_too() -> None:
+    # the optimisation and finalize gates printed "prompt 0 diverged at step None: None not in reference top-5" for
+    # a walk that agreed on every token and missed the perplexity bound (dd99c44, handlers/gates/performance.py)
+    from handlers.gates.performance import _gate_why
+
+    lp_ref, lp_ours = [-0.5] * 32, [-0.5 - math.log(1.125)] * 32
+    gate = tokens(passed=False, divergence_step=None, agreed_prefix=32, chosen_ours=None, chosen_ref=None,
+                  tokens_ours=[9] * 32, tokens_ref=[9] * 32,
+                  **walk(kl=0.012, tf_passed=False, tf_logprob_ours=lp_ours, tf_logprob_ref=lp_ref,
+                         tf_ppl_ratio=perplexity_ratio(lp_ours, lp_ref)))
+    assert _gate_why(gate) == ("prompt 0: perplexity ratio 1.125 > 1.10 (all 32 tokens agree, top-5 32/32, "
+                               "KL mean 0.012, max 0.012)")
