@@ -30,8 +30,17 @@ def test_init_rejects_out_of_scope_architectures_with_the_reason(tmp_path, confi
 
 @pytest.mark.parametrize("config", ACCEPTED)
 def test_in_scope_configs_are_accepted_and_phase_0_fails_cleanly_on_missing_weights(tmp_path, config):
+    from npu_kernels.model.architecture import load_raw_config, resolve
+    from npu_kernels.model.host_memory import machine_memory_bytes, memory_need
+
     proc = ledger(tmp_path, "init", str(CONFIGS / config))
+    need, total = memory_need(resolve(load_raw_config(CONFIGS / config))).total_bytes, machine_memory_bytes()
+    if total is not None and need > total:  # Mistral-7B on a machine of less than 70 GiB: refused, nothing recorded
+        assert proc.returncode == 1 and len(proc.stderr.splitlines()) == 1 and "MemTotal" in proc.stderr
+        assert ledger_json(tmp_path, "log", "--json") == []
+        return
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("memory: about ")
     name = proc.stdout.split()[1]
     proc = ledger(tmp_path, "advance", name, "--until", "0")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
