@@ -215,6 +215,21 @@ CURVE_COMPARE_RTOL: dict[str, float] = {"modelled-npu2": FIGURE_RTOL}
 # the fault on every instruct prompt - reported, not hidden. PPL alone never separates (fault min 1.081 < 1.10).
 # Tiny random-init models (faithful emulated, 8 prompts): KL max <= 0.087, KL mean <= 0.022, PPL <= 1.065.
 
+# The perplexity band and the reference's own precision spread (issue 48 item 3, measured 2026-12-04). Neither band
+# above is derived from the reference's bf16-vs-FP32 spread: both are set between faithful and faulty runs of the
+# emulated pipeline. The spread itself - HF transformers in FP32 vs the same weights in bf16, teacher-forced on the
+# bf16 greedy tokens, 8 prompts each - is far inside both (scripts/ppl_spread.py, scripts/ppl_spread_random.py):
+#                                             PPL ratio fp32/bf16   KL mean max   | emulated vs bf16: PPL    KL mean
+#   tiny llama / qwen3 / lfm2 (CPU)           0.990 .. 1.016        0.0015        | 0.9875 .. 1.0449       0.016
+#   tiny qwen2 (CPU)                          0.9994 .. 1.0009      0.0002        | 0.9849 .. 1.0008       0.0015
+#   SmolLM2-135M-Instruct, instruct 8 (CPU)   0.985 .. 1.005        0.0012        | 0.995 .. 1.076 (above) 0.025
+#   random Llama-3.2-1B / Qwen3-0.6B / SmolLM2-135M shapes (H200), transformers' init: 0.991 .. 1.017, KL <= 4.2e-4
+#     (entropy 11.35 of log V 11.76 for the Llama: the near-uniform model Phase 0 now refuses); tests/models.py's
+#     init: 0.967 .. 1.016, KL mean <= 0.0049
+# The faithful emulator's own deviation (bfp16 operands, floor roundings) is 3-20x the reference's spread, so a band
+# derived from that spread would need a multiplier chosen for the emulator, which is what 1.10 already is; the band
+# stays where its measurements put it, not loosened. What the verdict now says is which criterion failed first.
+
 TF_KL_MAX = 2.0  # faithful emulated max 0.838 (base 5): 2.4x margin (catches the gross faults)
 TF_KL_MEAN = 0.065  # faithful emulated instruct max 0.0251 (2.6x); kv_cache_off_by_one instruct min 0.108 (1.7x above)
 TF_PPL_RATIO_MAX = 1.10  # faithful instruct max 1.076; faithful base 5 is 1.158 (fails)
