@@ -34,8 +34,9 @@ def main(folders: list[str]) -> None:
         emulated = InProcessBackend(folder, resolve(load_raw_config(folder)), "emulated").pipeline
         for p in prompts_for(load_tokenizer(folder), full=True):
             a, b = (token_gate(ours, ref, p.tokens, prompt_index=p.index) for ours in (fp32, emulated))
+            verdict = "PASS" if b.passed else "FAIL"
             print(f"{folder}  {p.kind} {p.index}  | {a.tf_ppl_ratio:.4f}  {np.mean(a.tf_kl_per_step):.4f} | "
-                  f"{b.tf_ppl_ratio:.4f}  {np.mean(b.tf_kl_per_step):.4f}  {'PASS' if b.passed else 'FAIL'}", flush=True)
+                  f"{b.tf_ppl_ratio:.4f}  {np.mean(b.tf_kl_per_step):.4f}  {verdict}", flush=True)
 
 
 if __name__ == "__main__":

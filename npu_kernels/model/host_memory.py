@@ -52,8 +52,8 @@ class MemoryNeed:
         return self.weights_bytes + self.working_bytes + self.runtime_bytes
 
     def how(self) -> str:
-        return (f"{self.per_param} B x {self.params / 1e9:.3g} G parameters {self.weights_bytes / GIB:.1f} GiB + working "
-                f"set at {WORKING_SEQ} positions {self.working_bytes / GIB:.1f} GiB + runtime "
+        return (f"{self.per_param} B x {self.params / 1e9:.3g} G parameters {self.weights_bytes / GIB:.1f} GiB + "
+                f"working set at {WORKING_SEQ} positions {self.working_bytes / GIB:.1f} GiB + runtime "
                 f"{self.runtime_bytes / GIB:.1f} GiB")
 
 

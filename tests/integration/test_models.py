@@ -160,6 +160,12 @@ def test_baseline_refuses_a_near_uniform_model_whose_logits_still_spread(tmp_pat
 
     (miss,) = baseline_misses(ReferenceBaselineRecorded(**base))
     assert miss.startswith("near-uniform: entropy 5.9") and "nats >= entropy_max 3.951 (log V less" in miss
+    # the independent evaluator flags such a baseline recorded as passed (a forged or older PASS)
+    from handlers.evaluator.audit import check_baseline
+    from registry.synthetic import record
+
+    (forged,) = record([("deployment:flat", ReferenceBaselineRecorded(**{**base, "passed": True}))])
+    assert any("degenerate distribution" in p for p in check_baseline(forged))
     # the faithful tiny model sits > 3 nats from uniform, far inside the bound
     good = HfRunner(tiny_llama).baseline("The capital of France is")
     assert good["passed"] and good["entropy"] < good["thresholds"]["entropy_max"] - 1.0
