@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from handlers import results
@@ -23,6 +24,7 @@ from npu_kernels.model.config import ModelConfig, position_limit
 from npu_kernels.perf.calibration import PUBLISHED, CalibrationError, calibrated
 from npu_kernels.perf.figures import build_seq, decode_ctx
 from npu_kernels.perf.q4nx import matching_anchor, predict_weights
+from npu_kernels.perf.readme import matching_readme_row, readme_lines
 
 PUBLISHED_NAME = "published"  # `--calibration published`: mlir-air's published machine, whatever the ledger holds
 
@@ -74,6 +76,9 @@ def predict_result(app, target: str, *, seq: int | None = None, ctx: int | None 
     ctx = within_window(config, ctx, decode_ctx(config), "--ctx")
     p = predict_weights(config, weights, seq=seq, switches=switches, ctx=ctx, host_bytes=host_bytes)
     anchor = matching_anchor(config) if weights == "q4nx-device" else None  # the 4-bit README's own figures
+    if weights == "bf16":  # mlir-air's published bf16 figure beside ours (docs/design.md, imported:mlir-air-readme)
+        anchor = matching_readme_row(config)
+        p = replace(p, notes=[*p.notes, *readme_lines(config, p.ttft_s, p.decode_tokens_per_s, p.seq)])
     cal = calibration_json(app, p, config, weights, calibration)
     return p, results.predict_json(p, weights, anchor, calibration=cal)
 

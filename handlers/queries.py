@@ -64,8 +64,8 @@ def _deployment_state(app: App, target: str):
 def model_target(app: App, target: str, platform: str | None = None) -> tuple[ModelConfig, str]:
     """The config `ledger plan` plans and the NPU target: from a config.json / HF folder at `target`
     (platform default npu2), else from deployment `target`'s folded ConfigResolved (its own target)."""
-    if Path(target).expanduser().exists():
-        return architecture.resolve(architecture.load_raw_config(Path(target).expanduser())), platform or "npu2"
+    if Path(target).expanduser().exists():  # refused as `predict` refuses it: the same one line (issue 48 item 5)
+        return predict_config(app, target), platform or "npu2"
     state = _deployment_state(app, target)
     if not state.config:
         raise TargetError(f"{target} has no resolved config (out of scope?)")

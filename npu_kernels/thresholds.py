@@ -215,9 +215,41 @@ CURVE_COMPARE_RTOL: dict[str, float] = {"modelled-npu2": FIGURE_RTOL}
 # the fault on every instruct prompt - reported, not hidden. PPL alone never separates (fault min 1.081 < 1.10).
 # Tiny random-init models (faithful emulated, 8 prompts): KL max <= 0.087, KL mean <= 0.022, PPL <= 1.065.
 
+# The perplexity band and the reference's own precision spread (issue 48 item 3, measured 2026-12-04). Neither band
+# above is derived from the reference's bf16-vs-FP32 spread: both are set between faithful and faulty runs of the
+# emulated pipeline. The spread itself - HF transformers in FP32 vs the same weights in bf16, teacher-forced on the
+# bf16 greedy tokens, 8 prompts each - is far inside both (scripts/ppl_spread.py, scripts/ppl_spread_random.py):
+#                                             PPL ratio fp32/bf16   KL mean max   | emulated vs bf16: PPL    KL mean
+#   tiny llama / qwen3 / lfm2 (CPU)           0.990 .. 1.016        0.0015        | 0.9875 .. 1.0449       0.016
+#   tiny qwen2 (CPU)                          0.9994 .. 1.0009      0.0002        | 0.9849 .. 1.0008       0.0015
+#   SmolLM2-135M-Instruct, instruct 8 (CPU)   0.985 .. 1.005        0.0012        | 0.995 .. 1.076 (above) 0.025
+#   random Llama-3.2-1B / Qwen3-0.6B / SmolLM2-135M shapes (H200), transformers' init: 0.991 .. 1.017, KL <= 4.2e-4
+#     (entropy 11.35 of log V 11.76 for the Llama: the near-uniform model Phase 0 now refuses); tests/models.py's
+#     init: 0.967 .. 1.016, KL mean <= 0.0049
+# The faithful emulator's own deviation (bfp16 operands, floor roundings) is 3-20x the reference's spread, so a band
+# derived from that spread would need a multiplier chosen for the emulator, which is what 1.10 already is; the band
+# stays where its measurements put it, not loosened. What the verdict now says is which criterion failed first.
+
 TF_KL_MAX = 2.0  # faithful emulated max 0.838 (base 5): 2.4x margin (catches the gross faults)
 TF_KL_MEAN = 0.065  # faithful emulated instruct max 0.0251 (2.6x); kv_cache_off_by_one instruct min 0.108 (1.7x above)
 TF_PPL_RATIO_MAX = 1.10  # faithful instruct max 1.076; faithful base 5 is 1.158 (fails)
+
+
+# --- Phase 0's near-uniform check (issue 48, item 4), placed here because it is the token gate's KL max ------------
+# The token gate's KL is KL(reference || ours) per step, and an output of constant logits (a zeroed LM head, a
+# dead final norm, a stale buffer of zeros) has KL(reference || uniform) = log V - H(reference) exactly. So when
+# the reference's own entropy is within TF_KL_MAX of log V, a model that computes nothing passes the KL max
+# criterion against it, and every later gate judges a reference that says next to nothing (a random-weight
+# Llama-3.2-1B: entropy 11.35 nats of log 128256 = 11.76, 0.41 from uniform). Phase 0 refuses such a reference:
+# entropy_max = log V - TF_KL_MAX, V the length of the logit vector. Measured on the canonical prompt: the tiny
+# test models (tests/models.py, V 384, log V 5.95) sit 3.04 (gemma3) .. 4.24 (qwen2) nats from uniform,
+# SmolLM2-135M-Instruct 7.81 (entropy 2.99 of log 49152 = 10.80); transformers' default init (std 0.02, 2-layer
+# Llama, V 32000 and 128256, 40 random tokens) sits 0.051 from uniform at every position, a tiny model's LM head
+# scaled by 0.05 within 0.1 (tests/integration/test_models.py).
+def baseline_thresholds(vocab_size: int) -> dict[str, float]:
+    """The thresholds a Phase 0 baseline over `vocab_size` logits records: BASELINE_THRESHOLDS and the
+    near-uniform bound entropy_max = log V - TF_KL_MAX (the note above)."""
+    return {**BASELINE_THRESHOLDS, "entropy_max": math.log(vocab_size) - TF_KL_MAX}
 
 
 def teacher_forced_thresholds() -> dict[str, float]:
@@ -261,8 +293,54 @@ def teacher_forced_problems(topk_ours, topk_ref, kls, ppl_ratio, n_steps: int,
             if not mean <= t["kl_mean"]:
                 problems.append(f"teacher-forced KL mean {mean:.4g} > {t['kl_mean']}")
     if ppl_ratio is None or not ppl_ratio <= t["ppl_ratio_max"]:
-        problems.append(f"perplexity ratio {ppl_ratio} > {t['ppl_ratio_max']}")
+        shown = f"{ppl_ratio:.4g}" if isinstance(ppl_ratio, (int, float)) else str(ppl_ratio)
+        problems.append(f"perplexity ratio {shown} > {_limit(t['ppl_ratio_max'])}")
     return problems
+
+
+def _limit(x: float) -> str:
+    """A threshold as written here: 1.1 as '1.10', 0.065 as '0.065'."""
+    return f"{x:.2f}" if round(x, 2) == x else f"{x:g}"
+
+
+def token_gate_failure_line(g: Any, thresholds: dict[str, float] | None = None) -> str:
+    """Why a recorded token gate (a TokenGateChecked or a TokenGateResult) fails, the criteria it misses first,
+    then the figures of the others: 'perplexity ratio 1.125 > 1.10 (all 32 tokens agree, top-5 32/32, KL mean
+    0.012, max 0.05)'. `thresholds`: the teacher-forced ones it is judged against (default: its own recorded,
+    else this module's). Empty: no criterion fails on its numbers."""
+    t = thresholds or getattr(g, "thresholds", None) or teacher_forced_thresholds()
+    k = int(getattr(g, "top_k", TOKEN_GATE_TOP_K) or TOKEN_GATE_TOP_K)
+    failing, held = [], []
+    if getattr(g, "nan_count", 0):
+        failing.append(f"NaN in the logits ({g.nan_count} in ours)")
+    first_failed = g.first_divergence_passed is False or (
+        g.first_divergence_passed is None and not g.passed and g.divergence_step is not None)
+    n = len(g.tokens_ours) or g.n_tokens
+    if first_failed:
+        failing.append(f"first divergence at step {g.divergence_step}: ours {g.chosen_ours} (rank "
+                       f"{g.rank_ours_in_ref} in the reference top-{k}) vs reference {g.chosen_ref} (rank "
+                       f"{g.rank_ref_in_ours} in ours)")
+    elif g.divergence_step is None:
+        held.append(f"all {n} tokens agree")
+    else:
+        held.append(f"first divergence at step {g.divergence_step}, each token in the other's top-{k}")
+    tops = list(zip(g.tf_topk_ours, g.tf_topk_ref))
+    kls = list(g.tf_kl_per_step)
+    if g.tf_steps:
+        problems = teacher_forced_problems(g.tf_topk_ours, g.tf_topk_ref, kls, g.tf_ppl_ratio, g.n_tokens, t)
+        failing += [p for p in problems if p not in failing]
+        named = " ".join(problems)
+        inside = sum(1 for o, r in tops if o and r and o[0] in r[:k] and r[0] in o[:k])
+        if "top-" not in named:
+            held.append(f"top-{k} {inside}/{len(tops)}")
+        finite = [x for x in kls if math.isfinite(x)]
+        if finite and "KL" not in named:
+            held.append(f"KL mean {sum(finite) / len(finite):.3g}, max {max(finite):.3g}")
+        if "perplexity" not in named and isinstance(g.tf_ppl_ratio, (int, float)):
+            held.append(f"perplexity ratio {g.tf_ppl_ratio:.4g}")
+    if not failing:
+        return ""
+    return "; ".join(failing) + (f" ({', '.join(held)})" if held else "")
 
 
 def strictest_teacher_forced(recorded: dict[str, float] | None) -> dict[str, float]:

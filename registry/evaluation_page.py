@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from npu_kernels.provenance import NPU2_MEASURED, STANDIN_REHEARSAL, kernel_row_provenance
 from registry.model_fold import DeploymentView, show_time
 from registry.model_pages import header, val
 from registry.quantisation_page import render_split
@@ -101,9 +102,27 @@ def _flatten(d: dict, prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
+def ran_on(v: DeploymentView) -> str:
+    """What the deployment ran on, for the report's title: the executor it was initialised with, and for mlir-air
+    whether its rows came from NPU2 or a stand-in checkout (`ledger twin`); never "NPU2" for a CPU run."""
+    rec = v.latest("DeploymentRequested")
+    executor = rec.event.executor if rec is not None else "emulated"
+    target = (rec.event.target if rec is not None else "npu2").upper()
+    if executor == "emulated":
+        return f"the CPU emulator of {target} (executor emulated; times modelled, not measured)"
+    if executor != "mlir-air":
+        return f"the CPU (executor {executor}; {target} times modelled, not measured)"
+    kinds = {kernel_row_provenance(r.event.model_dump()) for r in v.of("KernelVerified")}
+    if STANDIN_REHEARSAL in kinds:
+        return f"a stand-in mlir-air checkout (`ledger twin`: emulated numerics, modelled time), rehearsing {target}"
+    if kinds and kinds <= {NPU2_MEASURED}:
+        return f"{target} through mlir-air"
+    return f"mlir-air (executor mlir-air; rows {', '.join(sorted(kinds)) or 'none yet'})"
+
+
 def render_evaluation(v: DeploymentView) -> str:
     """The Phase 7 playbook's report: verdict, yes/no audit lines, findings, re-measured numbers, how to reproduce."""
-    parts = [header(v, "evaluation_report.md"), f"# Evaluation Report: {v.name} on NPU2\n"]
+    parts = [header(v, "evaluation_report.md"), f"# Evaluation Report: {v.name} on {ran_on(v)}\n"]
     evals = v.of("EvaluationRecorded")
     if not evals:
         parts.append("## Verdict: not evaluated yet\n\nPhase 7 (independent evaluation) has not recorded a verdict.\n")

@@ -15,6 +15,7 @@ from npu_kernels.thresholds import (
     perplexity_ratio,
     strictest_teacher_forced,
     teacher_forced_problems,
+    token_gate_failure_line,
 )
 
 
@@ -67,8 +68,9 @@ def token_gate_problem(t: TokenGateChecked) -> str | None:
         return f"a gate drill ({t.context}) is never a deployment's evidence"
     if t.nan_count or not _finite(t.kl_divergence) or not all(map(math.isfinite, t.kl_per_step)):
         return f"NaN in the logits ({t.nan_count} NaN, KL {t.kl_divergence})"
-    if not t.passed:
-        return f"failed at step {t.divergence_step}: ours {t.chosen_ours} vs reference {t.chosen_ref}"
+    if not t.passed:  # the criterion it misses first, never a bare "failed at step None" (issue 48 item 3)
+        return (token_gate_failure_line(t, strictest_teacher_forced(t.thresholds)) or
+                "recorded FAIL, though none of its figures misses a criterion")
     if t.top_k > TOKEN_GATE_TOP_K:
         return f"judged against top-{t.top_k}; the gate is top-{TOKEN_GATE_TOP_K}"
     problem = _first_divergence_problem(t)

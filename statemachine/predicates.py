@@ -367,13 +367,17 @@ CONDITIONS: dict[str, Predicate] = {
 def baseline_misses(b) -> list[str]:
     """Which of the thresholds a Phase 0 baseline recorded (`ReferenceBaselineRecorded.thresholds`) its own figures
     miss, each with the figure and the bound: a degenerate reference says whether it is collapsed on one token
-    (top-1 probability, entropy) or flat (logit spread)."""
+    (top-1 probability, entropy), near-uniform (entropy within the token gate's KL max of log V) or flat (logit
+    spread)."""
     t, out = b.thresholds, []
     if "top1_prob_max" in t and b.top1_prob >= t["top1_prob_max"]:  # the bounds are strict (hf_reference.baseline)
         out.append(f"top-1 probability {b.top1_prob:.6g} >= top1_prob_max {t['top1_prob_max']!r} "
                    f"(token {b.top1_text!r})")
     if "entropy_min" in t and b.entropy <= t["entropy_min"]:
         out.append(f"entropy {b.entropy:.6g} nats <= entropy_min {t['entropy_min']!r}")
+    if "entropy_max" in t and b.entropy >= t["entropy_max"]:
+        out.append(f"near-uniform: entropy {b.entropy:.4g} nats >= entropy_max {t['entropy_max']:.4g} (log V less the "
+                   f"token gate's KL max: an output of constant logits would pass that KL max against it)")
     if "logit_std_min" in t and b.logit_std <= t["logit_std_min"]:
         out.append(f"logit std {b.logit_std:.6g} <= logit_std_min {t['logit_std_min']!r}")
     return out

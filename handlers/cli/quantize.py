@@ -1,7 +1,9 @@
 """`ledger quantize HF_FOLDER --to q4nx OUT [--layout llama|qwen3]`: a bf16 model as a Q4NX bundle
 (npu_kernels.model.q4nx_bundle.write_bundle), so a 4-bit deployment needs no download. OUT is a file
 (`model.q4nx` is written inside OUT when it is a folder). Matrices whose sides are not whole 32x256 blocks are
-padded with zero rows/columns (zero codes, scales and mins); the command says which."""
+padded with zero rows/columns (zero codes, scales and mins); the command says which. Every projection of every
+layer is quantised (npu_kernels.model.q4nx_bundle.projection_names: q/k/v/o, gate/up/down, LFM2's conv in/out), the
+count printed as N of N; a family whose projections the bundle cannot name is refused in one line."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def quantize_cmd(folder: str, fmt: str, out: str, layout: str, as_json: bool) ->
         click.echo(json.dumps(quantize_json(written), sort_keys=True))
         return
     pads = ", ".join(written["padded"]) or "none"
-    click.echo(f"wrote {target.name} ({layout} layout, {written['n_projections']} 4-bit projections, "
+    click.echo(f"wrote {target.name} ({layout} layout, {written['n_projections']} of {written['n_projections_total']} "
+               f"projections 4-bit, {written['n_bf16']} tensors bf16 (norms, biases, conv taps, embedding, LM head), "
                f"{written['bytes'] / 2**20:.1f} MiB, sha256 {written['sha256'][:12]}); zero-padded to whole 32x256 "
                f"blocks: {pads}")
 

@@ -24,7 +24,7 @@ from handlers.gates import GateOptions, GateOutcome, GateRun
 from handlers.gates.table import GATES
 from handlers.planning import planning_registry
 from handlers.provenance import stamp_toolchain
-from handlers.triage.engine import triage_evidence, triage_text
+from handlers.triage.engine import triage_evidence
 from handlers.triage.registry_check import check_fixes
 from handlers.uow import DeploymentError, DeploymentUnit
 from npu_kernels.model.digest import changed_files, invalidated_phases, model_digest
@@ -235,10 +235,13 @@ def _triage(unit: DeploymentUnit, failed_seq: int, outcome, reasons: list[str]) 
     """Match the failure against the playbook rules and record what matched (nothing when none does)."""
     matches: list = []
     registry = planning_registry(unit.ledger) if any(e.get("kernel") == "gemm" for e in outcome.triage) else None
+    # the deployment's executor: an emulated one is never sent to mlir-air's `make verify` (issue 48 item 3)
+    own = {"executor": unit.state.executor if unit.state else None, "deployment": unit.name}
     for evidence in outcome.triage:  # a fix the registry records failing for the shape is not offered
+        evidence = {**evidence, **own}
         found = triage_evidence(evidence, text=evidence.get("transcript"))
         matches.extend(check_fixes(found, evidence, registry) if registry is not None else found)
-    matches.extend(triage_text("\n".join(reasons)))
+    matches.extend(triage_evidence(own, "\n".join(reasons)))
     best: dict[str, Any] = {}
     for m in matches:
         j = m.to_json()

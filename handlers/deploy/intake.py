@@ -15,6 +15,7 @@ from handlers.doctor import checkout_refusal, lower_first
 from handlers.inputs import InputError, input_file, parsed_json, read_input
 from handlers.uow import DeploymentError, DeploymentUnit
 from npu_kernels.model.architecture import assess, default_name, load_raw_config, malformed_config, resolve
+from npu_kernels.model.host_memory import machine_memory_bytes, memory_need, memory_problem
 from npu_kernels.model.plan import DEFAULT_SEQ
 from npu_kernels.model.q4nx_bundle import bundle_problem
 from npu_kernels.backends.model_backends import backend_type
@@ -83,6 +84,10 @@ def init(
         if limit is not None and limit < DEFAULT_SEQ:  # LongRoPE's long factors are not implemented
             raise DeploymentError(f"{name}: the compiled sequence {DEFAULT_SEQ} is past original_max_position_embeddings "
                                   f"{limit}, where LongRoPE's long factors apply (not implemented); nothing was recorded")
+        # a model this machine cannot hold is refused before anything is recorded (npu_kernels.model.host_memory)
+        too_big = memory_problem(memory_need(cfg, executor), machine_memory_bytes())
+        if too_big:
+            raise DeploymentError(f"{name}: {too_big}; nothing was recorded")
         digest = hashlib.sha256(config_file.read_bytes()).hexdigest()
         events.append(ConfigResolved(**cfg.to_dict(), source_sha256=digest))
     unit.commit(events)

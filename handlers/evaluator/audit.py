@@ -169,7 +169,9 @@ def check_baseline(rec: RecordedEvent) -> list[str]:
     problems = []
     if not p["logits_finite"]:
         problems.append("passed with non-finite logits")
-    if p["top1_prob"] >= BASELINE_THRESHOLDS["top1_prob_max"] or p["entropy"] <= p.get("thresholds", {}).get("entropy_min", 0.0):
+    t = p.get("thresholds", {})
+    if (p["top1_prob"] >= BASELINE_THRESHOLDS["top1_prob_max"] or p["entropy"] <= t.get("entropy_min", 0.0)
+            or p["entropy"] >= t.get("entropy_max", math.inf)):  # collapsed, or near-uniform (issue 48 item 4)
         problems.append(f"passed with a degenerate distribution (top-1 p={p['top1_prob']:.4f}, entropy {p['entropy']:.4f})")
     if p.get("config_mismatches"):
         problems.append(f"passed with config mismatches {p['config_mismatches']}")

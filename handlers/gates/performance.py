@@ -34,6 +34,7 @@ from handlers import narrate
 from handlers.gates.block_and_tokens import diagnosis_events, token_gate_events
 from handlers.gates.runtime import DECODE, FAULTS, SWITCHES, model_backend
 from npu_kernels.backends.base import IntegratedRun, Measurement
+from npu_kernels.model.compare import token_gate_failure
 from npu_kernels.model.prompts import canonical_tokens
 from npu_kernels.provenance import CPU_EMULATOR, figure_provenance
 from npu_kernels.thresholds import TOKEN_GATE_STEPS
@@ -222,7 +223,9 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
 
 
 def _gate_why(g) -> str:
-    return f"prompt {g.prompt_index} diverged at step {g.divergence_step}: {g.chosen_ours} not in reference top-5"
+    """Why a token gate of Phases 4-6 failed: the criterion it misses first (never "diverged at step None" for a
+    walk that agreed on every token and missed a teacher-forced bound, issue 48 item 3)."""
+    return f"prompt {g.prompt_index}: {token_gate_failure(g)}"
 
 
 def _fmt(seconds: float, phase: int) -> str:
@@ -290,7 +293,7 @@ def run_finalize(ctx: GateRun) -> GateOutcome:
                  **({} if npu2.modelled else {"decode_s_per_token": r.profile["decode_s_per_token"]})},
         curve=npu2.curve, provenance_class=figure_provenance(npu2.source, npu2.record.get("provenance")),
     )
-    reasons = [f"prompt {g.prompt_index}: {_gate_why(g)}" for g in gates if not g.passed]
+    reasons = [_gate_why(g) for g in gates if not g.passed]
     reasons += sweep_reasons(npu2.curve)
     return GateOutcome(events=[*gates, *layers, perf], reasons=reasons,
                        summary=f"TTFT {npu2.ttft_s * 1e3:.1f} ms, {npu2.tokens_per_s:.1f} tokens/s "

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -257,10 +257,35 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n") if line.strip()]
 
 
+# The playbooks are mlir-air's and name its model directory's make targets; a deployment that runs on this
+# machine (the emulated / torch / fp32 executors) has no such directory, and the same checks are its own verbs.
+MLIR_AIR_EXECUTOR = "mlir-air"
+_OWN_VERBS = (("make verify", "verify-model"), ("make diagnosis", "diagnose"))
+
+
+def for_executor(match: Match, executor: str | None, deployment: str | None) -> Match:
+    """The match as the deployment's executor can act on it: on an executor other than mlir-air, mlir-air's
+    `make verify` / `make diagnosis` become `ledger verify-model NAME` / `ledger diagnose NAME`. Unknown
+    executor (a log given to `ledger triage`): the playbook's own words."""
+    if not executor or executor == MLIR_AIR_EXECUTOR:
+        return match
+    from registry.text import ledger_command
+
+    def own(text: str) -> str:
+        for target, verb in _OWN_VERBS:
+            command = f"`{ledger_command(verb, deployment)}`" if deployment else f"`ledger {verb} NAME`"
+            text = re.sub(rf"\b{target}\b", lambda _m: command, text)
+        return text
+
+    return replace(match, check=own(match.check), remedy=own(match.remedy))
+
+
 def triage_evidence(
     evidence: dict[str, Any], text: str | None = None, *, rules: list[Rule] | None = None
 ) -> list[Match]:
-    """Known failures that fit `evidence` (and `text`, when given), best first; [] when none fits."""
+    """Known failures that fit `evidence` (and `text`, when given), best first; [] when none fits. An evidence
+    dict holding `executor` (and `deployment`, its name) gets checks and remedies that executor can run
+    (`for_executor`)."""
     if not isinstance(evidence, dict):
         raise TypeError("evidence must be a dict")
     rules = rules if rules is not None else load_rules()
@@ -270,7 +295,9 @@ def triage_evidence(
         result = _evaluate(rule, lines, evidence)
         if result is not None:
             scored.append((result[0], result[1], rule.position))
-    return _rank(scored)
+    executor, deployment = evidence.get("executor"), evidence.get("deployment")
+    return [for_executor(m, executor if isinstance(executor, str) else None,
+                         deployment if isinstance(deployment, str) else None) for m in _rank(scored)]
 
 
 def triage_text(text: str, *, rules: list[Rule] | None = None) -> list[Match]:

@@ -29,6 +29,7 @@ from npu_kernels.thresholds import (
     block_thresholds,
     perplexity_ratio,
     teacher_forced_problems,
+    token_gate_failure_line,
     teacher_forced_thresholds,
 )
 
@@ -369,15 +370,6 @@ def isolated_minima(layers) -> list[int]:
 
 def token_gate_failure(g: Any) -> str:
     """One sentence on why a recorded token gate failed (a TokenGateChecked or TokenGateResult), from its
-    fields: the first-divergence check first, then the teacher-forced walk."""
-    parts = []
-    if g.nan_count:
-        parts.append(f"NaN in the logits ({g.nan_count})")
-    if g.first_divergence_passed is False or (g.first_divergence_passed is None and not g.passed):
-        parts.append(f"diverged at step {g.divergence_step}, ours {g.chosen_ours} (rank {g.rank_ours_in_ref} in "
-                     f"reference top-{g.top_k}) vs reference {g.chosen_ref} (rank {g.rank_ref_in_ours} in ours)")
-    if g.tf_passed is False:
-        problems = teacher_forced_problems(g.tf_topk_ours, g.tf_topk_ref, g.tf_kl_per_step, g.tf_ppl_ratio,
-                                           g.n_tokens, g.thresholds or None)
-        parts.append("teacher-forced: " + "; ".join(problems or ["failed"]))
-    return "; ".join(parts) or "passed"
+    fields: the criteria it misses first, then the figures of those that held
+    (`thresholds.token_gate_failure_line`)."""
+    return token_gate_failure_line(g, g.thresholds or None) or ("passed" if g.passed else "recorded FAIL")

@@ -9,7 +9,8 @@ the model as that deployment runs it: prefill with the folder's model.safetensor
 re-quantised decode weights (LM head untied from the embedding), swapped in place between the two.
 
 `baseline(prompt)` is the Phase 0 evidence: the next-token distribution on the prompt must be finite and
-not degenerate, judged against `npu_kernels.thresholds.BASELINE_THRESHOLDS` (recorded with the numbers).
+not degenerate (collapsed on one token, flat, or within the token gate's KL max of uniform), judged against
+`npu_kernels.thresholds.baseline_thresholds` (recorded with the numbers).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from npu_kernels.model.architecture import load_raw_config, resolve
 from npu_kernels.model.q4nx_device import DECODE_FILE
 from npu_kernels.model.runner import DecodeStepRecord, PrefillRecord
-from npu_kernels.thresholds import BASELINE_THRESHOLDS
+from npu_kernels.thresholds import baseline_thresholds
 from npu_kernels.settings import env_default
 
 
@@ -209,11 +210,11 @@ class HfRunner:
         logits = rec.logits_at_pred
         finite = bool(np.isfinite(logits).all())
         stats = softmax_stats(logits) if finite else {"top1_prob": float("nan"), "entropy": float("nan")}
-        t = BASELINE_THRESHOLDS
+        t = baseline_thresholds(int(logits.size))
         fin = logits[np.isfinite(logits)] if not finite else logits
         std = float(fin.std()) if fin.size else float("nan")
         passed = (finite and stats["top1_prob"] < t["top1_prob_max"] and stats["entropy"] > t["entropy_min"]
-                  and std > t["logit_std_min"])
+                  and stats["entropy"] < t["entropy_max"] and std > t["logit_std_min"])
         mismatches = self.config_mismatches(raw_config) if raw_config is not None else []
         return {
             "prompt": prompt,

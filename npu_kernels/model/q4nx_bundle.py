@@ -45,7 +45,26 @@ _WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json
 
 
 def is_projection(name: str) -> bool:
+    """A Llama-named projection (the names `PROJECTIONS` lists); a bundle's own set is `projection_names(config)`."""
     return ".layers." in name and any(name.endswith(f"{p}.weight") for p in PROJECTIONS)
+
+
+# The linear layers of a block by the description's roles (npu_kernels.model.description), whatever the family
+# names them: attention q/k/v/o, the GLU's gate/up/down, a hybrid's short-convolution in/out projections. What
+# mlir-air quantises for LFM2 (lfm2_1_2b_q4nx/lfm2_1_2b_q4nx_weights.py :44-52 and `_Q4_SUFFIXES` :89-99 at 0c380f09:
+# feed_forward.w1/w2/w3, self_attn.q/k/v/out_proj, conv.in_proj/out_proj); norms, biases, the depthwise taps,
+# the embedding and the LM head stay bf16 there and here.
+PROJECTION_FIELDS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "conv_in", "conv_out")
+
+
+def projection_names(config: ModelConfig) -> list[str]:
+    """Every projection of every layer, under the names a bundle stores (`unfused_tensors`: a fused qkv / gate_up
+    split into its parts, which Phi-3's description names as Llama's), in block order."""
+    prefix, names = config.arch.prefix, []
+    for i in range(config.n_layers):
+        names += [f"{prefix}layers.{i}.{suffix}" for field, suffix in config.arch.layer_tensors(i)
+                  if field in PROJECTION_FIELDS]
+    return names
 
 
 def hf_tensors(folder: str | Path, config: ModelConfig) -> dict[str, np.ndarray]:
@@ -61,8 +80,14 @@ def write_bundle(folder: str | Path, out: str | Path, config: ModelConfig, layou
         raise Q4nxError(f"unknown Q4NX layout {layout!r} (known: {', '.join(LAYOUTS)})")
     tensors: dict[str, tuple[str, list[int], bytes]] = {}
     padded: dict[str, list[int]] = {}
-    for name, a in hf_tensors(folder, config).items():
-        if not is_projection(name):
+    projections = set(projection_names(config))
+    source = hf_tensors(folder, config)
+    missing = sorted(projections - set(source))
+    if missing:  # a family whose description names a projection the bundle's names do not: refused, not skipped
+        raise Q4nxError(f"cannot quantise {len(missing)} of {len(projections)} projections: {', '.join(missing[:3])}"
+                        f"{' ...' if len(missing) > 3 else ''} are not among the tensors a bundle stores")
+    for name, a in source.items():
+        if name not in projections:
             tensors[name] = ("BF16", list(a.shape), bf16_bytes(a))
             continue
         codes, scales, mins = quantise(a, layout)
@@ -77,7 +102,9 @@ def write_bundle(folder: str | Path, out: str | Path, config: ModelConfig, layou
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     sha = write_container(out, tensors, metadata)
-    return {"path": str(out), "sha256": sha, "layout": layout, "n_projections": sum(map(is_projection, tensors)),
+    quantised = sum(1 for name in tensors if name in projections)
+    return {"path": str(out), "sha256": sha, "layout": layout, "n_projections": quantised,
+            "n_projections_total": len(projections), "n_bf16": len(tensors) - quantised,
             "padded": pads, "bytes": out.stat().st_size}
 
 
@@ -87,8 +114,12 @@ def dequantised_tensors(bundle: Bundle, config: ModelConfig, dequant=dequantise)
     codec's unless a test fault wraps it."""
     layout = bundle.layout()
     out = {}
+    projections = set(projection_names(config))
     for name, shape in unfused_tensors(config).items():
-        if is_projection(name):
+        if name in projections:
+            if bundle.header.get(name, {}).get("dtype") == "BF16":  # a bundle that left a projection unquantised
+                raise Q4nxError(f"{bundle.path.name}: {name} is stored BF16, not 4-bit: a Q4NX bundle quantises "
+                                f"every projection (re-write it with `ledger quantize`)")
             out[name] = dequant(*bundle.projection(name, *shape), layout)
             continue
         a = bundle.bf16(name)
@@ -150,14 +181,15 @@ def write_reference_folder(bundle_path: str | Path, base: str | Path, out: str |
     return {"layout": bundle.layout(), "dequantised_sha256": container_sha256(tensors), "style": style,
             "decode_sha256": decode_sha,
             "padded": [p for p in pads.split(", ") if p and p != "none"], "scale_dtype": bundle.scale_dtype(),
-            "stored_shapes": {n: bundle.header[n]["shape"] for n in bundle.names if is_projection(n)}}
+            "stored_shapes": {n: bundle.header[n]["shape"] for n in projection_names(config) if n in bundle.header}}
 
 
 def padding_of(config: ModelConfig) -> list[str]:
     """The projections' padding, from the config (what the reader crops): 'RxC->R'xC'' per distinct shape."""
     out = set()
+    projections = set(projection_names(config))
     for name, shape in unfused_tensors(config).items():
-        if is_projection(name) and padded_shape(*shape) != tuple(shape):
+        if name in projections and padded_shape(*shape) != tuple(shape):
             out.add(f"{shape[0]}x{shape[1]}->{padded_shape(*shape)[0]}x{padded_shape(*shape)[1]}")
     return sorted(out)
 

@@ -28,6 +28,7 @@ class MemoryFit:
     largest_bo: str
     fits: bool
     problems: list[str] = field(default_factory=list)
+    decode_4bit_bytes: int = 0  # of weights_bytes: a 4-bit decode's weight BOs (q4nx-device), 0 for bf16
 
     @property
     def total_bytes(self) -> int:
@@ -35,19 +36,32 @@ class MemoryFit:
 
     def lines(self) -> list[str]:
         gib = 2**30
+        split = (f": bf16 prefill {(self.weights_bytes - self.decode_4bit_bytes) / gib:.2f} + 4-bit decode "
+                 f"{self.decode_4bit_bytes / gib:.2f}" if self.decode_4bit_bytes else "")
         out = [f"resident in host DDR shared with NPU2: {self.total_bytes / gib:.2f} GiB (weight BOs "
-               f"{self.weights_bytes / gib:.2f}, KV cache {self.kv_cache_bytes / gib:.2f}, activation BOs "
+               f"{self.weights_bytes / gib:.2f}{split}, KV cache {self.kv_cache_bytes / gib:.2f}, activation BOs "
                f"{self.activation_bytes / gib:.2f}); largest single BO {self.largest_bo_bytes / gib:.2f} GiB "
                f"({self.largest_bo}) of the {BO_ADDRESS_LIMIT / gib:.0f} GiB one BO addresses ({BO_LIMIT_SRC})"]
         return out + self.problems
 
 
-def memory_fit(plan, config, ctx: int, host_bytes: int | None = None) -> MemoryFit:
-    """See the module docstring. `plan` is a npu_kernels.perf.dispatch.DispatchPlan."""
+def memory_fit(plan, config, ctx: int, host_bytes: int | None = None, decode_call=None) -> MemoryFit:
+    """See the module docstring. `plan` is a npu_kernels.perf.dispatch.DispatchPlan. `decode_call`: one ElfCall
+    that is the whole decode of a 4-bit deployment (q4nx-device: npu_kernels.perf.q4nx.fused_decode_call), whose
+    static BOs - the 4-bit weights of every layer and the LM head, and its `kv_cache` window - replace the bf16
+    decode's per-layer weight BOs and the KV cache at `ctx`; the prefill keeps its bf16 weight BOs."""
     L = plan.n_layers
-    calls = [*plan.prefill_layer, *plan.decode_layer]
-    weights = L * sum(sum(c.static.values()) for c in calls) + sum(plan.lm_head.static.values())
-    kv = 2 * L * ctx * config.n_kv_heads * config.head_dim * BF16
+    decode_4bit = 0
+    if decode_call is None:
+        calls = [*plan.prefill_layer, *plan.decode_layer]
+        weights = L * sum(sum(c.static.values()) for c in calls) + sum(plan.lm_head.static.values())
+        kv = 2 * L * ctx * config.n_kv_heads * config.head_dim * BF16
+    else:
+        calls = [*plan.prefill_layer, decode_call]
+        kv = decode_call.static.get("kv_cache", 0)
+        decode_4bit = sum(decode_call.static.values()) - kv
+        weights = (L * sum(sum(c.static.values()) for c in plan.prefill_layer) + sum(plan.lm_head.static.values())
+                   + decode_4bit)
     acts = max(sum(c.write.values()) + sum(c.intermediate.values()) for c in calls)
     name, size = max(((f"{c.elf}:{b}", n) for c in [*calls, plan.lm_head] for b, n in c.static.items()),
                      key=lambda x: x[1])
@@ -59,4 +73,4 @@ def memory_fit(plan, config, ctx: int, host_bytes: int | None = None) -> MemoryF
     if host_bytes is not None and total > host_bytes:
         problems.append(f"does not fit: {total / 2**30:.2f} GiB resident exceeds the {host_bytes / 2**30:.1f} GiB "
                         "of host memory given")
-    return MemoryFit(weights, kv, acts, size, name, not problems, problems)
+    return MemoryFit(weights, kv, acts, size, name, not problems, problems, decode_4bit)

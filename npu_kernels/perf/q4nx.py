@@ -35,10 +35,11 @@ from pathlib import Path
 
 from npu_kernels.model.config import ModelConfig
 from npu_kernels.model.plan_q4nx import padded_shape
-from npu_kernels.perf.dispatch import ElfCall, Launch
+from npu_kernels.perf.dispatch import ElfCall, Launch, dispatch_plan
 from npu_kernels.perf.host import host_constants
 from npu_kernels.perf.constants import FITTED
 from npu_kernels.perf.kernel_model import kernel_features, latency_from
+from npu_kernels.perf.memory import memory_fit
 from npu_kernels.perf.predict import Prediction, predict
 
 WEIGHTS = ("bf16", "q4nx-host", "q4nx-device")
@@ -218,10 +219,10 @@ def predict_weights(config: ModelConfig, weights: str = "bf16", seq: int = 2048,
     if weights == "q4nx-host":
         return replace(p, notes=p.notes + ["weights q4nx-host: dequantised to bf16 on the host at load; the bf16 "
                                            "pipeline runs unchanged (qwen3_0_6b_q4nx/README.md@81d902e)"])
-    return _device(config, p, seq)
+    return _device(config, p, seq, host_bytes)
 
 
-def _device(c: ModelConfig, p: Prediction, seq: int) -> Prediction:
+def _device(c: ModelConfig, p: Prediction, seq: int, host_bytes: int | None = None) -> Prediction:
     L = c.n_layers
     per_elf = {k: dict(v) for k, v in p.per_elf.items() if not k.startswith("decode:")}
     totals = {ph: dict(v) for ph, v in p.totals.items()}
@@ -274,8 +275,16 @@ def _device(c: ModelConfig, p: Prediction, seq: int) -> Prediction:
         f"codes + bf16 scale/min per {Q4_GROUP}) and {d['kv_bytes'] / 2**30:.3f} GiB of KV (the ATTN_MAXL={ATTN_MAXL} "
         f"window, any ctx) per token at {cal['stream_bps'] / 1e9:.1f} GB/s, calibrated on {cal['src']} only",
     ]
-    notes.append(f"resident beside the prefill's bf16 weight BOs: the decode's 4-bit weight BOs, "
-                 f"{d['weight_bytes'] / 2**30:.2f} GiB, and its KV cache, {d['kv_bytes'] / 2**30:.2f} GiB")
+    # what stays resident: the prefill's bf16 weight BOs and the decode's 4-bit ones with its KV window, not the
+    # bf16 decode's weights `predict` counted (issue 48 item 5)
+    fit = memory_fit(dispatch_plan(c, p.switches, seq, p.ctx), c, p.ctx, host_bytes, decode_call=fused_decode_call(c))
+    at = next((i for i, n in enumerate(notes) if n.startswith("resident in host DDR")), 0)
+    notes = [*notes[:at], *fit.lines(), *(n for n in notes[at:] if not n.startswith(("resident in host DDR",
+                                                                                       "does not fit:")))]
+    memory = {"fits": fit.fits, "total_bytes": fit.total_bytes, "weights_bytes": fit.weights_bytes,
+              "decode_4bit_bytes": fit.decode_4bit_bytes, "kv_cache_bytes": fit.kv_cache_bytes,
+              "activation_bytes": fit.activation_bytes, "largest_bo_bytes": fit.largest_bo_bytes,
+              "largest_bo": fit.largest_bo, "problems": fit.problems}
     if d["weight_bytes"] > 4 * 2**30:
         notes.append("decode weights exceed the 4 GiB one BO addresses: split over layer groups (DECODE_WGROUP, "
                      "llama31_8b_q4nx/README.md@a8131a5), still one dispatch")
@@ -284,7 +293,8 @@ def _device(c: ModelConfig, p: Prediction, seq: int) -> Prediction:
     return replace(p, ttft_s=round(ttft, 6), prefill_s=round(p.prefill_s - saved, 6),
                    decode_tokens_per_s=round(1.0 / token_s, 4), ms_per_token=_ms(token_s),
                    decode_calls_per_layer=calls, per_elf=per_elf, per_kernel=per_kernel,
-                   host={"prefill": dict(p.host["prefill"]), "decode": host_decode}, totals=totals, notes=notes)
+                   host={"prefill": dict(p.host["prefill"]), "decode": host_decode}, totals=totals, notes=notes,
+                   memory=memory)
 
 
 def matching_anchor(c: ModelConfig) -> dict | None:

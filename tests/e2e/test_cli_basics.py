@@ -65,3 +65,12 @@ def test_a_corrupt_ledger_file_is_refused_without_a_traceback(tmp_path):
 def test_graph_prints_a_mermaid_diagram_of_the_lifecycle(tmp_path):
     out = ledger(tmp_path, "graph").stdout
     assert out.startswith("stateDiagram-v2") and "pass_phase_3" in out
+
+
+def test_plan_refuses_a_moe_config_with_the_line_predict_gives(tmp_path):
+    # issue 48 item 5: at dd99c44 `plan` gave a dense plan for Mixtral-8x7B while `predict` refused it
+    moe = str(CONFIGS / "mixtral-8x7b.json")
+    plan, predict = read_in_process(tmp_path, "plan", moe), read_in_process(tmp_path, "predict", moe)
+    assert plan.returncode == predict.returncode == 1 and plan.stdout == ""
+    assert plan.stderr == predict.stderr and len(plan.stderr.splitlines()) == 1
+    assert plan.stderr.startswith("error: out of scope: ") and "mixture-of-experts" in plan.stderr

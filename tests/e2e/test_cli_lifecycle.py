@@ -30,8 +30,17 @@ def test_init_rejects_out_of_scope_architectures_with_the_reason(tmp_path, confi
 
 @pytest.mark.parametrize("config", ACCEPTED)
 def test_in_scope_configs_are_accepted_and_phase_0_fails_cleanly_on_missing_weights(tmp_path, config):
+    from npu_kernels.model.architecture import load_raw_config, resolve
+    from npu_kernels.model.host_memory import machine_memory_bytes, memory_need
+
     proc = ledger(tmp_path, "init", str(CONFIGS / config))
+    need, total = memory_need(resolve(load_raw_config(CONFIGS / config))).total_bytes, machine_memory_bytes()
+    if total is not None and need > total:  # Mistral-7B on a machine of less than 70 GiB: refused, nothing recorded
+        assert proc.returncode == 1 and len(proc.stderr.splitlines()) == 1 and "MemTotal" in proc.stderr
+        assert ledger_json(tmp_path, "log", "--json") == []
+        return
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("memory: about ")
     name = proc.stdout.split()[1]
     proc = ledger(tmp_path, "advance", name, "--until", "0")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
@@ -53,6 +62,28 @@ def test_phase_0_passes_on_a_real_model_and_records_its_evidence(tiny_at):
     assert 0 < baseline["top1_prob"] < 0.999 and baseline["entropy"] > 0
     history = read_in_process(ws, "history", "tiny").stdout
     assert "PHASE 0 PASSED" in history
+
+
+def test_phase_0_refuses_a_near_uniform_reference_in_one_line(tmp_path, tiny_llama):
+    # issue 48 item 4: an LM head scaled to ~0 (x0.02) leaves logits that still spread (std above logit_std_min)
+    # but a distribution within a few hundredths of a nat of uniform; at dd99c44 Phase 0 passed it
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    flat = tmp_path / "flat"
+    shutil.copytree(tiny_llama, flat)
+    tensors = load_file(flat / "model.safetensors")
+    tensors["lm_head.weight"] = (tensors["lm_head.weight"].float() * 0.02).to(torch.bfloat16)
+    save_file(tensors, flat / "model.safetensors", metadata={"format": "pt"})
+    ws = tmp_path / "ws"
+    assert ledger(ws, "init", str(flat), "--name", "flat").returncode == 0
+    proc = ledger(ws, "advance", "flat", "--until", "0")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if "near-uniform" in line]
+    assert len(lines) == 1 and "entropy_max 3.951" in lines[0], proc.stdout + proc.stderr
+    assert ledger_json(ws, "status", "flat")["phases_passed"] == []
 
 
 def test_two_concurrent_advances_one_proceeds_the_other_exits_cleanly(tmp_path, tiny_llama):

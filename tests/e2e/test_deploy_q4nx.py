@@ -139,3 +139,13 @@ def test_init_refuses_the_device_style_where_it_cannot_run_in_one_line(tiny_llam
         assert proc.returncode == 1, what
         assert len(proc.stderr.strip().splitlines()) == 1 and "--q4nx-style device" in proc.stderr, (what, proc.stderr)
     assert not (ws / ".ledger" / "ledger.db").exists() or not workspace_ledger(ws).streams("deployment:")
+
+
+def test_quantize_says_how_many_projections_it_quantised_of_how_many(tmp_path, tiny_lfm2):
+    # issue 48 item 5: on LFM2 dd99c44 printed "3 4-bit projections" and left 14 of its 17 in bf16 unsaid
+    proc = ledger(tmp_path, "quantize", str(tiny_lfm2), "--to", "q4nx", str(tmp_path / "lfm2.q4nx"))
+    assert proc.returncode == 0, proc.stderr
+    assert "17 of 17 projections 4-bit" in proc.stdout
+    out = json.loads(ledger(tmp_path, "quantize", str(tiny_lfm2), "--to", "q4nx", str(tmp_path / "b.q4nx"),
+                            "--json").stdout)
+    assert out["n_projections"] == out["n_projections_total"] == 17

@@ -545,3 +545,41 @@ def test_ledger_run_records_a_cpu_emulator_figure_and_optimise_refuses_an_emulat
     assert refused.returncode != 0 and refused.stderr.strip().count("\n") == 0
     assert refused.stderr.startswith("error: ") and "mlir-air path" in refused.stderr
     assert len(ledger_json(ws, "log", "--stream", "deployment:tiny")) == len(after)
+
+
+def test_a_phase_3_failure_of_an_emulated_deployment_names_its_criterion_and_its_own_verbs(tiny_at):
+    # issue 48 item 3: a decode fault (the KV cache written one slot late) fails the token gate; the verdict names
+    # the criterion it misses first (never "failed at step None") and the triage sends the emulated deployment to
+    # `ledger verify-model` / `ledger diagnose`, not to mlir-air's `make verify` (what dd99c44 recorded)
+    ws = tiny_at(3)
+    seen = {"phase3": False}
+
+    def before_phase_3(kind, payload, seq):
+        seen["phase3"] |= kind == "PhaseStarted" and payload["phase"] == 3
+        if seen["phase3"]:
+            return None
+        return requesting(pipeline={"faults": ["kv_cache_off_by_one"]})(kind, payload, seq)
+
+    clone_stream(ws, "tiny", "kvbug", before_phase_3)
+    proc = ledger(ws, "advance", "kvbug", "--until", "3")
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    events = ledger_json(ws, "log", "--stream", "deployment:kvbug")
+    failed = next(e["payload"] for e in events if e["type"] == "PhaseFailed")
+    assert "step None" not in " ".join(failed["reasons"]) and "failed at step" not in failed["reasons"][0]
+    triaged = next(e["payload"] for e in events if e["type"] == "FailureTriaged")
+    said = json.dumps(triaged["matches"])
+    assert triaged["matches"] and "make verify" not in said and "make diagnosis" not in said
+    assert "ledger verify-model kvbug" in said or "ledger diagnose kvbug" in said, said
+
+
+def test_the_demo_table_shows_phase_6_modelled_and_the_cpu_emulator_integrated_run_apart(deployed):
+    # issue 48 item 5: at dd99c44 `make demo` printed Phase 6's modelled NPU2 figures under "integrated" and left
+    # out the integrated run the emulator timed on this CPU
+    from scripts.demo import perf_rows
+
+    events = ledger_json(deployed, "log", "--stream", "deployment:tiny")
+    perf = [e["payload"] for e in events if e["type"] == "PerformanceMeasured"]
+    six = [r for r in perf_rows(perf) if r[0] == 6]
+    assert [(r[1], r[6]) for r in six] == [("finalized", "modelled NPU2"), ("integrated run", "CPU emulator")], six
+    wall = next(p for p in perf if p["phase"] == 6)["profile"]["emulator_wall"]
+    assert six[1][3:6] == (wall["ttft_s"], wall["ms_per_token"], wall["tokens_per_s"]) and six[1][3:] != six[0][3:]

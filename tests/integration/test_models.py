@@ -141,6 +141,36 @@ def test_baseline_fails_on_a_degenerate_model(tmp_path, tiny_llama):
     assert not base["passed"] and base["logit_std"] == 0.0
 
 
+def test_baseline_refuses_a_near_uniform_model_whose_logits_still_spread(tmp_path, tiny_llama):
+    # issue 48 item 4: the LM head scaled by 0.05 keeps a logit std (~0.2) far above logit_std_min and a top-1
+    # probability far below top1_prob_max, yet the distribution is within 0.1 nat of uniform: every KL of the
+    # token gate would be judged against a reference that says nothing. At dd99c44 this baseline passed.
+    flat = tmp_path / "flat"
+    shutil.copytree(tiny_llama, flat)
+    tensors = load_file(flat / "model.safetensors")
+    tensors["lm_head.weight"] = (tensors["lm_head.weight"].float() * 0.05).to(torch.bfloat16)
+    save_file(tensors, flat / "model.safetensors", metadata={"format": "pt"})
+    base = HfRunner(flat).baseline("The capital of France is")
+    t = base["thresholds"]
+    assert t["entropy_max"] == pytest.approx(np.log(384) - 2.0)  # log V - the token gate's KL max
+    assert base["logit_std"] > t["logit_std_min"] and base["top1_prob"] < t["top1_prob_max"]
+    assert np.log(384) - base["entropy"] < 0.1 and not base["passed"]
+    from ledger.events import ReferenceBaselineRecorded
+    from statemachine.predicates import baseline_misses
+
+    (miss,) = baseline_misses(ReferenceBaselineRecorded(**base))
+    assert miss.startswith("near-uniform: entropy 5.9") and "nats >= entropy_max 3.951 (log V less" in miss
+    # the independent evaluator flags such a baseline recorded as passed (a forged or older PASS)
+    from handlers.evaluator.audit import check_baseline
+    from registry.synthetic import record
+
+    (forged,) = record([("deployment:flat", ReferenceBaselineRecorded(**{**base, "passed": True}))])
+    assert any("degenerate distribution" in p for p in check_baseline(forged))
+    # the faithful tiny model sits > 3 nats from uniform, far inside the bound
+    good = HfRunner(tiny_llama).baseline("The capital of France is")
+    assert good["passed"] and good["entropy"] < good["thresholds"]["entropy_max"] - 1.0
+
+
 def test_config_mismatches_name_a_field_that_differs(tiny_llama):
     raw = load_raw_config(tiny_llama) | {"rms_norm_eps": 1e-3}
     assert [m.split(":")[0] for m in HfRunner(tiny_llama).config_mismatches(raw)] == ["rms_norm_eps"]

@@ -42,3 +42,46 @@ def test_a_phi3_bundle_stores_split_projections_and_its_reference_folder_loads(t
     from npu_kernels.model.hf_reference import HfRunner
 
     assert HfRunner(ref).config_mismatches(load_raw_config(ref)) == []
+
+
+def test_every_projection_of_every_family_is_quantised_lfm2_conv_and_ffn_included(
+        tiny_llama, tiny_qwen3, tiny_phi3, tiny_gemma3, tiny_lfm2, tmp_path):
+    # issue 48 item 5: at dd99c44 `quantize` matched Llama's suffixes only, so LFM2's feed_forward.w1/w2/w3,
+    # self_attn.out_proj and conv.in_proj/out_proj stayed bf16 (3 of its 17 projections quantised) and said nothing
+    from npu_kernels.model.q4nx_bundle import projection_names
+
+    for folder in (tiny_llama, tiny_qwen3, tiny_phi3, tiny_gemma3, tiny_lfm2):
+        config = resolve(load_raw_config(folder))
+        bundle = tmp_path / f"{folder.name}.q4nx"
+        written = write_bundle(folder, bundle, config)
+        header = read_bundle(bundle).header
+        four_bit = {n for n, h in header.items() if h["dtype"] != "BF16"}
+        assert four_bit == set(projection_names(config)), folder.name
+        assert written["n_projections"] == written["n_projections_total"] == len(four_bit)
+        assert bundle_problem(bundle, config) is None
+    lfm2 = resolve(load_raw_config(tiny_lfm2))
+    names = set(projection_names(lfm2))
+    # layers conv, attention, conv: 2 x (in_proj, out_proj) + q/k/v/out_proj + 3 x (w1, w2, w3)
+    assert len(names) == 2 * 2 + 4 + 3 * 3
+    assert {"model.layers.0.conv.in_proj.weight", "model.layers.0.conv.out_proj.weight",
+            "model.layers.1.self_attn.out_proj.weight", "model.layers.2.feed_forward.w2.weight"} <= names
+    assert not any("conv.conv" in n or "norm" in n for n in names)  # the depthwise taps and norms stay bf16
+
+
+def test_a_bundle_that_left_a_projection_bf16_is_refused_naming_it(tiny_lfm2, tmp_path):
+    # a bundle as dd99c44 wrote it for LFM2 (feed_forward.w1 kept BF16) is not read as 4-bit codes
+    from npu_kernels.model.q4nx import write_container
+    from npu_kernels.model.q4nx_bundle import bf16_bytes, hf_tensors
+
+    config = resolve(load_raw_config(tiny_lfm2))
+    bundle = tmp_path / "model.q4nx"
+    write_bundle(tiny_lfm2, bundle, config)
+    b = read_bundle(bundle)
+    name = "model.layers.0.feed_forward.w1.weight"
+    tensors = {n: (h["dtype"], list(h["shape"]), bytes(b.raw(n))) for n, h in b.header.items()}
+    w1 = hf_tensors(tiny_lfm2, config)[name]
+    tensors[name] = ("BF16", list(w1.shape), bf16_bytes(w1))
+    older = tmp_path / "older.q4nx"
+    write_container(older, tensors, dict(b.metadata))
+    problem = bundle_problem(older, config)
+    assert problem is not None and name in problem and "stored BF16, not 4-bit" in problem

@@ -155,3 +155,33 @@ def test_a_deployment_without_evidence_still_gets_every_page():
     assert "## Verdict: not evaluated yet" in files["llms/empty/docs/evaluation_report.md"].decode()
     assert "- [ ] 0: Build CPU Reference — ⏳ pending" in files["llms/empty/TODO.md"].decode()
     assert "llms/empty/docs/development_progress/phase3_layer_cosine.png" not in files
+
+
+def test_the_evaluation_report_of_an_emulated_deployment_says_what_ran_never_on_npu2(finished):
+    # issue 48 item 5: at dd99c44 every report was titled "... on NPU2", an emulated deployment's included
+    title = text(finished, f"llms/{NAME}/docs/evaluation_report.md").split("\n# ", 1)[1].splitlines()[0]
+    assert title == (f"Evaluation Report: {NAME} on the CPU emulator of NPU2 (executor emulated; times modelled, "
+                     "not measured)")
+    assert "on NPU2" not in title
+
+
+def test_the_evaluation_report_title_names_a_twin_rehearsal_and_keeps_npu2_for_device_rows():
+    from ledger import events as ev
+    from registry.evaluation_page import render_evaluation
+    from registry.model_fold import fold_deployment
+
+    def title(executor, toolchain=None, device=None):
+        row = ev.KernelVerified(kernel="gemv", shape={"M": 64, "K": 64}, contract="bf16-out", executor=executor,
+                                verdict="PASS", rtol=1.6e-2, atol=1e-3, source="harness" if toolchain else "emulated",
+                                provenance={"toolchain": toolchain or {}, "device": device})
+        stream = "deployment:m"
+        view = fold_deployment(record([(stream, ev.DeploymentRequested(model_path="/m", name="m", executor=executor)),
+                                       (stream, row)]), "m")
+        return render_evaluation(view).split("\n# ", 1)[1].splitlines()[0]
+
+    assert title("emulated").startswith("Evaluation Report: m on the CPU emulator of NPU2")
+    assert title("torch") == "Evaluation Report: m on the CPU (executor torch; NPU2 times modelled, not measured)"
+    twin = title("mlir-air", {"standin": "npu-ledger twin", "mlir_air_commit": "e972f29"}, "npu2")
+    assert "stand-in mlir-air checkout" in twin and "on NPU2" not in twin
+    hardware = title("mlir-air", {"mlir_air_commit": "e972f29", "xrt_smi": "xrt-smi 2.19"}, "RyzenAI-npu4")
+    assert hardware == "Evaluation Report: m on NPU2 through mlir-air"

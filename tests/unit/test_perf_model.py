@@ -185,3 +185,28 @@ def test_the_cli_refuses_an_out_of_scope_config_in_one_line(name, tmp_path, monk
     r = CliRunner().invoke(__import__("handlers.cli", fromlist=["cli"]).cli, ["predict", str(CONFIGS / name)])
     assert r.exit_code != 0
     assert "out of scope" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_predict_sets_mlir_air_s_published_bf16_figure_beside_its_own():
+    # issue 48 item 5 / docs/design.md "the README figures `predict` sets beside its prediction": at dd99c44 a bf16
+    # prediction of Qwen3-0.6B showed no published figure, in the text or the JSON
+    from handlers.cli.main import cli
+    from npu_kernels.perf.readme import matching_readme_row, readme_rows
+
+    qwen3 = str(CONFIGS / "qwen3-0.6b.json")
+    runner = CliRunner()
+    out = json.loads(runner.invoke(cli, ["predict", qwen3, "--json"]).output)
+    assert out["source"] == "modelled NPU2"
+    assert out["measured"]["provenance"] == "imported:mlir-air-readme" and out["measured"]["role"] == "held-out"
+    assert (out["measured"]["ttft_s"], out["measured"]["decode_tokens_per_s"]) == (1.52, 11.7)
+    text = runner.invoke(cli, ["predict", qwen3]).output
+    line = next(x for x in text.splitlines() if "published by mlir-air" in x)
+    assert "TTFT 1.52 s, 11.7 tok/s" in line and f"modelled TTFT {out['ttft_s']:.3f} s" in line
+    at_512 = runner.invoke(cli, ["predict", qwen3, "--seq", "512"]).output
+    assert "not compared with this prediction at --seq 512" in at_512
+    # every README row names a fixture's architecture; a model mlir-air published nothing for gets no line
+    assert all(matching_readme_row(resolve(load_raw_config(CONFIGS / f))) is not None for f in
+               ("llama-3.2-1b.json", "smollm2-1.7b.json", "qwen2.5-3b.json", "qwen3-4b.json", "llama-3.2-3b.json"))
+    assert len(readme_rows()) == 9
+    assert "published by mlir-air" not in runner.invoke(cli, ["predict", str(CONFIGS / "qwen2.5-0.5b.json"),
+                                                               "--weights", "q4nx-host"]).output

@@ -140,3 +140,22 @@ def test_the_on_device_curve_decodes_at_one_rate_whatever_the_context(tmp_path):
     curve = json.loads(r.output)
     rates = {pt["decode_tokens_per_sec"] for pt in curve["decode"]["points"] if pt["status"] == "ok"}
     assert len(rates) == 1 and curve["weights"] == "q4nx-device" and (tmp_path / "c.png").stat().st_size
+
+
+def test_the_on_device_residency_is_the_bf16_prefill_and_the_4_bit_decode_not_the_bf16_decode():
+    # issue 48 item 5: at dd99c44 `predict --weights q4nx-device` reported the bf16 deployment's residency (4.12 GiB
+    # of weight BOs for Llama-3.2-1B, its bf16 decode GEMV weights included) beside a 4-bit decode
+    c = llama_1b()
+    bf16, dev = predict(c), predict_weights(c, "q4nx-device")
+    w = decode_weight_bytes(c)
+    call = fused_decode_call(c)
+    assert dev.memory["decode_4bit_bytes"] == int(w["layers"] + w["lm_head"])
+    assert dev.memory["kv_cache_bytes"] == call.static["kv_cache"]  # the ATTN_MAXL window the template keeps
+    prefill_bf16 = dev.memory["weights_bytes"] - dev.memory["decode_4bit_bytes"]
+    assert prefill_bf16 < bf16.memory["weights_bytes"] and dev.memory["weights_bytes"] < bf16.memory["weights_bytes"]
+    (line,) = [n for n in dev.notes if n.startswith("resident in host DDR")]
+    assert f"4-bit decode {w['layers'] / 2**30 + w['lm_head'] / 2**30:.2f}" in line
+    assert f"bf16 prefill {prefill_bf16 / 2**30:.2f}" in line and "fused_decode:weights_q4" in line
+    # a host too small for it is refused by the 4-bit figure, not the bf16 one
+    small = predict_weights(c, "q4nx-device", host_bytes=int(3.5 * 2**30))
+    assert small.memory["fits"] and not predict(c, host_bytes=int(3.5 * 2**30)).memory["fits"]

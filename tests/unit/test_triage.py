@@ -335,3 +335,21 @@ def test_cli_bad_evidence_is_one_clear_line(tmp_path):
 
 def test_cli_exports_its_commands():
     assert commands == [triage] and triage.name == "triage"
+
+
+def test_an_emulated_deployment_is_never_sent_to_make_verify_but_to_its_own_verbs():
+    # issue 48 item 3: the playbooks name mlir-air's make targets; on the emulated executor there is no model
+    # directory to run them in. At dd99c44 the triage of an emulated deployment said "rerun make verify".
+    drift = {"kind": "token_gate", "layer_cosines": DRIFT, "token_gate_passed": False}
+    lm_head = {"kind": "token_gate", "divergence_step": 0, "rank_ours_in_ref": None, "rank_ref_in_ours": 4,
+               "layer_cosines": HEALTHY}
+    for evidence, rule in ((drift, "gradual-drift-below-threshold"), (lm_head, "lm-head-precision")):
+        hardware = triage_evidence({**evidence, "executor": "mlir-air", "deployment": "m"})
+        emulated = triage_evidence({**evidence, "executor": "emulated", "deployment": "my model"})
+        assert hardware[0].rule_id == emulated[0].rule_id == rule
+        assert "make verify" in hardware[0].check + hardware[0].remedy  # the playbook's words, on hardware
+        for m in emulated:
+            assert "make verify" not in m.check + m.remedy and "make diagnosis" not in m.check + m.remedy
+        assert "`ledger verify-model 'my model'`" in emulated[0].check + emulated[0].remedy
+    assert "`ledger diagnose 'my model'`" in triage_evidence({**lm_head, "executor": "torch",
+                                                             "deployment": "my model"})[0].check

@@ -1,0 +1,108 @@
+"""The memory a deployment needs on this machine, estimated from its config, and the machine's own.
+
+`ledger init` states the estimate and refuses, in one line, a model the machine cannot hold (issue 48 item 3): a
+deployment on the emulated / torch executors runs the whole model in this process, and so does the HF reference on
+every executor. The estimate, from the config alone:
+
+  runtime      0.5 GiB: Python, numpy, torch and transformers imported (0.41 GiB measured before any weight loaded,
+               tests/models.py's tiny Llama, 2026-12-04)
+  weights      bytes per parameter (parameters: every tensor the config requires, `weights.expected_tensors`; a
+               tied head counted once):
+                 emulated / torch  10: the HF bf16 reference (2), the pipeline's float32 copies of the bf16 values
+                                   (4, `weights.load_weights`) and the executor's resident converted copy of each
+                                   weight (4, `EmulatedExecutor._static`, the weight residency switch)
+                 mlir-air          4: the HF bf16 reference (2) and the NPU2's weight BOs, which live in the same
+                                   host DDR (2, bf16)
+               measured: SmolLM2-135M-Instruct (134.5 M parameters) on the emulated executor peaked at 1.60 GiB RSS
+               through a token-gate prompt and the diagnosis: 0.41 GiB runtime + 9.5 B per parameter
+  working set  at the compiled prefill length S = 2048 (Phase 1's GEMM rows, the Phases 4-6 prefill; the gates'
+               own prompts are shorter, so an upper bound): both sides' KV caches (float32 + bf16: 6 B per element,
+               2 x layers x S x kv heads x head_dim), one layer's attention scores (S x S x heads, float32), one
+               prefill layer's activations (S x (4E + 3F), float32) and the logits of every position (S x V,
+               float32)
+
+The machine's memory is MemTotal of /proc/meminfo: a need above it is refused (None where the file cannot be read:
+nothing is refused, and the line says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from npu_kernels.model.config import ModelConfig
+
+GIB = 2**30
+RUNTIME_BYTES = GIB // 2
+BYTES_PER_PARAM = {"emulated": 10, "torch": 10, "mlir-air": 4}
+WORKING_SEQ = 2048  # npu_kernels.model.plan.DEFAULT_SEQ: the compiled prefill length
+MEMINFO = Path("/proc/meminfo")
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    params: int
+    weights_bytes: int
+    working_bytes: int
+    runtime_bytes: int
+    per_param: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.working_bytes + self.runtime_bytes
+
+    def how(self) -> str:
+        return (f"{self.per_param} B x {self.params / 1e9:.3g} G parameters {self.weights_bytes / GIB:.1f} GiB + "
+                f"working set at {WORKING_SEQ} positions {self.working_bytes / GIB:.1f} GiB + runtime "
+                f"{self.runtime_bytes / GIB:.1f} GiB")
+
+
+def parameter_count(config: ModelConfig) -> int:
+    from npu_kernels.model.weights import expected_tensors
+
+    total = 0
+    for shape in expected_tensors(config).values():
+        n = 1
+        for d in shape:
+            n *= int(d)
+        total += n
+    return total
+
+
+def memory_need(config: ModelConfig, executor: str = "emulated") -> MemoryNeed:
+    """The estimate of the module docstring for a deployment of `config` on `executor`."""
+    c, S = config, WORKING_SEQ
+    params = parameter_count(c)
+    per_param = BYTES_PER_PARAM.get(executor, max(BYTES_PER_PARAM.values()))
+    kv = 2 * c.n_layers * S * c.n_kv_heads * c.head_dim * 6
+    scores = S * S * c.n_heads * 4
+    activations = S * (4 * c.emb_dim + 3 * c.hidden_dim) * 4
+    logits = S * c.vocab_size * 4
+    return MemoryNeed(params, params * per_param, kv + scores + activations + logits, RUNTIME_BYTES, per_param)
+
+
+def machine_memory_bytes(meminfo: Path = MEMINFO) -> int | None:
+    """MemTotal of /proc/meminfo in bytes; None where it cannot be read."""
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                value, unit = line.split()[1:3]
+                return int(value) * (1024 if unit.lower() == "kb" else 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def memory_line(need: MemoryNeed, total: int | None) -> str:
+    """The line `init` prints: the need, how it is estimated, and the machine's memory."""
+    machine = (f"of this machine's {total / GIB:.1f} GiB (MemTotal, /proc/meminfo)" if total is not None
+               else "(this machine's memory unknown: /proc/meminfo unreadable)")
+    return f"memory: about {need.total_bytes / GIB:.1f} GiB needed {machine}: {need.how()}"
+
+
+def memory_problem(need: MemoryNeed, total: int | None) -> str | None:
+    """Why this machine cannot hold the deployment (one line), or None."""
+    if total is None or need.total_bytes <= total:
+        return None
+    return (f"needs about {need.total_bytes / GIB:.1f} GiB, more than this machine's {total / GIB:.1f} GiB "
+            f"(MemTotal, /proc/meminfo): {need.how()}")
