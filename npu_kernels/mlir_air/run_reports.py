@@ -60,7 +60,7 @@ def read_model_run(command: str, rc: int, transcript: str, report_path: str | No
         return report, parse(transcript, report)
     except TranscriptError as e:
         if rc != 0:  # a run that failed before it printed a verdict: what it printed last says why, not the format
-            raise TranscriptError(f"`{command}` failed (exit status {rc}): {failure_tail(transcript)}",
+            raise TranscriptError(f"`{command}` failed (exit status {rc}) before its verdict: {failure_tail(transcript)}",
                                   transcript) from e
         raise TranscriptError(f"`{command}` (exit status {rc}): {e}", transcript) from e
 
