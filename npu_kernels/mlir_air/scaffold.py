@@ -355,7 +355,9 @@ def _readme(name: str, stand_in: bool) -> str:
 def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand_in: str | None = None,
              switches: dict[str, bool] | None = None) -> dict:
     """Write (or refresh) the model directory; return {"dir", "written", "kept"}. `switches`: the deployment's
-    (handlers.gates.runtime.declared_options), which ARCHITECTURE.md states and lays the ELFs out under."""
+    (handlers.gates.runtime.declared_options), which ARCHITECTURE.md states and lays the ELFs out under.
+    ScaffoldError, nothing written: a name that is no identifier, no checkout, a hardware directory asked of a
+    twin, or a directory a scaffold wrote as the other kind."""
     if stand_in not in (None, "emulated"):
         raise ScaffoldError(f"unknown stand-in {stand_in!r}; the one stand-in is 'emulated'")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
