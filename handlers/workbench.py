@@ -1,6 +1,7 @@
 """Verbs of the engineer's workbench that used to sit inside a click command, for the CLI and the MCP server to
-share: `ledger quantize`, `ledger scaffold`, `ledger doctor`. Each returns what its `--json` prints
-(`handlers.results_workbench`) or raises one line (ValueError / `ScaffoldError`), never prints.
+share: `ledger quantize`, `ledger scaffold`, `ledger doctor`, and what `ledger init` names next (`next_steps`).
+Each returns what its `--json` prints (`handlers.results_workbench`) or raises one line (ValueError /
+`ScaffoldError`), never prints.
 
 Imports: handlers (doctor, gates, uow), kernels, registry.
 """
@@ -13,6 +14,7 @@ from handlers.doctor import doctor, toolchain_refusal, toolchain_warning
 from handlers.gates import GateRun
 from handlers.gates.runtime import declared_options
 from handlers.uow import DeploymentUnit
+from npu_kernels.backends.model_backends import backend_type
 from npu_kernels.mlir_air.checkout import ROOT, is_twin
 from npu_kernels.mlir_air.contract import CONTRACT_COMMIT, CONTRACT_VERSION, looks_like_checkout
 from npu_kernels.mlir_air.lock import probe_toolchain
@@ -20,6 +22,7 @@ from npu_kernels.mlir_air.scaffold import ScaffoldError, scaffold
 from npu_kernels.model.architecture import load_raw_config, resolve
 from npu_kernels.model.q4nx_bundle import BUNDLE_FILE, write_bundle
 from registry.model_docs import model_dir_name
+from registry.text import ledger_command
 from npu_kernels.settings import env_get
 
 ENV_MLIR_AIR = "MLIR_AIR_DIR"
@@ -53,6 +56,19 @@ def scaffold_deployment(ledger, workspace: Path, name: str, root: str | None = N
     config = GateRun(state=state, workspace=workspace).config
     return scaffold(mlir_air_dir(root), model_dir_name(name), state.model_path, config, stand_in,
                     switches=declared_options(state)[0])
+
+
+def next_steps(name: str, executor: str, root: str | None = None) -> str:
+    """What `ledger init NAME` names next: `ledger advance NAME`, preceded, for an executor that runs an mlir-air
+    model directory, by the `ledger scaffold` that writes it in the checkout `root` (default $MLIR_AIR_DIR): with
+    `--stand-in emulated` on a twin, where a hardware directory cannot run (`scaffold` refuses one there)."""
+    advance = ledger_command("advance", name)
+    if not backend_type(executor).hardware:
+        return advance
+    root = root or env_get(ENV_MLIR_AIR)
+    scaffold_line = ledger_command("scaffold", name, *(("--stand-in", "emulated") if is_twin(root) else ()))
+    where = "" if root else f" (with {ENV_MLIR_AIR} pointing at the mlir-air checkout)"
+    return f"{scaffold_line}{where}, then {advance}"
 
 
 def twin_copy(finding, directory: str | Path) -> str | None:

@@ -20,6 +20,7 @@ from handlers.narrate import ProgressLines, TerminalProgress, describe, reportin
 from handlers.results_workbench import graph_json
 from handlers.queries import TargetError, deployment_config, model_target, plan_result
 from handlers.uow import DeploymentError, DeploymentUnit
+from handlers.workbench import next_steps
 from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from npu_kernels.model.config import position_limit
 from npu_kernels.model.host_memory import machine_memory_bytes, memory_line, memory_need
@@ -58,7 +59,7 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | N
     memory = memory_line(memory_need(deployment_config(app.ledger, created), executor), machine_memory_bytes())
     click.echo(json.dumps({**results.init_json(created, executor, target, dtype), "notes": notes}) if as_json else
                "\n".join([f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
-                           f"{ledger_command('advance', created)}", *(f"note: {escaped(n)}" for n in notes),
+                           f"{next_steps(created, executor)}", *(f"note: {escaped(n)}" for n in notes),
                           memory]))
     refresh_projections(app)
 

@@ -37,7 +37,8 @@ def twin_cmd(app: App, directory: str, peano: str, as_json: bool) -> None:
 @click.command("scaffold")
 @click.argument("name")
 @click.option("--stand-in", "stand_in", type=click.Choice(["emulated"]), default=None,
-              help="the adapter wraps npu-ledger's emulated pipeline (mlir-air's verify runner judges it on a CPU)")
+              help="the adapter wraps npu-ledger's emulated pipeline (mlir-air's verify runner judges it on a CPU); "
+                   "required on a twin, where a hardware directory cannot run")
 @click.option("--json", "as_json", is_flag=True, help="print {dir, written, kept} as JSON")
 @click.pass_obj
 def scaffold_cmd(app: App, name: str, stand_in: str | None, as_json: bool) -> None:

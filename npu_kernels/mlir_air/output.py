@@ -1,5 +1,5 @@
 """What every parser of mlir-air's printed output shares: `TranscriptError`, the `Verdict` type, `NUMBER` (a
-number as the harnesses print it), `clean_lines`, the lines an error message quotes, and `sha256_text` (the
+number as the harnesses print it), `clean_lines`, the lines an error message quotes (`failure_tail`: a failed run's traceback), and `sha256_text` (the
 provenance hash of a transcript).
 
 The parsers are one module per format: `transcript` (a kernel harness, XRTRunner), `profile` (`make
@@ -72,3 +72,26 @@ def error_excerpt(lines: list[str]) -> str:
     errors = [ln for ln in own if _ERROR_WORD.search(ln)]
     root = [ln for ln in errors if not _WRAPPER.search(ln)]
     return (root or errors or own or [ln for ln in lines if ln.strip()] or [""])[-1].strip()
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_CARETS = re.compile(r"^[\s^~]+$")  # the ^^^^ / ~~~~ a 3.11+ traceback marks an expression with
+TAIL_LINES, TAIL_WIDTH = 4, 200  # what `failure_tail` quotes: at most 4 lines of at most 200 characters
+
+
+def _printable(line: str) -> str:
+    """A line as one terminal line may show it: what a terminal would act on written as its Python escape."""
+    line = line if line.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    return line if len(line) <= TAIL_WIDTH else line[: TAIL_WIDTH - 3] + "..."
+
+
+def failure_tail(text: str) -> str:
+    """What a failed run printed last, on one line: the last TAIL_LINES lines of its last Python traceback (the
+    innermost frame and the exception, caret marks and make's own lines left out) joined with ` | `, each cut to
+    TAIL_WIDTH characters and escaped; without a traceback, `error_excerpt`'s line. "" for an empty text."""
+    lines = [ln for ln in clean_lines(text) if ln and not _MAKE_LINE.match(ln)]
+    starts = [i for i, ln in enumerate(lines) if ln == _TRACEBACK]
+    if not starts:
+        return _printable(error_excerpt(clean_lines(text)))
+    frames = [ln for ln in lines[starts[-1] + 1:] if not _CARETS.match(ln)]
+    return " | ".join(_printable(ln) for ln in frames[-TAIL_LINES:])

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from npu_kernels.mlir_air.output import TranscriptError, sha256_text
+from npu_kernels.mlir_air.output import TranscriptError, failure_tail, sha256_text
 from npu_kernels.mlir_air.profile import parse_profile_output
 from npu_kernels.mlir_air.transcript import parse_harness_transcript
 
@@ -46,7 +46,9 @@ def find_report(target: str, transcript: str, model_dir: str, report_dirs: list[
 def read_model_run(command: str, rc: int, transcript: str, report_path: str | None,
                    parse: Callable[[str, Any], Any]) -> tuple[dict[str, Any], Any]:
     """(the report JSON, `parse(transcript, report)`) of a model run; a broken transcript explains itself
-    before a missing report does. Raises `TranscriptError` naming the command and its exit status."""
+    before a missing report does. Raises `TranscriptError` naming the command and its exit status; for a run that
+    exited non-zero, with what it printed last (`failure_tail`: its traceback's last lines) instead of the format
+    it failed to match."""
     try:
         if report_path is None:
             parse(transcript, None)
@@ -57,6 +59,9 @@ def read_model_run(command: str, rc: int, transcript: str, report_path: str | No
             raise TranscriptError(f"cannot read its report {report_path}: {e}.", transcript) from e
         return report, parse(transcript, report)
     except TranscriptError as e:
+        if rc != 0:  # a run that failed before it printed a verdict: what it printed last says why, not the format
+            raise TranscriptError(f"`{command}` failed (exit status {rc}) before its verdict: {failure_tail(transcript)}",
+                                  transcript) from e
         raise TranscriptError(f"`{command}` (exit status {rc}): {e}", transcript) from e
 
 

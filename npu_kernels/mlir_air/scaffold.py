@@ -30,7 +30,12 @@ on the tool's own lock for 1800 s (phase-6-finalize-and-learn/SKILL.md:162-185 v
 `--stand-in emulated`: the adapter and `<name>_inference.py` wrap npu-ledger's emulated pipeline
 (`npu_kernels.mlir_air.twin.stand_in`), so mlir-air's verify runner judges the emulator on a CPU; the Makefile
 exports NPU_LEDGER_SWITCHES / NPU_LEDGER_FAULTS so the tool switches optimisations itself. Without it the
-adapter and inference files are skeletons for the engineer.
+adapter and inference files are skeletons for the engineer: the adapter puts its own directory on sys.path and
+imports `<name>_inference` (mlir-air's verify runner puts only llms/ and llms/verify/ there and imports
+`<name>.verify_adapter`, verify_runner.py:48-51, :186-193 @e972f29; its own adapters add their directory,
+llama32_1b/verify_adapter.py:25-32). Without it on a twin, refused: a rehearsal never becomes a hardware
+scaffold unasked. A directory is one kind: a stand-in (stand_in.json) is never rescaffolded as hardware, nor
+the reverse.
 
 Never overwrites a file the engineer changed: `.npu-ledger-scaffold.json` keeps the sha256 of every file
 written; a file whose content differs from its recorded hash (or that the scaffold did not write) is kept.
@@ -42,19 +47,30 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from npu_kernels.mlir_air.checkout import is_twin
 from npu_kernels.mlir_air.architecture_page import MANIFEST, SWITCH_TABLE, architecture_page, stated_switches
 from npu_kernels.perf.figures import NPU2_PREFILL_SEQ, build_seq
 
-__all__ = ["MANIFEST", "SWITCH_TABLE", "ScaffoldError", "scaffold", "stated_switches"]
+__all__ = ["MANIFEST", "STAND_IN_FILE", "SWITCH_TABLE", "ScaffoldError", "scaffold", "scaffolded_kind", "stated_switches"]
 
 SWEEP_DEFAULT = (128, 256, 512, 1024, 2048)  # the sweep's lengths up to the build length
 # what the directory ignores: mlir-air's build artifacts (llama32_1b/.gitignore @e972f29) and every run output the
 # targets write here (reports/: sweep-prefill's record), so a deployment leaves only what an engineer commits
+STAND_IN_FILE = "stand_in.json"  # what makes a model directory a stand-in (npu_kernels.mlir_air.twin.stand_in.settings)
 GITIGNORE = "build_peano/\n*kernel_cache/\nair_project/\n__pycache__/\n*.pyc\ntest_peano_*/\nreports/\n"
 
 
 class ScaffoldError(ValueError):
-    pass
+    """Raised when a model directory cannot be written as asked (the name, the checkout, the kind); one line."""
+
+
+def scaffolded_kind(model_dir: str | Path) -> str | None:
+    """The kind of model directory a scaffold wrote there: stand-in (with stand_in.json), hardware (a manifest and
+    no stand_in.json), or None (never scaffolded)."""
+    d = Path(model_dir)
+    if (d / STAND_IN_FILE).is_file():
+        return "stand-in"
+    return "hardware" if (d / MANIFEST).is_file() else None
 
 
 def _sha(text: str) -> str:
@@ -212,8 +228,19 @@ def build_runner(model_name=None, config=None, max_seq=2048, tokenizer=None, npu
 '''
     return f'''"""{name}: mlir-air verify adapter (verify_runner.py:265-338) over {name}_inference.py (the engineer's)."""
 import os
+import sys
 
 import numpy as np
+
+# mlir-air's verify runner imports this file as `{name}.verify_adapter` with llms/ and llms/verify/ on sys.path
+# (PE/llms/verify/verify_runner.py:48-51, :186-193 @e972f29), not this directory: an adapter puts it there itself
+# before importing its inference module, as PE/llms/llama32_1b/verify_adapter.py:25-32 @e972f29 does
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE in sys.path:
+    sys.path.remove(HERE)
+sys.path.insert(0, HERE)
+
+import {name}_inference as inference  # noqa: E402  the engineer's: build_config, setup, run_npu_prefill, run_npu_decode_step
 
 MODEL_CHOICES = {{"local": os.environ.get("NPU_LEDGER_MODEL") or {_model_ref(model_path)!r}}}
 DEFAULT_MODEL = "local"
@@ -228,25 +255,21 @@ def hf_reference(model_name):
 
 
 def build_config():
-    from {name}_inference import build_config as build  # the engineer's config object (n_layers, emb_dim, ...)
-    return build()
+    return inference.build_config()  # the engineer's config object (n_layers, emb_dim, ...)
 
 
 class NpuRunner:
     name = "npu_bf16"
 
     def __init__(self, config, max_seq, lite_mode):
-        from {name}_inference import setup
-        self.state = setup(config, max_seq=max_seq)
+        self.state = inference.setup(config, max_seq=max_seq)
         self.lite = lite_mode
 
     def prefill(self, prompt_tokens):
-        from {name}_inference import run_npu_prefill
-        return run_npu_prefill(self.state, np.asarray(prompt_tokens), lite=self.lite)
+        return inference.run_npu_prefill(self.state, np.asarray(prompt_tokens), lite=self.lite)
 
     def decode_step(self, input_token, current_pos):
-        from {name}_inference import run_npu_decode_step
-        return run_npu_decode_step(self.state, int(input_token), int(current_pos))
+        return inference.run_npu_decode_step(self.state, int(input_token), int(current_pos))
 
 
 def build_runner(model_name=None, config=None, max_seq=2048, tokenizer=None, npu_attn=True, lite_mode=True):
@@ -260,13 +283,15 @@ def _inference(name: str, stand_in: bool) -> str:
                 + _PATH + _STAND_IN_IMPORT +
                 "main = stand_in.main\n\n"
                 "if __name__ == \"__main__\":\n    sys.exit(main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
-    return (f'"""{name}: production inference (the engineer writes it: setup(), run_npu_prefill, run_npu_decode_step,\n'
+    return (f'"""{name}: production inference (the engineer writes it: build_config(), setup(config, max_seq),\n'
+            "run_npu_prefill(state, tokens, lite), run_npu_decode_step(state, token, pos) for verify_adapter.py,\n"
             "and a CLI --compile-only / --run-only --n-tokens N --prompt P --model M [--profile] printing the lines\n"
             "of PE/llms/llama32_1b/llama32_1b_inference.py:672-756 and :801-934; --interactive for make chat;\n"
             "--prefill-only --seq-len N for make profile-prefill, printing `Compiling prefill kernels (seq_len=N)` and\n"
             "`Time to first token (TTFT): <s>s`, the lines PE/llms/bench/sweep_prefill.py reads; --decode-contexts C,..\n"
             'for make profile-decode: `[bench] decode ctx=C median M ms min m ms (T tok/s)`, sweep_decode_runtime.py)."""\n'
-            "raise SystemExit('not written yet: see the docstring')\n")
+            f"raise SystemExit('{name}_inference.py is the scaffold\\'s skeleton, not written yet: its docstring says what "
+            "verify_adapter.py and the Makefile call')\n")
 
 
 # run_npu2_*.lit: lit tests in the form of mlir-air's model directories (PE/llms/llama32_1b/run_npu2_compile.lit,
@@ -330,7 +355,9 @@ def _readme(name: str, stand_in: bool) -> str:
 def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand_in: str | None = None,
              switches: dict[str, bool] | None = None) -> dict:
     """Write (or refresh) the model directory; return {"dir", "written", "kept"}. `switches`: the deployment's
-    (handlers.gates.runtime.declared_options), which ARCHITECTURE.md states and lays the ELFs out under."""
+    (handlers.gates.runtime.declared_options), which ARCHITECTURE.md states and lays the ELFs out under.
+    ScaffoldError, nothing written: a name that is no identifier, no checkout, a hardware directory asked of a
+    twin, or a directory a scaffold wrote as the other kind."""
     if stand_in not in (None, "emulated"):
         raise ScaffoldError(f"unknown stand-in {stand_in!r}; the one stand-in is 'emulated'")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -339,7 +366,14 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
     root = Path(mlir_air_dir).expanduser().resolve()
     if not (root / "programming_examples" / "llms" / "verify" / "verify_runner.py").is_file():
         raise ScaffoldError(f"{root} is not an mlir-air checkout (no programming_examples/llms/verify/verify_runner.py)")
+    if is_twin(root) and not stand_in:
+        raise ScaffoldError(f"{root} is a twin (`ledger twin`: no NPU), where a hardware model directory cannot run: "
+                            "give `--stand-in emulated` to rehearse on npu-ledger's emulated pipeline")
     d = root / "programming_examples" / "llms" / name
+    kind, was = ("stand-in" if stand_in else "hardware"), scaffolded_kind(d)
+    if was not in (None, kind):
+        raise ScaffoldError(f"{d} holds a {was} scaffold ({'with' if was == 'stand-in' else 'no'} stand_in.json) and "
+                            f"a directory is one kind, never both: remove it first to write a {kind} one")
     d.mkdir(parents=True, exist_ok=True)
     files = {
         "Makefile": _makefile(name, bool(stand_in), build_seq(config)),
@@ -352,7 +386,7 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
         "__init__.py": "",
     }
     if stand_in:
-        files["stand_in.json"] = json.dumps({"model": _model_ref(str(model_path)), "stand_in": stand_in},
+        files[STAND_IN_FILE] = json.dumps({"model": _model_ref(str(model_path)), "stand_in": stand_in},
                                             indent=1) + "\n"
     mpath = d / MANIFEST
     manifest = json.loads(mpath.read_text()) if mpath.is_file() else {}

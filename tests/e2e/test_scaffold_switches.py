@@ -15,7 +15,7 @@ NAMES = ("fusion", "weight_residency", "intermediate_bos", "seq_first")
 def test_the_architecture_of_a_scaffolded_deployment_states_the_switches_its_ledger_records(tiny_at, tmp_path):
     ws = tiny_at(7)
     twin = write_twin(tmp_path / "mlir-air")
-    done = ledger(ws, "scaffold", "tiny", env_extra={"MLIR_AIR_DIR": str(twin)})
+    done = ledger(ws, "scaffold", "tiny", "--stand-in", "emulated", env_extra={"MLIR_AIR_DIR": str(twin)})
     assert done.returncode == 0, done.stdout + done.stderr
     text = (twin / "programming_examples" / "llms" / "tiny" / "ARCHITECTURE.md").read_text()
     stream = open_ledger(f"sqlite:///{ws / '.ledger' / 'ledger.db'}", read_only=True).read_stream("deployment:tiny")

@@ -254,8 +254,11 @@ def test_a_crashed_model_run_reports_the_transcript_problem_first(make_executor,
     model_dir = tmp_path / "m"
     model_dir.mkdir()
     ex = make_executor({}, model={"verify": fake("truncated.txt", "--exit", "1")})
+    with pytest.raises(TranscriptError, match=r"failed \(exit status 1\) before its verdict: \[precision\] Output 0"):
+        ex.run_model_verify(model_dir)  # what it printed last, not the format it failed to match
+    ex = make_executor({}, model={"verify": fake("truncated.txt")})
     with pytest.raises(TranscriptError, match="matches none of the mlir-air verify formats"):
-        ex.run_model_verify(model_dir)
+        ex.run_model_verify(model_dir)  # exit status 0: the format is the problem
 
 
 def test_model_diagnosis_maps_layers(make_executor, tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_kernels.mlir_air.checkout import ROOT
+from npu_kernels.mlir_air.checkout import MARKER, ROOT
 from npu_kernels.mlir_air.scaffold import scaffold
 from npu_kernels.mlir_air.twin import write_twin
 from npu_kernels.model.architecture import load_raw_config, resolve
@@ -21,6 +21,8 @@ _ABSOLUTE = re.compile(r"(?<![\w.$)}\]/:~-])/(?!tmp/mlir-air-npu\.lock)[A-Za-z_]
 @pytest.mark.parametrize("stand_in", ["emulated", None])
 def test_no_written_file_names_a_path_of_this_machine(tmp_path, tiny_llama, stand_in):
     twin = write_twin(tmp_path / "mlir-air")
+    if stand_in is None:
+        (twin / MARKER).unlink()  # a real checkout's shape: a hardware scaffold is refused on a twin
     out = scaffold(twin, "tiny", str(tiny_llama), resolve(load_raw_config(tiny_llama)), stand_in=stand_in)
     d = Path(out["dir"])
     written = [d / rel for rel in out["written"]] + [d / ".npu-ledger-scaffold.json"]

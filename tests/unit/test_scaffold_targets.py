@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_kernels.mlir_air.checkout import ROOT
+from npu_kernels.mlir_air.checkout import MARKER, ROOT
 from npu_kernels.mlir_air.model_profile import parse_model_profile
 from npu_kernels.mlir_air.scaffold import scaffold, stated_switches
 from npu_kernels.mlir_air.twin import write_twin
@@ -96,9 +96,10 @@ def _make_compile(model_dir: Path) -> str:
                                        "seq_first": True, "decode:fusion": True}])
 def test_architecture_states_the_switches_it_was_given_and_lays_the_elfs_out_under_them(tmp_path, tiny_llama,
                                                                                         switches):
-    twin = write_twin(tmp_path / "mlir-air")
+    checkout = write_twin(tmp_path / "mlir-air")
+    (checkout / MARKER).unlink()  # a real checkout's shape: a hardware scaffold is refused on a twin
     config = resolve(load_raw_config(tiny_llama))
-    d = Path(scaffold(twin, "tiny", str(tiny_llama), config, switches=switches)["dir"])
+    d = Path(scaffold(checkout, "tiny", str(tiny_llama), config, switches=switches)["dir"])
     text = (d / "ARCHITECTURE.md").read_text()
     names = ("fusion", "weight_residency", "intermediate_bos", "seq_first")
     assert stated_switches(text) == {"prefill": {k: bool(switches.get(k)) for k in names},

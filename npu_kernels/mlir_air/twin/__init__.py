@@ -144,8 +144,8 @@ def _makefile(rel: str, kind: str, variables: str, flags: str, extra: str, twin:
 README = """# npu-ledger twin of an mlir-air checkout
 
 Written by `ledger twin`. Shaped like Xilinx/mlir-air: the harness directories npu-ledger's harness table
-uses, `programming_examples/llms/verify/verify_runner.py`, and model directories written by `ledger scaffold`.
-Every Makefile takes mlir-air's variables and forwards them as mlir-air's flags; every script prints what
+uses, `programming_examples/llms/verify/verify_runner.py`, and model directories written by `ledger scaffold NAME
+--stand-in emulated` (a hardware model directory cannot run here: `ledger scaffold` refuses one). Every Makefile takes mlir-air's variables and forwards them as mlir-air's flags; every script prints what
 mlir-air prints. What differs:
 
 * the numbers are computed by npu-ledger's **emulated** NPU2 executor, not by an NPU;

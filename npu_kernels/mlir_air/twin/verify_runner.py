@@ -2,11 +2,13 @@
 
 The CLI is mlir-air's (verify_runner.py:197-263: --runner --model --prompt-style --npu-attn --prompt
 --report-dir --no-strict --seed --prompts single|topk_token --prompts-file --max-prompts --gate-phase
---gate-file); `--runner` names an adapter module under programming_examples/llms/ (imported like
-mlir-air does, :48-51, :186-193). Tokenisation is raw `AutoTokenizer.encode` (:75-86), prompt files one per
-line with blanks and `#` lines ignored (:89-95). The reference is HF transformers bf16 of the adapter's model
-folder (npu-ledger's `HfRunner`), walked greedily first and replayed to the gate (npu_kernels.model.reference_walks:
-kept by content in $NPU_LEDGER_REFERENCE_CACHE when that is set); prompts are encoded and tokens decoded with
+--gate-file); `--runner` names an adapter module under programming_examples/llms/, imported on the sys.path
+mlir-air's script has and nothing more (:48-51 put llms/ then llms/verify/ before the script's own directory,
+:186-193 import the dotted name; `as_the_script`), so an adapter that imports here imports on a real checkout.
+Tokenisation is raw `AutoTokenizer.encode` (:75-86), prompt files one per line with blanks and `#` lines
+ignored (:89-95). The reference is HF transformers bf16 of the adapter's model folder (npu-ledger's `HfRunner`),
+walked greedily first and replayed to the gate (npu_kernels.model.reference_walks: kept by content in
+$NPU_LEDGER_REFERENCE_CACHE when that is set); prompts are encoded and tokens decoded with
 `stand_in.stand_in_tokenizer` (AutoTokenizer's ids and text).
 
 verify (`--prompts topk_token`): per prompt the NPU runner and the reference decode 32 tokens; the
@@ -145,13 +147,24 @@ class _Invocation:
                                          tokenizer=self.tok, npu_attn=self.a.npu_attn == "on", lite_mode=lite)
 
 
+def verify_dir() -> Path:
+    """The checkout's programming_examples/llms/verify/ (the twin's script names it), else the working directory."""
+    return Path(env_get("NPU_LEDGER_VERIFY_DIR") or Path.cwd())
+
+
+def as_the_script() -> None:
+    """sys.path[0] as `python verify_runner.py` has it, the script's directory: run as `python -m` (the twin's
+    script execs that), Python puts the working directory there, which mlir-air's runner never has on its path."""
+    if sys.path and sys.path[0] in ("", str(Path.cwd())):
+        sys.path[0] = str(verify_dir())
+
+
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
-    here = Path(env_get("NPU_LEDGER_VERIFY_DIR") or Path.cwd())
-    for p in (str(here.parent), str(here)):  # verify_runner.py:48-51
-        if p not in sys.path:
-            sys.path.insert(0, p)
-    adapter = importlib.import_module(a.runner)
+    here = verify_dir()
+    for p in (str(here.parent), str(here)):  # verify_runner.py:48-51: llms/, then llms/verify/ first
+        sys.path.insert(0, p)
+    adapter = importlib.import_module(a.runner)  # :186-193
     choice = a.model or adapter.DEFAULT_MODEL
     model_name = adapter.resolve_model(choice)
     hf_ref = adapter.hf_reference(model_name) if hasattr(adapter, "hf_reference") else model_name
@@ -248,4 +261,5 @@ def _verify(run: _Invocation) -> int:
 
 
 if __name__ == "__main__":
+    as_the_script()
     sys.exit(main())
