@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from npu_kernels.mlir_air.executor import MlirAirExecutor
-from npu_kernels.mlir_air.output import TranscriptError, sha256_text
+from npu_kernels.mlir_air.output import TranscriptError, failure_tail, sha256_text
 from npu_kernels.mlir_air.checkout import ROOT, is_twin, standin_reasons
 from npu_kernels.mlir_air.model_profile import parse_model_profile
 from npu_kernels.mlir_air.walk_report import parse_walk_output, report_path
@@ -208,7 +208,7 @@ class MlirAirBackend:
             command, rc, text, prov = self.executor.run_model_target(
                 key, self.model_dir, make_vars=self._make_vars())
             path = report_path(text, self.model_dir)
-            tail = (text.strip().splitlines() or [""])[-1][-200:]
+            tail = failure_tail(text)  # a traceback's last lines, escaped, when the run printed one
             if path is None:
                 hint = (" (the model directory's Makefile has no verify-walk target: `ledger scaffold` writes it; "
                         "a Makefile you changed is kept, so add the target as the scaffold writes it)"
@@ -269,7 +269,7 @@ class MlirAirBackend:
             command, rc, text, prov = self.executor.run_model_target(
                 "profile", self.model_dir, make_vars=self._make_vars(N_TOKENS=2, PROMPT=self._canonical_text()))
             if rc != 0:
-                raise MlirAirBackendError(f"`{command}` exited with status {rc}: {text.strip().splitlines()[-1:] }")
+                raise MlirAirBackendError(f"`{command}` exited with status {rc}: {failure_tail(text)}")
             try:  # every format of mlir-air's bench/extract_perf.py; the End-to-end lines first (no LM head)
                 figs = parse_model_profile(text)
             except TranscriptError as e:
@@ -323,7 +323,7 @@ class MlirAirBackend:
         try:
             points, why = parse_prefill_sweep(text), ""
         except TranscriptError as e:
-            tail = (text.strip().splitlines() or [""])[-1][-200:]
+            tail = failure_tail(text)  # a traceback's last lines, escaped, when the run printed one
             points, why = [], f"`{command}` (exit status {rc}): {e}; last line: {tail}"
         return hardware_curve(points, modelled, prov, prefill_detail=why, decode=decode, decode_detail=decode_why,
                               requested=requested, skipped=skipped)
@@ -338,7 +338,7 @@ class MlirAirBackend:
         try:
             return parse_decode_sweep(out.read_text()), ""
         except (OSError, TranscriptError) as e:
-            tail = (text.strip().splitlines() or [""])[-1][-200:]
+            tail = failure_tail(text)  # a traceback's last lines, escaped, when the run printed one
             return [], f"`{command}` (exit status {rc}): {e}; last line: {tail}"
 
     def npu2_figures(self) -> Npu2Figures:
