@@ -326,7 +326,7 @@ class MlirAirBackend:
             tail = (text.strip().splitlines() or [""])[-1][-200:]
             points, why = [], f"`{command}` (exit status {rc}): {e}; last line: {tail}"
         return hardware_curve(points, modelled, prov, prefill_detail=why, decode=decode, decode_detail=decode_why,
-                              requested=requested, skipped=skipped)
+                              requested=requested, skipped=skipped, config=self.config)
 
     def _decode_sweep(self, modelled: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         """`make sweep-decode` over the modelled curve's contexts: its record's points, or none and why."""
