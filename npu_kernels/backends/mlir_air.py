@@ -139,7 +139,9 @@ class MlirAirBackend:
                 "lock": prov.get("lock_held_by", "tool"),
                 # what npu_kernels.provenance decides a figure's class from: the probed tools and the device
                 "toolchain": dict(prov.get("toolchain") or {}), "device": prov.get("device"),
-                "ran": dict(prov.get("ran") or {})}
+                "ran": dict(prov.get("ran") or {}),
+                # a run that ended only after earlier tries timed out (npu_kernels.mlir_air.lock.run_retried)
+                **({"timed_out_tries": prov["timed_out_tries"]} if prov.get("timed_out_tries") else {})}
 
     # -- tokenizer and prompts --
 

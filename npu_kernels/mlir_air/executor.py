@@ -42,6 +42,7 @@ from npu_kernels.mlir_air.lock import (
     probe_device,
     probe_toolchain,
     run_command,
+    run_retried,
 )
 from npu_kernels.mlir_air.output import TranscriptError, sha256_text
 from npu_kernels.mlir_air.run_reports import REPORT_TARGETS, find_report, read_latency_run, read_model_run
@@ -245,14 +246,18 @@ class MlirAirExecutor(Executor):
             command += f" {key}={shlex.quote(make_value(value))}"  # `$` doubled: make expands none of it
         limit = timeout_s or self.timeout_s or float(self.table.model.get("timeout_s", self.table.timeout_s))
         started = time.time()
+        # a device run that times out is re-run in a fresh process (lock.run_retried, DEVICE_RUN_TRIES); every try
+        # timed out: HarnessInconclusive, which the deploy handler records as an inconclusive attempt
         if self.recipe_takes_lock(command):  # holding it too would deadlock the recipe's own flock
-            returncode, transcript = run_command(command, limit)
+            returncode, transcript, timed_out = run_retried(command, limit)
             waited = 0.0
         else:
             with npu_lock(self.lock_path, self.lock_timeout_s) as waited:
-                returncode, transcript = run_command(command, limit)
+                returncode, transcript, timed_out = run_retried(command, limit)
         report_path = self._find_report(target, transcript, model_dir, variables, started)
         prov = self._provenance(command, transcript, returncode, waited)
+        if timed_out:  # the tries before the one that ended, each killed at its limit (absent: the first try ended)
+            prov["timed_out_tries"] = timed_out
         if self.recipe_takes_lock(command):
             prov["lock_held_by"] = "recipe"
         return command, returncode, transcript, report_path, prov

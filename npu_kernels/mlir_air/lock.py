@@ -1,7 +1,9 @@
 """The NPU lock, harness subprocesses and toolchain/device probes of the mlir-air path.
 
 `npu_lock` is `flock(2)` on /tmp/mlir-air-npu.lock, the lock mlir-air's Makefiles take; `run_command` runs a
-harness in its own process group and kills the group on timeout, keeping the partial transcript.
+harness in its own process group and kills the group on timeout, keeping the partial transcript. `run_retried`
+re-runs a command that timed out in a fresh process, up to DEVICE_RUN_TRIES times, and raises `HarnessInconclusive`
+when every try timed out (npu_kernels.inconclusive: mlir-air's Gemma4 gate does the same).
 """
 
 from __future__ import annotations
@@ -15,12 +17,21 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
+import structlog
+
+from npu_kernels.inconclusive import Inconclusive
 from npu_kernels.mlir_air.checkout import is_twin
 from npu_kernels.mlir_air.contract import CONTRACT_VERSION
 from npu_kernels.mlir_air.table import HarnessError
 from npu_kernels.mlir_air.toolchain_floor import toolchain_versions
 
 DEFAULT_LOCK_PATH = "/tmp/mlir-air-npu.lock"
+# fresh processes a device run gets when it times out: mlir-air's SCORE_ATTEMPTS (gemma4_e2b_q4nx/Makefile@15135e8,
+# `define score_layer`). A TDR is "a few percent of NPU2 dispatches" there, so three timeouts in a row is no longer
+# chance; the taint "is not cleared inside the process", hence a new process each time, never an in-process retry.
+DEVICE_RUN_TRIES = 3
+
+log = structlog.get_logger("npu_ledger.mlir_air")
 
 
 class NpuLockTimeout(HarnessError):
@@ -34,6 +45,15 @@ class HarnessTimeout(HarnessError):
         super().__init__(message)
         self.command = command
         self.transcript = transcript
+
+
+class HarnessInconclusive(HarnessTimeout, Inconclusive):
+    """Raised when every one of `tries` fresh runs of a command timed out: no verdict either way (a HarnessTimeout
+    for the callers that only know a timeout; an `Inconclusive` for the deploy handler, which records it as such)."""
+
+    def __init__(self, message: str, command: str, transcript: str, tries: int) -> None:
+        HarnessTimeout.__init__(self, message, command, transcript)
+        self.reason, self.tries = message, tries
 
 
 @contextmanager
@@ -86,6 +106,24 @@ def run_command(command: str, timeout_s: float, cwd: str | None = None) -> tuple
         text = out.decode("utf-8", errors="replace")
         raise HarnessTimeout(f"`{command}` timed out after {timeout_s:g} s and was killed.", command, text) from None
     return proc.returncode, out.decode("utf-8", errors="replace")
+
+
+def run_retried(command: str, timeout_s: float, cwd: str | None = None,
+                tries: int = DEVICE_RUN_TRIES) -> tuple[int, str, int]:
+    """`run_command`, re-run in a fresh process (its own process group, as each run is) while it times out, up to
+    `tries` runs: (exit status, transcript, how many earlier tries timed out). A run that ends, whatever its exit
+    status, ends the retries: only a timeout is "no signal" (a failure is a signal; retrying it would hide it, as
+    mlir-air's Makefile says of its exit 1). Every try timed out: `HarnessInconclusive` with the last transcript."""
+    for n in range(1, tries + 1):
+        try:
+            rc, text = run_command(command, timeout_s, cwd)
+            return rc, text, n - 1
+        except HarnessTimeout as e:
+            last = e
+            log.warning("device run timed out", command=command, attempt=n, tries=tries, timeout_s=timeout_s)
+    raise HarnessInconclusive(f"`{command}` timed out after {timeout_s:g} s on each of {tries} tries, every one in a "
+                              "fresh process: no verdict either way (inconclusive, not a failure)",
+                              command, last.transcript, tries)
 
 
 def first_output_line(argv: list[str], timeout_s: float = 10.0) -> str | None:
