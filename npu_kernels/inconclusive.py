@@ -18,6 +18,6 @@ class Inconclusive(RuntimeError):
 
     `reason` says what ran and how each try ended; `tries` how many fresh processes were started."""
 
-    def __init__(self, reason: str, tries: int) -> None:
+    def __init__(self, reason: str, tries: int = 1) -> None:
         super().__init__(reason)
         self.reason, self.tries = reason, tries

@@ -1,0 +1,132 @@
+"""Issue 46 item 4: a gate whose device run times out is re-run in a fresh process up to DEVICE_RUN_TRIES (3, as
+mlir-air's Gemma4 `score_layer`), and when every try timed out the attempt is recorded as inconclusive: a
+PhaseInconclusive, distinct from PhaseFailed in the events, `ledger status` (and --json), `ledger history` and
+triage; never a pass, never one of the gate's two failures; INCONCLUSIVE_IN_A_ROW in a row raise a blocker.
+
+Timeouts are driven by the command: a make recipe that sleeps far past a small limit, killed with its process group;
+the tests count tries (a line per try in a file, the try's own pid), never time anything."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from handlers.gates.table import GATES
+from ledger import open_ledger
+from npu_kernels.inconclusive import Inconclusive
+from npu_kernels.mlir_air.executor import MlirAirExecutor
+from npu_kernels.mlir_air.lock import DEVICE_RUN_TRIES, HarnessInconclusive, HarnessTimeout, run_retried
+from statemachine.fold import fold
+from statemachine.phases import Phase
+from statemachine.state import INCONCLUSIVE_IN_A_ROW
+from tests.e2e.cli import in_process
+
+LIMIT_S = 3.0  # each try's limit; the hanging recipe sleeps 600 s, so only the kill ends it
+# `make profile` in a model directory: one line per try (its pid), then it hangs while fewer than HANG tries came
+# before it, and ends with a line otherwise
+MAKEFILE = """profile:
+\t@n=$$(cat tries.txt 2>/dev/null | wc -l); echo "try $$$$" >> tries.txt; \\
+\tif [ $$n -lt $(HANG) ]; then sleep 600; fi; echo "ended on try $$((n+1))"
+"""
+
+
+def _model_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "mlir-air" / "programming_examples" / "llms" / "m"
+    d.mkdir(parents=True)
+    (d / "Makefile").write_text(MAKEFILE)
+    return d
+
+
+def _executor(tmp_path: Path) -> MlirAirExecutor:
+    return MlirAirExecutor(mlir_air_dir=str(tmp_path / "mlir-air"), lock_path=str(tmp_path / "npu.lock"),
+                           timeout_s=LIMIT_S)
+
+
+def _tries(d: Path) -> list[str]:
+    return (d / "tries.txt").read_text().splitlines()
+
+
+def test_a_run_that_times_out_every_time_is_retried_in_fresh_processes_then_inconclusive(tmp_path):
+    d = _model_dir(tmp_path)
+    with pytest.raises(HarnessInconclusive) as e:
+        _executor(tmp_path).run_model_target("profile", d, make_vars={"HANG": 99})
+    assert DEVICE_RUN_TRIES == 3 and e.value.tries == 3
+    tries = _tries(d)
+    assert len(tries) == 3 and len(set(tries)) == 3  # three tries, each its own process
+    assert isinstance(e.value, Inconclusive) and isinstance(e.value, HarnessTimeout)  # old callers see a timeout
+    assert "on each of 3 tries" in e.value.reason and "inconclusive, not a failure" in e.value.reason
+
+
+def test_a_timeout_then_an_ended_run_is_its_result_with_the_timed_out_tries_recorded(tmp_path):
+    d = _model_dir(tmp_path)
+    command, rc, text, prov = _executor(tmp_path).run_model_target("profile", d, make_vars={"HANG": 1})
+    assert rc == 0 and "ended on try 2" in text
+    assert prov["timed_out_tries"] == 1 and len(_tries(d)) == 2
+    # a run that ends on its first try records nothing about retries (evidence recorded before stays the same)
+    (d / "tries.txt").unlink()
+    _, rc, _, prov = _executor(tmp_path).run_model_target("profile", d, make_vars={"HANG": 0})
+    assert rc == 0 and "timed_out_tries" not in prov and len(_tries(d)) == 1
+
+
+def test_a_run_that_fails_is_not_retried(tmp_path):
+    rc, text, timed_out = run_retried("echo once >> n.txt; exit 1", LIMIT_S, cwd=str(tmp_path))
+    assert (rc, timed_out) == (1, 0) and (tmp_path / "n.txt").read_text() == "once\n"
+
+
+@pytest.fixture
+def deployment(tmp_path, tiny_llama, monkeypatch):
+    """`tiny` at Phase 0, whose gate runs the hanging `make profile` (HANG: how many tries hang) through the real
+    executor: the test's stand-in for a gate's device run."""
+    ws = tmp_path / "ws"
+    proc = in_process(ws, "init", str(tiny_llama), "--name", "tiny")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    d = _model_dir(tmp_path)
+    hang = {"n": 99}
+
+    def device_gate(run):
+        _executor(tmp_path).run_model_target("profile", d, make_vars={"HANG": hang["n"]})
+        raise AssertionError("the device run was expected to time out on every try")
+
+    monkeypatch.setitem(GATES, Phase.REFERENCE, device_gate)
+    return ws, d, hang
+
+
+def _stream(ws: Path):
+    led = open_ledger(f"sqlite:///{ws / '.ledger' / 'ledger.db'}")
+    return led.read_stream("deployment:tiny")
+
+
+def test_an_inconclusive_attempt_is_recorded_apart_from_a_failure_and_twice_in_a_row_raises_a_blocker(deployment):
+    ws, d, _ = deployment
+    proc = in_process(ws, "advance", "tiny")
+    assert proc.returncode == 1
+    assert "phase 0 INCONCLUSIVE (attempt 1, 3 tries)" in proc.stderr and "FAILED" not in proc.stderr
+    events = _stream(ws)
+    types = [e.type for e in events]
+    assert "PhaseFailed" not in types and types[-3:] == ["PhaseStarted", "PhaseInconclusive", "FailureTriaged"]
+    inconclusive = events[-2]
+    assert inconclusive.payload["tries"] == 3 and len(_tries(d)) == 3
+    triage = events[-1].payload
+    assert triage["subject_type"] == "PhaseInconclusive" and triage["subject_seq"] == inconclusive.seq
+    assert triage["matches"][0]["rule_id"] == "device-run-inconclusive"
+    state = fold(events)
+    assert state.status.value == "phase0" and state.failures.get(Phase.REFERENCE, 0) == 0  # not a failure
+    assert Phase.REFERENCE not in state.passed and state.attempt_number(0) == 2  # closed, not passed
+    status = json.loads(in_process(ws, "status", "tiny", "--json").stdout)
+    assert status["status"] == "phase0" and "INCONCLUSIVE" in status["last_verdict"]
+    assert {k: status["inconclusive"][k] for k in ("phase", "attempt", "tries", "in_a_row", "limit")} == {
+        "phase": 0, "attempt": 1, "tries": 3, "in_a_row": 1, "limit": INCONCLUSIVE_IN_A_ROW}
+    assert "INCONCLUSIVE (seq" in in_process(ws, "status", "tiny").stdout
+    history = in_process(ws, "history", "tiny").stdout
+    assert "PHASE 0 INCONCLUSIVE (attempt 1, 3 tries" in history and f"triage of seq {inconclusive.seq} (inconclusive)" \
+        in history
+    # the second in a row: a blocker for a human (six device runs timed out), still no failure counted
+    (d / "tries.txt").unlink()
+    proc = in_process(ws, "advance", "tiny")
+    assert proc.returncode == 1 and "blocker raised" in proc.stderr
+    state = fold(_stream(ws))
+    assert state.status.value == "needs_human_review" and state.failures.get(Phase.REFERENCE, 0) == 0
+    assert "inconclusive on 2 attempts in a row (6 device runs timed out)" in state.blockers[-1].reason
+    assert json.loads(in_process(ws, "status", "tiny", "--json").stdout)["inconclusive"]["in_a_row"] == 2
