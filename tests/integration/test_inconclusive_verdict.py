@@ -122,6 +122,8 @@ def test_an_inconclusive_attempt_is_recorded_apart_from_a_failure_and_twice_in_a
     history = in_process(ws, "history", "tiny").stdout
     assert "PHASE 0 INCONCLUSIVE (attempt 1, 3 tries" in history and f"triage of seq {inconclusive.seq} (inconclusive)" \
         in history
+    pages = "".join(p.read_text() for p in (ws / "llms").rglob("*.md"))  # the model docs, rebuilt after advance
+    assert "0: Build CPU Reference — ❔ inconclusive (attempt 1" in pages
     # the second in a row: a blocker for a human (six device runs timed out), still no failure counted
     (d / "tries.txt").unlink()
     proc = in_process(ws, "advance", "tiny")
