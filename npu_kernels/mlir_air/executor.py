@@ -12,7 +12,8 @@ the device name when pyxrt is importable. `run_model_verify` / `run_model_diagno
 
 Errors, each naming the command: `HarnessConfigError` (no entry, missing placeholder, MLIR_AIR_DIR unset),
 `NpuLockTimeout`, `HarnessTimeout` (the process group is killed; the partial transcript is kept for
-triage), and `TranscriptError` from the parsers (a transcript that is garbage, truncated, contradictory, or
+triage; a model target is first re-run in a fresh process up to lock.DEVICE_RUN_TRIES times, the tries that timed
+out recorded as `timed_out_tries` in its provenance, and raises `HarnessInconclusive` when every try timed out), and `TranscriptError` from the parsers (a transcript that is garbage, truncated, contradictory, or
 a PASS printed by a process that exited non-zero).
 
 What a run yields is `npu_kernels.mlir_air.runs` (HarnessRun, ModelRun); what it reads back besides the transcript
