@@ -6,7 +6,8 @@ programming_examples/llms/gemma4_e2b_q4nx/validate_layer_npu.py, `main`, the `re
 re-runs it in a fresh process up to SCORE_ATTEMPTS = 3 times, because "the taint is not cleared inside the process"
 (gemma4_e2b_q4nx/Makefile@15135e8, `define score_layer`: 0 pass, 2 inconclusive -> re-score, 1 FAIL -> stop at once).
 
-`Inconclusive` is what a backend raises when every try of a device run timed out; the deploy handler records it as
+`Inconclusive` is what a backend raises when no try of a device run gave a verdict (each timed out, or said
+INCONCLUSIVE itself); the deploy handler records it as
 `PhaseInconclusive` (never a pass, never one of the two failures a gate is allowed). Imports nothing.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 
 class Inconclusive(RuntimeError):
-    """Raised when a device run timed out on every one of its `tries` fresh processes: no signal, so no verdict.
+    """Raised when a device run gave no verdict on any of its `tries` fresh processes: no signal, so no verdict.
 
     `reason` says what ran and how each try ended; `tries` how many fresh processes were started."""
 

@@ -242,7 +242,7 @@ def judge_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, outcome: Gat
 
 def record_inconclusive(unit: DeploymentUnit, phase: Phase, attempt: int, e: Inconclusive, *,
                         started_at: str) -> dict[str, Any]:
-    """Record `attempt` of `phase` as inconclusive (its device run timed out on each of `e.tries` fresh processes):
+    """Record `attempt` of `phase` as inconclusive (its device run gave no verdict on each of `e.tries` fresh processes):
     PhaseStarted, PhaseInconclusive and, when it is the INCONCLUSIVE_IN_A_ROW-th of the phase in a row, BlockerRaised,
     in one batch; then the triage of its reason. Returns the verdict as `advance` reports it, with
     "inconclusive": True (never "passed")."""
@@ -253,8 +253,8 @@ def record_inconclusive(unit: DeploymentUnit, phase: Phase, attempt: int, e: Inc
                     PhaseInconclusive(phase=int(phase), attempt=attempt, reasons=reasons, tries=e.tries)]
     if escalate:
         events.append(BlockerRaised(phase=int(phase), reason=(
-            f"phase {int(phase)} inconclusive on {in_a_row} attempts in a row ({in_a_row * e.tries} device runs timed "
-            f"out): {e.reason}")))
+            f"phase {int(phase)} inconclusive on {in_a_row} attempts in a row (the last after {e.tries} device runs "
+            f"without a verdict): {e.reason}")))
     seqs = unit.commit(events)
     matches = sorted((m.to_json() for m in triage_text(e.reason)), key=lambda j: (-j["confidence"], j["rule_id"]))
     unit.commit([FailureTriaged(subject_seq=seqs[1], subject_type="PhaseInconclusive", matches=matches,

@@ -140,8 +140,8 @@ class MlirAirBackend:
                 # what npu_kernels.provenance decides a figure's class from: the probed tools and the device
                 "toolchain": dict(prov.get("toolchain") or {}), "device": prov.get("device"),
                 "ran": dict(prov.get("ran") or {}),
-                # a run that ended only after earlier tries timed out (npu_kernels.mlir_air.lock.run_retried)
-                **({"timed_out_tries": prov["timed_out_tries"]} if prov.get("timed_out_tries") else {})}
+                # a run that ended only after earlier tries gave no verdict (npu_kernels.mlir_air.lock.run_retried)
+                **({"inconclusive_tries": prov["inconclusive_tries"]} if prov.get("inconclusive_tries") else {})}
 
     # -- tokenizer and prompts --
 

@@ -2,14 +2,16 @@
 
 `npu_lock` is `flock(2)` on /tmp/mlir-air-npu.lock, the lock mlir-air's Makefiles take; `run_command` runs a
 harness in its own process group and kills the group on timeout, keeping the partial transcript. `run_retried`
-re-runs a command that timed out in a fresh process, up to DEVICE_RUN_TRIES times, and raises `HarnessInconclusive`
-when every try timed out (npu_kernels.inconclusive: mlir-air's Gemma4 gate does the same).
+re-runs a command that gave no verdict (timed out, or said INCONCLUSIVE as mlir-air's scripts do) in a fresh process,
+up to DEVICE_RUN_TRIES times, and raises `HarnessInconclusive` when none gave one (npu_kernels.inconclusive:
+mlir-air's Gemma4 gate does the same).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -48,7 +50,7 @@ class HarnessTimeout(HarnessError):
 
 
 class HarnessInconclusive(HarnessTimeout, Inconclusive):
-    """Raised when every one of `tries` fresh runs of a command timed out: no verdict either way (a HarnessTimeout
+    """Raised when none of `tries` fresh runs of a command gave a verdict: no verdict either way (a HarnessTimeout
     for the callers that only know a timeout; an `Inconclusive` for the deploy handler, which records it as such)."""
 
     def __init__(self, message: str, command: str, transcript: str, tries: int) -> None:
@@ -108,22 +110,45 @@ def run_command(command: str, timeout_s: float, cwd: str | None = None) -> tuple
     return proc.returncode, out.decode("utf-8", errors="replace")
 
 
+# What mlir-air's own scripts print when a run gave no verdict (the same third outcome, said by the run itself):
+# validate_layer_npu.py's `main` prints "INCONCLUSIVE: layer N needed a retry ..." and exits 2 ("re-run me"), and
+# the Makefile's `score_layer` (gemma4_e2b_q4nx/Makefile@15135e8) prints "FAIL: still INCONCLUSIVE after N attempts"
+# and exits 1 once its own fresh-process retries are spent.
+SAYS_INCONCLUSIVE = re.compile(r"^INCONCLUSIVE: ", re.M)
+GAVE_UP_INCONCLUSIVE = re.compile(r"still INCONCLUSIVE after (\d+) attempts")
+
+
 def run_retried(command: str, timeout_s: float, cwd: str | None = None,
                 tries: int = DEVICE_RUN_TRIES) -> tuple[int, str, int]:
-    """`run_command`, re-run in a fresh process (its own process group, as each run is) while it times out, up to
-    `tries` runs: (exit status, transcript, how many earlier tries timed out). A run that ends, whatever its exit
-    status, ends the retries: only a timeout is "no signal" (a failure is a signal; retrying it would hide it, as
-    mlir-air's Makefile says of its exit 1). Every try timed out: `HarnessInconclusive` with the last transcript."""
+    """`run_command`, re-run in a fresh process (its own process group, as each run is) while it gives no verdict,
+    up to `tries` runs: (exit status, transcript, how many earlier tries gave none). No verdict is a run killed at
+    its timeout, or one that says so itself as mlir-air's scripts do (exit status 2 with an `INCONCLUSIVE:` line).
+    Any other ending, whatever its exit status, ends the retries: a failure is a signal, and retrying it would hide
+    it (mlir-air's Makefile on its exit 1). Every try without a verdict, or a run whose own retries gave up
+    ("still INCONCLUSIVE after N attempts", never retried again here): `HarnessInconclusive` with the last
+    transcript."""
+    why = ""
     for n in range(1, tries + 1):
         try:
             rc, text = run_command(command, timeout_s, cwd)
-            return rc, text, n - 1
         except HarnessTimeout as e:
-            last = e
+            text, why = e.transcript, f"timed out after {timeout_s:g} s"
             log.warning("device run timed out", command=command, attempt=n, tries=tries, timeout_s=timeout_s)
-    raise HarnessInconclusive(f"`{command}` timed out after {timeout_s:g} s on each of {tries} tries, every one in a "
-                              "fresh process: no verdict either way (inconclusive, not a failure)",
-                              command, last.transcript, tries)
+            continue
+        gave_up = GAVE_UP_INCONCLUSIVE.search(text)
+        if gave_up and rc != 0:
+            raise HarnessInconclusive(
+                f"`{command}` exited with status {rc} still INCONCLUSIVE after {gave_up.group(1)} attempts of its own "
+                "(mlir-air's score_layer: a TDR on every try): no verdict either way (inconclusive, not a failure)",
+                command, text, int(gave_up.group(1)))
+        if rc == 2 and SAYS_INCONCLUSIVE.search(text):
+            why = "exited 2 saying INCONCLUSIVE"
+            log.warning("device run inconclusive", command=command, attempt=n, tries=tries)
+            continue
+        return rc, text, n - 1
+    raise HarnessInconclusive(f"`{command}` gave no verdict on each of {tries} tries, every one in a fresh process "
+                              f"(the last {why}): no verdict either way (inconclusive, not a failure)",
+                              command, text, tries)
 
 
 def first_output_line(argv: list[str], timeout_s: float = 10.0) -> str | None:

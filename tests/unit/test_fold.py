@@ -343,7 +343,7 @@ def test_an_unreadable_payload_is_refused_naming_the_event() -> None:
 
 def inconclusive(phase: int, attempt: int) -> list[Event]:
     return [PhaseStarted(phase=phase, attempt=attempt),
-            PhaseInconclusive(phase=phase, attempt=attempt, reasons=["inconclusive: timed out on each of 3 tries"],
+            PhaseInconclusive(phase=phase, attempt=attempt, reasons=["inconclusive: gave no verdict on each of 3 tries"],
                               tries=3)]
 
 
