@@ -149,3 +149,23 @@ def test_an_inconclusive_attempt_is_recorded_apart_from_a_failure_and_twice_in_a
     assert "inconclusive on 2 attempts in a row (the last after 3 device runs without a verdict)" in \
         state.blockers[-1].reason
     assert json.loads(in_process(ws, "status", "tiny", "--json").stdout)["inconclusive"]["in_a_row"] == 2
+
+
+def test_a_phase_figure_that_ended_on_a_retry_records_its_inconclusive_tries_in_its_provenance(tmp_path, tiny_llama,
+                                                                                              monkeypatch):
+    """The mlir-air backend's `make profile` (Phases 4-6): a first try that hangs, a second that prints mlir-air's
+    profile lines; the figure is the second try's and its provenance says one try gave no verdict."""
+    from npu_kernels.backends.mlir_air import MlirAirBackend
+    from npu_kernels.model.architecture import load_raw_config, resolve
+
+    d = _model_dir(tmp_path)
+    (d / "Makefile").write_text(MAKEFILE.replace('echo "ended on try $$((n+1))"',
+                                                 'echo "Time to first token (TTFT): 0.5 s"; echo "Tokens/second: 20.0"'))
+    table = tmp_path / "table.toml"
+    table.write_text(f"[model]\nprofile = \"make -C {{model_dir}} profile HANG=1\"\ntimeout_s = {LIMIT_S}\n")
+    monkeypatch.setenv("NPU_LEDGER_HARNESSES", str(table))
+    monkeypatch.setenv("LEDGER_NPU_LOCK", str(tmp_path / "npu.lock"))
+    backend = MlirAirBackend(tiny_llama, resolve(load_raw_config(tiny_llama)), "m", mlir_air_dir=str(tmp_path / "mlir-air"))
+    m = backend.measure_prefill(None)
+    assert m.median_s == pytest.approx(0.5) and len(_tries(d)) == 2
+    assert m.detail["provenance"]["inconclusive_tries"] == 1
