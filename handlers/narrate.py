@@ -31,6 +31,9 @@ def describe(type_: str, p: dict[str, Any]) -> str:
         return f"PHASE {p['phase']} PASSED (attempt {p['attempt']}, {len(p['evidence_seqs'])} evidence events): {p['summary']}"
     if type_ == "PhaseFailed":
         return f"PHASE {p['phase']} FAILED (attempt {p['attempt']}): " + "; ".join(p["reasons"])
+    if type_ == "PhaseInconclusive":
+        return (f"PHASE {p['phase']} INCONCLUSIVE (attempt {p['attempt']}, {p.get('tries', 1)} tries, no verdict: "
+                "neither passed nor failed): " + "; ".join(p["reasons"]))
     if type_ == "BlockerRaised":
         return f"BLOCKER at phase {p['phase']}: {p['reason']}"
     if type_ == "DeploymentResumed":
@@ -78,7 +81,8 @@ def describe(type_: str, p: dict[str, Any]) -> str:
     if type_ == "EvaluationRecorded":
         return f"evaluation {p['verdict']}: {len(p['findings'])} findings"
     if type_ == "FailureTriaged":
-        return f"triage of seq {p.get('subject_seq')}: {p.get('summary')}"
+        what = " (inconclusive)" if p.get("subject_type") == "PhaseInconclusive" else ""
+        return f"triage of seq {p.get('subject_seq')}{what}: {p.get('summary')}"
     if type_ == "LessonRecorded":
         return f"lesson: {p['text']}"
     if type_ == "PerformanceCalibrated":

@@ -84,8 +84,12 @@ STATUS_ROW = obj({
     "blockers": arr(obj({"seq": INT, "phase": INT, "reason": STR})),
     "triage": maybe(obj({"subject_seq": INT, "summary": STR, "matches": arr(ANY_OBJECT)})),
     "evaluation": maybe(STR), "version": maybe(INT),
+    # the last attempt that gave no verdict (PhaseInconclusive): its phase, attempt, tries and reasons, and how many
+    # of its phase's attempts in a row were inconclusive; absent when none was
+    "inconclusive": obj({"seq": INT, "phase": INT, "attempt": INT, "tries": INT, "in_a_row": INT, "limit": INT,
+                         "reasons": arr(STR)}),
     "error": STR,  # only on an unreplayable stream
-}, optional=("error",))
+}, optional=("error", "inconclusive"))
 
 
 def status_json(rows: list[dict[str, Any]], name: str | None) -> dict[str, Any] | list[dict[str, Any]]:
@@ -109,8 +113,9 @@ def init_json(name: str, executor: str, target: str, dtype: str) -> dict[str, An
     return {"name": name, "executor": executor, "target": target, "dtype": dtype}
 
 
-RAN = obj({"phase": INT, "attempt": INT, "passed": BOOL, "summary": STR, "reasons": arr(STR), "blocked": BOOL},
-          optional=("summary", "reasons", "blocked"))
+RAN = obj({"phase": INT, "attempt": INT, "passed": BOOL, "summary": STR, "reasons": arr(STR), "blocked": BOOL,
+           "inconclusive": BOOL, "tries": INT},
+          optional=("summary", "reasons", "blocked", "inconclusive", "tries"))
 ADVANCE = obj({"name": STR, "ran": arr(RAN), "stopped": STR, "status": STR})
 
 

@@ -135,6 +135,17 @@ class PhaseFailed(Event):
     reasons: list[str]
 
 
+class PhaseInconclusive(Event):
+    """Closes an attempt that gave no verdict either way: its device run gave none on each of `tries` fresh
+    processes (timed out, or said INCONCLUSIVE: npu_kernels.inconclusive; mlir-air's Gemma4 gate's exit 2). Never a pass, and not one of the failures
+    a gate is allowed: INCONCLUSIVE_IN_A_ROW of them in a row go to a human (statemachine.state)."""
+
+    phase: int = Field(ge=0, le=7)
+    attempt: int = Field(ge=1)
+    reasons: list[str]
+    tries: int = Field(default=1, ge=1)  # fresh processes the device run was started in, none with a verdict
+
+
 class BlockerRaised(Event):
     phase: int = Field(ge=0, le=7)
     reason: str

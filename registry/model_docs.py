@@ -93,7 +93,7 @@ def _phase_line(p: PhaseView) -> str:
         text += f" (attempt {e.attempt}, seq {p.latest.seq})"
         if p.latest.type == "PhasePassed" and e.summary:
             text += f": {cell(e.summary)}"
-        if p.latest.type == "PhaseFailed" and e.reasons:
+        if p.latest.type in ("PhaseFailed", "PhaseInconclusive") and e.reasons:
             text += ": " + "; ".join(cell(r) for r in e.reasons)
     return text
 
@@ -250,7 +250,7 @@ def render_progress(v: DeploymentView) -> str:
     lessons = v.of("LessonRecorded")
     parts.append(f"## Lessons\n\n{len(lessons)} recorded; see [LESSONS.md](LESSONS.md).\n")
     parts.append("## Timeline\n")
-    kinds = ("DeploymentRequested", "PhaseStarted", "PhasePassed", "PhaseFailed", "BlockerRaised",
+    kinds = ("DeploymentRequested", "PhaseStarted", "PhasePassed", "PhaseFailed", "PhaseInconclusive", "BlockerRaised",
              "DeploymentResumed", "FailureTriaged", "EvaluationRecorded")
     rows = []
     for rec in v.of(*kinds):
@@ -258,6 +258,8 @@ def render_progress(v: DeploymentView) -> str:
         detail = {"PhaseStarted": lambda: f"phase {e.phase} attempt {e.attempt}",
                   "PhasePassed": lambda: f"phase {e.phase} attempt {e.attempt}",
                   "PhaseFailed": lambda: f"phase {e.phase} attempt {e.attempt}: " + "; ".join(e.reasons),
+                  "PhaseInconclusive": lambda: (f"phase {e.phase} attempt {e.attempt}, {e.tries} tries, no verdict: "
+                                                + "; ".join(e.reasons)),
                   "BlockerRaised": lambda: f"phase {e.phase}: {e.reason}",
                   "DeploymentResumed": lambda: f"phase {e.phase}: {e.note}",
                   "FailureTriaged": lambda: f"of seq {e.subject_seq}: {e.summary}",

@@ -2,8 +2,8 @@
 
 `fold_deployment(events, name)` keeps the events of stream `deployment:<name>` (seq order) and derives:
 
-* per phase 0-7 a status from the latest PhaseStarted / PhasePassed / PhaseFailed (`passed`, `failed`,
-  `in progress`, `pending`) with every attempt's start (PhaseStarted.started_at: when the work began),
+* per phase 0-7 a status from the latest PhaseStarted / PhasePassed / PhaseFailed / PhaseInconclusive (`passed`,
+  `failed`, `inconclusive` (no verdict: its device run timed out on every try), `in progress`, `pending`) with every attempt's start (PhaseStarted.started_at: when the work began),
   end (the closing event's `recorded_at`) and wall time;
 * blockers: each `BlockerRaised`, resolved by the first later `DeploymentResumed` of the same phase;
 * the latest `FailureTriaged` per subject seq (a PhaseFailed or a KernelVerified);
@@ -52,13 +52,13 @@ class AttemptSummary:
     phase: int
     attempt: int
     started: RecordedEvent | None
-    ended: RecordedEvent | None  # PhasePassed or PhaseFailed
+    ended: RecordedEvent | None  # PhasePassed, PhaseFailed or PhaseInconclusive
 
     @property
     def outcome(self) -> str:
         if self.ended is None:
             return "in progress"
-        return "passed" if self.ended.type == "PhasePassed" else "failed"
+        return _OUTCOME[self.ended.type]
 
     @property
     def start_recorded(self) -> bool:
@@ -131,11 +131,14 @@ class DeploymentView:
         return max(found, key=lambda t: t.seq) if found else None
 
 
+_OUTCOME = {"PhasePassed": "passed", "PhaseFailed": "failed", "PhaseInconclusive": "inconclusive"}
+
+
 def _phases(events: list[RecordedEvent]) -> tuple[PhaseView, ...]:
     attempts: dict[tuple[int, int], list[RecordedEvent | None]] = {}
     latest: dict[int, RecordedEvent] = {}
     for rec in events:
-        if rec.type not in ("PhaseStarted", "PhasePassed", "PhaseFailed"):
+        if rec.type not in ("PhaseStarted", *_OUTCOME):
             continue
         e = rec.event
         slot = attempts.setdefault((e.phase, e.attempt), [None, None])
@@ -153,7 +156,7 @@ def _phases(events: list[RecordedEvent]) -> tuple[PhaseView, ...]:
         elif rec.type == "PhaseStarted":
             status = "in progress"
         else:
-            status = "passed" if rec.type == "PhasePassed" else "failed"
+            status = _OUTCOME[rec.type]
         views.append(PhaseView(phase, status, rec, tuple(AttemptSummary(p, a, s, d) for (p, a), (s, d) in mine)))
     return tuple(views)
 

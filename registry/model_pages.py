@@ -24,7 +24,7 @@ from registry.quantisation_page import render_split
 from registry.render_markdown import tile_text
 from registry.text import cell, fixed, num, sci, shape_args, table
 
-GLYPH = {"passed": "✅", "failed": "❌", "in progress": "⏳", "pending": "⏳"}
+GLYPH = {"passed": "✅", "failed": "❌", "inconclusive": "❔", "in progress": "⏳", "pending": "⏳"}
 CHART = "phase3_layer_cosine.png"
 ELF_CHART = "phase6_npu2_breakdown.png"
 KL_CHART = "phase3_step_kl.png"

@@ -18,7 +18,9 @@ registry.nightly_history) for the deployment's mlir-air model directory name: on
 decode vs context, prefill TTFT vs padded length), each row with its source label (measured NPU2 nightly, or an
 npu-ledger export's own label), then the same rows merged as mlir-air's dashboard merges them
 (registry.nightly_merge: newest point per model and length, measured beats failed, verify from the newest row,
-and the page says so), and a second panel of the chart (TTFT and tokens/s per nightly run).
+and the page says so), each merged curve followed by its trend breaks (npu_kernels.perf.trend: a point whose time
+grows past twice what its work allows, e.g. LFM2's 81.9 s prefill at 4096 after 1.08 s at 2048, marked "ok"), and a
+second panel of the chart (TTFT and tokens/s per nightly run).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from npu_kernels.perf.trend import trend_breaks
 from npu_kernels.toolchain import toolchain_label
 from ledger.record import RecordedEvent
 from registry.chart import DPI, HEIGHT_IN, WIDTH_IN, memo_png
@@ -141,6 +144,9 @@ def _merged_tables(hist, sweep, pre) -> list[str]:
                          f"{escaped(curve.verify) or 'blank'}):\n")
             parts.append(table([what, "TTFT (ms)" if series == "prefill_sweep" else "tokens/s", "status", "date"],
                                cells))
+            breaks = trend_breaks(list(curve.points.values()), "prefill" if series == "prefill_sweep" else "decode")
+            parts.extend(f"- TREND BREAK at {at} (marked {escaped(curve.points[at].get('status', ''))!s} by the "
+                         f"nightly; npu_kernels.perf.trend): {b['detail']}\n" for at, b in sorted(breaks.items()))
     return parts
 
 

@@ -18,6 +18,9 @@ Rules beyond the table:
   Phase 7 failure whose attempt's last EvaluationRecorded says FAIL (an independent FAIL is not retried
   without a human) -- moves the deployment to `needs_human_review` at once. From there only
   `BlockerRaised` (for that phase) and then `DeploymentResumed` (which needs an active blocker) lead back.
+* Inconclusive: `PhaseInconclusive` closes the open attempt without passing and without counting as a failure
+  (the gate stays the next gate); the INCONCLUSIVE_IN_A_ROW-th in a row of a phase (none of PhasePassed, PhaseFailed
+  or DeploymentResumed of it between) moves the deployment to `needs_human_review` at once.
 * `PhasePassed(7)` needs the attempt's last EvaluationRecorded to say PASS or PASS-with-warnings.
 * `ConfigResolved` and `ModelDigested` are refused once Phase 0 has passed: the later gates' evidence was
   judged against them. The last `ModelDigested` is the deployment's digest (`state.digest`).
@@ -47,6 +50,7 @@ from ledger.events import (
     OptimizationTried,
     PerformanceMeasured,
     PhaseFailed,
+    PhaseInconclusive,
     PhasePassed,
     PhaseStarted,
     QuantisationBudgetMeasured,
@@ -205,6 +209,7 @@ def _passed(state: DeploymentState, rec: RecordedEvent, e: PhasePassed) -> Deplo
                          summary=e.summary, evidence=attempt.evidence)
     verdict = f"phase {int(phase)} ({phase.title}) passed, attempt {e.attempt}"
     return _move(state, rec, phase.pass_trigger, dest, open_attempt=None, passed={**state.passed, phase: record},
+                 inconclusive={**state.inconclusive, phase: 0},
                  next_phase=dest.phase, last_verdict=f"{verdict}: {e.summary}" if e.summary else verdict)
 
 
@@ -216,8 +221,23 @@ def _failed(state: DeploymentState, rec: RecordedEvent, e: PhaseFailed) -> Deplo
     return _move(state, rec, phase.fail_trigger, dest, open_attempt=None,
                  failed_attempts={**state.failed_attempts, phase: (*state.failed_attempts.get(phase, ()), closed)},
                  failures={**state.failures, phase: state.failures.get(phase, 0) + 1},
+                 inconclusive={**state.inconclusive, phase: 0},
                  last_verdict=f"phase {int(phase)} ({phase.title}) failed, attempt {e.attempt}: "
                               f"{'; '.join(e.reasons)}")
+
+
+def _inconclusive(state: DeploymentState, rec: RecordedEvent, e: PhaseInconclusive) -> DeploymentState:
+    phase = Phase(e.phase)
+    _require_row(state, rec, phase.inconclusive_trigger)
+    _open_attempt(state, rec, phase, e.attempt)
+    dest = Status.NEEDS_HUMAN_REVIEW if state.escalates_on_inconclusive() else phase.status
+    in_a_row = state.inconclusive.get(phase, 0) + 1
+    return _move(state, rec, phase.inconclusive_trigger, dest, open_attempt=None,
+                 inconclusive={**state.inconclusive, phase: in_a_row},
+                 last_inconclusive={"seq": rec.seq, "phase": int(phase), "attempt": e.attempt, "tries": e.tries,
+                                    "in_a_row": in_a_row, "reasons": list(e.reasons)},
+                 last_verdict=f"phase {int(phase)} ({phase.title}) INCONCLUSIVE, attempt {e.attempt} (no verdict: "
+                              f"neither a pass nor a failure; {in_a_row} in a row): {'; '.join(e.reasons)}")
 
 
 def _blocker(state: DeploymentState, rec: RecordedEvent, e: BlockerRaised) -> DeploymentState:
@@ -243,6 +263,7 @@ def _resumed(state: DeploymentState, rec: RecordedEvent, e: DeploymentResumed) -
     if phase != state.next_phase:
         raise FoldError(rec, f"the blocker is at phase {state.next_phase}, not phase {int(phase)}")
     return _move(state, rec, "resume", phase.status, blockers=(), failures={**state.failures, phase: 0},
+                 inconclusive={**state.inconclusive, phase: 0},
                  resumes={**state.resumes, phase: state.resumes.get(phase, 0) + 1},
                  last_verdict=f"resumed at phase {int(phase)}: {e.note}")
 
@@ -279,6 +300,7 @@ _STEPS: dict[type[Event], _Step] = {
     PhaseStarted: _started,
     PhasePassed: _passed,
     PhaseFailed: _failed,
+    PhaseInconclusive: _inconclusive,
     BlockerRaised: _blocker,
     DeploymentResumed: _resumed,
     **{t: _evidence for t in EVIDENCE_TYPES},

@@ -35,6 +35,12 @@ TRANSITIONS: list[dict[str, Any]] = [
        "conditions": "no_retry_left"} for p in Phase),
     *({"trigger": p.fail_trigger, "source": p.status.value, "dest": p.status.value,
        "unless": "no_retry_left"} for p in Phase),
+    # an attempt whose device run timed out on every try gave no verdict: it closes without passing or counting as a
+    # failure, and the gate is attempted again; INCONCLUSIVE_IN_A_ROW of them in a row go to a human
+    *({"trigger": p.inconclusive_trigger, "source": p.status.value, "dest": "needs_human_review",
+       "conditions": "inconclusive_limit_reached"} for p in Phase),
+    *({"trigger": p.inconclusive_trigger, "source": p.status.value, "dest": p.status.value,
+       "unless": "inconclusive_limit_reached"} for p in Phase),
     # a blocker stops the deployment until a human records the fix; resuming returns to the blocked phase
     # (a deployed model whose re-audit fails is blocked at Phase 7 as well)
     {"trigger": "raise_blocker", "source": [*_PHASE_STATES, "deployed", "needs_human_review"],

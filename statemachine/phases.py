@@ -37,6 +37,10 @@ class Phase(IntEnum):
     def fail_trigger(self) -> str:
         return f"fail_phase_{int(self)}"
 
+    @property
+    def inconclusive_trigger(self) -> str:
+        return f"inconclusive_phase_{int(self)}"
+
 
 _TITLES = {
     Phase.REFERENCE: "CPU/HF reference",

@@ -349,6 +349,13 @@ def no_retry_left(state: DeploymentState, context: GateContext) -> GateResult:
     return _no("the gate has a retry left")
 
 
+def inconclusive_limit_reached(state: DeploymentState, context: GateContext) -> GateResult:
+    """An inconclusive open attempt goes to human review (see `DeploymentState.escalates_on_inconclusive`)."""
+    if state.escalates_on_inconclusive():
+        return _yes("the gate's device run has given no verdict on too many attempts in a row")
+    return _no("the gate may be attempted again")
+
+
 def _blocked_at(phase: Phase) -> Predicate:
     def predicate(state: DeploymentState, context: GateContext) -> GateResult:
         if state.blockers and state.next_phase == phase:
@@ -360,7 +367,8 @@ def _blocked_at(phase: Phase) -> Predicate:
 
 
 CONDITIONS: dict[str, Predicate] = {
-    predicate.__name__: predicate for predicate in (*PREDICATES.values(), no_retry_left, *map(_blocked_at, Phase))
+    predicate.__name__: predicate for predicate in (*PREDICATES.values(), no_retry_left, inconclusive_limit_reached,
+                                           *map(_blocked_at, Phase))
 }
 
 

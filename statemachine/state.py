@@ -20,6 +20,12 @@ from statemachine.phases import Phase, Status
 ATTEMPTS_PER_GATE = 2  # each gate gets one retry ...
 ATTEMPTS_AFTER_RESUME = 1  # ... and a human fix (DeploymentResumed) buys exactly one more attempt
 EVALUATION_PASSES = ("PASS", "PASS-with-warnings")
+# Inconclusive attempts (PhaseInconclusive: the device run timed out on each of its DEVICE_RUN_TRIES = 3 fresh
+# processes, npu_kernels.mlir_air.lock) in a row that go to a human. Never counted toward ATTEMPTS_PER_GATE: no verdict
+# is not a failure. Two: mlir-air sees a TDR on "a few percent of NPU2 dispatches" (gemma4_e2b_q4nx/Makefile@15135e8),
+# so at 5% one inconclusive attempt (3 timeouts in a row) is 1.3e-4 - rare, worth one more automatic attempt - and two
+# (6 in a row) 1.6e-8: not chance but a hung device or build, which only a person at the machine can clear.
+INCONCLUSIVE_IN_A_ROW = 2
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Attempt:
-    """An attempt at a gate: opened by PhaseStarted, closed by PhasePassed or PhaseFailed."""
+    """An attempt at a gate: opened by PhaseStarted, closed by PhasePassed, PhaseFailed or PhaseInconclusive."""
 
     phase: Phase
     number: int
@@ -72,7 +78,8 @@ class DeploymentState:
     `next_phase` keeps the phase that stopped. `attempts` holds the last attempt number started per phase,
     `open_attempt` the attempt in progress (at most one: only the next gate can be attempted) with its
     evidence. `failures` counts PhaseFailed per phase since the last DeploymentResumed of that phase,
-    `resumes` the DeploymentResumed per phase. `blockers` are the BlockerRaised not yet followed by a
+    `resumes` the DeploymentResumed per phase, `inconclusive` the PhaseInconclusive in a row per phase (an attempt
+    that gave no verdict: neither a pass nor a failure). `blockers` are the BlockerRaised not yet followed by a
     DeploymentResumed.
     """
 
@@ -98,6 +105,10 @@ class DeploymentState:
     # the closed attempts that failed, per phase, with their evidence (Phase 1 carries rows that passed there)
     failed_attempts: dict[Phase, tuple[Attempt, ...]] = field(default_factory=dict)
     resumes: dict[Phase, int] = field(default_factory=dict)
+    # PhaseInconclusive per phase since its last PhasePassed / PhaseFailed / DeploymentResumed (in a row), and the
+    # last one's reasons and tries (shown by `ledger status`)
+    inconclusive: dict[Phase, int] = field(default_factory=dict)
+    last_inconclusive: dict[str, Any] | None = None
     passed: dict[Phase, PassedPhase] = field(default_factory=dict)
     blockers: tuple[Blocker, ...] = ()
     last_verdict: str = ""
@@ -121,6 +132,12 @@ class DeploymentState:
 
     def attempt_open(self, phase: int) -> bool:
         return self.open_attempt is not None and self.open_attempt.phase == phase
+
+    def escalates_on_inconclusive(self) -> bool:
+        """True when a PhaseInconclusive of the open attempt moves the deployment to `needs_human_review`: it would be
+        the INCONCLUSIVE_IN_A_ROW-th of its phase in a row. The handler appends BlockerRaised in the same batch."""
+        attempt = self.open_attempt
+        return attempt is not None and self.inconclusive.get(attempt.phase, 0) + 1 >= INCONCLUSIVE_IN_A_ROW
 
     def escalates_on_failure(self) -> bool:
         """True when a PhaseFailed of the open attempt moves the deployment to `needs_human_review`.

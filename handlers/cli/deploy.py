@@ -119,7 +119,11 @@ def print_verdict(name: str, r: dict) -> None:
     if r["passed"]:
         click.echo(escaped(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}"))
         return
-    click.echo(escaped(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}"), err=True)
+    if r.get("inconclusive"):  # no verdict: its device run timed out on every try (neither a pass nor a failure)
+        click.echo(escaped(f"phase {r['phase']} INCONCLUSIVE (attempt {r['attempt']}, {r['tries']} tries): "
+                           f"{'; '.join(r['reasons'])}"), err=True)
+    else:
+        click.echo(escaped(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}"), err=True)
     if r.get("blocked"):
         click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: "
                    f"{ledger_command('resume', name, '--note', '...')}", err=True)
@@ -178,6 +182,11 @@ def status_cmd(app: App, name: str | None, as_json: bool) -> None:
                                       r["last_verdict"])))
         for b in r["blockers"]:
             click.echo(escaped(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}"))
+        if r.get("inconclusive"):
+            i = r["inconclusive"]
+            click.echo(escaped(f"    INCONCLUSIVE (seq {i['seq']}, phase {i['phase']} attempt {i['attempt']}, "
+                               f"{i['tries']} tries; {i['in_a_row']} in a row, a blocker at {i['limit']}): "
+                               f"{'; '.join(i['reasons'])}"))
         if r["triage"]:
             click.echo(escaped(f"    triage of seq {r['triage']['subject_seq']}: {r['triage']['summary']}"))
             for m in r["triage"]["matches"]:

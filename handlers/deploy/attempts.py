@@ -27,6 +27,7 @@ from handlers.provenance import stamp_toolchain
 from handlers.triage.engine import triage_evidence
 from handlers.triage.registry_check import check_fixes
 from handlers.uow import DeploymentError, DeploymentUnit
+from npu_kernels.inconclusive import Inconclusive
 from npu_kernels.model.digest import changed_files, invalidated_phases, model_digest
 from ledger import Ledger, LedgerWriteError
 from ledger.events import (
@@ -36,6 +37,7 @@ from ledger.events import (
     Measured,
     ModelDigested,
     PhaseFailed,
+    PhaseInconclusive,
     PhasePassed,
     PhaseStarted,
 )
@@ -43,7 +45,7 @@ from registry.text import ledger_command, shown
 from statemachine.gate import GateContext, GateRejected
 from statemachine.machine import DeploymentMachine
 from statemachine.phases import Phase, Status
-from statemachine.state import DeploymentState
+from statemachine.state import INCONCLUSIVE_IN_A_ROW, DeploymentState
 
 log = structlog.get_logger("npu_ledger.deploy")
 
@@ -106,7 +108,14 @@ def advance(ledger: Ledger, request: AdvanceRequest) -> AdvanceReport:
             attempt = state.attempts.get(phase, 0) + 1
             narrate.report(f"phase {int(phase)} ({phase.title}), attempt {attempt}")
             started_at = _now()
-            outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, options=options))
+            try:
+                outcome = gate(GateRun(state=state, workspace=workspace, ledger=ledger, options=options))
+            except Inconclusive as e:  # no verdict either way: neither a pass nor one of the gate's two failures
+                verdict = record_inconclusive(unit, phase, attempt, e, started_at=started_at)
+                report.ran.append(verdict)
+                if request.on_verdict is not None:
+                    request.on_verdict(verdict)
+                break
             digest = next((e.digest for e in outcome.events if isinstance(e, ModelDigested)), state.model_digest)
             open_attempt(unit, phase, attempt, outcome.context, bind(stamp_toolchain(outcome.events, state.executor), digest),
                          started_at=started_at)
@@ -229,6 +238,31 @@ def judge_attempt(unit: DeploymentUnit, phase: Phase, attempt: int, outcome: Gat
     unit.commit([PhasePassed(phase=int(phase), attempt=attempt, evidence_seqs=evidence, summary=summary)])
     log.info("phase passed", deployment=unit.name, phase=int(phase), attempt=attempt)
     return {"phase": int(phase), "attempt": attempt, "passed": True, "summary": summary}
+
+
+def record_inconclusive(unit: DeploymentUnit, phase: Phase, attempt: int, e: Inconclusive, *,
+                        started_at: str) -> dict[str, Any]:
+    """Record `attempt` of `phase` as inconclusive (its device run gave no verdict on each of `e.tries` fresh processes):
+    PhaseStarted, PhaseInconclusive and, when it is the INCONCLUSIVE_IN_A_ROW-th of the phase in a row, BlockerRaised,
+    in one batch; then the triage of its reason. Returns the verdict as `advance` reports it, with
+    "inconclusive": True (never "passed")."""
+    in_a_row = unit.state.inconclusive.get(phase, 0) + 1
+    escalate = in_a_row >= INCONCLUSIVE_IN_A_ROW
+    reasons = [f"inconclusive: {e.reason}"]
+    events: list = [PhaseStarted(phase=int(phase), attempt=attempt, started_at=started_at),
+                    PhaseInconclusive(phase=int(phase), attempt=attempt, reasons=reasons, tries=e.tries)]
+    if escalate:
+        events.append(BlockerRaised(phase=int(phase), reason=(
+            f"phase {int(phase)} inconclusive on {in_a_row} attempts in a row (the last after {e.tries} device runs "
+            f"without a verdict): {e.reason}")))
+    seqs = unit.commit(events)
+    matches = sorted((m.to_json() for m in triage_text(e.reason)), key=lambda j: (-j["confidence"], j["rule_id"]))
+    unit.commit([FailureTriaged(subject_seq=seqs[1], subject_type="PhaseInconclusive", matches=matches,
+                                summary=matches[0]["root_cause"] if matches else "no known pattern matches")])
+    log.warning("phase inconclusive", deployment=unit.name, phase=int(phase), attempt=attempt, tries=e.tries,
+                in_a_row=in_a_row)
+    return {"phase": int(phase), "attempt": attempt, "passed": False, "inconclusive": True, "tries": e.tries,
+            "reasons": reasons, "blocked": escalate}
 
 
 def _triage(unit: DeploymentUnit, failed_seq: int, outcome, reasons: list[str]) -> None:

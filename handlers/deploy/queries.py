@@ -11,6 +11,7 @@ from typing import Any
 from handlers.uow import DeploymentError, DeploymentUnit, existing_name, stream_id
 from ledger import Ledger
 from statemachine.fold import FoldError, fold
+from statemachine.state import INCONCLUSIVE_IN_A_ROW
 from ledger.streams import DEPLOYMENT_PREFIX, deployment_name
 
 
@@ -41,6 +42,8 @@ def status(ledger: Ledger, name: str | None = None) -> list[dict[str, Any]]:
             },
             "evaluation": state.evaluation,
             "version": state.version,
+            **({"inconclusive": {**state.last_inconclusive, "limit": INCONCLUSIVE_IN_A_ROW}}
+               if state.last_inconclusive else {}),
         })
     return rows
 

@@ -213,7 +213,7 @@ _TOOLS = [
     Tool("advance", "Run the next phase gate(s) of NAME up to `until`; gates cannot be skipped. Progress: one "
          "notification per phase, kernel row and prompt (`ledger advance --json`).", _advance,
          writes="only through the gates: PhaseStarted with the gate's own measured evidence, then the state "
-                "machine's PhasePassed / PhaseFailed (+ BlockerRaised, FailureTriaged)", long=True),
+                "machine's PhasePassed / PhaseFailed / PhaseInconclusive (+ BlockerRaised, FailureTriaged)", long=True),
     Tool("resume", "After a blocker, record what the human fixed; allows one more attempt (`ledger resume`).",
          _resume, writes="DeploymentResumed with a non-empty note, only while a blocker is active; no verdict"),
     Tool("lesson", "Record a lesson learned for NAME (`ledger lesson`).", _lesson,

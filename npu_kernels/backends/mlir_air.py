@@ -139,7 +139,9 @@ class MlirAirBackend:
                 "lock": prov.get("lock_held_by", "tool"),
                 # what npu_kernels.provenance decides a figure's class from: the probed tools and the device
                 "toolchain": dict(prov.get("toolchain") or {}), "device": prov.get("device"),
-                "ran": dict(prov.get("ran") or {})}
+                "ran": dict(prov.get("ran") or {}),
+                # a run that ended only after earlier tries gave no verdict (npu_kernels.mlir_air.lock.run_retried)
+                **({"inconclusive_tries": prov["inconclusive_tries"]} if prov.get("inconclusive_tries") else {})}
 
     # -- tokenizer and prompts --
 
@@ -326,7 +328,7 @@ class MlirAirBackend:
             tail = failure_tail(text)  # a traceback's last lines, escaped, when the run printed one
             points, why = [], f"`{command}` (exit status {rc}): {e}; last line: {tail}"
         return hardware_curve(points, modelled, prov, prefill_detail=why, decode=decode, decode_detail=decode_why,
-                              requested=requested, skipped=skipped)
+                              requested=requested, skipped=skipped, config=self.config)
 
     def _decode_sweep(self, modelled: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         """`make sweep-decode` over the modelled curve's contexts: its record's points, or none and why."""

@@ -12,7 +12,8 @@ the device name when pyxrt is importable. `run_model_verify` / `run_model_diagno
 
 Errors, each naming the command: `HarnessConfigError` (no entry, missing placeholder, MLIR_AIR_DIR unset),
 `NpuLockTimeout`, `HarnessTimeout` (the process group is killed; the partial transcript is kept for
-triage), and `TranscriptError` from the parsers (a transcript that is garbage, truncated, contradictory, or
+triage; a model target that gives no verdict is first re-run in a fresh process up to lock.DEVICE_RUN_TRIES times,
+those tries recorded as `inconclusive_tries` in its provenance, and raises `HarnessInconclusive` when none gave one), and `TranscriptError` from the parsers (a transcript that is garbage, truncated, contradictory, or
 a PASS printed by a process that exited non-zero).
 
 What a run yields is `npu_kernels.mlir_air.runs` (HarnessRun, ModelRun); what it reads back besides the transcript
@@ -42,6 +43,7 @@ from npu_kernels.mlir_air.lock import (
     probe_device,
     probe_toolchain,
     run_command,
+    run_retried,
 )
 from npu_kernels.mlir_air.output import TranscriptError, sha256_text
 from npu_kernels.mlir_air.run_reports import REPORT_TARGETS, find_report, read_latency_run, read_model_run
@@ -245,14 +247,18 @@ class MlirAirExecutor(Executor):
             command += f" {key}={shlex.quote(make_value(value))}"  # `$` doubled: make expands none of it
         limit = timeout_s or self.timeout_s or float(self.table.model.get("timeout_s", self.table.timeout_s))
         started = time.time()
+        # a device run without a verdict (timed out, or mlir-air's exit 2 INCONCLUSIVE) is re-run in a fresh process
+        # (lock.run_retried, DEVICE_RUN_TRIES); none on any try: HarnessInconclusive, recorded as an inconclusive attempt
         if self.recipe_takes_lock(command):  # holding it too would deadlock the recipe's own flock
-            returncode, transcript = run_command(command, limit)
+            returncode, transcript, retried = run_retried(command, limit)
             waited = 0.0
         else:
             with npu_lock(self.lock_path, self.lock_timeout_s) as waited:
-                returncode, transcript = run_command(command, limit)
+                returncode, transcript, retried = run_retried(command, limit)
         report_path = self._find_report(target, transcript, model_dir, variables, started)
         prov = self._provenance(command, transcript, returncode, waited)
+        if retried:  # the tries before the one that ended, each without a verdict (absent: the first try ended)
+            prov["inconclusive_tries"] = retried
         if self.recipe_takes_lock(command):
             prov["lock_held_by"] = "recipe"
         return command, returncode, transcript, report_path, prov

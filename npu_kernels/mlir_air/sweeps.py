@@ -40,6 +40,8 @@ import json
 import re
 from typing import Any, Mapping
 
+from npu_kernels.model.config import ModelConfig
+from npu_kernels.perf.trend import flag_curve
 from npu_kernels.provenance import SHORT, figure_provenance
 from npu_kernels.mlir_air.output import TranscriptError
 
@@ -162,21 +164,24 @@ def _axis(points: list[dict[str, Any]], axis_key: str, metric: str, figures: tup
 
 def hardware_curve(points: list[dict[str, Any]], modelled: Mapping[str, Any], provenance: Mapping[str, Any],
                    *, prefill_detail: str = "", decode_detail: str = "", decode: list[dict[str, Any]] | None = None,
-                   requested: list[int] | None = None, skipped: Mapping[int, str] | None = None) -> dict[str, Any]:
+                   requested: list[int] | None = None, skipped: Mapping[int, str] | None = None,
+                   config: ModelConfig | None = None) -> dict[str, Any]:
     """The curve a device's Phase 6 records: the prefill sweep's points, every `requested` length it printed
     nothing for as a failed point and every `skipped` length as not swept, each with why (`every_point`; with
     neither and no point: none, `prefill_detail` saying why), the runtime decode sweep's (`decode`; None: not
-    swept, `decode_detail` saying why), each axis' unforgiven `failures`, and the modelled curve beside them."""
+    swept, `decode_detail` saying why), each axis' unforgiven `failures`, and the modelled curve beside them. A
+    point marked "ok" whose time breaks the curve's trend carries `trend_break` (npu_kernels.perf.trend; judged
+    against `config`'s prefill FLOPs when given, else the quadratic ceiling); it stays a point, not a failure."""
     prefill = _axis(every_point(points, requested, skipped, "" if points else prefill_detail), "prefill_len",
                     "ttft_ms", PREFILL_FIGURES, PREFILL_EXPECTABLE, prefill_detail)
     why_not = decode_detail or (f"{SWEEP_DECODE_SRC} sweeps the fused (Q4NX) decode only and this model directory's "
                                 f"runtime decode sweep ({SWEEP_DECODE_RUNTIME_SRC}) printed no point")
     dec = _axis(decode or [], "context_len", "decode_tokens_per_sec", DECODE_FIGURES, DECODE_EXPECTABLE, why_not)
     cls = figure_provenance("mlir-air-profile", provenance)  # a stand-in's sweep prints modelled figures
-    return {"source": SOURCE, "label": SHORT[cls], "provenance_class": cls, "layout": SWEEP_PREFILL_SRC,
+    return flag_curve({"source": SOURCE, "label": SHORT[cls], "provenance_class": cls, "layout": SWEEP_PREFILL_SRC,
             "decode_layout": SWEEP_DECODE_RUNTIME_SRC, "prefill": prefill, "decode": dec,
             "notes": ["prefill point at L: `make profile-prefill CTX=L`, the engines built for L (sweep_prefill.py)",
                       "decode point at C: one `make profile-decode CONTEXTS=...` over every context "
                       "(sweep_decode_runtime.py); the modelled curve is beside (modelled_npu2)",
                       "expected_fail: a point --expect-fail forgave, its cause in `detail`, no figure"],
-            "modelled_npu2": dict(modelled), "provenance": dict(provenance)}
+            "modelled_npu2": dict(modelled), "provenance": dict(provenance)}, config)

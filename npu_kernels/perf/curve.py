@@ -36,6 +36,8 @@ What bounds each axis (a point beyond a bound has no figure, a `status` naming t
     (llms/README.md "What runs on NPU vs CPU", e972f29), so the cache is host memory: it is checked against
     the target machine's memory when `host_bytes` is given ("does_not_fit"), otherwise not at all (said in
     `notes`).
+A point whose time grows past what its work allows from the previous point (npu_kernels.perf.trend: the model's
+prefill FLOP ratio x 2) carries `trend_break` (factor, bound, why), and the tables and the PNG say so.
 Pure and deterministic.
 """
 
@@ -53,6 +55,7 @@ from npu_kernels.perf.dispatch import dispatch_plan
 from npu_kernels.perf.figures import NPU2_DECODE_CTX, build_seq, decode_ctx
 from npu_kernels.perf.memory import BO_ADDRESS_LIMIT, BO_LIMIT_SRC
 from npu_kernels.perf.q4nx import ATTN_MAXL, predict_weights
+from npu_kernels.perf.trend import flag_curve
 
 PREFILL_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 DECODE_CONTEXTS = (NPU2_DECODE_CTX, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -187,7 +190,8 @@ def npu2_curve(config: ModelConfig, prefill_switches: Mapping[str, bool], decode
     pre, pre_notes = prefill_curve(config, pre_sw, max_positions=max_positions, weights=weights)
     dec, dec_notes = decode_curve(config, dec_sw, max_positions=max_positions, host_bytes=host_bytes, weights=weights)
     label = "modelled NPU2" + (f", {weights} weights" if weights != "bf16" else "")
-    return {**({"weights": weights} if weights != "bf16" else {}), "source": SOURCE, "label": label, "layout": LAYOUT_SRC,
+    return flag_curve({**({"weights": weights} if weights != "bf16" else {}), "source": SOURCE, "label": label,
+                       "layout": LAYOUT_SRC,
             "phase6_seq": seq6, "phase6_ctx": ctx6, "max_positions": max_positions,
             "switches": {"prefill": dict(pre_sw), "decode": dict(dec_sw)},
             "prefill": {"axis": "prefill_len", "metric": "ttft_ms", "points": pre},
@@ -196,7 +200,7 @@ def npu2_curve(config: ModelConfig, prefill_switches: Mapping[str, bool], decode
                       f"seq_len, so a {seq6} build costs its {seq6}-point TTFT at any "
                       "prompt length up to it)",
                       f"decode points: prefill compiled for {seq6}; the decode step over a KV cache "
-                      "of C positions", *pre_notes, *dec_notes]}
+                      "of C positions", *pre_notes, *dec_notes]}, config)
 
 
 def point(curve: Mapping[str, Any], axis: str, x: int) -> dict[str, Any] | None:
@@ -232,6 +236,8 @@ def render_curve(curve: Mapping[str, Any], title: str) -> str:
         lines.extend(f"| {m} | " + " | ".join(_cell(p, k, f) for p in points) + " |" for m, k, f in rows)
         lines.extend([f"- {_label(p[xkey])}: {p['status']}: {p.get('detail', '')}" for p in points
                       if p["status"] != "ok" or p.get("detail")])
+        lines.extend(f"- {_label(p[xkey])}: TREND BREAK (npu_kernels.perf.trend): {p['trend_break']['detail']}"
+                     for p in points if p.get("trend_break"))
         lines.extend(f"- the sweep failed (not forgiven): {f}" for f in axis.get("failures", []))
         lines.append("")
 
@@ -269,6 +275,12 @@ def curve_png(curve: Mapping[str, Any], title: str) -> bytes:
                 pts = [p for p in c[axis]["points"] if p.get(ykey) is not None]
                 ax.plot([p[xkey] for p in pts], [p[ykey] for p in pts], style, marker="o", markersize=4,
                         linewidth=1.2, label=name_)
+                cliff = [p for p in pts if p.get("trend_break")]
+                if cliff:  # a point past its trend's bound (npu_kernels.perf.trend): marked, and named in the legend
+                    worst = max(cliff, key=lambda p: p["trend_break"]["factor"])["trend_break"]
+                    ax.plot([p[xkey] for p in cliff], [p[ykey] for p in cliff], linestyle="none", marker="X",
+                            markersize=10, color="tab:red",
+                            label=f"{name_}: trend break ({worst['factor']:.1f}x > {worst['bound']:.1f}x bound)")
             ax.set_xscale("log", base=2)
             xs = sorted({p[xkey] for _, c, _ in series for p in c[axis]["points"] if p.get(xkey)})
             if xs:

@@ -22,6 +22,7 @@ from ledger.events import (
     OptimizationTried,
     PerformanceMeasured,
     PhaseFailed,
+    PhaseInconclusive,
     PhasePassed,
     PhaseStarted,
     ReferenceBaselineRecorded,
@@ -335,3 +336,44 @@ def test_an_unreadable_payload_is_refused_naming_the_event() -> None:
     events[-1] = dataclasses.replace(events[-1], payload={"phase": "zero"})
     with pytest.raises(FoldError, match=rf"seq={len(events)} .* unreadable event"):
         fold(events)
+
+
+# --- inconclusive attempts (issue 46 item 4) ----------------------------------------------------------------------
+
+
+def inconclusive(phase: int, attempt: int) -> list[Event]:
+    return [PhaseStarted(phase=phase, attempt=attempt),
+            PhaseInconclusive(phase=phase, attempt=attempt, reasons=["inconclusive: gave no verdict on each of 3 tries"],
+                              tries=3)]
+
+
+def test_an_inconclusive_attempt_closes_without_passing_or_counting_as_a_failure() -> None:
+    state = fold(recorded(*through(2), *inconclusive(2, 1)))
+    assert state.status is Status.PHASE2 and state.open_attempt is None and Phase.BLOCK not in state.passed
+    assert state.failures.get(Phase.BLOCK, 0) == 0 and state.inconclusive[Phase.BLOCK] == 1
+    assert state.attempt_number(2) == 2 and "INCONCLUSIVE" in state.last_verdict
+    # the two-failures rule still needs two failures: inconclusive, failed, inconclusive, failed -> the 2nd failure
+    mixed = fold(recorded(*through(2), *inconclusive(2, 1), *failed(2, 2), *inconclusive(2, 3)))
+    assert mixed.status is Status.PHASE2 and mixed.failures[Phase.BLOCK] == 1 and mixed.inconclusive[Phase.BLOCK] == 1
+    assert mixed.escalates_on_failure() is False  # no attempt open; the next failure is the second
+    blocked = fold(recorded(*through(2), *inconclusive(2, 1), *failed(2, 2), *inconclusive(2, 3), *failed(2, 4),
+                            BlockerRaised(phase=2, reason="failed twice")))
+    assert blocked.status is Status.NEEDS_HUMAN_REVIEW and blocked.failures[Phase.BLOCK] == 2
+
+
+def test_inconclusive_in_a_row_goes_to_a_human_and_a_verdict_between_resets_the_run() -> None:
+    state = fold(recorded(*through(3), *inconclusive(3, 1), *inconclusive(3, 2)))
+    assert state.status is Status.NEEDS_HUMAN_REVIEW and state.failures.get(Phase.FULL_MODEL, 0) == 0
+    with pytest.raises(FoldError, match="needs human review"):
+        fold(recorded(*through(3), *inconclusive(3, 1), *inconclusive(3, 2), PhaseStarted(phase=3, attempt=3)))
+    resumed = fold(recorded(*through(3), *inconclusive(3, 1), *inconclusive(3, 2),
+                            BlockerRaised(phase=3, reason="inconclusive twice"),
+                            DeploymentResumed(phase=3, note="device reset"), *inconclusive(3, 3)))
+    assert resumed.status is Status.PHASE3 and resumed.inconclusive[Phase.FULL_MODEL] == 1
+    reset = fold(recorded(*through(3), *inconclusive(3, 1), *failed(3, 2), *inconclusive(3, 3)))
+    assert reset.status is Status.PHASE3  # a failure between: not two inconclusive in a row
+
+
+def test_an_inconclusive_verdict_needs_its_open_attempt() -> None:
+    with pytest.raises(FoldError, match="no open attempt"):
+        fold(recorded(*through(2), PhaseInconclusive(phase=2, attempt=1, reasons=["x"])))

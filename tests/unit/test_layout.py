@@ -55,6 +55,7 @@ LEVELS: tuple[str, ...] = (
     "npu_kernels.settings",        # the one module that reads the environment: imports nothing of the product
     "npu_kernels.thresholds",      # every number a verdict is judged against: imports nothing of the product
     "npu_kernels.provenance",      # where a figure comes from: the closed vocabulary (imports nothing of the product)
+    "npu_kernels.inconclusive",    # a device run with no verdict either way (an exception): imports nothing of the product
     "npu_kernels.numerics",        # leaf kernels: catalog, bf16, comparators, tiles, run_kernel, the executors
     "npu_kernels.model",           # config, architecture, weights, the decoder pipeline, HF reference, prompts, plan
     "npu_kernels.perf",            # the NPU2 performance model (and the physical-plausibility checks of evidence)

@@ -352,7 +352,8 @@ def test_try_pass_refuses_while_the_deployment_needs_human_review() -> None:
 
 
 def test_the_machine_offers_only_the_next_gate_its_failure_and_a_blocker() -> None:
-    assert sorted(DeploymentMachine(at_gate(3)).triggers()) == ["fail_phase_3", "pass_phase_3", "raise_blocker"]
+    assert sorted(DeploymentMachine(at_gate(3)).triggers()) == ["fail_phase_3", "inconclusive_phase_3", "pass_phase_3",
+                                                              "raise_blocker"]
 
 
 def test_the_pass_guard_of_the_machine_is_the_gate_predicate() -> None:
