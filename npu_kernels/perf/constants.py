@@ -13,7 +13,7 @@ Physical (not fitted):
 FLOORS: a fitted per-MAC time may not beat one tile's MMA peak (1 / (512 x 1.5e9) s per MAC).
 
 FITTED: the kernel cost model's constants (seconds per unit of the feature of the same name in
-`npu_kernels.perf.kernel_model`), fitted once by `npu_kernels.perf.fit.fit(kernel_rows())` on all 227 rows of
+`npu_kernels.perf.kernel_model`), fitted once by `npu_kernels.perf.fit.fit(kernel_rows())` on all 235 rows of
 anchors.toml (NNLS on relative error); `tests/unit/test_perf_model.py` refits and checks they still agree.
 EVIDENCE says what each means and which rows fix it.
 
@@ -47,21 +47,21 @@ DERIVED: dict[str, float] = {"q4_s_per_byte": 1.0 / Q4_STREAM_BPS}
 
 # fitted: python -c "from npu_kernels.perf.fit import fit; from npu_kernels.perf.anchors import kernel_rows; print(fit(kernel_rows()))"
 FITTED: dict[str, float] = {
-    "launch_s": 8.007e-05,
+    "launch_s": 8.009e-05,
     "gemm_s_per_mac_mmcc": 1.665e-12,
-    "gemm_s_per_mac_direct": 5.937e-12,
-    "gemm_s_per_call": 4.924e-08,
-    "gemm_s_per_block": 4.965e-06,
+    "gemm_s_per_mac_direct": 5.936e-12,
+    "gemm_s_per_call": 4.926e-08,
+    "gemm_s_per_block": 4.959e-06,
     "gemm_s_per_l2_chunk": 8.136e-07,
     "gemm_s_per_ddr_byte": 1.658e-11,
     "gemm_s_cast_launch": 0.00033,
-    "gemv_s_per_byte_per_column": 2.336e-10,
-    "gemv_s_per_call": 3.504e-07,
+    "gemv_s_per_byte_per_column": 2.335e-10,
+    "gemv_s_per_call": 3.503e-07,
     "rmsnorm_s_per_byte_per_tile": 3.287e-10,
     "rmsnorm_s_per_unit": 1.168e-07,
     "layernorm_s_per_byte_per_tile": 6.001e-10,
     "layernorm_s_per_unit": 0.0,
-    "rope_s_per_byte_per_tile": 9.306e-11,
+    "rope_s_per_byte_per_tile": 9.305e-11,
     "rope_s_per_unit": 2.731e-08,
     "eltwise_add_s_per_byte_per_tile": 0.0,
     "eltwise_add_s_per_unit": 1.354e-06,
@@ -69,12 +69,15 @@ FITTED: dict[str, float] = {
     "silu_mul_s_per_unit": 0.0,
     "gelu_s_per_byte_per_tile": 5.656e-10,
     "gelu_s_per_unit": 0.0,
-    "fa_s_pipeline_fill": 0.0005266,
+    "fa_s_pipeline_fill": 0.0005265,
     "fa_s_per_mac": 1.302e-12,
     "fa_s_per_mac_chunked": 2.069e-11,
     "fa_s_per_score": 2e-09,
     "fa_s_per_iteration": 3.996e-05,
     "fa_s_per_kv_byte": 2.99e-12,
+    "conv1d_s_per_byte_per_tile": 2.576e-10,
+    "conv1d_s_per_iteration": 0.0,
+    "eltwise_mul_s_per_byte_per_tile": 1.208e-10,
 }
 
 R = "programming_examples/kernel_registry/details/"
@@ -131,6 +134,15 @@ EVIDENCE: dict[str, str] = {
     "fa_s_per_score": "online softmax per score per tile (bf16 exp, max, rescale): 2.0 ns; the head_dim-64 rows.",
     "fa_s_per_iteration": "per (head group, q chunk) herd iteration (Q load, O store, state reset): 40 us; "
                           "heads sweep at 512x512 (2/12/64 heads, lines 151-153).",
+    "conv1d_s_per_byte_per_tile": "Conv1D per tile: 1/3.88 GB/s for the padded input, the 3 tap rows and the output "
+                                  "each tile moves; the herd_x 8/4/1 rows at 2048x2048 (594.6 / 1355 / 4367 us, "
+                                  "supported_kernels.md@0b499c9, Conv1D — tested shapes).",
+    "conv1d_s_per_iteration": "per tile_s-row iteration (halo window DMA round): fitted 0 - tile_s 4/8/16/32 at herd "
+                              "8x1 read 599.5 / 594.6 / 599.4 / 621.4 us, flat to 4 % and not falling with fewer "
+                              "iterations (the same table).",
+    "eltwise_mul_s_per_byte_per_tile": "Element-wise Multiply per tile (2 in + 1 out bf16): 1/8.28 GB/s; its two "
+                                       "rows 1024x1024 180.5 us and 2048x2048 451.6 us (supported_kernels.md"
+                                       "@0b499c9, Element-wise Multiply — tested shapes), within 2 % of Add's 437 us.",
     "fa_s_per_kv_byte": "K/V stream per iteration: 1/334 GB/s effective (broadcast over the cascade); the GQA "
                         "32/8 vs 32/32 rows (lines 149-150).",
 }
