@@ -27,9 +27,12 @@ def rows() -> list[dict]:
     for r in held_out_table():
         (tt, mt), (tp, mp), (wg, mw) = r["ttft_s"], r["decode_tok_s"], r["decode_weights_gib"]
         out.append({"model": r["model"], "role": r["role"], "src": r["src"],
-                    "ttft_s": tt, "measured_ttft_s": mt, "ttft_error": round(tt / mt - 1, 4),
+                    "ttft_s": tt, "measured_ttft_s": mt, "ttft_error": round(tt / mt - 1, 4) if mt else None,
                     "tokens_per_s": tp, "measured_tokens_per_s": mp, "tps_error": round(tp / mp - 1, 4),
-                    "decode_weights_gib": wg, "stated_decode_weights_gib": mw})
+                    "decode_weights_gib": wg, "stated_decode_weights_gib": mw,
+                    "measured_nightly_tokens_per_s": r["nightly_decode_tok_s"][1],
+                    "nightly_tps_error": (round(tp / r["nightly_decode_tok_s"][1] - 1, 4)
+                                          if r["nightly_decode_tok_s"][1] else None)})
     return out
 
 
@@ -44,7 +47,7 @@ def write_png(table: list[dict], path: str) -> str:
     x = range(len(table))
     for ax, key, label in ((axes[0], "ttft_s", "TTFT at 2048 (s)"), (axes[1], "tokens_per_s", "decode (tok/s)")):
         ax.bar([i - 0.2 for i in x], [r[key] for r in table], 0.4, label="modelled NPU2")
-        ax.bar([i + 0.2 for i in x], [r["measured_" + key] for r in table], 0.4, label="measured NPU2 (README)")
+        ax.bar([i + 0.2 for i in x], [r["measured_" + key] or 0 for r in table], 0.4, label="measured NPU2 (README)")
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
         ax.set_title(label)
@@ -68,9 +71,14 @@ def main(argv=None) -> int:
           f"{'W GiB':>6s} {'stated':>6s}")
     for r in table:
         stated = f"{r['stated_decode_weights_gib']:6.3f}" if r["stated_decode_weights_gib"] else f"{'-':>6s}"
-        print(f"{r['model']:14s} {r['role']:11s} {r['ttft_s']:7.2f} {r['measured_ttft_s']:6.2f} {r['ttft_error']:+7.1%} "
+        meas = (f"{r['measured_ttft_s']:6.2f} {r['ttft_error']:+7.1%}" if r["measured_ttft_s"] else f"{'-':>6s} {'-':>7s}")
+        print(f"{r['model']:14s} {r['role']:11s} {r['ttft_s']:7.2f} {meas} "
               f"{r['tokens_per_s']:6.2f} {r['measured_tokens_per_s']:6.2f} {r['tps_error']:+7.1%} "
               f"{r['decode_weights_gib']:6.3f} {stated}")
+    for r in table:
+        if r["measured_nightly_tokens_per_s"]:
+            print(f"{r['model']:14s} nightly decode sweep at 2048: {r['tokens_per_s']:.2f} vs "
+                  f"{r['measured_nightly_tokens_per_s']:.2f} tok/s ({r['nightly_tps_error']:+.1%})")
     print("\nsources:")
     for r in table:
         print(f"  {r['model']}: {r['src']}")
