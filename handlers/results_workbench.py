@@ -92,7 +92,7 @@ def registry_merge_json(added: dict[str, int]) -> dict[str, Any]:
 
 
 _FINDING = obj({"file": STR, "what": STR, "kind": STR, "at": STR, "status": STR, "absent": arr(STR),
-                "read": maybe(STR), "fails": BOOL, "twin_copy": maybe(STR)})
+                "read": maybe(STR), "fails": BOOL, "twin_copy": maybe(STR), "since": maybe(STR)})
 _EVENT = obj({"seq": INT, "stream_id": STR, "type": STR, "payload": ANY_OBJECT})
 SCHEMAS: dict[str, dict] = {
     "quantize": obj({"path": STR, "format": STR, "layout": STR, "sha256": STR, "padded": arr(STR)}),

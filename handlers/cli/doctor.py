@@ -48,6 +48,9 @@ def doctor_lines(report: dict) -> list[str]:
     for f in findings:
         absent = ", ".join(f["absent"] if f["status"] == "new" else map(repr, f["absent"]))
         note = f"read the twin's own copy, {f['twin_copy']}" if f["twin_copy"] else ""
+        if f["status"] == "n/a" and f.get("since") and not report["twin"]:  # a file mlir-air added later
+            note = (f"not in this checkout: added upstream after {report['contract_commit'][:7]} (read at "
+                    f"{f['since'][:7]}): {f['what']}")
         rows.append((f["file"], f["kind"], f["status"],
                      "; ".join(x for x in (absent or ("file not found" if f["status"] == "missing" else ""), note) if x)))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]

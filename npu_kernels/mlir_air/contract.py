@@ -11,7 +11,8 @@ read at, what must be there) plus the harness Makefiles' variables and targets, 
 * `contract_checks()`: every `Check` of the toml and of the harness table.
 * `check_checkout(dir, extra)`: one `ContractFinding` per check (status `ok`, `differs`, `missing` or `n/a`), reading a real
   checkout's files, or in a `ledger twin` directory the file that plays the part (`Check.twin`); a check with
-  `since` (a file added after the contract's commit, e.g. the 4-bit dequant harness) is `n/a` where the file is absent.
+  `since` (a file added after the contract's commit, e.g. the 4-bit dequant harness) is `n/a` where the file is absent
+  (`as_json()["since"]`: `ledger doctor` names the commit it was read at, so an older checkout is told what came after).
 * `usable_checkout(dir)`: None when `dir` can be run against, else one line saying why not (unset, not an
   mlir-air checkout, a check that fails) — the preflight of `ledger advance --executor mlir-air`.
 
@@ -64,7 +65,8 @@ class ContractFinding:
     def as_json(self) -> dict:
         c = self.check
         return {"file": c.file, "what": c.what, "kind": c.kind, "at": c.at, "status": self.status,
-                "absent": [" | ".join(a) if isinstance(a, tuple) else a for a in self.absent], "read": self.read}
+                "absent": [" | ".join(a) if isinstance(a, tuple) else a for a in self.absent], "read": self.read,
+                "since": c.since or None}
 
 
 def _harness_checks() -> list[Check]:

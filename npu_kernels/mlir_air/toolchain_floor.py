@@ -1,7 +1,8 @@
 """The toolchain versions an mlir-air run records, and the floor below which the contract says nothing builds
 (issue #38 item 4): Peano >= 21 for every model, the llvm-aie mlir-air's CI pins at e972f29, and >= 22 for a
 model directory that requires it (gemma4_e2b_q4nx's lit `REQUIRES: peano_ge22`); a version mlir-air found to build
-wrong code is named (`known_bad`).
+wrong code is named (`known_bad`), with the build its nightly verifies with since (22.0.0.2026090201+a36c62b9 on
+2026-09-14, issue 46).
 
 Versions, in the keys mlir-air's nightly records with every perf row (.github/workflows/nightlyPerfBenchmark.yml
 @0252fbd, step "Combine perf JSON": `toolchain.llvm_aie_version` is `pip show llvm-aie`'s Version, e.g.
@@ -122,8 +123,11 @@ def floor_refusal(versions: Mapping[str, Any], model: str | None = None) -> str 
 
 def known_bad(versions: Mapping[str, Any]) -> str | None:
     """One line when a recorded version is one mlir-air found to build wrong code (contract.toml
-    [[toolchain.known_bad]]), else None."""
+    [[toolchain.known_bad]]), naming the build mlir-air's nightly verifies with instead when the entry has one;
+    else None."""
     for bad in KNOWN_BAD:
         if versions.get(bad["key"]) == bad["version"]:
-            return f"{bad['key']} {bad['version']} is known to build wrong code ({bad['source']})"
+            instead = (f"; mlir-air's nightly verifies with {bad['instead']} ({bad['instead_source']})"
+                       if bad.get("instead") else "")
+            return f"{bad['key']} {bad['version']} is known to build wrong code ({bad['source']}){instead}"
     return None

@@ -103,3 +103,32 @@ def test_an_attention_script_without_the_sliding_window_is_named(tmp_path):
     script.write_text("\n".join(check.items[:-1]) + "\n")  # the flag, but a reference without the window mask
     (finding,) = [f for f in check_checkout(tmp_path) if f.check is check]
     assert finding.status == "differs" and finding.absent == (check.items[-1],)
+
+
+def test_contract_v5_pins_the_prefill_bench_and_the_fused_prefill_switch_and_an_older_checkout_is_told(tmp_path):
+    """Issue 46: files mlir-air added after e972f29 that decide what a prefill figure is - shared/infra/
+    prefill_bench.py (f4a41dd: the TTFT / prompt_len lines model_profile.py parses) and verify/runners/
+    fused_prefill.py (dc94617: $FUSED_PREFILL_DIR with a manifest.json runs the fused engine, else the per-op
+    prefill) - are checked where present, n/a on a checkout that predates them, and doctor names what came later."""
+    assert CONTRACT_VERSION == 5  # v4: the sliding window (#48); v5: these files
+    later = {c.file: c for c in contract_checks() if c.since}
+    bench = later["programming_examples/llms/shared/infra/prefill_bench.py"]
+    fused = later["programming_examples/llms/verify/runners/fused_prefill.py"]
+    assert bench.since.startswith("f4a41dd") and fused.since.startswith("dc94617")
+    old = tmp_path / "old"  # laid out like e972f29: the verify runner, neither later file
+    (old / "programming_examples" / "llms" / "verify").mkdir(parents=True)
+    (old / "programming_examples" / "llms" / "verify" / "verify_runner.py").write_text("# e972f29\n")
+    by_file = {f.check.file: f for f in check_checkout(old)}
+    assert by_file[bench.file].status == by_file[fused.file].status == "n/a"
+    assert not by_file[bench.file].fails and not by_file[fused.file].fails
+    done = cli(tmp_path, "doctor", str(old))
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith(bench.file))
+    assert "n/a" in line and "added upstream after e972f29 (read at f4a41dd)" in line
+    js = json.loads(cli(tmp_path, "doctor", str(old), "--json").stdout)
+    assert {f["file"]: f["since"] for f in js["findings"] if f["since"]}[fused.file] == fused.since
+    # a later checkout whose bench lost the TTFT line differs, by name
+    src = old / bench.file
+    src.parent.mkdir(parents=True)
+    src.write_text("\n".join(i for i in bench.items if "TTFT" not in i))
+    found = next(f for f in check_checkout(old) if f.check is bench)
+    assert found.status == "differs" and found.absent == ("Time to first token (TTFT): {wall:.3f}s",)

@@ -20,6 +20,7 @@ from tests.e2e.cli import in_process
 OLD_PEANO = "20.0.0.2026010101+0123abcd"  # below the floor: no mlir-air CI at the contract's commit used a Peano 20
 PINNED = "21.0.0.2026080601+f4a72c27"  # the llvm-aie mlir-air's CI pins at e972f29 (and history.ndjson's `peano`)
 LLVM22 = "22.0.0.2026081201+046b11f9"  # the LLVM 22 nightly nightlyPerfBenchmark.yml@0252fbd found miscompiling
+NIGHTLY_0914 = "22.0.0.2026090201+a36c62b9"  # the build the nightly verifies every model with (sweep_history@15f33a3)
 
 
 def test_doctor_on_a_twin_below_the_floor_refuses_in_one_line_naming_the_floor(tmp_path):
@@ -65,6 +66,18 @@ def test_doctor_names_a_known_bad_peano_as_a_warning(tmp_path):
     bad = write_twin(tmp_path / "bad", peano=LLVM22)
     done = in_process(tmp_path / "ws", "doctor", str(bad))
     assert done.returncode == 0 and "known to build wrong code" in done.stderr
+
+
+def test_the_known_bad_warning_names_the_build_the_nightly_verifies_with_and_that_build_is_clean(tmp_path):
+    """Issue 46: the nightly of 2026-09-14 (run 34806564676) builds with 22.0.0.2026090201+a36c62b9 and every model
+    verifies; the warning for the miscompiling 22 build points there, and that build meets every floor unwarned."""
+    warning = known_bad({"llvm_aie_version": LLVM22})
+    assert f"nightly verifies with {NIGHTLY_0914}" in warning and "34806564676" in warning
+    assert known_bad({"llvm_aie_version": NIGHTLY_0914}) is None
+    assert floor_refusal({"llvm_aie_version": NIGHTLY_0914}, "gemma4_e2b_q4nx") is None
+    good = write_twin(tmp_path / "good", peano=NIGHTLY_0914)
+    done = in_process(tmp_path / "ws", "doctor", str(good))
+    assert done.returncode == 0 and "known to build wrong code" not in done.stderr
 
 
 def test_ledger_twin_refuses_a_peano_that_is_not_a_version(tmp_path):
