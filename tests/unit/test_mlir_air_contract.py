@@ -132,3 +132,16 @@ def test_contract_v5_pins_the_prefill_bench_and_the_fused_prefill_switch_and_an_
     src.write_text("\n".join(i for i in bench.items if "TTFT" not in i))
     found = next(f for f in check_checkout(old) if f.check is bench)
     assert found.status == "differs" and found.absent == ("Time to first token (TTFT): {wall:.3f}s",)
+
+
+def test_a_checkout_at_the_contracts_commit_is_not_failed_for_the_later_harness_makefiles(tmp_path):
+    """The Conv1D and Element-wise Multiply harness Makefiles (harnesses.toml, conv1d_depthwise@73a1160 and
+    eltwise_mul@e0eee76) appeared after e972f29: on a checkout that predates them they are n/a with the commit
+    named, not `missing` (`ledger doctor` on a real e972f29 checkout reported 4 differences for them before)."""
+    later = {f.check.file: f for f in check_checkout(tmp_path) if f.check.kind in ("make_vars", "targets")
+             and f.check.since}
+    assert set(later) == {"programming_examples/conv1d_depthwise/Makefile", "programming_examples/eltwise_mul/Makefile"}
+    assert all(f.status == "n/a" and not f.fails for f in later.values())
+    assert later["programming_examples/eltwise_mul/Makefile"].check.at.startswith("e0eee76")
+    required = [f for f in check_checkout(tmp_path) if f.check.kind == "make_vars" and not f.check.since]
+    assert required and all(f.status == "missing" for f in required)  # the e972f29 harnesses stay required
