@@ -71,7 +71,8 @@ def main(argv=None) -> int:
           f"{'W GiB':>6s} {'stated':>6s}")
     for r in table:
         stated = f"{r['stated_decode_weights_gib']:6.3f}" if r["stated_decode_weights_gib"] else f"{'-':>6s}"
-        meas = (f"{r['measured_ttft_s']:6.2f} {r['ttft_error']:+7.1%}" if r["measured_ttft_s"] else f"{'-':>6s} {'-':>7s}")
+        meas = (f"{r['measured_ttft_s']:6.2f} {r['ttft_error']:+7.1%}" if r["measured_ttft_s"]
+                else f"{'-':>6s} {'-':>7s}")
         print(f"{r['model']:14s} {r['role']:11s} {r['ttft_s']:7.2f} {meas} "
               f"{r['tokens_per_s']:6.2f} {r['measured_tokens_per_s']:6.2f} {r['tps_error']:+7.1%} "
               f"{r['decode_weights_gib']:6.3f} {stated}")

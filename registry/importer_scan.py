@@ -225,7 +225,8 @@ def _later(key, name, header, cells, heading, sha, date, rel):
             rtol=spec["rtol"], atol=spec["atol"], mean_rel_L1=l1, latency_us=f["latency_us"], tile=f["tile"],
             herd=herd, source="imported", provenance_class=IMPORTED_REGISTRY, caveat=caveat, measured_at=date,
             provenance={"file": Path(rel).name, "sha256": sha, "table": " | ".join(header),
-                        "row": " | ".join(cells), "status_text": f["status"], "schema_commit": spec["commit"]},
+                        "row": " | ".join(cells), "status_text": f["status"],
+                        "schema_commit": spec["index_commit"] if name == "index" else spec["commit"]},
             note=f["status"] if f["verdict"] != "PASS" or caveat else "",
         )
         out.append((ident, str(uuid.uuid5(NAMESPACE, f"{sha}|{key}|{ident[1]}|{ident[2]}")), event))

@@ -205,6 +205,15 @@ def later_fields(key: str, name: str, header: tuple[str, ...], cells: list[str],
                      "verdict": "PASS" if text == "PASS" else "FAIL", "status": c["verdict"], "mean_rel_L1": None,
                      "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}
                     for hx, hy in herds]
+        if key == "conv1d" and name == "index":  # supported_kernels.md@0b499c9: `seq×channels`, k, hx/hy/tile_s
+            seq, ch = ints(c["(seq×channels)"])[:2]
+            cfg = ints(c["config (hx/hy/tile_s)"])
+            if ints(c["k"]) != [3] or len(cfg) != 3:
+                return None
+            verdict, _ = status_of(c["Status"])
+            return [{"shape": {"seq": seq, "C": ch}, "tile": {"herd_x": cfg[0], "herd_y": cfg[1], "tile_s": cfg[2]},
+                     "verdict": verdict, "status": c["Status"], "mean_rel_L1": _first_number(c["mean_rel_L1"]),
+                     "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}]
         if key == "eltwise_mul":
             verdict, _ = status_of(c["Status"])
             return [{"shape": {"N": ints(c["N"])[0]}, "tile": {}, "verdict": verdict, "status": c["Status"],

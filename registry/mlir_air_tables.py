@@ -80,13 +80,21 @@ EMULATED = "🧪"
 # (the pad-gate table under "Gate on a NONZERO pad", two rows per shape; the "Placement sweep (NPU2, seq=2048,
 # C=2048)" config sweep, one row per herd/tile_s at the heading's shape). Element-wise Multiply:
 # details/EltwiseMul_bf16.md at e0eee76dd218 ("Per-shape data"). Tolerances from each page's "Tolerances" section.
+# The index's own tested-shapes tables for both (`index`, supported_kernels.md at 0b499c9ad5c7: "## Conv1D — tested
+# shapes", "## Element-wise Multiply — tested shapes", the idle-NPU2 figures), read at `index_commit`.
+INDEX_LATER_COMMIT = "0b499c9ad5c76ff076280a182df302e6928d2698"
 LATER: dict[str, dict] = {
     "conv1d": {"page": "Conv1D_bf16", "commit": "ff1efdb0bb98fe1ad8e641bef95ac6abdabd99d4", "rtol": 1.6e-2,
-               "atol": 5e-2, "tables": (("pad", ("pad", "seq×C", "mean_rel_L1", "verdict")),
-                                        ("placement", ("hx×hy", "tile_s", "L1", "verdict", "latency")))},
+               "atol": 5e-2, "index_commit": INDEX_LATER_COMMIT,
+               "tables": (("pad", ("pad", "seq×C", "mean_rel_L1", "verdict")),
+                          ("placement", ("hx×hy", "tile_s", "L1", "verdict", "latency")),
+                          ("index", ("(seq×channels)", "k", "config (hx/hy/tile_s)", "latency", "bandwidth",
+                                     "mean_rel_L1", "Used by", "Status")))},
     "eltwise_mul": {"page": "EltwiseMul_bf16", "commit": "e0eee76dd218c1cf135d75d4494f8ae78040f63e", "rtol": 1.6e-2,
-                    "atol": 5e-2, "tables": (("", ("N", "(as 2-D)", "latency", "bandwidth", "mean_rel_L1",
-                                                   "Status")),)},
+                    "atol": 5e-2, "index_commit": INDEX_LATER_COMMIT,
+                    "tables": (("", ("N", "(as 2-D)", "latency", "bandwidth", "mean_rel_L1", "Status")),
+                               ("index", ("N", "(as 2-D)", "config (hx/hy/tile_n)", "latency", "bandwidth",
+                                          "mean_rel_L1", "Used by", "Status")))},
 }
 
 # --- cell formatting --------------------------------------------------------------------------------------

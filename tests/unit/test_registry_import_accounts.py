@@ -133,3 +133,29 @@ def test_measured_at_is_the_files_last_commit_date_in_a_git_checkout(tmp_path, k
     import_registry_accounted(lg, kernel_registry)
     dates = {e.payload["measured_at"] for e in lg.read_stream("registry:import") if e.payload["kernel"] != "gemm"}
     assert dates == {"2026-09-03"}
+
+
+def test_a_later_index_imports_the_measured_conv1d_and_element_wise_multiply_rows(tmp_path, kernel_registry):
+    """Issue 46: supported_kernels.md at 0b499c9 gained tested-shapes tables for Conv1D and Element-wise Multiply with
+    the idle-NPU2 figures (594.6 us / 28.2 GB/s at 2048x2048 herd 8x1 tile_s 8; 451.6 us / 55.7 GB/s at N=4194304).
+    Their headers have schemas (registry.mlir_air_tables.LATER `index`), so a later checkout imports with nothing
+    skipped (before, both tables were refused: exit 1 unless --allow-skip)."""
+    index = kernel_registry / "supported_kernels.md"
+    later = (FIXTURES / "upstream_registry_later" / "supported_kernels_0b499c9.md").read_text(encoding="utf-8")
+    index.write_text(index.read_text(encoding="utf-8") + "\n---\n\n" + later, encoding="utf-8")
+    lg = _ledger(tmp_path)
+    result = import_registry_accounted(lg, kernel_registry)
+    assert result.skipped == 0
+    rows = {a.kernel: a for a in result.accounts
+            if a.file == "supported_kernels.md" and a.kernel in ("conv1d", "eltwise_mul")}
+    assert (rows["conv1d"].read, rows["conv1d"].imported) == (7, 7)
+    assert (rows["eltwise_mul"].read, rows["eltwise_mul"].imported + rows["eltwise_mul"].duplicate) == (2, 2)
+    events = [e.payload for e in lg.read_stream("registry:import")]
+    conv = {(p["shape"]["seq"], p["tile"].get("herd_x"), p["tile"].get("tile_s")): p for p in events
+            if p["kernel"] == "conv1d" and p["provenance"]["file"] == "supported_kernels.md"}
+    best = conv[2048, 8, 8]
+    assert best["latency_us"] == 594.6 and best["verdict"] == "PASS" and best["mean_rel_L1"] == pytest.approx(2.8e-3)
+    assert best["provenance"]["schema_commit"].startswith("0b499c9") and conv[2048, 1, 4]["latency_us"] == 4367
+    assert conv[8, 8, 8]["latency_us"] is None  # the decode-scale row has no latency
+    mul = [p for p in events if p["kernel"] == "eltwise_mul" and p["shape"] == {"N": 4194304}]
+    assert [p["latency_us"] for p in mul] == [451.6]
