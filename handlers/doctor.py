@@ -47,7 +47,10 @@ def registry_news(directory: str | Path) -> list[ContractFinding]:
     out = []
     for a in read_markdown(folder)[1]:
         if a.kernel in LATER:
-            note = f"read by the importer's {a.kernel} schema ({LATER[a.kernel]['page']}.md at {LATER[a.kernel]['commit'][:7]})"
+            spec = LATER[a.kernel]
+            page, at = (("supported_kernels", spec["index_commit"]) if a.file == "supported_kernels.md"
+                        else (spec["page"], spec["commit"]))
+            note = f"read by the importer's {a.kernel} schema ({page}.md at {at[:7]})"
         elif any("no schema" in s for s in a.skipped):
             note = "no schema: `ledger registry import` refuses these rows (--allow-skip imports the rest)"
         else:

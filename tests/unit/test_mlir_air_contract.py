@@ -145,3 +145,13 @@ def test_a_checkout_at_the_contracts_commit_is_not_failed_for_the_later_harness_
     assert later["programming_examples/eltwise_mul/Makefile"].check.at.startswith("e0eee76")
     required = [f for f in check_checkout(tmp_path) if f.check.kind == "make_vars" and not f.check.since]
     assert required and all(f.status == "missing" for f in required)  # the e972f29 harnesses stay required
+
+
+def test_the_later_index_tables_are_listed_as_new_and_read_by_their_0b499c9_schema(tmp_path):
+    reg = tmp_path / "checkout" / "programming_examples" / "kernel_registry"
+    shutil.copytree(FIXTURES / "upstream_registry_tables", reg)
+    later = (FIXTURES / "upstream_registry_later" / "supported_kernels_0b499c9.md").read_text(encoding="utf-8")
+    (reg / "supported_kernels.md").write_text((reg / "supported_kernels.md").read_text(encoding="utf-8") + "\n" + later)
+    news = [f for f in registry_news(tmp_path / "checkout") if f.check.file.endswith("supported_kernels.md")]
+    assert len(news) == 2 and all(f.status == "new" and not f.fails for f in news)
+    assert all("supported_kernels.md at 0b499c9" in f.absent[0] for f in news)
