@@ -33,12 +33,6 @@ Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (
 # "Element-wise Multiply — tested shapes", imported into anchors.toml). Before those rows existed (Conv1D_bf16.md
 # at ff1efdb0, EltwiseMul_bf16.md at e0eee76d: every latency cell ⏳) both were costed on Element-wise Add's.
 SHORTCONV = ("eltwise_mul", "conv1d")
-KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
-# LFM2's short-convolution kernels: no NPU2 latency is published for either (Conv1D_bf16.md at ff1efdb0 and
-# EltwiseMul_bf16.md at e0eee76d: every latency cell ⏳, "contaminated by an unrelated NPU holder"), so neither
-# has constants of its own: both are costed on Element-wise Add's fitted ones (`_borrowed`), which the pages
-# name as their timing control (EltwiseMul: "the same DSL body ... Element-wise Add a valid control").
-BORROWED = ("eltwise_mul", "conv1d")
 KERNELS = ("gemm", "gemv", "flash_attention") + STREAMING + Q4_KERNELS + SHORTCONV
 MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
 FUSED_CAST_METHODS = ("fused-cast",)

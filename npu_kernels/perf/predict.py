@@ -110,8 +110,8 @@ def predict(config, seq: int = 2048, switches=None, ctx: int = 128, host_bytes: 
                      "divisible by 512 and emb_dim/512 <= 4 core rows (npu_kernels.model.config.is_lean)")
     if Lc:
         notes.append(f"{Lc} of {L} layers are short convolutions (their own front ELFs, the shared MLP tail, no KV "
-                     "cache); conv1d and eltwise_mul are costed on Element-wise Add's constants (no NPU2 latency of "
-                     "either is published)")
+                     "cache); conv1d and eltwise_mul are costed on their own constants, fitted on the idle-NPU2 rows of "
+                     "supported_kernels.md@0b499c9 (anchors.toml)")
     fit = memory_fit(plan, config, ctx, host_bytes)
     notes += fit.lines()
     return Prediction(
