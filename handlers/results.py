@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 from handlers.triage import Match
 from npu_kernels.numerics.run import KernelResult
 from npu_kernels.backends.kernel_runners import figure_class
-from npu_kernels.provenance import IMPORTED_README, MODELLED_NPU2
+from npu_kernels.provenance import IMPORTED_NIGHTLY, IMPORTED_README, MODELLED_NPU2
 from ledger.events import KernelVerified, LayerDiagnosed, TokenGateChecked
 
 STR: dict = {"type": "string"}
@@ -192,6 +192,7 @@ def predict_json(prediction, weights: str = "bf16", measured: dict | None = None
         if "nightly_decode_tok_s" in measured:  # the nightly decode sweep's figure at context 2048
             out["measured"]["nightly_decode_tokens_per_s"] = measured["nightly_decode_tok_s"]
             out["measured"]["nightly_src"] = measured["nightly_src"]
+            out["measured"]["nightly_provenance"] = IMPORTED_NIGHTLY
     if calibration is not None:  # handlers.predicting: the machine the figures are for (`ledger perf calibrate`)
         out["calibration"] = calibration
     return out

@@ -106,6 +106,7 @@ def test_qwen3_4b_q4nx_is_a_held_out_row_with_its_readme_and_nightly_decode_figu
     measured = json.loads(r.output)["measured"]
     assert measured["ttft_s"] is None and measured["decode_tokens_per_s"] == 15.04
     assert measured["nightly_decode_tokens_per_s"] == 19.13 and measured["role"] == "held-out"
+    assert measured["provenance"] == "imported:mlir-air-readme" and measured["nightly_provenance"].endswith("nightly")
     text = CliRunner().invoke(cli, ["predict", "tests/fixtures/configs/qwen3-4b.json", "--weights", "q4nx-device"])
     assert text.exit_code == 0 and "no TTFT stated, 15.04 tok/s" in text.output and "19.13 tok/s" in text.output
 
