@@ -58,9 +58,8 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | N
     notes = list(deployment_config(app.ledger, created).arch.notes)  # e.g. a multimodal folder's text decoder
     memory = memory_line(memory_need(deployment_config(app.ledger, created), executor), machine_memory_bytes())
     click.echo(json.dumps({**results.init_json(created, executor, target, dtype), "notes": notes}) if as_json else
-               "\n".join([f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
-                           f"{next_steps(created, executor)}", *(f"note: {escaped(n)}" for n in notes),
-                          memory]))
+               "\n".join([memory, f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
+                           f"{next_steps(created, executor)}", *(f"note: {escaped(n)}" for n in notes)]))
     refresh_projections(app)
 
 

@@ -40,8 +40,8 @@ def test_in_scope_configs_are_accepted_and_phase_0_fails_cleanly_on_missing_weig
         assert ledger_json(tmp_path, "log", "--json") == []
         return
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1].startswith("memory: about ")
-    name = proc.stdout.split()[1]
+    assert proc.stdout.splitlines()[0].startswith("memory: about ")  # first: the `next:` line stays the last
+    name = proc.stdout.splitlines()[1].split()[1]
     proc = ledger(tmp_path, "advance", name, "--until", "0")
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "model.embed_tokens.weight" in proc.stderr  # the first missing tensor is named

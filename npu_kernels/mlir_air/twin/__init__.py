@@ -173,7 +173,7 @@ def _verify_runner_script() -> str:
             "# and [verify] lines); the work is npu-ledger's npu_kernels.mlir_air.twin.verify_runner.\n"
             "import os, sys\n"
             f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
-            "env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''),\n"
+            "env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get('PYTHONPATH')) if p),\n"
             "           NPU_LEDGER_VERIFY_DIR=os.path.dirname(os.path.abspath(__file__)))\n"
             "os.execve(PY, [PY, '-m', 'npu_kernels.mlir_air.twin.verify_runner', *sys.argv[1:]], env)\n")
 
@@ -184,7 +184,7 @@ def _bench_script(name: str, module: str) -> str:
             f"# record); the work is npu-ledger's {module}.\n"
             "import os, sys\n"
             f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
-            "env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))\n"
+            "env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get('PYTHONPATH')) if p))\n"
             f"os.execve(PY, [PY, '-m', {module!r}, *sys.argv[1:]], env)\n")
 
 
