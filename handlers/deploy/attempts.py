@@ -256,7 +256,9 @@ def record_inconclusive(unit: DeploymentUnit, phase: Phase, attempt: int, e: Inc
             f"phase {int(phase)} inconclusive on {in_a_row} attempts in a row (the last after {e.tries} device runs "
             f"without a verdict): {e.reason}")))
     seqs = unit.commit(events)
-    matches = sorted((m.to_json() for m in triage_text(e.reason)), key=lambda j: (-j["confidence"], j["rule_id"]))
+    own = {"executor": unit.state.executor if unit.state else None, "deployment": unit.name}
+    matches = sorted((m.to_json() for m in triage_evidence(own, e.reason)),
+                     key=lambda j: (-j["confidence"], j["rule_id"]))
     unit.commit([FailureTriaged(subject_seq=seqs[1], subject_type="PhaseInconclusive", matches=matches,
                                 summary=matches[0]["root_cause"] if matches else "no known pattern matches")])
     log.warning("phase inconclusive", deployment=unit.name, phase=int(phase), attempt=attempt, tries=e.tries,

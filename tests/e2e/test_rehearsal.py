@@ -39,7 +39,7 @@ def test_the_documented_rehearsal_deploys_the_tiny_llama_on_a_twin_and_the_audit
 
     # 2. init, then what its `next:` line names, in order
     said = _typed(ws, "init", str(tiny_llama), "--name", "tiny", "--executor", "mlir-air")
-    steps = said.splitlines()[0].split("; next: ", 1)[1].split(", then ")
+    steps = next(ln for ln in said.splitlines() if "; next: " in ln).split("; next: ", 1)[1].split(", then ")
     assert steps == ["ledger scaffold tiny --stand-in emulated", "ledger advance tiny"], said
     for step in steps:
         _typed(ws, *shlex.split(step)[1:])
