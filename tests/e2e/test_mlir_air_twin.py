@@ -5,7 +5,10 @@ from the twin's own make targets and report files (real make, real subprocesses,
 It runs twice from one Phase 1 (the kernels, which no verify runner touches): with a schema-only verify runner
 (tests/e2e/schema_only_verify.py) that writes only what mlir-air's report schema holds, as a real checkout's
 runner does, to deployed, so a gate that needs evidence mlir-air does not produce fails here; and with the
-stand-in's own runner through Phase 3, the phases that read the one key it adds (UNTIL below)."""
+stand-in's own runner through Phase 3, the phases that read the one key it adds (UNTIL below). The schema-only
+variant runs Phases 2-7 in a checkout without the twin's marker, on a simulated NPU2 host, through a model directory
+scaffolded with `--stand-in emulated`: issue #45's second laundering case (every figure stays a rehearsal); the
+first (a harness table pointing at the twin) has a test of its own below."""
 
 from __future__ import annotations
 
@@ -70,12 +73,23 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     shutil.copytree(root / "ws", ws)
     runner = twin / "programming_examples" / "llms" / "verify" / "verify_runner.py"
     runner.write_text(stand_in_runner)
+    checkout = twin
     if verify_runner == "schema-only":
-        schema_only_verify.install(twin)
-    monkeypatch.setenv("MLIR_AIR_DIR", str(twin))
+        # Issue #45 laundering case 2 in the same run: Phases 2-7 in a checkout without the marker (whose runner
+        # writes only mlir-air's report schema), on a host whose probes all say NPU2, through a model directory
+        # scaffolded with `--stand-in emulated` (its stand_in.json): every figure must still be a rehearsal
+        checkout = _real_looking_checkout(twin, tmp_path / "checkout")
+        schema_only_verify.install(checkout)
+        _meet_the_contract(checkout)
+        _simulated_npu2_host(tmp_path, monkeypatch)
+    monkeypatch.setenv("MLIR_AIR_DIR", str(checkout))
     monkeypatch.setenv("LEDGER_NPU_LOCK", str(root / "npu.lock"))
+    if checkout != twin:
+        assert ledger(ws, "scaffold", "tiny", "--stand-in", "emulated").returncode == 0
+        assert (checkout / "programming_examples" / "llms" / "tiny" / "stand_in.json").is_file()
     until = UNTIL[verify_runner]
-    proc = ledger(ws, "advance", "tiny", *(["--until", str(until)] if until < 7 else []), timeout=1500)
+    proc = ledger(ws, "advance", "tiny", *(["--until", str(until)] if until < 7 else []), timeout=1500,
+                  fresh=checkout != twin)  # a fresh interpreter imports the simulated host's pyxrt
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     status = ledger_json(ws, "status", "tiny")
@@ -83,12 +97,15 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     if until == 7:
         assert status["status"] == "deployed" and status["evaluation"] == "PASS"
     events = ledger_json(ws, "log", "--stream", "deployment:tiny")
-    commit = subprocess.run(["git", "-C", str(twin), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    model_dir = twin / "programming_examples" / "llms" / "tiny"
+    def head(where: Path) -> str:
+        return subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 
-    kernels = [e["payload"] for e in events if e["type"] == "KernelVerified"]
+    commit = head(checkout)
+    model_dir = checkout / "programming_examples" / "llms" / "tiny"
+
+    kernels = [e["payload"] for e in events if e["type"] == "KernelVerified"]  # Phase 1 ran on the twin
     assert kernels and all(k["source"] == "harness" and str(twin) in k["provenance"]["command"] for k in kernels)
-    assert all(k["provenance"]["toolchain"]["mlir_air_commit"] == commit for k in kernels)
+    assert all(k["provenance"]["toolchain"]["mlir_air_commit"] == head(twin) for k in kernels)
     # the Peano version the twin's toolchain.json records, in the key mlir-air's nightly uses (#38 item 4)
     assert {k["provenance"]["toolchain"]["llvm_aie_version"] for k in kernels} == {TWIN_PEANO}
     # the plan's contract on the hardware path: K=512 GEMMs on the low tier, K=1024 on the high tier
@@ -115,7 +132,7 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
             gates.append(p)
             from_make(p["provenance"], "verify")
             from_make(p["provenance"]["walk"], "verify-walk")  # the walk: its own target, command and report
-            assert p["provenance"]["walk"]["report_path"].startswith(str(twin / "programming_examples/llms/verify/reports"))
+            assert p["provenance"]["walk"]["report_path"].startswith(str(checkout / "programming_examples/llms/verify/reports"))
             assert p["tf_steps"] == p["n_tokens"] == 32 and p["tf_passed"] and p["passed"]
             assert p["text_ours"] and p["text_ours"] == tok.decode(p["tokens_ours"])  # our side's text, not ''
             if verify_runner == "schema-only":
@@ -128,7 +145,7 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     assert block["provenance"]["cosine_source"] == (
         "mean per-position cosine" if verify_runner == "schema-only" else "whole-tensor")
     # the gate's prompts are the checkout's prompt file, raw-encoded (not the chat template)
-    prompt_file = (twin / "programming_examples/llms/verify/prompts/instruct.txt").read_text().splitlines()
+    prompt_file = (checkout / "programming_examples/llms/verify/prompts/instruct.txt").read_text().splitlines()
     phase3 = [g for g in gates if g["context"] == "phase3"]
     assert [g["prompt"] for g in phase3] == [x for x in prompt_file if x and not x.startswith("#")][:2]
     assert not [e for e in events if e["type"] == "PhaseFailed"]
@@ -151,7 +168,7 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     # reports/sweep_prefill.json are ignored), and ARCHITECTURE.md, written before Phases 4-5 switched anything on,
     # states the switches the ledger records now
     assert (model_dir / "reports" / "sweep_prefill.json").is_file()
-    porcelain = [line for line in subprocess.run(["git", "-C", str(twin), "status", "--porcelain", "--untracked-files=all"],
+    porcelain = [line for line in subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "--untracked-files=all"],
                                                  capture_output=True, text=True, check=True).stdout.splitlines()
                  if not line.endswith("llms/verify/verify_runner.py")]  # this test installed its own runner above
     scaffolded = set(json.loads((model_dir / ".npu-ledger-scaffold.json").read_text())) | {".npu-ledger-scaffold.json"}
@@ -162,6 +179,31 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     names = ("fusion", "weight_residency", "intermediate_bos", "seq_first")
     assert stated_switches((model_dir / "ARCHITECTURE.md").read_text()) == {
         "prefill": {k: bool(recorded.get(k)) for k in names}, "decode": {k: bool(recorded.get("decode:" + k)) for k in names}}
+    if checkout != twin:
+        _a_stand_in_model_directory_stays_a_rehearsal(ws, events)
+
+
+def _a_stand_in_model_directory_stays_a_rehearsal(ws: Path, events: list) -> None:
+    """Laundering case 2 (issue #45): the host said NPU2 in every probe, the checkout has no marker; the model
+    directory's stand_in.json makes every Phase 2-7 figure a stand-in rehearsal, so nothing is calibrated or exported
+    and no page shows an NPU2 measurement. (At dd99c44 the backend read only MLIR_AIR_DIR's marker: npu2-measured.)"""
+    from npu_kernels.provenance import perf_row_provenance
+
+    perf = [e["payload"] for e in events if e["type"] == "PerformanceMeasured" and e["payload"]["executor"] == "mlir-air"]
+    assert perf
+    for p in perf:
+        facts = p["profile"].get("provenance") or p["profile"]["npu2"]["provenance"]
+        assert facts["device"] == SIMULATED_DEVICE and facts["toolchain"]["aie_opt"]  # the host said NPU2
+        assert p["provenance_class"] == perf_row_provenance(p) == "standin-rehearsal"
+    calibrated = ledger(ws, "perf", "calibrate")
+    assert calibrated.returncode != 0 and "npu2-measured" in calibrated.stderr.lower() + calibrated.stdout.lower()
+    for series in ("history", "sweep", "prefill_sweep"):
+        done = in_process(ws, "perf", "export-history", "--series", series)
+        assert done.returncode == 0 and done.stdout == "", (series, done.stdout)
+    pages = "".join(p.read_text() for p in (ws / "llms" / "tiny").rglob("*.md"))
+    # no table cell or gate line says NPU2 measured (the pages' legend explains the label, so the text is not searched)
+    assert "| measured NPU2 |" not in pages and "**measured on NPU2**" not in pages
+    assert "stand-in rehearsal" in pages
 
 
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
@@ -344,46 +386,3 @@ def test_a_harness_table_pointing_at_a_twin_is_a_rehearsal_on_an_npu2_looking_ho
     assert "ran in a stand-in as this host's files show: inside a `ledger twin` checkout" in standin_on_disk(scrubbed_rec)
     # a row dd99c44 would have recorded here: a command, no `ran`: never NPU2 now, and the claim is a finding
     assert "claims npu2-measured but its recorded facts make it unattested" in provenance_claim_problem(old_rec)
-
-
-@pytest.mark.slow
-def test_a_stand_in_model_directory_in_a_real_looking_checkout_is_a_rehearsal_on_an_npu2_looking_host(
-        through_phase1, tmp_path, monkeypatch):
-    """Laundering case 2: `ledger scaffold NAME --stand-in emulated` into a checkout without the marker, on a host
-    whose probes all say NPU2. Phases 2-7 run the stand-in model directory (its stand_in.json): every figure is a
-    stand-in rehearsal, so nothing is calibrated or exported, and the model pages show no NPU2 measurement."""
-    root, _ = through_phase1
-    twin = root / "mlir-air"
-    ws = tmp_path / "ws"
-    shutil.copytree(root / "ws", ws)
-    real = _real_looking_checkout(twin, tmp_path / "checkout")
-    schema_only_verify.install(real)  # the checkout's own verify runner writes only mlir-air's report schema
-    _meet_the_contract(real)
-    _simulated_npu2_host(tmp_path, monkeypatch)
-    monkeypatch.setenv("MLIR_AIR_DIR", str(real))
-    monkeypatch.setenv("LEDGER_NPU_LOCK", str(root / "npu.lock"))
-    assert ledger(ws, "scaffold", "tiny", "--stand-in", "emulated").returncode == 0
-    assert (real / "programming_examples" / "llms" / "tiny" / "stand_in.json").is_file()
-    proc = ledger(ws, "advance", "tiny", timeout=1500, fresh=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    status = ledger_json(ws, "status", "tiny")
-    assert status["status"] == "deployed" and status["evaluation"] == "PASS"
-
-    from npu_kernels.provenance import perf_row_provenance
-
-    perf = [e["payload"] for e in ledger_json(ws, "log", "--stream", "deployment:tiny")
-            if e["type"] == "PerformanceMeasured" and e["payload"]["executor"] == "mlir-air"]
-    assert perf
-    for p in perf:
-        facts = p["profile"].get("provenance") or p["profile"]["npu2"]["provenance"]
-        assert facts["device"] == SIMULATED_DEVICE and facts["toolchain"]["aie_opt"]  # the host said NPU2
-        assert p["provenance_class"] == perf_row_provenance(p) == "standin-rehearsal"
-    calibrated = ledger(ws, "perf", "calibrate")
-    assert calibrated.returncode != 0 and "npu2-measured" in calibrated.stderr.lower() + calibrated.stdout.lower()
-    for series in ("history", "sweep", "prefill_sweep"):
-        done = in_process(ws, "perf", "export-history", "--series", series)
-        assert done.returncode == 0 and done.stdout == "", (series, done.stdout)
-    pages = "".join(p.read_text() for p in (ws / "llms" / "tiny").rglob("*.md"))
-    # no table cell or gate line says NPU2 measured (the pages' legend explains the label, so the text is not searched)
-    assert "| measured NPU2 |" not in pages and "**measured on NPU2**" not in pages
-    assert "stand-in rehearsal" in pages
