@@ -151,11 +151,18 @@ def figure_provenance(source: str, facts: Mapping[str, Any] | None) -> str:
     return UNATTESTED
 
 
+def perf_run_facts(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The recorded facts of the run behind a PerformanceMeasured payload (Phases 4-5: profile.provenance; Phase 6:
+    profile.npu2.provenance), {} when it records none."""
+    prof = payload.get("profile") or {}
+    return dict(prof.get("provenance") or (prof.get("npu2") or {}).get("provenance") or {})
+
+
 def perf_row_provenance(payload: Mapping[str, Any]) -> str:
     """A PerformanceMeasured payload's class, re-derived from its profile's source and recorded facts (Phases 4-5:
     profile.provenance; Phase 6: profile.npu2.provenance), never from its `provenance_class` claim."""
     prof = payload.get("profile") or {}
-    facts = prof.get("provenance") or (prof.get("npu2") or {}).get("provenance") or {}
+    facts = perf_run_facts(payload)
     source = str(prof.get("source") or "")
     if not source:  # a record that names no source is the executor's own wall time (registry.perf_records)
         return CPU_EMULATOR if payload.get("executor") in ("emulated", "torch") else UNATTESTED

@@ -31,7 +31,8 @@ from npu_kernels.thresholds import (
     per_position_threshold,
 )
 from npu_kernels.mlir_air.checkout import standin_reasons, where_it_ran
-from npu_kernels.provenance import NPU2_MEASURED, claim_problem, kernel_row_provenance, perf_row_provenance
+from npu_kernels.provenance import (NPU2_MEASURED, claim_problem, kernel_row_provenance, perf_row_provenance,
+                                    perf_run_facts)
 from ledger import Checkpoint, Ledger
 from ledger.events import parse_event
 from ledger.record import RecordedEvent
@@ -282,16 +283,6 @@ def provenance_claim_problem(rec: RecordedEvent) -> str | None:
     return None
 
 
-def _run_facts(rec: RecordedEvent) -> dict:
-    """The recorded provenance of the run behind a KernelVerified or PerformanceMeasured (what the readers in
-    npu_kernels.provenance derive the class from)."""
-    p = rec.payload
-    if rec.type == "KernelVerified":
-        return dict(p.get("provenance") or {})
-    prof = p.get("profile") or {}
-    return dict(prof.get("provenance") or (prof.get("npu2") or {}).get("provenance") or {})
-
-
 def standin_on_disk(rec: RecordedEvent) -> str | None:
     """A figure whose recorded facts make it npu2-measured, re-checked where it ran: its command (and timing run's)
     read again against this host's files (npu_kernels.mlir_air.checkout.where_it_ran from the recorded working
@@ -301,7 +292,8 @@ def standin_on_disk(rec: RecordedEvent) -> str | None:
     if rec.type not in ("KernelVerified", "PerformanceMeasured"):
         return None
     derived = kernel_row_provenance(rec.payload) if rec.type == "KernelVerified" else perf_row_provenance(rec.payload)
-    facts = _run_facts(rec)
+    facts = (dict(rec.payload.get("provenance") or {}) if rec.type == "KernelVerified"
+             else perf_run_facts(rec.payload))
     if derived != NPU2_MEASURED or not facts.get("command"):
         return None
     cwd = (facts.get("ran") or {}).get("cwd")

@@ -3,6 +3,7 @@ and the npu-ledger checkout whose code the stand-in's scripts and a scaffolded m
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 MARKER = ".npu-ledger-twin"  # written at the root of a stand-in checkout (npu_kernels.mlir_air.twin.write_twin)
@@ -22,6 +23,7 @@ _CODE_SUFFIXES = (".py", ".sh", ".mk")
 _CODE_NAMES = ("Makefile", "makefile", "GNUmakefile")
 _SCAN_FILES = 64  # code files read per directory, at most
 _SCAN_BYTES = 1 << 20  # one file read, at most (a Makefile or script; larger files are not scripts we run)
+_STANDIN_PACKAGE = ROOT / "npu_kernels" / "mlir_air" / "twin"  # STANDIN_CODE's folder in this checkout
 
 
 def _reads_standin_code(path: Path) -> bool:
@@ -59,7 +61,7 @@ def standin_reasons(path: str | Path) -> list[str]:
             reasons.append(f"inside a stand-in model directory ({STANDIN_MODEL_FILE} in {anc.name})")
             break
     if p == ROOT or ROOT in p.parents:
-        if p == ROOT / "npu_kernels" / "mlir_air" / "twin" or (ROOT / "npu_kernels" / "mlir_air" / "twin") in p.parents:
+        if p == _STANDIN_PACKAGE or _STANDIN_PACKAGE in p.parents:
             reasons.append("npu-ledger's stand-in code (npu_kernels/mlir_air/twin)")
         return reasons
     if p.is_dir():
@@ -74,8 +76,6 @@ def standin_reasons(path: str | Path) -> list[str]:
 def _named_paths(command: str, cwd: Path) -> tuple[list[Path], list[str]]:
     """The existing paths a shell command names (each word, a `KEY=value`'s or `--opt=value`'s value, resolved
     against `cwd`), and the Python modules it runs (`-m MODULE`)."""
-    import shlex
-
     try:
         words = shlex.split(command)
     except ValueError:  # unbalanced quotes: read the words as the shell would not; take them whitespace-split
