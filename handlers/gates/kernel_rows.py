@@ -87,15 +87,8 @@ def run(ctx: GateRun) -> GateOutcome:
             failed_kernels.append(row.kernel)
             continue
         except Inconclusive as e:  # no verdict on any fresh-process try: the device is suspect, no more rows run
-            where = f"Phase 1 row {i}/{len(rows)} {row.kernel} {shape_text}"
-            if not failed_kernels:  # nothing failed before it: the attempt gives no verdict (module docstring)
-                evidence = {"kind": "kernel", "kernel": row.kernel, "shape": dict(row.shape), "tile": dict(row.tile or {}),
-                            "contract": row.contract or get_spec(row.kernel).default_contract, "runtime_hang": True,
-                            "transcript": getattr(e, "transcript", None)}
-                raise Inconclusive(f"{where}: {e.reason}; the rows before it are not recorded", e.tries,
-                                   evidence) from e
-            failures.append(f"{where}: not run to a verdict, the rows after it not run: {e.reason}")
-            break  # a failure before it is a signal: the phase fails on it (its evidence stays recorded)
+            failures.append(_no_verdict(e, f"Phase 1 row {i}/{len(rows)} {row.kernel} {shape_text}", row, failed_kernels))
+            break  # a row that failed before it is a signal: the phase fails on it (its evidence stays recorded)
         digest = event.provenance.get("output_sha256")
         if digest:
             row_text = f"{row.kernel} {shape_text} {event.contract}"
@@ -128,6 +121,18 @@ def run(ctx: GateRun) -> GateOutcome:
                        summary=f"{n_pass}/{len(rows)} planned kernel shapes pass on {state.executor}/{state.target}"
                                + (f" ({n_carried} carried from the failed attempt, not re-run)" if n_carried else "")
                                + (f" ({n_caveat} GEMM rows FAIL only by the near-zero atol artifact)" if n_caveat else ""))
+
+
+def _no_verdict(e: Inconclusive, where: str, row: KernelRow, failed_kernels: list[str]) -> str:
+    """A row whose harness gave no verdict on any try: with nothing failed before it the attempt gives none either -
+    `Inconclusive` again, naming the row and carrying its triage evidence; after a failure, the reason line the failed
+    phase records for it (the module docstring)."""
+    if failed_kernels:
+        return f"{where}: not run to a verdict, the rows after it not run: {e.reason}"
+    evidence = {"kind": "kernel", "kernel": row.kernel, "shape": dict(row.shape), "tile": dict(row.tile or {}),
+                "contract": row.contract or get_spec(row.kernel).default_contract, "runtime_hang": True,
+                "transcript": getattr(e, "transcript", None)}
+    raise Inconclusive(f"{where}: {e.reason}; the rows before it are not recorded", e.tries, evidence) from e
 
 
 def verify_row(runner: KernelRunner, row: KernelRow, *, when: str | None = None,

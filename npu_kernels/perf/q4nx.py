@@ -247,6 +247,15 @@ def predict_weights(config: ModelConfig, weights: str = "bf16", seq: int = 2048,
     return _device(config, p, seq, host_bytes)
 
 
+def _seq_first_host(c: ModelConfig, seq: int, p: Prediction, totals: dict) -> tuple[dict[str, float], float]:
+    """The prefill's host ops (ms) and the seconds taken off: without the seq<->head transposes when the prefill
+    runs the seq-first temporal kernel (`runs_temporal_fa`), `totals` adjusted to match."""
+    host = dict(p.host["prefill"])
+    dropped = host.pop(TRANSPOSE_OP, 0.0) / 1e3 if runs_temporal_fa(c, seq) else 0.0
+    totals["prefill"]["host"] = round(totals["prefill"]["host"] - dropped * 1e3, 4)
+    return host, dropped
+
+
 def _device(c: ModelConfig, p: Prediction, seq: int, host_bytes: int | None = None) -> Prediction:
     L = c.n_layers
     per_elf = {k: dict(v) for k, v in p.per_elf.items() if not k.startswith("decode:")}
@@ -267,10 +276,7 @@ def _device(c: ModelConfig, p: Prediction, seq: int, host_bytes: int | None = No
         e["total_ms"] = round(e["total_ms"] - saved * 1e3, 4)
         totals["prefill"]["npu"] = round(totals["prefill"]["npu"] - saved * 1e3, 4)
         per_kernel["prefill"]["flash_attention"] = round(per_kernel["prefill"]["flash_attention"] - saved * 1e3, 4)
-    # the seq-first temporal kernel: the head-first host transposes are not run (`runs_temporal_fa`)
-    host_prefill = dict(p.host["prefill"])
-    dropped = host_prefill.pop(TRANSPOSE_OP, 0.0) / 1e3 if runs_temporal_fa(c, seq) else 0.0
-    totals["prefill"]["host"] = round(totals["prefill"]["host"] - dropped * 1e3, 4)
+    host_prefill, dropped = _seq_first_host(c, seq, p, totals)
     ttft = p.ttft_s - saved - dropped
     d = fused_decode_s(c)
     cal = calibration()
