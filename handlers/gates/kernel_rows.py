@@ -57,7 +57,7 @@ def run(ctx: GateRun) -> GateOutcome:
     host = platform.node() or "unknown"
     evidence_of: dict[str, str] = {}  # transcript sha256 -> the row it is evidence for
     passed_before = _passed_before(state)
-    runner = make_runner(state.executor, state.target)  # one runner for every row of the attempt
+    runner = make_runner(state.executor, state.target, inconclusive_up=True)  # one runner for every row of the attempt
     n_carried = 0
     for i, row in enumerate(rows, start=1):
         shape_text = row.shape_text

@@ -225,6 +225,15 @@ def test_a_phase_1_harness_that_times_out_on_every_try_makes_the_attempt_inconcl
     assert state.status.value == "phase1" and state.failures.get(Phase.KERNELS, 0) == 0
     status = json.loads(in_process(ws, "status", "tiny", "--json").stdout)
     assert (status["inconclusive"]["phase"], status["inconclusive"]["tries"]) == (1, 3)
+    # the runner the evaluator's re-measurement and `reverify` make (no inconclusive_up): the same hang is a FAIL
+    # row saying it timed out on every try (evidence of that re-measurement, as before), never an exception
+    from npu_kernels.backends.kernel_runners import make_runner
+    from npu_kernels.numerics.catalog import CATALOG
+    from npu_kernels.numerics.row import KernelRow
+
+    row = KernelRow("eltwise_add", dict(CATALOG["eltwise_add"].small_shape))
+    fields = make_runner("mlir-air").verify(row, attempt=1, when="2026-12-04T00:00:00Z", host="h").fields
+    assert fields["verdict"] == "FAIL" and fields["not_measured"] == "timeout"
 
 
 def test_a_harness_run_killed_at_its_timeout_then_ended_is_its_result_with_the_try_recorded(tmp_path, monkeypatch):
