@@ -26,6 +26,7 @@ from ledger.events import (
     OptimizationTried,
     PerformanceMeasured,
     ReferenceBaselineRecorded,
+    SpeculationChecked,
     TokenGateChecked,
     WeightsChecked,
 )
@@ -36,7 +37,7 @@ from npu_kernels.thresholds import (
     quant_budget_problems,
     strictest_quant_budget,
 )
-from statemachine.checks import conv_state_problem, kernel_problem, token_gate_problem
+from statemachine.checks import conv_state_problem, kernel_problem, speculation_problem, token_gate_problem
 from statemachine.gate import GateContext, GateResult, Predicate, kernel_key
 from statemachine.phases import Phase
 from statemachine.state import EVALUATION_PASSES, DeploymentState, Evidence
@@ -275,8 +276,19 @@ def gate_4_prefill_faster_and_gate_kept(state: DeploymentState, context: GateCon
 
 
 def gate_5_decode_faster_and_gate_kept(state: DeploymentState, context: GateContext) -> GateResult:
-    """Every applied decode optimisation kept the token gate; final ms_per_token strictly below the baseline."""
-    return _faster_and_gate_kept(state, Phase.DECODE_OPT, "ms_per_token")
+    """Every applied decode optimisation kept the token gate; final ms_per_token strictly below the baseline; with a
+    declared drafter, a SpeculationChecked whose streams with and without it are equal on every prompt (its
+    acceptance length is a figure, never part of the verdict)."""
+    faster = _faster_and_gate_kept(state, Phase.DECODE_OPT, "ms_per_token")
+    if not faster or not state.drafter:
+        return faster
+    found = _latest(state, SpeculationChecked)
+    if found is None:
+        return _no("a deployment with a drafter without SpeculationChecked in the attempt")
+    problem = speculation_problem(found.event)
+    if problem:
+        return _no(f"SpeculationChecked seq {found.seq}: speculation refused: {problem}")
+    return _yes(f"{faster.reason}; speculation exact on {len(found.event.prompts)} prompt(s) (seq {found.seq})")
 
 
 def gate_6_finalized(state: DeploymentState, context: GateContext) -> GateResult:
