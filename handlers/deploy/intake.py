@@ -70,8 +70,8 @@ def init(
     (handlers.gates.speculation); `draft_block` tokens are drafted per round; `drafter_faults` are the speculative
     loop's test faults (drills; tests only). A mismatched vocabulary, a drafter no smaller than the model, or the
     mlir-air executor is refused in one line."""
-    if drafter is not None and executor == "mlir-air":
-        raise DeploymentError("--drafter is not driven on --executor mlir-air (mlir-air's DFlash --exactness harness is "
+    if drafter is not None and not backend_type(executor).runs_speculation:
+        raise DeploymentError(f"--drafter is not driven on --executor {executor} (mlir-air's DFlash --exactness harness is "
                               "qwen3_4b_q4nx's own and `ledger scaffold` writes none); nothing was recorded")
     _refuse_request(dtype, base, q4nx_style, executor)
     path = Path(model).expanduser().resolve()

@@ -19,7 +19,7 @@ from typing import Any
 
 from handlers import narrate
 from handlers.gates import GateRun
-from handlers.gates.runtime import model_backend
+from handlers.gates.runtime import backend_class, model_backend
 from ledger.events import OptimizationTried, SpeculationChecked
 from npu_kernels.backends.in_process import InProcessBackend
 from npu_kernels.model.architecture import load_raw_config, resolve
@@ -37,7 +37,7 @@ from npu_kernels.thresholds import TOKEN_GATE_STEPS
 
 def drafter_problem(state, drafter: dict[str, Any]) -> str | None:
     """Why the declared drafter cannot run now (None: it can): the executor, or its folder changed since init."""
-    if state.executor == "mlir-air":
+    if not backend_class(state).runs_speculation:
         return ("speculative decoding is not driven on the mlir-air path (mlir-air's DFlash --exactness harness is "
                 "qwen3_4b_q4nx's own; this tool's scaffold writes none)")
     folder = Path(drafter.get("path", ""))
