@@ -219,14 +219,21 @@ def gate_2_block_ok(state: DeploymentState, context: GateContext) -> GateResult:
     if not b.per_position_min >= position_min:
         return _no(f"BlockValidated seq {found.seq} per-position min {b.per_position_min} < {position_min}")
     if _hybrid(state):  # a short-convolution model: its carried state must hold too (npu_kernels.model.conv_state)
-        conv = _latest(state, ConvStateChecked)
-        if conv is None:
-            return _no("a hybrid model (short-convolution layers) without a ConvStateChecked in the attempt")
-        why = conv_state_problem(conv.event)
+        why = _required_problem(state, ConvStateChecked, conv_state_problem, "a hybrid model (short-convolution layers)")
         if why:
-            return _no(f"ConvStateChecked seq {conv.seq}: {why}")
+            return _no(why)
     return _yes(f"layer {b.layer} cosine {b.cosine:.4f} >= {cosine_min}, per-position min "
                 f"{b.per_position_min:.4f} >= {position_min}, no NaN (seq {found.seq})")
+
+
+def _required_problem(state: DeploymentState, event_type: type[Event], problem, who: str) -> str | None:
+    """Why the attempt's latest `event_type` (required of `who`) cannot count (None: it can): missing, or what
+    `problem` (statemachine.checks) re-derives from it."""
+    found = _latest(state, event_type)
+    if found is None:
+        return f"{who} without a {event_type.__name__} in the attempt"
+    why = problem(found.event)
+    return f"{event_type.__name__} seq {found.seq}: {why}" if why else None
 
 
 def _token_gates_ok(state: DeploymentState) -> GateResult:
@@ -282,12 +289,10 @@ def gate_5_decode_faster_and_gate_kept(state: DeploymentState, context: GateCont
     faster = _faster_and_gate_kept(state, Phase.DECODE_OPT, "ms_per_token")
     if not faster or not state.drafter:
         return faster
+    why = _required_problem(state, SpeculationChecked, speculation_problem, "a deployment with a drafter")
+    if why:
+        return _no(why)
     found = _latest(state, SpeculationChecked)
-    if found is None:
-        return _no("a deployment with a drafter without SpeculationChecked in the attempt")
-    problem = speculation_problem(found.event)
-    if problem:
-        return _no(f"SpeculationChecked seq {found.seq}: speculation refused: {problem}")
     return _yes(f"{faster.reason}; speculation exact on {len(found.event.prompts)} prompt(s) (seq {found.seq})")
 
 
