@@ -438,7 +438,8 @@ class SpeculationChecked(Measured):
     block: int  # tokens the drafter proposes per round; a verify pass checks block + 1 positions
     n_tokens: int  # greedy tokens compared per prompt
     prompts: list[dict[str, Any]] = Field(default_factory=list)  # {index, prompt, tokens_spec, tokens_plain,
-    #                                                               first_divergence, acceptance}
+    #   first_divergence, acceptance[, teacher_forced_divergence: where the streams differ, the verify pass fed the
+    #   plain stream: the first step it disagrees with it, None when it never does]}
     passed: bool
     exact_prompts: int
     acceptance_mean: float | None = None

@@ -2,7 +2,8 @@
 
 On every gate prompt (the token gate's: 2, or 8 with `advance --full`), the deployment's backend with the switches
 Phase 5 kept decodes `TOKEN_GATE_STEPS` greedy tokens twice: with the drafter (npu_kernels.model.speculative) and
-without it. Speculation is accepted only if the two streams are equal on every prompt; the acceptance length
+without it. Where the two differ, the verify pass is also run teacher-forced on the plain stream
+(`teacher_forced_verify`), so the reason says whether the verify pass or what the loop did with it is at fault. Speculation is accepted only if the two streams are equal on every prompt; the acceptance length
 (tokens committed per verify pass) with its standard error is recorded beside it as a performance figure of the
 CPU emulator, never as pass/fail. One `SpeculationChecked` holds both streams of every prompt, so the state
 machine and the evaluator re-derive the verdict from it (statemachine.checks.speculation_problem).
@@ -30,6 +31,7 @@ from npu_kernels.model.speculative import (
     first_divergence,
     greedy_stream,
     speculative_stream,
+    teacher_forced_verify,
 )
 from npu_kernels.provenance import CPU_EMULATOR
 from npu_kernels.thresholds import TOKEN_GATE_STEPS
@@ -67,8 +69,11 @@ def speculation_event(ctx: GateRun, phase_events: list) -> SpeculationChecked | 
         narrate.report(f"speculation: prompt {prompt.index}, drafter block {block}, with and without the drafter")
         spec = speculative_stream(backend.pipeline, draft.pipeline, prompt.tokens, TOKEN_GATE_STEPS, block, faults)
         plain = greedy_stream(backend.pipeline, prompt.tokens, TOKEN_GATE_STEPS)
-        rows.append({"index": prompt.index, "prompt": prompt.text, "tokens_spec": spec.tokens, "tokens_plain": plain,
-                     "first_divergence": first_divergence(spec.tokens, plain), "acceptance": spec.acceptance})
+        row = {"index": prompt.index, "prompt": prompt.text, "tokens_spec": spec.tokens, "tokens_plain": plain,
+               "first_divergence": first_divergence(spec.tokens, plain), "acceptance": spec.acceptance}
+        if row["first_divergence"] is not None:  # where needed: is it the verify pass, or what is done with it?
+            row["teacher_forced_divergence"] = teacher_forced_verify(backend.pipeline, prompt.tokens, plain, block)
+        rows.append(row)
         lengths += spec.acceptance
     mean, sem = acceptance_summary(lengths)
     exact = sum(r["first_divergence"] is None for r in rows)
@@ -89,9 +94,13 @@ def speculation_reasons(event: SpeculationChecked) -> list[str]:
         if i is None:
             continue
         spec, plain = r["tokens_spec"], r["tokens_plain"]
+        tf = r.get("teacher_forced_divergence")
+        where = ("; teacher-forced on the plain stream the verify pass agrees at every step: the acceptance or the "
+                 "caches between rounds are at fault" if tf is None else
+                 f"; teacher-forced on the plain stream the verify pass itself differs at step {tf}")
         out.append(f"speculation: prompt {r['index']}: the tokens with the drafter differ from those without it at "
                    f"step {i} ({spec[i] if i < len(spec) else 'none'} vs {plain[i] if i < len(plain) else 'none'})"
-                   + drill)
+                   + where + drill)
     return out
 
 

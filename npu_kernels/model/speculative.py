@@ -108,6 +108,22 @@ def speculative_stream(target, drafter, prompt_tokens, n_tokens: int, block: int
     return SpeculativeRun(tokens=gen[:n_tokens], acceptance=acceptance)
 
 
+def teacher_forced_verify(target, prompt_tokens, plain: list[int], block: int = DEFAULT_BLOCK) -> int | None:
+    """The verify pass teacher-forced on the plain greedy stream `plain`: blocks of block + 1 of its tokens, each
+    verified where plain decoding put them; the first step whose verified token is not plain's next one (None:
+    every step agrees). Run where the free streams differ: agreement here puts the fault in the acceptance or
+    in the caches between rounds, not in the verify pass's numerics."""
+    prompt = np.asarray(prompt_tokens, np.int64).reshape(-1)
+    target.prefill(prompt)
+    for start in range(0, len(plain) - 1, block + 1):
+        chunk = plain[start : start + block + 1]
+        post = verify_block(target, chunk, len(prompt) + start)
+        for j, tok in enumerate(post):
+            if start + j + 1 < len(plain) and tok != plain[start + j + 1]:
+                return start + j + 1
+    return None
+
+
 def first_divergence(a: list[int], b: list[int]) -> int | None:
     """The first index where two token streams differ (a length difference counts); None when equal."""
     for i, (x, y) in enumerate(zip(a, b)):

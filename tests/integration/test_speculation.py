@@ -51,6 +51,9 @@ def test_a_speculation_drill_fails_the_gate_naming_the_prompt_and_step(fault, tm
     assert why and "differ from those without it at step" in why, why
     reasons = speculation_reasons(event)
     assert reasons and all(fault in r and "differ from those without it" in r for r in reasons), reasons
+    # teacher-forced on the plain stream the verify pass agrees: the fault is in what the loop accepts
+    assert all(r["teacher_forced_divergence"] is None for r in event.prompts if r["first_divergence"] is not None)
+    assert all("the verify pass agrees at every step" in r for r in reasons)
     # the acceptance length is recorded whatever the verdict, and is the figure of the recorded lengths
     lengths = [n for r in event.prompts for n in r["acceptance"]]
     assert event.n_verify_passes == len(lengths) and event.acceptance_mean == pytest.approx(sum(lengths) / len(lengths))
