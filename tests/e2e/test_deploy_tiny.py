@@ -238,6 +238,11 @@ def test_phases_4_and_5_give_the_same_verdicts_and_figures_with_a_cpu_hog_beside
         hog.wait()
     idle, loaded = _phase_4_5_figures(deployed, "tiny"), _phase_4_5_figures(loaded_ws, "tiny")
     assert idle and idle == loaded
+    # Phase 5's speculation: the same streams and acceptance lengths beside a CPU hog (no wall clock in it)
+    spec = [[{k: e["payload"][k] for k in ("prompts", "passed", "acceptance_mean", "acceptance_sem")}
+             for e in ledger_json(ws, "log", "--stream", "deployment:tiny") if e["type"] == "SpeculationChecked"]
+            for ws in (deployed, loaded_ws)]
+    assert spec[0] and spec[0] == spec[1]
     sources = {e["payload"]["profile"]["source"] for e in ledger_json(loaded_ws, "log", "--stream", "deployment:tiny")
                if e["type"] == "PerformanceMeasured"}
     assert sources == {"modelled-npu2"}
