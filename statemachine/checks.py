@@ -135,16 +135,19 @@ def speculation_problem(s: SpeculationChecked) -> str | None:
     for r in s.prompts:
         spec, plain = list(r.get("tokens_spec", [])), list(r.get("tokens_plain", []))
         if len(plain) != s.n_tokens or not spec:
-            return f"prompt {r.get('index')}: {len(plain)} tokens without the drafter, {s.n_tokens} recorded as compared"
+            return (f"prompt {r.get('index')}: {len(plain)} tokens without the drafter, {s.n_tokens} recorded as "
+                    "compared")
         same = spec == plain
         if same != (r.get("first_divergence") is None):
-            return f"prompt {r.get('index')}: the recorded first divergence {r.get('first_divergence')} contradicts its streams"
+            return (f"prompt {r.get('index')}: the recorded first divergence {r.get('first_divergence')} contradicts "
+                    "its streams")
         if not same:
             step = next((i for i, (a, b) in enumerate(zip(spec, plain)) if a != b), min(len(spec), len(plain)))
             return f"prompt {r.get('index')}: the tokens with the drafter differ from those without it at step {step}"
         exact += 1
     if exact != s.exact_prompts or not s.passed:
-        return f"records passed={s.passed}, {s.exact_prompts} exact prompts; its streams say {exact} of {len(s.prompts)}"
+        return (f"records passed={s.passed}, {s.exact_prompts} exact prompts; its streams say {exact} of "
+                f"{len(s.prompts)}")
     if s.faults:  # a drill whose fault left every stream exact still accepts nothing
         return f"a drill (test faults {', '.join(s.faults)}) left every stream exact"
     return None

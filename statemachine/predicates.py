@@ -219,7 +219,8 @@ def gate_2_block_ok(state: DeploymentState, context: GateContext) -> GateResult:
     if not b.per_position_min >= position_min:
         return _no(f"BlockValidated seq {found.seq} per-position min {b.per_position_min} < {position_min}")
     if _hybrid(state):  # a short-convolution model: its carried state must hold too (npu_kernels.model.conv_state)
-        why = _required_problem(state, ConvStateChecked, conv_state_problem, "a hybrid model (short-convolution layers)")
+        why = _required_problem(state, ConvStateChecked, conv_state_problem,
+                                "a hybrid model (short-convolution layers)")
         if why:
             return _no(why)
     return _yes(f"layer {b.layer} cosine {b.cosine:.4f} >= {cosine_min}, per-position min "

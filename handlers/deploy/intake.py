@@ -23,7 +23,8 @@ from npu_kernels.model.q4nx_device import STYLES
 from npu_kernels.model.size_bounds import size_problem
 from npu_kernels.model.weights import header_problem
 from npu_kernels.model.digest import model_digest
-from npu_kernels.model.speculative import DEFAULT_BLOCK, MAX_BLOCK, SPEC_FAULTS
+from npu_kernels.model.options import SPEC_FAULTS
+from npu_kernels.model.speculative import DEFAULT_BLOCK, MAX_BLOCK
 from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name
@@ -71,8 +72,8 @@ def init(
     loop's test faults (drills; tests only). A mismatched vocabulary, a drafter no smaller than the model, or the
     mlir-air executor is refused in one line."""
     if drafter is not None and not backend_type(executor).runs_speculation:
-        raise DeploymentError(f"--drafter is not driven on --executor {executor} (mlir-air's DFlash --exactness harness is "
-                              "qwen3_4b_q4nx's own and `ledger scaffold` writes none); nothing was recorded")
+        raise DeploymentError(f"--drafter is not driven on --executor {executor} (mlir-air's DFlash --exactness "
+                              "harness is qwen3_4b_q4nx's own and `ledger scaffold` writes none); nothing was recorded")
     _refuse_request(dtype, base, q4nx_style, executor)
     path = Path(model).expanduser().resolve()
     bundle = path if base is None else (path / "model.q4nx" if path.is_dir() else path)
@@ -87,7 +88,8 @@ def init(
     if base is not None:
         quantisation = _quantisation(name, raw, assessment, bundle, folder, q4nx_style)
         folder = reference_folder(workspace or Path.cwd(), name)
-    declared = {} if drafter is None or not assessment.in_scope else drafter_record(drafter, raw, folder, draft_block, drafter_faults)
+    declared = ({} if drafter is None or not assessment.in_scope
+                else drafter_record(drafter, raw, folder, draft_block, drafter_faults))
     requested = DeploymentRequested(
         model_path=str(folder), name=name, target=target, dtype=dtype, executor=executor,
         hf_model_id=raw.get("_name_or_path") or None, pipeline=pipeline or {}, quantisation=quantisation,
@@ -124,7 +126,8 @@ def drafter_record(drafter: str, raw: dict[str, Any], folder: Path, block: int,
         raise DeploymentError(f"--draft-block {block} is outside 1..{MAX_BLOCK}; nothing was recorded")
     unknown = sorted(set(faults) - SPEC_FAULTS)
     if unknown:
-        raise DeploymentError(f"unknown speculation test faults {unknown} (known: {sorted(SPEC_FAULTS)}); nothing was recorded")
+        raise DeploymentError(f"unknown speculation test faults {unknown} (known: {sorted(SPEC_FAULTS)}); nothing was "
+                              "recorded")
     d_raw = load_raw_config(path)
     problem = size_problem(d_raw) or malformed_config(d_raw)
     assessment = assess(d_raw)
@@ -133,8 +136,8 @@ def drafter_record(drafter: str, raw: dict[str, Any], folder: Path, block: int,
         raise DeploymentError(f"--drafter {path}: {why}; nothing was recorded")
     d_cfg, t_cfg = resolve(d_raw), resolve(raw)
     if d_cfg.vocab_size != t_cfg.vocab_size:
-        raise DeploymentError(f"--drafter {path} has vocabulary size {d_cfg.vocab_size}, the model {t_cfg.vocab_size}: a "
-                              "drafter must share the model's tokenizer; nothing was recorded")
+        raise DeploymentError(f"--drafter {path} has vocabulary size {d_cfg.vocab_size}, the model "
+                              f"{t_cfg.vocab_size}: a drafter must share the model's tokenizer; nothing was recorded")
     differs = _vocab_difference(path, folder)
     if differs:
         raise DeploymentError(f"--drafter {path}: {differs}: a drafter must share the model's tokenizer; nothing was "
@@ -162,7 +165,8 @@ def _vocab_difference(drafter: Path, folder: Path) -> str | None:
     try:
         ours, theirs = (Tokenizer.from_file(str(f)).get_vocab(with_added_tokens=True) for f in files)
     except Exception as e:  # noqa: BLE001 - the library raises a bare Exception for a file it cannot load
-        return f"a tokenizer.json the tokenizers library does not load ({str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__})"
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"a tokenizer.json the tokenizers library does not load ({why})"
     if ours == theirs:
         return None
     diff = sorted(set(ours.items()) ^ set(theirs.items()))

@@ -3,9 +3,10 @@
 On every gate prompt (the token gate's: 2, or 8 with `advance --full`), the deployment's backend with the switches
 Phase 5 kept decodes `TOKEN_GATE_STEPS` greedy tokens twice: with the drafter (npu_kernels.model.speculative) and
 without it. Where the two differ, the verify pass is also run teacher-forced on the plain stream
-(`teacher_forced_verify`), so the reason says whether the verify pass or what the loop did with it is at fault. Speculation is accepted only if the two streams are equal on every prompt; the acceptance length
-(tokens committed per verify pass) with its standard error is recorded beside it as a performance figure of the
-CPU emulator, never as pass/fail. One `SpeculationChecked` holds both streams of every prompt, so the state
+(`teacher_forced_verify`), so the reason says whether the verify pass or what the loop did with it is at fault.
+Speculation is accepted only if the two streams are equal on every prompt; the acceptance length (tokens committed
+per verify pass) with its standard error is recorded beside it as a performance figure of the CPU emulator, never
+as pass/fail. One `SpeculationChecked` holds both streams of every prompt, so the state
 machine and the evaluator re-derive the verdict from it (statemachine.checks.speculation_problem).
 
 The mlir-air path does not run speculation: mlir-air's DFlash harness (dflash_acceptance_device.py --exactness)
@@ -25,6 +26,7 @@ from ledger.events import OptimizationTried, SpeculationChecked
 from npu_kernels.backends.in_process import InProcessBackend
 from npu_kernels.model.architecture import load_raw_config, resolve
 from npu_kernels.model.digest import model_digest
+from npu_kernels.model.faults import speculation_acceptance
 from npu_kernels.model.speculative import (
     DEFAULT_BLOCK,
     acceptance_summary,
@@ -67,7 +69,8 @@ def speculation_event(ctx: GateRun, phase_events: list) -> SpeculationChecked | 
     rows, lengths = [], []
     for prompt in backend.prompts(ctx.options.full):
         narrate.report(f"speculation: prompt {prompt.index}, drafter block {block}, with and without the drafter")
-        spec = speculative_stream(backend.pipeline, draft.pipeline, prompt.tokens, TOKEN_GATE_STEPS, block, faults)
+        spec = speculative_stream(backend.pipeline, draft.pipeline, prompt.tokens, TOKEN_GATE_STEPS, block,
+                                  speculation_acceptance(faults))
         plain = greedy_stream(backend.pipeline, prompt.tokens, TOKEN_GATE_STEPS)
         row = {"index": prompt.index, "prompt": prompt.text, "tokens_spec": spec.tokens, "tokens_plain": plain,
                "first_divergence": first_divergence(spec.tokens, plain), "acceptance": spec.acceptance}

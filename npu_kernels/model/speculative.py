@@ -17,23 +17,18 @@ between the two streams is the loop's own (acceptance, caches), which is what th
 on NPU2 a batched verify dispatch has numerics of its own, which is why mlir-air's `--exactness` re-runs every
 prompt with the drafter off (dflash_acceptance_device.py, @43e773e).
 
-Test faults of the loop (drills, `SPEC_FAULT_HELP`), never on by default:
-  spec_unverified_accept  every drafted token is committed without the target's check
-  spec_accept_off_by_one  the accepted prefix runs one token past the first mismatch (the rejected draft kept)
+The loop's test faults (drills) are `npu_kernels.model.options.SPEC_FAULT_HELP`; they wrap `accepted_prefix`
+(`npu_kernels.model.faults.speculation_acceptance`) and are never a branch here.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
-SPEC_FAULT_HELP = {
-    "spec_unverified_accept": "every drafted token is committed without the target's verification",
-    "spec_accept_off_by_one": "the accepted prefix runs one token past the first mismatch (the rejected draft kept)",
-}
-SPEC_FAULTS = frozenset(SPEC_FAULT_HELP)
 DEFAULT_BLOCK = 4  # tokens drafted per round (DFlash's block 8 verifies 8 positions: 7 drafted + the committed one)
 MAX_BLOCK = 16
 
@@ -62,25 +57,22 @@ def verify_block(target, block_tokens: list[int], start: int) -> list[int]:
     return [int(target.decode_step(t, start + i).top1_token) for i, t in enumerate(block_tokens)]
 
 
-def accepted_prefix(drafts: list[int], post: list[int], faults: frozenset[str] = frozenset()) -> int:
+def accepted_prefix(drafts: list[int], post: list[int]) -> int:
     """How many of `drafts` survive: draft j (0-based) stays while it equals the target's token `post[j]` at the
-    position before it (greedy acceptance, dflash_loop.py `run` @b0244be). The test faults break exactly this."""
-    if "spec_unverified_accept" in faults:
-        return len(drafts)
+    position before it (greedy acceptance, dflash_loop.py `run` @b0244be)."""
     acc = 0
     while acc < len(drafts) and drafts[acc] == post[acc]:
         acc += 1
-    if "spec_accept_off_by_one" in faults and acc < len(drafts):
-        acc += 1  # the first rejected draft kept as if verified
     return acc
 
 
+Acceptance = Callable[[list[int], list[int]], int]  # (drafts, the target's tokens) -> how many drafts survive
+
+
 def speculative_stream(target, drafter, prompt_tokens, n_tokens: int, block: int = DEFAULT_BLOCK,
-                       faults: frozenset[str] = frozenset()) -> SpeculativeRun:
-    """Greedy speculative decoding of `n_tokens` tokens after `prompt_tokens` (see the module docstring)."""
-    unknown = set(faults) - SPEC_FAULTS
-    if unknown:
-        raise ValueError(f"unknown speculation faults {sorted(unknown)}; known: {sorted(SPEC_FAULTS)}")
+                       accept: Acceptance = accepted_prefix) -> SpeculativeRun:
+    """Greedy speculative decoding of `n_tokens` tokens after `prompt_tokens` (see the module docstring); `accept`
+    is `accepted_prefix` except in a drill (npu_kernels.model.faults.speculation_acceptance)."""
     if not 1 <= block <= MAX_BLOCK:
         raise ValueError(f"draft block {block} is outside 1..{MAX_BLOCK}")
     prompt = np.asarray(prompt_tokens, np.int64).reshape(-1)
@@ -98,7 +90,7 @@ def speculative_stream(target, drafter, prompt_tokens, n_tokens: int, block: int
             drafts.append(tok)
         drafter_next = pos + block
         post = verify_block(target, [cur, *drafts], pos)
-        acc = accepted_prefix(drafts, post, frozenset(faults))
+        acc = accept(drafts, post)
         bonus = post[acc] if acc < len(post) else post[-1]
         committed = [*drafts[:acc], bonus]
         acceptance.append(len(committed))

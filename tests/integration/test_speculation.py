@@ -17,7 +17,9 @@ from handlers.gates.speculation import speculation_event, speculation_reasons
 from handlers.uow import DeploymentError
 from ledger import open_ledger
 from ledger.streams import deployment_stream
-from npu_kernels.model.speculative import SPEC_FAULTS, acceptance_summary, accepted_prefix
+from npu_kernels.model.faults import speculation_acceptance
+from npu_kernels.model.options import SPEC_FAULTS
+from npu_kernels.model.speculative import acceptance_summary, accepted_prefix
 from statemachine.checks import speculation_problem
 from statemachine.fold import fold
 
@@ -32,11 +34,12 @@ def _state(tmp_path, tiny_llama, drafter, **kw):
 
 def test_the_accepted_prefix_is_the_drafts_agreeing_with_the_target_and_each_fault_breaks_it():
     drafts, post = [5, 6, 7, 8], [5, 6, 9, 8, 1]  # the target agrees with drafts 0 and 1, rejects draft 2
-    assert accepted_prefix(drafts, post) == 2
-    assert accepted_prefix(drafts, post, frozenset({"spec_accept_off_by_one"})) == 3
-    assert accepted_prefix(drafts, post, frozenset({"spec_unverified_accept"})) == 4
-    assert accepted_prefix(drafts, [5, 6, 7, 8, 1]) == 4 == accepted_prefix(drafts, [5, 6, 7, 8, 1],
-                                                                            frozenset({"spec_accept_off_by_one"}))
+    assert accepted_prefix(drafts, post) == 2 == speculation_acceptance(frozenset())(drafts, post)
+    assert speculation_acceptance(frozenset({"spec_accept_off_by_one"}))(drafts, post) == 3
+    assert speculation_acceptance(frozenset({"spec_unverified_accept"}))(drafts, post) == 4
+    all_agree = [5, 6, 7, 8, 1]
+    assert accepted_prefix(drafts, all_agree) == 4 == speculation_acceptance(frozenset({"spec_accept_off_by_one"}))(
+        drafts, all_agree)
     assert acceptance_summary([1, 2, 3]) == (2.0, pytest.approx(1 / 3**0.5))
     assert acceptance_summary([2]) == (2.0, None) and acceptance_summary([]) == (None, None)
 
