@@ -5,9 +5,11 @@ figure that must be its recorded lengths' mean and standard error."""
 from __future__ import annotations
 
 from handlers.evaluator.audit import check_speculation
-from ledger.events import SpeculationChecked
+from ledger.events import ArchitectureAssessed, DeploymentRequested, PhasePassed, PhaseStarted, SpeculationChecked
 from ledger.record import RecordedEvent
+from statemachine import DeploymentMachine, fold
 from statemachine.checks import speculation_problem
+from tests.unit.test_machine import config, optimisation, perf, recorded
 
 TOKENS = list(range(10, 42))  # 32 tokens
 
@@ -54,3 +56,23 @@ def test_an_acceptance_figure_that_is_not_its_lengths_is_an_audit_finding_but_ne
 
 def test_a_drill_never_accepts_speculation_even_when_its_streams_stayed_exact():
     assert "a drill" in speculation_problem(_event(faults=["spec_accept_off_by_one"]))
+
+
+def _gate_5(*evidence, drafter=True):
+    """Gate 5 of a deployment (with a declared drafter unless not `drafter`) whose open attempt holds a faster
+    decode and `evidence`."""
+    events = [DeploymentRequested(model_path="/m", name="x", drafter={"path": "/d", "block": 2} if drafter else {}),
+              ArchitectureAssessed(architecture="LlamaForCausalLM", in_scope=True), config()]
+    for p in range(5):
+        events += [PhaseStarted(phase=p, attempt=1), PhasePassed(phase=p, attempt=1)]
+    events += [PhaseStarted(phase=5, attempt=1), perf(5, 30.0), optimisation(5), perf(5, 25.0), *evidence]
+    return DeploymentMachine(fold(recorded(*events))).check(5)
+
+
+def test_gate_5_of_a_deployment_with_a_drafter_needs_exact_speculation_and_only_then():
+    assert _gate_5(drafter=False)  # no drafter: the decode figures alone, as before
+    missing = _gate_5()
+    assert not missing and "without a SpeculationChecked" in missing.reason
+    assert _gate_5(_event()) and "speculation exact on 2 prompt(s)" in _gate_5(_event()).reason
+    refused = _gate_5(_event(TOKENS[:5] + [99] + TOKENS[6:]))
+    assert not refused and "SpeculationChecked seq 18: prompt 1" in refused.reason and "step 5" in refused.reason
