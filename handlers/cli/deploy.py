@@ -25,6 +25,7 @@ from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from npu_kernels.model.config import position_limit
 from npu_kernels.model.host_memory import machine_memory_bytes, memory_line, memory_need
 from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
+from npu_kernels.model.speculative import DEFAULT_BLOCK
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
 from registry.text import escaped, ledger_command, shown
@@ -43,15 +44,21 @@ from statemachine.mermaid import mermaid
               help="with --base: host (dequantised at load, the bf16 pipeline) or device (4-bit decode GEMVs on the "
                    "NPU, fused one-dispatch decode)")
 @click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default="emulated", show_default=True)
+@click.option("--drafter", type=click.Path(), default=None,
+              help="a smaller HF folder with MODEL's tokenizer: Phase 5 accepts speculative decoding with it only if "
+                   "its greedy tokens equal those without it on every gate prompt")
+@click.option("--draft-block", type=int, default=DEFAULT_BLOCK, show_default=True,
+              help="with --drafter: tokens drafted per round (a verify pass checks one more)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | None, base: str | None,
-             q4nx_style: str, executor: str, as_json: bool) -> None:
+             q4nx_style: str, executor: str, drafter: str | None, draft_block: int, as_json: bool) -> None:
     """Start a deployment of MODEL (a local HF folder or a config.json; a Q4NX bundle with --base)."""
     dtype = dtype or ("q4nx" if base else "bf16")
     try:
         created = deploy.init(app.ledger, model, name=name, target=target, dtype=dtype, executor=executor,
-                              workspace=app.workspace, base=base, q4nx_style=q4nx_style)
+                              workspace=app.workspace, base=base, q4nx_style=q4nx_style, drafter=drafter,
+                              draft_block=draft_block)
     except deploy.OutOfScope as e:
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)

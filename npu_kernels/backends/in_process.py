@@ -76,6 +76,7 @@ class InProcessBackend:
     switches_keep_numbers = True  # PipelineOptions' switches change the dispatch, never the numbers
     hardware = False
     runs_q4nx_device = True  # npu_kernels.model.pipeline_q4, for weights "q4nx-device"
+    runs_speculation = True  # a drafter's speculative loop (npu_kernels.model.speculative) on the same executor
     can_bisect = True  # the pipeline swaps its kernels to FP32 one at a time (npu_kernels.model.compare.bisect_block)
     block_remeasure_atol = BLOCK_REMEASURE_ATOL  # a re-run differs by bf16 flips only
 

@@ -27,6 +27,9 @@ options declare no fault, the faulty one otherwise. The names and their one-line
   q4nx_group_scale_shift    a 4-bit deployment's host dequantisation uses group g+1's scale for group g (the
                             last group of a row keeps its own): a weights fault, `bundle_dequantiser` wraps the
                             codec's `dequantise`
+The speculative loop's faults (`SPEC_FAULT_HELP`) wrap its acceptance (`speculation_acceptance`):
+  spec_unverified_accept    every drafted token is committed without the target's check
+  spec_accept_off_by_one    the accepted prefix runs one token past the first mismatch (the rejected draft kept)
 """
 
 from __future__ import annotations
@@ -39,12 +42,13 @@ from npu_kernels.numerics.bf16 import to_bf16
 from npu_kernels.numerics.executors.base import Executor, Fp32Executor, MixedExecutor
 from npu_kernels.model.config import ModelConfig
 from npu_kernels.model.description import rope_of
-from npu_kernels.model.options import FAULTS, PipelineOptions
+from npu_kernels.model.options import FAULTS, SPEC_FAULTS, PipelineOptions
 from npu_kernels.model.pipeline import NpuPipeline
 from npu_kernels.model.pipeline_q4 import Q4DecodeMixin, Q4DevicePipeline
 from npu_kernels.model.q4nx import dequantise
 from npu_kernels.model.q4nx_device import DecodeWeights
 from npu_kernels.model.runner import PrefillRecord
+from npu_kernels.model.speculative import Acceptance, accepted_prefix
 from npu_kernels.model.weights import NORM_FIELDS, ModelWeights
 
 KERNEL_FAULTS = frozenset({"rope_interleaved"})
@@ -260,3 +264,15 @@ def build_pipeline(weights: ModelWeights, config: ModelConfig | None = None, exe
     if faulty:
         return FaultyPipeline(weights, config, executor, options)
     return NpuPipeline(weights, config, executor, options)
+
+
+def speculation_acceptance(faults: frozenset[str]) -> Acceptance:
+    """The speculative loop's acceptance with the test faults in `faults` (`accepted_prefix` itself without one)."""
+    unknown = set(faults) - SPEC_FAULTS
+    if unknown:
+        raise ValueError(f"unknown speculation faults {sorted(unknown)}; known: {sorted(SPEC_FAULTS)}")
+    if "spec_unverified_accept" in faults:
+        return lambda drafts, post: len(drafts)  # nothing checked: every draft committed
+    if "spec_accept_off_by_one" in faults:
+        return lambda drafts, post: min(accepted_prefix(drafts, post) + 1, len(drafts))  # the first rejected kept
+    return accepted_prefix

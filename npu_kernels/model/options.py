@@ -37,6 +37,13 @@ FAULT_HELP = {
     "conv_taps_reversed": "the depthwise taps are read newest-first instead of oldest-first",
 }
 FAULTS = frozenset(FAULT_HELP)
+# the speculative loop's test faults (npu_kernels.model.speculative; drills of Phase 5's speculation gate), declared
+# with a drafter (`DeploymentRequested.drafter["faults"]`, tests only), run by npu_kernels.model.faults
+SPEC_FAULT_HELP = {
+    "spec_unverified_accept": "every drafted token is committed without the target's verification",
+    "spec_accept_off_by_one": "the accepted prefix runs one token past the first mismatch (the rejected draft kept)",
+}
+SPEC_FAULTS = frozenset(SPEC_FAULT_HELP)
 
 
 @dataclass(frozen=True)
