@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.features import qk_norm
 from npu_kernels.model.q4nx_device import DECODE_FILE
 from npu_kernels.model.runner import DecodeStepRecord, PrefillRecord
 from npu_kernels.thresholds import baseline_thresholds
@@ -257,7 +258,7 @@ class HfRunner:
             "rms_norm_eps": float(getattr(hf, "rms_norm_eps", None) or hf.norm_eps),
             "tie_word_embeddings": self._tied,
             "qkv_bias": getattr(getattr(attn, "q_proj", None), "bias", None) is not None,
-            "qk_norm": hasattr(attn, "q_norm") or hasattr(attn, "q_layernorm"),
+            "qk_norm": qk_norm.loaded_has(attn),
         }
         out = []
         for name, value in loaded.items():

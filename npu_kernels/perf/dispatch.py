@@ -43,6 +43,7 @@ from typing import Any, Iterable
 
 from npu_kernels.model.config import is_lean, lm_head_partition
 from npu_kernels.model.description import GELU_TANH_GLU, SANDWICH
+from npu_kernels.model.features import sliding_window
 from npu_kernels.perf.dispatch_conv import conv_decode_front, conv_prefill_front, conv_prefill_host_bytes
 
 FFN_MERGE_ALIGN = 1024  # hidden_dim alignment the merged prefill O+FFN ELF needs
@@ -189,12 +190,8 @@ def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], se
 
 
 def _attention_role(c) -> str:
-    """A windowed model's attention launch: the same kernel with the window mask on the local layers, which
-    still streams every out-of-window K block (gemma3_4b_q4nx/README.md:83-86), costed as causal."""
-    windows = [x.window for x in c.arch.layers if x.window]
-    if not windows:
-        return "attention"
-    return f"attention (window {windows[0]} on {len(windows)} of {c.n_layers} layers: flash_attn_local)"
+    """The attention launch's role: a windowed model's is the sliding-window feature's (npu_kernels.model.features)."""
+    return sliding_window.dispatch_label(c) or "attention"
 
 
 def _sandwich_tail(c, S: int, size: dict[str, int], static: set[str]) -> list[list[Launch]]:

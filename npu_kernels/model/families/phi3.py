@@ -21,6 +21,7 @@ from typing import Any
 from npu_kernels.model.description import LLAMA_TENSORS, Description, Layer, rope_of
 from npu_kernels.model.families.common import (Family, number_problems, positive_integer, positive_number,
                                                rope_params, rope_theta, rope_type, swiglu_problems)
+from npu_kernels.model.features import sliding_window
 
 FUSED = (("self_attn.qkv_proj.weight", ("wq", "wk", "wv")), ("mlp.gate_up_proj.weight", ("w_gate", "w_up")))
 LM_HEAD_PARTITION = 16384  # phi4_mini_q4nx_prefill.py:57-58
@@ -55,11 +56,7 @@ def _problems(raw: dict[str, Any], arch: str) -> list[str]:
         orig = rope_params(raw).get("original_max_position_embeddings") or raw.get("original_max_position_embeddings")
         if orig is None:
             reasons.append(f"{arch} uses LongRoPE without an original_max_position_embeddings.")
-    window, orig = raw.get("sliding_window"), _rope_max(raw)
-    if positive_integer(window) and window < (orig or raw.get("max_position_embeddings") or 0):
-        reasons.append(f"{arch} uses a {window}-position sliding window inside the positions it runs; "
-                       "the Phi-3 adapter describes full causal attention only.")
-    return reasons
+    return reasons + sliding_window.refused_inside(raw, arch, _rope_max(raw), "Phi-3")
 
 
 def _head_dim(raw: dict[str, Any]) -> int | None:

@@ -1,0 +1,41 @@
+"""The model features: one module per feature a decoder family may bring (issue 47 item 2), each declaring
+everything about it in one place - the config.json keys it reads and validates, the refusal a family that does not
+describe it gives, what it adds to the architecture description, its reference behaviour in the pipeline, its plan
+rows and performance-model label, and the drills (test faults) that break it.
+
+  sliding_window  a per-layer attention window (Gemma3's local layers; refused by Mistral / Qwen2 / Phi-3)
+  qk_norm         per-head RMSNorm of q and k before RoPE (Qwen3, Gemma3, LFM2's attention layers)
+  short_conv      the gated short convolution with its carried state (LFM2's CONV mixer)
+
+A family adapter (npu_kernels.model.families) names the features it describes in `Family.features`; the generic
+rooms (architecture, plan, pipeline, perf) ask this registry, never a family name. A family that only combines
+existing features is its adapter alone; the "Adding a family" checklist is in docs/design.md."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    keys: tuple[str, ...]  # the config.json keys this feature reads (documentation and tests)
+    # (raw config.json) -> one sentence per value no model can have, naming the key (refused at init)
+    malformed: Callable[[dict[str, Any]], list[str]] | None = None
+    # (description) -> whether a described model uses the feature
+    present: Callable[[Any], bool] = lambda arch: False
+    faults: tuple[str, ...] = ()  # the drills (npu_kernels.model.options.FAULTS) that break this feature
+    tensors: tuple[str, ...] = field(default=())  # the LayerWeights fields the feature adds
+
+
+def registry() -> dict[str, Feature]:
+    """Every feature by name (imported lazily: the feature modules import the description)."""
+    from npu_kernels.model.features import qk_norm, short_conv, sliding_window
+
+    return {f.name: f for f in (sliding_window.FEATURE, qk_norm.FEATURE, short_conv.FEATURE)}
+
+
+def used_by(arch) -> tuple[str, ...]:
+    """The features a described model uses, by name."""
+    return tuple(name for name, f in registry().items() if f.present(arch))
