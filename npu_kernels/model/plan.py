@@ -54,7 +54,7 @@ from typing import Any, Protocol
 
 from npu_kernels.model.config import ModelConfig, bounded_length, lm_head_partition
 from npu_kernels.model.description import GELU_TANH_GLU, SANDWICH
-from npu_kernels.model.features import qk_norm, short_conv, sliding_window
+from npu_kernels.model.features import partial_rope, qk_norm, short_conv, sliding_window
 from npu_kernels.model.plan_q4nx import q4nx_device_rows
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.row import KernelRow, row_key
@@ -136,7 +136,7 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
     rows.append(_Row("rmsnorm", {"M": seq, "N": E}, "prefill",
                      ["attn/post-attn/pre-ffn/post-ffn/final" if sandwich else "attn/ffn/final"], "norm"))
     rows += qk_norm.plan_rows(c, seq, _Row)
-    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}  # a partial rotary's width
+    rd = partial_rope.shape_extra(c)  # a partial rotary's width
     rows += [
         _Row("rope", {"rows": H * seq, "head_dim": D, **rd}, "prefill", ["Q"], "rope"),
         _Row("rope", {"rows": Hkv * seq, "head_dim": D, **rd}, "prefill", ["K"], "rope"),

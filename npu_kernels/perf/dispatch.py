@@ -43,7 +43,7 @@ from typing import Any, Iterable
 
 from npu_kernels.model.config import is_lean, lm_head_partition
 from npu_kernels.model.description import GELU_TANH_GLU, SANDWICH
-from npu_kernels.model.features import sliding_window
+from npu_kernels.model.features import partial_rope, sliding_window
 from npu_kernels.perf.dispatch_conv import conv_decode_front, conv_prefill_front, conv_prefill_host_bytes
 
 FFN_MERGE_ALIGN = 1024  # hidden_dim alignment the merged prefill O+FFN ELF needs
@@ -166,7 +166,7 @@ def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], se
         attn_in += [Launch("rmsnorm", {"M": H * S, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
                     Launch("rmsnorm", {"M": Hkv * S, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
         q, k = "q_n", "k_n"
-    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}  # a partial rotary (phi4_mini_q4nx `rope_partial`)
+    rd = partial_rope.shape_extra(c)  # a partial rotary (phi4_mini_q4nx `rope_partial`)
     attn_in += [Launch("rope", {"rows": H * S, "head_dim": D, **rd}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
                 Launch("rope", {"rows": Hkv * S, "head_dim": D, **rd}, "RoPE K", (k, "lut_k"), ("k_roped",))]
     fa = [Launch("flash_attention", {"lq": S, "lk": S, "dk": D, "dv": D, "heads_q": H, "heads_kv": Hkv,
@@ -274,7 +274,7 @@ def _decode_launches(c, profiled: bool = False) -> tuple[list[list[Launch]], dic
         first += [Launch("rmsnorm", {"M": H, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
                   Launch("rmsnorm", {"M": Hkv, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
         q, k = "q_n", "k_n"
-    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}
+    rd = partial_rope.shape_extra(c)
     first += [Launch("rope", {"rows": H, "head_dim": D, **rd}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
               Launch("rope", {"rows": Hkv, "head_dim": D, **rd}, "RoPE K", (k, "lut_k"), ("k_roped",))]
     o = Launch("gemv", {"M": E, "K": HD}, "O proj", ("attn_out", "wo"), ("proj",), decode_gemv_tile(E, HD))

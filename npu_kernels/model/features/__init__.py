@@ -5,6 +5,8 @@ rows and performance-model label, and the drills (test faults) that break it.
 
   sliding_window  a per-layer attention window (Gemma3's local layers; refused by Mistral / Qwen2 / Phi-3)
   qk_norm         per-head RMSNorm of q and k before RoPE (Qwen3, Gemma3, LFM2's attention layers)
+  partial_rope    a partial rotary and LongRoPE's short factors (Phi-3 / Phi-4-mini)
+  fused_projections  qkv_proj / gate_up_proj stored as one tensor each, split in a documented row order (Phi-3)
   short_conv      the gated short convolution with its carried state (LFM2's CONV mixer)
 
 A family adapter (npu_kernels.model.families) names the features it describes in `Family.features`; the generic
@@ -31,9 +33,10 @@ class Feature:
 
 def registry() -> dict[str, Feature]:
     """Every feature by name (imported lazily: the feature modules import the description)."""
-    from npu_kernels.model.features import qk_norm, short_conv, sliding_window
+    from npu_kernels.model.features import fused_projections, partial_rope, qk_norm, short_conv, sliding_window
 
-    return {f.name: f for f in (sliding_window.FEATURE, qk_norm.FEATURE, short_conv.FEATURE)}
+    return {f.name: f for f in (sliding_window.FEATURE, qk_norm.FEATURE, partial_rope.FEATURE,
+                                fused_projections.FEATURE, short_conv.FEATURE)}
 
 
 def used_by(arch) -> tuple[str, ...]:
