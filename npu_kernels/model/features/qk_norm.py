@@ -6,8 +6,8 @@ tool knows about it is here:
   reference       `apply`: the rmsnorm kernel over q and k with heads as rows (the pipeline's "qk_norm" stage);
   plan            `plan_rows`: RMSNorm seq x D, once per head (kernel_registry/details/RMSNorm_bf16.md:104,115 at
                   e972f29: "2048x128 ... Qwen3-0.6B + Qwen3-1.7B QK-norm (per-head, N=head_dim)");
-  perf            the attention-input ELF with the norm inside (`rms_qkv_qknorm_rope`, npu_kernels.perf.dispatch
-                  reads `ModelConfig.qk_norm`), qwen3_0_6b/README.md at e972f29;
+  perf            `launches`: the q and k norm launches of the attention input; the ELF with the norm inside
+                  (`rms_qkv_qknorm_rope`) is named by npu_kernels.perf.dispatch from `ModelConfig.qk_norm`;
   loaded check    the HF model has `q_norm` or `q_layernorm` (`loaded_has`)."""
 
 from __future__ import annotations
@@ -34,6 +34,17 @@ def plan_rows(c, seq: int, row) -> list:
         return []
     return [row("rmsnorm", {"M": seq, "N": c.head_dim}, "prefill", ["q/k"],
                 f"norm (per head, {c.n_heads}+{c.n_kv_heads} calls)")]
+
+
+def launches(c, rows: int, size: dict[str, int], static: set[str], launch) -> list:
+    """The performance model's q and k norm launches (npu_kernels.perf.dispatch) over `rows` positions (the
+    prefill's S, a decode step's 1): RMSNorm of heads x rows rows of head_dim; their outputs and weights added to
+    `size` / `static`. `launch` builds a dispatch Launch."""
+    D, H, Hkv = c.head_dim, c.n_heads, c.n_kv_heads
+    size.update({"q_n": rows * H * D, "k_n": rows * Hkv * D, "w_qn": D, "w_kn": D})
+    static |= {"w_qn", "w_kn"}
+    return [launch("rmsnorm", {"M": H * rows, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
+            launch("rmsnorm", {"M": Hkv * rows, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
 
 
 def loaded_has(attn) -> bool:

@@ -8,8 +8,10 @@ convolution state carried from prefill to decode. Everything the tool knows abou
   reference       `ShortConvMixer`, a mixin of npu_kernels.model.pipeline.NpuPipeline;
   plan            `plan_rows` (npu_kernels.model.plan merges them with the attention layers' rows);
   perf            the conv layers' dispatch fronts (npu_kernels.perf.dispatch_conv, the performance model's room);
+  bisect          `block_kernel_order`: a conv layer's kernels in the block bisect;
   decode check    `carried_state_check`: each conv layer's carried state and one decode step's logits against the
-                  HF reference (Phase 2's ConvStateChecked; thresholds npu_kernels.thresholds.CONV_STATE_THRESHOLDS);
+                  HF reference (Phase 2's ConvStateChecked; thresholds npu_kernels.thresholds.CONV_STATE_THRESHOLDS), whose
+                  state `hf_conv_state` reads from transformers' conv cache;
   drills          conv_look_ahead, conv_state_dropped, conv_taps_reversed (npu_kernels.model.faults overrides
                   `_conv_fed`, `_conv_window` and `_conv_taps`).
 
@@ -123,6 +125,23 @@ class ShortConvMixer:
                  else k.gemm(y, lw.conv_out, static_key=self._key(f"L{layer}.conv_out")))
         x = self._residual("attn_residual", x, o, decode)  # o_ffn: out_proj lands where attention output would
         return self._mlp(layer, x)
+
+
+def hf_conv_state(past, layer: int) -> np.ndarray | None:
+    """The reference's carried state (npu_kernels.model.hf_reference.HfRunner.conv_state): the newest taps - 1 rows
+    of transformers' conv cache `past` (it keeps conv_L_cache rows, oldest first; the oldest falls out of the next
+    step's window), (taps - 1, E) float32. None: no cache or no such state."""
+    get = getattr(past, "get_conv_state", None)
+    state = get(layer) if get is not None else None
+    if state is None:
+        return None
+    return state[0].detach().float().numpy().T[1:].copy()  # (E, L) -> (L, E), the newest L - 1 rows
+
+
+def block_kernel_order(order: tuple[str, ...]) -> tuple[str, ...]:
+    """The block bisect's kernel order (npu_kernels.model.compare.block_kernel_order) for a short-convolution
+    layer: its eltwise_mul and conv1d where attention uses rope and flash_attention."""
+    return tuple(x for k in order for x in {"rope": ("eltwise_mul",), "flash_attention": ("conv1d",)}.get(k, (k,)))
 
 
 # --- the plan rows ---------------------------------------------------------------------------------------
