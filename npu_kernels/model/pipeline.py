@@ -50,6 +50,7 @@ from npu_kernels.numerics.executors.base import Executor, Fp32Executor, KernelTi
 from npu_kernels.model.config import ModelConfig, is_lean
 from npu_kernels.model.description import GELU_TANH_GLU
 from npu_kernels.model.features import qk_norm, sliding_window
+from npu_kernels.model.features.partial_rope import rotate_partial
 from npu_kernels.model.features.short_conv import ShortConvMixer
 from npu_kernels.model.host_ops import (
     KVCache,
@@ -59,7 +60,6 @@ from npu_kernels.model.host_ops import (
     host_glu,
     layer_rope_tables,
     rotate_host,
-    rotate_partial,
 )
 from npu_kernels.model.options import PipelineOptions
 from npu_kernels.model.stages import StageBookkeeping

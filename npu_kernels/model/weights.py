@@ -22,6 +22,7 @@ import numpy as np
 
 from npu_kernels.model.architecture import load_raw_config, rope_scaling
 from npu_kernels.model.config import ModelConfig
+from npu_kernels.model.features import qk_norm, short_conv
 
 
 class WeightsError(ValueError):
@@ -103,8 +104,7 @@ _SHAPES = {
     "bq": (lambda c: (c.n_heads * c.head_dim,), False),
     "bk": (lambda c: (c.n_kv_heads * c.head_dim,), False),
     "bv": (lambda c: (c.n_kv_heads * c.head_dim,), False),
-    "q_norm": (lambda c: (c.head_dim,), False),
-    "k_norm": (lambda c: (c.head_dim,), False),
+    **qk_norm.SHAPES,
     "wo": (lambda c: (c.emb_dim, c.n_heads * c.head_dim), True),
     "ffn_norm": (lambda c: (c.emb_dim,), False),
     "post_attn_norm": (lambda c: (c.emb_dim,), False),
@@ -112,9 +112,7 @@ _SHAPES = {
     "w_gate": (lambda c: (c.hidden_dim, c.emb_dim), True),
     "w_up": (lambda c: (c.hidden_dim, c.emb_dim), True),
     "w_down": (lambda c: (c.emb_dim, c.hidden_dim), True),
-    "conv_in": (lambda c: (3 * c.emb_dim, c.emb_dim), True),
-    "conv_w": (lambda c: (c.emb_dim, 1, c.arch.conv_taps), True),  # (E, 1, k) -> (k, E) at load
-    "conv_out": (lambda c: (c.emb_dim, c.emb_dim), True),
+    **short_conv.SHAPES,
 }
 NORM_FIELDS = ("attn_norm", "ffn_norm", "post_attn_norm", "post_ffn_norm", "q_norm", "k_norm")
 

@@ -27,7 +27,9 @@ class Feature:
     malformed: Callable[[dict[str, Any]], list[str]] | None = None
     # (description) -> whether a described model uses the feature
     present: Callable[[Any], bool] = lambda arch: False
-    faults: tuple[str, ...] = ()  # the drills (npu_kernels.model.options.FAULTS) that break this feature
+    # the drills that break this feature, name -> one line (npu_kernels.model.options.FAULT_HELP gathers them;
+    # npu_kernels.model.faults implements them)
+    faults: dict[str, str] = field(default_factory=dict)
     tensors: tuple[str, ...] = field(default=())  # the LayerWeights fields the feature adds
 
 

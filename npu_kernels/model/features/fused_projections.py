@@ -88,4 +88,6 @@ def _fused_parts(config: ModelConfig) -> dict[str, tuple[str, int, int]]:
     return out
 
 
-FEATURE = Feature("fused_projections", (), present=lambda arch: bool(arch.fused), faults=("qkv_split_order",))
+FEATURE = Feature("fused_projections", (), present=lambda arch: bool(arch.fused),
+                  faults={"qkv_split_order": "the fused qkv_proj is split as [q | v | k] instead of the [q | k | v] rows "
+                                             "it holds"})

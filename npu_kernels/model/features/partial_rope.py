@@ -13,8 +13,8 @@ Everything the tool knows about them is here:
                   rotary_dim, RoPE scaling and rope_max_positions: past original_max_position_embeddings the long
                   factors apply, which this tool does not implement, so the tables stop there and the pipeline
                   refuses beyond);
-  reference       the host LUT (npu_kernels.model.host_ops.rope_inv_freq "longrope") and `rotate_partial` there:
-                  the leading rotary_dim columns rotated, the tail passed through;
+  reference       `short_inv_freq` (the host LUT's "longrope" frequencies, npu_kernels.model.host_ops.rope_inv_freq)
+                  and `rotate_partial`: the leading rotary_dim columns rotated, the tail passed through;
   plan / perf     `shape_extra`: the RoPE rows' rotary_dim (phi4_mini_q4nx `rope_partial`);
   drill           `rotary_full_width` (`full_width`: the description with the whole head rotary).
 
@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from npu_kernels.model.description import rope_of
 from npu_kernels.model.features import Feature
@@ -140,6 +142,22 @@ def describe_fields(raw: dict[str, Any], head_dim: int, theta: float) -> tuple[d
     return fields, rope_of(theta, scaling)
 
 
+def short_inv_freq(scaling: dict[str, Any], theta: float, exponents: np.ndarray) -> np.ndarray:
+    """LongRoPE's inverse frequencies inside original_max_position_embeddings (float32, as transformers computes
+    them): 1 / (short_factor x theta^(2i/d)) (npu_kernels.model.host_ops.rope_inv_freq asks for them)."""
+    short = np.asarray(scaling["short_factor"], np.float32)
+    return (np.float32(1.0) / (short * np.power(np.float32(theta), exponents))).astype(np.float32)
+
+
+def rotate_partial(rope, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray, rotary_dim: int) -> np.ndarray:
+    """Half-split RoPE (`rope(rows, cos, sin)`: the kernel, or `rotate_host`) over the rotary width: the whole
+    head, or (a partial rotary) the leading rotary_dim columns rotated and the tail passed through
+    (phi4_mini_q4nx/README.md "Partial rotary", mlir-air e972f29)."""
+    if rotary_dim == rows.shape[-1]:
+        return rope(rows, cos, sin)
+    return np.concatenate([rope(np.ascontiguousarray(rows[:, :rotary_dim]), cos, sin), rows[:, rotary_dim:]], axis=1)
+
+
 def shape_extra(c) -> dict[str, int]:
     """What a RoPE plan row or launch adds for a partial rotary: its width (nothing for the whole head)."""
     return {"rotary_dim": c.rotary_dim} if c.rotary_dim != c.head_dim else {}
@@ -162,4 +180,5 @@ def full_width(config):
 
 
 FEATURE = Feature("partial_rope", KEYS, malformed=malformed,
-                  present=lambda arch: bool(arch.rotary_dim or arch.rope_max_positions), faults=("rotary_full_width",))
+                  present=lambda arch: bool(arch.rotary_dim or arch.rope_max_positions), faults={"rotary_full_width": "a partial rotary's RoPE rotates every head dim instead of the leading "
+                                                        "rotary_dim"})

@@ -2,7 +2,8 @@
 tool knows about it is here:
 
   config keys     none: a family's attention implies it (Qwen3, Gemma3, LFM2's `q_layernorm`) - `Family.features`;
-  tensors         `q_norm` / `k_norm` (the description's QK_NORM_FIELDS; a family maps their HF names);
+  tensors         `q_norm` / `k_norm` (the description's QK_NORM_FIELDS; a family maps their HF names), of
+                  head_dim each (`SHAPES`);
   reference       `apply`: the rmsnorm kernel over q and k with heads as rows (the pipeline's "qk_norm" stage);
   plan            `plan_rows`: RMSNorm seq x D, once per head (kernel_registry/details/RMSNorm_bf16.md:104,115 at
                   e972f29: "2048x128 ... Qwen3-0.6B + Qwen3-1.7B QK-norm (per-head, N=head_dim)");
@@ -15,6 +16,8 @@ from __future__ import annotations
 from npu_kernels.model.features import Feature
 
 TENSORS = ("q_norm", "k_norm")
+# LayerWeights field -> (HF shape from the config, transposed at load) (npu_kernels.model.weights reads them)
+SHAPES = {"q_norm": (lambda c: (c.head_dim,), False), "k_norm": (lambda c: (c.head_dim,), False)}
 HF_MODULES = ("q_norm", "q_layernorm")  # transformers' attribute of the attention module (Qwen3/Gemma3, LFM2)
 
 

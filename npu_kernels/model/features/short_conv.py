@@ -4,7 +4,8 @@ convolution state carried from prefill to decode. Everything the tool knows abou
   config keys     `conv_L_cache` (the taps: the Conv1D kernel has CONV_TAPS), `conv_bias` (refused), read by
                   `problems`; the schedule (which layers convolve) is the family's (LFM2: `layer_types` /
                   `full_attn_idxs`);
-  tensors         in_proj (E -> 3E, columns B | C | x), the depthwise taps, out_proj (description CONV_FIELDS);
+  tensors         in_proj (E -> 3E, columns B | C | x), the depthwise taps, out_proj (description CONV_FIELDS),
+                  their checkpoint shapes (`SHAPES`);
   reference       `ShortConvMixer`, a mixin of npu_kernels.model.pipeline.NpuPipeline;
   plan            `plan_rows` (npu_kernels.model.plan merges them with the attention layers' rows);
   perf            the conv layers' dispatch fronts (npu_kernels.perf.dispatch_conv, the performance model's room);
@@ -54,6 +55,12 @@ from npu_kernels.thresholds import CONV_STATE_THRESHOLDS
 KEYS = ("conv_L_cache", "conv_bias")
 CONV_TAPS = 3  # the Conv1D kernel's k (kernel_registry/details/Conv1D_bf16.md at ff1efdb0)
 TENSORS = ("conv_in", "conv_w", "conv_out")
+# LayerWeights field -> (HF shape from the config, transposed at load) (npu_kernels.model.weights reads them)
+SHAPES = {
+    "conv_in": (lambda c: (3 * c.emb_dim, c.emb_dim), True),
+    "conv_w": (lambda c: (c.emb_dim, 1, c.arch.conv_taps), True),  # (E, 1, k) -> (k, E) at load
+    "conv_out": (lambda c: (c.emb_dim, c.emb_dim), True),
+}
 
 
 def problems(raw: dict[str, Any], arch: str) -> list[str]:
@@ -206,4 +213,9 @@ def carried_state_check(pipeline, reference, tokens) -> ConvStateCheck:
 
 
 FEATURE = Feature("short_conv", KEYS, present=lambda arch: bool(arch.conv_layers()),
-                  faults=("conv_look_ahead", "conv_state_dropped", "conv_taps_reversed"), tensors=TENSORS)
+                  faults={"conv_look_ahead": "the short convolution looks one step ahead (non-causal): y[t] reads h[t-1], "
+                                             "h[t], h[t+1]",
+                          "conv_state_dropped": "the prefill's convolution state is not carried: the first decode step "
+                                                "pads with zeros",
+                          "conv_taps_reversed": "the depthwise taps are read newest-first instead of oldest-first"},
+                  tensors=TENSORS)

@@ -125,4 +125,5 @@ def dispatch_label(c) -> str | None:
 
 
 FEATURE = Feature("sliding_window", KEYS, malformed=malformed, present=lambda arch: arch.windowed(),
-                  faults=("window_ignored",))
+                  faults={"window_ignored": "a sliding-window layer attends to every earlier position (the window mask "
+                                            "left out)"})
