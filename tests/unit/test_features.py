@@ -27,6 +27,7 @@ IN_SCOPE = ("qwen3-0.6b.json", "qwen2.5-0.5b.json", "llama-3.2-1b.json", "gemma-
 
 def test_every_feature_an_adapter_names_is_a_registered_module_with_real_drills_and_tensors():
     features, layer_fields = registry(), {f.name for f in fields(LayerWeights)}
+    assert {f.name for f in families.FAMILIES} >= {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3", "lfm2"}
     for family in families.FAMILIES:
         assert set(family.features) <= set(features), family.name
     for feature in features.values():

@@ -104,3 +104,4 @@ def describe(raw: dict[str, Any], c) -> Description:
 
 GEMMA3 = Family("gemma3", ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"), ("gemma3_text", "gemma3"),
                 describe, _problems, tie_default=True, features=("qk_norm", "sliding_window"), malformed=_malformed)
+ADAPTERS = (GEMMA3,)

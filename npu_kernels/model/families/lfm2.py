@@ -106,3 +106,4 @@ def describe(raw: dict[str, Any], c) -> Description:
 
 LFM2 = Family("lfm2", ("Lfm2ForCausalLM",), ("lfm2",), describe, short_conv.problems, tie_default=True,
               features=("qk_norm", "short_conv"), sizes=_sizes, malformed=_malformed)
+ADAPTERS = (LFM2,)

@@ -38,3 +38,4 @@ LLAMA = Family("llama", ("LlamaForCausalLM",), ("llama",), lambda raw, c: descri
                _llama_problems)
 MISTRAL = Family("mistral", ("MistralForCausalLM",), ("mistral",),
                  lambda raw, c: describe_llama_form(raw, c, "mistral"), _mistral_problems)
+ADAPTERS = (LLAMA, MISTRAL)

@@ -44,3 +44,4 @@ def describe(raw: dict[str, Any], c) -> Description:
 
 PHI3 = Family("phi3", ("Phi3ForCausalLM",), ("phi3",), describe, _problems, malformed=partial_rope.malformed,
               features=("partial_rope", "fused_projections"))
+ADAPTERS = (PHI3,)

@@ -21,3 +21,4 @@ QWEN2 = Family("qwen2", ("Qwen2ForCausalLM",), ("qwen2",),
                lambda raw, c: describe_llama_form(raw, c, "qwen2", qkv_bias=True), _problems, qkv_bias=True)
 QWEN3 = Family("qwen3", ("Qwen3ForCausalLM",), ("qwen3",),
                lambda raw, c: describe_llama_form(raw, c, "qwen3", qk_norm=True), _problems, features=("qk_norm",))
+ADAPTERS = (QWEN2, QWEN3)

@@ -10,8 +10,23 @@ rows and performance-model label, and the drills (test faults) that break it.
   short_conv      the gated short convolution with its carried state (LFM2's CONV mixer)
 
 A family adapter (npu_kernels.model.families) names the features it describes in `Family.features`; the generic
-rooms (architecture, plan, pipeline, perf) ask this registry, never a family name. A family that only combines
-existing features is its adapter alone; the "Adding a family" checklist is in docs/design.md."""
+rooms (architecture, plan, pipeline, perf) ask the feature modules, never a family name. A family that only
+combines existing features is its adapter alone:
+
+Adding a family
+  1. one module npu_kernels/model/families/<family>.py: its `Family` record(s) in `ADAPTERS` (found by
+     npu_kernels.model.families, nothing to register), with `architectures`, `model_types`, `features` (the names
+     of this registry it combines), `describe` (config.json -> Description: the Llama form via
+     `describe_llama_form`, the layers from the features' readers, e.g. `sliding_window.layer_kinds`), `problems`
+     (one sentence per unsupported value: the features' `problems` / `refused_*`), `malformed` (the features'
+     `malformed` plus the family's own keys) and, where the family names its sizes differently, `sizes`;
+  2. its HF tensor names in the description's `tensors` (and `fused`, with fused_projections' layouts), its
+     mlir-air model directory cited (file:line@commit) in the module docstring;
+  3. a config fixture (tests/fixtures/configs/) and its expected features in tests/unit/test_features.py
+     `IN_SCOPE`; a tiny model in tests/models.py when the family is to be deployed end to end;
+  4. nothing else: no other module may compare a family or architecture name (tests/unit/test_families.py).
+A family that brings a new feature adds one module here (its keys, checks, refusal, description fields, reference
+step, plan rows, perf hook, drills with their help lines) and registers it in `registry`."""
 
 from __future__ import annotations
 
