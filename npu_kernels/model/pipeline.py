@@ -335,7 +335,7 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
         return self._residual("attn_residual", x, o, decode)
 
     def _window(self, layer: int) -> dict:
-        """A sliding-window layer's window, as the attention calls take it (npu_kernels.model.features.sliding_window)."""
+        """A sliding-window layer's window, as the attention calls take it (features.sliding_window)."""
         return sliding_window.attention_kwargs(self.config.arch, layer)
 
     def _residual(self, stage: str, x: np.ndarray, y: np.ndarray, decode: bool) -> np.ndarray:

@@ -70,8 +70,9 @@ def projection_names(config: ModelConfig) -> list[str]:
 
 def hf_tensors(folder: str | Path, config: ModelConfig) -> dict[str, np.ndarray]:
     """Every tensor the config requires, (out, in) shapes, as float32 arrays of bf16 values, under the names a
-    bundle stores: the checkpoint's, fused tensors split into their parts (npu_kernels.model.features.fused_projections.unfused_tensors),
-    norm weights as stored (a `1+w` family's w: the loader folds them)."""
+    bundle stores: the checkpoint's, fused tensors split into their parts
+    (npu_kernels.model.features.fused_projections.unfused_tensors), norm weights as stored (a `1+w` family's w:
+    the loader folds them)."""
     return split_fused(read_checkpoint(folder, config), config)
 
 

@@ -32,7 +32,8 @@ def unfused_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """`expected_tensors` with every fused tensor replaced by its parts under their Llama names (q_proj / k_proj /
     v_proj, gate_proj / up_proj), in block order: what a 4-bit bundle of the family stores (mlir-air's Phi-4-mini
     bundle is written split, phi4_mini_q4nx_weights.py:9-15 at e972f29)."""
-    from npu_kernels.model.weights import expected_tensors, hf_rows  # the weights import the families, which import this
+    # imported here: the weights import the families, which import this module
+    from npu_kernels.model.weights import expected_tensors, hf_rows
 
     prefix, fused = config.arch.prefix, dict(config.arch.fused)
     out: dict[str, tuple[int, ...]] = {}
@@ -89,5 +90,5 @@ def _fused_parts(config: ModelConfig) -> dict[str, tuple[str, int, int]]:
 
 
 FEATURE = Feature("fused_projections", (), present=lambda arch: bool(arch.fused),
-                  faults={"qkv_split_order": "the fused qkv_proj is split as [q | v | k] instead of the [q | k | v] rows "
-                                             "it holds"})
+                  faults={"qkv_split_order": "the fused qkv_proj is split as [q | v | k] instead of the [q | k | v] "
+                                             "rows it holds"})

@@ -180,5 +180,6 @@ def full_width(config):
 
 
 FEATURE = Feature("partial_rope", KEYS, malformed=malformed,
-                  present=lambda arch: bool(arch.rotary_dim or arch.rope_max_positions), faults={"rotary_full_width": "a partial rotary's RoPE rotates every head dim instead of the leading "
-                                                        "rotary_dim"})
+                  present=lambda arch: bool(arch.rotary_dim or arch.rope_max_positions),
+                  faults={"rotary_full_width": "a partial rotary's RoPE rotates every head dim instead of the leading "
+                                               "rotary_dim"})

@@ -11,8 +11,8 @@ convolution state carried from prefill to decode. Everything the tool knows abou
   perf            the conv layers' dispatch fronts (npu_kernels.perf.dispatch_conv, the performance model's room);
   bisect          `block_kernel_order`: a conv layer's kernels in the block bisect;
   decode check    `carried_state_check`: each conv layer's carried state and one decode step's logits against the
-                  HF reference (Phase 2's ConvStateChecked; thresholds npu_kernels.thresholds.CONV_STATE_THRESHOLDS), whose
-                  state `hf_conv_state` reads from transformers' conv cache;
+                  HF reference (Phase 2's ConvStateChecked; thresholds CONV_STATE_THRESHOLDS), whose state
+                  `hf_conv_state` reads from transformers' conv cache;
   drills          conv_look_ahead, conv_state_dropped, conv_taps_reversed (npu_kernels.model.faults overrides
                   `_conv_fed`, `_conv_window` and `_conv_taps`).
 
@@ -213,8 +213,8 @@ def carried_state_check(pipeline, reference, tokens) -> ConvStateCheck:
 
 
 FEATURE = Feature("short_conv", KEYS, present=lambda arch: bool(arch.conv_layers()),
-                  faults={"conv_look_ahead": "the short convolution looks one step ahead (non-causal): y[t] reads h[t-1], "
-                                             "h[t], h[t+1]",
+                  faults={"conv_look_ahead": "the short convolution looks one step ahead (non-causal): y[t] reads "
+                                             "h[t-1], h[t], h[t+1]",
                           "conv_state_dropped": "the prefill's convolution state is not carried: the first decode step "
                                                 "pads with zeros",
                           "conv_taps_reversed": "the depthwise taps are read newest-first instead of oldest-first"},
