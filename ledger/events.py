@@ -317,7 +317,8 @@ class BlockValidated(Measured):
 
 class ConvStateChecked(Measured):
     """A hybrid's (LFM2) carried convolution state after the prefill against the reference's conv cache, and the
-    next decode step's logits (npu_kernels.model.conv_state): Phase 2's decode check of the short-convolution layers."""
+    next decode step's logits (npu_kernels.model.features.short_conv): Phase 2's decode check of the
+    short-convolution layers."""
 
     executor: str
     n_positions: int

@@ -218,7 +218,8 @@ def gate_2_block_ok(state: DeploymentState, context: GateContext) -> GateResult:
         return _no(f"BlockValidated seq {found.seq} cosine {b.cosine} < {cosine_min}")
     if not b.per_position_min >= position_min:
         return _no(f"BlockValidated seq {found.seq} per-position min {b.per_position_min} < {position_min}")
-    if _hybrid(state):  # a short-convolution model: its carried state must hold too (npu_kernels.model.conv_state)
+    # a short-convolution model: its carried state must hold too (npu_kernels.model.features.short_conv)
+    if _hybrid(state):
         why = _required_problem(state, ConvStateChecked, conv_state_problem,
                                 "a hybrid model (short-convolution layers)")
         if why:

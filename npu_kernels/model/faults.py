@@ -41,8 +41,13 @@ import numpy as np
 from npu_kernels.numerics.bf16 import to_bf16
 from npu_kernels.numerics.executors.base import Executor, Fp32Executor, MixedExecutor
 from npu_kernels.model.config import ModelConfig
+<<<<<<< HEAD
 from npu_kernels.model.description import rope_of
 from npu_kernels.model.options import FAULTS, SPEC_FAULTS, PipelineOptions
+=======
+from npu_kernels.model.features import partial_rope
+from npu_kernels.model.options import FAULTS, PipelineOptions
+>>>>>>> h-features-2
 from npu_kernels.model.pipeline import NpuPipeline
 from npu_kernels.model.pipeline_q4 import Q4DecodeMixin, Q4DevicePipeline
 from npu_kernels.model.q4nx import dequantise
@@ -102,7 +107,7 @@ class FaultyPipeline(NpuPipeline):
         faults = (options or PipelineOptions()).faults
         config = config or weights.config
         if "rotary_full_width" in faults:
-            config = replace(config, description=_full_width(config))
+            config = replace(config, description=partial_rope.full_width(config))
         if "norm_fold_missing" in faults and config.arch.norm_offset:
             weights = replace(weights, layers=[replace(lw, **{f: to_bf16(getattr(lw, f) - np.float32(1.0))
                                                               for f in NORM_FIELDS if getattr(lw, f) is not None})
@@ -207,22 +212,6 @@ class FaultyPipeline(NpuPipeline):
     def _kv_slot(self, pos: int) -> int:
         """"kv_cache_off_by_one": decode writes position `pos`'s K/V one slot late."""
         return pos + 1 if "kv_cache_off_by_one" in self.options.faults else pos
-
-
-def _full_width(config: ModelConfig):
-    """"rotary_full_width": the description with the whole head rotary; LongRoPE's short factors (one per
-    rotated pair) extended with 1.0 to the head's pairs, the frequencies a full-width table would read."""
-    arch, pairs = config.arch, config.head_dim // 2
-
-    def widened(layer):
-        scaling = layer.rope.scaling_dict()
-        if not scaling or "short_factor" not in scaling:
-            return layer
-        short = list(scaling["short_factor"])
-        scaling["short_factor"] = short + [1.0] * (pairs - len(short))
-        return replace(layer, rope=rope_of(layer.rope.theta, scaling))
-
-    return replace(arch, rotary_dim=0, layers=tuple(widened(x) for x in arch.layers))
 
 
 def bundle_dequantiser(faults: frozenset[str]):
