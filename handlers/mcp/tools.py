@@ -26,10 +26,11 @@ from pathlib import Path
 from handlers import deploy, on_demand, queries, results
 from handlers.calibrate import calibrate
 from handlers.inputs import bounded_text, read_input_text
-from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded
+from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded, tool_of
 from handlers.mcp.workbench import WORKBENCH
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
+from handlers.verbs import VERBS
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
 from handlers.predicting import predict_result
@@ -51,14 +52,6 @@ def withheld(message: str) -> str:
 
 
 # --- reads ----------------------------------------------------------------------------------------------------
-
-
-def _status(c: Call):
-    return results.status_json(deploy.status(read_only(c).ledger, c.args.get("name")), c.args.get("name"))
-
-
-def _history(c: Call):
-    return results.history_json(deploy.history(read_only(c).ledger, c.args["name"]))
 
 
 def _plan(c: Call):
@@ -142,18 +135,6 @@ def _advance(c: Call):
     return results.advance_json(report)
 
 
-def _resume(c: Call):
-    deploy.resume(c.app.ledger, c.args["name"], c.args["note"])
-    refresh(c.app)
-    return results.resume_json(c.args["name"], deploy.status(c.app.ledger, c.args["name"])[0]["status"])
-
-
-def _lesson(c: Call):
-    seq = deploy.lesson(c.app.ledger, c.args["name"], c.args["text"], c.args.get("phase"))
-    refresh(c.app)
-    return results.lesson_json(c.args["name"], seq)
-
-
 def _verify_model(c: Call):
     a = c.args
     gates = on_demand.verify_model(c.app.ledger, c.app.workspace, a["name"], full=a["full"], inject=a.get("inject"))
@@ -189,9 +170,6 @@ def _record_harness(c: Call):
 
 
 _TOOLS = [
-    Tool("status", "Every deployment (or NAME) with its phase, last verdict, blockers and triage "
-         "(`ledger status --json`).", _status),
-    Tool("history", "NAME's events as a timeline, oldest first (`ledger history NAME --json`).", _history),
     Tool("plan", "The (kernel, shape, role) rows Phase 1 verifies, with tiles and contracts, for a deployment or a "
          "config.json (`ledger plan --json`).", _plan),
     Tool("predict", "Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
@@ -214,10 +192,6 @@ _TOOLS = [
          "notification per phase, kernel row and prompt (`ledger advance --json`).", _advance,
          writes="only through the gates: PhaseStarted with the gate's own measured evidence, then the state "
                 "machine's PhasePassed / PhaseFailed / PhaseInconclusive (+ BlockerRaised, FailureTriaged)", long=True),
-    Tool("resume", "After a blocker, record what the human fixed; allows one more attempt (`ledger resume`).",
-         _resume, writes="DeploymentResumed with a non-empty note, only while a blocker is active; no verdict"),
-    Tool("lesson", "Record a lesson learned for NAME (`ledger lesson`).", _lesson,
-         writes="LessonRecorded (text for the LESSONS page; no gate reads it)"),
     Tool("verify_model", "The token gate on demand, or a gate drill with `inject` (`ledger verify-model --json`); "
          "progress per prompt.", _verify_model,
          writes="TokenGateChecked measured now, context verify-model or drill:FAULT (a drill is never evidence)",
@@ -233,4 +207,4 @@ _TOOLS = [
          writes="KernelVerified(source=harness) parsed from the transcript file, validated (shape, element count, "
                 "tolerances, physical limits, one transcript per row)"),
 ]
-TOOLS: dict[str, Tool] = {t.name: t for t in [*_TOOLS, *WORKBENCH]}
+TOOLS: dict[str, Tool] = {t.name: t for t in [*_TOOLS, *(tool_of(v) for v in VERBS), *WORKBENCH]}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from handlers import results_workbench as rw
 from handlers.narrate import report
-from handlers.mcp.call import Call, Tool, log, read_only, refresh, refresh_if_recorded
+from handlers.mcp.call import Call, Tool, read_only, refresh, refresh_if_recorded
 from handlers.registry_merge import merge_into_mlir_air
 from handlers.registry_ops import build_projections, import_registry_accounted
 from handlers.runs import generate, optimise
@@ -23,7 +23,6 @@ from handlers.nightly_ops import BadLine, export_history, import_history
 from handlers.reverify import reverify_all
 from handlers.workbench import doctor_report, mlir_air_dir, quantize_folder, scaffold_deployment
 from npu_kernels.mlir_air.twin import write_twin
-from statemachine.mermaid import mermaid
 from npu_kernels.settings import env_get
 
 
@@ -62,25 +61,6 @@ def _export_history(c: Call):
     for why in skipped:  # as the CLI's `warning:` lines: a record whose figures cannot be lines, named
         report(f"warning: {why}")
     return rw.export_history_json(lines)
-
-
-def _log(c: Call):
-    ledger, a = read_only(c).ledger, c.args
-    events = ledger.read_stream(a["stream_id"]) if a.get("stream_id") else ledger.read_all(after=a["after"])
-    return rw.log_json([e for e in events if e.seq > a["after"]])
-
-
-def _head(c: Call):
-    ledger = read_only(c).ledger
-    checkpoint = ledger.head()
-    warning = c.app.keep_checkpoint(checkpoint)  # as `ledger head` keeps it
-    if warning:
-        log.warning(warning)
-    return rw.head_json(checkpoint, ledger.identity())
-
-
-def _graph(c: Call):
-    return rw.graph_json(mermaid())
 
 
 def _reverify(c: Call):
@@ -137,9 +117,6 @@ WORKBENCH = [
          writes="NightlyPerfImported per new line, imported:mlir-air-nightly (never an NPU2 figure of ours)"),
     Tool("perf_export_history", "The ledger's NPU2-measured Phase 6 figures as mlir-air nightly rows "
          "(`ledger perf export-history --json`).", _export_history),
-    Tool("log", "The ledger's events in global order, or one stream's (`ledger log --json`).", _log),
-    Tool("head", "A checkpoint SIZE:HASH of the ledger to keep elsewhere (`ledger head --json`).", _head),
-    Tool("graph", "The lifecycle as a Mermaid state diagram (`ledger graph --json`).", _graph),
     Tool("twin", "Write an mlir-air stand-in checkout (harness Makefiles, verify runner) into a folder, to rehearse "
          "the hardware path here (`ledger twin DIR --json`).", _twin,
          writes="no event: the stand-in's files in `directory`"),

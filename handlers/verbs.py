@@ -1,0 +1,350 @@
+"""One row per verb: its typed request, its handler, its result, and from them both faces -- the click command
+(`handlers.cli.verbs.command_of`) and the MCP tool (`handlers.mcp.call.tool_of` with `input_schema`).
+
+A row (`Verb`) holds:
+  name      the CLI's words ("lesson", "registry lookup"); the tool's name is the same with `_` for spaces and `-`
+  request   a frozen dataclass: one field per argument, its type the Python annotation, its faces in the field's
+            metadata (`arg`): the CLI declaration (`NAME` for a positional argument, `--option` for an option), the
+            help line, and the MCP property (a JSON Schema fragment). The click type of an option is derived from
+            that fragment (an `enum` is a Choice, `minimum`/`maximum` an IntRange, a boolean a flag) unless the
+            field says `click_type` (where the CLI has always been looser or stricter than the tool).
+  handle    (VerbCall, request) -> the result as the CLI's --json prints it (`handlers.results` producers); the
+            result schema is `results.SCHEMAS[tool]` / `results_workbench.SCHEMAS[tool]`
+  render    (result, request) -> `Output`: the CLI's text (stdout and stderr lines); the --json text is the result
+  exit      result -> exit status (both CLI modes; the tool returns the result whatever it says)
+  post      the one post-commit step both faces share (`post_commit`): "" (reads), "after" (a write that
+            succeeded), "recorded" (whatever happened, once the ledger holds the deployment `request.name`)
+
+The CLI's verbs without a row are in `handlers.cli` as hand-written click commands; `NOT_MIGRATED` says why for
+each, and `NOT_TOOLS` why a verb has no MCP tool (tests/unit/test_verbs.py checks that every CLI verb is one or
+the other, or has its tool).
+
+Imports: handlers (bootstrap, deploy, results, results_workbench, uow), ledger, registry.text, statemachine.
+Never click and never the MCP SDK: the faces are made in handlers.cli and handlers.mcp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from handlers import deploy, results
+from handlers import results_workbench as rw
+from handlers.bootstrap import App
+from handlers.uow import stream_id
+from registry.text import escaped, ledger_command, shown
+from statemachine.mermaid import mermaid
+
+NAME = {"type": "string", "minLength": 1, "description": "deployment name (`ledger status` lists them)"}
+TEXT = {"type": "string", "minLength": 1}
+
+
+def arg(cli: str, schema: dict | None = None, *, help: str | None = None, default: Any = dataclasses.MISSING,
+        click_type: Any = None, required: bool | None = None, cli_only: bool = False) -> Any:
+    """A request field: `cli` its CLI declaration (`NAME`: a positional argument, `--opt`: an option), `schema`
+    its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help)."""
+    meta = {"cli": cli, "schema": schema or {}, "help": help, "click_type": click_type, "required": required,
+            "cli_only": cli_only}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What the CLI prints in text mode: (line, to stderr) in order."""
+
+    lines: list[tuple[str, bool]] = field(default_factory=list)
+
+    def out(self, line: str) -> "Output":
+        self.lines.append((line, False))
+        return self
+
+    def err(self, line: str) -> "Output":
+        self.lines.append((line, True))
+        return self
+
+
+@dataclass
+class VerbCall:
+    """One call of a verb from either face: its App and where its warnings go (the CLI: stderr; MCP: the log)."""
+
+    app: App
+    warn: Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Verb:
+    name: str
+    request: type
+    handle: Callable[[VerbCall, Any], Any]
+    help: str  # the CLI's help (the click docstring)
+    description: str  # the tool's description
+    render: Callable[[Any, Any], Output]
+    exit: Callable[[Any], int] = lambda result: 0
+    reads: bool = False  # opens the ledger read-only (both faces)
+    writes: str = ""  # what it appends, and through what ("" = it reads only): the tool's `writes`
+    long: bool = False  # reports progress; one long tool at a time per MCP server
+    post: str = ""  # "", "after" or "recorded": the post-commit projection step (`post_commit`)
+    json_indent: int | None = None  # the CLI's --json layout
+    json_help: str | None = None
+
+    @property
+    def tool(self) -> str:
+        return self.name.replace(" ", "_").replace("-", "_")
+
+    def fields(self) -> list[dataclasses.Field]:
+        return list(dataclasses.fields(self.request))
+
+    def call(self, vc: VerbCall, request: Any) -> Any:
+        """Run the handler on `request`, then the post-commit step this row names; return the result."""
+        if self.reads:
+            vc.app.read_only = True
+        if self.post == "recorded":
+            try:
+                return self.handle(vc, request)
+            finally:
+                post_commit(vc, getattr(request, "name"))
+        result = self.handle(vc, request)
+        if self.post == "after":
+            post_commit(vc)
+        return result
+
+    def request_from(self, arguments: dict[str, Any]) -> Any:
+        """The request from a tool's arguments (the schema's defaults filled in already; absent = the field's)."""
+        return self.request(**{f.name: arguments[f.name] for f in self.fields() if f.name in arguments})
+
+
+def post_commit(vc: VerbCall, name: str | None = None) -> None:
+    """The one step after a command that may have recorded something, shared by the CLI and the MCP tools: rebuild
+    the projections and keep the ledger's new checkpoint (`App.refresh_projections`), its warnings to `vc.warn`.
+    With `name`: only when the ledger holds deployment NAME (a misspelt name recorded nothing, so it writes no
+    kernel_registry/ or llms/ into the folder either)."""
+    app = vc.app
+    if name is not None and not app.ledger.stream_version(stream_id(name)):  # the version, not a read of the stream
+        return
+    for line in app.refresh_projections():
+        vc.warn(line)
+
+
+def _field_type(f: dataclasses.Field) -> tuple[type, bool]:
+    """(the base type, whether None is allowed) of a request field's annotation."""
+    hint = f.type if not isinstance(f.type, str) else eval(f.type, {**vars(typing), **vars(types)}, {})  # noqa: S307
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        base = next(a for a in args if a is not type(None))
+        return base, type(None) in args
+    return hint, False
+
+
+_JSON_TYPE = {str: "string", int: "integer", bool: "boolean", float: "number"}
+
+
+def input_schema(verb: Verb) -> dict:
+    """The tool's input schema: each field's MCP property (its JSON type from the annotation unless the fragment
+    names one, its default), required when the field has no default; misspelt arguments refused."""
+    props, required = {}, []
+    for f in verb.fields():
+        if f.metadata["cli_only"]:
+            continue
+        base, _ = _field_type(f)
+        prop = {"type": _JSON_TYPE[base], **f.metadata["schema"]}
+        if f.default is not dataclasses.MISSING and f.default is not None and "default" not in prop:
+            prop["default"] = f.default
+        props[f.name] = prop
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required.append(f.name)
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+# --- the rows -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LessonRequest:
+    name: str = arg("NAME", NAME)
+    text: str = arg("TEXT", TEXT)
+    phase: int | None = arg("--phase", {"minimum": 0, "maximum": 7}, default=None)
+
+
+def _lesson(vc: VerbCall, r: LessonRequest):
+    return results.lesson_json(r.name, deploy.lesson(vc.app.ledger, r.name, r.text, r.phase))
+
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    name: str = arg("NAME", NAME)
+    note: str = arg("--note", {**TEXT, "description": "what the human fixed"}, help="what the human fixed")
+
+
+def _resume(vc: VerbCall, r: ResumeRequest):
+    deploy.resume(vc.app.ledger, r.name, r.note)
+    return results.resume_json(r.name, deploy.status(vc.app.ledger, r.name)[0]["status"])
+
+
+@dataclass(frozen=True)
+class StatusRequest:
+    name: str | None = arg("NAME", NAME, default=None)
+
+
+def _status(vc: VerbCall, r: StatusRequest):
+    return results.status_json(deploy.status(vc.app.ledger, r.name), r.name)
+
+
+def _status_rows(result) -> list[dict]:
+    return result if isinstance(result, list) else [result]
+
+
+def status_row(name: str, status: str, passed: str, where: str, verdict: str) -> str:
+    """One line of `ledger status`'s table (its header too): name, status, the phases passed, executor/target and
+    the last verdict in columns."""
+    return f"{name:<28} {status:<20} {passed:<16} {where:<20} {verdict}".rstrip()
+
+
+def _status_text(result, r: StatusRequest) -> Output:
+    rows, out = _status_rows(result), Output()
+    if not rows:
+        out.out("no deployments yet (ledger init MODEL)")
+    elif any(row["status"] != "unreplayable" for row in rows):
+        out.out(status_row("deployment", "status", "phases passed", "executor/target", "last verdict"))
+    for row in rows:
+        if row["status"] == "unreplayable":
+            out.err(f"{shown(row['name']):<28} unreplayable: {shown(row['error'])}")
+            continue
+        passed = ",".join(map(str, row["phases_passed"])) or "none yet"
+        out.out(escaped(status_row(shown(row["name"]), row["status"], passed, f"{row['executor']}/{row['target']}",
+                                   row["last_verdict"])))
+        for b in row["blockers"]:
+            out.out(escaped(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}"))
+        if row.get("inconclusive"):
+            i = row["inconclusive"]
+            out.out(escaped(f"    INCONCLUSIVE (seq {i['seq']}, phase {i['phase']} attempt {i['attempt']}, "
+                            f"{i['tries']} tries; {i['in_a_row']} in a row, a blocker at {i['limit']}): "
+                            f"{'; '.join(i['reasons'])}"))
+        if row["triage"]:
+            out.out(escaped(f"    triage of seq {row['triage']['subject_seq']}: {row['triage']['summary']}"))
+            for m in row["triage"]["matches"]:
+                out.out(escaped(f"      - {m['rule_id']} ({m['confidence']:.2f}): {m['root_cause']} -> {m['remedy']}"))
+    return out
+
+
+@dataclass(frozen=True)
+class HistoryRequest:
+    name: str = arg("NAME", NAME)
+
+
+def _history(vc: VerbCall, r: HistoryRequest):
+    return results.history_json(deploy.history(vc.app.ledger, r.name))
+
+
+def _history_text(rows, r) -> Output:
+    from handlers.narrate import describe  # the timeline's one-line descriptions
+
+    out = Output()
+    for row in rows:
+        out.out(escaped(f"{row['seq']:>6}  {row['at'][:19]}  {row['type']:<24} {describe(row['type'], row['payload'])}"))
+    return out
+
+
+@dataclass(frozen=True)
+class NoRequest:
+    """A verb without arguments."""
+
+
+@dataclass(frozen=True)
+class LogRequest:
+    stream_id: str | None = arg("--stream", {**TEXT, "description": "only this stream, e.g. deployment:NAME "
+                                             "(`--stream`)"}, default=None,
+                                help="only this stream (e.g. deployment:smollm2_135m_instruct)")
+    after: int = arg("--after", {"minimum": 0}, default=0, help="only events after this seq", click_type=int)
+
+
+def _log(vc: VerbCall, r: LogRequest):
+    ledger = vc.app.ledger
+    events = ledger.read_stream(r.stream_id) if r.stream_id else ledger.read_all(after=r.after)
+    return rw.log_json([e for e in events if e.seq > r.after])
+
+
+def _short(payload: dict, limit: int = 110) -> str:
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _log_text(events, r) -> Output:
+    out = Output()
+    for e in events:
+        out.out(escaped(f"{e['seq']:>6}  {e['recorded_at'][:19]}  {shown(e['stream_id'])}@{e['version']}  "
+                        f"{e['type']:<22} {_short(e['payload'])}"))
+    return out
+
+
+def _head(vc: VerbCall, r: NoRequest):
+    checkpoint = vc.app.ledger.head()
+    identity = vc.app.ledger.identity()
+    warning = vc.app.keep_checkpoint(checkpoint)
+    if warning:
+        vc.warn(warning)
+    return rw.head_json(checkpoint, identity)
+
+
+def _graph(vc: VerbCall, r: NoRequest):
+    return rw.graph_json(mermaid())
+
+
+VERBS: list[Verb] = [
+    Verb("resume", ResumeRequest, _resume,
+         help="Record a human's fix after a blocker; allows one more attempt.",
+         description="After a blocker, record what the human fixed; allows one more attempt (`ledger resume`).",
+         render=lambda res, r: Output().out(f"{shown(r.name)} resumed; next: {ledger_command('advance', r.name)}"),
+         writes="DeploymentResumed with a non-empty note, only while a blocker is active; no verdict", post="after"),
+    Verb("lesson", LessonRequest, _lesson, help="Record a lesson learned for NAME.",
+         description="Record a lesson learned for NAME (`ledger lesson`).",
+         render=lambda res, r: Output().out(f"lesson recorded at seq {res['seq']}"),
+         writes="LessonRecorded (text for the LESSONS page; no gate reads it)", post="after"),
+    Verb("status", StatusRequest, _status,
+         help="Every deployment (or NAME) with its phase, last verdict, blockers and triage.",
+         description="Every deployment (or NAME) with its phase, last verdict, blockers and triage "
+                     "(`ledger status --json`).",
+         render=_status_text, reads=True, json_indent=1,
+         exit=lambda res: int(any(row["status"] == "unreplayable" for row in _status_rows(res)))),
+    Verb("history", HistoryRequest, _history, help="NAME's events as a readable timeline.",
+         description="NAME's events as a timeline, oldest first (`ledger history NAME --json`).",
+         render=_history_text, reads=True, json_indent=1),
+    Verb("graph", NoRequest, _graph,
+         help="Print the lifecycle as a Mermaid diagram (generated from the transitions table).",
+         description="The lifecycle as a Mermaid state diagram (`ledger graph --json`).",
+         render=lambda res, r: Output().out(res["mermaid"]), json_help='{"mermaid": TEXT}'),
+    Verb("head", NoRequest, _head,
+         help="Print a checkpoint SIZE:HASH of the ledger (keep it elsewhere; `verify --against` checks it).",
+         description="A checkpoint SIZE:HASH of the ledger to keep elsewhere (`ledger head --json`).",
+         render=lambda res, r: Output().out(f"{res['size']}:{res['hash']}"), reads=True),
+    Verb("log", LogRequest, _log, help="Print the ledger's events in global order.",
+         description="The ledger's events in global order, or one stream's (`ledger log --json`).",
+         render=_log_text, reads=True, json_indent=1, json_help="one JSON array of events"),
+]
+BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
+BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
+
+# CLI verbs still written by hand in handlers.cli (their MCP tools in handlers.mcp.tools / workbench), and why
+NOT_MIGRATED = {
+    "init": "prints the memory line and `note:` lines read after the commit, exits 3 on rejected; to move next",
+    "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
+               "it shares the post-commit step (`post_commit`) with its tool",
+    "audit": "a progress reporter, its report path line and the read-only ledger's refusal; shares `post_commit`",
+    "evaluate": "the evaluator's hidden fresh process, never a tool",
+    "plan": "its text mode prints the prefill-limit line from a second read of the target",
+    "verify": "its text mode is the chain report's lines on stderr and exit 2; the tool shares queries.verify_chain",
+}
+
+# CLI verbs that have no MCP tool, each with why (every other verb has its tool)
+NOT_TOOLS = {
+    "db setup": "an administrator's one-time act with superuser rights on the database, never an agent's",
+    "mcp": "the server itself",
+    "skills export": "writes the agent's own registration (.mcp.json) and skills: a person runs it once",
+    "worker": "a long-running process, one per NPU host: not a call that returns",
+    "evaluate": "the independent evaluator's hidden fresh process, started by audit / Phase 7 only",
+    "kernel list": "a text listing of the kernel catalog without a --json result (no schema yet): a row to add",
+}
