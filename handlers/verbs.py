@@ -13,7 +13,8 @@ A row (`Verb`) holds:
   render    (result, request) -> `Output`: the CLI's text (stdout and stderr lines); the --json text is the result
   exit      result -> exit status (both CLI modes; the tool returns the result whatever it says)
   post      the one post-commit step both faces share (`post_commit`): "" (reads), "after" (a write that
-            succeeded), "recorded" (whatever happened, once the ledger holds the deployment `request.name`)
+            succeeded), "recorded" (whatever happened, once the ledger holds the deployment `request.name`); a
+            request with a `name` is a deployment's, and only its projections are rebuilt
 
 The CLI's verbs without a row are in `handlers.cli` as hand-written click commands; `NOT_MIGRATED` says why for
 each, and `NOT_TOOLS` why a verb has no MCP tool (tests/unit/test_verbs.py checks that every CLI verb is one or
@@ -36,7 +37,7 @@ from typing import Any
 from handlers import deploy, results
 from handlers import results_workbench as rw
 from handlers.bootstrap import App
-from handlers.uow import stream_id
+from handlers.uow import existing_name, stream_id
 from registry.text import escaped, ledger_command, shown
 from statemachine.mermaid import mermaid
 
@@ -110,7 +111,7 @@ class Verb:
                 post_commit(vc, getattr(request, "name"))
         result = self.handle(vc, request)
         if self.post == "after":
-            post_commit(vc)
+            post_commit(vc, getattr(request, "name", None))
         return result
 
     def request_from(self, arguments: dict[str, Any]) -> Any:
@@ -121,12 +122,17 @@ class Verb:
 def post_commit(vc: VerbCall, name: str | None = None) -> None:
     """The one step after a command that may have recorded something, shared by the CLI and the MCP tools: rebuild
     the projections and keep the ledger's new checkpoint (`App.refresh_projections`), its warnings to `vc.warn`.
-    With `name`: only when the ledger holds deployment NAME (a misspelt name recorded nothing, so it writes no
-    kernel_registry/ or llms/ into the folder either)."""
+
+    With `name` (a command that appends to deployment NAME's stream alone): only when the ledger holds NAME (a
+    misspelt name recorded nothing, so it writes no kernel_registry/ or llms/ into the folder either), and then
+    the registry and NAME's docs alone -- no other deployment's docs read that stream. The events are the ledger's
+    `all_events`, whose cache the command's own appends extended (`ledger.record.ReadsEverything.recorded`)."""
     app = vc.app
-    if name is not None and not app.ledger.stream_version(stream_id(name)):  # the version, not a read of the stream
-        return
-    for line in app.refresh_projections():
+    if name is not None:
+        name = existing_name(app.ledger, name)  # as the command's unit named it (NFC unless the ledger holds it so)
+        if not app.ledger.stream_version(stream_id(name)):  # the version, not a read of the stream
+            return
+    for line in app.refresh_projections(only=None if name is None else [name]):
         vc.warn(line)
 
 

@@ -11,7 +11,7 @@ import click
 
 from handlers import deploy, results
 from handlers.bootstrap import App
-from handlers.cli.common import refresh_if_recorded, refresh_projections
+from handlers.cli.common import refresh_if_recorded
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions, GateRun
 from handlers.gates.evaluation import evaluate
@@ -58,7 +58,7 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | N
     click.echo(json.dumps({**results.init_json(created, executor, target, dtype), "notes": notes}) if as_json else
                "\n".join([memory, f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
                            f"{next_steps(created, executor)}", *(f"note: {escaped(n)}" for n in notes)]))
-    refresh_projections(app)
+    refresh_if_recorded(app, created)  # the registry and the new deployment's docs
 
 
 @click.command("advance")

@@ -119,7 +119,7 @@ def _init(c: Call):
     created = deploy.init(c.app.ledger, model, name=a.get("name"), target=a["target"], dtype=dtype,
                           executor=a["executor"], workspace=c.app.workspace, base=base,
                           q4nx_style=a.get("q4nx_style", "host"))
-    refresh(c.app)
+    refresh_if_recorded(c.app, created)  # the registry and the new deployment's docs
     return results.init_json(created, a["executor"], a["target"], dtype)
 
 
