@@ -37,8 +37,8 @@ def _param(f: dataclasses.Field) -> click.Parameter:
     required = f.metadata["required"] if f.metadata["required"] is not None else not has_default
     if base is bool:
         return click.Option([cli, f.name], is_flag=True, help=f.metadata["help"])
-    return click.Option([cli, f.name], type=_click_type(f), default=f.default if has_default else None,
-                        required=required, help=f.metadata["help"])
+    extra = {"default": f.default} if has_default else {}  # click: an explicit default=None is a value given
+    return click.Option([cli, f.name], type=_click_type(f), required=required, help=f.metadata["help"], **extra)
 
 
 def command_of(verb: Verb) -> click.Command:

@@ -63,6 +63,14 @@ def test_a_rows_click_parameters_and_tool_schema_are_one_request():
         assert required == set(INPUTS[verb.tool]["required"]), verb.name
 
 
+def test_a_rows_required_option_is_required_by_click_and_its_bounds_are_the_tools(tmp_path):
+    missing = in_process(tmp_path, "resume", "n")
+    assert missing.returncode == 2 and missing.stderr.splitlines()[-1] == "error: Missing option '--note'."
+    assert "--note TEXT  what the human fixed  [required]" in in_process(tmp_path, "resume", "--help").stdout
+    out_of_range = in_process(tmp_path, "lesson", "n", "x", "--phase", "8")
+    assert out_of_range.returncode == 2 and "8 is not in the range 0<=x<=7" in out_of_range.stderr
+
+
 def test_the_same_lesson_through_the_cli_and_the_tool_is_the_same_result_and_refreshes_the_same_way(
         tiny_llama, tmp_path):
     db = f"memory://{uuid.uuid4().hex}"
