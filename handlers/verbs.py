@@ -91,6 +91,7 @@ class Verb:
     long: bool = False  # reports progress; one long tool at a time per MCP server
     post: str = ""  # "", "after" or "recorded": the post-commit projection step (`post_commit`)
     json_indent: int | None = None  # the CLI's --json layout
+    json_sort_keys: bool = False
     json_help: str | None = None
 
     @property
@@ -300,6 +301,38 @@ def _graph(vc: VerbCall, r: NoRequest):
     return rw.graph_json(mermaid())
 
 
+@dataclass(frozen=True)
+class CalibrateRequest:
+    name: str | None = arg("--name", {**TEXT, "maxLength": 120, "description": "the calibration's name (default "
+                                      "calibration-<n>)"}, default=None,
+                           help="the calibration's name (default calibration-<n>)", click_type=str)
+    device: str | None = arg("--device", {**TEXT, "description": "only the runs recorded on this device"}, default=None,
+                             help="only the runs recorded on this device (as their provenance names it)")
+
+
+def _calibrate(vc: VerbCall, r: CalibrateRequest):
+    from handlers.calibrate import calibrate  # the fit's numerics: loaded when a calibration is asked for
+    from npu_kernels.perf.calibration import CalibrationError
+
+    try:
+        return results.calibrate_json(calibrate(vc.app.ledger, r.name, r.device))
+    except CalibrationError as e:
+        raise CalibrationError(f"{e}; nothing was recorded") from None
+
+
+def _calibrate_text(out, r) -> Output:
+    text = Output().out(escaped(f"{out['name']} recorded at seq {out['seq']}: {len(out['rows'])} NPU2-measured "
+                                f"figures ({', '.join(d for d in out['devices'] if d) or 'device unnamed'})"))
+    for cname, c in out["constants"].items():
+        fixed = " (too small to fit: published value kept)" if c["group"] in out["fixed"] else ""
+        text.out(f"  {cname:<16} {c['value']:.4g} ± {c['error']:.2g} {c['unit']} (published {c['published']:.4g}){fixed}")
+    bars = ", ".join(f"{k} ±{v:.1%}" for k, v in out["error_bars"].items())
+    text.out(f"  figure error bars (2 x leave-one-out RMS): {bars}")
+    for row in out["left_out"]:  # never fitted: the audit's check or physics refuses its figures
+        text.out(escaped(f"  left out, implausible: {row['label']}: {row['why']}"))
+    return text
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -331,6 +364,16 @@ VERBS: list[Verb] = [
          description="The ledger's events in global order, or one stream's (`ledger log --json`).",
          render=_log_text, reads=True, json_indent=1, json_help="one JSON array of events"),
 ]
+VERBS.append(Verb(
+    "perf calibrate", CalibrateRequest, _calibrate,
+    help="Fit the NPU2 model's per-machine constants (NPU time, BO write / read bandwidth, XRT call cost, host time) "
+         "to the ledger's NPU2-measured profile figures and record the fit with its data; `ledger predict` then "
+         "reports on this machine with leave-one-out error bars. With no such figures: says so, records nothing, "
+         "exit 1.",
+    description="Fit the NPU2 model's per-machine constants to the ledger's NPU2-measured profile runs "
+                "(`ledger perf calibrate --json`); predict then reports on this machine with error bars.",
+    render=_calibrate_text, writes="PerformanceCalibrated (stream perf:calibration): the fit and the data it was "
+    "fitted to", json_sort_keys=True, json_help="print the recorded fit as JSON"))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 

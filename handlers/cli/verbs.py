@@ -49,7 +49,8 @@ def command_of(verb: Verb) -> click.Command:
         vc = VerbCall(app, warn=lambda line: click.echo(line, err=True))
         result = verb.call(vc, verb.request(**values))
         if as_json:
-            click.echo(json.dumps(result, indent=verb.json_indent, default=str, allow_nan=True))
+            click.echo(json.dumps(result, indent=verb.json_indent, sort_keys=verb.json_sort_keys, default=str,
+                                   allow_nan=True))
         else:
             for line, to_stderr in verb.render(result, verb.request(**values)).lines:
                 click.echo(line, err=to_stderr)
@@ -63,3 +64,8 @@ def command_of(verb: Verb) -> click.Command:
 
 
 commands = [command_of(v) for v in VERBS if " " not in v.name]
+
+
+def group_commands(group: str) -> list[click.Command]:
+    """The commands of the rows under `group` ("perf": `perf calibrate`), for its module to add to its group."""
+    return [command_of(v) for v in VERBS if v.name.split(" ")[0] == group and " " in v.name]

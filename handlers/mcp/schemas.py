@@ -104,10 +104,6 @@ INPUTS: dict[str, dict] = {
                   "decode tokens/s against context (seq / ctx do not apply), with a PNG"},
         "png": {**TEXT, "description": "with curve: where the PNG goes (default <name>_curve.png in the workspace)"},
     }, ("target",)),
-    "perf_calibrate": _inputs({
-        "name": {**TEXT, "maxLength": 120, "description": "the calibration's name (default calibration-<n>)"},
-        "device": {**TEXT, "description": "only the runs recorded on this device"},
-    }),
     "kernel_run": _inputs({
         "kernel": TEXT, "shape": DIMS,
         "executor": {"type": "string", "enum": list(EXECUTOR_NAMES), "default": "emulated"},

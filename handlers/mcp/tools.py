@@ -11,8 +11,10 @@ Each tool runs on an `App` of its own (its own database connection) made by the 
 reporter (`handlers.narrate.reporting`) whose messages become MCP progress notifications: the messages the
 terminal's bars show (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
 
-`TOOLS` holds these deployment tools and `handlers.mcp.workbench`'s (quantize, scaffold, doctor, perf, twin, run,
-optimise, registry import / build, log, head, graph, reverify); what a call is made of is `handlers.mcp.call`.
+`TOOLS` holds these deployment tools, the verb table's (`handlers.verbs`: resume, lesson, status, history, graph,
+head, log; their input schemas generated from the same request as the click command) and
+`handlers.mcp.workbench`'s (quantize, scaffold, doctor, perf, twin, run, optimise, registry import / build,
+reverify); what a call is made of is `handlers.mcp.call`.
 
 Imports: handlers (deploy, on_demand, queries, record, results, triage, bootstrap), kernels, registry.
 """
@@ -24,7 +26,6 @@ import re
 from pathlib import Path
 
 from handlers import deploy, on_demand, queries, results
-from handlers.calibrate import calibrate
 from handlers.inputs import bounded_text, read_input_text
 from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded, tool_of
 from handlers.mcp.workbench import WORKBENCH
@@ -72,12 +73,6 @@ def _predict(c: Call):
 
 def _host_bytes(a: dict) -> int | None:
     return int(a["host_memory_gib"] * 2**30) if a.get("host_memory_gib") else None
-
-
-def _perf_calibrate(c: Call):
-    a = c.args
-    out = calibrate(c.app.ledger, a.get("name"), a.get("device"))  # as `ledger perf calibrate`
-    return results.calibrate_json(out)
 
 
 def _kernel_run(c: Call):
@@ -174,9 +169,6 @@ _TOOLS = [
          "config.json (`ledger plan --json`).", _plan),
     Tool("predict", "Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
          "(`ledger predict --json`).", _predict),
-    Tool("perf_calibrate", "Fit the NPU2 model's per-machine constants to the ledger's NPU2-measured profile runs "
-         "(`ledger perf calibrate --json`); predict then reports on this machine with error bars.", _perf_calibrate,
-         writes="PerformanceCalibrated (stream perf:calibration): the fit and the data it was fitted to"),
     Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
          "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
     Tool("triage", "Match compiler/runtime output (and optional gate evidence) against the NPU debugging "

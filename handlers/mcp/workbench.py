@@ -1,6 +1,6 @@
 """The MCP tools of the engineer's workbench verbs (`quantize`, `scaffold`, `doctor`, `perf import-history` /
-`export-history`, `twin`, `registry import` / `build`), the runs (`run`, `optimise`), the ledger's own reads
-(`log`, `head`, `graph`) and re-verification (`reverify`): each the
+`export-history`, `twin`, `registry import` / `build`), the runs (`run`, `optimise`) and re-verification
+(`reverify`): each the
 CLI verb over the same handler and the same `--json` producer (`handlers.results_workbench`), as
 `handlers.mcp.tools` has them for the deployment verbs (its docstring: reads, writes, errors).
 
