@@ -137,7 +137,7 @@ def post_commit(vc: VerbCall, name: str | None = None) -> None:
         vc.warn(line)
 
 
-def _field_type(f: dataclasses.Field) -> tuple[type, bool]:
+def field_type(f: dataclasses.Field) -> tuple[type, bool]:
     """(the base type, whether None is allowed) of a request field's annotation."""
     hint = f.type if not isinstance(f.type, str) else eval(f.type, {**vars(typing), **vars(types)}, {})  # noqa: S307
     args = typing.get_args(hint)
@@ -157,7 +157,7 @@ def input_schema(verb: Verb) -> dict:
     for f in verb.fields():
         if f.metadata["cli_only"]:
             continue
-        base, _ = _field_type(f)
+        base, _ = field_type(f)
         prop = {"type": _JSON_TYPE[base], **f.metadata["schema"]}
         if f.default is not dataclasses.MISSING and f.default is not None and "default" not in prop:
             prop["default"] = f.default

@@ -11,7 +11,8 @@ import sys
 import click
 
 from handlers.bootstrap import App
-from handlers.verbs import VERBS, Verb, VerbCall, _field_type
+from handlers.cli.common import cli_call
+from handlers.verbs import VERBS, Verb, field_type
 
 
 def _click_type(f: dataclasses.Field):
@@ -19,7 +20,7 @@ def _click_type(f: dataclasses.Field):
     bounds: IntRange; number with a minimum: FloatRange), else the annotation."""
     if f.metadata["click_type"] is not None:
         return f.metadata["click_type"]
-    schema, (base, _) = f.metadata["schema"], _field_type(f)
+    schema, (base, _) = f.metadata["schema"], field_type(f)
     if "enum" in schema:
         return click.Choice(list(schema["enum"]))
     if base is int and ("minimum" in schema or "maximum" in schema):
@@ -30,7 +31,7 @@ def _click_type(f: dataclasses.Field):
 
 
 def _param(f: dataclasses.Field) -> click.Parameter:
-    cli, base = f.metadata["cli"], _field_type(f)[0]
+    cli, base = f.metadata["cli"], field_type(f)[0]
     has_default = f.default is not dataclasses.MISSING
     if not cli.startswith("-"):  # a positional argument
         return click.Argument([f.name], required=not has_default, type=_click_type(f))
@@ -46,13 +47,14 @@ def command_of(verb: Verb) -> click.Command:
 
     @click.pass_obj
     def callback(app: App, as_json: bool, **values) -> None:
-        vc = VerbCall(app, warn=lambda line: click.echo(line, err=True))
-        result = verb.call(vc, verb.request(**values))
+        vc = cli_call(app)
+        request = verb.request(**values)
+        result = verb.call(vc, request)
         if as_json:
             click.echo(json.dumps(result, indent=verb.json_indent, sort_keys=verb.json_sort_keys, default=str,
                                    allow_nan=True))
         else:
-            for line, to_stderr in verb.render(result, verb.request(**values)).lines:
+            for line, to_stderr in verb.render(result, request).lines:
                 click.echo(line, err=to_stderr)
         code = verb.exit(result)
         if code:
