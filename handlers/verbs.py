@@ -377,15 +377,28 @@ VERBS.append(Verb(
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
-# CLI verbs still written by hand in handlers.cli (their MCP tools in handlers.mcp.tools / workbench), and why
+# CLI verbs still written by hand in handlers.cli (their MCP tools in handlers.mcp.tools / workbench), and why. What
+# the table lacks for most: a path argument the tool confines to the workspace / --allow-dir folders (`Call.path`)
+# while the CLI takes it as given ("path"); an argument the CLI takes as text and the tool as an object (a shape
+# `M=..,K=..`, dims `k=v`: "text form"); the CLI's progress bars around a long verb ("progress").
+_PATH, _TEXT_FORM, _PROGRESS = "path", "text form", "progress"
 NOT_MIGRATED = {
-    "init": "prints the memory line and `note:` lines read after the commit, exits 3 on rejected; to move next",
+    "init": "prints the memory line and `note:` lines read after the commit, exits 3 on rejected; model/base: "
+            + _PATH,
     "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
-               "it shares the post-commit step (`post_commit`) with its tool",
-    "audit": "a progress reporter, its report path line and the read-only ledger's refusal; shares `post_commit`",
-    "evaluate": "the evaluator's hidden fresh process, never a tool",
-    "plan": "its text mode prints the prefill-limit line from a second read of the target",
-    "verify": "its text mode is the chain report's lines on stderr and exit 2; the tool shares queries.verify_chain",
+               + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
+    "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
+    "plan": "its text mode prints the prefill-limit line from a second read of the target; target: " + _PATH,
+    "verify": "its text mode is the chain report's lines on stderr and exit 2; --against a BadParameter (exit 2)",
+    "predict": "target / png: " + _PATH + "; --curve's text and PNG",
+    "diagnose": _PROGRESS, "verify-model": _PROGRESS, "run": _PROGRESS, "optimise": _PROGRESS + "; --phase a "
+    "string choice on the CLI, an integer in the tool", "reverify": _PROGRESS + "; --all",
+    "kernel run": _TEXT_FORM + " (the shape)", "registry lookup": _TEXT_FORM + " (the dims)",
+    "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
+    "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
+    "doctor": _PATH + " (the checkout)", "twin": _PATH, "quantize": _PATH, "scaffold": "the checkout from "
+    "$MLIR_AIR_DIR; ScaffoldError", "perf import-history": _PATH, "perf export-history": "--out FILE on the CLI",
+    "registry import": _PATH, "registry build": _PATH + " (--into-mlir-air); --check's exit status",
 }
 
 # CLI verbs that have no MCP tool, each with why (every other verb has its tool)
