@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from handlers import deploy, results
 from handlers import results_workbench as rw
 from handlers.bootstrap import App
 from handlers.uow import existing_name, stream_id
+from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from registry.text import escaped, ledger_command, shown
 from statemachine.mermaid import mermaid
 
@@ -46,11 +48,14 @@ TEXT = {"type": "string", "minLength": 1}
 
 
 def arg(cli: str, schema: dict | None = None, *, help: str | None = None, default: Any = dataclasses.MISSING,
-        click_type: Any = None, required: bool | None = None, cli_only: bool = False) -> Any:
+        click_type: Any = None, required: bool | None = None, cli_only: bool = False, path: str | None = None,
+        show_default: bool = False) -> Any:
     """A request field: `cli` its CLI declaration (`NAME`: a positional argument, `--opt`: an option), `schema`
-    its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help)."""
+    its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help).
+    `click_type` "dir" is a click.Path(file_okay=False). `path` names what a path argument is: the tool takes it
+    only inside the workspace or an --allow-dir folder (`VerbCall.place`), the CLI as given."""
     meta = {"cli": cli, "schema": schema or {}, "help": help, "click_type": click_type, "required": required,
-            "cli_only": cli_only}
+            "cli_only": cli_only, "path": path, "show_default": show_default}
     return field(default=default, metadata=meta)
 
 
@@ -69,12 +74,18 @@ class Output:
         return self
 
 
+def _as_given(value: str, what: str) -> str:
+    return value
+
+
 @dataclass
 class VerbCall:
-    """One call of a verb from either face: its App and where its warnings go (the CLI: stderr; MCP: the log)."""
+    """One call of a verb from either face: its App, where its warnings go (the CLI: stderr; MCP: the log) and
+    where a path argument may lie (the CLI: as given; MCP: `handlers.mcp.call.mcp_call` confines it)."""
 
     app: App
     warn: Callable[[str], None]
+    place: Callable[[str, str], str] = _as_given
 
 
 @dataclass(frozen=True)
@@ -102,7 +113,11 @@ class Verb:
         return list(dataclasses.fields(self.request))
 
     def call(self, vc: VerbCall, request: Any) -> Any:
-        """Run the handler on `request`, then the post-commit step this row names; return the result."""
+        """Run the handler on `request` (its path arguments placed by `vc.place`), then the post-commit step this
+        row names; return the result."""
+        placed = {f.name: vc.place(getattr(request, f.name), f.metadata["path"]) for f in self.fields()
+                  if f.metadata["path"] and getattr(request, f.name) is not None}
+        request = dataclasses.replace(request, **placed) if placed else request
         if self.reads:
             vc.app.read_only = True
         if self.post == "recorded":
@@ -333,6 +348,24 @@ def _calibrate_text(out, r) -> Output:
     return text
 
 
+@dataclass(frozen=True)
+class TwinRequest:
+    directory: str = arg("DIRECTORY", {**TEXT, "description": "the folder to write the stand-in checkout into"},
+                         click_type="dir", path="twin directory")
+    peano: str = arg("--peano", {"pattern": f"^{PEANO_VERSION}$", "description": "the Peano version the twin's "
+                                 "toolchain record says"}, default=TWIN_PEANO, show_default=True,
+                     help="the Peano (llvm-aie) version the twin's toolchain record says (`ledger doctor` checks its "
+                          "floor)")
+
+
+def _twin(vc: VerbCall, r: TwinRequest):
+    from npu_kernels.mlir_air.twin import write_twin
+
+    if not re.fullmatch(PEANO_VERSION, r.peano):  # the tool's schema has the pattern; the CLI's option is text
+        raise ValueError(f"--peano {escaped(r.peano)} is not a version (e.g. {TWIN_PEANO})")
+    return rw.twin_json(write_twin(r.directory, peano=r.peano))
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -374,6 +407,14 @@ VERBS.append(Verb(
                 "(`ledger perf calibrate --json`); predict then reports on this machine with error bars.",
     render=_calibrate_text, writes="PerformanceCalibrated (stream perf:calibration): the fit and the data it was "
     "fitted to", json_sort_keys=True, json_help="print the recorded fit as JSON"))
+VERBS.append(Verb(
+    "twin", TwinRequest, _twin,
+    help="Write an mlir-air stand-in (harness Makefiles, verify runner, prompts) into DIRECTORY; point MLIR_AIR_DIR "
+         "at it to rehearse the hardware workflow on this machine.",
+    description="Write an mlir-air stand-in checkout (harness Makefiles, verify runner) into a folder, to rehearse "
+                "the hardware path here (`ledger twin DIR --json`).",
+    render=lambda res, r: Output().out(f"mlir-air twin written to {res['dir']}; export {res['export']}"),
+    writes="no event: the stand-in's files in `directory`", json_help='{"dir": ..., "export": "MLIR_AIR_DIR=..."}'))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -396,7 +437,7 @@ NOT_MIGRATED = {
     "kernel run": _TEXT_FORM + " (the shape)", "registry lookup": _TEXT_FORM + " (the dims)",
     "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
     "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
-    "doctor": _PATH + " (the checkout)", "twin": _PATH, "quantize": _PATH, "scaffold": "the checkout from "
+    "doctor": _PATH + " (the checkout, default $MLIR_AIR_DIR); the toolchain refusal", "quantize": _PATH, "scaffold": "the checkout from "
     "$MLIR_AIR_DIR; ScaffoldError", "perf import-history": _PATH, "perf export-history": "--out FILE on the CLI",
     "registry import": _PATH, "registry build": _PATH + " (--into-mlir-air); --check's exit status",
 }

@@ -18,6 +18,8 @@ from handlers.verbs import VERBS, Verb, field_type
 def _click_type(f: dataclasses.Field):
     """The click type of a request field: its `click_type`, else from its MCP property (enum: Choice; integer with
     bounds: IntRange; number with a minimum: FloatRange), else the annotation."""
+    if f.metadata["click_type"] == "dir":
+        return click.Path(file_okay=False)
     if f.metadata["click_type"] is not None:
         return f.metadata["click_type"]
     schema, (base, _) = f.metadata["schema"], field_type(f)
@@ -39,7 +41,8 @@ def _param(f: dataclasses.Field) -> click.Parameter:
     if base is bool:
         return click.Option([cli, f.name], is_flag=True, help=f.metadata["help"])
     extra = {"default": f.default} if has_default else {}  # click: an explicit default=None is a value given
-    return click.Option([cli, f.name], type=_click_type(f), required=required, help=f.metadata["help"], **extra)
+    return click.Option([cli, f.name], type=_click_type(f), required=required, help=f.metadata["help"],
+                        show_default=f.metadata["show_default"], **extra)
 
 
 def command_of(verb: Verb) -> click.Command:

@@ -56,7 +56,8 @@ class Tool:
 
 def tool_of(verb: Verb) -> Tool:
     """The MCP tool of a verb-table row: its arguments (the schema's defaults filled in) as the row's request."""
-    return Tool(verb.tool, verb.description, lambda c: verb.call(mcp_call(c.app), verb.request_from(c.args)),
+    return Tool(verb.tool, verb.description,
+                lambda c: verb.call(mcp_call(c.app, c.allowed), verb.request_from(c.args)),
                 writes=verb.writes, long=verb.long)
 
 
@@ -69,9 +70,11 @@ def error_line(exc: BaseException) -> str:
     return f"rejected: {line}" if isinstance(exc, deploy.OutOfScope) else f"error: {line}"
 
 
-def mcp_call(app: App) -> VerbCall:
-    """The call's App with its warnings going to the server's log (stderr)."""
-    return VerbCall(app, warn=log.warning)
+def mcp_call(app: App, allowed: tuple[Path, ...] = ()) -> VerbCall:
+    """The call's App with its warnings going to the server's log (stderr), a path argument inside the workspace
+    or an allowed folder (`Call.path`)."""
+    return VerbCall(app, warn=log.warning,
+                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what))
 
 
 def refresh(app: App) -> None:

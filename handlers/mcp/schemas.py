@@ -18,7 +18,6 @@ from handlers.results import SCHEMAS, json_safe
 from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from handlers.verbs import VERBS, input_schema
 from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
-from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from npu_kernels.model.options import FAULTS
 from npu_kernels.model.plan import PLAN_WEIGHTS
 from npu_kernels.model.q4nx import LAYOUTS
@@ -61,10 +60,6 @@ WORKBENCH_INPUTS: dict[str, dict] = {
         "modelled": {"type": "boolean", "default": False, "description": "also the modelled / emulator / rehearsal "
                      "figures, each line's model suffixed with its class (`--modelled`)"},
     }),
-    "twin": _inputs({"directory": {**TEXT, "description": "the folder to write the stand-in checkout into"},
-                     "peano": {"type": "string", "pattern": f"^{PEANO_VERSION}$", "default": TWIN_PEANO,
-                               "description": "the Peano version the twin's toolchain record says"}},
-                    ("directory",)),
     "run": _inputs({"name": NAME, "prompt": TEXT, "n_tokens": _int(1, 4096, default=32),
                     "profile": {"type": "boolean", "default": False, "description": "per-stage breakdown"}},
                    ("name", "prompt")),

@@ -22,7 +22,6 @@ from handlers.runs import generate, optimise
 from handlers.nightly_ops import BadLine, export_history, import_history
 from handlers.reverify import reverify_all
 from handlers.workbench import doctor_report, mlir_air_dir, quantize_folder, scaffold_deployment
-from npu_kernels.mlir_air.twin import write_twin
 from npu_kernels.settings import env_get
 
 
@@ -71,10 +70,6 @@ def _reverify(c: Call):
     return rw.reverify_json(found)
 
 
-def _twin(c: Call):
-    return rw.twin_json(write_twin(c.path("directory", "twin directory"), peano=c.args["peano"]))
-
-
 def _run(c: Call):
     a = c.args
     try:
@@ -117,9 +112,6 @@ WORKBENCH = [
          writes="NightlyPerfImported per new line, imported:mlir-air-nightly (never an NPU2 figure of ours)"),
     Tool("perf_export_history", "The ledger's NPU2-measured Phase 6 figures as mlir-air nightly rows "
          "(`ledger perf export-history --json`).", _export_history),
-    Tool("twin", "Write an mlir-air stand-in checkout (harness Makefiles, verify runner) into a folder, to rehearse "
-         "the hardware path here (`ledger twin DIR --json`).", _twin,
-         writes="no event: the stand-in's files in `directory`"),
     Tool("run", "Generate with the deployment's integrated runner (`ledger run NAME --json`); records the run's "
          "figures.", _run, writes="PerformanceMeasured(phase 6) of the run, measured now (never a verdict)", long=True),
     Tool("optimise", "On hardware: measure an engineer's change to the model directory, re-run the token gate and "
