@@ -91,3 +91,19 @@ def test_the_same_lesson_through_the_cli_and_the_tool_is_the_same_result_and_ref
         assert missing.returncode == 1 and missing.stderr.splitlines()[-1] == by_tool.content[0].text
     finally:
         forget_store(db)
+
+
+def test_a_path_argument_is_confined_for_the_tool_and_taken_as_given_by_the_cli(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    db = f"memory://{uuid.uuid4().hex}"
+    try:
+        server = LedgerServer(ws, db)
+        outside = server.call("twin", {"directory": str(tmp_path / "out")})
+        assert outside.is_error and outside.content[0].text.startswith("error: ") and not (tmp_path / "out").exists()
+        inside = server.call("twin", {"directory": "t"})  # relative: in the workspace
+        assert not inside.is_error and (ws / "t" / "programming_examples").is_dir(), inside.content[0].text
+        by_cli = in_process(ws, "twin", str(tmp_path / "out"), "--json", db=db)
+        assert by_cli.returncode == 0 and json.loads(by_cli.stdout)["dir"] == str(tmp_path / "out")
+    finally:
+        forget_store(db)
