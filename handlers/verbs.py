@@ -20,8 +20,9 @@ The CLI's verbs without a row are in `handlers.cli` as hand-written click comman
 each, and `NOT_TOOLS` why a verb has no MCP tool (tests/unit/test_verbs.py checks that every CLI verb is one or
 the other, or has its tool).
 
-Imports: handlers (bootstrap, deploy, results, results_workbench, uow), ledger, registry.text, statemachine.
-Never click and never the MCP SDK: the faces are made in handlers.cli and handlers.mcp.
+Imports: handlers (bootstrap, deploy, results, results_workbench, uow; calibrate, narrate when called),
+npu_kernels (the twin, the toolchain floor, calibration), registry.text, statemachine.mermaid. Never click and
+never the MCP SDK: the faces are made in handlers.cli and handlers.mcp.
 """
 
 from __future__ import annotations
