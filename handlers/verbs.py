@@ -367,6 +367,58 @@ def _twin(vc: VerbCall, r: TwinRequest):
     return rw.twin_json(write_twin(r.directory, peano=r.peano))
 
 
+@dataclass(frozen=True)
+class DoctorRequest:
+    mlir_air_dir: str | None = arg("MLIR_AIR_DIR", {**TEXT, "description": "an mlir-air checkout (default: the "
+                                                    "server's $MLIR_AIR_DIR)"}, default=None, click_type="dir",
+                                   path="mlir-air checkout")
+
+
+def _doctor(vc: VerbCall, r: DoctorRequest):
+    from handlers.workbench import doctor_report  # ValueError: no checkout given or found
+
+    return rw.doctor_json(doctor_report(r.mlir_air_dir))
+
+
+def _doctor_text(report: dict, r: DoctorRequest) -> Output:
+    """The table, or the toolchain floor's refusal alone (one `error:` line): nothing built with it is usable."""
+    if report["toolchain_refusal"]:
+        return Output().err(f"error: {escaped(report['toolchain_refusal'])}")
+    out = Output()
+    if report["toolchain_warning"]:
+        out.err(f"warning: {report['toolchain_warning']}")
+    for line in doctor_lines(report):
+        out.out(line)
+    return out
+
+
+def doctor_lines(report: dict) -> list[str]:
+    """The table `ledger doctor` prints: a line per finding; in a twin, the checks that read the stand-in's own
+    copy of a file (not one in the directory) say so, and a line above the table says how many."""
+    findings = report["findings"]
+    rows = [("file", "checks", "status", "what differs")]
+    for f in findings:
+        absent = ", ".join(f["absent"] if f["status"] == "new" else map(repr, f["absent"]))
+        note = f"read the twin's own copy, {f['twin_copy']}" if f["twin_copy"] else ""
+        if f["status"] == "n/a" and f.get("since") and not report["twin"]:  # a file mlir-air added later
+            note = (f"not in this checkout: added upstream after {report['contract_commit'][:7]} (read at "
+                    f"{f['since'][:7]}): {f['what']}")
+        rows.append((f["file"], f["kind"], f["status"],
+                     "; ".join(x for x in (absent or ("file not found" if f["status"] == "missing" else ""), note) if x)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"checkout {report['checkout']} (commit {report['commit'] or 'unknown'}) against mlir-air contract "
+             f"v{report['contract_version']} (read at {report['contract_commit'][:7]})"]
+    copies = sum(1 for f in findings if f["twin_copy"])
+    if report["twin"]:
+        lines.append(f"a `ledger twin` stand-in: {copies} check(s) read npu-ledger's own copy of the file (named in "
+                     "the last column), not a file of this directory; n/a: no such file in a twin")
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3] for r in rows]
+    failing = [f for f in findings if f["fails"]]
+    lines.append(f"{len(failing)} difference(s) in {len({f['file'] for f in failing})} file(s)" if failing
+                 else "no difference: the checkout meets the contract")
+    return lines
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -416,6 +468,13 @@ VERBS.append(Verb(
                 "the hardware path here (`ledger twin DIR --json`).",
     render=lambda res, r: Output().out(f"mlir-air twin written to {res['dir']}; export {res['export']}"),
     writes="no event: the stand-in's files in `directory`", json_help='{"dir": ..., "export": "MLIR_AIR_DIR=..."}'))
+VERBS.append(Verb(
+    "doctor", DoctorRequest, _doctor,
+    help="Check MLIR_AIR_DIR (default: $MLIR_AIR_DIR) against mlir-air contract CONTRACT_VERSION.",
+    description="Check an mlir-air checkout (default $MLIR_AIR_DIR) against the contract the tool was written for "
+                "(`ledger doctor --json`); in a twin, which checks read the stand-in's own copies.",
+    render=_doctor_text, exit=lambda report: 0 if report["clean"] else 1, json_indent=2,
+    json_help="print the findings as JSON"))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -438,7 +497,7 @@ NOT_MIGRATED = {
     "kernel run": _TEXT_FORM + " (the shape)", "registry lookup": _TEXT_FORM + " (the dims)",
     "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
     "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
-    "doctor": _PATH + " (the checkout, default $MLIR_AIR_DIR); the toolchain refusal", "quantize": _PATH, "scaffold": "the checkout from "
+    "quantize": _PATH, "scaffold": "the checkout from "
     "$MLIR_AIR_DIR; ScaffoldError", "perf import-history": _PATH, "perf export-history": "--out FILE on the CLI",
     "registry import": _PATH, "registry build": _PATH + " (--into-mlir-air); --check's exit status",
 }

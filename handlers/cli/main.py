@@ -156,7 +156,6 @@ def db_setup_cmd(app: App, owner: str, app_role: str) -> None:
 # tool can follow it). Imported after `cli` exists; the modules do not import this one.
 from handlers.cli import agents as _agent_commands  # noqa: E402
 from handlers.cli import deploy as _deploy_commands  # noqa: E402
-from handlers.cli import doctor as _doctor_commands  # noqa: E402
 from handlers.cli import kernels as _kernel_commands  # noqa: E402
 from handlers.cli import measure as _measure_commands  # noqa: E402
 from handlers.cli import mlir_air as _mlir_air_commands  # noqa: E402
@@ -172,7 +171,7 @@ from ledger.postgres import lift_warnings, setup
 
 for _module in (_verb_commands, _deploy_commands, _measure_commands, _kernel_commands, _triage_commands, _registry_commands,
                 _predict_commands, _quantize_commands, _worker_commands, _mlir_air_commands, _agent_commands,
-                _doctor_commands, _perf_commands):
+                _perf_commands):
     for _command in _module.commands:
         cli.add_command(_command)
 

@@ -51,7 +51,6 @@ WORKBENCH_INPUTS: dict[str, dict] = {
     "scaffold": _inputs({"name": NAME, "mlir_air_dir": CHECKOUT,
                          "stand_in": {"type": "string", "enum": ["emulated"], "description": "the adapter wraps "
                                       "npu-ledger's emulated pipeline; required on a twin (no NPU)"}}, ("name",)),
-    "doctor": _inputs({"mlir_air_dir": CHECKOUT}),
     "perf_import_history": _inputs({"file": {**TEXT, "description": "history / sweep_history / "
                                              "prefill_sweep_history ndjson"}}, ("file",)),
     "perf_export_history": _inputs({

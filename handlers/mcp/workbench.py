@@ -1,5 +1,5 @@
-"""The MCP tools of the engineer's workbench verbs (`quantize`, `scaffold`, `doctor`, `perf import-history` /
-`export-history`, `twin`, `registry import` / `build`), the runs (`run`, `optimise`) and re-verification
+"""The MCP tools of the engineer's workbench verbs (`quantize`, `scaffold`, `perf import-history` /
+`export-history`, `registry import` / `build`), the runs (`run`, `optimise`) and re-verification
 (`reverify`): each the
 CLI verb over the same handler and the same `--json` producer (`handlers.results_workbench`), as
 `handlers.mcp.tools` has them for the deployment verbs (its docstring: reads, writes, errors).
@@ -21,7 +21,7 @@ from handlers.registry_ops import build_projections, import_registry_accounted
 from handlers.runs import generate, optimise
 from handlers.nightly_ops import BadLine, export_history, import_history
 from handlers.reverify import reverify_all
-from handlers.workbench import doctor_report, mlir_air_dir, quantize_folder, scaffold_deployment
+from handlers.workbench import mlir_air_dir, quantize_folder, scaffold_deployment
 from npu_kernels.settings import env_get
 
 
@@ -38,10 +38,6 @@ def _quantize(c: Call):
 def _scaffold(c: Call):
     return rw.scaffold_json(scaffold_deployment(c.app.ledger, c.app.workspace, c.args["name"],
                                                 mlir_air_dir(_checkout(c)), c.args.get("stand_in")))
-
-
-def _doctor(c: Call):
-    return rw.doctor_json(doctor_report(_checkout(c)))
 
 
 def _import_history(c: Call):
@@ -105,8 +101,6 @@ WORKBENCH = [
     Tool("scaffold", "NAME's model directory programming_examples/llms/<name>/ in the mlir-air checkout "
          "(`ledger scaffold NAME --json`); files the engineer changed are kept.", _scaffold,
          writes="no event: the model directory's files in the checkout (the engineer's own changes kept)"),
-    Tool("doctor", "Check an mlir-air checkout (default $MLIR_AIR_DIR) against the contract the tool was written "
-         "for (`ledger doctor --json`); in a twin, which checks read the stand-in's own copies.", _doctor),
     Tool("perf_import_history", "Read one of mlir-air's nightly ndjson files into the ledger as imported evidence "
          "(`ledger perf import-history FILE --json`); a bad line refuses the whole file.", _import_history,
          writes="NightlyPerfImported per new line, imported:mlir-air-nightly (never an NPU2 figure of ours)"),
