@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,9 +93,10 @@ class App:
                     f"({e.strerror or type(e).__name__}); `ledger verify` cannot compare the ledger with it later")
         return None
 
-    def refresh_projections(self) -> list[str]:
-        """Rebuild the registry and model docs after a change and remember the ledger's new checkpoint;
-        returns the warning lines to show (none when all went well).
+    def refresh_projections(self, only: Collection[str] | None = None) -> list[str]:
+        """Rebuild the registry and model docs after a change (with `only`: the registry and those deployments'
+        docs, what a command that appended to their streams alone changed) and remember the ledger's new
+        checkpoint; returns the warning lines to show (none when all went well).
 
         The command's events are committed already: a refresh that fails (a full disk, a path in the way) is a
         warning, not a failure -- the projections are rebuilt in full by the next command (or `ledger registry
@@ -102,7 +104,7 @@ class App:
         warnings = []
         try:
             events = self.ledger.all_events()
-            result = build_projections(events, self.workspace)
+            result = build_projections(events, self.workspace, only=only)
             # a projected folder that is a symbolic link is neither written nor followed
             warnings += [f"warning: recorded, but {link_message(self.workspace, rel)}" for rel in result.links]
             sync_scaffolds(events)  # a scaffolded ARCHITECTURE.md states the switches the ledger records now
