@@ -41,13 +41,8 @@ import numpy as np
 from npu_kernels.numerics.bf16 import to_bf16
 from npu_kernels.numerics.executors.base import Executor, Fp32Executor, MixedExecutor
 from npu_kernels.model.config import ModelConfig
-<<<<<<< HEAD
-from npu_kernels.model.description import rope_of
-from npu_kernels.model.options import FAULTS, SPEC_FAULTS, PipelineOptions
-=======
 from npu_kernels.model.features import partial_rope
-from npu_kernels.model.options import FAULTS, PipelineOptions
->>>>>>> h-features-2
+from npu_kernels.model.options import FAULTS, SPEC_FAULTS, PipelineOptions
 from npu_kernels.model.pipeline import NpuPipeline
 from npu_kernels.model.pipeline_q4 import Q4DecodeMixin, Q4DevicePipeline
 from npu_kernels.model.q4nx import dequantise
