@@ -22,6 +22,7 @@ import numpy as np
 
 from npu_kernels.model.description import GELU_TANH_GLU
 from npu_kernels.model.features import short_conv
+from npu_kernels.numerics.compare import cosine  # noqa: F401 - the model's comparisons name it here too
 from npu_kernels.model.pipeline import BLOCK_KERNEL_ORDER
 from npu_kernels.model.runner import Runner
 from npu_kernels.thresholds import (
@@ -47,13 +48,6 @@ def per_position_cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     dot = (a * b).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(denom > 0, dot / np.where(denom > 0, denom, 1.0), 0.0)
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a = np.asarray(a, np.float64).ravel()
-    b = np.asarray(b, np.float64).ravel()
-    denom = np.linalg.norm(a) * np.linalg.norm(b)
-    return float(a @ b / denom) if denom > 0 else 0.0
 
 
 @dataclass

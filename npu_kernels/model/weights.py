@@ -22,6 +22,7 @@ import numpy as np
 
 from npu_kernels.model.architecture import load_raw_config, rope_scaling
 from npu_kernels.model.config import ModelConfig
+from npu_kernels.model.description import LLAMA_TENSORS
 from npu_kernels.model.features import qk_norm, short_conv
 
 
@@ -328,3 +329,64 @@ def read_checkpoint(folder: str | Path, config: ModelConfig) -> dict[str, np.nda
         raise WeightsError(f"{folder}: {report.first_problem()}.")
     tensors = _index(Path(folder))
     return {name: _read_tensor(tensors[name]) for name in expected_tensors(config)}
+
+
+# -- fused projections in a 4-bit bundle (npu_kernels.model.features.fused_projections) --
+
+_LLAMA_SUFFIX = dict(LLAMA_TENSORS)
+
+
+def unfused_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """`expected_tensors` with every fused tensor replaced by its parts under their Llama names (q_proj / k_proj /
+    v_proj, gate_proj / up_proj), in block order: what a 4-bit bundle of the family stores (mlir-air's Phi-4-mini
+    bundle is written split, phi4_mini_q4nx_weights.py:9-15 at e972f29)."""
+    prefix, fused = config.arch.prefix, dict(config.arch.fused)
+    out: dict[str, tuple[int, ...]] = {}
+    for name, shape in expected_tensors(config).items():
+        rest = name[len(prefix):].split(".", 2) if name.startswith(f"{prefix}layers.") else None
+        parts = fused.get(rest[2]) if rest else None
+        if not parts:
+            out[name] = shape
+            continue
+        layer = rest[1]
+        for p in parts:
+            out[f"{prefix}layers.{layer}.{_LLAMA_SUFFIX[p]}"] = (hf_rows(config, p), shape[1])
+    return out
+
+
+def split_fused(tensors: dict[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
+    """HF-named tensors (fused as the checkpoint stores them) -> the unfused names of `unfused_tensors`."""
+    out, by_part = {}, _fused_parts(config)
+    for name in unfused_tensors(config):
+        if name in tensors:
+            out[name] = tensors[name]
+            continue
+        fused_name, start, rows = by_part[name]
+        out[name] = tensors[fused_name][start : start + rows]
+    return out
+
+
+def fuse(tensors: dict[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
+    """Unfused tensors (`unfused_tensors` names; any subset) -> HF names as the family's checkpoints store them:
+    each fused tensor whose parts are all present is their rows concatenated in the family's order."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    for part, (fused_name, start, _) in _fused_parts(config).items():
+        groups.setdefault(fused_name, []).append((start, part))
+    out = {name: a for name, a in tensors.items() if not any(name == p for g in groups.values() for _, p in g)}
+    for fused_name, parts in groups.items():
+        if all(p in tensors for _, p in parts):
+            out[fused_name] = np.concatenate([tensors[p] for _, p in sorted(parts)], axis=0)
+    return out
+
+
+def _fused_parts(config: ModelConfig) -> dict[str, tuple[str, int, int]]:
+    """unfused name -> (fused HF name, first row, rows)."""
+    prefix, out = config.arch.prefix, {}
+    for i in range(config.n_layers):
+        for suffix, parts in config.arch.fused:
+            start = 0
+            for p in parts:
+                rows = hf_rows(config, p)
+                out[f"{prefix}layers.{i}.{_LLAMA_SUFFIX[p]}"] = (f"{prefix}layers.{i}.{suffix}", start, rows)
+                start += rows
+    return out

@@ -58,6 +58,14 @@ class Verdict:
         return d
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """The cosine of two arrays (flattened, float64); 0.0 when either is all zeros."""
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    denom = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / denom) if denom > 0 else 0.0
+
+
 def _pair(out, ref) -> tuple[np.ndarray, np.ndarray]:
     out = np.asarray(out)
     ref = np.asarray(ref)

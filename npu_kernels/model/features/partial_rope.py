@@ -32,6 +32,7 @@ import numpy as np
 from npu_kernels.model.description import rope_of
 from npu_kernels.model.features import Feature
 from npu_kernels.model.features.checks import number_problems, positive_integer, positive_number
+from npu_kernels.model.features.rope_config import rope_params, rope_type
 
 KEYS = ("partial_rotary_factor", "rope_type", "short_factor", "long_factor", "factor", "attention_factor",
         "original_max_position_embeddings")
@@ -39,14 +40,10 @@ LONGROPE = ("longrope", "su")  # transformers' names of it ("su" the older)
 
 
 def _params(raw: dict[str, Any]) -> dict[str, Any]:
-    from npu_kernels.model.families.common import rope_params  # the families import the features
-
     return rope_params(raw)
 
 
 def _rope_type(raw: dict[str, Any]) -> str:
-    from npu_kernels.model.families.common import rope_type
-
     return rope_type(raw)
 
 

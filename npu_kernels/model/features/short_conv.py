@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from npu_kernels.model.features import Feature
+from npu_kernels.numerics.compare import cosine
 from npu_kernels.thresholds import CONV_STATE_THRESHOLDS
 
 KEYS = ("conv_L_cache", "conv_bias")
@@ -190,8 +191,6 @@ class ConvStateCheck:
 def carried_state_check(pipeline, reference, tokens) -> ConvStateCheck:
     """Prefill both on `tokens`, compare every conv layer's carried state, then one decode step's logits (both fed
     the reference's predicted token at the next position)."""
-    from npu_kernels.model.compare import cosine  # compare imports the pipeline, which imports this module
-
     conv_layers = pipeline.config.arch.conv_layers()
     pre_ref = reference.prefill(tokens)
     pipeline.prefill(tokens)
