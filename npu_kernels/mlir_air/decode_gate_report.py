@@ -145,6 +145,8 @@ def parse_decode_gate(text: str, returncode: int | None = None) -> DecodeGateRep
         elif m := _UNUSABLE.match(line):
             unusable[int(m["tok"])] = line.strip()
         elif m := _TOK_OTHER.match(line):
+            if m["what"].startswith(("cos=", "UNUSABLE")):
+                raise TranscriptError(f"an unreadable token line {line.strip()[:120]!r}")
             raise TranscriptError(f"the dispatch for token {m['tok']} did not complete: {m['what'][:120]}")
         elif m := (_DRIFT.match(line) or _READBACK.match(line) or _PER_LAYER.match(line)):
             if not steps:

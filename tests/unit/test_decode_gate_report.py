@@ -107,3 +107,22 @@ def test_a_nan_cosine_is_never_a_pass():
            .replace("HYBRID NUMERICS PASS", "HYBRID NUMERICS FAIL"))
     r = parse_decode_gate(nan, 1)
     assert math.isnan(r.min_cosine) and r.steps[1].unusable.startswith("tok     42: UNUSABLE") and r.verdict == "FAIL"
+
+
+def test_on_an_mlir_air_deployment_an_unreadable_decode_gate_is_a_fail_record_not_a_crash(tmp_path, monkeypatch):
+    """`make decode-gate` that prints garbage: the backend's ConvStateChecked fields say FAIL with one line naming the
+    command and what was wrong, with the run's provenance (a twin: standin-rehearsal); the check names it."""
+    from npu_kernels.backends.mlir_air import MlirAirBackend
+    from npu_kernels.mlir_air.twin import write_twin
+
+    twin = write_twin(tmp_path / "mlir-air")
+    lf = twin / "programming_examples" / "llms" / "lf"
+    lf.mkdir()
+    (lf / "Makefile").write_text("decode-gate:\n\t@echo 'tok 1000: cos=banana'\n\t@echo 'HYBRID NUMERICS PASS'\n")
+    monkeypatch.setenv("LEDGER_NPU_LOCK", str(tmp_path / "npu.lock"))
+    fields = MlirAirBackend(tmp_path / "model", None, "lf", mlir_air_dir=str(twin)).conv_state_check()
+    event = ConvStateChecked(**fields)
+    assert not event.passed and event.method == "decode-gate" and event.provenance_class == "standin-rehearsal"
+    assert event.problem.startswith(f"`make -C {lf} decode-gate") and "(exit status 0)" in event.problem
+    assert "an unreadable token line 'tok 1000: cos=banana'" in event.problem and "\n" not in event.problem
+    assert "did not pass: `make -C" in conv_state_problem(event)
