@@ -131,6 +131,35 @@ def _check_drift(step: DecodeGateStep, state_rel: float) -> None:
                                   f"give {inc:.4f}/layer (<= {state_rel})")
 
 
+def _state_figures(steps: list[DecodeGateStep], state_summary: re.Match | None, n_layers: int | None):
+    """(state rows compared, max rel_l2, layers over the bound, the bound) of a --seq run's summary, checked against
+    its per-token lines (every token read back, the maximum, the drift lines' count and bound, and with per-layer
+    figures each drift line re-derived); (0, None, 0, None) for a run without --seq, which must print no state line."""
+    if state_summary is None:
+        if any(s.state_max_rel_l2 is not None or s.drift for s in steps):
+            raise TranscriptError("state lines were printed, but no `state slots checked ...` summary: a truncated run")
+        return 0, None, 0, None
+    slots, hi, bad, limit = (int(state_summary["slots"]), _f(state_summary["hi"]), int(state_summary["bad"]),
+                             _f(state_summary["limit"]))
+    missing = [s.token for s in steps if s.state_max_rel_l2 is None]
+    if missing:
+        raise TranscriptError(f"a --seq run, but token {missing[0]} has no `ShortConv state read-back` line")
+    if hi != max(s.state_max_rel_l2 for s in steps):
+        raise TranscriptError(f"its summary's max rel_l2 {state_summary['hi']} is not the largest read-back "
+                              f"{max(s.state_max_rel_l2 for s in steps):.4f}")
+    if bad != sum(len(s.drift) for s in steps):
+        raise TranscriptError(f"its summary counts {bad} layer(s) over the drift bound, but "
+                              f"{sum(len(s.drift) for s in steps)} drift line(s) were printed")
+    for s in steps:
+        if any(d["limit"] != limit for d in s.drift):
+            raise TranscriptError(f"token {s.token}: a drift line's bound differs from the summary's {limit}")
+        if s.per_layer:
+            if n_layers is not None and any(x["layer"] >= n_layers for x in s.per_layer):
+                raise TranscriptError(f"token {s.token}: a per-layer figure past the header's {n_layers} layers")
+            _check_drift(s, limit)
+    return slots, hi, bad, limit
+
+
 def parse_decode_gate(text: str, returncode: int | None = None) -> DecodeGateReport:
     """The `make decode-gate` transcript, re-derived (module docstring); TranscriptError says what is wrong."""
     n_layers, steps, summary, state_summary, verdicts = None, [], None, None, []
@@ -191,28 +220,7 @@ def parse_decode_gate(text: str, returncode: int | None = None) -> DecodeGateRep
     if not (worst == derived or (math.isnan(worst) and math.isnan(derived))):
         raise TranscriptError(f"its summary's min cosine {summary['worst']} is not the lowest token cosine {derived:.6f}")
     seq = state_summary is not None
-    slots, hi, bad, limit = 0, None, 0, None
-    if seq:
-        slots, hi, bad, limit = (int(state_summary["slots"]), _f(state_summary["hi"]), int(state_summary["bad"]),
-                                 _f(state_summary["limit"]))
-        missing = [s.token for s in steps if s.state_max_rel_l2 is None]
-        if missing:
-            raise TranscriptError(f"a --seq run, but token {missing[0]} has no `ShortConv state read-back` line")
-        if hi != max(s.state_max_rel_l2 for s in steps):
-            raise TranscriptError(f"its summary's max rel_l2 {state_summary['hi']} is not the largest read-back "
-                                  f"{max(s.state_max_rel_l2 for s in steps):.4f}")
-        if bad != sum(len(s.drift) for s in steps):
-            raise TranscriptError(f"its summary counts {bad} layer(s) over the drift bound, but "
-                                  f"{sum(len(s.drift) for s in steps)} drift line(s) were printed")
-        for s in steps:
-            if any(d["limit"] != limit for d in s.drift):
-                raise TranscriptError(f"token {s.token}: a drift line's bound differs from the summary's {limit}")
-            if s.per_layer:
-                if n_layers is not None and any(x["layer"] >= n_layers for x in s.per_layer):
-                    raise TranscriptError(f"token {s.token}: a per-layer figure past the header's {n_layers} layers")
-                _check_drift(s, limit)
-    elif any(s.state_max_rel_l2 is not None or s.drift for s in steps):
-        raise TranscriptError("state lines were printed, but no `state slots checked ...` summary: a truncated run")
+    slots, hi, bad, limit = _state_figures(steps, state_summary, n_layers)
     ok = all(s.cosine >= gate for s in steps) and (not seq or (slots > 0 and bad == 0))
     if ok != (verdict == "PASS"):
         raise TranscriptError(f"printed HYBRID NUMERICS {verdict}, but its own figures give "
