@@ -126,3 +126,23 @@ def test_on_an_mlir_air_deployment_an_unreadable_decode_gate_is_a_fail_record_no
     assert event.problem.startswith(f"`make -C {lf} decode-gate") and "(exit status 0)" in event.problem
     assert "an unreadable token line 'tok 1000: cos=banana'" in event.problem and "\n" not in event.problem
     assert "did not pass: `make -C" in conv_state_problem(event)
+
+
+def test_the_evaluator_re_judges_a_decode_gate_record_and_its_provenance_claim():
+    """handlers.evaluator.audit: a PASS whose figures miss the gate, and a twin's run claiming npu2-measured, are
+    findings of the record itself."""
+    from handlers.evaluator.audit import check_conv_state, provenance_claim_problem
+    from ledger.record import RecordedEvent
+
+    twin_run = {"command": "make -C /ck/programming_examples/llms/lf decode-gate", "toolchain": {"standin": True},
+                "device": None, "ran": {"cwd": "/ck", "standin": [{"path": "/ck", "why": "a twin"}]}}
+    good = _event(provenance=twin_run, provenance_class="standin-rehearsal").to_payload()
+
+    def rec(payload):
+        return RecordedEvent(7, "deployment:lf", 1, "e", "ConvStateChecked", payload, "2026-12-04T00:00:00Z")
+
+    assert check_conv_state(rec(good)) == [] and provenance_claim_problem(rec(good)) is None
+    forged = {**good, "steps": [{**good["steps"][0], "cosine": 0.5}, good["steps"][1]]}
+    assert check_conv_state(rec(forged)) == ["says PASS but token 232's logits cosine 0.5 < 0.9"]
+    claimed = {**good, "provenance_class": "npu2-measured"}
+    assert "claims npu2-measured but its recorded facts make it standin-rehearsal" in provenance_claim_problem(rec(claimed))
