@@ -1,6 +1,7 @@
 """The carried-state part of the Phase 2 page (`docs/development_progress/phase2_block.md`) of a hybrid model
-(LFM2): each ConvStateChecked - per short-convolution layer the state's cosine and max error against HF's conv cache
-after the prefill, and the next decode step's logits cosine - with the thresholds it was judged against."""
+(LFM2): each ConvStateChecked - in process, per short-convolution layer the state's cosine and max error against HF's
+conv cache after the prefill, and the next decode step's logits cosine; on mlir-air, its `make decode-gate` run's
+figures and provenance - with the thresholds it was judged against."""
 
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ def conv_state_parts(v: DeploymentView) -> list[str]:
     checks = v.of("ConvStateChecked")
     if not checks:
         return []
-    parts = ["## Carried convolution state (short-convolution layers)\n",
-             "The state the prefill hands the decode (the last taps - 1 rows of each conv layer's pre-convolution "
-             "signal) against the reference's conv cache, then one decode step's logits.\n"]
+    parts = ["## Carried convolution state (short-convolution layers)\n"]
     rows, gates = [], []
     for rec in checks:
         c = rec.event
@@ -26,6 +25,8 @@ def conv_state_parts(v: DeploymentView) -> list[str]:
             rows.append([rec.seq, x["layer"], c.executor, fixed(x["cosine"], 5), sci(x["max_abs"]),
                          fixed(c.logits_cosine, 5), "yes" if c.top1_agrees else "no", th, "PASS" if c.passed else "FAIL"])
     if rows:
+        parts.append("The state the prefill hands the decode (the last taps - 1 rows of each conv layer's "
+                     "pre-convolution signal) against the reference's conv cache, then one decode step's logits.\n")
         parts.append(table(["seq", "layer", "executor", "state cosine", "state max_abs", "next-token logits cosine",
                             "top-1 agrees", "thresholds", "verdict"], rows))
     if gates:
