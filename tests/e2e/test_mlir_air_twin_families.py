@@ -75,6 +75,8 @@ def test_the_tiny_lfm2_is_deployed_through_the_twin_with_an_evaluation_pass(lfm2
         assert str(twin) in g["provenance"]["command"] and g["state_slots"] > 0 and g["drift_layers"] == 0
         assert len(g["steps"]) == g["n_positions"] == 5
         assert all({x["layer"] for x in s["per_layer"]} == {0, 2} for s in g["steps"])  # the tiny LFM2's conv layers
+    page = (ws / "llms" / "lf" / "docs" / "development_progress" / "phase2_block.md").read_text()
+    assert "mlir-air's decode gate (`make decode-gate`)" in page and "| standin-rehearsal | PASS |" in page
     rows = _rows(ws, "lf")
     assert rows and all(r["verdict"] == "PASS" and r["provenance_class"] == "standin-rehearsal" for r in rows)
     for kernel, folder in (("eltwise_mul", "eltwise_mul"), ("conv1d", "conv1d_depthwise")):
