@@ -334,7 +334,7 @@ class ConvStateChecked(Measured):
     steps: list[dict[str, Any]] = Field(default_factory=list)
     state_slots: int = 0
     drift_layers: int = 0
-    seq: bool = False
+    carried_state: bool = False
     problem: str = ""  # why the run gave no check (its transcript unreadable): recorded as a FAIL, in one line
     provenance: dict[str, Any] = Field(default_factory=dict)  # mlir-air: command, transcript sha256, checkout commit
     # decided where the run was made (npu_kernels.provenance.run_provenance over `provenance`); "" in process

@@ -118,7 +118,7 @@ def decode_gate_problem(c: ConvStateChecked) -> str | None:
     for s in c.steps:
         if not s["cosine"] >= cos_min:  # `not >=` also catches a NaN
             return f"token {s['token']}'s logits cosine {s['cosine']} < {cos_min}"
-    if not c.seq or c.state_slots <= 0:
+    if not c.carried_state or c.state_slots <= 0:
         return "the decode gate compared no carried state (run without --seq, or no state row compared)"
     if c.drift_layers:
         return f"{c.drift_layers} layer(s) add more than {c.thresholds.get('state_rel_per_layer')} drift per model layer"

@@ -106,7 +106,7 @@ class DecodeGateReport:
                 "logits_cosine": self.min_cosine, "top1_agrees": all(s.top1 for s in self.steps),
                 "thresholds": thresholds, "passed": self.verdict == "PASS",
                 "steps": [s.to_json() for s in self.steps], "state_slots": self.state_slots,
-                "drift_layers": self.drift_layers, "seq": self.seq}
+                "drift_layers": self.drift_layers, "carried_state": self.seq}
 
 
 def _f(text: str) -> float:

@@ -69,7 +69,7 @@ def test_the_tiny_lfm2_is_deployed_through_the_twin_with_an_evaluation_pass(lfm2
     assert status["status"] == "deployed" and status["evaluation"] == "PASS", status
     assert status["phases_passed"] == list(range(8))
     gates = _rows(ws, "lf", "ConvStateChecked")
-    assert gates and all(g["method"] == "decode-gate" and g["passed"] and g["seq"] for g in gates), gates
+    assert gates and all(g["method"] == "decode-gate" and g["passed"] and g["carried_state"] for g in gates), gates
     for g in gates:  # every token scored, every short-convolution layer's state read back after each
         assert g["provenance_class"] == "standin-rehearsal" and "decode-gate" in g["provenance"]["command"]
         assert str(twin) in g["provenance"]["command"] and g["state_slots"] > 0 and g["drift_layers"] == 0

@@ -95,7 +95,7 @@ def test_the_record_is_re_derived_not_trusted():
     drifted = [steps[0], {**steps[1], "per_layer": [{"layer": 0, "rel_l2": 0.009}, {"layer": 2, "rel_l2": 0.4}]}]
     assert "layer 2's state drift" in conv_state_problem(_event(steps=drifted, thresholds={
         "logits_cosine": 0.9, "state_rel_per_layer": 1.0}))
-    assert "no carried state" in conv_state_problem(_event(seq=False))
+    assert "no carried state" in conv_state_problem(_event(carried_state=False))
     assert "no carried state" in conv_state_problem(_event(state_slots=0))
     assert "executor" in conv_state_problem(_event(executor="emulated"))
     assert "scored no token" in conv_state_problem(_event(steps=[]))
