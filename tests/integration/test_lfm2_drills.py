@@ -5,7 +5,8 @@ emulated NPU2 against HF bf16.
   conv_taps_reversed  the taps newest-first: the Phase 2 block gate (and, as a kernel, the conv1d row with its
                       nonzero pad: tests/unit/test_conv_kernels.py)
   conv_state_dropped  the prefill's state not carried into the decode: invisible to the block gate (prefill only),
-                      caught by the carried-state check (npu_kernels.model.conv_state) and by the token gate
+                      caught by the carried-state check (npu_kernels.model.conv_state) and by the token gate;
+                      on mlir-air, by the decode gate's per-layer drift bound (the twin's stand-in, in process)
 
 The production pipeline passes all three checks; the carried state matches HF's conv cache."""
 
