@@ -316,17 +316,32 @@ class BlockValidated(Measured):
 
 
 class ConvStateChecked(Measured):
-    """A hybrid's (LFM2) carried convolution state after the prefill against the reference's conv cache, and the
-    next decode step's logits (npu_kernels.model.features.short_conv): Phase 2's decode check of the
-    short-convolution layers."""
+    """A hybrid's (LFM2) carried convolution state: Phase 2's decode check of the short-convolution layers, one of
+    two methods. "carried-state" (in process, npu_kernels.model.features.short_conv): each layer's state after the
+    prefill against the reference's conv cache, and the next decode step's logits. "decode-gate" (an mlir-air deployment,
+    npu_kernels.mlir_air.decode_gate_report): the model directory's `make decode-gate`, mlir-air's lfm2 decode gate,
+    a token sequence whose every step's logits and read-back state (relative L2 per layer) are scored."""
 
     executor: str
-    n_positions: int
-    layers: list[dict[str, Any]]  # [{layer, cosine, max_abs}] per short-convolution layer
-    logits_cosine: float
+    n_positions: int  # carried-state: the prompt's positions; decode-gate: the tokens of the sequence
+    # carried-state: [{layer, cosine, max_abs}]; decode-gate: [{layer, rel_l2}], the largest over the tokens
+    layers: list[dict[str, Any]]
+    logits_cosine: float  # decode-gate: the lowest over the tokens
     top1_agrees: bool
-    thresholds: dict[str, float]  # state_cosine, logits_cosine
+    thresholds: dict[str, float]  # carried-state: state_cosine, logits_cosine; decode-gate: logits_cosine, state_rel_per_layer
     passed: bool
+    method: Literal["carried-state", "decode-gate"] = "carried-state"
+    # decode-gate only: per token {token, cosine, dev_top1, ref_top1, top1, unusable, state_max_rel_l2, per_layer:
+    # [{layer, rel_l2}], drift: [{layer, previous, this, span, increment, limit}]}, the state rows compared, the
+    # layers over the drift bound (the run's count), whether it carried the state (--seq)
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    state_slots: int = 0
+    drift_layers: int = 0
+    carried_state: bool = False
+    problem: str = ""  # why the run gave no check (its transcript unreadable): recorded as a FAIL, in one line
+    provenance: dict[str, Any] = Field(default_factory=dict)  # mlir-air: command, transcript sha256, checkout commit
+    # decided where the run was made (npu_kernels.provenance.run_provenance over `provenance`); "" in process
+    provenance_class: ProvenanceClass = ""
 
 
 class LayerDiagnosed(Measured):

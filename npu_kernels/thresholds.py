@@ -119,6 +119,32 @@ def block_thresholds(head_dim: int) -> dict[str, float]:
 # exactness at one layer (`make compile-decode LAYERS=1`, expect >= 0.996)".
 CONV_STATE_THRESHOLDS = {"state_cosine": BLOCK_COSINE_MIN, "logits_cosine": 0.996}
 
+# The same check on an mlir-air deployment: lfm2_1_2b_q4nx's `make decode-gate` (Makefile at ff1efdb0, the decode-gate
+# target: `lfm2_1_2b_q4nx_decode_gate.py --lbuild $(LBUILD) --seq`), read by npu_kernels.mlir_air.decode_gate_report.
+# Its thresholds are the script's own defaults (lfm2_1_2b_q4nx_decode_gate.py at 11cad40a, main(): `--cos-min` 0.90
+# at :193, every token's logits cosine; `--state-rel` 0.05 at :201-208, the relative-L2 drift ONE model layer may add
+# to the carried ShortConv state, "Bounds the increment, not the total"). It passes when every token meets the cosine,
+# at least one state slot was compared and no layer adds more than state_rel per model layer.
+DECODE_GATE_THRESHOLDS = {"logits_cosine": 0.90, "state_rel_per_layer": 0.05}
+# the per-layer figures of its `--state-verbose` line are printed to 3 decimals (`L<i>:<r:.3f>`): an increment
+# re-derived from two of them is exact to 1e-3 (two half-units), the transcript's own precision, nothing wider
+DECODE_GATE_PRINTED_REL = 1e-3
+
+
+def state_drift_increments(per_layer: list[tuple[int, float]]) -> list[tuple[int, float, float, int, float]]:
+    """The drift each short-convolution layer adds to the carried state, per MODEL layer, as mlir-air's decode gate
+    bounds it (lfm2_1_2b_q4nx_decode_gate.py at 11cad40a, after the read-back: "Bound the PER-MODEL-LAYER increment,
+    not the total"): in depth order, a layer's relative L2 less the highest one before it, over the model layers
+    between the two (the first from 0 at layer -1); a layer below that highest leaves it standing. Gives (layer,
+    previous, this, span, increment) per layer; `per_layer` is (layer, relative L2) of the layers compared."""
+    out, prev_r, prev_layer = [], 0.0, -1
+    for layer, r in sorted(per_layer):
+        span = layer - prev_layer
+        out.append((layer, prev_r, r, span, (r - prev_r) / span))
+        if r > prev_r:
+            prev_r, prev_layer = r, layer
+    return out
+
 # Phase 3 triage only (never a verdict): prefill counts as healthy when every layer's per-position cosine
 # minimum on the canonical prompt stays at the block gate's whole-tensor floor.
 PREFILL_HEALTHY_COS_MIN = BLOCK_COSINE_MIN

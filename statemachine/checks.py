@@ -11,8 +11,11 @@ from ledger.events import ConvStateChecked, KernelVerified, SpeculationChecked, 
 from npu_kernels.thresholds import (
     ATOL_ARTIFACT,
     CONV_STATE_THRESHOLDS,
+    DECODE_GATE_PRINTED_REL,
+    DECODE_GATE_THRESHOLDS,
     TOKEN_GATE_TOP_K,
     perplexity_ratio,
+    state_drift_increments,
     strictest_teacher_forced,
     teacher_forced_problems,
     token_gate_failure_line,
@@ -79,7 +82,10 @@ def token_gate_problem(t: TokenGateChecked) -> str | None:
 
 def conv_state_problem(c: ConvStateChecked) -> str | None:
     """Why a carried-state check cannot count (None: it can): it says FAIL, or its numbers miss the thresholds it
-    records or policy's (npu_kernels.thresholds.CONV_STATE_THRESHOLDS, never weaker), or it checked no layer."""
+    records or policy's (npu_kernels.thresholds.CONV_STATE_THRESHOLDS, never weaker), or it checked no layer.
+    mlir-air's decode gate (method "decode-gate") is re-derived as that gate decides (decode_gate_problem)."""
+    if c.method == "decode-gate":
+        return decode_gate_problem(c)
     if not c.passed:
         return f"the carried-state check did not pass (logits cosine {c.logits_cosine})"
     if not c.layers:
@@ -91,6 +97,37 @@ def conv_state_problem(c: ConvStateChecked) -> str | None:
         return f"layer {worst['layer']}'s carried state cosine {worst['cosine']} < {state_min}"
     if not c.logits_cosine >= logits_min:
         return f"the next decode step's logits cosine {c.logits_cosine} < {logits_min}"
+    return None
+
+
+def decode_gate_problem(c: ConvStateChecked) -> str | None:
+    """Why an mlir-air decode gate's record cannot count (None: it can), from its own per-token figures against
+    the stricter of its recorded thresholds and npu_kernels.thresholds.DECODE_GATE_THRESHOLDS (lfm2_1_2b_q4nx's
+    `make decode-gate`): it ran elsewhere than on mlir-air, says FAIL, scored no token, a token's logits cosine is
+    under the bound, it did not carry the state (no --seq) or compared no state row, or a layer adds more relative-L2
+    drift per model layer than the bound: counted by the run or re-derived from its per-layer figures (to their
+    printed precision, DECODE_GATE_PRINTED_REL)."""
+    if c.executor != "mlir-air":
+        return f"mlir-air's decode gate recorded for the {c.executor} executor (in process: method carried-state)"
+    if not c.passed:
+        return f"the decode gate did not pass{': ' + c.problem if c.problem else ''} (min logits cosine {c.logits_cosine})"
+    if not c.steps:
+        return "the decode gate scored no token"
+    cos_min = max(c.thresholds.get("logits_cosine", 0.0), DECODE_GATE_THRESHOLDS["logits_cosine"])
+    state_rel = min(c.thresholds.get("state_rel_per_layer", math.inf), DECODE_GATE_THRESHOLDS["state_rel_per_layer"])
+    for s in c.steps:
+        if not s["cosine"] >= cos_min:  # `not >=` also catches a NaN
+            return f"token {s['token']}'s logits cosine {s['cosine']} < {cos_min}"
+    if not c.carried_state or c.state_slots <= 0:
+        return "the decode gate compared no carried state (run without --seq, or no state row compared)"
+    if c.drift_layers:
+        return f"{c.drift_layers} layer(s) add more than {c.thresholds.get('state_rel_per_layer')} drift per model layer"
+    for s in c.steps:
+        rows = [(x["layer"], x["rel_l2"]) for x in s.get("per_layer") or []]
+        for layer, _prev, _this, span, inc in state_drift_increments(rows):
+            if not inc <= state_rel + DECODE_GATE_PRINTED_REL:
+                return (f"token {s['token']}: layer {layer}'s state drift {inc:.4f} per model layer (over {span}) "
+                        f"> {state_rel}")
     return None
 
 

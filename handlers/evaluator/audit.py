@@ -32,7 +32,7 @@ from npu_kernels.thresholds import (
 )
 from npu_kernels.mlir_air.checkout import standin_reasons, where_it_ran
 from npu_kernels.provenance import (NPU2_MEASURED, claim_problem, kernel_row_provenance, perf_row_provenance,
-                                    perf_run_facts)
+                                    perf_run_facts, run_provenance)
 from ledger import Checkpoint, Ledger
 from ledger.events import parse_event
 from ledger.record import RecordedEvent
@@ -305,6 +305,8 @@ def provenance_claim_problem(rec: RecordedEvent) -> str | None:
         return claim_problem(rec.payload.get("provenance_class"), kernel_row_provenance(rec.payload))
     if rec.type == "PerformanceMeasured":
         return claim_problem(rec.payload.get("provenance_class"), perf_row_provenance(rec.payload))
+    if rec.type == "ConvStateChecked" and rec.payload.get("provenance"):  # `make decode-gate` (an mlir-air run)
+        return claim_problem(rec.payload.get("provenance_class"), run_provenance(rec.payload["provenance"]))
     return None
 
 

@@ -27,8 +27,7 @@ def run_block(ctx: GateRun) -> GateOutcome:
         conv = ConvStateChecked(**backend.conv_state_check())
         events.append(conv)
         if not conv.passed:
-            reasons.append(f"the carried convolution state misses the check (next-token logits cosine "
-                           f"{conv.logits_cosine:.5f})")
+            reasons.append(conv_state_reason(conv))
     narrate.report(f"layer-0 block on {backend.name}, canonical prompt")
     result = backend.block_gate()
     fields = result.event_fields()
@@ -47,10 +46,30 @@ def run_block(ctx: GateRun) -> GateOutcome:
                        "nan_count": result.nan_count, "head_dim": ctx.config.head_dim})
     event = BlockValidated(**fields)
     more = "".join(f"; layer-{e.layer} cosine {e.cosine:.5f}" if isinstance(e, BlockValidated) else
-                   f"; carried conv state min cosine {min(x['cosine'] for x in e.layers):.5f}, next-token logits "
-                   f"{e.logits_cosine:.5f}" for e in events)
+                   f"; {conv_state_summary(e)}" for e in events)
     return GateOutcome(events=[*events, event], reasons=reasons, triage=triage,
                        summary=f"layer-0 cosine {event.cosine:.5f}, per-position min {event.per_position_min:.5f}{more}")
+
+
+def conv_state_reason(conv: ConvStateChecked) -> str:
+    """Why a ConvStateChecked that did not pass stops Phase 2, in one line."""
+    if conv.problem:
+        return f"the carried convolution state was not checked: {conv.problem}"
+    if conv.method == "decode-gate":
+        return (f"the decode gate fails (min logits cosine {conv.logits_cosine:.5f} against "
+                f"{conv.thresholds.get('logits_cosine')}, {conv.drift_layers} layer(s) over the state drift bound "
+                f"{conv.thresholds.get('state_rel_per_layer')}, {conv.state_slots} state row(s) compared)")
+    return f"the carried convolution state misses the check (next-token logits cosine {conv.logits_cosine:.5f})"
+
+
+def conv_state_summary(conv: ConvStateChecked) -> str:
+    """A ConvStateChecked's figures for the phase summary."""
+    if conv.method == "decode-gate":
+        worst = max((x["rel_l2"] for x in conv.layers), default=float("nan"))
+        return (f"decode gate over {conv.n_positions} tokens: min logits cosine {conv.logits_cosine:.5f}, carried "
+                f"state max rel_l2 {worst:.4f}, {conv.drift_layers} layer(s) over the drift bound")
+    return (f"carried conv state min cosine {min(x['cosine'] for x in conv.layers):.5f}, next-token logits "
+            f"{conv.logits_cosine:.5f}")
 
 
 def token_gate_events(ctx: GateRun, backend, context: str, full: bool | None = None) -> list[TokenGateChecked]:

@@ -15,6 +15,8 @@
                           text from its teacher_forced_walk_*.json. Both first divergences must agree (the same
                           runner walked the same tokens). The provenance records both commands and reports.
                           A prompt of the full set (`Prompt.full`) is judged on the -full targets' reports.
+  conv_state_check        a short-convolution model's `make decode-gate` (mlir-air's lfm2 decode gate,
+                          npu_kernels.mlir_air.decode_gate_report): a ConvStateChecked of method "decode-gate".
   bisect_block            none: make targets cannot swap a kernel to FP32 (`can_bisect` False).
   prompts                 mlir-air's prompt file (programming_examples/llms/verify/prompts/instruct.txt, raw
                           `tokenizer.encode`, read at run time) when the checkout has one, else npu-ledger's.
@@ -52,6 +54,8 @@ from npu_kernels.mlir_air.output import TranscriptError, failure_tail, sha256_te
 from npu_kernels.mlir_air.checkout import ROOT, is_twin, standin_reasons
 from npu_kernels.mlir_air.model_profile import parse_model_profile
 from npu_kernels.mlir_air.walk_report import parse_walk_output, report_path
+from npu_kernels.mlir_air.decode_gate_report import parse_decode_gate
+from npu_kernels.provenance import run_provenance
 from npu_kernels.backends.base import IntegratedRun, Measurement, Npu2Figures
 from npu_kernels.model.compare import BisectResult, BlockResult, TokenGateResult, token_gate_failure
 from npu_kernels.model.hf_reference import load_tokenizer
@@ -62,7 +66,7 @@ from npu_kernels.mlir_air.sweeps import hardware_curve, parse_decode_sweep, pars
 from npu_kernels.perf.dispatch import SWITCHES
 from npu_kernels.perf.curve import context_window, npu2_curve
 from npu_kernels.perf.figures import DECODE, build_seq, decode_ctx, npu2_figures, path_switches
-from npu_kernels.thresholds import block_thresholds
+from npu_kernels.thresholds import DECODE_GATE_THRESHOLDS, block_thresholds
 from npu_kernels.settings import env_get
 
 _TTFT = re.compile(r"^\s*(?:Warm time|Time) to first token \(TTFT\):\s*([\d.]+)\s*s.*?(?:First token:\s*(\d+))?$", re.M)
@@ -188,8 +192,22 @@ class MlirAirBackend:
         return result
 
     def conv_state_check(self) -> dict[str, Any]:
-        raise MlirAirBackendError("a hybrid's carried convolution state: mlir-air's lfm2 `make decode-gate` report is "
-                                  "not read by this tool yet; run Phase 2 of a short-convolution model in process")
+        """`make decode-gate` (mlir-air's lfm2 decode gate, npu_kernels.mlir_air.decode_gate_report): the fields of a
+        ConvStateChecked, method "decode-gate", with the run's provenance and class. A transcript that does not read
+        as the gate's is a FAIL saying why in one line (`problem`), recorded with what ran."""
+        command, rc, text, prov = self.executor.run_model_target("decode_gate", self.model_dir,
+                                                                 make_vars=self._make_vars())
+        provenance = self._provenance(command, prov, None, text)
+        fields = {"executor": self.name, "provenance": provenance, "provenance_class": run_provenance(provenance)}
+        try:
+            return {**fields, **parse_decode_gate(text, rc).event_fields()}
+        except TranscriptError as e:
+            hint = (" (the model directory's Makefile has no decode-gate target: `ledger scaffold` writes it for a "
+                    "short-convolution model; a Makefile you changed is kept, so add the target as the scaffold "
+                    "writes it)" if "No rule to make target" in text else "")
+            return {**fields, "method": "decode-gate", "n_positions": 0, "layers": [], "logits_cosine": math.nan,
+                    "top1_agrees": False, "thresholds": dict(DECODE_GATE_THRESHOLDS), "passed": False,
+                    "problem": f"`{command}` (exit status {rc}): {e}{hint}; last line: {failure_tail(text)}"}
 
     def bisect_block(self) -> BisectResult:
         raise MlirAirBackendError("mlir-air's make targets cannot swap a kernel to FP32: no bisect (can_bisect is False)")

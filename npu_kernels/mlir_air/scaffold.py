@@ -13,6 +13,10 @@ profile-decode CONTEXTS=.. / sweep-decode (the targets and sweeps of mlir-air's 
 sweep_decode_runtime.py@c0dabd80), `run_npu2_{compile,verify,profile,prefill_sweep}.lit` (lit tests in the form of
 llama32_1b's run_npu2_*.lit @e972f29 and run_npu2_prefill_sweep.lit @f4ffd43), .gitignore.
 
+A short-convolution model (LFM2) also gets `decode-gate` and `<name>_decode_gate.py`: the carried-state gate of
+mlir-air's lfm2_1_2b_q4nx/Makefile (at ff1efdb0) and the lines of its lfm2_1_2b_q4nx_decode_gate.py (at 11cad40a),
+read by npu_kernels.mlir_air.decode_gate_report.
+
 npu-ledger's own targets beside mlir-air's: `verify-walk` / `verify-walk-full` run npu-ledger's teacher-forced
 walk (`python -m npu_kernels.mlir_air.walk`) on the runner the same adapter builds, against the same HF bf16
 reference and prompt files as `make verify` / `make verify-full` (2 prompts / all), and write
@@ -77,7 +81,22 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _makefile(name: str, stand_in: bool, build: int = NPU2_PREFILL_SEQ) -> str:
+def _decode_gate_rule(name: str) -> tuple[str, str]:
+    """A short-convolution model's `decode-gate` (its .PHONY name and its rule): mlir-air's lfm2_1_2b_q4nx/Makefile
+    at ff1efdb0 runs `lfm2_1_2b_q4nx_decode_gate.py --lbuild $(LBUILD) --seq` from the model directory after packing
+    its weights; here `<name>_decode_gate.py --seq --state-verbose` (the per-layer line lets a reader re-derive every
+    layer's drift, npu_kernels.mlir_air.decode_gate_report), DECODE_GATE_FLAGS for more of the script's flags."""
+    return " decode-gate", f"""
+# the carried short-convolution state (lfm2_1_2b_q4nx/Makefile decode-gate@ff1efdb0): the tokens as one sequence,
+# each step's logits and every ShortConv layer's read-back state, `HYBRID NUMERICS PASS` / `FAIL`
+DECODE_GATE_FLAGS ?=
+decode-gate:
+\tcd $(srcdir) && $(RUN_PY) $(srcdir)/{name}_decode_gate.py --seq --state-verbose $(DECODE_GATE_FLAGS)
+"""
+
+
+def _makefile(name: str, stand_in: bool, build: int = NPU2_PREFILL_SEQ, conv: bool = False) -> str:
+    phony, gate = _decode_gate_rule(name) if conv else ("", "")
     extra = ("# the stand-in's optimisation switches and test faults (comma-separated), exported to the scripts\n"
              "NPU_LEDGER_SWITCHES ?=\nNPU_LEDGER_FAULTS ?=\nexport NPU_LEDGER_SWITCHES NPU_LEDGER_FAULTS\n") if stand_in else ""
     inf = f"$(srcdir)/{name}_inference.py"
@@ -119,9 +138,9 @@ SWEEP_CONTEXTS ?= 1024,2048,4096
 SWEEP_DECODE_OUT ?= $(srcdir)/reports/sweep_decode.json
 SWEEP_EXPECT_FAIL ?=
 SWEEP_DECODE_EXPECT_FAIL ?=
-.PHONY: help compile run profile chat profile-prefill profile-decode bench sweep-prefill sweep-decode all verify verify-full verify-walk verify-walk-full diagnosis clean
+.PHONY: help compile run profile chat profile-prefill profile-decode bench sweep-prefill sweep-decode all verify verify-full verify-walk verify-walk-full diagnosis{phony} clean
 help:
-\t@echo "targets: compile run profile chat profile-prefill profile-decode bench sweep-prefill sweep-decode verify verify-full verify-walk verify-walk-full diagnosis clean"
+\t@echo "targets: compile run profile chat profile-prefill profile-decode bench sweep-prefill sweep-decode verify verify-full verify-walk verify-walk-full diagnosis{phony} clean"
 \t@echo "options: PROMPT, N_TOKENS, MODEL, CTX (profile-prefill / bench: padded prefill length, default {build}), CONTEXTS (profile-decode), SWEEP_LENGTHS, SWEEP_CONTEXTS"
 
 compile:
@@ -183,7 +202,7 @@ verify-walk-full:
 diagnosis:
 \t@mkdir -p $(BUILD_DIR)
 \tcd $(BUILD_DIR) && $(RUN_PY) $(VERIFY_RUNNER) --runner=$(RUNNER_ADAPTER) --prompts single --prompt "$(PROMPT)" --model $(MODEL)
-
+{gate}
 clean:
 \trm -rf $(srcdir)/$(BUILD_DIR) $(srcdir)/*kernel_cache $(srcdir)/air_project $(srcdir)/reports $(srcdir)/../verify/reports
 """
@@ -275,6 +294,23 @@ class NpuRunner:
 def build_runner(model_name=None, config=None, max_seq=2048, tokenizer=None, npu_attn=True, lite_mode=True):
     return NpuRunner(config or build_config(), max_seq, lite_mode)
 '''
+
+
+def _decode_gate(name: str, stand_in: bool) -> str:
+    """`<name>_decode_gate.py`: the stand-in's (npu_kernels.mlir_air.twin.decode_gate), or the engineer's skeleton."""
+    if stand_in:
+        return (f'"""{name}: make decode-gate (npu-ledger stand-in: the emulated pipeline against HF transformers, '
+                'in the lines of mlir-air\'s lfm2_1_2b_q4nx_decode_gate.py)."""\n' + _PATH +
+                "try:\n    from npu_kernels.mlir_air.twin import decode_gate\nexcept ImportError:\n"
+                "    sys.exit(\"npu-ledger is not importable: give NPU_LEDGER=<an npu-ledger checkout> or "
+                "PYTHON=<an interpreter with npu-ledger installed> on the make command line\")\n\n"
+                "if __name__ == \"__main__\":\n    sys.exit(decode_gate.main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
+    return (f'"""{name}: the decode gate of the carried short-convolution state (the engineer writes it): the tokens '
+            "of --tokens as one\nsequence (--seq), printing the lines of mlir-air's "
+            "lfm2_1_2b_q4nx/lfm2_1_2b_q4nx_decode_gate.py (11cad40a) that\nnpu_kernels/mlir_air/decode_gate_report.py "
+            'lists, --state-verbose\'s per-layer line included."""\n'
+            f"raise SystemExit('{name}_decode_gate.py is the scaffold\\'s skeleton, not written yet: its docstring "
+            "says what make decode-gate prints')\n")
 
 
 def _inference(name: str, stand_in: bool) -> str:
@@ -376,7 +412,7 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
                             f"a directory is one kind, never both: remove it first to write a {kind} one")
     d.mkdir(parents=True, exist_ok=True)
     files = {
-        "Makefile": _makefile(name, bool(stand_in), build_seq(config)),
+        "Makefile": _makefile(name, bool(stand_in), build_seq(config), conv=bool(config.arch.conv_layers())),
         "verify_adapter.py": _adapter(name, str(model_path), bool(stand_in)),
         f"{name}_inference.py": _inference(name, bool(stand_in)),
         "README.md": _readme(name, bool(stand_in)),
@@ -385,6 +421,8 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
         **{f"run_npu2_{kind}.lit": _lit(name, kind, bool(stand_in)) for kind in _LIT_WHAT},
         "__init__.py": "",
     }
+    if config.arch.conv_layers():  # a short-convolution model: its carried state's decode gate
+        files[f"{name}_decode_gate.py"] = _decode_gate(name, bool(stand_in))
     if stand_in:
         files[STAND_IN_FILE] = json.dumps({"model": _model_ref(str(model_path)), "stand_in": stand_in},
                                             indent=1) + "\n"

@@ -2,9 +2,9 @@
 not exercise (issue #48): Gemma3, whose local layers run a sliding-window attention row, and LFM2, whose short
 convolution runs eltwise_mul and conv1d rows. `ledger twin` -> `init --executor mlir-air` -> `scaffold --stand-in
 emulated` -> `advance`, every command through the real CLI; the tiny models are the suite's shared folders
-(tests/prebuilt.py). LFM2 goes through Phase 1 only: on an mlir-air deployment Phase 2's carried convolution state
-has no reader yet (mlir-air's lfm2 `make decode-gate`; npu_kernels/backends/mlir_air.py `conv_state_check` says so in
-one line and nothing is recorded)."""
+(tests/prebuilt.py). Both go to deployed with an evaluation PASS; LFM2's Phase 2 checks the carried convolution state
+with the model directory's `make decode-gate`, the lines of mlir-air's lfm2 decode gate computed by the stand-in
+(npu_kernels.mlir_air.twin.decode_gate) and read by npu_kernels.mlir_air.decode_gate_report."""
 
 from __future__ import annotations
 
@@ -36,12 +36,12 @@ def gemma3_on_the_twin(tmp_path_factory, tiny_gemma3):
 @pytest.fixture(scope="module")
 def lfm2_on_the_twin(tmp_path_factory, tiny_lfm2):
     with pytest.MonkeyPatch.context() as mp:
-        yield _twin_deployment(mp, tmp_path_factory.mktemp("twin-lf"), tiny_lfm2, "lf", 1)
+        yield _twin_deployment(mp, tmp_path_factory.mktemp("twin-lf"), tiny_lfm2, "lf", None)
 
 
-def _rows(ws, name: str) -> list[dict]:
+def _rows(ws, name: str, kind: str = "KernelVerified") -> list[dict]:
     events = ledger_json(ws, "log", "--stream", f"deployment:{name}")
-    return [e["payload"] for e in events if e["type"] == "KernelVerified"]
+    return [e["payload"] for e in events if e["type"] == kind]
 
 
 @pytest.mark.slow
@@ -59,12 +59,24 @@ def test_the_tiny_gemma3_is_deployed_through_the_twin_with_an_evaluation_pass(ge
     assert all(str(twin) in r["provenance"]["command"] for r in rows)
 
 
-def test_the_tiny_lfm2_passes_phase_1_through_the_twins_harnesses(lfm2_on_the_twin):
+@pytest.mark.slow
+def test_the_tiny_lfm2_is_deployed_through_the_twin_with_an_evaluation_pass(lfm2_on_the_twin):
     """The short convolution's rows run through mlir-air's eltwise_mul and conv1d_depthwise Makefiles and pass as
-    stand-in rehearsals (at dd99c44 the first of them stopped Phase 1: `error: 'eltwise_mul'`)."""
+    stand-in rehearsals (at dd99c44 the first of them stopped Phase 1: `error: 'eltwise_mul'`); Phase 2's carried
+    state is the model directory's `make decode-gate`, read as mlir-air's lfm2 decode gate prints it."""
     twin, ws = lfm2_on_the_twin
     status = ledger_json(ws, "status", "lf")
-    assert status["phases_passed"] == [0, 1], status
+    assert status["status"] == "deployed" and status["evaluation"] == "PASS", status
+    assert status["phases_passed"] == list(range(8))
+    gates = _rows(ws, "lf", "ConvStateChecked")
+    assert gates and all(g["method"] == "decode-gate" and g["passed"] and g["carried_state"] for g in gates), gates
+    for g in gates:  # every token scored, every short-convolution layer's state read back after each
+        assert g["provenance_class"] == "standin-rehearsal" and "decode-gate" in g["provenance"]["command"]
+        assert str(twin) in g["provenance"]["command"] and g["state_slots"] > 0 and g["drift_layers"] == 0
+        assert len(g["steps"]) == g["n_positions"] == 5
+        assert all({x["layer"] for x in s["per_layer"]} == {0, 2} for s in g["steps"])  # the tiny LFM2's conv layers
+    page = (ws / "llms" / "lf" / "docs" / "development_progress" / "phase2_block.md").read_text()
+    assert "mlir-air's decode gate (`make decode-gate`)" in page and "| standin-rehearsal | PASS |" in page
     rows = _rows(ws, "lf")
     assert rows and all(r["verdict"] == "PASS" and r["provenance_class"] == "standin-rehearsal" for r in rows)
     for kernel, folder in (("eltwise_mul", "eltwise_mul"), ("conv1d", "conv1d_depthwise")):

@@ -5,7 +5,8 @@ emulated NPU2 against HF bf16.
   conv_taps_reversed  the taps newest-first: the Phase 2 block gate (and, as a kernel, the conv1d row with its
                       nonzero pad: tests/unit/test_conv_kernels.py)
   conv_state_dropped  the prefill's state not carried into the decode: invisible to the block gate (prefill only),
-                      caught by the carried-state check (npu_kernels.model.features.short_conv) and by the token gate
+                      caught by the carried-state check (npu_kernels.model.features.short_conv) and by the token gate;
+                      on mlir-air, by the decode gate's per-layer drift bound (the twin's stand-in, in process)
 
 The production pipeline passes all three checks; the carried state matches HF's conv cache."""
 
@@ -67,3 +68,19 @@ def test_each_drill_is_caught_and_by_which_check(lfm2, fault, block_catches):
 def test_the_block_bisect_of_a_conv_layer_swaps_its_own_kernels(lfm2):
     order = block_kernel_order(lfm2[2])
     assert "conv1d" in order and "eltwise_mul" in order and "flash_attention" not in order
+
+
+def test_the_twins_decode_gate_catches_the_dropped_state_in_mlir_airs_lines(tiny_lfm2, tmp_path, monkeypatch, capsys):
+    """The stand-in's `make decode-gate` (npu_kernels.mlir_air.twin.decode_gate), in process, with the state not
+    carried: the per-layer drift bound of mlir-air's lfm2 decode gate fails it, in lines its reader re-derives."""
+    from npu_kernels.mlir_air.decode_gate_report import parse_decode_gate
+    from npu_kernels.mlir_air.twin import decode_gate
+
+    (tmp_path / "stand_in.json").write_text('{"model": "lf", "stand_in": "emulated"}\n')
+    monkeypatch.setenv("NPU_LEDGER_MODEL", str(tiny_lfm2))
+    monkeypatch.setenv("NPU_LEDGER_FAULTS", "conv_state_dropped")
+    assert decode_gate.main(["--model-dir", str(tmp_path), "--seq", "--state-verbose"]) == 1
+    report = parse_decode_gate(capsys.readouterr().out, 1)
+    assert report.verdict == "FAIL" and report.drift_layers > 0
+    assert report.steps[0].drift == [] and report.steps[0].top1  # the first token has no state to drop
+    assert [d["layer"] for d in report.steps[1].drift] == [0]  # the first decode step: layer 0's older row is zeros

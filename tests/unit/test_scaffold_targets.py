@@ -160,3 +160,20 @@ def test_the_architecture_page_follows_the_ledgers_switches_unless_the_engineer_
     assert refresh_architecture(twin, "tiny", config, now) is None  # nothing changed: nothing written
     page.write_text(page.read_text() + "\nthe engineer's note\n")
     assert refresh_architecture(twin, "tiny", config, {}) is None and "the engineer's note" in page.read_text()
+
+
+def test_a_short_convolution_model_gets_the_decode_gate_of_mlir_airs_lfm2_directory(model_dir, tmp_path, tiny_lfm2):
+    """lfm2_1_2b_q4nx/Makefile's `decode-gate` (at ff1efdb0) for a model with ShortConv layers, none for the others;
+    the stand-in's script runs npu-ledger's (npu_kernels.mlir_air.twin.decode_gate), the hardware skeleton says in
+    one line that it is not written yet."""
+    from npu_kernels.mlir_air.scaffold import _decode_gate
+
+    assert "decode-gate" not in (model_dir / "Makefile").read_text() and not list(model_dir.glob("*_decode_gate.py"))
+    twin = write_twin(tmp_path / "mlir-air")
+    lf = Path(scaffold(twin, "lf", str(tiny_lfm2), resolve(load_raw_config(tiny_lfm2)), stand_in="emulated")["dir"])
+    make = (lf / "Makefile").read_text()
+    assert re.search(r"^decode-gate:\n\tcd \$\(srcdir\) && \$\(RUN_PY\) \$\(srcdir\)/lf_decode_gate\.py --seq "
+                     r"--state-verbose \$\(DECODE_GATE_FLAGS\)$", make, re.M)
+    assert "from npu_kernels.mlir_air.twin import decode_gate" in (lf / "lf_decode_gate.py").read_text()
+    with pytest.raises(SystemExit, match="lf_decode_gate.py is the scaffold's skeleton, not written yet"):
+        exec(compile(_decode_gate("lf", False), "lf_decode_gate.py", "exec"), {})
