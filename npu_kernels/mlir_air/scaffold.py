@@ -244,6 +244,10 @@ def build_config():
 
 def build_runner(model_name=None, config=None, max_seq=2048, tokenizer=None, npu_attn=True, lite_mode=True):
     return stand_in.build_runner(resolve_model(model_name or DEFAULT_MODEL))
+
+
+def tokenizer(model_name):  # npu-ledger's walk only (not mlir-air's protocol): the stand-in scripts' tokenizer
+    return stand_in.stand_in_tokenizer(resolve_model(model_name))
 '''
     return f'''"""{name}: mlir-air verify adapter (verify_runner.py:265-338) over {name}_inference.py (the engineer's)."""
 import os

@@ -148,6 +148,19 @@ def _write(report: dict[str, Any], out: Path) -> Path:
     return path
 
 
+def _tokenizer(adapter, model_name: str):
+    """AutoTokenizer of `model_name`, as mlir-air's verify_runner.py builds it, unless the adapter supplies its own
+    (`tokenizer(model_name)`: not in mlir-air's adapter protocol; npu-ledger's stand-in adapters give the stand-in
+    scripts' tokenizer, npu_kernels.mlir_air.twin.stand_in.stand_in_tokenizer, which is AutoTokenizer's output without
+    transformers' ~5 s import on every `make verify-walk`)."""
+    own = getattr(adapter, "tokenizer", None)
+    if callable(own):
+        return own(model_name)
+    from transformers import AutoTokenizer  # heavy: only once the adapter is known to load
+
+    return AutoTokenizer.from_pretrained(model_name)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = _parser().parse_args(argv)
@@ -158,9 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     model_name = adapter.resolve_model(choice)
     hf_ref = adapter.hf_reference(model_name) if hasattr(adapter, "hf_reference") else model_name
     config = adapter.build_config()
-    from transformers import AutoTokenizer  # heavy: only once the adapter is known to load
-
-    tok = AutoTokenizer.from_pretrained(model_name)
+    tok = _tokenizer(adapter, model_name)
     pfile = Path(a.prompts_file) if a.prompts_file else llms / "verify" / "prompts" / f"{a.prompt_style}.txt"
     prompts = read_prompts(pfile)
     if a.max_prompts is not None and a.max_prompts > 0:
