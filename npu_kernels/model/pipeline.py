@@ -118,7 +118,8 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
         the resident (row-major) copy, and weight residency must never change the numbers."""
         lw = self.weights.layers[layer]
         if name in FUSED_ROWS:
-            build = lambda: np.concatenate([np.asarray(getattr(lw, p)).T for p in FUSED_ROWS[name]], axis=0)  # noqa: E731
+            parts = FUSED_ROWS[name]
+            build = lambda: np.concatenate([np.asarray(getattr(lw, p)).T for p in parts], axis=0)  # noqa: E731
         else:
             build = lambda: np.ascontiguousarray(getattr(lw, name).T)  # noqa: E731
         return self.weights.derive(("rows", layer, name), build)
