@@ -99,16 +99,16 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
     # --- setup ------------------------------------------------------------------------------------
 
     def _fused_w(self, layer: int, name: str) -> np.ndarray:
-        """Concatenated weights of a fused step, (in, out): "wqkv" (E, (H+2Hkv)·D), "w_gate_up" (E, 2F); a copy for
-        the call, from the rows held once (`_gemm_w`)."""
-        return np.ascontiguousarray(self._gemv_w(layer, name).T)
+        """Concatenated weights of a fused step, (in, out): "wqkv" (E, (H+2Hkv)·D), "w_gate_up" (E, 2F); a view
+        of the rows held once (`_gemm_w`)."""
+        return self._gemv_w(layer, name).T
 
     def _gemm_w(self, layer: int, name: str) -> np.ndarray:
-        """A projection as the GEMM takes it, (in, out) C-contiguous: the weights hold it once, as the GEMV's rows
-        (npu_kernels.model.weights), so this is a copy for the call (the executor keeps its own operand under
-        weight residency). Handing the executor the transposed view instead would let its BLAS sum in another
-        order: the copy keeps every number as it was."""
-        return np.ascontiguousarray(getattr(self.weights.layers[layer], name))
+        """A projection as the GEMM takes it, (in, out): the weights hold it once, as the GEMV's rows
+        (npu_kernels.model.weights), so this is a transposed view. Every executor's GEMM makes its B operand
+        C-contiguous before BLAS sees it (under weight residency once, into the operand it keeps), so the sums
+        run in the order they did on a C-contiguous (in, out) copy: no number moves."""
+        return getattr(self.weights.layers[layer], name)
 
     def _gemv_w(self, layer: int, name: str) -> np.ndarray:
         """A projection as GEMV streams it: row-major (out, in). `load_weights` holds it so (the parts of a fused
