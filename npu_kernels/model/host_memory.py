@@ -19,8 +19,10 @@ every executor. The estimate, from the config alone:
                                    host DDR (2, bf16)
                measured on the emulated executor, a random-weight Llama-3.2-1B-size folder (1.236 G parameters,
                benchmarks/bench_deploy_1b.py, 2026-12-04): Phase 0 (the reference alone) 2.78 GiB RSS = 0.48 GiB +
-               2.0 B per parameter; Phases 2-3 (the reference and the pipeline) 7.4-7.8 GiB = 6.0-6.3 B per parameter
-               + runtime; Phases 4-7 (+ the resident operands) PEAK_LINE. Before the weights were held once
+               2.0 B per parameter; Phases 2-3 (the reference and the pipeline) 7.42-7.61 GiB = 6.0-6.2 B per
+               parameter + runtime; the Phases 4-6 work with every switch on (+ the resident operands; the
+               benchmark's ungated probe, Phase 3 having stopped the deployment) 9.36 GiB = 7.7 B per parameter +
+               runtime, under the 10.6 GiB this estimate states for it. Before the weights were held once
                (dd99c44) the same deployment peaked at 22.7 GB, ~15 B per parameter: the float32 (in, out) copy, the
                fused concatenation and its GEMV rows and the executor's float32 operand beside one another.
                SmolLM2-135M-Instruct (134.5 M parameters) then peaked at 1.60 GiB (9.5 B per parameter).
