@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from handlers.scaffold_sync import sync_scaffolds
 from ledger import Checkpoint, Ledger, default_url, open_ledger
 from ledger.checkpoints import RECORD, CheckpointRecord
 from npu_kernels.settings import env_get
+
+STALE_MARK = ".ledger/projections-stale"  # relative to the workspace: a refresh failed since the last full one
 
 
 def configure_logging(verbosity: int = 0) -> None:
@@ -92,23 +95,31 @@ class App:
                     f"({e.strerror or type(e).__name__}); `ledger verify` cannot compare the ledger with it later")
         return None
 
-    def refresh_projections(self) -> list[str]:
-        """Rebuild the registry and model docs after a change and remember the ledger's new checkpoint;
-        returns the warning lines to show (none when all went well).
+    def refresh_projections(self, only: Collection[str] | None = None) -> list[str]:
+        """Rebuild the registry and model docs after a change (with `only`: the registry and those deployments'
+        docs, what a command that appended to their streams alone changed) and remember the ledger's new
+        checkpoint; returns the warning lines to show (none when all went well).
 
         The command's events are committed already: a refresh that fails (a full disk, a path in the way) is a
-        warning, not a failure -- the projections are rebuilt in full by the next command (or `ledger registry
-        build`), and no temporary file is left behind."""
+        warning, not a failure, and leaves STALE_MARK in the workspace: the next command's refresh rebuilds every
+        deployment's docs, whichever deployment it is about (or `ledger registry build`), and removes the mark. No
+        temporary file is left behind."""
         warnings = []
+        stale = Path(self.workspace) / STALE_MARK
+        if only is not None and stale.exists():  # an earlier refresh failed: its deployments' docs may be behind
+            only = None
         try:
             events = self.ledger.all_events()
-            result = build_projections(events, self.workspace)
+            result = build_projections(events, self.workspace, only=only)
             # a projected folder that is a symbolic link is neither written nor followed
             warnings += [f"warning: recorded, but {link_message(self.workspace, rel)}" for rel in result.links]
             sync_scaffolds(events)  # a scaffolded ARCHITECTURE.md states the switches the ledger records now
             if events:
                 self.remember_checkpoint(Checkpoint(events[-1].seq, events[-1].hash))
+            if only is None:
+                stale.unlink(missing_ok=True)
         except Exception as e:  # noqa: BLE001 - the commit stands; say what failed and move on
+            _mark_stale(stale)
             line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             warnings.append(f"warning: recorded, but refreshing the projections failed ({line}); they are rebuilt on "
                             "the next command or by `ledger registry build`")
@@ -122,6 +133,15 @@ class App:
         if self._ledger is not None:
             self._ledger.close()
             self._ledger = None
+
+
+def _mark_stale(stale: Path) -> None:
+    """Leave the mark that makes the next refresh a full one; where even that cannot be written, the warning stands."""
+    try:
+        stale.parent.mkdir(parents=True, exist_ok=True)
+        stale.write_text("a projection refresh failed; the next command's refresh rebuilds every deployment's docs\n")
+    except OSError:
+        pass
 
 
 def _unwritable_sqlite(url: str) -> bool:

@@ -27,7 +27,7 @@ import threading
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from handlers.inputs import input_file
 from ledger.events import NewEvent
@@ -183,10 +183,12 @@ def import_registry(ledger, directory: str | Path) -> int:
     return import_registry_accounted(ledger, directory, allow_skip=True).added
 
 
-def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, check: bool = False) -> BuildResult:
-    """Write the projections under `out_dir`, or (check=True) compare them with what is on disk."""
+def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, check: bool = False,
+                      only: Collection[str] | None = None) -> BuildResult:
+    """Write the projections under `out_dir`, or (check=True) compare them with what is on disk; with `only`, the
+    registry and those deployments' docs alone (`registry.projections.project_all`)."""
     out = Path(out_dir)
-    files = project_all(events)
+    files = project_all(events, only)
     differing, missing, written, linked = [], [], [], set()
     links = _Links(out)
     for rel, data in files.items():

@@ -2,8 +2,9 @@
 
 Every command that changes a deployment goes through `DeploymentUnit`. `commit(events)` appends with
 `expected_version` = the version this unit last saw; if someone else appended in between, nothing is
-written and `SomeoneElseAdvanced` says so. After a commit the unit re-folds the new events, so a handler
-always decides on the state the ledger actually holds.
+written and `SomeoneElseAdvanced` says so. After a commit the unit folds the new events in memory, as the
+append stored them (`Ledger.append_recorded`: the rows it chained and checked before its commit; nothing is
+read back), so a handler always decides on the state the ledger actually holds.
 """
 
 from __future__ import annotations
@@ -57,15 +58,16 @@ class DeploymentUnit:
         return self.events[-1].version if self.events else 0
 
     def commit(self, events: Iterable[Event | NewEvent]) -> list[int]:
-        """Append `events` atomically at this unit's version; return their seqs and re-fold."""
+        """Append `events` atomically at this unit's version; return their seqs and fold them in."""
         batch = list(events)
         if not batch:
             return []
         try:
-            seqs = self.ledger.append(self.stream_id, self.version, batch)
+            seqs, new = self.ledger.append_recorded(self.stream_id, self.version, batch)
         except ConcurrencyError as e:
             raise SomeoneElseAdvanced(f"someone else advanced {self.name} meanwhile; nothing was written") from e
-        new = self.ledger.read_stream(self.stream_id, after_version=self.version)
+        if new is None:  # an idempotent retry: the batch was recorded earlier, so its records are read
+            new = self.ledger.read_stream(self.stream_id, after_version=self.version)
         state = self.state
         for rec in new:
             state = apply(state, rec)

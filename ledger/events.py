@@ -74,6 +74,9 @@ class DeploymentRequested(Event):
     pipeline: dict[str, Any] = Field(default_factory=dict)
     # 4-bit (issue #26): format, bundle, bf16 base folder; model_path is the dequantised reference folder
     quantisation: dict[str, Any] = Field(default_factory=dict)
+    # a speculative-decoding drafter (issue 46 item 3): {path, config_sha256, vocab_size, n_layers, block[, faults]};
+    # {} for a deployment without one and in ledgers written before the field
+    drafter: dict[str, Any] = Field(default_factory=dict)
 
 
 class ArchitectureAssessed(Event):
@@ -314,7 +317,8 @@ class BlockValidated(Measured):
 
 class ConvStateChecked(Measured):
     """A hybrid's (LFM2) carried convolution state after the prefill against the reference's conv cache, and the
-    next decode step's logits (npu_kernels.model.conv_state): Phase 2's decode check of the short-convolution layers."""
+    next decode step's logits (npu_kernels.model.features.short_conv): Phase 2's decode check of the
+    short-convolution layers."""
 
     executor: str
     n_positions: int
@@ -421,6 +425,31 @@ class PerformanceMeasured(Measured):
     # where the headline figures (ttft_s, prefill_s, ms_per_token, tokens_per_s) come from (npu_kernels.provenance):
     # modelled-npu2 on emulated / torch, standin-rehearsal on a twin checkout, npu2-measured from a device
     provenance_class: ProvenanceClass = ""
+
+
+class SpeculationChecked(Measured):
+    """Phase 5's speculative-decoding gate (issue 46 item 3), per deployment with a drafter: on every gate prompt the
+    greedy tokens with the drafter (`tokens_spec`) against those without it (`tokens_plain`); `passed` is exactness
+    alone (every prompt's two streams equal), re-derived by `statemachine.checks.speculation_problem`. The
+    acceptance length (tokens committed per verify pass, `acceptance` per prompt) with its mean and standard
+    error is a performance figure with its provenance, never part of the verdict."""
+
+    executor: str
+    drafter: dict[str, Any] = Field(default_factory=dict)  # as DeploymentRequested.drafter declared it
+    block: int  # tokens the drafter proposes per round; a verify pass checks block + 1 positions
+    n_tokens: int  # greedy tokens compared per prompt
+    prompts: list[dict[str, Any]] = Field(default_factory=list)  # {index, prompt, tokens_spec, tokens_plain,
+    #   first_divergence, acceptance[, teacher_forced_divergence: where the streams differ, the verify pass fed the
+    #   plain stream: the first step it disagrees with it, None when it never does]}
+    passed: bool
+    exact_prompts: int
+    acceptance_mean: float | None = None
+    acceptance_sem: float | None = None  # 1 s.e. over verify passes; passes within a prompt correlate: a floor
+    n_verify_passes: int = 0
+    faults: list[str] = Field(default_factory=list)  # test faults of the speculative loop (drills only)
+    source: str = ""  # "cpu-emulator" (the in-process loop) or the command that printed the figures
+    provenance_class: ProvenanceClass = ""
+    context: str = "phase5"
 
 
 class EvaluationRecorded(Event):

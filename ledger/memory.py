@@ -73,9 +73,18 @@ class MemoryLedger(ReadsEverything):
         return self.url
 
     def append(self, stream_id: str, expected_version: int, events: Iterable[NewEvent | Event]) -> list[int]:
+        return self._append(stream_id, expected_version, events)[0]
+
+    def append_recorded(self, stream_id: str, expected_version: int,
+                        events: Iterable[NewEvent | Event]) -> tuple[list[int], list[RecordedEvent] | None]:
+        """As `ledger.recorder.Ledger.append_recorded`: (seqs, the records as stored; None for an idempotent retry)."""
+        return self._append(stream_id, expected_version, events)
+
+    def _append(self, stream_id: str, expected_version: int,
+                events: Iterable[NewEvent | Event]) -> tuple[list[int], list[RecordedEvent] | None]:
         encoded = encode_batch(events)
         if not encoded:
-            return []
+            return [], []
         if self.read_only:
             raise LedgerWriteError(f"the ledger at {self.where} was opened read-only; nothing was recorded")
         store = self._store
@@ -84,7 +93,7 @@ class MemoryLedger(ReadsEverything):
             if found:  # a retry of a recorded batch returns its seqs; a half-recorded batch cannot be a retry
                 if len(found) != len(encoded):
                     raise LedgerError(f"batch is partly recorded already ({len(found)} of {len(encoded)} event ids)")
-                return found
+                return found, None
             current = store.versions.get(stream_id, 0)
             if current != expected_version:
                 raise ConcurrencyError(f"stream {stream_id} is at version {current}, not the expected {expected_version}")
@@ -93,7 +102,7 @@ class MemoryLedger(ReadsEverything):
             store.rows.extend(rows)
             store.ids.update((row[3], row[0]) for row in rows)
             store.versions[stream_id] = rows[-1][2]
-            return [row[0] for row in rows]
+        return [row[0] for row in rows], self.recorded(rows)
 
     # --- reading ------------------------------------------------------------------------------------
 

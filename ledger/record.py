@@ -118,3 +118,12 @@ class ReadsEverything:
         cache: list[RecordedEvent] = self.__dict__.setdefault("_everything", [])
         cache.extend(self.read_all(after=cache[-1].seq if cache else 0))
         return list(cache)
+
+    def recorded(self, rows: Sequence[Sequence]) -> list[RecordedEvent]:
+        """The records of rows this ledger has just stored (ledger.schema.COLS order); the `all_events` cache is
+        extended by them when they follow it directly (no other writer between: its tail is then not read)."""
+        records = [RecordedEvent.from_row(row) for row in rows]
+        cache = self.__dict__.get("_everything")
+        if records and cache and cache[-1].seq == records[0].seq - 1:
+            cache.extend(records)
+        return records

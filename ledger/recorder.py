@@ -108,9 +108,20 @@ class Ledger(ReadsEverything):
         original seqs and writes nothing (idempotent retry). The hot path runs on the driver's own
         connection with prepared SQL: one lookup, one executemany, one commit.
         """
+        return self._append(stream_id, expected_version, events)[0]
+
+    def append_recorded(self, stream_id: str, expected_version: int,
+                        events: Iterable[NewEvent | Event]) -> tuple[list[int], list[RecordedEvent] | None]:
+        """`append`, returning (the seqs, the records as stored: the rows this append chained and, before its commit,
+        checked the store holds, promise 9), so a caller folds them without reading them back; the records are None
+        for an idempotent retry (the batch was recorded earlier: read it). The `all_events` cache is extended."""
+        return self._append(stream_id, expected_version, events)
+
+    def _append(self, stream_id: str, expected_version: int,
+                events: Iterable[NewEvent | Event]) -> tuple[list[int], list[RecordedEvent] | None]:
         encoded = encode_batch(events)
         if not encoded:
-            return []
+            return [], []
         ids = [eid for eid, _, _ in encoded]
         dbapi = self.engine.dialect.dbapi
         if self.read_only:
@@ -131,7 +142,7 @@ class Ledger(ReadsEverything):
                     conn.rollback()
                     already = self._recorded_seqs(conn, ids)
                     if already is not None:
-                        return already
+                        return already, None
                     raise ConcurrencyError(
                         f"stream {stream_id} is at version {current}, not the expected {expected_version}"
                     )
@@ -147,12 +158,12 @@ class Ledger(ReadsEverything):
                     raise StoreGuardError(f"{problem} (a trigger or rule on the events table interfered; run "
                                           "`ledger verify`); nothing was recorded")
                 conn.commit()
-                return [r[0] for r in rows]
+                return [r[0] for r in rows], self.recorded(rows)
             except dbapi.IntegrityError as e:
                 conn.rollback()
                 already = self._recorded_seqs(conn, ids)
                 if already is not None:
-                    return already
+                    return already, None
                 if self._db.clash(e) in KEYS:  # another writer's row where this batch goes: a version race
                     raise ConcurrencyError(
                         f"stream {stream_id} moved past version {expected_version}: {first_line(e)}") from e

@@ -17,8 +17,10 @@ from __future__ import annotations
 class Inconclusive(RuntimeError):
     """Raised when a device run gave no verdict on any of its `tries` fresh processes: no signal, so no verdict.
 
-    `reason` says what ran and how each try ended; `tries` how many fresh processes were started."""
+    `reason` says what ran and how each try ended; `tries` how many fresh processes were started; `evidence`, when
+    the run was one Phase 1 row's harness, the triage evidence of that row (its kernel, shape, `runtime_hang`, the last
+    try's transcript), so a rule that knows the hang can still name it."""
 
-    def __init__(self, reason: str, tries: int = 1) -> None:
+    def __init__(self, reason: str, tries: int = 1, evidence: dict | None = None) -> None:
         super().__init__(reason)
-        self.reason, self.tries = reason, tries
+        self.reason, self.tries, self.evidence = reason, tries, evidence

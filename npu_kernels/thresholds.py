@@ -112,7 +112,8 @@ def block_thresholds(head_dim: int) -> dict[str, float]:
     return {"cosine": BLOCK_COSINE_MIN, "per_position_min": per_position_threshold(head_dim)}
 
 
-# The carried convolution state of a hybrid (LFM2) after a prefill, and the next decode step (npu_kernels.model.conv_state):
+# The carried convolution state of a hybrid (LFM2) after a prefill, and the next decode step
+# (npu_kernels.model.features.short_conv):
 # the state is a block-internal activation, judged at the block gate's whole-tensor floor; the next-token logits at
 # mlir-air's one-layer decode expectation, lfm2_1_2b_q4nx/README.md at 78aadcff "Reading the decode gate": "Judge
 # exactness at one layer (`make compile-decode LAYERS=1`, expect >= 0.996)".

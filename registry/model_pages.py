@@ -299,7 +299,28 @@ def render_optimisation(v: DeploymentView, phase: int) -> str:
         rows.append([rec.seq, o.optimisation, o.outcome, fixed(o.before_s, 4), fixed(o.after_s, 4), speed, gate, o.reason])
     parts.append(table(["seq", "optimisation", "outcome", "before (s)", "after (s)", "speed-up", "gate", "reason"], rows)
                  if rows else "None recorded yet.\n")
+    if phase == 5 and v.of("SpeculationChecked"):
+        parts.append(_speculation_section(v.of("SpeculationChecked")))
     return "\n".join(parts)
+
+
+def _speculation_section(recs: Sequence[RecordedEvent]) -> str:
+    """Phase 5's speculative-decoding gate: exactness per prompt (the verdict) and the acceptance length (a figure)."""
+    rows = []
+    for rec in recs:
+        s = rec.event
+        sem = "n/a" if s.acceptance_sem is None else f"{s.acceptance_sem:.3f}"
+        mean = "n/a" if s.acceptance_mean is None else f"{s.acceptance_mean:.3f}"
+        rows.append([rec.seq, s.context, f"{s.exact_prompts}/{len(s.prompts)}", "PASS" if s.passed else "FAIL",
+                     s.block, f"{mean} ± {sem}", s.n_verify_passes, SHORT.get(s.provenance_class, s.provenance_class),
+                     ", ".join(s.faults) or None])
+    return "\n".join([
+        "## Speculative decoding\n",
+        "Gate: on every gate prompt the greedy tokens with the drafter equal those without it. The acceptance "
+        "length (tokens committed per verify pass, ± 1 standard error over the passes: a floor, since passes "
+        "within a prompt correlate) is a performance figure, never part of the verdict.\n",
+        table(["seq", "context", "exact prompts", "exactness", "block", "acceptance", "verify passes", "figure from",
+               "test faults"], rows)])
 
 
 def _profile_table(profile: dict) -> str:

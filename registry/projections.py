@@ -15,12 +15,12 @@ Paths use `/` on every platform. Building twice from the same events gives the s
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Collection, Sequence
 
 from ledger.record import RecordedEvent
 from ledger.streams import DEPLOYMENT_PREFIX
 from registry.fold import fold_registry
-from registry.model_docs import project_model_docs
+from registry.model_docs import model_dir_name, project_model_docs
 from registry.render_json import render_all_json
 from registry.render_markdown import render_all_markdown
 
@@ -40,10 +40,17 @@ def deployments(events: Sequence[RecordedEvent]) -> list[str]:
     return sorted({e.stream_id[len(DEPLOYMENT_PREFIX):] for e in events if e.stream_id.startswith(DEPLOYMENT_PREFIX)})
 
 
-def project_all(events: Sequence[RecordedEvent]) -> dict[str, bytes]:
-    """Registry + every deployment's docs, keyed by path, sorted."""
+def project_all(events: Sequence[RecordedEvent], only: Collection[str] | None = None) -> dict[str, bytes]:
+    """Registry + every deployment's docs, keyed by path, sorted. With `only`: the registry and the docs of those
+    deployments alone (and of any other whose llms/ folder is the same, so the same one wins as in the whole
+    build): what a command that appended to those deployments' streams alone changes, since a deployment's docs
+    read its own stream and the imported nightly rows, never another deployment's stream."""
     out = project_registry(events)
-    for name in deployments(events):
+    names = deployments(events)
+    if only is not None:
+        folders = {model_dir_name(n) for n in only}
+        names = [n for n in names if model_dir_name(n) in folders]
+    for name in names:
         out.update(project_model_docs(events, name))
     return {k: out[k] for k in sorted(out)}
 

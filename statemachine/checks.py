@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ledger.events import ConvStateChecked, KernelVerified, TokenGateChecked
+from ledger.events import ConvStateChecked, KernelVerified, SpeculationChecked, TokenGateChecked
 from npu_kernels.thresholds import (
     ATOL_ARTIFACT,
     CONV_STATE_THRESHOLDS,
@@ -122,3 +122,32 @@ def teacher_forced_problem(t: TokenGateChecked) -> str | None:
     problems = teacher_forced_problems(t.tf_topk_ours, t.tf_topk_ref, t.tf_kl_per_step, ratio, t.n_tokens,
                                        strictest_teacher_forced(t.thresholds))
     return f"passed, but {problems[0]}" if problems else None
+
+
+def speculation_problem(s: SpeculationChecked) -> str | None:
+    """Why a SpeculationChecked cannot accept speculation (None: it can), from its own recorded streams: a prompt
+    whose tokens with the drafter differ from those without it (or a recorded first divergence, exact count or
+    `passed` that the streams contradict), no prompt at all, or a drill's test faults. The acceptance length is
+    a performance figure and decides nothing."""
+    if not s.prompts:
+        return "no gate prompt recorded"
+    exact = 0
+    for r in s.prompts:
+        spec, plain = list(r.get("tokens_spec", [])), list(r.get("tokens_plain", []))
+        if len(plain) != s.n_tokens or not spec:
+            return (f"prompt {r.get('index')}: {len(plain)} tokens without the drafter, {s.n_tokens} recorded as "
+                    "compared")
+        same = spec == plain
+        if same != (r.get("first_divergence") is None):
+            return (f"prompt {r.get('index')}: the recorded first divergence {r.get('first_divergence')} contradicts "
+                    "its streams")
+        if not same:
+            step = next((i for i, (a, b) in enumerate(zip(spec, plain)) if a != b), min(len(spec), len(plain)))
+            return f"prompt {r.get('index')}: the tokens with the drafter differ from those without it at step {step}"
+        exact += 1
+    if exact != s.exact_prompts or not s.passed:
+        return (f"records passed={s.passed}, {s.exact_prompts} exact prompts; its streams say {exact} of "
+                f"{len(s.prompts)}")
+    if s.faults:  # a drill whose fault left every stream exact still accepts nothing
+        return f"a drill (test faults {', '.join(s.faults)}) left every stream exact"
+    return None

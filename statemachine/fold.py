@@ -56,6 +56,7 @@ from ledger.events import (
     QuantisationBudgetMeasured,
     QuantisedBundleRead,
     ReferenceBaselineRecorded,
+    SpeculationChecked,
     TokenGateChecked,
     WeightsChecked,
 )
@@ -73,6 +74,7 @@ EVIDENCE_TYPES: tuple[type[Event], ...] = (
     TokenGateChecked,
     OptimizationTried,
     PerformanceMeasured,
+    SpeculationChecked,
     WeightsChecked,
     ReferenceBaselineRecorded,
     QuantisedBundleRead,
@@ -153,6 +155,7 @@ def _requested(rec: RecordedEvent, e: DeploymentRequested) -> DeploymentState:
         name=e.name, stream_id=rec.stream_id, version=rec.version, last_seq=rec.seq, status=Status.REQUESTED,
         next_phase=None, model_path=e.model_path, hf_model_id=e.hf_model_id, target=e.target, dtype=e.dtype,
         executor=e.executor, pipeline=dict(e.pipeline), quantisation=dict(e.quantisation),
+        drafter=dict(e.drafter),
     )
 
 

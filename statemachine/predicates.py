@@ -26,6 +26,7 @@ from ledger.events import (
     OptimizationTried,
     PerformanceMeasured,
     ReferenceBaselineRecorded,
+    SpeculationChecked,
     TokenGateChecked,
     WeightsChecked,
 )
@@ -36,7 +37,7 @@ from npu_kernels.thresholds import (
     quant_budget_problems,
     strictest_quant_budget,
 )
-from statemachine.checks import conv_state_problem, kernel_problem, token_gate_problem
+from statemachine.checks import conv_state_problem, kernel_problem, speculation_problem, token_gate_problem
 from statemachine.gate import GateContext, GateResult, Predicate, kernel_key
 from statemachine.phases import Phase
 from statemachine.state import EVALUATION_PASSES, DeploymentState, Evidence
@@ -217,15 +218,24 @@ def gate_2_block_ok(state: DeploymentState, context: GateContext) -> GateResult:
         return _no(f"BlockValidated seq {found.seq} cosine {b.cosine} < {cosine_min}")
     if not b.per_position_min >= position_min:
         return _no(f"BlockValidated seq {found.seq} per-position min {b.per_position_min} < {position_min}")
-    if _hybrid(state):  # a short-convolution model: its carried state must hold too (npu_kernels.model.conv_state)
-        conv = _latest(state, ConvStateChecked)
-        if conv is None:
-            return _no("a hybrid model (short-convolution layers) without a ConvStateChecked in the attempt")
-        why = conv_state_problem(conv.event)
+    # a short-convolution model: its carried state must hold too (npu_kernels.model.features.short_conv)
+    if _hybrid(state):
+        why = _required_problem(state, ConvStateChecked, conv_state_problem,
+                                "a hybrid model (short-convolution layers)")
         if why:
-            return _no(f"ConvStateChecked seq {conv.seq}: {why}")
+            return _no(why)
     return _yes(f"layer {b.layer} cosine {b.cosine:.4f} >= {cosine_min}, per-position min "
                 f"{b.per_position_min:.4f} >= {position_min}, no NaN (seq {found.seq})")
+
+
+def _required_problem(state: DeploymentState, event_type: type[Event], problem, who: str) -> str | None:
+    """Why the attempt's latest `event_type` (required of `who`) cannot count (None: it can): missing, or what
+    `problem` (statemachine.checks) re-derives from it."""
+    found = _latest(state, event_type)
+    if found is None:
+        return f"{who} without a {event_type.__name__} in the attempt"
+    why = problem(found.event)
+    return f"{event_type.__name__} seq {found.seq}: {why}" if why else None
 
 
 def _token_gates_ok(state: DeploymentState) -> GateResult:
@@ -275,8 +285,17 @@ def gate_4_prefill_faster_and_gate_kept(state: DeploymentState, context: GateCon
 
 
 def gate_5_decode_faster_and_gate_kept(state: DeploymentState, context: GateContext) -> GateResult:
-    """Every applied decode optimisation kept the token gate; final ms_per_token strictly below the baseline."""
-    return _faster_and_gate_kept(state, Phase.DECODE_OPT, "ms_per_token")
+    """Every applied decode optimisation kept the token gate; final ms_per_token strictly below the baseline; with a
+    declared drafter, a SpeculationChecked whose streams with and without it are equal on every prompt (its
+    acceptance length is a figure, never part of the verdict)."""
+    faster = _faster_and_gate_kept(state, Phase.DECODE_OPT, "ms_per_token")
+    if not faster or not state.drafter:
+        return faster
+    why = _required_problem(state, SpeculationChecked, speculation_problem, "a deployment with a drafter")
+    if why:
+        return _no(why)
+    found = _latest(state, SpeculationChecked)
+    return _yes(f"{faster.reason}; speculation exact on {len(found.event.prompts)} prompt(s) (seq {found.seq})")
 
 
 def gate_6_finalized(state: DeploymentState, context: GateContext) -> GateResult:

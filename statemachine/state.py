@@ -96,6 +96,7 @@ class DeploymentState:
     executor: str
     pipeline: dict[str, Any] = field(default_factory=dict)  # requested options + applied optimisations
     quantisation: dict[str, Any] = field(default_factory=dict)  # DeploymentRequested.quantisation (4-bit)
+    drafter: dict[str, Any] = field(default_factory=dict)  # DeploymentRequested.drafter (speculative decoding)
     applied_optimisations: dict[str, int] = field(default_factory=dict)  # name -> seq of OptimizationTried
     architecture: ArchitectureAssessed | None = None
     config: dict[str, Any] | None = None  # the ConfigResolved payload

@@ -47,6 +47,12 @@ def tiny_llama(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_llama_drafter(tmp_path_factory):
+    """The tiny Llama's first layer with its embeddings, final norm, LM head and tokenizer: a drafter."""
+    return prebuilt.tiny_drafter(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def tiny_qwen2(tmp_path_factory):
     """Qwen2: q/k/v biases, tied embeddings."""
     return _tiny(tmp_path_factory, "qwen2")

@@ -176,6 +176,36 @@ def build_tiny_model(kind: str, out_dir: str | os.PathLike) -> Path:
     return out
 
 
+def build_tiny_drafter(target_dir: str | os.PathLike, out_dir: str | os.PathLike, layers: int = 1) -> Path:
+    """A drafter for speculative decoding from a tiny model folder: its first `layers` decoder layers with its
+    embeddings, final norm, LM head and tokenizer (a truncated, early-exit copy: the same vocabulary, fewer layers,
+    so it agrees with the target often but not always). Written into `out_dir`; returns it."""
+    import json
+    import re
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    src, out = Path(target_dir), Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = json.loads((src / "config.json").read_text())
+    config["num_hidden_layers"] = layers
+    if isinstance(config.get("layer_types"), list):
+        config["layer_types"] = config["layer_types"][:layers]
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    kept = {}
+    for file in sorted(src.glob("*.safetensors")):
+        for name, tensor in load_file(file).items():
+            m = re.match(r"model\.layers\.(\d+)\.", name)
+            if m is None or int(m.group(1)) < layers:
+                kept[name] = tensor
+    save_file(kept, out / "model.safetensors", metadata={"format": "pt"})
+    for file in src.iterdir():
+        if file.suffix != ".safetensors" and file.name != "config.json" and file.is_file():
+            shutil.copy2(file, out / file.name)
+    return out
+
+
 if __name__ == "__main__":  # python -m tests.models OUT_DIR : build all three for inspection
     import sys
 

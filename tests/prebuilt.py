@@ -61,17 +61,28 @@ def tiny_model(factory, kind: str) -> Path:
     return shared_once(factory, f"tiny-{kind}", lambda folder: build_tiny_model(kind, folder))
 
 
+def tiny_drafter(factory) -> Path:
+    """The tiny Llama's drafter for speculative decoding: its first layer, embeddings, final norm, LM head and
+    tokenizer (tests.models.build_tiny_drafter)."""
+    from tests.models import build_tiny_drafter
+
+    llama = tiny_model(factory, "llama")
+    return shared_once(factory, "tiny-llama-drafter", lambda folder: build_tiny_drafter(llama, folder))
+
+
 def tiny_snapshots(factory) -> dict[int, Path]:
     """Phase -> a snapshot of the workspace in which `tiny` (the tiny Llama, emulated, SQLite) has just passed it:
-    `ledger init`, `ledger advance --until 0`, `--until 3`, then `ledger advance` to deployed, through the real CLI."""
+    `ledger init` with a drafter (`--drafter`, block 2: Phase 5 judges speculative decoding), `ledger advance
+    --until 0`, `--until 3`, then `ledger advance` to deployed, through the real CLI."""
     from tests.e2e.cli import ledger
     from tests.e2e.workspaces import copy_workspace
 
     llama = tiny_model(factory, "llama")
+    drafter = tiny_drafter(factory)
 
     def build(root: Path) -> None:
         live = root / "live"
-        proc = ledger(live, "init", str(llama), "--name", "tiny")
+        proc = ledger(live, "init", str(llama), "--name", "tiny", "--drafter", str(drafter), "--draft-block", "2")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         for phase in SNAPSHOT_PHASES:
             proc = ledger(live, "advance", "tiny", *(["--until", str(phase)] if phase < 7 else []))

@@ -1,8 +1,10 @@
 """The `ledger` command line: click commands, one module per group of verbs, over the handlers' public API.
 
-  main        the group, error mapping, the small commands (verify, head, log, db setup) and the command list
-  common      what several command modules share: open a deployment, refresh the projections
-  deploy      init, advance, resume, lesson, status, history, graph, plan, audit (and the evaluator's child)
+  main        the group, error mapping, the small commands (verify, db setup) and the command list
+  verbs       the commands made from the verb table (handlers.verbs): resume, lesson, status, history, graph, head,
+              log, twin, doctor (perf calibrate: added to its group by perf)
+  common      what several command modules share: the post-commit projection step (handlers.verbs.post_commit)
+  deploy      init, advance, plan, audit (and the evaluator's child)
   measure     run, verify-model, diagnose, record harness
   kernels     kernel run, optimise
   registry    registry build / import / lookup

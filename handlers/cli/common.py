@@ -1,22 +1,24 @@
-"""What the click command modules share: refreshing the projections after a command recorded something."""
+"""What the click command modules share: the post-commit projection step (`handlers.verbs.post_commit`, the one
+the MCP tools take too), its warnings on stderr."""
 
 from __future__ import annotations
 
 import click
 
 from handlers.bootstrap import App
-from handlers.uow import stream_id
+from handlers.verbs import VerbCall, post_commit
+
+
+def cli_call(app: App) -> VerbCall:
+    """The command's App with its warnings going to stderr."""
+    return VerbCall(app, warn=lambda line: click.echo(line, err=True))
 
 
 def refresh_projections(app: App) -> None:
-    """Rebuild the registry and model docs after a change, and remember the ledger's new checkpoint
-    (`App.refresh_projections`); its warnings go to stderr."""
-    for line in app.refresh_projections():
-        click.echo(line, err=True)
+    """`post_commit` after a command that recorded something: the projections rebuilt, the checkpoint kept."""
+    post_commit(cli_call(app))
 
 
 def refresh_if_recorded(app: App, name: str) -> None:
-    """`refresh_projections` after a command on deployment NAME, only when the ledger holds NAME: a misspelt name
-    recorded nothing, so it writes no kernel_registry/ or llms/ into the folder either."""
-    if app.ledger.stream_version(stream_id(name)):  # the stream's version, not its events: advance folded it already
-        refresh_projections(app)
+    """`post_commit` after a command on deployment NAME, only when the ledger holds NAME."""
+    post_commit(cli_call(app), name)

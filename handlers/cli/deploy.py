@@ -1,5 +1,5 @@
-"""CLI commands of the deployment lifecycle: init, advance, resume, lesson, status, history, graph, plan, audit
-(and the evaluator's hidden fresh-process command, evaluate)."""
+"""CLI commands of the deployment lifecycle written by hand: init, advance, plan, audit (and the evaluator's hidden
+fresh-process command, evaluate). resume, lesson, status, history and graph are rows of handlers.verbs."""
 
 from __future__ import annotations
 
@@ -11,13 +11,12 @@ import click
 
 from handlers import deploy, results
 from handlers.bootstrap import App
-from handlers.cli.common import refresh_if_recorded, refresh_projections
+from handlers.cli.common import refresh_if_recorded
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions, GateRun
 from handlers.gates.evaluation import evaluate
 from handlers.lifeline import die_with_parent
-from handlers.narrate import ProgressLines, TerminalProgress, describe, reporting
-from handlers.results_workbench import graph_json
+from handlers.narrate import ProgressLines, TerminalProgress, reporting
 from handlers.queries import TargetError, deployment_config, model_target, plan_result
 from handlers.uow import DeploymentError, DeploymentUnit
 from handlers.workbench import next_steps
@@ -25,10 +24,10 @@ from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from npu_kernels.model.config import position_limit
 from npu_kernels.model.host_memory import available_memory_bytes, machine_memory_bytes, memory_line, memory_need
 from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
+from npu_kernels.model.speculative import DEFAULT_BLOCK
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
 from registry.text import escaped, ledger_command, shown
-from statemachine.mermaid import mermaid
 
 
 @click.command("init")
@@ -43,15 +42,21 @@ from statemachine.mermaid import mermaid
               help="with --base: host (dequantised at load, the bf16 pipeline) or device (4-bit decode GEMVs on the "
                    "NPU, fused one-dispatch decode)")
 @click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default="emulated", show_default=True)
+@click.option("--drafter", type=click.Path(), default=None,
+              help="a smaller HF folder with MODEL's tokenizer: Phase 5 accepts speculative decoding with it only if "
+                   "its greedy tokens equal those without it on every gate prompt")
+@click.option("--draft-block", type=int, default=DEFAULT_BLOCK, show_default=True,
+              help="with --drafter: tokens drafted per round (a verify pass checks one more)")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | None, base: str | None,
-             q4nx_style: str, executor: str, as_json: bool) -> None:
+             q4nx_style: str, executor: str, drafter: str | None, draft_block: int, as_json: bool) -> None:
     """Start a deployment of MODEL (a local HF folder or a config.json; a Q4NX bundle with --base)."""
     dtype = dtype or ("q4nx" if base else "bf16")
     try:
         created = deploy.init(app.ledger, model, name=name, target=target, dtype=dtype, executor=executor,
-                              workspace=app.workspace, base=base, q4nx_style=q4nx_style)
+                              workspace=app.workspace, base=base, q4nx_style=q4nx_style, drafter=drafter,
+                              draft_block=draft_block)
     except deploy.OutOfScope as e:
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)
@@ -61,7 +66,7 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | N
     click.echo(json.dumps({**results.init_json(created, executor, target, dtype), "notes": notes}) if as_json else
                "\n".join([memory, f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
                            f"{next_steps(created, executor)}", *(f"note: {escaped(n)}" for n in notes)]))
-    refresh_projections(app)
+    refresh_if_recorded(app, created)  # the registry and the new deployment's docs
 
 
 @click.command("advance")
@@ -127,100 +132,6 @@ def print_verdict(name: str, r: dict) -> None:
     if r.get("blocked"):
         click.echo(f"blocker raised: {shown(name)} needs human review; after a fix: "
                    f"{ledger_command('resume', name, '--note', '...')}", err=True)
-
-
-@click.command("resume")
-@click.argument("name")
-@click.option("--note", required=True, help="what the human fixed")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def resume_cmd(app: App, name: str, note: str, as_json: bool) -> None:
-    """Record a human's fix after a blocker; allows one more attempt."""
-    deploy.resume(app.ledger, name, note)
-    click.echo(json.dumps(results.resume_json(name, deploy.status(app.ledger, name)[0]["status"])) if as_json else
-               f"{shown(name)} resumed; next: {ledger_command('advance', name)}")
-    refresh_projections(app)
-
-
-@click.command("lesson")
-@click.argument("name")
-@click.argument("text")
-@click.option("--phase", type=click.IntRange(0, 7))
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def lesson_cmd(app: App, name: str, text: str, phase: int | None, as_json: bool) -> None:
-    """Record a lesson learned for NAME."""
-    seq = deploy.lesson(app.ledger, name, text, phase)
-    click.echo(json.dumps(results.lesson_json(name, seq)) if as_json else f"lesson recorded at seq {seq}")
-    refresh_projections(app)
-
-
-@click.command("status")
-@click.argument("name", required=False)
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def status_cmd(app: App, name: str | None, as_json: bool) -> None:
-    """Every deployment (or NAME) with its phase, last verdict, blockers and triage."""
-    app.read_only = True
-    rows = deploy.status(app.ledger, name)
-    broken = [r for r in rows if r["status"] == "unreplayable"]
-    if as_json:
-        click.echo(json.dumps(results.status_json(rows, name), indent=1))
-        if broken:
-            sys.exit(1)
-        return
-    if not rows:
-        click.echo("no deployments yet (ledger init MODEL)")
-    elif any(r["status"] != "unreplayable" for r in rows):
-        click.echo(status_row("deployment", "status", "phases passed", "executor/target", "last verdict"))
-    for r in rows:
-        if r["status"] == "unreplayable":
-            click.echo(f"{shown(r['name']):<28} unreplayable: {shown(r['error'])}", err=True)
-            continue
-        passed = ",".join(map(str, r["phases_passed"])) or "none yet"
-        click.echo(escaped(status_row(shown(r["name"]), r["status"], passed, f"{r['executor']}/{r['target']}",
-                                      r["last_verdict"])))
-        for b in r["blockers"]:
-            click.echo(escaped(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}"))
-        if r.get("inconclusive"):
-            i = r["inconclusive"]
-            click.echo(escaped(f"    INCONCLUSIVE (seq {i['seq']}, phase {i['phase']} attempt {i['attempt']}, "
-                               f"{i['tries']} tries; {i['in_a_row']} in a row, a blocker at {i['limit']}): "
-                               f"{'; '.join(i['reasons'])}"))
-        if r["triage"]:
-            click.echo(escaped(f"    triage of seq {r['triage']['subject_seq']}: {r['triage']['summary']}"))
-            for m in r["triage"]["matches"]:
-                click.echo(escaped(f"      - {m['rule_id']} ({m['confidence']:.2f}): {m['root_cause']} -> {m['remedy']}"))
-    if broken:
-        sys.exit(1)
-
-
-def status_row(name: str, status: str, passed: str, where: str, verdict: str) -> str:
-    """One line of `ledger status`'s table (its header too): name, status, the phases passed, executor/target and
-    the last verdict in columns."""
-    return f"{name:<28} {status:<20} {passed:<16} {where:<20} {verdict}".rstrip()
-
-
-@click.command("history")
-@click.argument("name")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def history_cmd(app: App, name: str, as_json: bool) -> None:
-    """NAME's events as a readable timeline."""
-    app.read_only = True
-    rows = deploy.history(app.ledger, name)
-    if as_json:
-        click.echo(json.dumps(results.history_json(rows), indent=1, default=str))
-        return
-    for r in rows:
-        click.echo(escaped(f"{r['seq']:>6}  {r['at'][:19]}  {r['type']:<24} {describe(r['type'], r['payload'])}"))
-
-
-@click.command("graph")
-@click.option("--json", "as_json", is_flag=True, help='{"mermaid": TEXT}')
-def graph_cmd(as_json: bool) -> None:
-    """Print the lifecycle as a Mermaid diagram (generated from the transitions table)."""
-    click.echo(json.dumps(graph_json(mermaid())) if as_json else mermaid())
 
 
 @click.command("plan")
@@ -319,4 +230,4 @@ def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
         sys.exit(1)
 
 
-commands = [audit_cmd, evaluate_cmd, init_cmd, advance_cmd, resume_cmd, lesson_cmd, status_cmd, history_cmd, graph_cmd, plan_cmd]
+commands = [audit_cmd, evaluate_cmd, init_cmd, advance_cmd, plan_cmd]  # resume, lesson, status, history, graph: handlers.verbs

@@ -14,7 +14,6 @@ import traceback
 import click
 
 from handlers.bootstrap import App, configure_logging
-from handlers.results_workbench import head_json, log_json
 from ledger import Checkpoint
 from registry.text import escaped, shown
 
@@ -77,43 +76,6 @@ def cli(ctx: click.Context, workspace: str | None, db: str | None, verbose: int)
     """npu-ledger: deploy decoder-only LLMs onto AMD NPU2 through recorded phase gates."""
     configure_logging(verbose)
     ctx.obj = App.create(workspace, db, verbose)
-
-
-def _short(payload: dict, limit: int = 110) -> str:
-    text = json.dumps(payload, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-@cli.command("log")
-@click.option("--stream", help="only this stream (e.g. deployment:smollm2_135m_instruct)")
-@click.option("--after", type=int, default=0, help="only events after this seq")
-@click.option("--json", "as_json", is_flag=True, help="one JSON array of events")
-@click.pass_obj
-def log_cmd(app: App, stream: str | None, after: int, as_json: bool) -> None:
-    """Print the ledger's events in global order."""
-    app.read_only = True
-    events = app.ledger.read_stream(stream) if stream else app.ledger.read_all(after=after)
-    events = [e for e in events if e.seq > after]
-    if as_json:
-        click.echo(json.dumps(log_json(events), indent=1, default=str, allow_nan=True))
-        return
-    for e in events:
-        click.echo(escaped(f"{e.seq:>6}  {e.recorded_at[:19]}  {shown(e.stream_id)}@{e.version}  {e.type:<22} "
-                           f"{_short(e.payload)}"))
-
-
-@cli.command("head")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def head_cmd(app: App, as_json: bool) -> None:
-    """Print a checkpoint SIZE:HASH of the ledger (keep it elsewhere; `verify --against` checks it)."""
-    app.read_only = True
-    cp = app.ledger.head()
-    identity = app.ledger.identity()
-    click.echo(json.dumps(head_json(cp, identity)) if as_json else str(cp))
-    warning = app.keep_checkpoint(cp)
-    if warning:
-        click.echo(warning, err=True)
 
 
 @cli.command("verify")
@@ -194,7 +156,6 @@ def db_setup_cmd(app: App, owner: str, app_role: str) -> None:
 # tool can follow it). Imported after `cli` exists; the modules do not import this one.
 from handlers.cli import agents as _agent_commands  # noqa: E402
 from handlers.cli import deploy as _deploy_commands  # noqa: E402
-from handlers.cli import doctor as _doctor_commands  # noqa: E402
 from handlers.cli import kernels as _kernel_commands  # noqa: E402
 from handlers.cli import measure as _measure_commands  # noqa: E402
 from handlers.cli import mlir_air as _mlir_air_commands  # noqa: E402
@@ -203,13 +164,14 @@ from handlers.cli import predict as _predict_commands  # noqa: E402
 from handlers.cli import quantize as _quantize_commands  # noqa: E402
 from handlers.cli import registry as _registry_commands  # noqa: E402
 from handlers.cli import triage as _triage_commands  # noqa: E402
+from handlers.cli import verbs as _verb_commands  # noqa: E402
 from handlers.cli import workers as _worker_commands  # noqa: E402
 from ledger.checkpoints import check_chain
 from ledger.postgres import lift_warnings, setup
 
-for _module in (_deploy_commands, _measure_commands, _kernel_commands, _triage_commands, _registry_commands,
+for _module in (_verb_commands, _deploy_commands, _measure_commands, _kernel_commands, _triage_commands, _registry_commands,
                 _predict_commands, _quantize_commands, _worker_commands, _mlir_air_commands, _agent_commands,
-                _doctor_commands, _perf_commands):
+                _perf_commands):
     for _command in _module.commands:
         cli.add_command(_command)
 

@@ -1,37 +1,18 @@
-"""`ledger twin DIR`, `ledger scaffold NAME [--stand-in emulated]`, `ledger optimise NAME --what TEXT`."""
+"""`ledger scaffold NAME [--stand-in emulated]`, `ledger optimise NAME --what TEXT` (`ledger twin DIR`: handlers.verbs)."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import click
 
 from handlers.bootstrap import App
 from handlers.narrate import TerminalProgress, reporting
-from handlers.results_workbench import optimise_json, scaffold_json, twin_json
+from handlers.results_workbench import optimise_json, scaffold_json
 from handlers.runs import optimise
 from handlers.workbench import scaffold_deployment
 from npu_kernels.mlir_air.scaffold import ScaffoldError
-from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
-from npu_kernels.mlir_air.twin import write_twin
-from registry.text import escaped
 from npu_kernels.settings import env_get
-
-
-@click.command("twin")
-@click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--peano", default=TWIN_PEANO, show_default=True,
-              help="the Peano (llvm-aie) version the twin's toolchain record says (`ledger doctor` checks its floor)")
-@click.option("--json", "as_json", is_flag=True, help='{"dir": ..., "export": "MLIR_AIR_DIR=..."}')
-@click.pass_obj
-def twin_cmd(app: App, directory: str, peano: str, as_json: bool) -> None:
-    """Write an mlir-air stand-in (harness Makefiles, verify runner, prompts) into DIRECTORY; point
-    MLIR_AIR_DIR at it to rehearse the hardware workflow on this machine."""
-    if not re.fullmatch(PEANO_VERSION, peano):
-        raise click.ClickException(f"--peano {escaped(peano)} is not a version (e.g. {TWIN_PEANO})")
-    root = write_twin(directory, peano=peano)
-    click.echo(json.dumps(twin_json(root)) if as_json else f"mlir-air twin written to {root}; export MLIR_AIR_DIR={root}")
 
 
 @click.command("scaffold")
@@ -76,4 +57,4 @@ def optimise_cmd(app: App, name: str, what: str, phase: str, as_json: bool) -> N
     click.echo(f"{what}: {out['outcome']} ({out['before_s']:.6g} -> {out['after_s']:.6g} s, token gate {ok})")
 
 
-commands = [twin_cmd, scaffold_cmd, optimise_cmd]
+commands = [scaffold_cmd, optimise_cmd]  # twin: a row of handlers.verbs

@@ -9,12 +9,10 @@ from pathlib import Path
 
 import click
 
-from handlers import results
 from handlers.bootstrap import App
-from handlers.calibrate import calibrate
+from handlers.cli.verbs import group_commands
 from handlers.results_workbench import export_history_json, import_history_json
 from handlers.nightly_ops import FILES, BadLine, export_history, import_history
-from npu_kernels.perf.calibration import CalibrationError
 from registry.text import escaped
 
 
@@ -80,31 +78,8 @@ def export_history_cmd(app: App, series: str, model: str | None, out: str | None
         click.echo(text, nl=False)
 
 
-@perf_group.command("calibrate")
-@click.option("--name", default=None, help="the calibration's name (default calibration-<n>)")
-@click.option("--device", default=None, help="only the runs recorded on this device (as their provenance names it)")
-@click.option("--json", "as_json", is_flag=True, help="print the recorded fit as JSON")
-@click.pass_obj
-def calibrate_cmd(app: App, name: str | None, device: str | None, as_json: bool) -> None:
-    """Fit the NPU2 model's per-machine constants (NPU time, BO write / read bandwidth, XRT call cost, host time)
-    to the ledger's NPU2-measured profile figures and record the fit with its data; `ledger predict` then reports
-    on this machine with leave-one-out error bars. With no such figures: says so, records nothing, exit 1."""
-    try:
-        out = calibrate(app.ledger, name, device)
-    except CalibrationError as e:
-        raise click.ClickException(f"{e}; nothing was recorded") from None
-    if as_json:
-        click.echo(json.dumps(results.calibrate_json(out), sort_keys=True))
-        return
-    click.echo(escaped(f"{out['name']} recorded at seq {out['seq']}: {len(out['rows'])} NPU2-measured figures"
-                       f" ({', '.join(d for d in out['devices'] if d) or 'device unnamed'})"))
-    for cname, c in out["constants"].items():
-        fixed = " (too small to fit: published value kept)" if c["group"] in out["fixed"] else ""
-        click.echo(f"  {cname:<16} {c['value']:.4g} ± {c['error']:.2g} {c['unit']} (published {c['published']:.4g}){fixed}")
-    bars = ", ".join(f"{k} ±{v:.1%}" for k, v in out["error_bars"].items())
-    click.echo(f"  figure error bars (2 x leave-one-out RMS): {bars}")
-    for row in out["left_out"]:  # never fitted: the audit's check or physics refuses its figures
-        click.echo(escaped(f"  left out, implausible: {row['label']}: {row['why']}"))
+for _command in group_commands("perf"):  # perf calibrate: a row of handlers.verbs
+    perf_group.add_command(_command)
 
 
 commands = [perf_group]

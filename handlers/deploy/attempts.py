@@ -244,7 +244,8 @@ def record_inconclusive(unit: DeploymentUnit, phase: Phase, attempt: int, e: Inc
                         started_at: str) -> dict[str, Any]:
     """Record `attempt` of `phase` as inconclusive (its device run gave no verdict on each of `e.tries` fresh processes):
     PhaseStarted, PhaseInconclusive and, when it is the INCONCLUSIVE_IN_A_ROW-th of the phase in a row, BlockerRaised,
-    in one batch; then the triage of its reason. Returns the verdict as `advance` reports it, with
+    in one batch; then the triage of its reason (with, for a Phase 1 row's harness, the row's evidence: `e.evidence`).
+    Returns the verdict as `advance` reports it, with
     "inconclusive": True (never "passed")."""
     in_a_row = unit.state.inconclusive.get(phase, 0) + 1
     escalate = in_a_row >= INCONCLUSIVE_IN_A_ROW
@@ -257,7 +258,9 @@ def record_inconclusive(unit: DeploymentUnit, phase: Phase, attempt: int, e: Inc
             f"without a verdict): {e.reason}")))
     seqs = unit.commit(events)
     own = {"executor": unit.state.executor if unit.state else None, "deployment": unit.name}
-    matches = sorted((m.to_json() for m in triage_evidence(own, e.reason)),
+    row = {k: v for k, v in (e.evidence or {}).items() if k != "transcript"}  # a Phase 1 row's hang (Inconclusive)
+    text = "\n".join(x for x in (e.reason, (e.evidence or {}).get("transcript")) if x)
+    matches = sorted((m.to_json() for m in triage_evidence({**row, **own}, text)),
                      key=lambda j: (-j["confidence"], j["rule_id"]))
     unit.commit([FailureTriaged(subject_seq=seqs[1], subject_type="PhaseInconclusive", matches=matches,
                                 summary=matches[0]["root_cause"] if matches else "no known pattern matches")])

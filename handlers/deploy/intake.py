@@ -22,6 +22,9 @@ from npu_kernels.backends.model_backends import backend_type
 from npu_kernels.model.q4nx_device import STYLES
 from npu_kernels.model.size_bounds import size_problem
 from npu_kernels.model.weights import header_problem
+from npu_kernels.model.digest import model_digest
+from npu_kernels.model.options import SPEC_FAULTS
+from npu_kernels.model.speculative import DEFAULT_BLOCK, MAX_BLOCK
 from ledger import Ledger
 from ledger.events import ArchitectureAssessed, ConfigResolved, DeploymentRequested
 from registry.model_docs import model_dir_name
@@ -45,6 +48,9 @@ def init(
     workspace: Path | None = None,
     base: str | None = None,
     q4nx_style: str = "host",
+    drafter: str | None = None,
+    draft_block: int = DEFAULT_BLOCK,
+    drafter_faults: tuple[str, ...] = (),
 ) -> str:
     """Record a new deployment of the model at `model` (HF folder or config.json); return its name.
 
@@ -58,7 +64,16 @@ def init(
     on the in-process executors only (mlir-air's fused decode is not driven yet).
 
     A name the projections cannot hold (registry.names: length, control characters) is refused first; the name is
-    recorded in NFC, and one confusable with an existing deployment's is refused (registry.names.confusable_with)."""
+    recorded in NFC, and one confusable with an existing deployment's is refused (registry.names.confusable_with).
+
+    With `drafter` (issue 46 item 3), a smaller HF folder with the model's vocabulary is declared for speculative
+    decoding: Phase 5 accepts speculation only if its greedy tokens equal those without it on every gate prompt
+    (handlers.gates.speculation); `draft_block` tokens are drafted per round; `drafter_faults` are the speculative
+    loop's test faults (drills; tests only). A mismatched vocabulary, a drafter no smaller than the model, or the
+    mlir-air executor is refused in one line."""
+    if drafter is not None and not backend_type(executor).runs_speculation:
+        raise DeploymentError(f"--drafter is not driven on --executor {executor} (mlir-air's DFlash --exactness "
+                              "harness is qwen3_4b_q4nx's own and `ledger scaffold` writes none); nothing was recorded")
     _refuse_request(dtype, base, q4nx_style, executor)
     path = Path(model).expanduser().resolve()
     bundle = path if base is None else (path / "model.q4nx" if path.is_dir() else path)
@@ -73,9 +88,12 @@ def init(
     if base is not None:
         quantisation = _quantisation(name, raw, assessment, bundle, folder, q4nx_style)
         folder = reference_folder(workspace or Path.cwd(), name)
+    declared = ({} if drafter is None or not assessment.in_scope
+                else drafter_record(drafter, raw, folder, draft_block, drafter_faults))
     requested = DeploymentRequested(
         model_path=str(folder), name=name, target=target, dtype=dtype, executor=executor,
         hf_model_id=raw.get("_name_or_path") or None, pipeline=pipeline or {}, quantisation=quantisation,
+        drafter=declared,
     )
     events: list = [requested, ArchitectureAssessed(**assessment.event_fields())]
     if assessment.in_scope:
@@ -94,6 +112,65 @@ def init(
     if not assessment.in_scope:
         raise OutOfScope(f"{name}: {assessment.architecture} is out of scope: " + " ".join(assessment.reasons))
     return name
+
+
+def drafter_record(drafter: str, raw: dict[str, Any], folder: Path, block: int,
+                   faults: tuple[str, ...] = ()) -> dict[str, Any]:
+    """DeploymentRequested.drafter for the drafter folder `drafter` of the model whose config is `raw` (its folder
+    `folder`), or a DeploymentError in one line: not a folder with an in-scope config, another vocabulary (size or
+    tokens), not smaller than the model, a block outside 1..MAX_BLOCK, an unknown test fault."""
+    path = Path(drafter).expanduser().resolve()
+    if not (path / "config.json").is_file():
+        raise DeploymentError(f"--drafter {path} is not a model folder with a config.json; nothing was recorded")
+    if not 1 <= int(block) <= MAX_BLOCK:
+        raise DeploymentError(f"--draft-block {block} is outside 1..{MAX_BLOCK}; nothing was recorded")
+    unknown = sorted(set(faults) - SPEC_FAULTS)
+    if unknown:
+        raise DeploymentError(f"unknown speculation test faults {unknown} (known: {sorted(SPEC_FAULTS)}); nothing was "
+                              "recorded")
+    d_raw = load_raw_config(path)
+    problem = size_problem(d_raw) or malformed_config(d_raw)
+    assessment = assess(d_raw)
+    if problem or not assessment.in_scope:
+        why = problem or f"{assessment.architecture} is out of scope"
+        raise DeploymentError(f"--drafter {path}: {why}; nothing was recorded")
+    d_cfg, t_cfg = resolve(d_raw), resolve(raw)
+    if d_cfg.vocab_size != t_cfg.vocab_size:
+        raise DeploymentError(f"--drafter {path} has vocabulary size {d_cfg.vocab_size}, the model "
+                              f"{t_cfg.vocab_size}: a drafter must share the model's tokenizer; nothing was recorded")
+    differs = _vocab_difference(path, folder)
+    if differs:
+        raise DeploymentError(f"--drafter {path}: {differs}: a drafter must share the model's tokenizer; nothing was "
+                              "recorded")
+    d_size, t_size = d_cfg.n_layers * d_cfg.emb_dim, t_cfg.n_layers * t_cfg.emb_dim
+    if d_size >= t_size:
+        raise DeploymentError(f"--drafter {path} is not smaller than the model ({d_cfg.n_layers} layers x "
+                              f"{d_cfg.emb_dim} against {t_cfg.n_layers} x {t_cfg.emb_dim}); nothing was recorded")
+    record = {"path": str(path), "digest": model_digest(path).digest,
+              "config_sha256": hashlib.sha256((path / "config.json").read_bytes()).hexdigest(),
+              "vocab_size": d_cfg.vocab_size, "n_layers": d_cfg.n_layers, "hidden_size": d_cfg.emb_dim,
+              "block": int(block)}
+    if faults:
+        record["faults"] = sorted(faults)
+    return record
+
+
+def _vocab_difference(drafter: Path, folder: Path) -> str | None:
+    """How the two folders' tokenizer.json vocabularies differ (None: the same, or a folder has no tokenizer.json)."""
+    files = [drafter / "tokenizer.json", folder / "tokenizer.json"]
+    if not all(f.is_file() for f in files):
+        return None
+    from tokenizers import Tokenizer
+
+    try:
+        ours, theirs = (Tokenizer.from_file(str(f)).get_vocab(with_added_tokens=True) for f in files)
+    except Exception as e:  # noqa: BLE001 - the library raises a bare Exception for a file it cannot load
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"a tokenizer.json the tokenizers library does not load ({why})"
+    if ours == theirs:
+        return None
+    diff = sorted(set(ours.items()) ^ set(theirs.items()))
+    return f"its tokenizer maps {len(diff)} (token, id) pairs differently (first {diff[0]!r})"
 
 
 def _refuse_request(dtype: str, base: str | None, q4nx_style: str, executor: str) -> None:

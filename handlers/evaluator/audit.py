@@ -36,7 +36,8 @@ from npu_kernels.provenance import (NPU2_MEASURED, claim_problem, kernel_row_pro
 from ledger import Checkpoint, Ledger
 from ledger.events import parse_event
 from ledger.record import RecordedEvent
-from statemachine.checks import conv_state_problem, teacher_forced_problem
+from npu_kernels.model.speculative import acceptance_summary
+from statemachine.checks import conv_state_problem, speculation_problem, teacher_forced_problem
 from statemachine.fold import FoldError, fold
 from ledger.checkpoints import check_chain
 
@@ -191,6 +192,27 @@ def check_optimisation(rec: RecordedEvent) -> list[str]:
     return problems
 
 
+def check_speculation(rec: RecordedEvent) -> list[str]:
+    """A SpeculationChecked that says passed re-derives from its own streams (statemachine.checks), and its
+    acceptance mean / standard error from its own per-prompt lengths (a figure, re-checked, never a verdict)."""
+    event = parse_event(rec.type, rec.payload)
+    problems = []
+    if event.passed:
+        why = speculation_problem(event)
+        if why:
+            problems.append(f"says passed but {why}")
+    lengths = [n for r in event.prompts for n in r.get("acceptance", [])]
+    mean, sem = acceptance_summary(lengths)
+    for name, recorded, derived in (("acceptance_mean", event.acceptance_mean, mean),
+                                    ("acceptance_sem", event.acceptance_sem, sem)):
+        if (recorded is None) != (derived is None) or (derived is not None and not math.isclose(recorded, derived,
+                                                                                               rel_tol=1e-9)):
+            problems.append(f"{name} {recorded} is not its recorded acceptance lengths' ({derived})")
+    if len(lengths) != event.n_verify_passes:
+        problems.append(f"n_verify_passes {event.n_verify_passes} but {len(lengths)} acceptance lengths recorded")
+    return problems
+
+
 def check_conv_state(rec: RecordedEvent) -> list[str]:
     """A carried-state check that says PASS re-derives from its own numbers (statemachine.checks)."""
     if not rec.payload["passed"]:
@@ -205,6 +227,7 @@ CHECKS: dict[str, Callable[..., list[str]]] = {
     "TokenGateChecked": check_token_gate,
     "ReferenceBaselineRecorded": check_baseline,
     "OptimizationTried": check_optimisation,
+    "SpeculationChecked": check_speculation,
 }
 
 
@@ -259,6 +282,8 @@ def audit_stream(
                                     f"PhasePassed({phase}) cites evidence {outside} not recorded inside its attempt"))
         types = {c.type for c in cited if start < c.seq < rec.seq}
         missing = [t for t in REQUIRED_EVIDENCE.get(phase, ()) if t not in types]
+        if phase == 5 and state is not None and state.drafter and "SpeculationChecked" not in types:
+            missing.append("SpeculationChecked")  # a declared drafter: speculation is judged in Phase 5
         if missing:
             findings.append(Finding("error", rec.seq, "evidence", f"PhasePassed({phase}) without {', '.join(missing)} evidence"))
         drills = [c.seq for c in cited if c.type == "TokenGateChecked" and c.payload.get("context", "").startswith("drill")]

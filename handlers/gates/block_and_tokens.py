@@ -21,7 +21,8 @@ def run_block(ctx: GateRun) -> GateOutcome:
         events.append(other)
         if not other.passed:
             reasons.append(f"the layer-{layer} block misses the gate (cosine {other.cosine:.5f})")
-    if ctx.config.arch.conv_layers():  # a hybrid: the state the prefill hands the decode (npu_kernels.model.conv_state)
+    # a hybrid: the state the prefill hands the decode (npu_kernels.model.features.short_conv)
+    if ctx.config.arch.conv_layers():
         narrate.report(f"carried convolution state vs the reference's conv cache, then one decode step, on {backend.name}")
         conv = ConvStateChecked(**backend.conv_state_check())
         events.append(conv)

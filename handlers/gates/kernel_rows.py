@@ -5,10 +5,14 @@ One `KernelVerified` per planned row (with tile config, tiles in flight and prov
 shape gets one retry (recorded too: the gate reads the latest verdict per shape). The gate context
 carries the plan, so the state machine refuses a Phase 1 that skipped a planned shape.
 
-On mlir-air every harness outcome is evidence (npu_kernels/backends/harness_runner.py): a build error, a Python traceback (a shape assertion), a
-timeout or a lock timeout becomes a FAIL row with `not_measured` saying which, the command, the exit status,
+On mlir-air every harness outcome is evidence (npu_kernels/backends/harness_runner.py): a build error, a Python traceback (a shape assertion)
+or a lock timeout becomes a FAIL row with `not_measured` saying which, the command, the exit status,
 the transcript's sha256 and its last lines, and is triaged (handlers/triage/rules.toml); the loop goes on
-with the other rows and the phase fails naming the failing kernels. A run that printed a verdict is parsed
+with the other rows and the phase fails naming the failing kernels. A harness run killed at its timeout is re-run in
+a fresh process (npu_kernels.mlir_air.lock.run_retried); when no try gave a verdict the gate runs no further row (the
+device is suspect) and the attempt is recorded as inconclusive (`HarnessInconclusive`,
+handlers.deploy.attempts.record_inconclusive): neither a row nor a failure, and the next attempt runs every row again.
+A row that failed before it is a signal, never hidden by a later run without a verdict: the phase then fails on it. A run that printed a verdict is parsed
 (npu_kernels/mlir_air/transcript.py) and, when its `Index` lines list every mismatch, the near-zero atol
 artifact rule applies to it as to an emulated row.
 
@@ -29,6 +33,7 @@ from handlers.gates import GateOutcome, GateRun
 from handlers import narrate
 from npu_kernels.backends.kernel_runners import make_runner
 from npu_kernels.backends.runner_base import KernelRow, KernelRunner
+from npu_kernels.inconclusive import Inconclusive
 from npu_kernels.mlir_air.output import error_excerpt
 from npu_kernels.mlir_air.table import HarnessConfigError
 from npu_kernels.numerics.catalog import get_spec
@@ -52,7 +57,7 @@ def run(ctx: GateRun) -> GateOutcome:
     host = platform.node() or "unknown"
     evidence_of: dict[str, str] = {}  # transcript sha256 -> the row it is evidence for
     passed_before = _passed_before(state)
-    runner = make_runner(state.executor, state.target)  # one runner for every row of the attempt
+    runner = make_runner(state.executor, state.target, inconclusive_up=True)  # one runner for every row of the attempt
     n_carried = 0
     for i, row in enumerate(rows, start=1):
         shape_text = row.shape_text
@@ -81,6 +86,9 @@ def run(ctx: GateRun) -> GateOutcome:
             failures.append(f"{row.kernel} {shape_text}: not run, {e}")
             failed_kernels.append(row.kernel)
             continue
+        except Inconclusive as e:  # no verdict on any fresh-process try: the device is suspect, no more rows run
+            failures.append(_no_verdict(e, f"Phase 1 row {i}/{len(rows)} {row.kernel} {shape_text}", row, failed_kernels))
+            break  # a row that failed before it is a signal: the phase fails on it (its evidence stays recorded)
         digest = event.provenance.get("output_sha256")
         if digest:
             row_text = f"{row.kernel} {shape_text} {event.contract}"
@@ -113,6 +121,18 @@ def run(ctx: GateRun) -> GateOutcome:
                        summary=f"{n_pass}/{len(rows)} planned kernel shapes pass on {state.executor}/{state.target}"
                                + (f" ({n_carried} carried from the failed attempt, not re-run)" if n_carried else "")
                                + (f" ({n_caveat} GEMM rows FAIL only by the near-zero atol artifact)" if n_caveat else ""))
+
+
+def _no_verdict(e: Inconclusive, where: str, row: KernelRow, failed_kernels: list[str]) -> str:
+    """A row whose harness gave no verdict on any try: with nothing failed before it the attempt gives none either -
+    `Inconclusive` again, naming the row and carrying its triage evidence; after a failure, the reason line the failed
+    phase records for it (the module docstring)."""
+    if failed_kernels:
+        return f"{where}: not run to a verdict, the rows after it not run: {e.reason}"
+    evidence = {"kind": "kernel", "kernel": row.kernel, "shape": dict(row.shape), "tile": dict(row.tile or {}),
+                "contract": row.contract or get_spec(row.kernel).default_contract, "runtime_hang": True,
+                "transcript": getattr(e, "transcript", None)}
+    raise Inconclusive(f"{where}: {e.reason}; the rows before it are not recorded", e.tries, evidence) from e
 
 
 def verify_row(runner: KernelRunner, row: KernelRow, *, when: str | None = None,

@@ -33,6 +33,7 @@ from handlers.gates import GateOutcome, GateRun
 from handlers import narrate
 from handlers.gates.block_and_tokens import diagnosis_events, token_gate_events
 from handlers.gates.runtime import DECODE, FAULTS, SWITCHES, model_backend
+from handlers.gates.speculation import speculation_event, speculation_reasons, speculation_summary
 from npu_kernels.backends.base import IntegratedRun, Measurement
 from npu_kernels.model.compare import token_gate_failure
 from npu_kernels.model.prompts import canonical_tokens
@@ -256,7 +257,19 @@ def run_prefill(ctx: GateRun) -> GateOutcome:
 
 
 def run_decode(ctx: GateRun) -> GateOutcome:
-    return _optimise(ctx, 5)
+    """Phase 5: the decode switches, then, for a deployment with a drafter, the speculative-decoding gate
+    (handlers.gates.speculation: exactness decides, the acceptance length is recorded as a figure)."""
+    outcome = _optimise(ctx, 5)
+    if not ctx.state.drafter:
+        return outcome
+    spec = speculation_event(ctx, outcome.events)
+    if isinstance(spec, str):
+        outcome.reasons.append(f"speculation: {spec}")
+        return outcome
+    outcome.events.append(spec)
+    outcome.reasons += speculation_reasons(spec)
+    outcome.summary = f"{outcome.summary}; {speculation_summary(spec)}"
+    return outcome
 
 
 # --- Phase 6 ---------------------------------------------------------------------------------------------

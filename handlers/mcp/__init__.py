@@ -1,7 +1,8 @@
 """The MCP face of the ledger, for coding agents: `ledger mcp` (a stdio MCP server) and `ledger skills export`.
 
   call        one tool call (its App, arguments, progress, allowed folders), the tool row, the CLI's error line
-  tools       the tool table: each tool one CLI verb over the handlers' public functions, returning its --json
+  tools       the tool table: each tool one CLI verb over the handlers' public functions, returning its --json;
+              the verb table's rows (handlers.verbs) made into tools by `call.tool_of`
   workbench   the workbench verbs' tools (quantize, scaffold, doctor, perf, twin, run, optimise, registry, ...)
   schemas     the tools' input schemas; output schemas derived from handlers.results
   resources   the projections (registry, each deployment's docs and evaluation report) as MCP resources

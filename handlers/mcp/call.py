@@ -16,7 +16,7 @@ import structlog
 from handlers import deploy
 from handlers.bootstrap import App
 from handlers.inputs import confined
-from handlers.uow import stream_id
+from handlers.verbs import Verb, VerbCall, post_commit
 
 log = structlog.get_logger("npu_ledger.mcp")
 
@@ -54,6 +54,13 @@ class Tool:
     long: bool = False  # reports progress; one long tool at a time per server (the gates are one-process work)
 
 
+def tool_of(verb: Verb) -> Tool:
+    """The MCP tool of a verb-table row: its arguments (the schema's defaults filled in) as the row's request."""
+    return Tool(verb.tool, verb.description,
+                lambda c: verb.call(mcp_call(c.app, c.allowed), verb.request_from(c.args)),
+                writes=verb.writes, long=verb.long)
+
+
 def error_line(exc: BaseException) -> str:
     """The one line the CLI prints for `exc` (handlers.cli.main.LedgerGroup): `error: <first line>`, or
     `rejected: ...` for an out-of-scope `init` (exit 3 there)."""
@@ -63,16 +70,21 @@ def error_line(exc: BaseException) -> str:
     return f"rejected: {line}" if isinstance(exc, deploy.OutOfScope) else f"error: {line}"
 
 
+def mcp_call(app: App, allowed: tuple[Path, ...] = ()) -> VerbCall:
+    """The call's App with its warnings going to the server's log (stderr), a path argument inside the workspace
+    or an allowed folder (`Call.path`)."""
+    return VerbCall(app, warn=log.warning,
+                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what))
+
+
 def refresh(app: App) -> None:
-    """The CLI's projection refresh after a write; its warnings go to the server's log (stderr)."""
-    for line in app.refresh_projections():
-        log.warning(line)
+    """The post-commit projection step the CLI takes too (`handlers.verbs.post_commit`)."""
+    post_commit(mcp_call(app))
 
 
 def refresh_if_recorded(app: App, name: str) -> None:
     """`refresh` only when the ledger holds deployment NAME (a misspelt name writes no projections)."""
-    if app.ledger.stream_version(stream_id(name)):  # the stream's version, not its events: advance folded it already
-        refresh(app)
+    post_commit(mcp_call(app), name)
 
 
 def read_only(c: Call) -> App:

@@ -16,8 +16,8 @@ from typing import Any
 
 from handlers.results import SCHEMAS, json_safe
 from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
+from handlers.verbs import VERBS, input_schema
 from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
-from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from npu_kernels.model.options import FAULTS
 from npu_kernels.model.plan import PLAN_WEIGHTS
 from npu_kernels.model.q4nx import LAYOUTS
@@ -51,7 +51,6 @@ WORKBENCH_INPUTS: dict[str, dict] = {
     "scaffold": _inputs({"name": NAME, "mlir_air_dir": CHECKOUT,
                          "stand_in": {"type": "string", "enum": ["emulated"], "description": "the adapter wraps "
                                       "npu-ledger's emulated pipeline; required on a twin (no NPU)"}}, ("name",)),
-    "doctor": _inputs({"mlir_air_dir": CHECKOUT}),
     "perf_import_history": _inputs({"file": {**TEXT, "description": "history / sweep_history / "
                                              "prefill_sweep_history ndjson"}}, ("file",)),
     "perf_export_history": _inputs({
@@ -60,13 +59,6 @@ WORKBENCH_INPUTS: dict[str, dict] = {
         "modelled": {"type": "boolean", "default": False, "description": "also the modelled / emulator / rehearsal "
                      "figures, each line's model suffixed with its class (`--modelled`)"},
     }),
-    "log": _inputs({"stream_id": {**TEXT, "description": "only this stream, e.g. deployment:NAME (`--stream`)"},
-                    "after": {"type": "integer", "minimum": 0, "default": 0}}),
-    "head": _inputs({}),
-    "twin": _inputs({"directory": {**TEXT, "description": "the folder to write the stand-in checkout into"},
-                     "peano": {"type": "string", "pattern": f"^{PEANO_VERSION}$", "default": TWIN_PEANO,
-                               "description": "the Peano version the twin's toolchain record says"}},
-                    ("directory",)),
     "run": _inputs({"name": NAME, "prompt": TEXT, "n_tokens": _int(1, 4096, default=32),
                     "profile": {"type": "boolean", "default": False, "description": "per-stage breakdown"}},
                    ("name", "prompt")),
@@ -78,15 +70,12 @@ WORKBENCH_INPUTS: dict[str, dict] = {
                                          "report what differs"},
                                "into_mlir_air": {**CHECKOUT, "description": "add the ledger's new NPU2 rows to "
                                                  "this checkout's kernel_registry/ instead"}}),
-    "graph": _inputs({}),
     "reverify": _inputs({"all": {"type": "boolean", "default": True, "enum": [True],
                                  "description": "every deployed model (the only mode)"},
                          "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"]}}),
 }
 
 INPUTS: dict[str, dict] = {
-    "status": _inputs({"name": NAME}),
-    "history": _inputs({"name": NAME}, ("name",)),
     "plan": _inputs({"target": {**TEXT, "description": "deployment NAME, or a config.json / HF folder path"},
                      "platform": {**TARGET, "description": "NPU target of a CONFIG (default npu2)"},
                      "seq": _int(1, 1 << 20, default=2048, description="padded prefill length the prefill rows are "
@@ -109,10 +98,6 @@ INPUTS: dict[str, dict] = {
                   "decode tokens/s against context (seq / ctx do not apply), with a PNG"},
         "png": {**TEXT, "description": "with curve: where the PNG goes (default <name>_curve.png in the workspace)"},
     }, ("target",)),
-    "perf_calibrate": _inputs({
-        "name": {**TEXT, "maxLength": 120, "description": "the calibration's name (default calibration-<n>)"},
-        "device": {**TEXT, "description": "only the runs recorded on this device"},
-    }),
     "kernel_run": _inputs({
         "kernel": TEXT, "shape": DIMS,
         "executor": {"type": "string", "enum": list(EXECUTOR_NAMES), "default": "emulated"},
@@ -141,8 +126,6 @@ INPUTS: dict[str, dict] = {
         "full": {"type": "boolean", "default": False, "description": "token gate on all 8 prompts instead of 2"},
         "prefill_len": _int(8, 8192, description="prompt length of the Phases 4-5 emulator wall-time runs"),
     }, ("name",)),
-    "resume": _inputs({"name": NAME, "note": {**TEXT, "description": "what the human fixed"}}, ("name", "note")),
-    "lesson": _inputs({"name": NAME, "text": TEXT, "phase": _int(0, 7)}, ("name", "text")),
     "verify_model": _inputs({
         "name": NAME, "full": {"type": "boolean", "default": False, "description": "all 8 prompts"},
         "inject": {"type": "string", "enum": sorted(FAULTS),
@@ -175,6 +158,7 @@ INPUTS: dict[str, dict] = {
         "toolchain": {**TEXT, "description": "mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=..."},
     }, ("name", "kernel", "shape", "transcript_path")),
     **WORKBENCH_INPUTS,
+    **{v.tool: input_schema(v) for v in VERBS},  # the verb table's rows (handlers.verbs)
 }
 
 

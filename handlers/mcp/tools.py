@@ -11,8 +11,10 @@ Each tool runs on an `App` of its own (its own database connection) made by the 
 reporter (`handlers.narrate.reporting`) whose messages become MCP progress notifications: the messages the
 terminal's bars show (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
 
-`TOOLS` holds these deployment tools and `handlers.mcp.workbench`'s (quantize, scaffold, doctor, perf, twin, run,
-optimise, registry import / build, log, head, graph, reverify); what a call is made of is `handlers.mcp.call`.
+`TOOLS` holds these deployment tools, the verb table's (`handlers.verbs`: resume, lesson, status, history, graph,
+head, log; their input schemas generated from the same request as the click command) and
+`handlers.mcp.workbench`'s (quantize, scaffold, doctor, perf, twin, run, optimise, registry import / build,
+reverify); what a call is made of is `handlers.mcp.call`.
 
 Imports: handlers (deploy, on_demand, queries, record, results, triage, bootstrap), kernels, registry.
 """
@@ -24,12 +26,12 @@ import re
 from pathlib import Path
 
 from handlers import deploy, on_demand, queries, results
-from handlers.calibrate import calibrate
 from handlers.inputs import bounded_text, read_input_text
-from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded
+from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded, tool_of
 from handlers.mcp.workbench import WORKBENCH
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
+from handlers.verbs import VERBS
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
 from handlers.predicting import predict_result
@@ -53,14 +55,6 @@ def withheld(message: str) -> str:
 # --- reads ----------------------------------------------------------------------------------------------------
 
 
-def _status(c: Call):
-    return results.status_json(deploy.status(read_only(c).ledger, c.args.get("name")), c.args.get("name"))
-
-
-def _history(c: Call):
-    return results.history_json(deploy.history(read_only(c).ledger, c.args["name"]))
-
-
 def _plan(c: Call):
     return results.plan_json(queries.plan_result(c.app, c.target(), c.args.get("platform"), c.args.get("weights"),
                                                  int(c.args.get("seq", DEFAULT_SEQ))))
@@ -79,12 +73,6 @@ def _predict(c: Call):
 
 def _host_bytes(a: dict) -> int | None:
     return int(a["host_memory_gib"] * 2**30) if a.get("host_memory_gib") else None
-
-
-def _perf_calibrate(c: Call):
-    a = c.args
-    out = calibrate(c.app.ledger, a.get("name"), a.get("device"))  # as `ledger perf calibrate`
-    return results.calibrate_json(out)
 
 
 def _kernel_run(c: Call):
@@ -126,7 +114,7 @@ def _init(c: Call):
     created = deploy.init(c.app.ledger, model, name=a.get("name"), target=a["target"], dtype=dtype,
                           executor=a["executor"], workspace=c.app.workspace, base=base,
                           q4nx_style=a.get("q4nx_style", "host"))
-    refresh(c.app)
+    refresh_if_recorded(c.app, created)  # the registry and the new deployment's docs
     return results.init_json(created, a["executor"], a["target"], dtype)
 
 
@@ -140,18 +128,6 @@ def _advance(c: Call):
     finally:
         refresh_if_recorded(c.app, a["name"])
     return results.advance_json(report)
-
-
-def _resume(c: Call):
-    deploy.resume(c.app.ledger, c.args["name"], c.args["note"])
-    refresh(c.app)
-    return results.resume_json(c.args["name"], deploy.status(c.app.ledger, c.args["name"])[0]["status"])
-
-
-def _lesson(c: Call):
-    seq = deploy.lesson(c.app.ledger, c.args["name"], c.args["text"], c.args.get("phase"))
-    refresh(c.app)
-    return results.lesson_json(c.args["name"], seq)
 
 
 def _verify_model(c: Call):
@@ -189,16 +165,10 @@ def _record_harness(c: Call):
 
 
 _TOOLS = [
-    Tool("status", "Every deployment (or NAME) with its phase, last verdict, blockers and triage "
-         "(`ledger status --json`).", _status),
-    Tool("history", "NAME's events as a timeline, oldest first (`ledger history NAME --json`).", _history),
     Tool("plan", "The (kernel, shape, role) rows Phase 1 verifies, with tiles and contracts, for a deployment or a "
          "config.json (`ledger plan --json`).", _plan),
     Tool("predict", "Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
          "(`ledger predict --json`).", _predict),
-    Tool("perf_calibrate", "Fit the NPU2 model's per-machine constants to the ledger's NPU2-measured profile runs "
-         "(`ledger perf calibrate --json`); predict then reports on this machine with error bars.", _perf_calibrate,
-         writes="PerformanceCalibrated (stream perf:calibration): the fit and the data it was fitted to"),
     Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
          "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
     Tool("triage", "Match compiler/runtime output (and optional gate evidence) against the NPU debugging "
@@ -214,10 +184,6 @@ _TOOLS = [
          "notification per phase, kernel row and prompt (`ledger advance --json`).", _advance,
          writes="only through the gates: PhaseStarted with the gate's own measured evidence, then the state "
                 "machine's PhasePassed / PhaseFailed / PhaseInconclusive (+ BlockerRaised, FailureTriaged)", long=True),
-    Tool("resume", "After a blocker, record what the human fixed; allows one more attempt (`ledger resume`).",
-         _resume, writes="DeploymentResumed with a non-empty note, only while a blocker is active; no verdict"),
-    Tool("lesson", "Record a lesson learned for NAME (`ledger lesson`).", _lesson,
-         writes="LessonRecorded (text for the LESSONS page; no gate reads it)"),
     Tool("verify_model", "The token gate on demand, or a gate drill with `inject` (`ledger verify-model --json`); "
          "progress per prompt.", _verify_model,
          writes="TokenGateChecked measured now, context verify-model or drill:FAULT (a drill is never evidence)",
@@ -233,4 +199,4 @@ _TOOLS = [
          writes="KernelVerified(source=harness) parsed from the transcript file, validated (shape, element count, "
                 "tolerances, physical limits, one transcript per row)"),
 ]
-TOOLS: dict[str, Tool] = {t.name: t for t in [*_TOOLS, *WORKBENCH]}
+TOOLS: dict[str, Tool] = {t.name: t for t in [*_TOOLS, *(tool_of(v) for v in VERBS), *WORKBENCH]}

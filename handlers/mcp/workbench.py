@@ -1,6 +1,6 @@
-"""The MCP tools of the engineer's workbench verbs (`quantize`, `scaffold`, `doctor`, `perf import-history` /
-`export-history`, `twin`, `registry import` / `build`), the runs (`run`, `optimise`), the ledger's own reads
-(`log`, `head`, `graph`) and re-verification (`reverify`): each the
+"""The MCP tools of the engineer's workbench verbs (`quantize`, `scaffold`, `perf import-history` /
+`export-history`, `registry import` / `build`), the runs (`run`, `optimise`) and re-verification
+(`reverify`): each the
 CLI verb over the same handler and the same `--json` producer (`handlers.results_workbench`), as
 `handlers.mcp.tools` has them for the deployment verbs (its docstring: reads, writes, errors).
 
@@ -15,15 +15,13 @@ from __future__ import annotations
 
 from handlers import results_workbench as rw
 from handlers.narrate import report
-from handlers.mcp.call import Call, Tool, log, read_only, refresh, refresh_if_recorded
+from handlers.mcp.call import Call, Tool, read_only, refresh, refresh_if_recorded
 from handlers.registry_merge import merge_into_mlir_air
 from handlers.registry_ops import build_projections, import_registry_accounted
 from handlers.runs import generate, optimise
 from handlers.nightly_ops import BadLine, export_history, import_history
 from handlers.reverify import reverify_all
-from handlers.workbench import doctor_report, mlir_air_dir, quantize_folder, scaffold_deployment
-from npu_kernels.mlir_air.twin import write_twin
-from statemachine.mermaid import mermaid
+from handlers.workbench import mlir_air_dir, quantize_folder, scaffold_deployment
 from npu_kernels.settings import env_get
 
 
@@ -40,10 +38,6 @@ def _quantize(c: Call):
 def _scaffold(c: Call):
     return rw.scaffold_json(scaffold_deployment(c.app.ledger, c.app.workspace, c.args["name"],
                                                 mlir_air_dir(_checkout(c)), c.args.get("stand_in")))
-
-
-def _doctor(c: Call):
-    return rw.doctor_json(doctor_report(_checkout(c)))
 
 
 def _import_history(c: Call):
@@ -64,35 +58,12 @@ def _export_history(c: Call):
     return rw.export_history_json(lines)
 
 
-def _log(c: Call):
-    ledger, a = read_only(c).ledger, c.args
-    events = ledger.read_stream(a["stream_id"]) if a.get("stream_id") else ledger.read_all(after=a["after"])
-    return rw.log_json([e for e in events if e.seq > a["after"]])
-
-
-def _head(c: Call):
-    ledger = read_only(c).ledger
-    checkpoint = ledger.head()
-    warning = c.app.keep_checkpoint(checkpoint)  # as `ledger head` keeps it
-    if warning:
-        log.warning(warning)
-    return rw.head_json(checkpoint, ledger.identity())
-
-
-def _graph(c: Call):
-    return rw.graph_json(mermaid())
-
-
 def _reverify(c: Call):
     try:
         found = reverify_all(c.app.ledger, workspace=c.app.workspace, executor=c.args.get("executor"))
     finally:
         refresh(c.app)
     return rw.reverify_json(found)
-
-
-def _twin(c: Call):
-    return rw.twin_json(write_twin(c.path("directory", "twin directory"), peano=c.args["peano"]))
 
 
 def _run(c: Call):
@@ -130,19 +101,11 @@ WORKBENCH = [
     Tool("scaffold", "NAME's model directory programming_examples/llms/<name>/ in the mlir-air checkout "
          "(`ledger scaffold NAME --json`); files the engineer changed are kept.", _scaffold,
          writes="no event: the model directory's files in the checkout (the engineer's own changes kept)"),
-    Tool("doctor", "Check an mlir-air checkout (default $MLIR_AIR_DIR) against the contract the tool was written "
-         "for (`ledger doctor --json`); in a twin, which checks read the stand-in's own copies.", _doctor),
     Tool("perf_import_history", "Read one of mlir-air's nightly ndjson files into the ledger as imported evidence "
          "(`ledger perf import-history FILE --json`); a bad line refuses the whole file.", _import_history,
          writes="NightlyPerfImported per new line, imported:mlir-air-nightly (never an NPU2 figure of ours)"),
     Tool("perf_export_history", "The ledger's NPU2-measured Phase 6 figures as mlir-air nightly rows "
          "(`ledger perf export-history --json`).", _export_history),
-    Tool("log", "The ledger's events in global order, or one stream's (`ledger log --json`).", _log),
-    Tool("head", "A checkpoint SIZE:HASH of the ledger to keep elsewhere (`ledger head --json`).", _head),
-    Tool("graph", "The lifecycle as a Mermaid state diagram (`ledger graph --json`).", _graph),
-    Tool("twin", "Write an mlir-air stand-in checkout (harness Makefiles, verify runner) into a folder, to rehearse "
-         "the hardware path here (`ledger twin DIR --json`).", _twin,
-         writes="no event: the stand-in's files in `directory`"),
     Tool("run", "Generate with the deployment's integrated runner (`ledger run NAME --json`); records the run's "
          "figures.", _run, writes="PerformanceMeasured(phase 6) of the run, measured now (never a verdict)", long=True),
     Tool("optimise", "On hardware: measure an engineer's change to the model directory, re-run the token gate and "

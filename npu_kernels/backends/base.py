@@ -104,6 +104,7 @@ class ModelBackend(Protocol):
     can_bisect: ClassVar[bool]
     # runs a 4-bit deployment in the on-device style (its decode's 4-bit GEMVs on re-quantised codes)
     runs_q4nx_device: ClassVar[bool]
+    runs_speculation: ClassVar[bool]  # a declared drafter runs (npu_kernels.model.speculative)
     # how close the evaluator's re-run of the Phase 2 block gate must come to the recorded cosines (absolute);
     # None: no re-run (a device's `make diagnosis` has no agreed band)
     block_remeasure_atol: ClassVar[float | None]

@@ -5,7 +5,9 @@ A run that printed a verdict gives the row what the harness printed (the figures
 line, latency, tile, herd, method / tier), checked for physical plausibility (npu_kernels.perf.evidence) before it is
 evidence; its provenance holds the command, the transcript's sha256, the probed toolchain and the NPU lock. A run
 that measured nothing is a FAIL row with `not_measured` saying which way it ended: `lock-timeout` (the NPU lock
-was not free), `timeout` (killed at its limit), `traceback` (the harness raised, e.g. a shape assertion),
+was not free), `timeout` (killed at its limit on each of DEVICE_RUN_TRIES fresh-process tries; on the Phase 1 gate's
+runner, made with `inconclusive_up`, `HarnessInconclusive` goes up instead and the deploy handler records the attempt
+as inconclusive, not as a failure: npu_kernels.inconclusive), `traceback` (the harness raised, e.g. a shape assertion),
 `compile-only`, `compile-error` (a non-zero exit without a verdict) or `unparseable`; with the command, the
 exit status, the transcript's sha256 and its last TAIL_LINES lines.
 """
@@ -18,7 +20,7 @@ from typing import Any
 
 from npu_kernels.backends.runner_base import KernelRow, KernelVerification
 from npu_kernels.mlir_air.executor import MlirAirExecutor
-from npu_kernels.mlir_air.lock import HarnessTimeout, NpuLockTimeout
+from npu_kernels.mlir_air.lock import HarnessInconclusive, HarnessTimeout, NpuLockTimeout
 from npu_kernels.mlir_air.output import TranscriptError, sha256_text
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.run import INPUT_MODES, KernelResult
@@ -45,8 +47,8 @@ class HarnessRunner:
     source = "harness"
     takes_npu_lock = True  # the executor holds the lock around the harness alone (npu_kernels.mlir_air.lock)
 
-    def __init__(self, target: str = "npu2", *, lock_path: str | None = None) -> None:
-        self.target, self.lock_path = target, lock_path
+    def __init__(self, target: str = "npu2", *, lock_path: str | None = None, inconclusive_up: bool = False) -> None:
+        self.target, self.lock_path, self.inconclusive_up = target, lock_path, inconclusive_up
         self._executor: MlirAirExecutor | None = None
 
     def executor(self) -> MlirAirExecutor:
@@ -65,6 +67,10 @@ class HarnessRunner:
         ex = self.executor()
         try:
             run = ex.run_harness(row.kernel, row.shape, row.tile, row.contract)
+        except HarnessInconclusive as e:  # no verdict on any fresh-process try
+            if self.inconclusive_up:  # the Phase 1 gate: not a row, the attempt is inconclusive
+                raise
+            return self._not_measured(row, when, attempt, e)  # elsewhere a FAIL row of kind "timeout", as before
         except (TranscriptError, HarnessTimeout, NpuLockTimeout) as e:
             return self._not_measured(row, when, attempt, e)
         fields = run.kernel_verified_kwargs(self.target)

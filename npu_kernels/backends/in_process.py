@@ -14,7 +14,7 @@ import numpy as np
 
 from npu_kernels.backends.base import IntegratedRun, Measurement, ModelBackend, Npu2Figures
 from npu_kernels.numerics.executors import make_executor
-from npu_kernels.model.conv_state import carried_state_check
+from npu_kernels.model.features.short_conv import carried_state_check
 from npu_kernels.model.compare import bisect_block, block_gate, block_kernel_order, diagnose_layers, token_gate
 from npu_kernels.model.config import ModelConfig
 from npu_kernels.model.hf_reference import HfRunner, load_tokenizer
@@ -76,6 +76,7 @@ class InProcessBackend:
     switches_keep_numbers = True  # PipelineOptions' switches change the dispatch, never the numbers
     hardware = False
     runs_q4nx_device = True  # npu_kernels.model.pipeline_q4, for weights "q4nx-device"
+    runs_speculation = True  # a drafter's speculative loop (npu_kernels.model.speculative) on the same executor
     can_bisect = True  # the pipeline swaps its kernels to FP32 one at a time (npu_kernels.model.compare.bisect_block)
     block_remeasure_atol = BLOCK_REMEASURE_ATOL  # a re-run differs by bf16 flips only
 
@@ -125,7 +126,7 @@ class InProcessBackend:
 
     def conv_state_check(self) -> dict[str, Any]:
         """The carried convolution state after the canonical prompt's prefill vs HF's conv cache, then one decode
-        step (npu_kernels.model.conv_state): the fields of a ConvStateChecked."""
+        step (npu_kernels.model.features.short_conv): the fields of a ConvStateChecked."""
         tokens = self._canonical()
         check = carried_state_check(self.pipeline, self.reference, tokens)
         return {"executor": self.name, "n_positions": len(tokens), **check.to_json()}

@@ -47,13 +47,15 @@ def make_executor(name: str, target: str = "npu2", **options) -> Executor:
 
 
 def make_runner(name: str, target: str = "npu2", *, lock_path: str | None = None,
-                standin_fault: StandinFault | None = None) -> KernelRunner:
+                standin_fault: StandinFault | None = None, inconclusive_up: bool = False) -> KernelRunner:
     """The kernel runner of executor `name` (one of EXECUTOR_NAMES) for `target`. `lock_path`: the NPU lock a
     runner that takes it itself holds (mlir-air; None: LEDGER_NPU_LOCK or the default). `standin_fault`: a declared
     stand-in fault (`ledger reverify --standin-fault`), which only the emulated runner can carry (StandinError
-    otherwise)."""
+    otherwise). `inconclusive_up`: a harness run with no verdict on any fresh-process try raises HarnessInconclusive
+    (the Phase 1 gate records the attempt as inconclusive) instead of being a FAIL row of kind "timeout" (what the
+    evaluator's re-measurement, `reverify` and `kernel run` record)."""
     if name == HARNESS:
-        runner: KernelRunner = HarnessRunner(target, lock_path=lock_path)
+        runner: KernelRunner = HarnessRunner(target, lock_path=lock_path, inconclusive_up=inconclusive_up)
     elif name in IN_PROCESS:
         runner = InProcessRunner(name, target, source="torch" if name == "torch" else "emulated")
     else:

@@ -88,6 +88,10 @@ class MlirAirBackend:
     hardware = True
     can_bisect = False  # make targets cannot swap one kernel to FP32
     runs_q4nx_device = False  # llama32_1b_q4nx's fused decode is not driven by this backend (yet)
+    # speculative decoding (issue 46 item 3): mlir-air's DFlash harness (qwen3_4b_q4nx dflash_acceptance_device.py
+    # --exactness, read by npu_kernels.mlir_air.dflash) is that model's own; `ledger scaffold` writes none, so a drafter
+    # is refused at init and in Phase 5
+    runs_speculation = False
     block_remeasure_atol = None  # a device's `make diagnosis` re-run has no agreed band: the evaluator does not re-run it
 
     def __init__(self, model_path: str | Path, config, deployment: str, target: str = "npu2",

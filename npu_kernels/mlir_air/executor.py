@@ -12,8 +12,9 @@ the device name when pyxrt is importable. `run_model_verify` / `run_model_diagno
 
 Errors, each naming the command: `HarnessConfigError` (no entry, missing placeholder, MLIR_AIR_DIR unset),
 `NpuLockTimeout`, `HarnessTimeout` (the process group is killed; the partial transcript is kept for
-triage; a model target that gives no verdict is first re-run in a fresh process up to lock.DEVICE_RUN_TRIES times,
-those tries recorded as `inconclusive_tries` in its provenance, and raises `HarnessInconclusive` when none gave one), and `TranscriptError` from the parsers (a transcript that is garbage, truncated, contradictory, or
+triage; a kernel harness or a model target that gives no verdict is first re-run in a fresh process up to
+lock.DEVICE_RUN_TRIES times, those tries recorded as `inconclusive_tries` in its provenance, and raises
+`HarnessInconclusive` when none gave one), and `TranscriptError` from the parsers (a transcript that is garbage, truncated, contradictory, or
 a PASS printed by a process that exited non-zero).
 
 What a run yields is `npu_kernels.mlir_air.runs` (HarnessRun, ModelRun); what it reads back besides the transcript
@@ -155,10 +156,12 @@ class MlirAirExecutor(Executor):
         limit = timeout_s or self.timeout_s or spec.timeout_s or self.table.timeout_s
         measured_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         log.info("mlir_air.harness.start", kernel=kernel, contract=contract, command=command)
+        # a harness run without a verdict (killed at its timeout, or mlir-air's exit 2 INCONCLUSIVE) is re-run in a
+        # fresh process (lock.run_retried, DEVICE_RUN_TRIES), as a model target is; none on any try: HarnessInconclusive
         try:
             with npu_lock(self.lock_path, self.lock_timeout_s) as waited:
                 t0 = time.monotonic()
-                returncode, transcript = run_command(command, limit, cwd=spec.cwd)
+                returncode, transcript, retried = run_retried(command, limit, cwd=spec.cwd)
                 seconds = time.monotonic() - t0
         except NpuLockTimeout as e:
             e.command = command  # type: ignore[attr-defined]
@@ -177,6 +180,8 @@ class MlirAirExecutor(Executor):
             raise err
         log.info("mlir_air.harness.done", kernel=kernel, verdict=result.verdict, seconds=round(seconds, 1))
         provenance = self._provenance(command, transcript, returncode, waited, spec.cwd)
+        if retried:  # the tries before the one that ended, each without a verdict (absent: the first try ended)
+            provenance["inconclusive_tries"] = retried
         latency = (result.latency_us, result.gflops)
         if spec.latency_command and result.verdict == "PASS":
             # its own `ran` facts: npu_kernels.provenance.run_provenance reads both (the figures shown are its)

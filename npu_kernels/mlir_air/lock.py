@@ -55,7 +55,7 @@ class HarnessInconclusive(HarnessTimeout, Inconclusive):
 
     def __init__(self, message: str, command: str, transcript: str, tries: int) -> None:
         HarnessTimeout.__init__(self, message, command, transcript)
-        self.reason, self.tries = message, tries
+        self.reason, self.tries, self.evidence = message, tries, None
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from typing import Any
 from npu_kernels.model import families
 from npu_kernels.model.config import ModelConfig
 from npu_kernels.model.families.common import integer_problems, rope_type
+from npu_kernels.model.features import sliding_window
 from npu_kernels.thresholds import CONFIG_SIZE_MAX
 
 MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts", "n_experts",
@@ -106,11 +107,7 @@ def _out_of_scope_reasons(raw: dict[str, Any], arch: str) -> list[str]:
             details.append("no RoPE")
         why = f" ({'; '.join(details)})" if details else ""
         return [f"{arch} is not an RMSNorm + SwiGLU + RoPE decoder{why}; in scope: {', '.join(families.in_scope_names())}."]
-    reasons = []
-    if not family.windows and (raw.get("use_sliding_window") is True
-                               or "sliding_attention" in (raw.get("layer_types") or [])):
-        reasons.append(f"{arch} uses sliding-window attention (sliding_window={raw.get('sliding_window')}); "
-                       f"the {family.name} adapter describes full causal attention only.")
+    reasons = [] if family.windows else sliding_window.refused(raw, arch, family.name)
     return reasons + family.problems(raw, arch)
 
 

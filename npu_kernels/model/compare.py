@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from npu_kernels.model.description import GELU_TANH_GLU
+from npu_kernels.model.features import short_conv
 from npu_kernels.model.pipeline import BLOCK_KERNEL_ORDER
 from npu_kernels.model.runner import Runner
 from npu_kernels.thresholds import (
@@ -110,9 +111,7 @@ def block_kernel_order(c) -> tuple[str, ...]:
     """The bisect's order for config `c`: a GELU-tanh GLU block uses the gelu kernel where SwiGLU uses silu_mul; a
     short-convolution layer 0 (LFM2) its eltwise_mul and conv1d where attention uses rope and flash_attention."""
     order = tuple("gelu" if k == "silu_mul" and c.arch.mlp == GELU_TANH_GLU else k for k in BLOCK_KERNEL_ORDER)
-    if c.arch.is_conv(0):
-        order = tuple(x for k in order for x in {"rope": ("eltwise_mul",), "flash_attention": ("conv1d",)}.get(k, (k,)))
-    return order
+    return short_conv.block_kernel_order(order) if c.arch.is_conv(0) else order
 
 
 @dataclass

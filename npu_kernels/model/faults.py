@@ -27,6 +27,9 @@ options declare no fault, the faulty one otherwise. The names and their one-line
   q4nx_group_scale_shift    a 4-bit deployment's host dequantisation uses group g+1's scale for group g (the
                             last group of a row keeps its own): a weights fault, `bundle_dequantiser` wraps the
                             codec's `dequantise`
+The speculative loop's faults (`SPEC_FAULT_HELP`) wrap its acceptance (`speculation_acceptance`):
+  spec_unverified_accept    every drafted token is committed without the target's check
+  spec_accept_off_by_one    the accepted prefix runs one token past the first mismatch (the rejected draft kept)
 """
 
 from __future__ import annotations
@@ -38,13 +41,14 @@ import numpy as np
 from npu_kernels.numerics.bf16 import to_bf16
 from npu_kernels.numerics.executors.base import Executor, Fp32Executor, MixedExecutor
 from npu_kernels.model.config import ModelConfig
-from npu_kernels.model.description import rope_of
-from npu_kernels.model.options import FAULTS, PipelineOptions
+from npu_kernels.model.features import partial_rope
+from npu_kernels.model.options import FAULTS, SPEC_FAULTS, PipelineOptions
 from npu_kernels.model.pipeline import NpuPipeline
 from npu_kernels.model.pipeline_q4 import Q4DecodeMixin, Q4DevicePipeline
 from npu_kernels.model.q4nx import dequantise
 from npu_kernels.model.q4nx_device import DecodeWeights
 from npu_kernels.model.runner import PrefillRecord
+from npu_kernels.model.speculative import Acceptance, accepted_prefix
 from npu_kernels.model.weights import NORM_FIELDS, ModelWeights
 
 KERNEL_FAULTS = frozenset({"rope_interleaved"})
@@ -98,7 +102,7 @@ class FaultyPipeline(NpuPipeline):
         faults = (options or PipelineOptions()).faults
         config = config or weights.config
         if "rotary_full_width" in faults:
-            config = replace(config, description=_full_width(config))
+            config = replace(config, description=partial_rope.full_width(config))
         if "norm_fold_missing" in faults and config.arch.norm_offset:
             weights = replace(weights, layers=[replace(lw, **{f: to_bf16(getattr(lw, f) - np.float32(1.0))
                                                               for f in NORM_FIELDS if getattr(lw, f) is not None})
@@ -206,22 +210,6 @@ class FaultyPipeline(NpuPipeline):
         return pos + 1 if "kv_cache_off_by_one" in self.options.faults else pos
 
 
-def _full_width(config: ModelConfig):
-    """"rotary_full_width": the description with the whole head rotary; LongRoPE's short factors (one per
-    rotated pair) extended with 1.0 to the head's pairs, the frequencies a full-width table would read."""
-    arch, pairs = config.arch, config.head_dim // 2
-
-    def widened(layer):
-        scaling = layer.rope.scaling_dict()
-        if not scaling or "short_factor" not in scaling:
-            return layer
-        short = list(scaling["short_factor"])
-        scaling["short_factor"] = short + [1.0] * (pairs - len(short))
-        return replace(layer, rope=rope_of(layer.rope.theta, scaling))
-
-    return replace(arch, rotary_dim=0, layers=tuple(widened(x) for x in arch.layers))
-
-
 def bundle_dequantiser(faults: frozenset[str]):
     """The codec's `dequantise`, or (fault q4nx_group_scale_shift) one that hands group g the scale of g+1."""
     if "q4nx_group_scale_shift" not in faults:
@@ -261,3 +249,15 @@ def build_pipeline(weights: ModelWeights, config: ModelConfig | None = None, exe
     if faulty:
         return FaultyPipeline(weights, config, executor, options)
     return NpuPipeline(weights, config, executor, options)
+
+
+def speculation_acceptance(faults: frozenset[str]) -> Acceptance:
+    """The speculative loop's acceptance with the test faults in `faults` (`accepted_prefix` itself without one)."""
+    unknown = set(faults) - SPEC_FAULTS
+    if unknown:
+        raise ValueError(f"unknown speculation faults {sorted(unknown)}; known: {sorted(SPEC_FAULTS)}")
+    if "spec_unverified_accept" in faults:
+        return lambda drafts, post: len(drafts)  # nothing checked: every draft committed
+    if "spec_accept_off_by_one" in faults:
+        return lambda drafts, post: min(accepted_prefix(drafts, post) + 1, len(drafts))  # the first rejected kept
+    return accepted_prefix

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from npu_kernels.model.architecture import load_raw_config, resolve
+from npu_kernels.model.features import qk_norm, short_conv
 from npu_kernels.model.q4nx_device import DECODE_FILE
 from npu_kernels.model.runner import DecodeStepRecord, PrefillRecord
 from npu_kernels.thresholds import baseline_thresholds
@@ -186,11 +187,7 @@ class HfRunner:
         """A short-convolution layer's carried state after the last prefill / decode step, as the decode consumes
         it: the newest taps - 1 rows of transformers' conv cache (it keeps conv_L_cache rows, oldest first; the
         oldest falls out of the next step's window), (taps - 1, E) float32. None: no cache or no such state."""
-        get = getattr(self._past, "get_conv_state", None)
-        state = get(layer) if get is not None else None
-        if state is None:
-            return None
-        return state[0].detach().float().numpy().T[1:].copy()  # (E, L) -> (L, E), the newest L - 1 rows
+        return short_conv.hf_conv_state(self._past, layer)
 
     def forward_timed_prefill(self, prompt_tokens) -> None:
         """Prefill without capturing intermediates (benchmarks)."""
@@ -257,7 +254,7 @@ class HfRunner:
             "rms_norm_eps": float(getattr(hf, "rms_norm_eps", None) or hf.norm_eps),
             "tie_word_embeddings": self._tied,
             "qkv_bias": getattr(getattr(attn, "q_proj", None), "bias", None) is not None,
-            "qk_norm": hasattr(attn, "q_norm") or hasattr(attn, "q_layernorm"),
+            "qk_norm": qk_norm.loaded_has(attn),
         }
         out = []
         for name, value in loaded.items():

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from npu_kernels.model.features import partial_rope
 from npu_kernels.numerics.bf16 import to_bf16
 from npu_kernels.numerics.executors.base import Fp32Executor
 
@@ -80,8 +81,7 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = 
         medium = (wavelen >= old_len / high) & (wavelen <= old_len / low)
         inv_freq = np.where(medium, smoothed, scaled).astype(np.float32)
     elif rtype == "longrope":  # the short factors: positions inside original_max_position_embeddings only
-        short = np.asarray(scaling["short_factor"], np.float32)
-        inv_freq = (np.float32(1.0) / (short * np.power(np.float32(theta), exponents))).astype(np.float32)
+        inv_freq = partial_rope.short_inv_freq(scaling, theta, exponents)
     elif rtype != "default":
         raise ValueError(f"RoPE scaling '{rtype}' is not supported")
     return inv_freq
@@ -235,12 +235,3 @@ def layer_rope_tables(c, folder_scaling: dict[str, Any] | None, *, resident: boo
                 seq_first=seq_first, scale=float((scaling or {}).get("attention_factor", 1.0)),
                 max_positions=arch.rope_max_positions)
     return [tables[layer.rope] for layer in arch.layers]
-
-
-def rotate_partial(rope, rows: np.ndarray, cos: np.ndarray, sin: np.ndarray, rotary_dim: int) -> np.ndarray:
-    """Half-split RoPE (`rope(rows, cos, sin)`: the kernel, or `rotate_host`) over the rotary width: the whole
-    head, or (a partial rotary) the leading rotary_dim columns rotated and the tail passed through
-    (phi4_mini_q4nx/README.md "Partial rotary", mlir-air e972f29)."""
-    if rotary_dim == rows.shape[-1]:
-        return rope(rows, cos, sin)
-    return np.concatenate([rope(np.ascontiguousarray(rows[:, :rotary_dim]), cos, sin), rows[:, rotary_dim:]], axis=1)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from npu_kernels.model.features import registry
+
 SWITCHES = ("weight_residency", "fusion", "seq_first")
 FAULT_HELP = {
     "rope_interleaved": "RoPE rotates interleaved pairs (x[2i], x[2i+1]) instead of HF's half-split halves",
@@ -28,15 +30,18 @@ FAULT_HELP = {
     "lm_head_partition_offset": "decode's first LM-head partition streams its rows one row late",
     "kv_head_group_mismap": "query head h attends with K/V head h % Hkv instead of h // (H / Hkv)",
     "q4nx_group_scale_shift": "a 4-bit deployment's host dequantisation uses group g+1's scale for group g",
-    "rotary_full_width": "a partial rotary's RoPE rotates every head dim instead of the leading rotary_dim",
-    "qkv_split_order": "the fused qkv_proj is split as [q | v | k] instead of the [q | k | v] rows it holds",
-    "window_ignored": "a sliding-window layer attends to every earlier position (the window mask left out)",
     "norm_fold_missing": "norm weights stored as w are applied as w, not 1+w (the fold left out at load)",
-    "conv_look_ahead": "the short convolution looks one step ahead (non-causal): y[t] reads h[t-1], h[t], h[t+1]",
-    "conv_state_dropped": "the prefill's convolution state is not carried: the first decode step pads with zeros",
-    "conv_taps_reversed": "the depthwise taps are read newest-first instead of oldest-first",
+    # and the drills of each model feature, declared by its module (npu_kernels.model.features)
+    **{name: line for feature in registry().values() for name, line in feature.faults.items()},
 }
 FAULTS = frozenset(FAULT_HELP)
+# the speculative loop's test faults (npu_kernels.model.speculative; drills of Phase 5's speculation gate), declared
+# with a drafter (`DeploymentRequested.drafter["faults"]`, tests only), run by npu_kernels.model.faults
+SPEC_FAULT_HELP = {
+    "spec_unverified_accept": "every drafted token is committed without the target's verification",
+    "spec_accept_off_by_one": "the accepted prefix runs one token past the first mismatch (the rejected draft kept)",
+}
+SPEC_FAULTS = frozenset(SPEC_FAULT_HELP)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,9 @@ from npu_kernels.numerics.bf16 import to_bf16
 from npu_kernels.numerics.executors.base import Executor, Fp32Executor, KernelTimer, MixedExecutor
 from npu_kernels.model.config import ModelConfig, is_lean
 from npu_kernels.model.description import GELU_TANH_GLU
+from npu_kernels.model.features import qk_norm, sliding_window
+from npu_kernels.model.features.partial_rope import rotate_partial
+from npu_kernels.model.features.short_conv import ShortConvMixer
 from npu_kernels.model.host_ops import (
     KVCache,
     host_decode_attention,
@@ -57,10 +60,8 @@ from npu_kernels.model.host_ops import (
     host_glu,
     layer_rope_tables,
     rotate_host,
-    rotate_partial,
 )
 from npu_kernels.model.options import PipelineOptions
-from npu_kernels.model.shortconv import ShortConvMixer
 from npu_kernels.model.stages import StageBookkeeping
 from npu_kernels.model.runner import DecodeStepRecord, PrefillRecord
 from npu_kernels.model.weights import FUSED_ROWS, ModelWeights
@@ -254,10 +255,7 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
         c, lw, k = self.config, self.weights.layers[layer], self.k
         S, H, Hkv = q.shape[0], c.n_heads, c.n_kv_heads
         q_rows, k_rows = self._heads_as_rows(q, H), self._heads_as_rows(kk, Hkv)
-        if lw.q_norm is not None:
-            with self._stage("qk_norm", "rmsnorm"):
-                q_rows = k.rmsnorm(q_rows, lw.q_norm, c.rms_norm_eps)
-                k_rows = k.rmsnorm(k_rows, lw.k_norm, c.rms_norm_eps)
+        q_rows, k_rows = qk_norm.apply(self, layer, q_rows, k_rows)
         rope = self._ropes[layer]
         cos_q, sin_q = rope.rows(start, S, H)
         cos_k, sin_k = rope.rows(start, S, Hkv)
@@ -345,9 +343,8 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
         return self._residual("attn_residual", x, o, decode)
 
     def _window(self, layer: int) -> dict:
-        """A sliding-window layer's window, as the attention calls take it (nothing for full causal attention)."""
-        window = self.config.arch.layers[layer].window
-        return {"window": window} if window else {}
+        """A sliding-window layer's window, as the attention calls take it (features.sliding_window)."""
+        return sliding_window.attention_kwargs(self.config.arch, layer)
 
     def _residual(self, stage: str, x: np.ndarray, y: np.ndarray, decode: bool) -> np.ndarray:
         """x + y. Prefill: the eltwise_add kernel (mlir-air's o_ffn ELF launches the direct-codegen bf16 add,

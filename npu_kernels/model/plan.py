@@ -54,7 +54,7 @@ from typing import Any, Protocol
 
 from npu_kernels.model.config import ModelConfig, bounded_length, lm_head_partition
 from npu_kernels.model.description import GELU_TANH_GLU, SANDWICH
-from npu_kernels.model.plan_conv import conv_rows
+from npu_kernels.model.features import partial_rope, qk_norm, short_conv, sliding_window
 from npu_kernels.model.plan_q4nx import q4nx_device_rows
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.row import KernelRow, row_key
@@ -135,34 +135,19 @@ def _rows(c: ModelConfig, seq: int) -> list[_Row]:
     sandwich = c.arch.norms == SANDWICH  # Gemma3: the O and down outputs normed too, before the residual adds
     rows.append(_Row("rmsnorm", {"M": seq, "N": E}, "prefill",
                      ["attn/post-attn/pre-ffn/post-ffn/final" if sandwich else "attn/ffn/final"], "norm"))
-    if c.qk_norm:
-        rows.append(_Row("rmsnorm", {"M": seq, "N": D}, "prefill", ["q/k"], f"norm (per head, {H}+{Hkv} calls)"))
-    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}  # a partial rotary's width
+    rows += qk_norm.plan_rows(c, seq, _Row)
+    rd = partial_rope.shape_extra(c)  # a partial rotary's width
     rows += [
         _Row("rope", {"rows": H * seq, "head_dim": D, **rd}, "prefill", ["Q"], "rope"),
         _Row("rope", {"rows": Hkv * seq, "head_dim": D, **rd}, "prefill", ["K"], "rope"),
         _Row("rope", {"rows": H, "head_dim": D, **rd}, "decode", ["Q"], "rope"),
         _Row("rope", {"rows": Hkv, "head_dim": D, **rd}, "decode", ["K"], "rope"),
-        *_attention_rows(c, seq),
+        *sliding_window.attention_rows(c, seq, _Row),
         _Row("eltwise_add", {"N": seq * E}, "prefill", ["attn/ffn residual"], "add"),
         (_Row("gelu", {"N": seq * F}, "prefill", ["GELU-tanh GLU (gelu, then x up)"], "")
          if c.arch.mlp == GELU_TANH_GLU else _Row("silu_mul", {"N": seq * F}, "prefill", ["SwiGLU"], "")),
     ]
-    return rows + [_Row(*r) for r in conv_rows(c, seq)]  # a hybrid's short-convolution layers (LFM2)
-
-
-def _attention_rows(c: ModelConfig, seq: int) -> list[_Row]:
-    """One flash-attention row per distinct mixer: full causal, and each sliding window (Gemma3's local layers,
-    the same kernel with the window mask; the row names the window and how many layers run it)."""
-    D, H, Hkv = c.head_dim, c.n_heads, c.n_kv_heads
-    out = []
-    for window in sorted({x.window or 0 for x in c.arch.layers}):
-        n = sum(1 for x in c.arch.layers if (x.window or 0) == window)
-        shape = {"lq": seq, "lk": seq, "dk": D, "dv": D, "heads_q": H, "heads_kv": Hkv, "causal": True}
-        name = "attention" if not c.arch.windowed() else \
-            (f"attention (sliding window {window}, {n} layers)" if window else f"attention (global, {n} layers)")
-        out.append(_Row("flash_attention", {**shape, "window": window} if window else shape, "prefill", [name], ""))
-    return out
+    return rows + [_Row(*r) for r in short_conv.plan_rows(c, seq)]  # a hybrid's short-convolution layers (LFM2)
 
 
 def _lm_head(V: int, E: int, fixed: int | None = None) -> _Row:

@@ -36,7 +36,8 @@ from npu_kernels.model.q4nx import (
     write_container,
 )
 from npu_kernels.model.q4nx_device import DECODE_FILE, decode_tensors, decode_weights
-from npu_kernels.model.weights import ModelWeights, fuse, read_checkpoint, split_fused, unfused_tensors, weights_from
+from npu_kernels.model.features.fused_projections import fuse, split_fused, unfused_tensors
+from npu_kernels.model.weights import ModelWeights, read_checkpoint, weights_from
 
 BUNDLE_FILE = "model.q4nx"
 REFERENCE_FILE = "model.safetensors"
@@ -69,8 +70,9 @@ def projection_names(config: ModelConfig) -> list[str]:
 
 def hf_tensors(folder: str | Path, config: ModelConfig) -> dict[str, np.ndarray]:
     """Every tensor the config requires, (out, in) shapes, as float32 arrays of bf16 values, under the names a
-    bundle stores: the checkpoint's, fused tensors split into their parts (npu_kernels.model.weights.unfused_tensors),
-    norm weights as stored (a `1+w` family's w: the loader folds them)."""
+    bundle stores: the checkpoint's, fused tensors split into their parts
+    (npu_kernels.model.features.fused_projections.unfused_tensors), norm weights as stored (a `1+w` family's w:
+    the loader folds them)."""
     return split_fused(read_checkpoint(folder, config), config)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from npu_kernels.model.config import ModelConfig
 from npu_kernels.model.q4nx import GROUP, dequantise_fp32, read_bundle, to_bf16
-from npu_kernels.model.weights import fuse, unfused_tensors
+from npu_kernels.model.features.fused_projections import fuse, unfused_tensors
 
 # a safetensors container, named so that neither transformers nor the weights check (`*.safetensors`) reads it as
 # part of the dequantised model; npu_kernels.model.digest hashes it with the weight files

@@ -7,9 +7,9 @@ bounds the header length before reading it (`init` checks every file's header wi
 is held once (issue 48 item 3), in the layout the decode GEMV streams: HF's (out, in) rows, C-contiguous
 (`ModelWeights.derived[("rows", layer, name)]`), the parts of a fused step (`FUSED_ROWS`: Q/K/V, gate/up) row
 blocks of one array; the `LayerWeights` field is the executor layout (`y = x @ W`, (in, out)) as a transposed view
-of those rows, which a GEMM copies to a C-contiguous operand for the call (`NpuPipeline._gemm_w`). A Llama-3.2-1B
-held a float32 (in, out) copy, its fused concatenation, the GEMV rows of both and the executor's operand: 12-16 B
-per parameter before the executor's; now 4.
+of those rows, which each executor's GEMM makes C-contiguous for BLAS (`NpuPipeline._gemm_w`). A Llama-3.2-1B
+held a float32 (in, out) copy, its fused concatenation and the GEMV rows of both: 8-16 B per parameter beside the
+executor's operand; now 4.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 
 from npu_kernels.model.architecture import load_raw_config, rope_scaling
 from npu_kernels.model.config import ModelConfig
-from npu_kernels.model.description import LLAMA_TENSORS
+from npu_kernels.model.features import qk_norm, short_conv
 
 
 class WeightsError(ValueError):
@@ -109,8 +109,7 @@ _SHAPES = {
     "bq": (lambda c: (c.n_heads * c.head_dim,), False),
     "bk": (lambda c: (c.n_kv_heads * c.head_dim,), False),
     "bv": (lambda c: (c.n_kv_heads * c.head_dim,), False),
-    "q_norm": (lambda c: (c.head_dim,), False),
-    "k_norm": (lambda c: (c.head_dim,), False),
+    **qk_norm.SHAPES,
     "wo": (lambda c: (c.emb_dim, c.n_heads * c.head_dim), True),
     "ffn_norm": (lambda c: (c.emb_dim,), False),
     "post_attn_norm": (lambda c: (c.emb_dim,), False),
@@ -118,15 +117,18 @@ _SHAPES = {
     "w_gate": (lambda c: (c.hidden_dim, c.emb_dim), True),
     "w_up": (lambda c: (c.hidden_dim, c.emb_dim), True),
     "w_down": (lambda c: (c.emb_dim, c.hidden_dim), True),
-    "conv_in": (lambda c: (3 * c.emb_dim, c.emb_dim), True),
-    "conv_w": (lambda c: (c.emb_dim, 1, c.arch.conv_taps), True),  # (E, 1, k) -> (k, E) at load
-    "conv_out": (lambda c: (c.emb_dim, c.emb_dim), True),
+    **short_conv.SHAPES,
 }
 NORM_FIELDS = ("attn_norm", "ffn_norm", "post_attn_norm", "post_ffn_norm", "q_norm", "k_norm")
 # the projections held once, as the (out, in) rows a GEMV streams (the module docstring)
 HELD_AS_ROWS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "conv_in", "conv_out")
 # a fused step's weight (the pipeline's `fusion` switch): its parts' rows, in this order, one array
 FUSED_ROWS = {"wqkv": ("wq", "wk", "wv"), "w_gate_up": ("w_gate", "w_up")}
+
+
+def hf_rows(config: ModelConfig, name: str) -> int:
+    """The rows of LayerWeights field `name` as the checkpoint stores it (a fused tensor's part: its row block)."""
+    return _SHAPES[name][0](config)[0]
 
 
 def _layer_tensors(config: ModelConfig, layer: int):
@@ -278,7 +280,7 @@ def _read_tensor(info: _TensorInfo) -> np.ndarray:
 
 
 def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
-    """Load every tensor the config requires, projections transposed once to (in, out)."""
+    """Load every tensor the config requires, each projection held once (the module docstring)."""
     folder = Path(folder)
     report = check_weights(folder, config)
     if not report.ok:
@@ -288,8 +290,8 @@ def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
 
 
 def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
-    """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values), projections transposed
-    once to (in, out); RoPE scaling from the folder's config.json. A 4-bit deployment's host dequantisation
+    """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values), each projection held once
+    as its (out, in) rows, its (in, out) field a view of them; RoPE scaling from the folder's config.json. A 4-bit deployment's host dequantisation
     reads its bundle through this (npu_kernels.model.q4nx_bundle)."""
     folder = Path(folder)
 
@@ -340,67 +342,6 @@ def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
         scaling = None
     return ModelWeights(config=config, embed=embed, final_norm=norm(get(f"{prefix}{arch.final_norm}")), lm_head=lm_head,
                         layers=layers, rope_scaling=scaling, derived=derived)
-
-
-# --- the unfused names a 4-bit bundle stores ------------------------------------------------------------------
-
-_LLAMA_SUFFIX = dict(LLAMA_TENSORS)
-
-
-def unfused_tensors(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """`expected_tensors` with every fused tensor replaced by its parts under their Llama names (q_proj / k_proj /
-    v_proj, gate_proj / up_proj), in block order: what a 4-bit bundle of the family stores (mlir-air's Phi-4-mini
-    bundle is written split, phi4_mini_q4nx_weights.py:9-15 at e972f29)."""
-    prefix, fused = config.arch.prefix, dict(config.arch.fused)
-    out: dict[str, tuple[int, ...]] = {}
-    for name, shape in expected_tensors(config).items():
-        rest = name[len(prefix):].split(".", 2) if name.startswith(f"{prefix}layers.") else None
-        parts = fused.get(rest[2]) if rest else None
-        if not parts:
-            out[name] = shape
-            continue
-        layer = rest[1]
-        for p in parts:
-            out[f"{prefix}layers.{layer}.{_LLAMA_SUFFIX[p]}"] = (_SHAPES[p][0](config)[0], shape[1])
-    return out
-
-
-def split_fused(tensors: dict[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
-    """HF-named tensors (fused as the checkpoint stores them) -> the unfused names of `unfused_tensors`."""
-    out, by_part = {}, _fused_parts(config)
-    for name in unfused_tensors(config):
-        if name in tensors:
-            out[name] = tensors[name]
-            continue
-        fused_name, start, rows = by_part[name]
-        out[name] = tensors[fused_name][start : start + rows]
-    return out
-
-
-def fuse(tensors: dict[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
-    """Unfused tensors (`unfused_tensors` names; any subset) -> HF names as the family's checkpoints store them:
-    each fused tensor whose parts are all present is their rows concatenated in the family's order."""
-    groups: dict[str, list[tuple[int, str]]] = {}
-    for part, (fused_name, start, _) in _fused_parts(config).items():
-        groups.setdefault(fused_name, []).append((start, part))
-    out = {name: a for name, a in tensors.items() if not any(name == p for g in groups.values() for _, p in g)}
-    for fused_name, parts in groups.items():
-        if all(p in tensors for _, p in parts):
-            out[fused_name] = np.concatenate([tensors[p] for _, p in sorted(parts)], axis=0)
-    return out
-
-
-def _fused_parts(config: ModelConfig) -> dict[str, tuple[str, int, int]]:
-    """unfused name -> (fused HF name, first row, rows)."""
-    prefix, out = config.arch.prefix, {}
-    for i in range(config.n_layers):
-        for suffix, parts in config.arch.fused:
-            start = 0
-            for p in parts:
-                rows = _SHAPES[p][0](config)[0]
-                out[f"{prefix}layers.{i}.{_LLAMA_SUFFIX[p]}"] = (f"{prefix}layers.{i}.{suffix}", start, rows)
-                start += rows
-    return out
 
 
 def read_checkpoint(folder: str | Path, config: ModelConfig) -> dict[str, np.ndarray]:

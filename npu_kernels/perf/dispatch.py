@@ -43,6 +43,7 @@ from typing import Any, Iterable
 
 from npu_kernels.model.config import is_lean, lm_head_partition
 from npu_kernels.model.description import GELU_TANH_GLU, SANDWICH
+from npu_kernels.model.features import partial_rope, qk_norm, sliding_window
 from npu_kernels.perf.dispatch_conv import conv_decode_front, conv_prefill_front, conv_prefill_host_bytes
 
 FFN_MERGE_ALIGN = 1024  # hidden_dim alignment the merged prefill O+FFN ELF needs
@@ -160,12 +161,9 @@ def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], se
         attn_in += _bias_launches(size, static, S, HD, KD)
         q, k = "q_b", "k_b"
     if c.qk_norm:
-        size.update({"q_n": S * HD, "k_n": S * KD, "w_qn": D, "w_kn": D})
-        static |= {"w_qn", "w_kn"}
-        attn_in += [Launch("rmsnorm", {"M": H * S, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
-                    Launch("rmsnorm", {"M": Hkv * S, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
+        attn_in += qk_norm.launches(c, S, size, static, Launch)
         q, k = "q_n", "k_n"
-    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}  # a partial rotary (phi4_mini_q4nx `rope_partial`)
+    rd = partial_rope.shape_extra(c)  # a partial rotary (phi4_mini_q4nx `rope_partial`)
     attn_in += [Launch("rope", {"rows": H * S, "head_dim": D, **rd}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
                 Launch("rope", {"rows": Hkv * S, "head_dim": D, **rd}, "RoPE K", (k, "lut_k"), ("k_roped",))]
     fa = [Launch("flash_attention", {"lq": S, "lk": S, "dk": D, "dv": D, "heads_q": H, "heads_kv": Hkv,
@@ -189,12 +187,8 @@ def _prefill_launches(c, S: int) -> tuple[list[list[Launch]], dict[str, int], se
 
 
 def _attention_role(c) -> str:
-    """A windowed model's attention launch: the same kernel with the window mask on the local layers, which
-    still streams every out-of-window K block (gemma3_4b_q4nx/README.md:83-86), costed as causal."""
-    windows = [x.window for x in c.arch.layers if x.window]
-    if not windows:
-        return "attention"
-    return f"attention (window {windows[0]} on {len(windows)} of {c.n_layers} layers: flash_attn_local)"
+    """The attention launch's role: a windowed model's is the sliding-window feature's (npu_kernels.model.features)."""
+    return sliding_window.dispatch_label(c) or "attention"
 
 
 def _sandwich_tail(c, S: int, size: dict[str, int], static: set[str]) -> list[list[Launch]]:
@@ -272,12 +266,9 @@ def _decode_launches(c, profiled: bool = False) -> tuple[list[list[Launch]], dic
         first += _bias_launches(size, static, 1, HD, KD)
         q, k = "q_b", "k_b"
     if c.qk_norm:
-        size.update({"q_n": HD, "k_n": KD, "w_qn": D, "w_kn": D})
-        static |= {"w_qn", "w_kn"}
-        first += [Launch("rmsnorm", {"M": H, "N": D}, "q norm", ("q", "w_qn"), ("q_n",)),
-                  Launch("rmsnorm", {"M": Hkv, "N": D}, "k norm", ("k", "w_kn"), ("k_n",))]
+        first += qk_norm.launches(c, 1, size, static, Launch)
         q, k = "q_n", "k_n"
-    rd = {"rotary_dim": c.rotary_dim} if c.rotary_dim != D else {}
+    rd = partial_rope.shape_extra(c)
     first += [Launch("rope", {"rows": H, "head_dim": D, **rd}, "RoPE Q", (q, "lut_q"), ("q_roped",)),
               Launch("rope", {"rows": Hkv, "head_dim": D, **rd}, "RoPE K", (k, "lut_k"), ("k_roped",))]
     o = Launch("gemv", {"M": E, "K": HD}, "O proj", ("attn_out", "wo"), ("proj",), decode_gemv_tile(E, HD))

@@ -34,8 +34,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from npu_kernels.model.config import ModelConfig
+from npu_kernels.model.description import SANDWICH
 from npu_kernels.model.plan_q4nx import padded_shape
-from npu_kernels.perf.dispatch import ElfCall, Launch, dispatch_plan
+from npu_kernels.perf.dispatch import ElfCall, Launch, attention_input_elf, dispatch_plan
 from npu_kernels.perf.host import host_constants
 from npu_kernels.perf.constants import FITTED
 from npu_kernels.perf.kernel_model import kernel_features, latency_from
@@ -202,6 +203,30 @@ def skipped_attention_s(shape: dict) -> float:
     return latency_from(f, FITTED)
 
 
+# --- the prefill's seq-first temporal-causal flash attention -------------------------------------------------
+
+TEMPORAL_LQP = 256  # one q-seq tile of 32 rows per core x 8 tiles (shared/infra/fa_temporal.py:24-26, e972f29)
+TRANSPOSE_OP = "seq<->head transpose"  # npu_kernels.perf.dispatch's head-first host op
+
+
+def runs_temporal_fa(c: ModelConfig, seq: int) -> bool:
+    """Whether the 4-bit prefill runs the seq-first temporal-causal flash attention, which takes the block's
+    seq-first Q/K/V as they are: no host seq<->head transposes (shared/infra/fa_temporal.py:4-11, e972f29).
+    The drivers that pick it are Llama-3.2-3B's (llama32_3b/llama32_3b_prefill.py:63-80, 255-258: "being
+    seq-first, also drops the host transposes the head-first path needs"), which the Llama-style 4-bit prefills
+    import unchanged (phi4_mini_q4nx_prefill.py:78, 91-98, 223; llama32_3b_q4nx, llama31_8b_q4nx) - the
+    `rms_gemms_rope` attention input; Qwen's and Gemma3's drivers never call it. `fa_temporal.supports`
+    (:41-53) restricts it to head_dim 128, seq a multiple of 256, GQA groups nb = n_heads / n_kv_heads with
+    2 * nb <= 8 columns, and past 4 q rounds nb == 3 only: at 2048, Llama-3.2-3B and Phi-4-mini (24 / 8)."""
+    if attention_input_elf(c) != "rms_gemms_rope" or c.arch.norms == SANDWICH or c.arch.conv_layers():
+        return False
+    H, Hkv = c.n_heads, c.n_kv_heads
+    if c.head_dim != 128 or seq <= 0 or seq % TEMPORAL_LQP or not Hkv or H % Hkv:
+        return False
+    nb = H // Hkv
+    return 2 * nb <= 8 and (nb == 3 or seq // TEMPORAL_LQP <= 4)
+
+
 # --- the prediction ----------------------------------------------------------------------------------------
 
 
@@ -220,6 +245,15 @@ def predict_weights(config: ModelConfig, weights: str = "bf16", seq: int = 2048,
         return replace(p, notes=p.notes + ["weights q4nx-host: dequantised to bf16 on the host at load; the bf16 "
                                            "pipeline runs unchanged (qwen3_0_6b_q4nx/README.md@81d902e)"])
     return _device(config, p, seq, host_bytes)
+
+
+def _seq_first_host(c: ModelConfig, seq: int, p: Prediction, totals: dict) -> tuple[dict[str, float], float]:
+    """The prefill's host ops (ms) and the seconds taken off: without the seq<->head transposes when the prefill
+    runs the seq-first temporal kernel (`runs_temporal_fa`), `totals` adjusted to match."""
+    host = dict(p.host["prefill"])
+    dropped = host.pop(TRANSPOSE_OP, 0.0) / 1e3 if runs_temporal_fa(c, seq) else 0.0
+    totals["prefill"]["host"] = round(totals["prefill"]["host"] - dropped * 1e3, 4)
+    return host, dropped
 
 
 def _device(c: ModelConfig, p: Prediction, seq: int, host_bytes: int | None = None) -> Prediction:
@@ -242,10 +276,16 @@ def _device(c: ModelConfig, p: Prediction, seq: int, host_bytes: int | None = No
         e["total_ms"] = round(e["total_ms"] - saved * 1e3, 4)
         totals["prefill"]["npu"] = round(totals["prefill"]["npu"] - saved * 1e3, 4)
         per_kernel["prefill"]["flash_attention"] = round(per_kernel["prefill"]["flash_attention"] - saved * 1e3, 4)
-    ttft = p.ttft_s - saved
+    host_prefill, dropped = _seq_first_host(c, seq, p, totals)
+    ttft = p.ttft_s - saved - dropped
     d = fused_decode_s(c)
     cal = calibration()
     notes = [n for n in p.notes if not n.startswith("decode is 5 GEMV ELFs")]
+    if dropped:
+        notes = [n if not n.startswith(f"head_dim {c.head_dim}: head-first") else
+                 f"head_dim {c.head_dim}: seq-first temporal-causal flash attention, no host seq<->head transpose "
+                 f"({dropped * 1e3:.1f} ms not run; llama32_3b_prefill.py:63-80, fa_temporal.py:4-11, e972f29)"
+                 for n in notes]
     host_decode = {}
     if p.switches.get("fusion", True):
         per_elf["decode:fused_decode"] = {"calls": 1, "launches": len(fused_decode_call(c).launches), "per_call_ms": _ms(d["total_s"]),
@@ -290,10 +330,10 @@ def _device(c: ModelConfig, p: Prediction, seq: int, host_bytes: int | None = No
                      "llama31_8b_q4nx/README.md@a8131a5), still one dispatch")
     if not calls:  # the READMEs measured the fused decode: an unfused figure is not set beside them
         notes += measured_lines(c, ttft, token_s)
-    return replace(p, ttft_s=round(ttft, 6), prefill_s=round(p.prefill_s - saved, 6),
+    return replace(p, ttft_s=round(ttft, 6), prefill_s=round(p.prefill_s - saved - dropped, 6),
                    decode_tokens_per_s=round(1.0 / token_s, 4), ms_per_token=_ms(token_s),
                    decode_calls_per_layer=calls, per_elf=per_elf, per_kernel=per_kernel,
-                   host={"prefill": dict(p.host["prefill"]), "decode": host_decode}, totals=totals, notes=notes,
+                   host={"prefill": host_prefill, "decode": host_decode}, totals=totals, notes=notes,
                    memory=memory)
 
 

@@ -194,7 +194,11 @@ def test_a_committed_command_whose_projection_refresh_fails_succeeds_with_a_warn
     assert proc.stderr.startswith("warning: recorded, but refreshing the projections failed")
     assert not list(workspace.rglob("*.tmp"))
     assert [e["type"] for e in _events(workspace)].count("LessonRecorded") == 1
+    # the mark that makes the next refresh rebuild every deployment's docs, not only those the next command is about
+    stale = workspace / ".ledger" / "projections-stale"
+    assert stale.is_file()
     todo.rmdir()
     assert ledger(workspace, "lesson", "m", "second").returncode == 0  # the refresh is retried and succeeds
+    assert not stale.exists()
     assert "tiles of 64 fit L1" in (workspace / "llms" / "m" / "docs" / "development_progress" / "LESSONS.md").read_text()
     assert ledger(workspace, "registry", "build", "--check").returncode == 0

@@ -70,6 +70,13 @@ def test_a_tiny_llama_goes_from_phase_0_to_deployed_and_the_audit_says_pass(depl
     assert all(t["gate_passed"] for t in tried if t["outcome"] == "applied")
     perf4 = [e["payload"] for e in events if e["type"] == "PerformanceMeasured" and e["payload"]["phase"] == 4]
     assert perf4[-1]["prefill_s"] < perf4[0]["prefill_s"]
+    # its drafter (tests/prebuilt.py): Phase 5 accepted speculation, every gate prompt's tokens with the drafter
+    # equal to those without it; the acceptance length a cpu-emulator figure with its standard error
+    spec = [e["payload"] for e in events if e["type"] == "SpeculationChecked"]
+    assert len(spec) == 1 and spec[0]["passed"] and spec[0]["exact_prompts"] == len(spec[0]["prompts"]) == 2
+    assert all(r["tokens_spec"] == r["tokens_plain"] and len(r["tokens_plain"]) == 32 for r in spec[0]["prompts"])
+    assert spec[0]["provenance_class"] == "cpu-emulator" and 1.0 <= spec[0]["acceptance_mean"] <= 3.0
+    assert spec[0]["acceptance_sem"] is not None and spec[0]["block"] == 2
     assert read_in_process(deployed, "verify").returncode == 0
     for rel in ("kernel_registry/supported_kernels.md", "llms/tiny/TODO.md", "llms/tiny/docs/evaluation_report.md"):
         assert (deployed / rel).exists(), rel
@@ -231,6 +238,11 @@ def test_phases_4_and_5_give_the_same_verdicts_and_figures_with_a_cpu_hog_beside
         hog.wait()
     idle, loaded = _phase_4_5_figures(deployed, "tiny"), _phase_4_5_figures(loaded_ws, "tiny")
     assert idle and idle == loaded
+    # Phase 5's speculation: the same streams and acceptance lengths beside a CPU hog (no wall clock in it)
+    spec = [[{k: e["payload"][k] for k in ("prompts", "passed", "acceptance_mean", "acceptance_sem")}
+             for e in ledger_json(ws, "log", "--stream", "deployment:tiny") if e["type"] == "SpeculationChecked"]
+            for ws in (deployed, loaded_ws)]
+    assert spec[0] and spec[0] == spec[1]
     sources = {e["payload"]["profile"]["source"] for e in ledger_json(loaded_ws, "log", "--stream", "deployment:tiny")
                if e["type"] == "PerformanceMeasured"}
     assert sources == {"modelled-npu2"}

@@ -1,14 +1,14 @@
 """The hardware path rehearsed on the mlir-air twin: `ledger twin` -> `init --executor mlir-air` -> `scaffold
 --stand-in emulated` -> `advance` takes the tiny Llama from Phase 0 to deployed, every phase's evidence coming
-from the twin's own make targets and report files (real make, real subprocesses, real flock).
+from make targets and report files (real make, real subprocesses, real flock).
 
-It runs twice from one Phase 1 (the kernels, which no verify runner touches): with a schema-only verify runner
-(tests/e2e/schema_only_verify.py) that writes only what mlir-air's report schema holds, as a real checkout's
-runner does, to deployed, so a gate that needs evidence mlir-air does not produce fails here; and with the
-stand-in's own runner through Phase 3, the phases that read the one key it adds (UNTIL below). The schema-only
-variant runs Phases 2-7 in a checkout without the twin's marker, on a simulated NPU2 host, through a model directory
-scaffolded with `--stand-in emulated`: issue #45's second laundering case (every figure stays a rehearsal); the
-first (a harness table pointing at the twin) has a test of its own below."""
+Phase 1 (the kernels) runs on the twin. Phases 2-7 run with a schema-only verify runner
+(tests/e2e/schema_only_verify.py) that writes only what mlir-air's report schema holds, as a real checkout's runner
+does, so a gate that needs evidence mlir-air does not produce fails here. They run in a checkout without the twin's
+marker, on a simulated NPU2 host, through a model directory scaffolded with `--stand-in emulated`: issue #45's second
+laundering case (every figure stays a rehearsal); the first (a harness table pointing at the twin) has a test of its
+own below. The stand-in's own runner (which adds the whole-tensor cosine to its per-layer rows) is taken to deployed
+by tests/e2e/test_rehearsal.py."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ from tests.e2e.cli import in_process, ledger, ledger_json
 
 @pytest.fixture(scope="session")
 def through_phase1(tmp_path_factory, tiny_llama):
-    """A twin, a scaffolded model directory and a deployment that passed Phase 1 (its workspace is copied
-    by each variant). Session-scoped: the two variants run on one worker (tests/conftest.py GROUPED) but not
-    always back to back, and a module fixture was built again for the second (75 s of one core)."""
+    """A twin, a scaffolded model directory and a deployment that passed Phase 1 (its workspace is copied by each
+    test). Session-scoped: the tests using it run on one worker (tests/conftest.py GROUPED) but not always back to
+    back, and a module fixture was built again for the second (75 s of one core)."""
     root = tmp_path_factory.mktemp("twin-e2e")
     twin, ws = root / "mlir-air", root / "ws"
     with pytest.MonkeyPatch.context() as mp:
@@ -55,47 +55,30 @@ def _report_keys_are_mlir_airs(path: str) -> None:
         assert set(row) == keys["layer_row"]
 
 
-# How far each variant goes. The two runners write the same reports but for one extension key on the stand-in's
-# per-layer rows (`npu_ledger.cosine`, the whole-tensor cosine), which the tool reads only where it parses a
-# diagnosis report: Phase 2's block and Phase 3's per-layer diagnosis (npu_kernels/backends/mlir_air.py, `cosine_source`).
-# The stand-in's runner is taken through those phases; the schema-only runner, which writes what a real checkout
-# writes, takes the deployment to the end (Phases 4-7 read nothing the stand-in's runner adds).
-UNTIL = {"stand-in": 3, "schema-only": 7}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("verify_runner", ["stand-in", "schema-only"])
-def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(through_phase1, verify_runner, tmp_path,
-                                                                           tiny_llama, monkeypatch):
-    root, stand_in_runner = through_phase1
+def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(through_phase1, tmp_path, tiny_llama,
+                                                                           monkeypatch):
+    root, _ = through_phase1
     twin = root / "mlir-air"
     ws = tmp_path / "ws"
     shutil.copytree(root / "ws", ws)
-    runner = twin / "programming_examples" / "llms" / "verify" / "verify_runner.py"
-    runner.write_text(stand_in_runner)
-    checkout = twin
-    if verify_runner == "schema-only":
-        # Issue #45 laundering case 2 in the same run: Phases 2-7 in a checkout without the marker (whose runner
-        # writes only mlir-air's report schema), on a host whose probes all say NPU2, through a model directory
-        # scaffolded with `--stand-in emulated` (its stand_in.json): every figure must still be a rehearsal
-        checkout = _real_looking_checkout(twin, tmp_path / "checkout")
-        schema_only_verify.install(checkout)
-        _meet_the_contract(checkout)
-        _simulated_npu2_host(tmp_path, monkeypatch)
+    # Issue #45 laundering case 2: Phases 2-7 in a checkout without the marker (whose runner writes only mlir-air's
+    # report schema), on a host whose probes all say NPU2, through a model directory scaffolded with `--stand-in
+    # emulated` (its stand_in.json): every figure must still be a rehearsal
+    checkout = _real_looking_checkout(twin, tmp_path / "checkout")
+    schema_only_verify.install(checkout)
+    _meet_the_contract(checkout)
+    _simulated_npu2_host(tmp_path, monkeypatch)
     monkeypatch.setenv("MLIR_AIR_DIR", str(checkout))
     monkeypatch.setenv("LEDGER_NPU_LOCK", str(root / "npu.lock"))
-    if checkout != twin:
-        assert ledger(ws, "scaffold", "tiny", "--stand-in", "emulated").returncode == 0
-        assert (checkout / "programming_examples" / "llms" / "tiny" / "stand_in.json").is_file()
-    until = UNTIL[verify_runner]
-    proc = ledger(ws, "advance", "tiny", *(["--until", str(until)] if until < 7 else []), timeout=1500,
-                  fresh=checkout != twin)  # a fresh interpreter imports the simulated host's pyxrt
+    assert ledger(ws, "scaffold", "tiny", "--stand-in", "emulated").returncode == 0
+    assert (checkout / "programming_examples" / "llms" / "tiny" / "stand_in.json").is_file()
+    proc = ledger(ws, "advance", "tiny", timeout=1500, fresh=True)  # a fresh interpreter imports the host's pyxrt
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     status = ledger_json(ws, "status", "tiny")
-    assert status["phases_passed"] == list(range(until + 1))
-    if until == 7:
-        assert status["status"] == "deployed" and status["evaluation"] == "PASS"
+    assert status["phases_passed"] == list(range(8))
+    assert status["status"] == "deployed" and status["evaluation"] == "PASS"
     events = ledger_json(ws, "log", "--stream", "deployment:tiny")
     def head(where: Path) -> str:
         return subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -126,8 +109,7 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
         p = e["payload"]
         if e["type"] in ("BlockValidated", "LayerDiagnosed"):
             from_make(p["provenance"], "diagnosis")
-            if verify_runner == "schema-only":
-                _report_keys_are_mlir_airs(p["provenance"]["report_path"])
+            _report_keys_are_mlir_airs(p["provenance"]["report_path"])
         elif e["type"] == "TokenGateChecked":
             gates.append(p)
             from_make(p["provenance"], "verify")
@@ -135,22 +117,18 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
             assert p["provenance"]["walk"]["report_path"].startswith(str(checkout / "programming_examples/llms/verify/reports"))
             assert p["tf_steps"] == p["n_tokens"] == 32 and p["tf_passed"] and p["passed"]
             assert p["text_ours"] and p["text_ours"] == tok.decode(p["tokens_ours"])  # our side's text, not ''
-            if verify_runner == "schema-only":
-                _report_keys_are_mlir_airs(p["provenance"]["report_path"])
+            _report_keys_are_mlir_airs(p["provenance"]["report_path"])
         elif e["type"] == "PerformanceMeasured":
             assert p["profile"]["source"] == "mlir-air-profile"
         elif e["type"] == "PhasePassed" and p["phase"] in (4, 5):  # the verdict says what kind of figure it judged
             assert p["summary"].split(" with ")[0].endswith("x, mlir-air-profile, standin-rehearsal)"), p["summary"]
     block = next(e["payload"] for e in events if e["type"] == "BlockValidated")
-    assert block["provenance"]["cosine_source"] == (
-        "mean per-position cosine" if verify_runner == "schema-only" else "whole-tensor")
+    assert block["provenance"]["cosine_source"] == "mean per-position cosine"  # mlir-air's schema holds no other
     # the gate's prompts are the checkout's prompt file, raw-encoded (not the chat template)
     prompt_file = (checkout / "programming_examples/llms/verify/prompts/instruct.txt").read_text().splitlines()
     phase3 = [g for g in gates if g["context"] == "phase3"]
     assert [g["prompt"] for g in phase3] == [x for x in prompt_file if x and not x.startswith("#")][:2]
     assert not [e for e in events if e["type"] == "PhaseFailed"]
-    if until < 7:
-        return
     # Phase 6's device curve: both sweeps of the model directory, decode through sweep_decode_runtime.py (#38 item 3)
     curve = next(e["payload"]["curve"] for e in events if e["type"] == "PerformanceMeasured" and e["payload"]["phase"] == 6)
     assert curve["source"] == "mlir-air-sweep" and curve["decode"]["points"] and curve["prefill"]["points"]
@@ -179,8 +157,7 @@ def test_the_tiny_llama_is_deployed_through_the_twins_commands_and_reports(throu
     names = ("fusion", "weight_residency", "intermediate_bos", "seq_first")
     assert stated_switches((model_dir / "ARCHITECTURE.md").read_text()) == {
         "prefill": {k: bool(recorded.get(k)) for k in names}, "decode": {k: bool(recorded.get("decode:" + k)) for k in names}}
-    if checkout != twin:
-        _a_stand_in_model_directory_stays_a_rehearsal(ws, events)
+    _a_stand_in_model_directory_stays_a_rehearsal(ws, events)
 
 
 def _a_stand_in_model_directory_stays_a_rehearsal(ws: Path, events: list) -> None:

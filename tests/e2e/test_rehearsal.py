@@ -55,3 +55,8 @@ def test_the_documented_rehearsal_deploys_the_tiny_llama_on_a_twin_and_the_audit
     # every model-level figure came from the twin's stand-in model directory's make targets
     gates = [e["payload"] for e in events if e["type"] == "TokenGateChecked"]
     assert gates and all(g["provenance"]["stand_in"] is True and " verify" in g["provenance"]["command"] for g in gates)
+    # the stand-in's own runner adds the whole-tensor cosine (`npu_ledger.cosine`) to its per-layer rows, and the
+    # block gate reads it where it is there (npu_kernels/backends/mlir_air.py `cosine_source`); the schema-only runner
+    # of tests/e2e/test_mlir_air_twin.py writes only mlir-air's schema and is read as the mean per-position cosine
+    block = next(e["payload"] for e in events if e["type"] == "BlockValidated")
+    assert block["provenance"]["cosine_source"] == "whole-tensor"

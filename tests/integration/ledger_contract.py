@@ -64,6 +64,17 @@ class LedgerContract:
         assert [e.version for e in events] == [1, 2]
         assert events[0].event == PhaseStarted(phase=0, attempt=1)
 
+    def test_append_recorded_returns_the_records_as_a_fresh_reader_reads_them_and_extends_the_cache(self):
+        ledger = open_ledger(self.url)
+        ledger.append("deployment:b", 0, [_lesson(0)])
+        assert [e.seq for e in ledger.all_events()] == [1]  # the whole read: the cache starts
+        batch = [NewEvent(event=PhaseStarted(phase=0, attempt=1)), NewEvent(event=_lesson(1))]
+        seqs, records = ledger.append_recorded("deployment:a", 0, batch)
+        assert seqs == [2, 3] and records == open_ledger(self.url).read_stream("deployment:a")
+        assert records[0].event == PhaseStarted(phase=0, attempt=1) and records[1].hash
+        assert ledger.all_events() == open_ledger(self.url).read_all()  # the cache holds the appended records
+        assert ledger.append_recorded("deployment:a", 0, batch) == ([2, 3], None)  # a retry: recorded earlier
+
     def test_a_stale_expected_version_raises_and_writes_nothing(self):
         ledger = open_ledger(self.url)
         ledger.append("deployment:a", 0, [_lesson(1)])

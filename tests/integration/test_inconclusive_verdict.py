@@ -8,7 +8,10 @@ the tests count tries (a line per try in a file, the try's own pid), never time 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -169,3 +172,118 @@ def test_a_phase_figure_that_ended_on_a_retry_records_its_inconclusive_tries_in_
     m = backend.measure_prefill(None)
     assert m.median_s == pytest.approx(0.5) and len(_tries(d)) == 2
     assert m.detail["provenance"]["inconclusive_tries"] == 1
+
+
+# --- Phase 1: a kernel harness run on the twin that times out (issue 46 item 4, the Phase 1 half) ----------------
+
+HARNESS_LIMIT_S = 1.0  # each harness try's limit (the harness table's timeout_s); a hanging twin harness sleeps 3600 s
+
+
+def _twin_env(root: Path, monkeypatch, faults: str) -> Path:
+    """A twin whose harnesses named in `faults` hang (npu_kernels.mlir_air.twin.harness: `KIND: hang [N]`), and a
+    harness table overlay giving every harness run HARNESS_LIMIT_S."""
+    from npu_kernels.mlir_air.twin import write_twin
+
+    twin = write_twin(root / "mlir-air")
+    table = root / "timeouts.toml"
+    table.write_text(f"[settings]\ntimeout_s = {HARNESS_LIMIT_S}\n")
+    for name, value in (("MLIR_AIR_DIR", twin), ("LEDGER_NPU_LOCK", root / "npu.lock"),
+                        ("NPU_LEDGER_HARNESSES", table), ("NPU_LEDGER_TWIN_FAULTS", faults)):
+        monkeypatch.setenv(name, str(value))
+    return twin
+
+
+def test_a_phase_1_harness_that_times_out_on_every_try_makes_the_attempt_inconclusive_not_a_failure(
+        tmp_path, tiny_llama, monkeypatch):
+    """Every twin harness hangs; each try is killed at the table's timeout_s (on a loaded machine before the harness
+    reaches its sleep, maybe: a run past its limit either way). The tries are counted from the executor's warning
+    lines on stderr (lock.run_retried), one per fresh process; nothing is timed."""
+    from npu_kernels.mlir_air.twin.harness import KINDS
+
+    _twin_env(tmp_path, monkeypatch, ",".join(f"{k}: hang" for k in KINDS))
+    ws = tmp_path / "ws"
+    for args in (("init", str(tiny_llama), "--name", "tiny", "--executor", "mlir-air"), ("advance", "tiny", "--until", "0")):
+        proc = in_process(ws, *args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = in_process(ws, "advance", "tiny", "--until", "1")
+    assert proc.returncode == 1
+    assert "phase 1 INCONCLUSIVE (attempt 1, 3 tries)" in proc.stderr and "FAILED" not in proc.stderr
+    # the executor's warning per try killed at its limit (lock.run_retried), each the same twin harness command
+    timed_out = re.findall(r"device run timed out\s+attempt=(\d) command='(make -C \S+) [^']*' timeout_s=(\S+)",
+                           proc.stderr)
+    assert [a for a, _, _ in timed_out] == ["1", "2", "3"] and {t for _, _, t in timed_out} == {f"{HARNESS_LIMIT_S}"}
+    assert len({c for _, c, _ in timed_out}) == 1 and "programming_examples/matrix_multiplication" in timed_out[0][1]
+    events = _stream(ws)
+    types = [e.type for e in events]
+    assert types[-3:] == ["PhaseStarted", "PhaseInconclusive", "FailureTriaged"]
+    assert "PhaseFailed" not in types and "KernelVerified" not in types  # no row, no failure
+    reason = events[-2].payload["reasons"][0]
+    assert reason.startswith("inconclusive: Phase 1 row 1/") and "gave no verdict on each of 3 tries" in reason
+    assert f"timed out after {HARNESS_LIMIT_S:g} s" in reason and events[-2].payload["tries"] == 3
+    assert events[-1].payload["matches"][0]["rule_id"] == "device-run-inconclusive"
+    state = fold(events)
+    assert state.status.value == "phase1" and state.failures.get(Phase.KERNELS, 0) == 0
+    status = json.loads(in_process(ws, "status", "tiny", "--json").stdout)
+    assert (status["inconclusive"]["phase"], status["inconclusive"]["tries"]) == (1, 3)
+    # the runner the evaluator's re-measurement and `reverify` make (no inconclusive_up): the same hang is a FAIL
+    # row saying it timed out on every try (evidence of that re-measurement, as before), never an exception
+    from npu_kernels.backends.kernel_runners import make_runner
+    from npu_kernels.numerics.catalog import CATALOG
+    from npu_kernels.numerics.row import KernelRow
+
+    row = KernelRow("eltwise_add", dict(CATALOG["eltwise_add"].small_shape))
+    fields = make_runner("mlir-air").verify(row, attempt=1, when="2026-12-04T00:00:00Z", host="h").fields
+    assert fields["verdict"] == "FAIL" and fields["not_measured"] == "timeout"
+
+
+def test_a_harness_run_killed_at_its_timeout_then_ended_is_its_result_with_the_try_recorded(tmp_path, monkeypatch):
+    """A stand-in harness (the harness table's command for eltwise_add) that sleeps past the table's timeout_s on its
+    first try and prints the twin's transcript of the same row on the next: the row's run is the second try's, and
+    its provenance says one try gave no verdict. A first try that ends records nothing about retries."""
+    from npu_kernels.mlir_air.twin.harness import main as twin_harness
+    from npu_kernels.numerics.catalog import CATALOG
+
+    n = CATALOG["eltwise_add"].small_shape["N"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):  # the twin's harness in this process: its transcript of the row
+        assert twin_harness(["eltwise_add", "--shape", str(n), "--tile", "2048", "--perf-iters", "20"]) == 0
+    (tmp_path / "transcript.txt").write_text(printed.getvalue())
+    (tmp_path / "harness.sh").write_text(
+        'n=$(cat tries.txt 2>/dev/null | wc -l); echo "try $$" >> tries.txt\n'
+        f'if [ "$n" -lt "$HANG" ]; then sleep 600; fi; cat transcript.txt\n')
+    table = tmp_path / "table.toml"
+    table.write_text(f'[settings]\ntimeout_s = {HARNESS_LIMIT_S}\n[harness.eltwise_add]\ncommand = "sh harness.sh"\n'
+                     f'cwd = "{tmp_path}"\n')
+    ex = MlirAirExecutor(harness_table=table, mlir_air_dir=str(tmp_path), lock_path=str(tmp_path / "npu.lock"))
+    monkeypatch.setenv("HANG", "1")
+    run = ex.run_harness("eltwise_add", {"N": n})
+    assert run.result.verdict == "PASS" and run.returncode == 0 and run.transcript == printed.getvalue()
+    assert run.provenance["inconclusive_tries"] == 1
+    tries = (tmp_path / "tries.txt").read_text().splitlines()
+    assert len(tries) == 2 and len(set(tries)) == 2  # two processes
+    monkeypatch.setenv("HANG", "0")
+    (tmp_path / "tries.txt").unlink()
+    run = ex.run_harness("eltwise_add", {"N": n})
+    assert run.result.verdict == "PASS" and "inconclusive_tries" not in run.provenance
+    assert len((tmp_path / "tries.txt").read_text().splitlines()) == 1
+
+
+def test_an_inconclusive_phase_1_row_is_triaged_on_its_own_evidence_too(deployment, monkeypatch):
+    """A Phase 1 row's harness that never ended carries the row (kernel, shape, tile, runtime_hang) to the triage of
+    the inconclusive attempt: a seq-first flash attention at head_dim 128 / lkp 64 is the known dk_chunks hang, ranked
+    above the generic no-verdict rule (the gate is the test's stand-in for gate 1 raising on its FA row)."""
+    ws, _, _ = deployment
+    row = {"kind": "kernel", "kernel": "flash_attention", "shape": {"lq": 512, "lk": 512, "dk": 128, "dv": 128,
+           "heads_q": 2, "heads_kv": 2}, "tile": {"lkp": 64, "layout": "seq-first"}, "runtime_hang": True,
+           "transcript": "attn_npu2: launching\n"}
+
+    def hung_row(run):
+        raise Inconclusive("Phase 1 row 4/17 flash_attention: `make run` gave no verdict on each of 3 tries, every one "
+                           "in a fresh process (the last timed out after 1 s)", 3, row)
+
+    monkeypatch.setitem(GATES, Phase.REFERENCE, hung_row)
+    assert in_process(ws, "advance", "tiny").returncode == 1
+    events = _stream(ws)
+    assert [e.type for e in events][-2:] == ["PhaseInconclusive", "FailureTriaged"]
+    assert [m["rule_id"] for m in events[-1].payload["matches"]] == ["fa-seqfirst-dk-chunks-hang",
+                                                                    "device-run-inconclusive"]

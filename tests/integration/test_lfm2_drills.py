@@ -5,7 +5,7 @@ emulated NPU2 against HF bf16.
   conv_taps_reversed  the taps newest-first: the Phase 2 block gate (and, as a kernel, the conv1d row with its
                       nonzero pad: tests/unit/test_conv_kernels.py)
   conv_state_dropped  the prefill's state not carried into the decode: invisible to the block gate (prefill only),
-                      caught by the carried-state check (npu_kernels.model.conv_state) and by the token gate
+                      caught by the carried-state check (npu_kernels.model.features.short_conv) and by the token gate
 
 The production pipeline passes all three checks; the carried state matches HF's conv cache."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from npu_kernels.model.architecture import load_raw_config, resolve
 from npu_kernels.model.compare import block_gate, block_kernel_order
-from npu_kernels.model.conv_state import carried_state_check
+from npu_kernels.model.features.short_conv import carried_state_check
 from npu_kernels.model.faults import build_pipeline
 from npu_kernels.model.hf_reference import HfRunner
 from npu_kernels.model.options import PipelineOptions

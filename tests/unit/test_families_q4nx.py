@@ -10,7 +10,8 @@ import numpy as np
 from npu_kernels.model.architecture import load_raw_config, resolve
 from npu_kernels.model.q4nx import read_bundle
 from npu_kernels.model.q4nx_bundle import bundle_problem, host_dequantised_weights, write_bundle, write_reference_folder
-from npu_kernels.model.weights import fuse, read_checkpoint, split_fused
+from npu_kernels.model.features.fused_projections import fuse, split_fused
+from npu_kernels.model.weights import read_checkpoint
 
 
 def test_split_then_fuse_gives_back_the_phi3_checkpoint_bit_for_bit(tiny_phi3):

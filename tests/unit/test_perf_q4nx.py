@@ -19,6 +19,7 @@ from npu_kernels.perf.q4nx import (
     held_out_table,
     predict_weights,
     q4_bytes,
+    runs_temporal_fa,
 )
 
 LLAMA_1B = "tests/fixtures/configs/llama-3.2-1b.json"
@@ -186,3 +187,27 @@ def test_the_on_device_residency_is_the_bf16_prefill_and_the_4_bit_decode_not_th
     # a host too small for it is refused by the 4-bit figure, not the bf16 one
     small = predict_weights(c, "q4nx-device", host_bytes=int(3.5 * 2**30))
     assert small.memory["fits"] and not predict(c, host_bytes=int(3.5 * 2**30)).memory["fits"]
+
+
+def _config(name: str):
+    return resolve(load_raw_config(f"tests/fixtures/configs/{name}"))
+
+
+def test_the_4_bit_prefill_of_a_24_by_8_head_llama_runs_seq_first_attention_without_host_transposes():
+    # llama32_3b_prefill.py:63-80 / fa_temporal.py:41-53 (e972f29): Phi-4-mini and Llama-3.2-3B (nb = 3) take the
+    # seq-first temporal kernel at 2048; Qwen3-4B's driver never calls it, and Llama-3.1-8B's nb = 4 only up to 1024
+    phi4, llama3b, qwen3_4b = _config("phi-4-mini-instruct.json"), _config("llama-3.2-3b.json"), _config("qwen3-4b.json")
+    assert runs_temporal_fa(phi4, 2048) and runs_temporal_fa(llama3b, 2048)
+    assert not runs_temporal_fa(qwen3_4b, 2048) and not runs_temporal_fa(qwen3_4b, 1024)
+    llama8b = anchor_config(next(r for r in anchors()["model"] if r["name"] == "Llama-3.1-8B"))
+    assert not runs_temporal_fa(llama8b, 2048) and runs_temporal_fa(llama8b, 1024)
+    assert not runs_temporal_fa(phi4, 2000)  # not a whole number of 256-row q tiles: head-first
+    bf16, dev = predict_weights(phi4, "bf16"), predict_weights(phi4, "q4nx-device")
+    transpose = bf16.host["prefill"]["seq<->head transpose"]
+    assert transpose > 0 and "seq<->head transpose" not in dev.host["prefill"]
+    assert dev.totals["prefill"]["host"] == pytest.approx(bf16.totals["prefill"]["host"] - transpose, abs=1e-3)
+    fa_saved = bf16.per_kernel["prefill"]["flash_attention"] - dev.per_kernel["prefill"]["flash_attention"]
+    assert (bf16.ttft_s - dev.ttft_s) * 1e3 == pytest.approx(fa_saved + transpose, abs=0.01)
+    assert "seq-first temporal-causal" in " ".join(dev.notes)
+    q_bf16, q_dev = predict_weights(qwen3_4b, "bf16"), predict_weights(qwen3_4b, "q4nx-device")
+    assert q_dev.host["prefill"]["seq<->head transpose"] == q_bf16.host["prefill"]["seq<->head transpose"] > 0

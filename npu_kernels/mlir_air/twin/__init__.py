@@ -157,7 +157,8 @@ mlir-air prints. What differs:
 
 Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
 eltwise_add, silu_mul, gelu, dequant_q4nx, eltwise_mul, conv1d) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
-NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `profile-prefill@L: CAUSE` (or
+NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `KIND: hang` makes that harness hang until it is killed at
+its timeout. A line `profile-prefill@L: CAUSE` (or
 `profile-decode@C: CAUSE`) makes a model directory's prefill at padded length L (decode at context C) fail with
 that cause (no_registry_shape, bd_exhaustion, method_tile_mismatch, stitcher_mixed_tile_m, device_fail,
 xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), printed as mlir-air's sweeps read it.

@@ -16,13 +16,16 @@ eltwise add, GELU, SiLU-and-Mul), else the project's own generator (`KernelSpec.
 
 A fault file (`twin-faults.txt` in the twin's root, or env NPU_LEDGER_TWIN_FAULTS, comma-separated) naming
 KIND makes the harness fail to compile: an aircc-style error line and exit status 1, which make reports as
-`make: *** [Makefile:N: run] Error 1`. A line `KIND: TEXT` prints TEXT as the compiler's error.
+`make: *** [Makefile:N: run] Error 1`. A line `KIND: TEXT` prints TEXT as the compiler's error. A line `KIND: hang`
+makes every run of it hang instead (a dispatch that never returns, as after an NPU2 TDR) until its caller kills it at
+the harness table's timeout_s.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +43,8 @@ ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
          "silu_mul", "gelu", "dequant_q4nx", *harness_conv.KINDS)
+HANG = "hang"  # the fault text that hangs the harness (module docstring)
+HANG_S = 3600.0  # far past any test's timeout: the run ends when its caller kills it
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
 Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
@@ -337,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         _parser(kind).error("--perf-iters must be >= 0")
     kernel, shape, contract, tile, perf_flops, compile_only = _check(kind, a)
     broken = faults().get(kind)
+    if broken == HANG:
+        print(f"{kind}: running on the device", flush=True)
+        time.sleep(HANG_S)  # only the caller's kill at its timeout ends it
+        return 1
     if broken:  # a compile failure: the compiler's error on stderr, exit 1 (make prints its own Error line)
         print(f"aircc: compiling the {kind} harness", flush=True)
         print(broken, file=sys.stderr, flush=True)

@@ -1,17 +1,31 @@
 """The family adapters: one module per decoder family, each turning a config.json into the architecture
 description (`npu_kernels.model.description`). The only code that knows a family or architecture by name
 (tests/unit/test_families.py checks it); `family_of` picks the adapter, `refused_reason` names a family's
-missing piece in one line.
+missing piece in one line. Every module of this package but `common` and `refused` is an adapter module, found
+here by its `ADAPTERS` (its `Family` records): a new family is its module alone, naming the model features
+(npu_kernels.model.features) it combines.
 
 Imported by npu_kernels.model.architecture (assess / resolve) only; everything else reads the description."""
 
 from __future__ import annotations
 
-from npu_kernels.model.families import common, gemma, lfm2, llama, phi3, qwen, refused
+import importlib
+import pkgutil
+
+from npu_kernels.model.families import common, gemma, refused
 from npu_kernels.model.families.common import Family
 
-FAMILIES: tuple[Family, ...] = (llama.LLAMA, llama.MISTRAL, qwen.QWEN2, qwen.QWEN3, phi3.PHI3, gemma.GEMMA3,
-                                 lfm2.LFM2)
+
+def _adapters() -> tuple[Family, ...]:
+    """The `ADAPTERS` of every adapter module of this package, by module name."""
+    found: list[Family] = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name not in ("common", "refused"):
+            found += importlib.import_module(f"{__name__}.{info.name}").ADAPTERS
+    return tuple(found)
+
+
+FAMILIES: tuple[Family, ...] = _adapters()
 MODEL_TYPES = {t: f.architectures[0] for f in FAMILIES for t in f.model_types} | refused.MODEL_TYPES
 
 

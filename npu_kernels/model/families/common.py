@@ -6,10 +6,12 @@ type for Gemma3) and the checks of the values an adapter reads (`positive_number
 from __future__ import annotations
 
 from dataclasses import dataclass
-import math
 from typing import Any, Callable
 
 from npu_kernels.model.description import Description
+# the checks of a value an adapter reads live beside the features that read most of them; re-exported here
+from npu_kernels.model.features.checks import (integer_problems, layer_type_problems, number_problems,  # noqa: F401
+                                               positive_integer, positive_number)
 
 SILU = {"silu", "swish"}
 
@@ -23,8 +25,10 @@ class Family:
     problems: Callable[[dict[str, Any], str], list[str]]  # (raw, arch) -> one sentence per unsupported feature
     tie_default: bool = False  # transformers' default of tie_word_embeddings for this family's config class
     qkv_bias: bool = False  # implied by the family (the ConfigResolved / assessment flags)
-    qk_norm: bool = False
-    windows: bool = False  # the adapter describes sliding-window layers (else a window is refused)
+    # the model features (npu_kernels.model.features) the adapter describes: "qk_norm" (the ConfigResolved /
+    # assessment flag), "sliding_window" (else a window is refused), "short_conv"; each feature's config keys,
+    # checks, reference step, plan rows and drills are its module's
+    features: tuple[str, ...] = ()
     # (raw config.json, the sizes the generic resolver read) -> the sizes this family means (LFM2: the MLP width
     # after block_auto_adjust_ff_dim, the eps under norm_eps); None: the generic reading stands
     sizes: Callable[[dict[str, Any], Any], Any] | None = None
@@ -32,6 +36,14 @@ class Family:
     # (a factor of 0, layer_types of another length), naming the key: refused at `init` before anything is recorded
     # (npu_kernels.model.architecture.config_problems); an unsupported but well-formed feature is `problems`'
     malformed: Callable[[dict[str, Any]], list[str]] | None = None
+
+    @property
+    def qk_norm(self) -> bool:
+        return "qk_norm" in self.features
+
+    @property
+    def windows(self) -> bool:
+        return "sliding_window" in self.features
 
 
 def rope_params(raw: dict[str, Any], layer_type: str | None = None) -> dict[str, Any]:
@@ -94,48 +106,3 @@ def swiglu_problems(raw: dict[str, Any], arch: str, biased_attention_ok: bool = 
     if raw.get("attention_bias") and not biased_attention_ok:
         reasons.append(f"{arch} has attention biases including o_proj (attention_bias=true); not supported.")
     return reasons
-
-
-def _cut(value: Any, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def positive_number(value: Any) -> bool:
-    """A JSON number (not true/false) that is positive and finite."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < value < math.inf
-
-
-def positive_integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def number_problems(raw: dict[str, Any], keys: tuple[str, ...], where: str = "") -> list[str]:
-    """Each of `keys` present in `raw` that is not a positive finite number, named (`where` prefixes the key)."""
-    return [f"{where}{k} {_cut(raw[k])} must be a positive finite number" for k in keys
-            if raw.get(k) is not None and not positive_number(raw[k])]
-
-
-def integer_problems(raw: dict[str, Any], keys: tuple[str, ...], where: str = "") -> list[str]:
-    """Each of `keys` present in `raw` that is not a positive JSON integer, named."""
-    return [f"{where}{k} {_cut(raw[k])} must be a positive integer" for k in keys
-            if raw.get(k) is not None and not positive_integer(raw[k])]
-
-
-def layer_type_problems(raw: dict[str, Any], family: str, kinds: tuple[str, ...]) -> list[str]:
-    """`layer_types`, when present: a list of one of `kinds` per layer (`num_hidden_layers` of them), as
-    transformers' `PreTrainedConfig.validate_layer_type` requires; the first entry that is not is named."""
-    types = raw.get("layer_types")
-    if types is None:
-        return []
-    if not isinstance(types, list):
-        return [f"layer_types {_cut(types)} is not a list"]
-    problems = []
-    n = raw.get("num_hidden_layers")
-    if positive_integer(n) and len(types) != n:
-        problems.append(f"layer_types has {len(types)} entries; num_hidden_layers is {n}")
-    bad = next((i for i, t in enumerate(types) if t not in kinds), None)
-    if bad is not None:
-        problems.append(f"layer_types[{bad}] {_cut(types[bad])} is not one of {family}'s layer types "
-                        f"({', '.join(kinds)})")
-    return problems

@@ -27,11 +27,12 @@ import ml_dtypes
 import numpy as np
 
 from npu_kernels.model.description import FULL, GELU_TANH_GLU, LLAMA_TENSORS, SANDWICH, SLIDING, Description, Layer, rope_of
-from npu_kernels.model.families.common import (Family, activation, integer_problems, layer_type_problems,
-                                               number_problems, rope_scaling, rope_theta)
+from npu_kernels.model.families.common import (Family, activation, layer_type_problems, number_problems,
+                                               rope_scaling, rope_theta)
+from npu_kernels.model.features import sliding_window
 
 GELU_TANH = {"gelu_pytorch_tanh", "gelu_tanh", "gelu_new"}
-LAYER_TYPES = ("full_attention", "sliding_attention")  # transformers' Gemma3TextConfig.layer_types
+LAYER_TYPES = (sliding_window.FULL_KIND, sliding_window.SLIDING_KIND)  # transformers' Gemma3TextConfig.layer_types
 LM_HEAD_PARTITION = 16384  # gemma3_4b_q4nx_prefill.py:73-76
 # HF Gemma3 names the norm on the attention output post_attention_layernorm and the pre-FFN norm
 # pre_feedforward_layernorm (weights.py:215-220 reads the four in this order)
@@ -43,15 +44,6 @@ def text_config(raw: dict[str, Any]) -> dict[str, Any]:
     """A multimodal folder's text decoder config (its `text_config`), else the config itself."""
     text = raw.get("text_config")
     return {**text, "architectures": raw.get("architectures")} if isinstance(text, dict) else raw
-
-
-def _layer_types(raw: dict[str, Any]) -> list[str]:
-    n = int(raw["num_hidden_layers"])
-    types = raw.get("layer_types")
-    if isinstance(types, list) and len(types) == n:
-        return [str(t) for t in types]
-    pattern = int(raw.get("sliding_window_pattern") or 6)
-    return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
 
 
 def _local_theta(raw: dict[str, Any]) -> float:
@@ -67,7 +59,7 @@ def _malformed(raw: dict[str, Any]) -> list[str]:
     architecture.config_problems'."""
     raw = text_config(raw)
     return (layer_type_problems(raw, "Gemma3", LAYER_TYPES)
-            + integer_problems(raw, ("sliding_window", "sliding_window_pattern"))
+            + sliding_window.malformed(raw)
             + number_problems(raw, ("rope_local_base_freq", "query_pre_attn_scalar")))
 
 
@@ -80,9 +72,7 @@ def _problems(raw: dict[str, Any], arch: str) -> list[str]:
     for key in ("attn_logit_softcapping", "final_logit_softcapping"):
         if raw.get(key) is not None:
             reasons.append(f"{arch} caps logits ({key}={raw[key]}); soft-capping is not implemented.")
-    window = raw.get("sliding_window")
-    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
-        reasons.append(f"{arch} has no positive integer sliding_window.")
+    reasons += sliding_window.problems(raw, arch)
     scalar, head_dim = raw.get("query_pre_attn_scalar"), raw.get("head_dim")
     if scalar is not None and head_dim is not None and scalar != head_dim:
         reasons.append(f"{arch} scales attention by query_pre_attn_scalar {scalar!r}, not head_dim {head_dim}; the "
@@ -92,15 +82,15 @@ def _problems(raw: dict[str, Any], arch: str) -> list[str]:
 
 def describe(raw: dict[str, Any], c) -> Description:
     raw = text_config(raw)
-    window = int(raw["sliding_window"])
+    window = sliding_window.width(raw)
     per_type = isinstance(raw.get("rope_parameters"), dict) and "full_attention" in raw["rope_parameters"]
     # transformers 5: rope_parameters per layer type; transformers 4: rope_theta / rope_scaling are the global
     # layers', rope_local_base_freq the local layers' (plain RoPE)
     global_rope = rope_of(rope_theta(raw, "full_attention", 1000000.0),
                           rope_scaling(raw, "full_attention") if per_type else rope_scaling(raw))
     local_rope = rope_of(_local_theta(raw), rope_scaling(raw, "sliding_attention") if per_type else None)
-    layers = tuple(Layer(mixer=SLIDING, window=window, rope=local_rope) if t == "sliding_attention"
-                   else Layer(mixer=FULL, rope=global_rope) for t in _layer_types(raw))
+    layers = tuple(Layer(mixer=SLIDING, window=window, rope=local_rope) if t == sliding_window.SLIDING_KIND
+                   else Layer(mixer=FULL, rope=global_rope) for t in sliding_window.layer_kinds(raw))
     scalar = float(raw.get("query_pre_attn_scalar") or c.head_dim)
     embed_scale = float(np.float32(math.sqrt(c.emb_dim)).astype(ml_dtypes.bfloat16).astype(np.float32))
     prefix = "model.language_model." if raw.get("architectures") and "Conditional" in raw["architectures"][0] else "model."
@@ -113,4 +103,5 @@ def describe(raw: dict[str, Any], c) -> Description:
 
 
 GEMMA3 = Family("gemma3", ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"), ("gemma3_text", "gemma3"),
-                describe, _problems, tie_default=True, qk_norm=True, windows=True, malformed=_malformed)
+                describe, _problems, tie_default=True, features=("qk_norm", "sliding_window"), malformed=_malformed)
+ADAPTERS = (GEMMA3,)

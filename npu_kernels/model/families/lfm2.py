@@ -30,6 +30,7 @@ from typing import Any
 from npu_kernels.model.description import CONV, FULL, Description, Layer, rope_of
 from npu_kernels.model.families.common import (Family, integer_problems, layer_type_problems, number_problems,
                                                positive_integer, rope_scaling, rope_theta)
+from npu_kernels.model.features import short_conv
 
 LFM2_TENSORS = (
     ("attn_norm", "operator_norm.weight"),
@@ -47,7 +48,6 @@ LFM2_TENSORS = (
     ("w_up", "feed_forward.w3.weight"),
     ("w_down", "feed_forward.w2.weight"),
 )
-CONV_TAPS = 3  # the Conv1D kernel's k (kernel_registry/details/Conv1D_bf16.md at ff1efdb0)
 LAYER_TYPES = ("conv", "full_attention")  # transformers' Lfm2Config.layer_types
 
 
@@ -79,16 +79,6 @@ def _sizes(raw: dict[str, Any], c):
                    tie_word_embeddings=bool(raw.get("tie_word_embeddings", raw.get("tie_embedding", True))))
 
 
-def _problems(raw: dict[str, Any], arch: str) -> list[str]:
-    reasons = []
-    if raw.get("conv_bias"):
-        reasons.append(f"{arch} has convolution biases (conv_bias=true); the short-convolution block is bias-free.")
-    taps = raw.get("conv_L_cache", CONV_TAPS)
-    if taps != CONV_TAPS:
-        reasons.append(f"{arch} convolves {taps!r} taps (conv_L_cache); the Conv1D kernel has {CONV_TAPS}.")
-    return reasons
-
-
 def _malformed(raw: dict[str, Any]) -> list[str]:
     """The values `_layer_types`, `mlp_width` and `_sizes` read: layer_types (one of LAYER_TYPES per layer), else
     full_attn_idxs (layer indices), the MLP rounding (a positive integer multiple and factor) and norm_eps."""
@@ -110,9 +100,10 @@ def describe(raw: dict[str, Any], c) -> Description:
     layers = tuple(Layer(mixer=CONV, rope=rope) if t == "conv" else Layer(mixer=FULL, rope=rope)
                    for t in _layer_types(raw))
     return Description(family="lfm2", layers=layers, qk_norm=True, eps=c.rms_norm_eps,
-                       tied_head=c.tie_word_embeddings, tensors=LFM2_TENSORS, conv_taps=CONV_TAPS,
+                       tied_head=c.tie_word_embeddings, tensors=LFM2_TENSORS, conv_taps=short_conv.CONV_TAPS,
                        final_norm="embedding_norm.weight")
 
 
-LFM2 = Family("lfm2", ("Lfm2ForCausalLM",), ("lfm2",), describe, _problems, tie_default=True, qk_norm=True,
-              sizes=_sizes, malformed=_malformed)
+LFM2 = Family("lfm2", ("Lfm2ForCausalLM",), ("lfm2",), describe, short_conv.problems, tie_default=True,
+              features=("qk_norm", "short_conv"), sizes=_sizes, malformed=_malformed)
+ADAPTERS = (LFM2,)

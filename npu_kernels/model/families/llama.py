@@ -8,6 +8,7 @@ from typing import Any
 
 from npu_kernels.model.description import LLAMA_TENSORS, Description, Layer, rope_of
 from npu_kernels.model.families.common import Family, rope_scaling, rope_theta, rope_type, swiglu_problems
+from npu_kernels.model.features import sliding_window
 
 ROPE_TYPES = {"default", "linear", "llama3"}  # the scalings whose host cos/sin LUT the pipeline builds
 
@@ -30,13 +31,11 @@ def _llama_problems(raw: dict[str, Any], arch: str) -> list[str]:
 
 
 def _mistral_problems(raw: dict[str, Any], arch: str) -> list[str]:
-    if raw.get("sliding_window") is not None:  # Mistral's config enables its window whenever it sets one
-        return [f"{arch} uses sliding-window attention (sliding_window={raw.get('sliding_window')}); the "
-                "window is a mask only the Gemma3 adapter describes so far."]
-    return _llama_problems(raw, arch)
+    return sliding_window.refused_when_set(raw, arch) or _llama_problems(raw, arch)
 
 
 LLAMA = Family("llama", ("LlamaForCausalLM",), ("llama",), lambda raw, c: describe_llama_form(raw, c, "llama"),
                _llama_problems)
 MISTRAL = Family("mistral", ("MistralForCausalLM",), ("mistral",),
                  lambda raw, c: describe_llama_form(raw, c, "mistral"), _mistral_problems)
+ADAPTERS = (LLAMA, MISTRAL)

@@ -6,17 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from npu_kernels.model.families.common import Family, swiglu_problems
+from npu_kernels.model.features import sliding_window
 from npu_kernels.model.families.llama import describe_llama_form, rope_problems
 
 
 def _problems(raw: dict[str, Any], arch: str) -> list[str]:
-    if raw.get("use_sliding_window") is True:
-        return [f"{arch} uses sliding-window attention (use_sliding_window=true); the window is a mask only "
-                "the Gemma3 adapter describes so far."]
+    refused = sliding_window.refused_when_enabled(raw, arch)
+    if refused:
+        return refused
     return swiglu_problems(raw, arch, biased_attention_ok=arch == "Qwen2ForCausalLM") + rope_problems(raw, arch)
 
 
 QWEN2 = Family("qwen2", ("Qwen2ForCausalLM",), ("qwen2",),
                lambda raw, c: describe_llama_form(raw, c, "qwen2", qkv_bias=True), _problems, qkv_bias=True)
 QWEN3 = Family("qwen3", ("Qwen3ForCausalLM",), ("qwen3",),
-               lambda raw, c: describe_llama_form(raw, c, "qwen3", qk_norm=True), _problems, qk_norm=True)
+               lambda raw, c: describe_llama_form(raw, c, "qwen3", qk_norm=True), _problems, features=("qk_norm",))
+ADAPTERS = (QWEN2, QWEN3)

@@ -1,0 +1,76 @@
+"""The click commands made from the verb table (`handlers.verbs.VERBS`): one command per row, its arguments and
+options from the request's fields, `--json` printing the result, the text mode the row's `render`, the exit
+status the row's `exit`. Errors are the group's (handlers.cli.main.LedgerGroup): one `error: ...` line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+import click
+
+from handlers.bootstrap import App
+from handlers.cli.common import cli_call
+from handlers.verbs import VERBS, Verb, field_type
+
+
+def _click_type(f: dataclasses.Field):
+    """The click type of a request field: its `click_type`, else from its MCP property (enum: Choice; integer with
+    bounds: IntRange; number with a minimum: FloatRange), else the annotation."""
+    if f.metadata["click_type"] == "dir":
+        return click.Path(file_okay=False)
+    if f.metadata["click_type"] is not None:
+        return f.metadata["click_type"]
+    schema, (base, _) = f.metadata["schema"], field_type(f)
+    if "enum" in schema:
+        return click.Choice(list(schema["enum"]))
+    if base is int and ("minimum" in schema or "maximum" in schema):
+        return click.IntRange(schema.get("minimum"), schema.get("maximum"))
+    if base is float and "minimum" in schema:
+        return click.FloatRange(min=schema["minimum"])
+    return base
+
+
+def _param(f: dataclasses.Field) -> click.Parameter:
+    cli, base = f.metadata["cli"], field_type(f)[0]
+    has_default = f.default is not dataclasses.MISSING
+    if not cli.startswith("-"):  # a positional argument
+        return click.Argument([f.name], required=not has_default, type=_click_type(f))
+    required = f.metadata["required"] if f.metadata["required"] is not None else not has_default
+    if base is bool:
+        return click.Option([cli, f.name], is_flag=True, help=f.metadata["help"])
+    extra = {"default": f.default} if has_default else {}  # click: an explicit default=None is a value given
+    return click.Option([cli, f.name], type=_click_type(f), required=required, help=f.metadata["help"],
+                        show_default=f.metadata["show_default"], **extra)
+
+
+def command_of(verb: Verb) -> click.Command:
+    """The click command of `verb` (its last word; a group's sub-command is added to its group by the caller)."""
+
+    @click.pass_obj
+    def callback(app: App, as_json: bool, **values) -> None:
+        vc = cli_call(app)
+        request = verb.request(**values)
+        result = verb.call(vc, request)
+        if as_json:
+            click.echo(json.dumps(result, indent=verb.json_indent, sort_keys=verb.json_sort_keys, default=str,
+                                   allow_nan=True))
+        else:
+            for line, to_stderr in verb.render(result, request).lines:
+                click.echo(line, err=to_stderr)
+        code = verb.exit(result)
+        if code:
+            sys.exit(code)
+
+    params = [_param(f) for f in verb.fields()]
+    params.append(click.Option(["--json", "as_json"], is_flag=True, help=verb.json_help))
+    return click.Command(verb.name.split(" ")[-1], callback=callback, params=params, help=verb.help)
+
+
+commands = [command_of(v) for v in VERBS if " " not in v.name]
+
+
+def group_commands(group: str) -> list[click.Command]:
+    """The commands of the rows under `group` ("perf": `perf calibrate`), for its module to add to its group."""
+    return [command_of(v) for v in VERBS if v.name.split(" ")[0] == group and " " in v.name]

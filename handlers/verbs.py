@@ -1,0 +1,513 @@
+"""One row per verb: its typed request, its handler, its result, and from them both faces -- the click command
+(`handlers.cli.verbs.command_of`) and the MCP tool (`handlers.mcp.call.tool_of` with `input_schema`).
+
+A row (`Verb`) holds:
+  name      the CLI's words ("lesson", "registry lookup"); the tool's name is the same with `_` for spaces and `-`
+  request   a frozen dataclass: one field per argument, its type the Python annotation, its faces in the field's
+            metadata (`arg`): the CLI declaration (`NAME` for a positional argument, `--option` for an option), the
+            help line, and the MCP property (a JSON Schema fragment). The click type of an option is derived from
+            that fragment (an `enum` is a Choice, `minimum`/`maximum` an IntRange, a boolean a flag) unless the
+            field says `click_type` (where the CLI has always been looser or stricter than the tool).
+  handle    (VerbCall, request) -> the result as the CLI's --json prints it (`handlers.results` producers); the
+            result schema is `results.SCHEMAS[tool]` / `results_workbench.SCHEMAS[tool]`
+  render    (result, request) -> `Output`: the CLI's text (stdout and stderr lines); the --json text is the result
+  exit      result -> exit status (both CLI modes; the tool returns the result whatever it says)
+  post      the one post-commit step both faces share (`post_commit`): "" (reads), "after" (a write that
+            succeeded), "recorded" (whatever happened, once the ledger holds the deployment `request.name`); a
+            request with a `name` is a deployment's, and only its projections are rebuilt
+
+The CLI's verbs without a row are in `handlers.cli` as hand-written click commands; `NOT_MIGRATED` says why for
+each, and `NOT_TOOLS` why a verb has no MCP tool (tests/unit/test_verbs.py checks that every CLI verb is one or
+the other, or has its tool).
+
+Imports: handlers (bootstrap, deploy, results, results_workbench, uow; calibrate, narrate when called),
+npu_kernels (the twin, the toolchain floor, calibration), registry.text, statemachine.mermaid. Never click and
+never the MCP SDK: the faces are made in handlers.cli and handlers.mcp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from handlers import deploy, results
+from handlers import results_workbench as rw
+from handlers.bootstrap import App
+from handlers.uow import existing_name, stream_id
+from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
+from registry.text import escaped, ledger_command, shown
+from statemachine.mermaid import mermaid
+
+NAME = {"type": "string", "minLength": 1, "description": "deployment name (`ledger status` lists them)"}
+TEXT = {"type": "string", "minLength": 1}
+
+
+def arg(cli: str, schema: dict | None = None, *, help: str | None = None, default: Any = dataclasses.MISSING,
+        click_type: Any = None, required: bool | None = None, cli_only: bool = False, path: str | None = None,
+        show_default: bool = False) -> Any:
+    """A request field: `cli` its CLI declaration (`NAME`: a positional argument, `--opt`: an option), `schema`
+    its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help).
+    `click_type` "dir" is a click.Path(file_okay=False). `path` names what a path argument is: the tool takes it
+    only inside the workspace or an --allow-dir folder (`VerbCall.place`), the CLI as given."""
+    meta = {"cli": cli, "schema": schema or {}, "help": help, "click_type": click_type, "required": required,
+            "cli_only": cli_only, "path": path, "show_default": show_default}
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What the CLI prints in text mode: (line, to stderr) in order."""
+
+    lines: list[tuple[str, bool]] = field(default_factory=list)
+
+    def out(self, line: str) -> "Output":
+        self.lines.append((line, False))
+        return self
+
+    def err(self, line: str) -> "Output":
+        self.lines.append((line, True))
+        return self
+
+
+def _as_given(value: str, what: str) -> str:
+    return value
+
+
+@dataclass
+class VerbCall:
+    """One call of a verb from either face: its App, where its warnings go (the CLI: stderr; MCP: the log) and
+    where a path argument may lie (the CLI: as given; MCP: `handlers.mcp.call.mcp_call` confines it)."""
+
+    app: App
+    warn: Callable[[str], None]
+    place: Callable[[str, str], str] = _as_given
+
+
+@dataclass(frozen=True)
+class Verb:
+    name: str
+    request: type
+    handle: Callable[[VerbCall, Any], Any]
+    help: str  # the CLI's help (the click docstring)
+    description: str  # the tool's description
+    render: Callable[[Any, Any], Output]
+    exit: Callable[[Any], int] = lambda result: 0
+    reads: bool = False  # opens the ledger read-only (both faces)
+    writes: str = ""  # what it appends, and through what ("" = it reads only): the tool's `writes`
+    long: bool = False  # reports progress; one long tool at a time per MCP server
+    post: str = ""  # "", "after" or "recorded": the post-commit projection step (`post_commit`)
+    json_indent: int | None = None  # the CLI's --json layout
+    json_sort_keys: bool = False
+    json_help: str | None = None
+
+    @property
+    def tool(self) -> str:
+        return self.name.replace(" ", "_").replace("-", "_")
+
+    def fields(self) -> list[dataclasses.Field]:
+        return list(dataclasses.fields(self.request))
+
+    def call(self, vc: VerbCall, request: Any) -> Any:
+        """Run the handler on `request` (its path arguments placed by `vc.place`), then the post-commit step this
+        row names; return the result."""
+        placed = {f.name: vc.place(getattr(request, f.name), f.metadata["path"]) for f in self.fields()
+                  if f.metadata["path"] and getattr(request, f.name) is not None}
+        request = dataclasses.replace(request, **placed) if placed else request
+        if self.reads:
+            vc.app.read_only = True
+        if self.post == "recorded":
+            try:
+                return self.handle(vc, request)
+            finally:
+                post_commit(vc, getattr(request, "name"))
+        result = self.handle(vc, request)
+        if self.post == "after":
+            post_commit(vc, getattr(request, "name", None))
+        return result
+
+    def request_from(self, arguments: dict[str, Any]) -> Any:
+        """The request from a tool's arguments (the schema's defaults filled in already; absent = the field's)."""
+        return self.request(**{f.name: arguments[f.name] for f in self.fields() if f.name in arguments})
+
+
+def post_commit(vc: VerbCall, name: str | None = None) -> None:
+    """The one step after a command that may have recorded something, shared by the CLI and the MCP tools: rebuild
+    the projections and keep the ledger's new checkpoint (`App.refresh_projections`), its warnings to `vc.warn`.
+
+    With `name` (a command that appends to deployment NAME's stream alone): only when the ledger holds NAME (a
+    misspelt name recorded nothing, so it writes no kernel_registry/ or llms/ into the folder either), and then
+    the registry and NAME's docs alone -- no other deployment's docs read that stream. The events are the ledger's
+    `all_events`, whose cache the command's own appends extended (`ledger.record.ReadsEverything.recorded`)."""
+    app = vc.app
+    if name is not None:
+        name = existing_name(app.ledger, name)  # as the command's unit named it (NFC unless the ledger holds it so)
+        if not app.ledger.stream_version(stream_id(name)):  # the version, not a read of the stream
+            return
+    for line in app.refresh_projections(only=None if name is None else [name]):
+        vc.warn(line)
+
+
+def field_type(f: dataclasses.Field) -> tuple[type, bool]:
+    """(the base type, whether None is allowed) of a request field's annotation."""
+    hint = f.type if not isinstance(f.type, str) else eval(f.type, {**vars(typing), **vars(types)}, {})  # noqa: S307
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        base = next(a for a in args if a is not type(None))
+        return base, type(None) in args
+    return hint, False
+
+
+_JSON_TYPE = {str: "string", int: "integer", bool: "boolean", float: "number"}
+
+
+def input_schema(verb: Verb) -> dict:
+    """The tool's input schema: each field's MCP property (its JSON type from the annotation unless the fragment
+    names one, its default), required when the field has no default; misspelt arguments refused."""
+    props, required = {}, []
+    for f in verb.fields():
+        if f.metadata["cli_only"]:
+            continue
+        base, _ = field_type(f)
+        prop = {"type": _JSON_TYPE[base], **f.metadata["schema"]}
+        if f.default is not dataclasses.MISSING and f.default is not None and "default" not in prop:
+            prop["default"] = f.default
+        props[f.name] = prop
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required.append(f.name)
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+# --- the rows -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LessonRequest:
+    name: str = arg("NAME", NAME)
+    text: str = arg("TEXT", TEXT)
+    phase: int | None = arg("--phase", {"minimum": 0, "maximum": 7}, default=None)
+
+
+def _lesson(vc: VerbCall, r: LessonRequest):
+    return results.lesson_json(r.name, deploy.lesson(vc.app.ledger, r.name, r.text, r.phase))
+
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    name: str = arg("NAME", NAME)
+    note: str = arg("--note", {**TEXT, "description": "what the human fixed"}, help="what the human fixed")
+
+
+def _resume(vc: VerbCall, r: ResumeRequest):
+    deploy.resume(vc.app.ledger, r.name, r.note)
+    return results.resume_json(r.name, deploy.status(vc.app.ledger, r.name)[0]["status"])
+
+
+@dataclass(frozen=True)
+class StatusRequest:
+    name: str | None = arg("NAME", NAME, default=None)
+
+
+def _status(vc: VerbCall, r: StatusRequest):
+    return results.status_json(deploy.status(vc.app.ledger, r.name), r.name)
+
+
+def _status_rows(result) -> list[dict]:
+    return result if isinstance(result, list) else [result]
+
+
+def status_row(name: str, status: str, passed: str, where: str, verdict: str) -> str:
+    """One line of `ledger status`'s table (its header too): name, status, the phases passed, executor/target and
+    the last verdict in columns."""
+    return f"{name:<28} {status:<20} {passed:<16} {where:<20} {verdict}".rstrip()
+
+
+def _status_text(result, r: StatusRequest) -> Output:
+    rows, out = _status_rows(result), Output()
+    if not rows:
+        out.out("no deployments yet (ledger init MODEL)")
+    elif any(row["status"] != "unreplayable" for row in rows):
+        out.out(status_row("deployment", "status", "phases passed", "executor/target", "last verdict"))
+    for row in rows:
+        if row["status"] == "unreplayable":
+            out.err(f"{shown(row['name']):<28} unreplayable: {shown(row['error'])}")
+            continue
+        passed = ",".join(map(str, row["phases_passed"])) or "none yet"
+        out.out(escaped(status_row(shown(row["name"]), row["status"], passed, f"{row['executor']}/{row['target']}",
+                                   row["last_verdict"])))
+        for b in row["blockers"]:
+            out.out(escaped(f"    blocker (seq {b['seq']}, phase {b['phase']}): {b['reason']}"))
+        if row.get("inconclusive"):
+            i = row["inconclusive"]
+            out.out(escaped(f"    INCONCLUSIVE (seq {i['seq']}, phase {i['phase']} attempt {i['attempt']}, "
+                            f"{i['tries']} tries; {i['in_a_row']} in a row, a blocker at {i['limit']}): "
+                            f"{'; '.join(i['reasons'])}"))
+        if row["triage"]:
+            out.out(escaped(f"    triage of seq {row['triage']['subject_seq']}: {row['triage']['summary']}"))
+            for m in row["triage"]["matches"]:
+                out.out(escaped(f"      - {m['rule_id']} ({m['confidence']:.2f}): {m['root_cause']} -> {m['remedy']}"))
+    return out
+
+
+@dataclass(frozen=True)
+class HistoryRequest:
+    name: str = arg("NAME", NAME)
+
+
+def _history(vc: VerbCall, r: HistoryRequest):
+    return results.history_json(deploy.history(vc.app.ledger, r.name))
+
+
+def _history_text(rows, r) -> Output:
+    from handlers.narrate import describe  # the timeline's one-line descriptions
+
+    out = Output()
+    for row in rows:
+        out.out(escaped(f"{row['seq']:>6}  {row['at'][:19]}  {row['type']:<24} {describe(row['type'], row['payload'])}"))
+    return out
+
+
+@dataclass(frozen=True)
+class NoRequest:
+    """A verb without arguments."""
+
+
+@dataclass(frozen=True)
+class LogRequest:
+    stream_id: str | None = arg("--stream", {**TEXT, "description": "only this stream, e.g. deployment:NAME "
+                                             "(`--stream`)"}, default=None,
+                                help="only this stream (e.g. deployment:smollm2_135m_instruct)")
+    after: int = arg("--after", {"minimum": 0}, default=0, help="only events after this seq", click_type=int)
+
+
+def _log(vc: VerbCall, r: LogRequest):
+    ledger = vc.app.ledger
+    events = ledger.read_stream(r.stream_id) if r.stream_id else ledger.read_all(after=r.after)
+    return rw.log_json([e for e in events if e.seq > r.after])
+
+
+def _short(payload: dict, limit: int = 110) -> str:
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _log_text(events, r) -> Output:
+    out = Output()
+    for e in events:
+        out.out(escaped(f"{e['seq']:>6}  {e['recorded_at'][:19]}  {shown(e['stream_id'])}@{e['version']}  "
+                        f"{e['type']:<22} {_short(e['payload'])}"))
+    return out
+
+
+def _head(vc: VerbCall, r: NoRequest):
+    checkpoint = vc.app.ledger.head()
+    identity = vc.app.ledger.identity()
+    warning = vc.app.keep_checkpoint(checkpoint)
+    if warning:
+        vc.warn(warning)
+    return rw.head_json(checkpoint, identity)
+
+
+def _graph(vc: VerbCall, r: NoRequest):
+    return rw.graph_json(mermaid())
+
+
+@dataclass(frozen=True)
+class CalibrateRequest:
+    name: str | None = arg("--name", {**TEXT, "maxLength": 120, "description": "the calibration's name (default "
+                                      "calibration-<n>)"}, default=None,
+                           help="the calibration's name (default calibration-<n>)", click_type=str)
+    device: str | None = arg("--device", {**TEXT, "description": "only the runs recorded on this device"}, default=None,
+                             help="only the runs recorded on this device (as their provenance names it)")
+
+
+def _calibrate(vc: VerbCall, r: CalibrateRequest):
+    from handlers.calibrate import calibrate  # the fit's numerics: loaded when a calibration is asked for
+    from npu_kernels.perf.calibration import CalibrationError
+
+    try:
+        return results.calibrate_json(calibrate(vc.app.ledger, r.name, r.device))
+    except CalibrationError as e:
+        raise CalibrationError(f"{e}; nothing was recorded") from None
+
+
+def _calibrate_text(out, r) -> Output:
+    text = Output().out(escaped(f"{out['name']} recorded at seq {out['seq']}: {len(out['rows'])} NPU2-measured "
+                                f"figures ({', '.join(d for d in out['devices'] if d) or 'device unnamed'})"))
+    for cname, c in out["constants"].items():
+        fixed = " (too small to fit: published value kept)" if c["group"] in out["fixed"] else ""
+        text.out(f"  {cname:<16} {c['value']:.4g} ± {c['error']:.2g} {c['unit']} (published {c['published']:.4g}){fixed}")
+    bars = ", ".join(f"{k} ±{v:.1%}" for k, v in out["error_bars"].items())
+    text.out(f"  figure error bars (2 x leave-one-out RMS): {bars}")
+    for row in out["left_out"]:  # never fitted: the audit's check or physics refuses its figures
+        text.out(escaped(f"  left out, implausible: {row['label']}: {row['why']}"))
+    return text
+
+
+@dataclass(frozen=True)
+class TwinRequest:
+    directory: str = arg("DIRECTORY", {**TEXT, "description": "the folder to write the stand-in checkout into"},
+                         click_type="dir", path="twin directory")
+    peano: str = arg("--peano", {"pattern": f"^{PEANO_VERSION}$", "description": "the Peano version the twin's "
+                                 "toolchain record says"}, default=TWIN_PEANO, show_default=True,
+                     help="the Peano (llvm-aie) version the twin's toolchain record says (`ledger doctor` checks its "
+                          "floor)")
+
+
+def _twin(vc: VerbCall, r: TwinRequest):
+    from npu_kernels.mlir_air.twin import write_twin
+
+    if not re.fullmatch(PEANO_VERSION, r.peano):  # the tool's schema has the pattern; the CLI's option is text
+        raise ValueError(f"--peano {escaped(r.peano)} is not a version (e.g. {TWIN_PEANO})")
+    return rw.twin_json(write_twin(r.directory, peano=r.peano))
+
+
+@dataclass(frozen=True)
+class DoctorRequest:
+    mlir_air_dir: str | None = arg("MLIR_AIR_DIR", {**TEXT, "description": "an mlir-air checkout (default: the "
+                                                    "server's $MLIR_AIR_DIR)"}, default=None, click_type="dir",
+                                   path="mlir-air checkout")
+
+
+def _doctor(vc: VerbCall, r: DoctorRequest):
+    from handlers.workbench import doctor_report  # ValueError: no checkout given or found
+
+    return rw.doctor_json(doctor_report(r.mlir_air_dir))
+
+
+def _doctor_text(report: dict, r: DoctorRequest) -> Output:
+    """The table, or the toolchain floor's refusal alone (one `error:` line): nothing built with it is usable."""
+    if report["toolchain_refusal"]:
+        return Output().err(f"error: {escaped(report['toolchain_refusal'])}")
+    out = Output()
+    if report["toolchain_warning"]:
+        out.err(f"warning: {report['toolchain_warning']}")
+    for line in doctor_lines(report):
+        out.out(line)
+    return out
+
+
+def doctor_lines(report: dict) -> list[str]:
+    """The table `ledger doctor` prints: a line per finding; in a twin, the checks that read the stand-in's own
+    copy of a file (not one in the directory) say so, and a line above the table says how many."""
+    findings = report["findings"]
+    rows = [("file", "checks", "status", "what differs")]
+    for f in findings:
+        absent = ", ".join(f["absent"] if f["status"] == "new" else map(repr, f["absent"]))
+        note = f"read the twin's own copy, {f['twin_copy']}" if f["twin_copy"] else ""
+        if f["status"] == "n/a" and f.get("since") and not report["twin"]:  # a file mlir-air added later
+            note = (f"not in this checkout: added upstream after {report['contract_commit'][:7]} (read at "
+                    f"{f['since'][:7]}): {f['what']}")
+        rows.append((f["file"], f["kind"], f["status"],
+                     "; ".join(x for x in (absent or ("file not found" if f["status"] == "missing" else ""), note) if x)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"checkout {report['checkout']} (commit {report['commit'] or 'unknown'}) against mlir-air contract "
+             f"v{report['contract_version']} (read at {report['contract_commit'][:7]})"]
+    copies = sum(1 for f in findings if f["twin_copy"])
+    if report["twin"]:
+        lines.append(f"a `ledger twin` stand-in: {copies} check(s) read npu-ledger's own copy of the file (named in "
+                     "the last column), not a file of this directory; n/a: no such file in a twin")
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3] for r in rows]
+    failing = [f for f in findings if f["fails"]]
+    lines.append(f"{len(failing)} difference(s) in {len({f['file'] for f in failing})} file(s)" if failing
+                 else "no difference: the checkout meets the contract")
+    return lines
+
+
+VERBS: list[Verb] = [
+    Verb("resume", ResumeRequest, _resume,
+         help="Record a human's fix after a blocker; allows one more attempt.",
+         description="After a blocker, record what the human fixed; allows one more attempt (`ledger resume`).",
+         render=lambda res, r: Output().out(f"{shown(r.name)} resumed; next: {ledger_command('advance', r.name)}"),
+         writes="DeploymentResumed with a non-empty note, only while a blocker is active; no verdict", post="after"),
+    Verb("lesson", LessonRequest, _lesson, help="Record a lesson learned for NAME.",
+         description="Record a lesson learned for NAME (`ledger lesson`).",
+         render=lambda res, r: Output().out(f"lesson recorded at seq {res['seq']}"),
+         writes="LessonRecorded (text for the LESSONS page; no gate reads it)", post="after"),
+    Verb("status", StatusRequest, _status,
+         help="Every deployment (or NAME) with its phase, last verdict, blockers and triage.",
+         description="Every deployment (or NAME) with its phase, last verdict, blockers and triage "
+                     "(`ledger status --json`).",
+         render=_status_text, reads=True, json_indent=1,
+         exit=lambda res: int(any(row["status"] == "unreplayable" for row in _status_rows(res)))),
+    Verb("history", HistoryRequest, _history, help="NAME's events as a readable timeline.",
+         description="NAME's events as a timeline, oldest first (`ledger history NAME --json`).",
+         render=_history_text, reads=True, json_indent=1),
+    Verb("graph", NoRequest, _graph,
+         help="Print the lifecycle as a Mermaid diagram (generated from the transitions table).",
+         description="The lifecycle as a Mermaid state diagram (`ledger graph --json`).",
+         render=lambda res, r: Output().out(res["mermaid"]), json_help='{"mermaid": TEXT}'),
+    Verb("head", NoRequest, _head,
+         help="Print a checkpoint SIZE:HASH of the ledger (keep it elsewhere; `verify --against` checks it).",
+         description="A checkpoint SIZE:HASH of the ledger to keep elsewhere (`ledger head --json`).",
+         render=lambda res, r: Output().out(f"{res['size']}:{res['hash']}"), reads=True),
+    Verb("log", LogRequest, _log, help="Print the ledger's events in global order.",
+         description="The ledger's events in global order, or one stream's (`ledger log --json`).",
+         render=_log_text, reads=True, json_indent=1, json_help="one JSON array of events"),
+]
+VERBS.append(Verb(
+    "perf calibrate", CalibrateRequest, _calibrate,
+    help="Fit the NPU2 model's per-machine constants (NPU time, BO write / read bandwidth, XRT call cost, host time) "
+         "to the ledger's NPU2-measured profile figures and record the fit with its data; `ledger predict` then "
+         "reports on this machine with leave-one-out error bars. With no such figures: says so, records nothing, "
+         "exit 1.",
+    description="Fit the NPU2 model's per-machine constants to the ledger's NPU2-measured profile runs "
+                "(`ledger perf calibrate --json`); predict then reports on this machine with error bars.",
+    render=_calibrate_text, writes="PerformanceCalibrated (stream perf:calibration): the fit and the data it was "
+    "fitted to", json_sort_keys=True, json_help="print the recorded fit as JSON"))
+VERBS.append(Verb(
+    "twin", TwinRequest, _twin,
+    help="Write an mlir-air stand-in (harness Makefiles, verify runner, prompts) into DIRECTORY; point MLIR_AIR_DIR "
+         "at it to rehearse the hardware workflow on this machine.",
+    description="Write an mlir-air stand-in checkout (harness Makefiles, verify runner) into a folder, to rehearse "
+                "the hardware path here (`ledger twin DIR --json`).",
+    render=lambda res, r: Output().out(f"mlir-air twin written to {res['dir']}; export {res['export']}"),
+    writes="no event: the stand-in's files in `directory`", json_help='{"dir": ..., "export": "MLIR_AIR_DIR=..."}'))
+VERBS.append(Verb(
+    "doctor", DoctorRequest, _doctor,
+    help="Check MLIR_AIR_DIR (default: $MLIR_AIR_DIR) against mlir-air contract CONTRACT_VERSION.",
+    description="Check an mlir-air checkout (default $MLIR_AIR_DIR) against the contract the tool was written for "
+                "(`ledger doctor --json`); in a twin, which checks read the stand-in's own copies.",
+    render=_doctor_text, exit=lambda report: 0 if report["clean"] else 1, json_indent=2,
+    json_help="print the findings as JSON"))
+BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
+BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
+
+# CLI verbs still written by hand in handlers.cli (their MCP tools in handlers.mcp.tools / workbench), and why. What
+# the table lacks for most: a path argument the tool confines to the workspace / --allow-dir folders (`Call.path`)
+# while the CLI takes it as given ("path"); an argument the CLI takes as text and the tool as an object (a shape
+# `M=..,K=..`, dims `k=v`: "text form"); the CLI's progress bars around a long verb ("progress").
+_PATH, _TEXT_FORM, _PROGRESS = "path", "text form", "progress"
+NOT_MIGRATED = {
+    "init": "prints the memory line and `note:` lines read after the commit, exits 3 on rejected; model/base: "
+            + _PATH,
+    "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
+               + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
+    "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
+    "plan": "its text mode prints the prefill-limit line from a second read of the target; target: " + _PATH,
+    "verify": "its text mode is the chain report's lines on stderr and exit 2; --against a BadParameter (exit 2)",
+    "predict": "target / png: " + _PATH + "; --curve's text and PNG",
+    "diagnose": _PROGRESS, "verify-model": _PROGRESS, "run": _PROGRESS, "optimise": _PROGRESS + "; --phase a "
+    "string choice on the CLI, an integer in the tool", "reverify": _PROGRESS + "; --all",
+    "kernel run": _TEXT_FORM + " (the shape)", "registry lookup": _TEXT_FORM + " (the dims)",
+    "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
+    "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
+    "quantize": _PATH, "scaffold": "the checkout from "
+    "$MLIR_AIR_DIR; ScaffoldError", "perf import-history": _PATH, "perf export-history": "--out FILE on the CLI",
+    "registry import": _PATH, "registry build": _PATH + " (--into-mlir-air); --check's exit status",
+}
+
+# CLI verbs that have no MCP tool, each with why (every other verb has its tool)
+NOT_TOOLS = {
+    "db setup": "an administrator's one-time act with superuser rights on the database, never an agent's",
+    "mcp": "the server itself",
+    "skills export": "writes the agent's own registration (.mcp.json) and skills: a person runs it once",
+    "worker": "a long-running process, one per NPU host: not a call that returns",
+    "evaluate": "the independent evaluator's hidden fresh process, started by audit / Phase 7 only",
+    "kernel list": "a text listing of the kernel catalog without a --json result (no schema yet): a row to add",
+}
