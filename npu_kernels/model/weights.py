@@ -291,8 +291,8 @@ def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
 
 def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
     """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values), each projection held once
-    as its (out, in) rows, its (in, out) field a view of them; RoPE scaling from the folder's config.json. A 4-bit deployment's host dequantisation
-    reads its bundle through this (npu_kernels.model.q4nx_bundle)."""
+    as its (out, in) rows, its (in, out) field a view of them; RoPE scaling from the folder's config.json. A 4-bit
+    deployment's host dequantisation reads its bundle through this (npu_kernels.model.q4nx_bundle)."""
     folder = Path(folder)
 
     def get(name: str, transpose: bool = False) -> np.ndarray:
