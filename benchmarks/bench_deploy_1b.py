@@ -188,7 +188,8 @@ def main() -> int:
         tail = log_path.read_text(errors="replace").strip().splitlines()
         row["last_lines"] = tail[-3:]
         rows.append(row)
-        print(f"{label:8} rc {row['rc']:>3}  wall {row['wall_s']:7.1f} s  cpu {row['cpu_user_s'] + row['cpu_sys_s']:7.1f} s"
+        cpu = row["cpu_user_s"] + row["cpu_sys_s"]
+        print(f"{label:8} rc {row['rc']:>3}  wall {row['wall_s']:7.1f} s  cpu {cpu:7.1f} s"
               f"  peak RSS {row['peak_rss_gib']:6.2f} GiB  {tail[-1] if tail else ''}", flush=True)
         if row["rc"] != 0:
             break
