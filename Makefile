@@ -45,6 +45,7 @@ bench: install
 	-$(BIN)/python benchmarks/bench_perf_model.py --out bench-results/perf_model.json
 	-$(BIN)/python benchmarks/bench_precision_lines.py --out bench-results/precision_lines.json
 	-$(BIN)/python benchmarks/bench_workers.py --out bench-results/workers.json
+	-$(BIN)/python benchmarks/bench_deploy_1b.py --out bench-results/deploy_1b.json
 
 clean:
 	rm -rf $(VENV) bench-results $(DEMO) *.egg-info

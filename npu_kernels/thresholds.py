@@ -256,6 +256,10 @@ CURVE_COMPARE_RTOL: dict[str, float] = {"modelled-npu2": FIGURE_RTOL}
 # The faithful emulator's own deviation (bfp16 operands, floor roundings) is 3-20x the reference's spread, so a band
 # derived from that spread would need a multiplier chosen for the emulator, which is what 1.10 already is; the band
 # stays where its measurements put it, not loosened. What the verdict now says is which criterion failed first.
+# At 1B size (random Llama-3.2-1B-shaped folder, tests/models.py's init, benchmarks/bench_deploy_1b.py, 2026-12-04)
+# the faithful emulator's Phase 3 walks: PPL 0.880 and 1.120, KL mean 0.047 both, KL max 0.13 / 0.17, top-5 32/32:
+# prompt 1 fails the band (1.12 > 1.10): a deviation of 0.12 either way, 4-7x the reference's own 0.967 .. 1.016
+# on that shape. A band derived from that spread fails the faithful datapath at 1B the more. Not moved: reported.
 
 TF_KL_MAX = 2.0  # faithful emulated max 0.838 (base 5): 2.4x margin (catches the gross faults)
 TF_KL_MEAN = 0.065  # faithful emulated instruct max 0.0251 (2.6x); kv_cache_off_by_one instruct min 0.108 (1.7x above)

@@ -22,7 +22,7 @@ from handlers.uow import DeploymentError, DeploymentUnit
 from handlers.workbench import next_steps
 from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
 from npu_kernels.model.config import position_limit
-from npu_kernels.model.host_memory import machine_memory_bytes, memory_line, memory_need
+from npu_kernels.model.host_memory import available_memory_bytes, machine_memory_bytes, memory_line, memory_need
 from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from npu_kernels.model.speculative import DEFAULT_BLOCK
 from ledger.canonical import dumps
@@ -61,7 +61,8 @@ def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | N
         click.echo(f"rejected: {e}", err=True)
         sys.exit(3)
     notes = list(deployment_config(app.ledger, created).arch.notes)  # e.g. a multimodal folder's text decoder
-    memory = memory_line(memory_need(deployment_config(app.ledger, created), executor), machine_memory_bytes())
+    memory = memory_line(memory_need(deployment_config(app.ledger, created), executor), machine_memory_bytes(),
+                         available_memory_bytes())
     click.echo(json.dumps({**results.init_json(created, executor, target, dtype), "notes": notes}) if as_json else
                "\n".join([memory, f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
                            f"{next_steps(created, executor)}", *(f"note: {escaped(n)}" for n in notes)]))

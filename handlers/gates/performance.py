@@ -201,6 +201,7 @@ def _optimise(ctx: GateRun, phase: int) -> GateOutcome:
     candidates = _candidates(ctx, phase, applied)
     # a test fault changes the numbers by definition; a switch does only where the backend says it can
     switches = {_name(phase, s) for s in SWITCHES} if base_backend.switches_keep_numbers else set()
+    del base_backend  # its pipeline's resident weights go now, not beside the trials' (issue 48 item 3: 1B peak RSS)
     shared = [n for n in candidates if n in switches]
     _per_switch(ctx, phase, run, [n for n in candidates if n not in shared])
     if shared:

@@ -162,10 +162,11 @@ class FaultyPipeline(NpuPipeline):
         """"down_bf16_accumulate": the partial sum is held in bf16 between K chunks."""
         if "down_bf16_accumulate" not in self.options.faults:
             return super()._down(layer, a, decode)
-        lw, k = self.weights.layers[layer], self.k
+        k = self.k
+        w_down = self.weights.layers[layer].w_down if decode else self._gemm_w(layer, "w_down")
         acc = None
-        for k0 in range(0, lw.w_down.shape[0], DOWN_BF16_CHUNK):
-            w = lw.w_down[k0 : k0 + DOWN_BF16_CHUNK]
+        for k0 in range(0, w_down.shape[0], DOWN_BF16_CHUNK):
+            w = w_down[k0 : k0 + DOWN_BF16_CHUNK]
             part = k.gemv(self._gemv_w(layer, "w_down")[:, k0 : k0 + DOWN_BF16_CHUNK],
                           a[0, k0 : k0 + DOWN_BF16_CHUNK])[None, :] if decode \
                 else k.gemm(a[:, k0 : k0 + DOWN_BF16_CHUNK], w)

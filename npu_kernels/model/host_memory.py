@@ -8,21 +8,33 @@ every executor. The estimate, from the config alone:
                tests/models.py's tiny Llama, 2026-12-04)
   weights      bytes per parameter (parameters: every tensor the config requires, `weights.expected_tensors`; a
                tied head counted once):
-                 emulated / torch  10: the HF bf16 reference (2), the pipeline's float32 copies of the bf16 values
-                                   (4, `weights.load_weights`) and the executor's resident converted copy of each
-                                   weight (4, `EmulatedExecutor._static`, the weight residency switch)
+                 emulated          8: the HF bf16 reference (2), the pipeline's float32 values of the bf16 weights,
+                                   each projection held once as the rows its GEMV streams (4, `weights.load_weights`),
+                                   and the executor's resident GEMM operand, held as bf16 bits (2,
+                                   `EmulatedExecutor._gemm_operand`, the weight residency switch; the embedding has
+                                   none, so 8 over-states a tied head by 2 B a value)
+                 torch             10: as emulated, but the torch executor keeps a bf16 copy of both the GEMM's and
+                                   the GEMV's operand (2 + 2; not measured at 1B)
                  mlir-air          4: the HF bf16 reference (2) and the NPU2's weight BOs, which live in the same
                                    host DDR (2, bf16)
-               measured: SmolLM2-135M-Instruct (134.5 M parameters) on the emulated executor peaked at 1.60 GiB RSS
-               through a token-gate prompt and the diagnosis: 0.41 GiB runtime + 9.5 B per parameter
+               measured on the emulated executor, a random-weight Llama-3.2-1B-size folder (1.236 G parameters,
+               benchmarks/bench_deploy_1b.py, 2026-12-04): Phase 0 (the reference alone) 2.78 GiB RSS = 0.48 GiB +
+               2.0 B per parameter; Phases 2-3 (the reference and the pipeline) 7.42-7.61 GiB = 6.0-6.2 B per
+               parameter + runtime; the Phases 4-6 work with every switch on (+ the resident operands; the
+               benchmark's ungated probe, Phase 3 having stopped the deployment) 9.36 GiB = 7.7 B per parameter +
+               runtime, under the 10.6 GiB this estimate states for it. Before the weights were held once
+               (dd99c44) the same deployment peaked at 22.7 GB, ~15 B per parameter: the float32 (in, out) copy, the
+               fused concatenation and its GEMV rows and the executor's float32 operand beside one another.
+               SmolLM2-135M-Instruct (134.5 M parameters) then peaked at 1.60 GiB (9.5 B per parameter).
   working set  at the compiled prefill length S = 2048 (Phase 1's GEMM rows, the Phases 4-6 prefill; the gates'
                own prompts are shorter, so an upper bound): both sides' KV caches (float32 + bf16: 6 B per element,
-               2 x layers x S x kv heads x head_dim), one layer's attention scores (S x S x heads, float32), one
-               prefill layer's activations (S x (4E + 3F), float32) and the logits of every position (S x V,
-               float32)
+               2 x layers x S x kv heads x head_dim), one layer's attention scores (S x S x heads, float32) and one
+               prefill layer's activations (S x (4E + 3F), float32). No logits of every position: the pipeline's
+               LM head runs at the predicted position only, and the HF reference keeps that one (`logits_to_keep=1`)
 
 The machine's memory is MemTotal of /proc/meminfo: a need above it is refused (None where the file cannot be read:
-nothing is refused, and the line says so).
+nothing is refused, and the line says so). MemAvailable is stated beside it, not judged: the deployment runs at
+`advance`, later, and on a shared machine what is free at `init` says little about then.
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ from npu_kernels.model.config import ModelConfig
 
 GIB = 2**30
 RUNTIME_BYTES = GIB // 2
-BYTES_PER_PARAM = {"emulated": 10, "torch": 10, "mlir-air": 4}
+BYTES_PER_PARAM = {"emulated": 8, "torch": 10, "mlir-air": 4}
 WORKING_SEQ = 2048  # npu_kernels.model.plan.DEFAULT_SEQ: the compiled prefill length
 MEMINFO = Path("/proc/meminfo")
 
@@ -77,15 +89,13 @@ def memory_need(config: ModelConfig, executor: str = "emulated") -> MemoryNeed:
     kv = 2 * c.n_layers * S * c.n_kv_heads * c.head_dim * 6
     scores = S * S * c.n_heads * 4
     activations = S * (4 * c.emb_dim + 3 * c.hidden_dim) * 4
-    logits = S * c.vocab_size * 4
-    return MemoryNeed(params, params * per_param, kv + scores + activations + logits, RUNTIME_BYTES, per_param)
+    return MemoryNeed(params, params * per_param, kv + scores + activations, RUNTIME_BYTES, per_param)
 
 
-def machine_memory_bytes(meminfo: Path = MEMINFO) -> int | None:
-    """MemTotal of /proc/meminfo in bytes; None where it cannot be read."""
+def _meminfo_bytes(field: str, meminfo: Path) -> int | None:
     try:
         for line in meminfo.read_text().splitlines():
-            if line.startswith("MemTotal:"):
+            if line.startswith(f"{field}:"):
                 value, unit = line.split()[1:3]
                 return int(value) * (1024 if unit.lower() == "kb" else 1)
     except (OSError, ValueError, IndexError):
@@ -93,9 +103,20 @@ def machine_memory_bytes(meminfo: Path = MEMINFO) -> int | None:
     return None
 
 
-def memory_line(need: MemoryNeed, total: int | None) -> str:
-    """The line `init` prints: the need, how it is estimated, and the machine's memory."""
-    machine = (f"of this machine's {total / GIB:.1f} GiB (MemTotal, /proc/meminfo)" if total is not None
+def machine_memory_bytes(meminfo: Path = MEMINFO) -> int | None:
+    """MemTotal of /proc/meminfo in bytes; None where it cannot be read."""
+    return _meminfo_bytes("MemTotal", meminfo)
+
+
+def available_memory_bytes(meminfo: Path = MEMINFO) -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (what is free now, information only); None where it cannot be read."""
+    return _meminfo_bytes("MemAvailable", meminfo)
+
+
+def memory_line(need: MemoryNeed, total: int | None, available: int | None = None) -> str:
+    """The line `init` prints: the need, how it is estimated, and the machine's memory (and what is free now)."""
+    now = f", {available / GIB:.1f} GiB available now" if available is not None else ""
+    machine = (f"of this machine's {total / GIB:.1f} GiB (MemTotal, /proc/meminfo{now})" if total is not None
                else "(this machine's memory unknown: /proc/meminfo unreadable)")
     return f"memory: about {need.total_bytes / GIB:.1f} GiB needed {machine}: {need.how()}"
 

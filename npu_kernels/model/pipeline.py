@@ -64,7 +64,7 @@ from npu_kernels.model.host_ops import (
 from npu_kernels.model.options import PipelineOptions
 from npu_kernels.model.stages import StageBookkeeping
 from npu_kernels.model.runner import DecodeStepRecord, PrefillRecord
-from npu_kernels.model.weights import ModelWeights
+from npu_kernels.model.weights import FUSED_ROWS, ModelWeights
 
 # the leaf kernels of one prefill block, in the order the block first uses them (the bisect's order)
 BLOCK_KERNEL_ORDER = ("rmsnorm", "gemm", "rope", "flash_attention", "eltwise_add", "silu_mul")
@@ -100,21 +100,29 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
     # --- setup ------------------------------------------------------------------------------------
 
     def _fused_w(self, layer: int, name: str) -> np.ndarray:
-        """Concatenated weights of a fused step, (in, out): "wqkv" (E, (H+2Hkv)·D), "w_gate_up" (E, 2F)."""
-        lw = self.weights.layers[layer]
-        parts = {"wqkv": ("wq", "wk", "wv"), "w_gate_up": ("w_gate", "w_up")}[name]
-        return self.weights.derive(("fused", layer, name),
-                                   lambda: np.concatenate([getattr(lw, p) for p in parts], axis=1))
+        """Concatenated weights of a fused step, (in, out): "wqkv" (E, (H+2Hkv)·D), "w_gate_up" (E, 2F); a view
+        of the rows held once (`_gemm_w`)."""
+        return self._gemv_w(layer, name).T
+
+    def _gemm_w(self, layer: int, name: str) -> np.ndarray:
+        """A projection as the GEMM takes it, (in, out): the weights hold it once, as the GEMV's rows
+        (npu_kernels.model.weights), so this is a transposed view. Every executor's GEMM makes its B operand
+        C-contiguous before BLAS sees it (under weight residency once, into the operand it keeps), so the sums
+        run in the order they did on a C-contiguous (in, out) copy: no number moves."""
+        return getattr(self.weights.layers[layer], name)
 
     def _gemv_w(self, layer: int, name: str) -> np.ndarray:
-        """A projection as GEMV streams it: row-major (out, in), built once from the (in, out) weight.
+        """A projection as GEMV streams it: row-major (out, in). `load_weights` holds it so (the parts of a fused
+        step row blocks of one array); weights built otherwise (a test fault's) get it built once here.
 
         Handing the executor a transposed view instead would let its BLAS sum in another order than for
         the resident (row-major) copy, and weight residency must never change the numbers."""
-        if name in ("wqkv", "w_gate_up"):
-            build = lambda: np.ascontiguousarray(self._fused_w(layer, name).T)  # noqa: E731
+        lw = self.weights.layers[layer]
+        if name in FUSED_ROWS:
+            parts = FUSED_ROWS[name]
+            build = lambda: np.concatenate([np.asarray(getattr(lw, p)).T for p in parts], axis=0)  # noqa: E731
         else:
-            build = lambda: np.ascontiguousarray(getattr(self.weights.layers[layer], name).T)  # noqa: E731
+            build = lambda: np.ascontiguousarray(getattr(lw, name).T)  # noqa: E731
         return self.weights.derive(("rows", layer, name), build)
 
     def _gemv(self, layer: int, name: str, x: np.ndarray) -> np.ndarray:
@@ -218,8 +226,8 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
             elif decode:
                 q, kk, v = (self._gemv(layer, n, h[0]) for n in ("wq", "wk", "wv"))
             else:
-                q, kk, v = (k.gemm(h, w, static_key=self._key(f"L{layer}.{n}"))
-                            for n, w in (("wq", lw.wq), ("wk", lw.wk), ("wv", lw.wv)))
+                q, kk, v = (k.gemm(h, self._gemm_w(layer, n), static_key=self._key(f"L{layer}.{n}"))
+                            for n in ("wq", "wk", "wv"))
         if lw.bv is not None:
             with self._stage("qkv_bias", "host"):
                 v = self._buffer(v + lw.bv)
@@ -294,8 +302,8 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
             elif decode:
                 g, u = self._gemv(layer, "w_gate", h[0]), self._gemv(layer, "w_up", h[0])
             else:
-                g = k.gemm(h, lw.w_gate, static_key=self._key(f"L{layer}.w_gate"))
-                u = k.gemm(h, lw.w_up, static_key=self._key(f"L{layer}.w_up"))
+                g = k.gemm(h, self._gemm_w(layer, "w_gate"), static_key=self._key(f"L{layer}.w_gate"))
+                u = k.gemm(h, self._gemm_w(layer, "w_up"), static_key=self._key(f"L{layer}.w_up"))
         gelu = self.config.arch.mlp == GELU_TANH_GLU  # gelu_and_mul: the GELU kernel, then the multiply by up
         with self._stage("gelu_mul" if gelu else "silu_mul", "host" if glue else "gelu" if gelu else "silu_mul"):
             a = (self._buffer(host_glu(g, u, gelu)) if glue else self._buffer(k.gelu(g) * u) if gelu
@@ -317,7 +325,7 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
         """The down projection of the SwiGLU output `a` (a GEMV per decode step)."""
         if decode:
             return self._gemv(layer, "w_down", a[0])
-        return self.k.gemm(a, self.weights.layers[layer].w_down, static_key=self._key(f"L{layer}.w_down"))
+        return self.k.gemm(a, self._gemm_w(layer, "w_down"), static_key=self._key(f"L{layer}.w_down"))
 
     def _o_proj(self, layer: int, attn: np.ndarray, decode: bool) -> np.ndarray:
         """(H, S, D) attention output -> the O projection (S, E)."""
@@ -326,7 +334,7 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
             o_in = attn.reshape(H * D) if decode else np.ascontiguousarray(attn.transpose(1, 0, 2)).reshape(S, H * D)
         with self._stage("o_proj", "gemv" if decode else "gemm"):
             return (self._gemv(layer, "wo", o_in) if decode
-                    else self.k.gemm(o_in, self.weights.layers[layer].wo, static_key=self._key(f"L{layer}.wo")))
+                    else self.k.gemm(o_in, self._gemm_w(layer, "wo"), static_key=self._key(f"L{layer}.wo")))
 
     def _attention_out(self, layer: int, x: np.ndarray, attn: np.ndarray) -> np.ndarray:
         """(H, S, D) attention output -> O projection -> residual add."""

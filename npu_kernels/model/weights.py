@@ -3,8 +3,13 @@
 `check_weights` reads the safetensors headers only (no tensor data) and says which of the tensors the
 config requires are missing or mis-shaped, in block order, so the first problem is named first. `read_header`
 bounds the header length before reading it (`init` checks every file's header with `header_problem`).
-`load_weights` reads them into float32 arrays holding bf16 values, in the executor layout
-(`y = x @ W`: every projection transposed once, here), with tied or untied embeddings.
+`load_weights` reads them into float32 arrays holding bf16 values, with tied or untied embeddings. Each projection
+is held once (issue 48 item 3), in the layout the decode GEMV streams: HF's (out, in) rows, C-contiguous
+(`ModelWeights.derived[("rows", layer, name)]`), the parts of a fused step (`FUSED_ROWS`: Q/K/V, gate/up) row
+blocks of one array; the `LayerWeights` field is the executor layout (`y = x @ W`, (in, out)) as a transposed view
+of those rows, which each executor's GEMM makes C-contiguous for BLAS (`NpuPipeline._gemm_w`). A Llama-3.2-1B
+held a float32 (in, out) copy, its fused concatenation and the GEMV rows of both: 8-16 B per parameter beside the
+executor's operand; now 4.
 """
 
 from __future__ import annotations
@@ -116,6 +121,10 @@ _SHAPES = {
     **short_conv.SHAPES,
 }
 NORM_FIELDS = ("attn_norm", "ffn_norm", "post_attn_norm", "post_ffn_norm", "q_norm", "k_norm")
+# the projections held once, as the (out, in) rows a GEMV streams (the module docstring)
+HELD_AS_ROWS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "conv_in", "conv_out")
+# a fused step's weight (the pipeline's `fusion` switch): its parts' rows, in this order, one array
+FUSED_ROWS = {"wqkv": ("wq", "wk", "wv"), "w_gate_up": ("w_gate", "w_up")}
 
 
 def hf_rows(config: ModelConfig, name: str) -> int:
@@ -272,7 +281,7 @@ def _read_tensor(info: _TensorInfo) -> np.ndarray:
 
 
 def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
-    """Load every tensor the config requires, projections transposed once to (in, out)."""
+    """Load every tensor the config requires, each projection held once (the module docstring)."""
     folder = Path(folder)
     report = check_weights(folder, config)
     if not report.ok:
@@ -282,9 +291,9 @@ def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
 
 
 def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
-    """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values), projections transposed
-    once to (in, out); RoPE scaling from the folder's config.json. A 4-bit deployment's host dequantisation
-    reads its bundle through this (npu_kernels.model.q4nx_bundle)."""
+    """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values), each projection held once
+    as its (out, in) rows, its (in, out) field a view of them; RoPE scaling from the folder's config.json. A 4-bit
+    deployment's host dequantisation reads its bundle through this (npu_kernels.model.q4nx_bundle)."""
     folder = Path(folder)
 
     def get(name: str, transpose: bool = False) -> np.ndarray:
@@ -299,17 +308,32 @@ def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
         then bf16, as HF's Gemma3 RMSNorm multiplies by 1 + w in float32)."""
         return _bf16(arr + fold) if arch.norm_offset else arr
 
-    layers = []
+    layers, derived = [], {}
     for i in range(config.n_layers):
         fields: dict[str, np.ndarray] = {}
+        held: dict[str, np.ndarray] = {}  # projection -> its (out, in) rows, C-contiguous
         for suffix, _, parts in _layer_tensors(config, i):
             arr, row = get(f"{prefix}layers.{i}.{suffix}"), 0
             for name, rows, transpose in parts:
                 block = arr[row : row + rows] if len(parts) > 1 else arr
                 block = block.reshape(rows, -1) if block.ndim == 3 else block  # HF's Conv1d (E, 1, k) -> (E, k)
                 row += rows
+                if name in HELD_AS_ROWS:
+                    held[name] = np.ascontiguousarray(block)
+                    continue
                 block = np.ascontiguousarray(block.T) if transpose else np.array(block)
                 fields[name] = norm(block) if name in NORM_FIELDS else block
+            del arr
+        for fused, parts in FUSED_ROWS.items():  # one array per fused step; its parts are row blocks of it
+            if all(p in held for p in parts):
+                whole = np.concatenate([held[p] for p in parts], axis=0)
+                derived[("rows", i, fused)] = whole
+                row = 0
+                for p in parts:
+                    held[p], row = whole[row : row + held[p].shape[0]], row + held[p].shape[0]
+        for name, rows_ in held.items():
+            derived[("rows", i, name)] = rows_
+            fields[name] = rows_.T  # (in, out): a view of the rows
         layers.append(LayerWeights(**{**dict.fromkeys(("wq", "wk", "wv", "wo")), **fields}))
     embed = get(f"{prefix}embed_tokens.weight")
     lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
@@ -318,7 +342,7 @@ def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
     except ValueError:
         scaling = None
     return ModelWeights(config=config, embed=embed, final_norm=norm(get(f"{prefix}{arch.final_norm}")), lm_head=lm_head,
-                        layers=layers, rope_scaling=scaling)
+                        layers=layers, rope_scaling=scaling, derived=derived)
 
 
 def read_checkpoint(folder: str | Path, config: ModelConfig) -> dict[str, np.ndarray]:

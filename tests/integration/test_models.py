@@ -92,8 +92,13 @@ def test_loaded_weights_are_bf16_values_in_the_executor_layout(tiny_qwen2, tiny_
     w = load_weights(tiny_qwen2, cfg)
     hf = load_file(tiny_qwen2 / "model.safetensors")
     q = hf["model.layers.1.self_attn.q_proj.weight"].float().numpy()  # (H·D, E)
-    assert w.layers[1].wq.shape == (cfg.emb_dim, cfg.n_heads * cfg.head_dim) and w.layers[1].wq.flags.c_contiguous
+    assert w.layers[1].wq.shape == (cfg.emb_dim, cfg.n_heads * cfg.head_dim)
     np.testing.assert_array_equal(w.layers[1].wq, q.T)
+    # held once: the (in, out) field is a view of the GEMV's (out, in) rows, Q/K/V row blocks of one array
+    qkv = w.derived[("rows", 1, "wqkv")]
+    assert qkv.flags.c_contiguous and np.shares_memory(w.layers[1].wq, qkv) and np.shares_memory(w.layers[1].wv, qkv)
+    assert w.derived[("rows", 1, "wq")].flags.c_contiguous
+    assert np.shares_memory(w.layers[1].w_up, w.derived[("rows", 1, "w_gate_up")])
     np.testing.assert_array_equal(w.layers[0].bk, hf["model.layers.0.self_attn.k_proj.bias"].float().numpy())
     assert w.layers[0].w_down.shape == (cfg.hidden_dim, cfg.emb_dim)
     assert w.lm_head is w.embed  # tied

@@ -9,7 +9,8 @@ from npu_kernels.numerics.bf16 import bfp16_decode, bfp16_encode, bfp16_quantize
 from npu_kernels.numerics.catalog import KERNELS, get_spec, npu2_low_precision_figure
 from npu_kernels.numerics.compare import judge, measure
 from npu_kernels.numerics.executors import make_executor
-from npu_kernels.numerics.executors.emulated import EmulatedExecutor
+from npu_kernels.numerics.executors.base import Fp32Executor
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor, held_bf16, widened
 from npu_kernels.numerics.executors.emulated_nlf import exp2_nlf, inv_bf16, tanh_nlf
 from npu_kernels.numerics.run import run_kernel
 
@@ -190,6 +191,24 @@ def test_weight_residency_never_changes_the_numbers():
     assert np.array_equal(v, ex.gemv(i["a"], i["b"][:, 0]))
 
 
+def test_a_resident_operand_is_held_as_bf16_bits_and_a_transposed_view_sums_as_a_copy():
+    """Issue 48 item 3: the resident GEMM operand takes 2 bytes a value (every BFP16 value is a bf16), and a weight
+    handed as the transposed view of the rows a pipeline holds gives the numbers of a C-contiguous copy."""
+    ex = EmulatedExecutor()
+    i = get_spec("gemm").make_inputs({"M": 48, "K": 256, "N": 96}, 3)
+    rows = np.ascontiguousarray(i["b"].T)  # (N, K), as the pipeline holds a projection
+    fresh = ex.gemm(i["a"], i["b"])
+    assert np.array_equal(ex.gemm(i["a"], rows.T), fresh)
+    assert np.array_equal(ex.gemm(i["a"], rows.T, static_key="w"), fresh)
+    assert np.array_equal(ex.gemm(i["a"], rows.T, static_key="w"), fresh)  # from the held bits
+    [(_, held)] = ex._weights.values()
+    assert held.dtype == np.uint16 and held.shape == i["b"].shape
+    np.testing.assert_array_equal(widened(held), bfp16_quantize(i["b"], axis=0))
+    not_bf16 = np.float32([1.0, 1.0 + 2.0**-20])
+    assert held_bf16(not_bf16) is not_bf16 and widened(not_bf16) is not_bf16
+    assert np.array_equal(Fp32Executor().gemm(i["a"], rows.T), Fp32Executor().gemm(i["a"], i["b"]))
+
+
 def test_a_nan_input_shows_up_in_the_output():
     i = get_spec("gemm").make_inputs({"M": 16, "K": 64, "N": 16})
     a = i["a"].copy()
@@ -337,6 +356,7 @@ def test_small_k_trips_the_high_precision_atol_on_a_few_near_zero_elements_like_
 
 def test_gemv_order_blas_differs_from_mv_cc_only_on_rounding_boundaries():
     from npu_kernels.numerics.bf16 import to_bf16
+    from npu_kernels.numerics.executors.base import Fp32Executor
     from npu_kernels.numerics.executors.emulated import EmulatedExecutor
 
     rng = np.random.default_rng(11)

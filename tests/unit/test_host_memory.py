@@ -8,6 +8,7 @@ from pathlib import Path
 from npu_kernels.model.architecture import load_raw_config, resolve
 from npu_kernels.model.host_memory import (
     GIB,
+    available_memory_bytes,
     machine_memory_bytes,
     memory_line,
     memory_need,
@@ -25,13 +26,15 @@ def test_the_estimate_is_the_stated_sum_of_weights_working_set_and_runtime():
     assert 1.23e9 < P < 1.24e9  # Llama-3.2-1B: 1.236 G parameters, its head tied to the embedding
     need = memory_need(c)
     S = 2048
-    working = (2 * 16 * S * 8 * 64 * 6) + S * S * 32 * 4 + S * (4 * 2048 + 3 * 8192) * 4 + S * 128256 * 4
-    assert (need.weights_bytes, need.working_bytes, need.runtime_bytes) == (10 * P, working, GIB // 2)
+    working = (2 * 16 * S * 8 * 64 * 6) + S * S * 32 * 4 + S * (4 * 2048 + 3 * 8192) * 4  # no S x V logits
+    assert (need.weights_bytes, need.working_bytes, need.runtime_bytes) == (8 * P, working, GIB // 2)
     assert memory_need(c, "mlir-air").weights_bytes == 4 * P  # the reference and the NPU2's BOs, both bf16
-    assert memory_line(need, 24 * GIB) == (
-        f"memory: about {need.total_bytes / GIB:.1f} GiB needed of this machine's 24.0 GiB (MemTotal, /proc/meminfo): "
-        f"10 B x 1.24 G parameters {10 * P / GIB:.1f} GiB + working set at 2048 positions {working / GIB:.1f} GiB + "
-        "runtime 0.5 GiB")
+    assert memory_need(c, "torch").weights_bytes == 10 * P
+    assert memory_line(need, 24 * GIB, 13 * GIB) == (
+        f"memory: about {need.total_bytes / GIB:.1f} GiB needed of this machine's 24.0 GiB (MemTotal, /proc/meminfo, "
+        f"13.0 GiB available now): 8 B x 1.24 G parameters {8 * P / GIB:.1f} GiB + working set at 2048 positions "
+        f"{working / GIB:.1f} GiB + runtime 0.5 GiB")
+    assert "available" not in memory_line(need, 24 * GIB)
 
 
 def test_a_model_the_machine_cannot_hold_is_named_with_the_bound():
@@ -39,14 +42,15 @@ def test_a_model_the_machine_cannot_hold_is_named_with_the_bound():
     assert memory_problem(need, need.total_bytes) is None and memory_problem(need, None) is None
     problem = memory_problem(need, 16 * GIB)
     assert problem.startswith(f"needs about {need.total_bytes / GIB:.1f} GiB, more than this machine's 16.0 GiB "
-                              "(MemTotal, /proc/meminfo): 10 B x 7.25 G parameters")
+                              "(MemTotal, /proc/meminfo): 8 B x 7.25 G parameters")
 
 
 def test_memtotal_is_read_from_meminfo(tmp_path):
     meminfo = tmp_path / "meminfo"
-    meminfo.write_text("MemTotal:       24683792 kB\nMemFree:         1000 kB\n")
+    meminfo.write_text("MemTotal:       24683792 kB\nMemFree:         1000 kB\nMemAvailable:   12000000 kB\n")
     assert machine_memory_bytes(meminfo) == 24683792 * 1024
-    assert machine_memory_bytes(tmp_path / "missing") is None
+    assert available_memory_bytes(meminfo) == 12000000 * 1024
+    assert machine_memory_bytes(tmp_path / "missing") is None and available_memory_bytes(tmp_path / "missing") is None
     real = machine_memory_bytes()
     assert real is None or real > 0
 

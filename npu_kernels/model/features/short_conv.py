@@ -118,7 +118,7 @@ class ShortConvMixer:
             h = k.rmsnorm(x, lw.attn_norm, c.rms_norm_eps)
         with self._stage("conv_in_proj", mm):
             bcx = (self._gemv(layer, "conv_in", h[0]) if decode
-                   else k.gemm(h, lw.conv_in, static_key=self._key(f"L{layer}.conv_in")))
+                   else k.gemm(h, self._gemm_w(layer, "conv_in"), static_key=self._key(f"L{layer}.conv_in")))
         b, gate_c, xx = bcx[:, :E], bcx[:, E : 2 * E], bcx[:, 2 * E :]
         with self._stage("conv_gate_in", "eltwise_mul"):
             g = k.eltwise_mul(np.ascontiguousarray(b), np.ascontiguousarray(xx))  # h = B * x
@@ -130,7 +130,7 @@ class ShortConvMixer:
             y = k.eltwise_mul(np.ascontiguousarray(gate_c), conv)  # y = C * conv(h)
         with self._stage("o_proj", mm):
             o = (self._gemv(layer, "conv_out", y[0]) if decode
-                 else k.gemm(y, lw.conv_out, static_key=self._key(f"L{layer}.conv_out")))
+                 else k.gemm(y, self._gemm_w(layer, "conv_out"), static_key=self._key(f"L{layer}.conv_out")))
         x = self._residual("attn_residual", x, o, decode)  # o_ffn: out_proj lands where attention output would
         return self._mlp(layer, x)
 

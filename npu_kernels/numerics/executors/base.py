@@ -103,7 +103,8 @@ class Fp32Executor(Executor):
     bf16_buffers = False
 
     def gemm(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
-        return np.asarray(a, np.float32) @ np.asarray(b, np.float32)
+        # C-contiguous B: a pipeline's weight comes as a transposed view, and BLAS would sum it in another order
+        return np.asarray(a, np.float32) @ np.ascontiguousarray(b, np.float32)
 
     def gemv(self, a, x, *, static_key=None):
         return np.asarray(a, np.float32) @ np.asarray(x, np.float32)

@@ -47,6 +47,22 @@ GEMM_CONTRACTS = ("f32-out", "bf16-out-high", "bf16-out-low")
 GEMM_DEFAULT_TILE = {"tile_m": 64, "tile_k_l2": 256, "tile_k_l1": 32, "tile_n": 128, "herd_m": 8, "herd_n": 4}
 
 
+def held_bf16(x: np.ndarray) -> np.ndarray:
+    """A float32 array as its upper 16 bits (uint16) when every value is a bf16 (the lower 16 bits all zero):
+    half the memory, nothing lost; otherwise `x` itself."""
+    bits = x.view(np.uint32)
+    if (bits & np.uint32(0xFFFF)).any():
+        return x
+    return (bits >> np.uint32(16)).astype(np.uint16)
+
+
+def widened(held: np.ndarray) -> np.ndarray:
+    """`held_bf16`'s array as float32 again, bit for bit (a float32 array is returned as it is)."""
+    if held.dtype != np.uint16:
+        return held
+    return np.left_shift(held, 16, dtype=np.uint32).view(np.float32)
+
+
 def _covered(n: int, step: int) -> int:
     """How much of an axis of length n a launch grid of floor(n / step) steps covers."""
     return (n // step) * step if step > 0 else n
@@ -113,6 +129,18 @@ class EmulatedExecutor(Executor):
         self._weights[key] = (shape, value)
         return value
 
+    def _gemm_operand(self, b, static_key) -> np.ndarray:
+        """GEMM's B as the matrix unit sees it (BFP16 blocks along K), C-contiguous whatever `b`'s layout (a
+        model pipeline hands its weights as transposed views of the rows it holds, npu_kernels.model.weights):
+        the same numbers, summed in the same BLAS order. Resident (a `static_key`), it is held as bf16 bits:
+        every BFP16 value (8-bit mantissa, block exponent >= -120) and every bf16 weight is one exactly
+        (`held_bf16` keeps float32 otherwise), so widening it back for the call gives every bit again, at half
+        the memory of a float32 copy (issue 48 item 3)."""
+        make = lambda w: self._mma_operand(np.ascontiguousarray(w, dtype=np.float32), 0)  # noqa: E731
+        if static_key is None:
+            return make(b)
+        return widened(self._static("gemm.b", b, static_key, lambda w: held_bf16(make(w))))
+
     def _mma_operand(self, x, axis: int) -> np.ndarray:
         """An MMA operand as the matrix unit sees it: BFP16 blocks along the reduction axis (NPU2)."""
         return bfp16_quantize(x, axis=axis) if self.bfp16 else f32(x)
@@ -129,7 +157,7 @@ class EmulatedExecutor(Executor):
                 raise ValueError(f"gemm: a is {a.shape} but b is {np.shape(b)}")
             N = np.shape(b)[1]
             t = {**self._gemm_default_tile(M, K, N), **(tile or {})} if tile else GEMM_DEFAULT_TILE
-            qb = self._static("gemm.b", b, static_key, lambda w: self._mma_operand(w, 0))
+            qb = self._gemm_operand(b, static_key)
             qa = self._rows(lambda x: self._mma_operand(x, 1), [a]) if self.bfp16 else a  # blocks along K
             if tile is not None:
                 used = _k_used(K, t)
