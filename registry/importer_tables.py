@@ -16,7 +16,10 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from typing import Any
+
+from npu_kernels.numerics.kernels import get as kernel_definition
 
 
 def _split(line: str) -> list[str]:
@@ -176,52 +179,23 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
     return f
 
 
-_HERD = re.compile(r"(\d+)\s*[×x]\s*(\d+)")
-
-
 def later_fields(key: str, name: str, header: tuple[str, ...], cells: list[str],
                  heading: str) -> list[dict[str, Any]] | None:
     """The configurations one row of a `mlir_air_tables.LATER` table holds (a Conv1D placement row may list two
     herds, `8×4, 2×4`), each {shape, tile, verdict, status, mean_rel_L1, latency_us}; None: not such a row.
-    Placement-sweep rows take their shape from the section heading (`... seq=2048, C=2048)`)."""
-    c = dict(zip(header, cells))
+    Each kernel's module of npu_kernels.numerics.kernels reads its own rows (`registry_rows`) with the cell readers
+    of `CELL`."""
+    registered = kernel_definition(key)
+    if registered is None:
+        return None
     try:
-        if key == "conv1d" and name == "pad":
-            seq, ch = ints(c["seq×C"])[:2]
-            pad = "nonzero" if "nonzero" in c["pad"] else "zero" if "zero" in c["pad"] else None
-            if pad is None:
-                return None
-            verdict = status_of(c["verdict"])[0]
-            return [{"shape": {"seq": seq, "C": ch}, "tile": {"pad": pad}, "verdict": verdict,
-                     "status": c["verdict"], "mean_rel_L1": _first_number(c["mean_rel_L1"]), "latency_us": None}]
-        if key == "conv1d" and name == "placement":
-            m = re.search(r"seq\s*=\s*(\d+)\s*,\s*C\s*=\s*(\d+)", heading)
-            herds = _HERD.findall(c["hx×hy"])
-            if m is None or not herds:
-                return None
-            text = c["verdict"].replace("*", "").strip()
-            return [{"shape": {"seq": int(m[1]), "C": int(m[2])},
-                     "tile": {"herd_x": int(hx), "herd_y": int(hy), "tile_s": ints(c["tile_s"])[0]},
-                     "verdict": "PASS" if text == "PASS" else "FAIL", "status": c["verdict"], "mean_rel_L1": None,
-                     "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}
-                    for hx, hy in herds]
-        if key == "conv1d" and name == "index":  # supported_kernels.md@0b499c9: `seq×channels`, k, hx/hy/tile_s
-            seq, ch = ints(c["(seq×channels)"])[:2]
-            cfg = ints(c["config (hx/hy/tile_s)"])
-            if ints(c["k"]) != [3] or len(cfg) != 3:
-                return None
-            verdict, _ = status_of(c["Status"])
-            return [{"shape": {"seq": seq, "C": ch}, "tile": {"herd_x": cfg[0], "herd_y": cfg[1], "tile_s": cfg[2]},
-                     "verdict": verdict, "status": c["Status"], "mean_rel_L1": _first_number(c["mean_rel_L1"]),
-                     "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}]
-        if key == "eltwise_mul":
-            verdict, _ = status_of(c["Status"])
-            return [{"shape": {"N": ints(c["N"])[0]}, "tile": {}, "verdict": verdict, "status": c["Status"],
-                     "mean_rel_L1": _first_number(c["mean_rel_L1"]),
-                     "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}]
+        return registered.registry_rows(name, header, cells, heading, CELL)
     except (KeyError, IndexError, ValueError):
         return None
-    return None
+
+
+# the cell readers a kernel module's `registry_rows` is handed (it imports nothing of the registry)
+CELL = SimpleNamespace(ints=ints, status_of=status_of, first_number=_first_number, latency_us=_latency_us)
 
 
 def shape_of_cells(key: str, header: tuple[str, ...], cells: list[str]) -> tuple | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
 from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, ShapeRow, not_npu2_mark, pick_best
 
 _NOT_NPU2_ORDER = list(NOT_NPU2)
@@ -76,26 +77,10 @@ PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_
            "eltwise_add": "EltwiseAdd_bf16", "silu_mul": "SiLU_Mul_bf16", "rope": "RoPE_bf16", "gelu": "GELU_bf16"}
 EMULATED = "🧪"
 # Kernels mlir-air added after e972f29, read by the importer only (the catalog has no page of their own, so the
-# projection gives them a generic page): (table name, header). Conv1D: details/Conv1D_bf16.md at ff1efdb0bb98
-# (the pad-gate table under "Gate on a NONZERO pad", two rows per shape; the "Placement sweep (NPU2, seq=2048,
-# C=2048)" config sweep, one row per herd/tile_s at the heading's shape). Element-wise Multiply:
-# details/EltwiseMul_bf16.md at e0eee76dd218 ("Per-shape data"). Tolerances from each page's "Tolerances" section.
-# The index's own tested-shapes tables for both (`index`, supported_kernels.md at 0b499c9ad5c7: "## Conv1D — tested
-# shapes", "## Element-wise Multiply — tested shapes", the idle-NPU2 figures), read at `index_commit`.
-INDEX_LATER_COMMIT = "0b499c9ad5c76ff076280a182df302e6928d2698"
-LATER: dict[str, dict] = {
-    "conv1d": {"page": "Conv1D_bf16", "commit": "ff1efdb0bb98fe1ad8e641bef95ac6abdabd99d4", "rtol": 1.6e-2,
-               "atol": 5e-2, "index_commit": INDEX_LATER_COMMIT,
-               "tables": (("pad", ("pad", "seq×C", "mean_rel_L1", "verdict")),
-                          ("placement", ("hx×hy", "tile_s", "L1", "verdict", "latency")),
-                          ("index", ("(seq×channels)", "k", "config (hx/hy/tile_s)", "latency", "bandwidth",
-                                     "mean_rel_L1", "Used by", "Status")))},
-    "eltwise_mul": {"page": "EltwiseMul_bf16", "commit": "e0eee76dd218c1cf135d75d4494f8ae78040f63e", "rtol": 1.6e-2,
-                    "atol": 5e-2, "index_commit": INDEX_LATER_COMMIT,
-                    "tables": (("", ("N", "(as 2-D)", "latency", "bandwidth", "mean_rel_L1", "Status")),
-                               ("index", ("N", "(as 2-D)", "config (hx/hy/tile_n)", "latency", "bandwidth",
-                                          "mean_rel_L1", "Used by", "Status")))},
-}
+# projection gives them a generic page): each kernel module of npu_kernels.numerics.kernels declares its pages
+# (`registry_page`: page, commit, tolerances from the page's "Tolerances" section, the index's commit, and its
+# tables as (table name, header)), in kernel-name order.
+LATER: dict[str, dict] = {d.name: d.registry_page for d in sorted(kernel_definitions(), key=lambda d: d.name)}
 
 # --- cell formatting --------------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ calls) is `npu_kernels.numerics.references`. Anyone may import the catalog.
 
 from __future__ import annotations
 
+from npu_kernels.numerics.kernels import in_listing_order
 from npu_kernels.numerics import references as refs
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure, UnknownKernel
 from npu_kernels.thresholds import kernel_tolerance
@@ -35,7 +36,7 @@ def _tiles(npu2: int, npu1: int) -> dict[str, int]:
     return {"npu2": npu2, "npu1": npu1}
 
 
-CATALOG: dict[str, KernelSpec] = {
+_PIECEWISE: dict[str, KernelSpec] = {
     "gemm": KernelSpec(
         name="gemm",
         shape_keys=("M", "K", "N"),
@@ -159,42 +160,6 @@ CATALOG: dict[str, KernelSpec] = {
         small_shape={"N": 65536},
         target_tiles=_tiles(8, 4),
     ),
-    # LFM2's short-convolution kernels (mlir-air kernel_registry/details/EltwiseMul_bf16.md at e0eee76d,
-    # Conv1D_bf16.md at ff1efdb0: the figures are their "Per-shape data" and pad-gate tables).
-    "eltwise_mul": KernelSpec(
-        name="eltwise_mul",
-        shape_keys=("N",),
-        contracts=_bf16("eltwise_mul", "bf16 multiply, one rounding"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.eltwise_mul_inputs,
-        reference_fn=refs.eltwise_mul_reference,
-        call_fn=refs.eltwise_mul_call,
-        flops_fn=lambda s: float(s["N"]),
-        bytes_fn=lambda s: 6.0 * s["N"],
-        output_elements_fn=lambda s: s["N"],
-        npu2={"bf16-out": NpuFigure(2.736e-3, 2.728e-3, 2.736e-3, "N=4194304 (2048x2048) (1024x1024: 2.728e-3)")},
-        registry_shape={"N": 4194304},
-        small_shape={"N": 65536},
-        target_tiles=_tiles(8, 4),
-    ),
-    "conv1d": KernelSpec(
-        name="conv1d",
-        shape_keys=("seq", "C"),
-        contracts=_bf16("conv1d", "causal depthwise, 3 bf16 taps, FP32 accumulate, one rounding"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.conv1d_inputs,
-        reference_fn=refs.conv1d_reference,
-        call_fn=refs.conv1d_call,
-        flops_fn=lambda s: 2.0 * refs.CONV_TAPS * s["seq"] * s["C"],
-        bytes_fn=lambda s: 2.0 * s["C"] * (2 * s["seq"] + 2 * refs.CONV_TAPS - 1),
-        output_elements_fn=lambda s: s["seq"] * s["C"],
-        npu2={"bf16-out": NpuFigure(2.816e-3, 2.775e-3, 2.836e-3,
-                                    "2048x2048 zero pad, herd 8x1 (nonzero 2.813e-3; 8x2048: 2.775e-3 / 2.836e-3)")},
-        registry_shape={"seq": 2048, "C": 2048},
-        small_shape={"seq": 64, "C": 256},
-        target_tiles=_tiles(8, 4),
-        extra={"tile_inputs": refs.conv1d_padded},
-    ),
     "silu_mul": KernelSpec(
         name="silu_mul",
         shape_keys=("N",),
@@ -266,6 +231,9 @@ CATALOG: dict[str, KernelSpec] = {
     ),
 }
 
+# The kernels declared piecewise above, and those of the registry (npu_kernels.numerics.kernels: one module per kernel) in
+# their listing place.
+CATALOG: dict[str, KernelSpec] = in_listing_order(_PIECEWISE, lambda d: d.spec)
 KERNELS = tuple(CATALOG)
 
 

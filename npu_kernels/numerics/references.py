@@ -209,54 +209,6 @@ def eltwise_add_call(ex, i, s, contract, tile):
     return ex.eltwise_add(i["a"], i["b"])
 
 
-def eltwise_mul_inputs(s, rng):
-    return {"a": bf16_randn(rng, (s["N"],)), "b": bf16_randn(rng, (s["N"],))}
-
-
-def eltwise_mul_reference(i, s):
-    return i["a"] * i["b"]
-
-
-def eltwise_mul_call(ex, i, s, contract, tile):
-    return ex.eltwise_mul(i["a"], i["b"])
-
-
-# --- Conv1D (causal depthwise, 3 taps: LFM2's short convolution) -------------------------------------------
-# mlir-air kernel_registry/details/Conv1D_bf16.md (ff1efdb0) "Interface and the pre-padding convention": x is
-# (seq + 2, C) pre-padded (row t is position t - 2), w (3, C) tap-major, oldest tap first; the two leading rows
-# are the conv state, zeros at a sequence start, the carried tail at decode. "Gate on a NONZERO pad": the
-# inputs here carry a nonzero pad unless the tile asks `pad=zero` (the importer's `pad` key of the pad-gate rows).
-
-CONV_TAPS = 3  # Conv1D_bf16.md "k=3"; conv1d_depthwise.py K_TAPS
-CONV_PADS = ("nonzero", "zero")
-
-
-def conv1d_inputs(s, rng):
-    """x N(0, 1) with a nonzero N(0, 1) pad, taps N(0, 0.5^2) (the harness's scale for trained LFM2 taps)."""
-    return {"x": bf16_randn(rng, (s["seq"] + CONV_TAPS - 1, s["C"])), "w": bf16_randn(rng, (CONV_TAPS, s["C"]), 0.5)}
-
-
-def conv1d_padded(i: dict, tile: dict | None) -> dict:
-    """The inputs with the pad the tile names: `pad=zero` zeroes the state rows (the prefill case)."""
-    pad = (tile or {}).get("pad", "nonzero")
-    if pad not in CONV_PADS:
-        raise ShapeError(f"conv1d: pad={pad!r}; expected one of {', '.join(CONV_PADS)}")
-    if pad == "nonzero":
-        return i
-    x = i["x"].copy()
-    x[: CONV_TAPS - 1] = 0.0
-    return {**i, "x": x}
-
-
-def conv1d_reference(i, s):
-    w = i["w"]
-    return sum(i["x"][j : j + s["seq"]] * w[j] for j in range(CONV_TAPS))
-
-
-def conv1d_call(ex, i, s, contract, tile):
-    return ex.conv1d(i["x"], i["w"])
-
-
 def silu_mul_inputs(s, rng):
     return {"g": bf16_randn(rng, (s["N"],)), "u": bf16_randn(rng, (s["N"],))}
 

@@ -7,6 +7,7 @@ Imports: npu_kernels.thresholds, npu_kernels.numerics.tile_rules.
 
 from __future__ import annotations
 
+from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.tile_rules import GEMM_B_STRIDE_LIMIT, array_columns, array_rows
 from npu_kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 
@@ -44,7 +45,9 @@ def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_t
     if n >= tiles_target:
         return ""
     cols = array_columns(target)
-    if kernel in ("eltwise_add", "eltwise_mul", "silu_mul", "conv1d") and herd[1] == 1 and herd[0] == cols:
+    registered = kernel_definition(kernel)
+    three_dmas = kernel in ("eltwise_add", "silu_mul") or (registered is not None and registered.dmas_per_tile == 3)
+    if three_dmas and herd[1] == 1 and herd[0] == cols:
         return f"3 DMAs per tile (2 in, 1 out): the shim channels place one row of {cols} tiles, not more"
     if kernel == "rope" and herd[0] * herd[1] == cols:
         return f"3 DMAs per tile (input, LUT, output): at most {cols} tiles place"

@@ -15,13 +15,16 @@ FLOORS: a fitted per-MAC time may not beat one tile's MMA peak (1 / (512 x 1.5e9
 FITTED: the kernel cost model's constants (seconds per unit of the feature of the same name in
 `npu_kernels.perf.kernel_model`), fitted once by `npu_kernels.perf.fit.fit(kernel_rows())` on all 235 rows of
 anchors.toml (NNLS on relative error); `tests/unit/test_perf_model.py` refits and checks they still agree.
-EVIDENCE says what each means and which rows fix it.
+EVIDENCE says what each means and which rows fix it. The kernels of the registry (npu_kernels.numerics.kernels) declare
+their constants and evidence in their own modules; both tables take them in.
 
 HOST: the XRT-call and host-side constants, from the Llama-3.2-1B profile (profile_llama32_1b.toml); the
 derivations are in `npu_kernels.perf.host`.
 """
 
 from __future__ import annotations
+
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
 
 NPU2_COMPUTE_TILES = 32
 NPU2_MACS_PER_CYCLE = 512
@@ -75,10 +78,9 @@ FITTED: dict[str, float] = {
     "fa_s_per_score": 2e-09,
     "fa_s_per_iteration": 3.996e-05,
     "fa_s_per_kv_byte": 2.99e-12,
-    "conv1d_s_per_byte_per_tile": 2.576e-10,
-    "conv1d_s_per_iteration": 0.0,
-    "eltwise_mul_s_per_byte_per_tile": 1.208e-10,
 }
+# the kernels of the registry (npu_kernels.numerics.kernels): each module's constants, fitted in the same fit
+FITTED.update((name, value) for d in kernel_definitions() for name, value in d.constants.items())
 
 R = "programming_examples/kernel_registry/details/"
 EVIDENCE: dict[str, str] = {
@@ -134,15 +136,7 @@ EVIDENCE: dict[str, str] = {
     "fa_s_per_score": "online softmax per score per tile (bf16 exp, max, rescale): 2.0 ns; the head_dim-64 rows.",
     "fa_s_per_iteration": "per (head group, q chunk) herd iteration (Q load, O store, state reset): 40 us; "
                           "heads sweep at 512x512 (2/12/64 heads, lines 151-153).",
-    "conv1d_s_per_byte_per_tile": "Conv1D per tile: 1/3.88 GB/s for the padded input, the 3 tap rows and the output "
-                                  "each tile moves; the herd_x 8/4/1 rows at 2048x2048 (594.6 / 1355 / 4367 us, "
-                                  "supported_kernels.md@0b499c9, Conv1D — tested shapes).",
-    "conv1d_s_per_iteration": "per tile_s-row iteration (halo window DMA round): fitted 0 - tile_s 4/8/16/32 at herd "
-                              "8x1 read 599.5 / 594.6 / 599.4 / 621.4 us, flat to 4 % and not falling with fewer "
-                              "iterations (the same table).",
-    "eltwise_mul_s_per_byte_per_tile": "Element-wise Multiply per tile (2 in + 1 out bf16): 1/8.28 GB/s; its two "
-                                       "rows 1024x1024 180.5 us and 2048x2048 451.6 us (supported_kernels.md"
-                                       "@0b499c9, Element-wise Multiply — tested shapes), within 2 % of Add's 437 us.",
     "fa_s_per_kv_byte": "K/V stream per iteration: 1/334 GB/s effective (broadcast over the cascade); the GQA "
                         "32/8 vs 32/32 rows (lines 149-150).",
 }
+EVIDENCE.update((name, text) for d in kernel_definitions() for name, text in d.evidence.items())

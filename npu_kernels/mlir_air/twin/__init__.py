@@ -30,6 +30,7 @@ from pathlib import Path
 from npu_kernels.mlir_air.checkout import MARKER, ROOT, is_twin  # noqa: F401 (is_twin: part of the twin's API)
 from npu_kernels.mlir_air.toolchain_floor import TWIN_PEANO, write_twin_toolchain
 from npu_kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
 
 # (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets)
 # Defaults and forwarding follow the cited mlir-air Makefiles at e972f29.
@@ -104,23 +105,13 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "PERF_ITERS ?= 0\nTARGET ?= auto\n",
      "--n $(N) --tile-n $(TILE_N) $(if $(VECTOR_SIZE),--vector-size $(VECTOR_SIZE)) $(if $(HERD_SHAPE),--herd-shape "
      "$(HERD_SHAPE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)", ""),
-    # LFM2's short-convolution kernels, later than e972f29: eltwise_mul/Makefile at e0eee76d (vars, PY_FLAGS, run +
-    # --perf-iters; its test.exe profile target is not stood in); conv1d_depthwise/Makefile at 73a1160 (vars; run
-    # appends $(EXTRA); profile = run's flags + --perf-iters $(ITERATIONS))
-    ("eltwise_mul", "eltwise_mul",
-     "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nSHAPE ?= 1024 1024\nDTYPE ?= bf16\nTILE ?=\nVECTOR_SIZE ?=\n"
-     "PERF_ITERS ?= 0\nTARGET ?= auto\n",
-     "--shape $(SHAPE) --dtype $(DTYPE) $(if $(TILE),--tile $(TILE)) $(if $(VECTOR_SIZE),--vector-size "
-     "$(VECTOR_SIZE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)", ""),
-    ("conv1d_depthwise", "conv1d",
-     "OUTPUT_FORMAT ?= xclbin\nSEQ ?= 2048\nCHANNELS ?= 2048\nTILE_S ?= 32\nHERD_X ?= 8\nHERD_Y ?= 1\n"
-     "ITERATIONS ?= 30\nEXTRA ?=\n",
-     "--output-format $(OUTPUT_FORMAT) --seq $(SEQ) --channels $(CHANNELS) --tile-s $(TILE_S) --herd-x $(HERD_X) "
-     "--herd-y $(HERD_Y) $(EXTRA)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) conv1d --output-format $(OUTPUT_FORMAT) "
-     "--seq $(SEQ) --channels $(CHANNELS) --tile-s $(TILE_S) --herd-x $(HERD_X) --herd-y $(HERD_Y) "
-     "--perf-iters $(ITERATIONS)\n"),
 ]
+
+
+# and the kernels of npu_kernels.numerics.kernels: each module's `twin` stand-in (its Makefile cited there)
+HARNESS_DIRS += [(d.twin.directory, d.name, d.twin.variables, d.twin.flags, d.twin.extra_targets)
+                 for d in kernel_definitions()]
+PEANO_ONLY = ("rope", "silu_mul") + tuple(d.name for d in kernel_definitions() if d.twin.peano_only)
 
 
 def interpreter_line(root: Path) -> str:
@@ -130,7 +121,7 @@ def interpreter_line(root: Path) -> str:
 
 
 def _makefile(rel: str, kind: str, variables: str, flags: str, extra: str, twin: str) -> str:
-    build = "BUILD_DIR := build_peano\n" if kind in ("rope", "silu_mul", "conv1d") else \
+    build = "BUILD_DIR := build_peano\n" if kind in PEANO_ONLY else \
         "ifdef PEANO_INSTALL_DIR\nBUILD_DIR := build_peano\nelse\nBUILD_DIR := build_chess\nendif\n"
     return (f"# npu-ledger twin of mlir-air programming_examples/{rel}/Makefile: same variables, same flags;\n"
             f"# computed by npu-ledger's emulated executor, latency from the NPU2 performance model (modelled).\n"
@@ -156,7 +147,7 @@ mlir-air prints. What differs:
   holds mlir-air's keys only (npu-ledger's teacher-forced walk is each model directory's `make verify-walk`).
 
 Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
-eltwise_add, silu_mul, gelu, dequant_q4nx, eltwise_mul, conv1d) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
+eltwise_add, silu_mul, gelu, dequant_q4nx, REGISTERED_KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
 NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `profile-prefill@L: CAUSE` (or
 `profile-decode@C: CAUSE`) makes a model directory's prefill at padded length L (decode at context C) fail with
 that cause (no_registry_shape, bd_exhaustion, method_tile_mismatch, stitcher_mixed_tile_m, device_fail,
@@ -164,7 +155,7 @@ xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), print
 
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
-"""
+""".replace("REGISTERED_KINDS", ", ".join(d.name for d in kernel_definitions()))
 
 
 def _verify_runner_script() -> str:

@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.executors import make_executor
-from npu_kernels.mlir_air.twin import harness_conv
 from npu_kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case, precision_stats
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.tile_rules import check_tile
 from npu_kernels.numerics.tiles import TileRuleViolation, plan_tile
 from npu_kernels.perf import modelled_kernel_figures
 from npu_kernels.settings import env_get
@@ -38,8 +39,10 @@ FAULT_FILE = "twin-faults.txt"
 ENV_FAULTS = "NPU_LEDGER_TWIN_FAULTS"
 ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
+# the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
+STAND_INS = {d.name: d.twin for d in kernel_definitions()}
 KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
-         "silu_mul", "gelu", "dequant_q4nx", *harness_conv.KINDS)
+         "silu_mul", "gelu", "dequant_q4nx") + tuple(STAND_INS)
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
 Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
@@ -155,8 +158,8 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--perf-iters", type=int, default=0)
         p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
         p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-    elif kind in harness_conv.KINDS:  # conv1d_depthwise.py, eltwise_mul.py (LFM2's short convolution)
-        harness_conv.add_flags(kind, p)
+    elif kind in STAND_INS:  # a kernel module's stand-in (npu_kernels.numerics.kernels: its script's flags)
+        STAND_INS[kind].add_flags(p)
     elif kind == "dequant_q4nx":  # dequant_q4nx.py has no argparse: `python3 dequant_q4nx.py`, nothing else
         p = argparse.ArgumentParser(prog=kind)
     else:
@@ -166,9 +169,19 @@ def _parser(kind: str) -> argparse.ArgumentParser:
 
 def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, bool]:
     """The script's own assertions, then (catalog kernel, shape, contract, tile, perf_flops, compile_only)."""
-    if kind in harness_conv.KINDS:
-        return harness_conv.check(kind, a)
+    if kind in STAND_INS:
+        return _stand_in_check(STAND_INS[kind], a)
     return _CHECKS[kind](kind, a)
+
+
+def _stand_in_check(stand_in, a) -> tuple[str, dict, str | None, dict, float | None, bool]:
+    """A kernel module's stand-in: its own checks, then (where its script asserts them) the tile rules, the first
+    broken one as an AssertionError naming the rule."""
+    kernel, shape, contract, tile, perf_flops, compile_only = stand_in.check(a)
+    if stand_in.asserts_tile_rules:
+        broken = check_tile(kernel, shape, tile, "npu2")
+        assert not broken, f"{broken[0][0]}: {broken[0][1]}"
+    return kernel, shape, contract, tile, perf_flops, compile_only
 
 
 def _gemm(kind: str, a):  # run.py:62-65 (both scripts)
@@ -344,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     if compile_only:
         print({"gemm": "Compile-only done.", "flash_attention": "Compilation complete.",
                "eltwise_add": "Compiled successfully.", "gelu": "Compiled successfully.",
-               "eltwise_mul": "Compiled successfully."}.get(kernel, ""), end="")
+               **{k: t.compiled_line for k, t in STAND_INS.items()}}.get(kernel, ""), end="")
         print()
         return 0
     if kind == "rmsnorm" and a.profile:  # weighted_rms_norm.py:397-454: timing only, no check

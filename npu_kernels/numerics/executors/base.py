@@ -15,13 +15,13 @@ Layouts (dimensions named once):
         out[:, :D/2] = x1*cos - x2*sin ; out[:, D/2:] = x2*cos + x1*sin
   flash_attention(q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv), causal, q_offset=0) -> (Hq, Lq, Dv)
         GQA: q head h uses kv head h // (Hq // Hkv); causal masks key j > q_offset + i; scale 1/sqrt(Dk)
-  eltwise_add(a, b), eltwise_mul(a, b), silu_mul(g, u), gelu(x)     elementwise, any shape
-  conv1d(x (S + k - 1, C), w (k, C))            -> (S, C)     causal depthwise: y[t] = sum_j w[j] * x[t + j]
-        x pre-padded with k - 1 leading rows (the carried state; zeros at a sequence start), w tap-major,
-        oldest tap first (mlir-air conv1d_depthwise.cc@7d20ee7: "causality is expressed by pre-padding")
+  eltwise_add(a, b), silu_mul(g, u), gelu(x)     elementwise, any shape
   dequant_q4nx(codes (M, K), scale (M, K/32), min (M, K/32))       -> (M, K)   w = q * scale + min
   gemv_q4nx(codes (M, K), scale (M, K/32), min (M, K/32), x (K,))  -> (M,)     y = w @ x, w never built
         codes are the 4-bit values 0..15 as float32; scale and min bf16, one per 32-column group
+
+The kernels of the registry (npu_kernels.numerics.kernels: eltwise_mul, conv1d, ...) state their layouts in their own
+modules, which also hold each executor's method (`bind_kernels` attaches them).
 
 `static_key`, where accepted, names a weight that does not change between calls (weight residency): an
 executor may cache its converted/quantised form under that key. It must never change the numbers.
@@ -37,7 +37,11 @@ from typing import Iterator
 
 import numpy as np
 
-KERNEL_NAMES = (
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.kernels import in_listing_order
+
+# the kernels declared piecewise, then those of the registry (npu_kernels.numerics.kernels), in the catalog's listing order
+KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemm",
     "gemv",
     "rmsnorm",
@@ -45,13 +49,11 @@ KERNEL_NAMES = (
     "rope",
     "flash_attention",
     "eltwise_add",
-    "eltwise_mul",
-    "conv1d",
     "silu_mul",
     "gelu",
     "dequant_q4nx",
     "gemv_q4nx",
-)
+)}, lambda d: d.name))
 
 
 @dataclass
@@ -150,12 +152,6 @@ class Fp32Executor(Executor):
     def eltwise_add(self, a, b):
         return np.asarray(a, np.float32) + np.asarray(b, np.float32)
 
-    def eltwise_mul(self, a, b):
-        return np.asarray(a, np.float32) * np.asarray(b, np.float32)
-
-    def conv1d(self, x, w):
-        return conv1d_f32(np.asarray(x, np.float32), np.asarray(w, np.float32))
-
     def silu_mul(self, g, u):
         g = np.asarray(g, np.float32)
         return g / (np.float32(1) + np.exp(-g)) * np.asarray(u, np.float32)
@@ -174,17 +170,16 @@ class Fp32Executor(Executor):
         return self.dequant_q4nx(codes, scale, mn) @ np.asarray(x, np.float32)
 
 
-def conv1d_f32(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """The causal depthwise convolution in FP32: tap j times rows j..j+S-1 of the pre-padded x, summed oldest
-    tap first (one FP32 accumulator per output, as conv1d_depthwise.cc's mul + 2 mac)."""
-    k = w.shape[0]
-    s = x.shape[0] - (k - 1)
-    if s < 0 or x.shape[1:] != w.shape[1:]:
-        raise ValueError(f"conv1d: x {x.shape} must be (S + {k - 1}, C) for w {w.shape}")
-    acc = x[0:s] * w[0]
-    for j in range(1, k):
-        acc += x[j : j + s] * w[j]
-    return acc
+def bind_kernels(cls: type, role: str) -> type:
+    """Give executor class `cls` the method `role` ("fp32", "emulated", "torch") of every kernel of the registry
+    (npu_kernels.numerics.kernels), under the kernel's name; a method the class defines itself is kept."""
+    for d in kernel_definitions():
+        if d.name not in cls.__dict__:
+            setattr(cls, d.name, getattr(d, role))
+    return cls
+
+
+bind_kernels(Fp32Executor, "fp32")
 
 
 class MixedExecutor(Executor):

@@ -20,12 +20,11 @@ from __future__ import annotations
 import numpy as np
 
 from npu_kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_, to_bf16
-from npu_kernels.numerics.executors.base import Executor, conv1d_f32
+from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
     add_rounded,
     gelu_rows,
     layernorm_rows,
-    mul_rounded,
     rmsnorm_rows,
     rope_rows,
     rounded,
@@ -226,22 +225,6 @@ class EmulatedExecutor(Executor):
                 return add_rounded(f32(a), f32(b), "floor")
             return self._rows(lambda x, y: add_rounded(x, y, "floor"), [a, b])
 
-    def eltwise_mul(self, a, b):
-        """eltwise_mul.py's `c[:] = a[:] * b[:]` (arith.mulf on bf16 vectors): the FP32 product of two bf16
-        values is exact, one bf16 rounding on store, floor like every direct-codegen kernel (the AIE default;
-        docs/emulated_numerics.md "Conv1D and Element-wise Multiply")."""
-        with self.timer.time("eltwise_mul"):
-            if np.shape(a) != np.shape(b):
-                return mul_rounded(f32(a), f32(b), "floor")
-            return self._rows(lambda x, y: mul_rounded(x, y, "floor"), [a, b])
-
-    def conv1d(self, x, w):
-        """conv1d_depthwise.cc: `aie::mul` then two `aie::mac` into an accfloat accumulator (bf16 x bf16
-        products exact in FP32, FP32 sums, oldest tap first), `to_vector<bfloat16>()` once: floor, the core's
-        default rounding (the kernel sets no conv_even)."""
-        with self.timer.time("conv1d"):
-            return rounded(conv1d_f32(f32(x), f32(w)), "floor")
-
     def silu_mul(self, g, u):
         with self.timer.time("silu_mul"):
             if np.shape(g) != np.shape(u):
@@ -268,3 +251,7 @@ class EmulatedExecutor(Executor):
         with self.timer.time("flash_attention"):
             return flash_attention(f32(q), f32(k), f32(v), bool(causal), int(q_offset), mma_operand=self._mma_operand,
                                    bfp16=self.bfp16, threads=self.threads, window=window)
+
+
+# the kernels of the registry (npu_kernels.numerics.kernels): each module declares its emulated datapath
+bind_kernels(EmulatedExecutor, "emulated")

@@ -13,8 +13,8 @@ What a bf16 GPU deployment computes, op by op (CPU, or CUDA when present):
   rope          HF apply_rotary_pos_emb: x*cos + rotate_half(x)*sin with bf16 cos/sin, each op in bf16.
   attention     F.scaled_dot_product_attention in bf16 (FP32 softmax inside), GQA; an explicit boolean
                 mask when the causal window is offset (decode).
-  conv1d        HF Lfm2ShortConv's depthwise nn.Conv1d on bf16 (F.conv1d, groups=C, over the pre-padded rows).
-  eltwise_mul   bf16 multiply;  eltwise_add   bf16 add;  silu_mul  F.silu(g) * u (vLLM SiluAndMul);  gelu  F.gelu(approximate="tanh").
+  eltwise_add   bf16 add;  silu_mul  F.silu(g) * u (vLLM SiluAndMul);  gelu  F.gelu(approximate="tanh").
+  registry      each kernel module of npu_kernels.numerics.kernels (conv1d, eltwise_mul, ...) holds its torch op.
   q4nx          dequantise q * scale + min in bf16 (each op rounded), then the bf16 GEMV above.
 Arrays cross the interface as float32 numpy (bf16 values), like every executor; weights given a
 `static_key` are converted to device bf16 tensors once.
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from npu_kernels.numerics.executors.base import Executor
+from npu_kernels.numerics.executors.base import Executor, bind_kernels
 
 GEMM_CONTRACTS = ("f32-out", "bf16-out-high", "bf16-out-low")
 GEMM_PANEL_N = 64  # divides every fused part (heads x head_dim 64 / 128, the MLP width of a tile-legal model)
@@ -133,16 +133,6 @@ class TorchExecutor(Executor):
         with self.timer.time("eltwise_add"), torch.inference_mode():
             return self._np(self._t(a) + self._t(b))
 
-    def eltwise_mul(self, a, b):
-        with self.timer.time("eltwise_mul"), torch.inference_mode():
-            return self._np(self._t(a) * self._t(b))
-
-    def conv1d(self, x, w):
-        with self.timer.time("conv1d"), torch.inference_mode():
-            xt = self._t(x).transpose(0, 1)[None]  # (1, C, S + k - 1)
-            wt = self._t(w).transpose(0, 1)[:, None, :]  # (C, 1, k): HF's channel-major layout
-            return self._np(F.conv1d(xt, wt, groups=wt.shape[0])[0].transpose(0, 1))
-
     def silu_mul(self, g, u):
         with self.timer.time("silu_mul"), torch.inference_mode():
             return self._np(F.silu(self._t(g)) * self._t(u))
@@ -165,3 +155,7 @@ class TorchExecutor(Executor):
         s = torch.repeat_interleave(self._t(scale), group, dim=1)
         m = torch.repeat_interleave(self._t(mn), group, dim=1)
         return self._t(codes) * s + m
+
+
+# the kernels of the registry (npu_kernels.numerics.kernels): each module declares its torch bf16 op
+bind_kernels(TorchExecutor, "torch")

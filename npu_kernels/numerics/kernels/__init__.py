@@ -1,0 +1,61 @@
+"""The kernel registry: one module per leaf kernel (`npu_kernels/numerics/kernels/<name>.py`, a `KernelDef` named
+`DEFINITION`, see `npu_kernels.numerics.kernels.base`), collected here. The catalog, the thresholds, the executors, the tile
+planner, the harness inputs and table, the twin, the cost model and the registry importer ask this module for
+the kernels it holds; none of them lists a registered kernel's name.
+
+Adding a kernel: write its module, add its name to `MODULES` (the one registration line), run
+tests/unit/test_kernel_registry.py (it names the kernel and the piece a definition lacks).
+
+The kernels not yet moved here are still declared piecewise (npu_kernels.numerics.catalog and its siblings).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from npu_kernels.thresholds import KERNEL_TOLERANCES
+from npu_kernels.numerics.kernels.base import KernelDef, TwinStandIn, missing_pieces  # noqa: F401 (the registry's API)
+
+MODULES = ("eltwise_mul", "conv1d")
+
+DEFINITIONS: dict[str, KernelDef] = {}
+for _module in MODULES:
+    _d: KernelDef = importlib.import_module(f"npu_kernels.numerics.kernels.{_module}").DEFINITION
+    DEFINITIONS[_d.name] = _d
+
+
+def definitions() -> tuple[KernelDef, ...]:
+    """Every registered kernel, in registration order."""
+    return tuple(DEFINITIONS.values())
+
+
+def get(name: str) -> KernelDef | None:
+    """The registered kernel `name`, or None (a kernel still declared piecewise, or no kernel)."""
+    return DEFINITIONS.get(name)
+
+
+def tolerances() -> dict[tuple[str, str], tuple[float, float]]:
+    """Every kernel's (kernel, contract) -> (rtol, atol): npu_kernels.thresholds' table of the kernels declared
+    piecewise, then each registered kernel's own (declared in its module, with its source)."""
+    return {**KERNEL_TOLERANCES, **{(d.name, c): tol for d in definitions() for c, tol in d.tolerances.items()}}
+
+
+def in_listing_order(base: dict, pick: Callable[[KernelDef], Any]) -> dict:
+    """`base` (name -> value, the piecewise-declared kernels) with `pick(definition)` of each registered kernel
+    inserted after its `listed_after` kernel (at the end when that is absent); `base`'s own entries are kept."""
+    out = dict(base)
+    pending = [d for d in definitions() if d.name not in out]
+    while pending:
+        placed = False
+        for d in list(pending):
+            if d.listed_after is None or d.listed_after in out or d.listed_after not in {p.name for p in pending}:
+                items = list(out.items())
+                at = next((i + 1 for i, (k, _) in enumerate(items) if k == d.listed_after), len(items))
+                out = dict(items[:at] + [(d.name, pick(d))] + items[at:])
+                pending.remove(d)
+                placed = True
+        if not placed:  # a cycle of listed_after: append the rest in registration order
+            out.update((d.name, pick(d)) for d in pending)
+            pending = []
+    return out

@@ -1,0 +1,93 @@
+"""`KernelDef`: everything the project knows about one leaf kernel, declared in that kernel's own module.
+
+A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef` named `DEFINITION`; the registry
+(`npu_kernels.numerics.kernels`) collects them, and every other room asks the registry, never a list of names:
+
+  spec              the catalog entry (npu_kernels.numerics.spec.KernelSpec): shape keys, contracts, the FP32
+                    reference, mlir-air's inputs, how an executor is called, flops/bytes, output size, figures
+  tolerances        {contract: (rtol, atol)}, and `tolerance_source`: where mlir-air states them
+  fp32 / emulated / torch
+                    the executors' methods (`self` is the executor): the FP32 reference executor's, the emulated
+                    NPU2 datapath's, the torch bf16 one's
+  tile_rules        target -> [(rule name, predicate(shape, tile), message(shape, tile))], in check order
+  tile_default      (normalised shape, target) -> the planner's recommended tile
+  dmas_per_tile     shim DMAs each compute tile needs (3: a one-row herd is all that places; tile_notes says so)
+  harness_case      (shape, contract, tile) -> HarnessCase: the mlir-air script's own inputs and reference
+  harness           the harness-table entry (harnesses.toml's [harness.<name>] keys, as a dict)
+  twin              the twin's stand-in (TwinStandIn): mlir-air's Makefile variables and flags, the script's argparse
+                    flags and checks, what it prints when it only compiles
+  cost_features     (normalised shape, full tile) -> {constant name: amount} of the NPU2 cost model
+  constants         {constant name: fitted seconds per unit}, and `evidence`: {constant name: what fixes it}
+  registry_page     the importer's schema of mlir-air's registry page (page name, commit, tolerances, tables)
+  registry_rows     (table name, header, cells, heading, cell readers) -> [configuration rows] | None: one row
+  listed_after      the kernel the catalog lists it after (keeps `ledger kernel list` and `make bench` in order)
+
+`REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
+
+from npu_kernels.numerics.spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class TwinStandIn:
+    """The twin's stand-in for a kernel's mlir-air harness directory (npu_kernels.mlir_air.twin)."""
+
+    directory: str  # programming_examples/<directory>/
+    variables: str  # the Makefile's variables with mlir-air's defaults
+    flags: str  # the `run` recipe's flags
+    extra_targets: str  # further Makefile targets (profile), or ""
+    peano_only: bool  # BUILD_DIR is build_peano unconditionally (the Makefile has no chess branch)
+    add_flags: Callable[[argparse.ArgumentParser], None]  # the script's argparse flags
+    check: Callable[[argparse.Namespace], tuple]  # -> (kernel, shape, contract, tile, perf_flops, compile_only)
+    compiled_line: str  # what the script prints after a compile-only run ("" when nothing)
+    asserts_tile_rules: bool = False  # the script asserts the kernel's tile rules (an AssertionError naming the rule)
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    name: str
+    spec: KernelSpec
+    tolerances: dict[str, tuple[float, float]]
+    tolerance_source: str
+    fp32: Callable
+    emulated: Callable
+    torch: Callable
+    tile_rules: Callable[[str], list]
+    tile_default: Callable[[dict, str], dict]
+    harness_case: Callable
+    harness: dict[str, Any]
+    twin: TwinStandIn
+    cost_features: Callable[[Any, Any], dict[str, float]]
+    constants: dict[str, float]
+    evidence: dict[str, str]
+    registry_page: dict[str, Any]
+    registry_rows: Callable
+    dmas_per_tile: int = 0
+    listed_after: str | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+OPTIONAL = ("dmas_per_tile", "listed_after", "notes")
+REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
+
+
+def missing_pieces(d: KernelDef) -> list[str]:
+    """The required pieces `d` leaves empty, plus the ones that disagree with each other (by name)."""
+    out = [p for p in REQUIRED if getattr(d, p) in (None, "", {}, ())]
+    if d.spec is not None and d.spec.name != d.name:
+        out.append(f"spec (named {d.spec.name!r})")
+    if d.spec is not None and set(d.tolerances) != set(d.spec.contracts):
+        out.append("tolerances (one per contract of the spec)")
+    if d.harness and not d.harness.get("command"):
+        out.append("harness (no command)")
+    if d.evidence and set(d.evidence) != set(d.constants):
+        out.append("evidence (one per constant)")
+    if d.registry_page and not {"page", "commit", "tables"} <= set(d.registry_page):
+        out.append("registry_page (page, commit, tables)")
+    return out

@@ -1,0 +1,69 @@
+"""The tile planner's common ground: the array sizes (`ARRAYS`, `array_columns`, `array_rows`), the rule type
+(`Rule`), and the streaming elementwise kernels' rules and default tiles (`ELTWISE`, `elementwise_rules`,
+`elementwise_default`), which `npu_kernels.numerics.tile_rules` / `tile_defaults` and the kernel modules of
+`npu_kernels.numerics.kernels` share. Imports nothing of the planner.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+ARRAYS = {"npu2": (8, 4), "npu1": (4, 4)}  # (columns, compute rows)
+
+Rule = tuple[str, Callable[[dict, dict], bool], Callable[[dict, dict], str]]
+
+
+def array_columns(target: str) -> int:
+    return ARRAYS[target][0]
+
+
+def array_rows(target: str) -> int:
+    return ARRAYS[target][1]
+
+
+ELTWISE = {  # kernel: (tile key, default tile, max herd_y, DMAs per tile)
+    "eltwise_add": ("tile", 2048, 1, 3),
+    "silu_mul": ("tile_n", 4096, 1, 3),
+    "gelu": ("tile_n", 4096, 2, 2),
+}
+
+
+def elementwise_rules(kernel: str, target: str, params: tuple | None = None) -> list[Rule]:
+    """The rules of a streaming elementwise kernel; `params` (tile key, default tile, max herd_y, DMAs per tile)
+    default to its ELTWISE row (a registry kernel passes its own)."""
+    key, _, max_y, dmas = params or ELTWISE[kernel]
+    cols = array_columns(target)
+    if dmas == 3:
+        herd_rule = (f"{kernel}.herd_y_eq_1", lambda s, t: t["herd_y"] == 1,
+                     lambda s, t: f"herd_y={t['herd_y']}: 3 DMAs per tile (2 in, 1 out) exhaust the shim channels "
+                     "beyond one row")
+    else:
+        herd_rule = (f"{kernel}.tiles_le_16", lambda s, t: t["herd_x"] * t["herd_y"] <= 2 * cols,
+                     lambda s, t: f"herd {t['herd_x']}x{t['herd_y']}: 2 DMAs per tile place at most "
+                     f"{2 * cols} tiles (8x2), the full 8x4 does not")
+    return [
+        herd_rule,
+        (f"{kernel}.N_divisible_by_tile_herd", lambda s, t: s["N"] % (t[key] * t["herd_x"] * t["herd_y"]) == 0,
+         lambda s, t: f"N={s['N']} is not a multiple of {key}*herd_x*herd_y={t[key]}*{t['herd_x']}*{t['herd_y']}"),
+        (f"{kernel}.tile_fits_l1", lambda s, t: t[key] <= 4096 and t[key] % 16 == 0,
+         lambda s, t: f"{key}={t[key]} must be a multiple of 16 and <= 4096 (ping-ponged buffers in 64 KiB L1)"),
+        (f"{kernel}.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and 1 <= t["herd_y"] <= array_rows(target),
+         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}x{array_rows(target)} array"),
+    ]
+
+
+def elementwise_default(kernel: str, params: tuple | None = None):
+    """The default-tile function of a streaming elementwise kernel; `params` as tile_rules.elementwise_rules'."""
+    key, tile, hy, _ = params or ELTWISE[kernel]
+
+    def default(s: dict, target: str) -> dict:
+        cols = array_columns(target)
+        herd_y = min(hy, array_rows(target))
+        for t in (tile, tile // 2, tile // 4, tile // 8, 256, 128, 64, 32, 16):
+            for hx in range(cols, 0, -1):
+                for y in range(herd_y, 0, -1):
+                    if s["N"] % (t * hx * y) == 0:
+                        return {key: t, "herd_x": hx, "herd_y": y}
+        return {key: 16, "herd_x": 1, "herd_y": 1}
+
+    return default
