@@ -41,6 +41,17 @@ def tolerances() -> dict[tuple[str, str], tuple[float, float]]:
     return {**KERNEL_TOLERANCES, **{(d.name, c): tol for d in definitions() for c, tol in d.tolerances.items()}}
 
 
+def kernel_tolerance(kernel: str, contract: str) -> tuple[float, float]:
+    """(rtol, atol) of any kernel's contract (npu_kernels.thresholds.kernel_tolerance, which knows the kernels
+    declared piecewise only, plus the registry's); KeyError names the contracts the kernel has."""
+    table = tolerances()
+    try:
+        return table[(kernel, contract)]
+    except KeyError:
+        known = sorted(c for k, c in table if k == kernel)
+        raise KeyError(f"no tolerance for {kernel} {contract!r}; its contracts: {known or 'none'}") from None
+
+
 def in_listing_order(base: dict, pick: Callable[[KernelDef], Any]) -> dict:
     """`base` (name -> value, the piecewise-declared kernels) with `pick(definition)` of each registered kernel
     inserted after its `listed_after` kernel (at the end when that is absent); `base`'s own entries are kept."""
