@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import ast
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from npu_kernels.numerics import kernels as registry
-from npu_kernels.numerics.kernels.base import REQUIRED, missing_pieces
+from npu_kernels.numerics.kernels.base import REQUIRED, from_module, missing_pieces
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = registry.definitions()
@@ -38,6 +39,9 @@ def test_the_completeness_check_names_the_kernel_and_the_piece():
     d = DEFINITIONS[0]
     broken = replace(d, torch=None, constants={}, harness={"since": "x"})
     assert missing_pieces(broken) == ["torch", "constants", "harness (no command)", "evidence (one per constant)"]
+    half = ModuleType("half_written")  # a new kernel's module with its name and reference only
+    half.NAME, half.fp32 = "half_written", d.fp32
+    assert missing_pieces(from_module(half)) == [p for p in REQUIRED if p not in ("name", "fp32")]
     assert set(REQUIRED) >= {"spec", "tolerances", "fp32", "emulated", "torch", "tile_rules", "tile_default",
                              "harness_case", "harness", "twin", "cost_features", "constants", "registry_page"}
 

@@ -1,5 +1,5 @@
-"""The kernel registry: one module per leaf kernel (`npu_kernels/numerics/kernels/<name>.py`, a `KernelDef` named
-`DEFINITION`, see `npu_kernels.numerics.kernels.base`), collected here. The catalog, the thresholds, the executors, the tile
+"""The kernel registry: one module per leaf kernel (`npu_kernels/numerics/kernels/<name>.py`, the pieces of a `KernelDef`
+under their names, see `npu_kernels.numerics.kernels.base`), collected here. The catalog, the thresholds, the executors, the tile
 planner, the harness inputs and table, the twin, the cost model and the registry importer ask this module for
 the kernels it holds; none of them lists a registered kernel's name.
 
@@ -15,13 +15,13 @@ import importlib
 from typing import Any, Callable
 
 from npu_kernels.thresholds import KERNEL_TOLERANCES
-from npu_kernels.numerics.kernels.base import KernelDef, TwinStandIn, missing_pieces  # noqa: F401 (the registry's API)
+from npu_kernels.numerics.kernels.base import KernelDef, TwinStandIn, from_module, missing_pieces  # noqa: F401 (its API)
 
 MODULES = ("eltwise_mul", "conv1d")
 
 DEFINITIONS: dict[str, KernelDef] = {}
 for _module in MODULES:
-    _d: KernelDef = importlib.import_module(f"npu_kernels.numerics.kernels.{_module}").DEFINITION
+    _d = from_module(importlib.import_module(f"npu_kernels.numerics.kernels.{_module}"))
     DEFINITIONS[_d.name] = _d
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, fields
+from types import ModuleType
 from typing import Any, Callable
 
 from npu_kernels.numerics.spec import KernelSpec
@@ -77,9 +78,22 @@ OPTIONAL = ("dmas_per_tile", "listed_after", "notes")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 
 
+def from_module(module: ModuleType) -> KernelDef:
+    """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
+    TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER)
+    and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case, cost_features,
+    registry_rows). A piece the module lacks is None, which `missing_pieces` names."""
+    values = {}
+    for f in fields(KernelDef):
+        value = getattr(module, f.name.upper(), getattr(module, f.name, None))
+        if value is not None or f.name in REQUIRED:
+            values[f.name] = value
+    return KernelDef(**values)
+
+
 def missing_pieces(d: KernelDef) -> list[str]:
     """The required pieces `d` leaves empty, plus the ones that disagree with each other (by name)."""
-    out = [p for p in REQUIRED if getattr(d, p) in (None, "", {}, ())]
+    out = [p for p in REQUIRED if getattr(d, p) is None or (not callable(getattr(d, p)) and not getattr(d, p))]
     if d.spec is not None and d.spec.name != d.name:
         out.append(f"spec (named {d.spec.name!r})")
     if d.spec is not None and set(d.tolerances) != set(d.spec.contracts):

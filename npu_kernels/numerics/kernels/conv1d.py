@@ -51,18 +51,22 @@ import numpy as np
 
 from npu_kernels.numerics.bf16 import f32, rounded
 from npu_kernels.numerics.harness_case import HarnessCase, harness_bf16
-from npu_kernels.numerics.kernels.base import KernelDef, TwinStandIn
+from npu_kernels.numerics.kernels.base import TwinStandIn
 from npu_kernels.numerics.references import bf16_randn
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure, ShapeError
 from npu_kernels.numerics.tile_common import array_columns
 from npu_kernels.thresholds import RTOL
 
+LISTED_AFTER = "eltwise_mul"  # its place in the catalog's listing (`ledger kernel list`, `make bench`)
+DMAS_PER_TILE = 3  # 2 in, 1 out: only a one-row herd places (tile_notes)
 NAME = "conv1d"
 TAPS = 3  # Conv1D_bf16.md "k=3"; conv1d_depthwise.py K_TAPS
 PADS = ("nonzero", "zero")
 L1_BYTES = 65_536  # conv1d_depthwise.py L1_BYTES: per-compute-tile L1 on AIE2P
 HARNESS_SEED = 0  # conv1d_depthwise.py `__main__`: default_rng(0)
 TOLERANCES = {"bf16-out": (RTOL, 5e-2)}
+TOLERANCE_SOURCE = ("mlir-air kernel_registry/details/Conv1D_bf16.md (ff1efdb0) \"Tolerances\": \"rtol 1.6e-2, "
+                   "atol 5e-2: an f32-accumulate op with one output rounding\"")
 
 
 # --- FP32 reference, inputs, executor call ----------------------------------------------------------------
@@ -330,27 +334,3 @@ def registry_rows(name: str, header: tuple, cells: list[str], heading: str, cell
                  "verdict": verdict, "status": c["Status"], "mean_rel_L1": _first_number(c["mean_rel_L1"]),
                  "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}]
     return None
-
-
-DEFINITION = KernelDef(
-    name=NAME,
-    spec=SPEC,
-    tolerances=TOLERANCES,
-    tolerance_source="mlir-air kernel_registry/details/Conv1D_bf16.md (ff1efdb0) \"Tolerances\": \"rtol 1.6e-2, "
-                     "atol 5e-2: an f32-accumulate op with one output rounding\"",
-    fp32=fp32,
-    emulated=emulated,
-    torch=torch,
-    tile_rules=tile_rules,
-    tile_default=tile_default,
-    harness_case=harness_case,
-    harness=HARNESS,
-    twin=TWIN,
-    cost_features=cost_features,
-    constants=CONSTANTS,
-    evidence=EVIDENCE,
-    registry_page=REGISTRY_PAGE,
-    registry_rows=registry_rows,
-    dmas_per_tile=3,
-    listed_after="eltwise_mul",
-)

@@ -34,14 +34,18 @@ import numpy as np
 
 from npu_kernels.numerics.bf16 import f32, mul_rounded
 from npu_kernels.numerics.harness_case import HarnessCase, elementwise_draws, harness_bf16
-from npu_kernels.numerics.kernels.base import KernelDef, TwinStandIn
+from npu_kernels.numerics.kernels.base import TwinStandIn
 from npu_kernels.numerics.references import bf16_randn
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure
 from npu_kernels.numerics.tile_common import elementwise_default, elementwise_rules
 from npu_kernels.thresholds import RTOL
 
+LISTED_AFTER = "eltwise_add"  # its place in the catalog's listing (`ledger kernel list`, `make bench`)
+DMAS_PER_TILE = 3  # 2 in, 1 out: only a one-row herd places (tile_notes)
 NAME = "eltwise_mul"
 TOLERANCES = {"bf16-out": (RTOL, 5e-2)}
+TOLERANCE_SOURCE = ("mlir-air kernel_registry/details/EltwiseMul_bf16.md (e0eee76d) \"Tolerances\": \"rtol = "
+                   "1.6e-2 ..., atol = 5e-2\"")
 ELTWISE = ("tile", 1024, 1, 3)  # (tile key, default tile, max herd_y, DMAs per tile): npu_kernels.numerics.tile_rules
 SCRIPT_TILE_CAP = 1024  # eltwise_mul.py `default_tile(..., cap=1024)`
 
@@ -206,27 +210,3 @@ def registry_rows(name: str, header: tuple, cells: list[str], heading: str, cell
     return [{"shape": {"N": cell.ints(c["N"])[0]}, "tile": {}, "verdict": verdict, "status": c["Status"],
              "mean_rel_L1": cell.first_number(c["mean_rel_L1"]),
              "latency_us": cell.latency_us(c["latency"]) if "⏳" not in c["latency"] else None}]
-
-
-DEFINITION = KernelDef(
-    name=NAME,
-    spec=SPEC,
-    tolerances=TOLERANCES,
-    tolerance_source="mlir-air kernel_registry/details/EltwiseMul_bf16.md (e0eee76d) \"Tolerances\": \"rtol = "
-                     "1.6e-2 ..., atol = 5e-2\"",
-    fp32=fp32,
-    emulated=emulated,
-    torch=torch,
-    tile_rules=tile_rules,
-    tile_default=tile_default,
-    harness_case=harness_case,
-    harness=HARNESS,
-    twin=TWIN,
-    cost_features=cost_features,
-    constants=CONSTANTS,
-    evidence=EVIDENCE,
-    registry_page=REGISTRY_PAGE,
-    registry_rows=registry_rows,
-    dmas_per_tile=3,
-    listed_after="eltwise_add",
-)
