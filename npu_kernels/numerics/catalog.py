@@ -2,7 +2,8 @@
 contracts (tolerances from npu_kernels.thresholds), the NPU2 figures measured in mlir-air's kernel registry, a
 registry shape, a small shape and the target tile counts.
 
-The spec types and errors are `npu_kernels.numerics.spec`; the per-kernel math (inputs, references, executor
+The kernels of the registry (`npu_kernels.numerics.kernels`: eltwise_mul, conv1d, ...) declare their specs in their
+own modules; `CATALOG` lists them in their place. The spec types and errors are `npu_kernels.numerics.spec`; the per-kernel math (inputs, references, executor
 calls) is `npu_kernels.numerics.references`. Anyone may import the catalog.
 """
 

@@ -31,10 +31,8 @@ Imports: npu_kernels.numerics.catalog (shape normalisation) and the kernel regis
 
 from __future__ import annotations
 
-from typing import Callable
-
-from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.tile_common import (  # noqa: F401 (re-exported: the planner's names)
     ARRAYS,
     ELTWISE,

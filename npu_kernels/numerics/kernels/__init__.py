@@ -3,10 +3,17 @@ under their names, see `npu_kernels.numerics.kernels.base`), collected here. The
 planner, the harness inputs and table, the twin, the cost model and the registry importer ask this module for
 the kernels it holds; none of them lists a registered kernel's name.
 
-Adding a kernel: write its module, add its name to `MODULES` (the one registration line), run
-tests/unit/test_kernel_registry.py (it names the kernel and the piece a definition lacks).
-
-The kernels not yet moved here are still declared piecewise (npu_kernels.numerics.catalog and its siblings).
+Adding a kernel (the whole checklist; tests/unit/test_kernel_registry.py names the kernel and any piece it lacks):
+  1. write npu_kernels/numerics/kernels/<name>.py, citing mlir-air file:line@commit beside each piece: NAME, SPEC
+     (shape keys, contracts, FP32 reference, inputs, executor call, flops/bytes, output size, NPU2 figures, registry
+     and small shapes), TOLERANCES + TOLERANCE_SOURCE, fp32 / emulated / torch, tile_rules, tile_default,
+     harness_case, HARNESS (the harness-table entry), TWIN (Makefile variables and flags, the script's flags and
+     checks), cost_features + CONSTANTS + EVIDENCE (fit them: npu_kernels.perf.fit on anchors.toml rows),
+     REGISTRY_PAGE + registry_rows; DMAS_PER_TILE and LISTED_AFTER where they apply;
+  2. add its name to `MODULES` below (the one registration line);
+  3. run tests/unit/test_kernel_registry.py and tests/unit/test_layout.py (a kernel module imports only the
+     numerics below the registry: spec, bf16, references, harness_case, tile_common, thresholds).
+A model that uses it (plan rows, dispatch launches, pipeline stages) calls it by name; nothing else spells it.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import Any, Callable
 
@@ -71,10 +71,9 @@ class KernelDef:
     registry_rows: Callable
     dmas_per_tile: int = 0
     listed_after: str | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
 
 
-OPTIONAL = ("dmas_per_tile", "listed_after", "notes")
+OPTIONAL = ("dmas_per_tile", "listed_after")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 
 
