@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from npu_kernels.thresholds import kernel_tolerance
+from npu_kernels.numerics.kernels import CatalogPage, KernelDef, in_listing_order, kernel_tolerance
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
 
 Shape = tuple[tuple[str, Any], ...]  # ((column, value), ...) in the page's column order
 
@@ -58,7 +59,7 @@ _GEMM_DATAPATH = (
     "round-half-even), FP32 accumulate"
 )
 
-CATALOG: tuple[CatalogEntry, ...] = (
+_PIECEWISE: tuple[CatalogEntry, ...] = (
     CatalogEntry(
         key="gemm_f32", kernel="gemm", title="GEMM (BF16 in, FP32 out)", page="GEMM_bf16_in_fp32_out",
         columns=("M", "K", "N"), aliases=_GEMM_ALIASES, unit="GFLOP/s", math="C[M,N] = A[M,K] @ B[K,N]",
@@ -106,12 +107,6 @@ CATALOG: tuple[CatalogEntry, ...] = (
         tolerances=(_tol("flash_attention", "bf16-out", label="bf16"),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
     ),
     CatalogEntry(
-        key="eltwise_add", kernel="eltwise_add", title="Element-wise Add (BF16)", page="EltwiseAdd_bf16",
-        columns=("N",), aliases={"n": "N", "numel": "N", "size": "N"}, math="c = a + b",
-        datapath="FP32 add, one bf16 rounding", tolerances=(_tol("eltwise_add", "bf16-out", label="bf16"),),
-        npu2_mean_rel_L1="1.9e-3", target_tiles=8,
-    ),
-    CatalogEntry(
         key="silu_mul", kernel="silu_mul", title="SiLU-and-Mul (BF16)", page="SiLU_Mul_bf16", columns=("N",),
         aliases={"n": "N", "numel": "N", "size": "N"}, math="out = silu(gate) * up",
         datapath="sigmoid via tanh (0.5(1+tanh(g/2))) in bf16, chain of bf16 roundings",
@@ -148,6 +143,27 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
 )
 
+
+# the kernels of npu_kernels.numerics.kernels with a page at e972f29: each module's `registry_page` (a CatalogPage)
+PAGES: dict[str, CatalogPage] = {d.name: d.registry_page for d in kernel_definitions()
+                                 if isinstance(d.registry_page, CatalogPage)}
+
+
+def _entry(d: KernelDef) -> CatalogEntry | None:
+    """A registered kernel's page (None: mlir-air added it after e972f29, the importer's generic page)."""
+    p = PAGES.get(d.name)
+    if p is None:
+        return None
+    return CatalogEntry(
+        key=d.name, kernel=d.name, title=p.title, page=p.page, columns=p.columns, aliases=p.aliases, unit=p.unit,
+        math=p.math, datapath=p.datapath, npu2_mean_rel_L1=p.npu2_mean_rel_L1, target_tiles=p.target_tiles,
+        tolerances=tuple(_tol(d.name, c, label=p.tolerance_label) for c in d.spec.contracts),
+        default_contract=p.default_contract,
+    )
+
+
+CATALOG: tuple[CatalogEntry, ...] = tuple(
+    e for e in in_listing_order({e.key: e for e in _PIECEWISE}, _entry).values() if e is not None)
 _BY_KEY = {spec.key: spec for spec in CATALOG}
 
 # normalised spelling -> executor kernel name
@@ -155,10 +171,9 @@ _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
     "rmsnorm": "rmsnorm", "weightedrmsnorm": "rmsnorm", "layernorm": "layernorm",
     "rope": "rope", "ropehalfsplit": "rope", "flashattention": "flash_attention", "attention": "flash_attention",
-    "eltwiseadd": "eltwise_add", "elementwiseadd": "eltwise_add", "add": "eltwise_add",
     "silumul": "silu_mul", "siluandmul": "silu_mul", "gelu": "gelu",
     "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
-}
+} | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 
 
 @lru_cache(maxsize=1024)
@@ -291,7 +306,9 @@ def bytes_moved(spec: CatalogEntry, shape: Shape) -> int | None:
             elements = 2 * s["M"] * s["N"] + s["N"]
         elif spec.kernel == "layernorm":
             elements = 2 * s["M"] * s["N"] + 2 * s["N"]
-        elif spec.kernel in ("eltwise_add", "silu_mul"):
+        elif spec.kernel in PAGES and PAGES[spec.kernel].elements is not None:
+            elements = PAGES[spec.kernel].elements(s)
+        elif spec.kernel == "silu_mul":
             elements = 3 * s["N"]
         elif spec.kernel == "gelu":
             elements = 2 * s["N"]

@@ -3,7 +3,8 @@
 * `parse_tables(text)`: every markdown table of a page, as (header, rows of cells, header line, end line).
 * `row_fields(key, header, cells)`: the shape, tile and figures of one row of the eight kernels without a JSON
   file (GEMV, RMSNorm, LayerNorm, RoPE, FlashAttention, EltwiseAdd, SiLU_Mul, GELU; headers are
-  `registry.mlir_air_tables`'s), `later_fields(...)` those of the kernels mlir-air added after e972f29
+  `registry.mlir_air_tables`'s; a kernel module of npu_kernels.numerics.kernels with such a page reads the shape and
+  configuration of its own rows, `registry_rows`), `later_fields(...)` those of the kernels mlir-air added after e972f29
   (Conv1D, Element-wise Multiply: `mlir_air_tables.LATER`). Turning rows into events, and accounting for every
   row read, is `registry.importer_scan`.
 * `shape_of_cells` / `gemm_shape`: the shape a row is about (what `handlers.registry_merge` compares).
@@ -132,8 +133,11 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
     """The kernel, shape, tile and figures of one upstream row (None: not a shape row of this kernel)."""
     c = dict(zip(header, cells))
     f: dict[str, Any] = {"tile": {}}
+    registered = kernel_definition(key)
     try:
-        if key == "gemv":
+        if registered is not None and not isinstance(registered.registry_page, dict):  # a page at e972f29
+            f.update(registered.registry_rows(key, header, cells, "", CELL)[0])
+        elif key == "gemv":
             M, K = ints(c[header[0]])[:2]
             f["shape"] = {"M": M, "K": K}
             hm, tm, mi = (ints(c.get(header[1], "")) + [None] * 3)[:3]
@@ -160,12 +164,11 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             f["shape"] = {"lq": lq, "lk": lk, "dk": dk, "dv": dv, "heads_q": hq, "heads_kv": hkv,
                           "causal": c.get("causal", "").startswith("✓")}
             f["gflops_cell"] = c.get("GFLOP/s", "")
-        elif key in ("eltwise_add", "silu_mul", "gelu"):
+        elif key in ("silu_mul", "gelu"):
             f["shape"] = {"N": ints(c["N"])[0]}
             cfg = ints(next((c[h] for h in header if "config" in h), ""))
-            tk = "tile" if key == "eltwise_add" else "tile_n"
             if len(cfg) >= 3:
-                f["tile"] = {"herd_x": cfg[0], "herd_y": cfg[1], tk: cfg[2]}
+                f["tile"] = {"herd_x": cfg[0], "herd_y": cfg[1], "tile_n": cfg[2]}
         else:
             return None
     except (KeyError, IndexError, ValueError):

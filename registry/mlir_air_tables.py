@@ -17,8 +17,10 @@ a checkout's tables is `handlers.registry_merge`.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable
 
+from npu_kernels.numerics.kernels import CatalogPage, in_listing_order
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
 from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, ShapeRow, not_npu2_mark, pick_best
 
@@ -36,7 +38,6 @@ INDEX: dict[str, tuple[str, ...]] = {  # supported_kernels.md
     "layernorm": ("(M×N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "abs_err max", "Used by", "Status"),
     "flash_attention": ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s", "mean_rel_L1",
                         "Status"),
-    "eltwise_add": ("N", "best config (hx/hy/tile_n)", "latency", "bandwidth", "mean_rel_L1", "Status"),
     "silu_mul": ("N", "(as 2-D)", "best config (hx/hy/tile_n)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
                  "Status"),
     "rope": ("(rows×head_dim)", "herd (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "Used by", "Status"),
@@ -62,8 +63,6 @@ DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
                         "Status")),),
     "flash_attention": (("", ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s",
                               "mean_rel_L1", "abs_err max", "Status")),),
-    "eltwise_add": (("", ("N", "(as 2-D)", "best config (cols/rows/tile)", "latency", "bandwidth", "mean_rel_L1",
-                          "abs_err max", "Status")),),
     "silu_mul": (("", ("N", "(as 2-D)", "best config (herd_x/herd_y/tile_n)", "latency", "bandwidth", "mean_rel_L1",
                        "abs_err max", "Status")),),
     "rope": (("", ("rows", "head_dim", "best config (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
@@ -71,16 +70,33 @@ DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "gelu": (("", ("N", "(as 2-D)", "best config (herd_x/herd_y/tile_n)", "latency", "bandwidth", "mean_rel_L1",
                    "abs_err max", "Status")),),
 }
-NO_JSON = ("gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add", "silu_mul", "gelu")
+NO_JSON = ("gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "silu_mul", "gelu")
 PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out", "gemv": "GEMV_bf16",
            "rmsnorm": "RMSNorm_bf16", "layernorm": "LayerNorm_bf16", "flash_attention": "FlashAttention_bf16",
-           "eltwise_add": "EltwiseAdd_bf16", "silu_mul": "SiLU_Mul_bf16", "rope": "RoPE_bf16", "gelu": "GELU_bf16"}
+           "silu_mul": "SiLU_Mul_bf16", "rope": "RoPE_bf16", "gelu": "GELU_bf16"}
+# ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29: each module's `registry_page` (a
+# CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the catalog's listing order
+PAGES: dict[str, CatalogPage] = {d.name: d.registry_page for d in kernel_definitions()
+                                 if isinstance(d.registry_page, CatalogPage)}
+
+
+def _with_pages(base: dict, pick: Callable[[CatalogPage], Any]) -> dict:
+    """`base` with `pick(page)` of each registered kernel's page, at the kernel's place in the listing."""
+    merged = in_listing_order(base, lambda d: pick(PAGES[d.name]) if d.name in PAGES else None)
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+INDEX = _with_pages(INDEX, lambda p: p.index)
+DETAILS = _with_pages(DETAILS, lambda p: p.details)
+PAGE_OF = _with_pages(PAGE_OF, lambda p: p.page)
+NO_JSON = NO_JSON + tuple(name for name, p in PAGES.items() if p.no_json)
 EMULATED = "🧪"
 # Kernels mlir-air added after e972f29, read by the importer only (the catalog has no page of their own, so the
 # projection gives them a generic page): each kernel module of npu_kernels.numerics.kernels declares its pages
 # (`registry_page`: page, commit, tolerances from the page's "Tolerances" section, the index's commit, and its
 # tables as (table name, header)), in kernel-name order.
-LATER: dict[str, dict] = {d.name: d.registry_page for d in sorted(kernel_definitions(), key=lambda d: d.name)}
+LATER: dict[str, dict] = {d.name: d.registry_page for d in sorted(kernel_definitions(), key=lambda d: d.name)
+                          if isinstance(d.registry_page, dict)}
 
 # --- cell formatting --------------------------------------------------------------------------------------
 
@@ -170,8 +186,31 @@ def _best(row: ShapeRow, method: str | None = None, tier: str | None = None) -> 
 Cells = Callable[[ShapeRow], list[str]]
 
 
+def streaming_cells(row: ShapeRow, tile_keys: tuple[str, ...], *, as_2d: bool, abs_err: bool,
+                    used_by: bool) -> list[str]:
+    """A streaming elementwise kernel's row: N, ("(as 2-D)"), the config, latency, bandwidth, mean_rel_L1,
+    (abs_err max), (Used by), Status."""
+    s, b = _shape(row), row.best or (row.measurements[-1] if row.measurements else None)
+    t = b.tile if b else {}
+    cells = [str(s["N"])] + (["—"] if as_2d else [])
+    cells += [_tile3(t, tile_keys), _mark(b, latency_text(b.latency_us if b else None)),
+              _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None)]
+    if abs_err:
+        cells.append(sci2(b.max_abs if b else None))
+    if used_by:
+        cells.append(_used(row))
+    return cells + [status_cell(row)]
+
+
+# the formatters a kernel module's page cells are handed (it imports nothing of the registry)
+FMT = SimpleNamespace(streaming_cells=streaming_cells, status_cell=status_cell, sci2=sci2, latency_text=latency_text,
+                      mark=_mark, tile3=_tile3, used=_used, best=_best)
+
+
 def index_cells(key: str, row: ShapeRow) -> list[str]:
     """One row of kernel `key`'s supported_kernels.md table, in its columns (see INDEX)."""
+    if key in PAGES:
+        return PAGES[key].index_cells(row, FMT)
     s, b = _shape(row), row.best or (row.measurements[-1] if row.measurements else None)
     t = b.tile if b else {}
     if key == "gemm_f32":
@@ -202,18 +241,8 @@ def index_cells(key: str, row: ShapeRow) -> list[str]:
                 str(max(1, int(s.get("dv") or 64) // int(t.get("lkp", 64) or 64))),
                 _mark(b, latency_text(b.latency_us if b else None)), _num(_g(b), b, bold=True),
                 sci2(b.mean_rel_L1 if b else None), status_cell(row)]
-    if key in ("eltwise_add", "silu_mul", "gelu"):
-        tk = "tile" if key == "eltwise_add" else "tile_n"
-        cells = [str(s["N"])]
-        if key != "eltwise_add":
-            cells.append("—")
-        cells += [_tile3(t, ("herd_x", "herd_y", tk)), _mark(b, latency_text(b.latency_us if b else None)),
-                  _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None)]
-        if key != "eltwise_add":
-            cells.append(sci2(b.max_abs if b else None))
-        if key == "gelu":
-            cells.append(_used(row))
-        return cells + [status_cell(row)]
+    if key in ("silu_mul", "gelu"):
+        return streaming_cells(row, ("herd_x", "herd_y", "tile_n"), as_2d=True, abs_err=True, used_by=key == "gelu")
     if key == "rope":
         return [f"{s['rows']}×{s['head_dim']}", _tile3(t, ("herd_x", "herd_y")),
                 _mark(b, latency_text(b.latency_us if b else None)),
@@ -225,6 +254,8 @@ def index_cells(key: str, row: ShapeRow) -> list[str]:
 def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
     """One row of kernel `key`'s details-page table for `method` (see DETAILS); None when the row has no
     measurement of that method."""
+    if key in PAGES:
+        return PAGES[key].details_cells(method, row, FMT)
     s = _shape(row)
     if key in ("gemm_bf16", "gemm_f32"):
         m = _best(row, method)
@@ -253,12 +284,8 @@ def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
         return cells[:-1] + [sci2(b.max_abs if b else None), cells[-1]]
     if key == "layernorm":
         return index_cells(key, row)
-    if key in ("eltwise_add", "silu_mul", "gelu"):
-        tk = "tile" if key == "eltwise_add" else "tile_n"
-        return [str(s["N"]), "—", _tile3(t, ("herd_x", "herd_y", tk)),
-                _mark(b, latency_text(b.latency_us if b else None)),
-                _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None),
-                sci2(b.max_abs if b else None), status_cell(row)]
+    if key in ("silu_mul", "gelu"):
+        return streaming_cells(row, ("herd_x", "herd_y", "tile_n"), as_2d=True, abs_err=True, used_by=False)
     if key == "rope":
         return [str(s["rows"]), str(s["head_dim"]), _tile3(t, ("herd_x", "herd_y")),
                 _mark(b, latency_text(b.latency_us if b else None)),

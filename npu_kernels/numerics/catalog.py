@@ -2,7 +2,7 @@
 contracts (tolerances from npu_kernels.thresholds), the NPU2 figures measured in mlir-air's kernel registry, a
 registry shape, a small shape and the target tile counts.
 
-The kernels of the registry (`npu_kernels.numerics.kernels`: eltwise_mul, conv1d, ...) declare their specs in their
+The kernels of the registry (`npu_kernels.numerics.kernels`: eltwise_add, eltwise_mul, conv1d, ...) declare their specs in their
 own modules; `CATALOG` lists them in their place. The spec types and errors are `npu_kernels.numerics.spec`; the per-kernel math (inputs, references, executor
 calls) is `npu_kernels.numerics.references`. Anyone may import the catalog.
 """
@@ -144,22 +144,6 @@ _PIECEWISE: dict[str, KernelSpec] = {
         target_tiles=_tiles(32, 16),
         bool_keys=("causal",),
         extra={"check_shape": refs.flash_attention_check_shape},
-    ),
-    "eltwise_add": KernelSpec(
-        name="eltwise_add",
-        shape_keys=("N",),
-        contracts=_bf16("eltwise_add", "bf16 add, one rounding"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.eltwise_add_inputs,
-        reference_fn=refs.eltwise_add_reference,
-        call_fn=refs.eltwise_add_call,
-        flops_fn=lambda s: float(s["N"]),
-        bytes_fn=lambda s: 6.0 * s["N"],
-        output_elements_fn=lambda s: s["N"],
-        npu2={"bf16-out": NpuFigure(1.9e-3, 1.9e-3, 1.9e-3, "N=4194304, herd 8x1")},
-        registry_shape={"N": 4194304},
-        small_shape={"N": 65536},
-        target_tiles=_tiles(8, 4),
     ),
     "silu_mul": KernelSpec(
         name="silu_mul",

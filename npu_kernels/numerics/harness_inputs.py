@@ -17,8 +17,6 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
         the host BLAS's blocked orders (K panels of 128...1024, 2...16 interleaved accumulators) miss on
         three or more of the five (`rel_err max` sits on outputs with |ref| ~ 1e-8, where the reference's
         own float32 rounding is the leading term). An FMA accumulator gives the same five lines.
-  eltwise add  programming_examples/eltwise_add/eltwise_add.py:223-225 `rng = default_rng(0)`,
-        `standard_normal(shape, dtype=float32).astype(bf16)` for a then b; :231 ref `(a + b)` in f32 -> bf16.
   GELU  programming_examples/gelu/gelu.py:248-249 `default_rng(0)`, `standard_normal(n, float32)` -> bf16;
         :55-67 ref `0.5*x*(1 + tanh(c*(x + beta*x*x*x)))` in f32 -> bf16, c and beta from
         python/air/api/ops.py:415-416.
@@ -47,7 +45,7 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
         `uniform(0.005, 0.02, (N_out, K/32))` then mins `uniform(-0.1, 0.1, ...)`, both `.astype(float32)`;
         `pack_weight` hands the kernel bf16 scales and mins, while the reference keeps the float32 ones:
         `(q * repeat(sc, 32) + repeat(mn, 32)).astype(bfloat16)`; `run_test(..., rtol=0.1, atol=0.05)`.
-  The kernels of the registry (npu_kernels.numerics.kernels: eltwise_mul, conv1d, ...): each module cites its own script.
+  The kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, eltwise_mul, conv1d, ...): each module cites its own script.
 Statistics: python/air/backend/xrt_runner.py:375-392 (`abs_err = |a - e|`, `rel_err = abs_err/(|e| +
   1e-30)`, `mean_rel_L1 = mean(abs_err)/(mean|e| + 1e-30)`, printed `%.3e`), over the full output; bf16
   outputs are upcast to float64 first (:412-415), float32 outputs stay float32 (numpy's float32 means).
@@ -80,7 +78,7 @@ GELU_BETA = 0.044715  # python/air/api/ops.py:416
 Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
 Q4NX_GROUP = 32  # dequant_q4nx.py GS
 # the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm", "eltwise_add", "gelu", "silu_mul", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
+HARNESS_KERNELS = ("gemm", "gelu", "silu_mul", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
                    "dequant_q4nx") + tuple(d.name for d in kernel_definitions())
 
 
@@ -114,11 +112,6 @@ def _gemm(shape: dict, contract: str) -> HarnessCase:
     if out_dtype == "bf16":
         ref = _bf16(ref)
     return HarnessCase({"a": a, "b": b}, ref, out_dtype, "matrix_multiplication/bf16/run.py:59,493-507")
-
-
-def _eltwise_add(shape: dict, contract: str) -> HarnessCase:
-    a, b = _elementwise_draws(shape["N"], 2)
-    return HarnessCase({"a": a, "b": b}, _bf16(a + b), "bf16", "eltwise_add/eltwise_add.py:223-231")
 
 
 def _gelu(shape: dict, contract: str) -> HarnessCase:
@@ -205,7 +198,6 @@ def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
 
 _BUILDERS = {
     "gemm": _gemm,
-    "eltwise_add": _eltwise_add,
     "gelu": _gelu,
     "silu_mul": _silu_mul,
     "rmsnorm": _rmsnorm,

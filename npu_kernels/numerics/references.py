@@ -197,18 +197,6 @@ def flash_attention_bytes(s):
 # --- elementwise -----------------------------------------------------------------------------------------
 
 
-def eltwise_add_inputs(s, rng):
-    return {"a": bf16_randn(rng, (s["N"],)), "b": bf16_randn(rng, (s["N"],))}
-
-
-def eltwise_add_reference(i, s):
-    return i["a"] + i["b"]
-
-
-def eltwise_add_call(ex, i, s, contract, tile):
-    return ex.eltwise_add(i["a"], i["b"])
-
-
 def silu_mul_inputs(s, rng):
     return {"g": bf16_randn(rng, (s["N"],)), "u": bf16_randn(rng, (s["N"],))}
 

@@ -66,8 +66,6 @@ FITTED: dict[str, float] = {
     "layernorm_s_per_unit": 0.0,
     "rope_s_per_byte_per_tile": 9.305e-11,
     "rope_s_per_unit": 2.731e-08,
-    "eltwise_add_s_per_byte_per_tile": 0.0,
-    "eltwise_add_s_per_unit": 1.354e-06,
     "silu_mul_s_per_byte_per_tile": 3.27e-10,
     "silu_mul_s_per_unit": 0.0,
     "gelu_s_per_byte_per_tile": 5.656e-10,
@@ -119,9 +117,6 @@ EVIDENCE: dict[str, str] = {
     "layernorm_s_per_unit": "per-row cost: fitted 0 (one shape only; not separable from the byte term).",
     "rope_s_per_byte_per_tile": "RoPE per tile: 1/10.7 GB/s (in + LUT + out); RoPE_bf16.md:175-187, 233-235.",
     "rope_s_per_unit": "per row DMA (one head_dim row per DMA): 27 ns; head_dim 64 vs 128 rows at equal bytes.",
-    "eltwise_add_s_per_byte_per_tile": "fitted 0: the add is bound by its L1 chunk rounds, not bytes (below).",
-    "eltwise_add_s_per_unit": "per L1 chunk per tile (2048 elements: 2 in + 1 out DMA round): 1.36 us = "
-                              "9 GB/s per tile; EltwiseAdd_bf16.md:100-108 and the column sweep 140-142.",
     "silu_mul_s_per_byte_per_tile": "SiLU-and-mul per tile: 1/3.06 GB/s (bf16 tanh-based sigmoid); "
                                     "SiLU_Mul_bf16.md:101-111, 141.",
     "silu_mul_s_per_unit": "per-chunk cost: fitted 0 (one tile size measured).",

@@ -19,8 +19,9 @@ from npu_kernels.numerics.kernels.base import REQUIRED, from_module, missing_pie
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = registry.definitions()
 IDS = [d.name for d in DEFINITIONS]
-# the rooms that call a kernel by name to run a model (a plan row, a dispatch launch, a pipeline stage), not declare it
-USERS = ("npu_kernels/model/", "npu_kernels/perf/dispatch")
+# the rooms that call a kernel by name to run a model (a plan row, a dispatch launch, a pipeline stage, the synthetic
+# deployment's kernel rows), not declare it
+USERS = ("npu_kernels/model/", "npu_kernels/perf/dispatch", "registry/synthetic")
 
 
 def test_the_registry_holds_its_modules_in_order():
@@ -64,7 +65,8 @@ def test_every_room_takes_a_registered_kernel_from_the_registry(d):
     from npu_kernels.numerics.tile_rules import kernel_rules
     from npu_kernels.perf.constants import EVIDENCE, FITTED
     from npu_kernels.perf.kernel_model import KERNELS as MODELLED
-    from registry.mlir_air_tables import LATER
+    from registry.catalog import canonical_kernel, spec_by_key
+    from registry.mlir_air_tables import DETAILS, INDEX, LATER, NO_JSON, PAGE_OF
 
     _where(d, "spec (catalog)", CATALOG.get(d.name) is d.spec)
     _where(d, "tolerances", all(registry.tolerances()[(d.name, c)] == t for c, t in d.tolerances.items()))
@@ -81,7 +83,16 @@ def test_every_room_takes_a_registered_kernel_from_the_registry(d):
     _where(d, "cost_features (cost model)", d.name in MODELLED)
     _where(d, "constants (FITTED)", all(FITTED[k] == v for k, v in d.constants.items()))
     _where(d, "evidence (EVIDENCE)", all(EVIDENCE[k] == v for k, v in d.evidence.items()))
-    _where(d, "registry_page (importer)", LATER.get(d.name) is d.registry_page)
+    page = d.registry_page
+    if isinstance(page, dict):  # a page mlir-air added after e972f29: the importer's schema
+        _where(d, "registry_page (importer)", LATER.get(d.name) is page)
+    else:  # a page at e972f29: the projection's catalog entry and upstream's columns
+        entry = spec_by_key(d.name)
+        _where(d, "registry_page (catalog entry)", entry is not None and (entry.page, entry.columns, entry.title)
+               == (page.page, page.columns, page.title))
+        _where(d, "registry_page (tables)", INDEX[d.name] is page.index and DETAILS[d.name] is page.details
+               and PAGE_OF[d.name] == page.page and (d.name in NO_JSON) == page.no_json)
+        _where(d, "registry_page (spellings)", all(canonical_kernel(s) == d.name for s in page.spellings))
 
 
 @pytest.mark.parametrize("d", DEFINITIONS, ids=IDS)
@@ -110,6 +121,15 @@ def test_a_registered_kernel_runs_through_its_declared_pieces(d):
     p = argparse.ArgumentParser(prog=d.name)
     d.twin.add_flags(p)
     p.parse_args([])
+    if not isinstance(d.registry_page, dict):  # a page at e972f29: one row of each of its tables, in their columns
+        from registry.catalog import spec_by_key
+        from registry.fold import ShapeRow
+        from registry.mlir_air_tables import details_cells, index_cells
+
+        row = ShapeRow(spec_by_key(d.name), tuple(s.items()), (), None, (), "failed", (), (), (), "")
+        assert len(index_cells(d.name, row)) == len(d.registry_page.index), f"kernel {d.name}: index_cells"
+        for method, header in d.registry_page.details:
+            assert len(details_cells(d.name, method, row)) == len(header), f"kernel {d.name}: details_cells"
 
 
 def _string_constants(path: Path) -> list[tuple[int, str]]:

@@ -85,14 +85,6 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) flash_attention --compile-mode compile-only "
      "--lk $(LK) --lkp $(LKP) --lq $(LQ) --lqp $(LQP) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS) && "
      "$(TWIN) profile flash_attention --lq $(LQ) --lk $(LK) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS)\n"),
-    ("eltwise_add", "eltwise_add",
-     # Makefile:15-42 (vars, PY_FLAGS), :55-59 (run + --perf-iters), :64-69 (profile)
-     "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nSHAPE ?= 1024 1024\nDTYPE ?= bf16\nTILE ?=\nVECTOR_SIZE ?=\n"
-     "PERF_ITERS ?= 0\nTARGET ?= auto\n",
-     "--shape $(SHAPE) --dtype $(DTYPE) $(if $(TILE),--tile $(TILE)) $(if $(VECTOR_SIZE),--vector-size "
-     "$(VECTOR_SIZE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) eltwise_add --shape $(SHAPE) --compile-only "
-     "$(if $(TILE),--tile $(TILE)) && $(TWIN) profile eltwise_add --S $$(echo $(SHAPE) | awk '{n=1; for(i=1;i<=NF;i++) n*=$$i; print n}')\n"),
     ("silu_and_mul", "silu_mul",
      # Makefile:16-24 (vars), :42-46 (run), :49-54 (profile = run + --perf-iters)
      "OUTPUT_FORMAT ?= xclbin\nN ?= 16777216\nTILE_N ?= 4096\nHERD_X ?= 8\nHERD_Y ?= 1\nITERATIONS ?= 30\n",
@@ -147,7 +139,7 @@ mlir-air prints. What differs:
   holds mlir-air's keys only (npu-ledger's teacher-forced walk is each model directory's `make verify-walk`).
 
 Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
-eltwise_add, silu_mul, gelu, dequant_q4nx, REGISTERED_KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
+silu_mul, gelu, dequant_q4nx, REGISTERED_KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
 NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `profile-prefill@L: CAUSE` (or
 `profile-decode@C: CAUSE`) makes a model directory's prefill at padded length L (decode at context C) fail with
 that cause (no_registry_shape, bd_exhaustion, method_tile_mismatch, stitcher_mixed_tile_m, device_fail,

@@ -41,8 +41,8 @@ ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 # the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
 STAND_INS = {d.name: d.twin for d in kernel_definitions()}
-KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
-         "silu_mul", "gelu", "dequant_q4nx") + tuple(STAND_INS)
+KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "silu_mul", "gelu",
+         "dequant_q4nx") + tuple(STAND_INS)
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
 Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
@@ -135,14 +135,9 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--causal-skip", action="store_true")
         p.add_argument("--dv-tile", type=int, default=None)
         p.add_argument("--perf-iters", type=int, default=0)
-    elif kind in ("eltwise_add", "gelu"):  # eltwise_add.py:117-186, gelu.py:167-213
-        if kind == "eltwise_add":
-            p.add_argument("--shape", type=int, nargs="+", default=[1024, 1024])
-            p.add_argument("--tile", type=int, default=None)
-            p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
-        else:
-            p.add_argument("--n", type=int, default=65536)
-            p.add_argument("--tile-n", type=int, default=1024)
+    elif kind == "gelu":  # gelu.py:167-213
+        p.add_argument("--n", type=int, default=65536)
+        p.add_argument("--tile-n", type=int, default=1024)
         p.add_argument("--vector-size", dest="vector", type=int, default=None)
         p.add_argument("--herd-shape", type=int, nargs="+", default=None)
         p.add_argument("--target", choices=["auto", "npu1", "npu2"], default="auto")
@@ -256,16 +251,6 @@ def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
     return ("flash_attention", shape, None, {"lqp": a.lqp, "lkp": a.lkp}, flops, a.compile_mode != "compile-and-run")
 
 
-def _eltwise_add(kind: str, a):  # eltwise_add.py:40-67, :242-244
-    n = int(np.prod(a.shape))
-    tile = a.tile or 1024
-    for extent in a.shape:
-        if extent % tile:
-            raise ValueError(f"shape extent {extent} is not a multiple of tile {tile}")
-    print(f"Eltwise add shape={tuple(a.shape)} dtype={a.dtype} on {a.target}")
-    return "eltwise_add", {"N": n}, None, {"tile": tile}, None, a.compile_only
-
-
 def _gelu(kind: str, a):  # gelu.py:70-94, :260
     if a.n % a.tile_n:
         raise ValueError(f"n ({a.n}) must be a multiple of tile_n ({a.tile_n})")
@@ -287,7 +272,7 @@ def _silu_mul(kind: str, a):  # silu_and_mul.py:39-44
 
 
 _CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm, "layernorm": _norm, "rope": _rope,
-           "flash_attention": _flash_attention, "eltwise_add": _eltwise_add, "gelu": _gelu,
+           "flash_attention": _flash_attention, "gelu": _gelu,
            "dequant_q4nx": _dequant_q4nx, "silu_mul": _silu_mul}
 
 
@@ -356,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if compile_only:
         print({"gemm": "Compile-only done.", "flash_attention": "Compilation complete.",
-               "eltwise_add": "Compiled successfully.", "gelu": "Compiled successfully.",
+               "gelu": "Compiled successfully.",
                **{k: t.compiled_line for k, t in STAND_INS.items()}}.get(kernel, ""), end="")
         print()
         return 0
@@ -417,13 +402,8 @@ def profile_main(argv: list[str] | None = None) -> int:
               f"Median NPU attention time: {us}us.\nStddev NPU attention time: 0us.\n"
               f"Raw latencies (us): {','.join([str(us)] * 20)}")
         return 0
-    if kind == "eltwise_add":
-        us = modelled_kernel_figures("eltwise_add", {"N": a.S})["latency_us"]
-        bw = 3 * a.S * 2 / (us * 1e-6) / 1e9
-        print(f"PASS: All {a.S} elements correct.")
-        print(f"Problem size: {a.S} elements ({a.S * 2 // 1024} KB per buffer)")
-        print(f"Avg NPU eltwise_add time: {us}us.\nAvg bandwidth: {bw} GB/s\nMin NPU eltwise_add time: {us}us.\n"
-              f"Max bandwidth: {bw} GB/s\nMax NPU eltwise_add time: {us}us.\nMin bandwidth: {bw} GB/s")
+    if kind in STAND_INS and STAND_INS[kind].profile is not None:  # a kernel module's timer (its test.cpp cited there)
+        STAND_INS[kind].profile(a, modelled_kernel_figures)
         return 0
     raise SystemExit(f"no profile timer for {kind!r}")
 

@@ -22,7 +22,6 @@ import numpy as np
 from npu_kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_, to_bf16
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
-    add_rounded,
     gelu_rows,
     layernorm_rows,
     rmsnorm_rows,
@@ -218,12 +217,6 @@ class EmulatedExecutor(Executor):
             if np.shape(cos)[0] != np.shape(x)[0] or np.ndim(x) != np.ndim(cos):
                 return rope_rows(f32(x), cos, sin)  # broadcast tables: no row split
             return self._rows(rope_rows, [x, cos, sin])
-
-    def eltwise_add(self, a, b):
-        with self.timer.time("eltwise_add"):
-            if np.shape(a) != np.shape(b):
-                return add_rounded(f32(a), f32(b), "floor")
-            return self._rows(lambda x, y: add_rounded(x, y, "floor"), [a, b])
 
     def silu_mul(self, g, u):
         with self.timer.time("silu_mul"):

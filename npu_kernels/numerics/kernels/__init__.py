@@ -22,9 +22,10 @@ import importlib
 from typing import Any, Callable
 
 from npu_kernels.thresholds import KERNEL_TOLERANCES
-from npu_kernels.numerics.kernels.base import KernelDef, TwinStandIn, from_module, missing_pieces  # noqa: F401 (its API)
+from npu_kernels.numerics.kernels.base import (  # noqa: F401 (its API)
+    CatalogPage, KernelDef, TwinStandIn, from_module, missing_pieces)
 
-MODULES = ("eltwise_mul", "conv1d")
+MODULES = ("eltwise_add", "eltwise_mul", "conv1d")
 
 DEFINITIONS: dict[str, KernelDef] = {}
 for _module in MODULES:

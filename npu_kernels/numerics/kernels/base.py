@@ -18,7 +18,9 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
                     flags and checks, what it prints when it only compiles
   cost_features     (normalised shape, full tile) -> {constant name: amount} of the NPU2 cost model
   constants         {constant name: fitted seconds per unit}, and `evidence`: {constant name: what fixes it}
-  registry_page     the importer's schema of mlir-air's registry page (page name, commit, tolerances, tables)
+  registry_page     the kernel's page in mlir-air's kernel_registry: a kernel mlir-air added after e972f29, the
+                    importer's schema of it (a dict: page name, commit, tolerances, tables); a kernel with a page
+                    at e972f29, its `CatalogPage` (the projection's catalog entry and upstream's table columns)
   registry_rows     (table name, header, cells, heading, cell readers) -> [configuration rows] | None: one row
   listed_after      the kernel the catalog lists it after (keeps `ledger kernel list` and `make bench` in order)
 
@@ -48,6 +50,33 @@ class TwinStandIn:
     check: Callable[[argparse.Namespace], tuple]  # -> (kernel, shape, contract, tile, perf_flops, compile_only)
     compiled_line: str  # what the script prints after a compile-only run ("" when nothing)
     asserts_tile_rules: bool = False  # the script asserts the kernel's tile rules (an AssertionError naming the rule)
+    profile: Callable | None = None  # (args of `profile KIND --S ...`, modelled figures) -> prints `make profile`'s timer
+
+
+@dataclass(frozen=True)
+class CatalogPage:
+    """A kernel's page of mlir-air's kernel_registry at e972f29 (supported_kernels.md's table and details/<page>.md):
+    the projection's catalog entry (registry.catalog.CatalogEntry's fields) and upstream's columns
+    (registry.mlir_air_tables: INDEX, DETAILS, PAGE_OF, NO_JSON and the cells of one row)."""
+
+    title: str
+    page: str  # details/<page>.md
+    columns: tuple[str, ...]  # the shape columns, in page order
+    aliases: dict[str, str]  # other spellings of a shape column
+    spellings: tuple[str, ...]  # the kernel's other names, squashed (registry.catalog.canonical_kernel)
+    math: str
+    datapath: str
+    npu2_mean_rel_L1: str
+    target_tiles: int
+    index: tuple[str, ...]  # supported_kernels.md's header
+    details: tuple[tuple[str, tuple[str, ...]], ...]  # details/<page>.md: (method or "", header) per table
+    index_cells: Callable  # (row, fmt) -> the cells of one index row (fmt: registry.mlir_air_tables' formatters)
+    details_cells: Callable  # (method, row, fmt) -> the cells of one details row, or None
+    elements: Callable[[dict], int] | None = None  # bf16 elements one launch moves (GB/s pages), from the shape
+    unit: str = "GB/s"
+    tolerance_label: str | None = None  # the page's name of the contract ("bf16"), when not the contract's own
+    no_json: bool = True  # upstream has no details/<page>.json
+    default_contract: str = "bf16"
 
 
 @dataclass(frozen=True)
@@ -101,6 +130,6 @@ def missing_pieces(d: KernelDef) -> list[str]:
         out.append("harness (no command)")
     if d.evidence and set(d.evidence) != set(d.constants):
         out.append("evidence (one per constant)")
-    if d.registry_page and not {"page", "commit", "tables"} <= set(d.registry_page):
+    if isinstance(d.registry_page, dict) and d.registry_page and not {"page", "commit", "tables"} <= set(d.registry_page):
         out.append("registry_page (page, commit, tables)")
     return out
