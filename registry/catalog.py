@@ -107,12 +107,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         tolerances=(_tol("flash_attention", "bf16-out", label="bf16"),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
     ),
     CatalogEntry(
-        key="silu_mul", kernel="silu_mul", title="SiLU-and-Mul (BF16)", page="SiLU_Mul_bf16", columns=("N",),
-        aliases={"n": "N", "numel": "N", "size": "N"}, math="out = silu(gate) * up",
-        datapath="sigmoid via tanh (0.5(1+tanh(g/2))) in bf16, chain of bf16 roundings",
-        tolerances=(_tol("silu_mul", "bf16-out", label="bf16"),), npu2_mean_rel_L1="1.0e-2", target_tiles=8,
-    ),
-    CatalogEntry(
         key="rope", kernel="rope", title="RoPE (BF16, half-split)", page="RoPE_bf16",
         columns=("rows", "head_dim"), aliases={"d": "head_dim", "dim": "head_dim", "m": "rows", "r": "rows"},
         math="half-split rotation (HF rotate_half) with a cos/sin LUT",
@@ -171,7 +165,7 @@ _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
     "rmsnorm": "rmsnorm", "weightedrmsnorm": "rmsnorm", "layernorm": "layernorm",
     "rope": "rope", "ropehalfsplit": "rope", "flashattention": "flash_attention", "attention": "flash_attention",
-    "silumul": "silu_mul", "siluandmul": "silu_mul", "gelu": "gelu",
+    "gelu": "gelu",
     "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 
@@ -308,8 +302,6 @@ def bytes_moved(spec: CatalogEntry, shape: Shape) -> int | None:
             elements = 2 * s["M"] * s["N"] + 2 * s["N"]
         elif spec.kernel in PAGES and PAGES[spec.kernel].elements is not None:
             elements = PAGES[spec.kernel].elements(s)
-        elif spec.kernel == "silu_mul":
-            elements = 3 * s["N"]
         elif spec.kernel == "gelu":
             elements = 2 * s["N"]
         elif spec.kernel == "rope":

@@ -164,7 +164,7 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             f["shape"] = {"lq": lq, "lk": lk, "dk": dk, "dv": dv, "heads_q": hq, "heads_kv": hkv,
                           "causal": c.get("causal", "").startswith("✓")}
             f["gflops_cell"] = c.get("GFLOP/s", "")
-        elif key in ("silu_mul", "gelu"):
+        elif key == "gelu":
             f["shape"] = {"N": ints(c["N"])[0]}
             cfg = ints(next((c[h] for h in header if "config" in h), ""))
             if len(cfg) >= 3:

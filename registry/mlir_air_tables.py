@@ -38,8 +38,6 @@ INDEX: dict[str, tuple[str, ...]] = {  # supported_kernels.md
     "layernorm": ("(M×N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "abs_err max", "Used by", "Status"),
     "flash_attention": ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s", "mean_rel_L1",
                         "Status"),
-    "silu_mul": ("N", "(as 2-D)", "best config (hx/hy/tile_n)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
-                 "Status"),
     "rope": ("(rows×head_dim)", "herd (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "Used by", "Status"),
     "gelu": ("N", "(as 2-D)", "best config (hx/hy/tile_n)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
              "Used by", "Status"),
@@ -63,17 +61,15 @@ DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
                         "Status")),),
     "flash_attention": (("", ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s",
                               "mean_rel_L1", "abs_err max", "Status")),),
-    "silu_mul": (("", ("N", "(as 2-D)", "best config (herd_x/herd_y/tile_n)", "latency", "bandwidth", "mean_rel_L1",
-                       "abs_err max", "Status")),),
     "rope": (("", ("rows", "head_dim", "best config (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
                    "Used by", "Status")),),
     "gelu": (("", ("N", "(as 2-D)", "best config (herd_x/herd_y/tile_n)", "latency", "bandwidth", "mean_rel_L1",
                    "abs_err max", "Status")),),
 }
-NO_JSON = ("gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "silu_mul", "gelu")
+NO_JSON = ("gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "gelu")
 PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out", "gemv": "GEMV_bf16",
            "rmsnorm": "RMSNorm_bf16", "layernorm": "LayerNorm_bf16", "flash_attention": "FlashAttention_bf16",
-           "silu_mul": "SiLU_Mul_bf16", "rope": "RoPE_bf16", "gelu": "GELU_bf16"}
+           "rope": "RoPE_bf16", "gelu": "GELU_bf16"}
 # ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29: each module's `registry_page` (a
 # CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the catalog's listing order
 PAGES: dict[str, CatalogPage] = {d.name: d.registry_page for d in kernel_definitions()
@@ -241,8 +237,8 @@ def index_cells(key: str, row: ShapeRow) -> list[str]:
                 str(max(1, int(s.get("dv") or 64) // int(t.get("lkp", 64) or 64))),
                 _mark(b, latency_text(b.latency_us if b else None)), _num(_g(b), b, bold=True),
                 sci2(b.mean_rel_L1 if b else None), status_cell(row)]
-    if key in ("silu_mul", "gelu"):
-        return streaming_cells(row, ("herd_x", "herd_y", "tile_n"), as_2d=True, abs_err=True, used_by=key == "gelu")
+    if key == "gelu":
+        return streaming_cells(row, ("herd_x", "herd_y", "tile_n"), as_2d=True, abs_err=True, used_by=True)
     if key == "rope":
         return [f"{s['rows']}×{s['head_dim']}", _tile3(t, ("herd_x", "herd_y")),
                 _mark(b, latency_text(b.latency_us if b else None)),
@@ -284,7 +280,7 @@ def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
         return cells[:-1] + [sci2(b.max_abs if b else None), cells[-1]]
     if key == "layernorm":
         return index_cells(key, row)
-    if key in ("silu_mul", "gelu"):
+    if key == "gelu":
         return streaming_cells(row, ("herd_x", "herd_y", "tile_n"), as_2d=True, abs_err=True, used_by=False)
     if key == "rope":
         return [str(s["rows"]), str(s["head_dim"]), _tile3(t, ("herd_x", "herd_y")),

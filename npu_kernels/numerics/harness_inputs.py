@@ -78,7 +78,7 @@ GELU_BETA = 0.044715  # python/air/api/ops.py:416
 Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
 Q4NX_GROUP = 32  # dequant_q4nx.py GS
 # the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm", "gelu", "silu_mul", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
+HARNESS_KERNELS = ("gemm", "gelu", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
                    "dequant_q4nx") + tuple(d.name for d in kernel_definitions())
 
 
@@ -119,12 +119,6 @@ def _gelu(shape: dict, contract: str) -> HarnessCase:
     c, beta = np.float32(GELU_SQRT_2_OVER_PI), np.float32(GELU_BETA)
     ref = np.float32(0.5) * x * (np.float32(1.0) + np.tanh(c * (x + beta * x * x * x)))
     return HarnessCase({"x": x}, _bf16(ref), "bf16", "gelu/gelu.py:55-67,248-256")
-
-
-def _silu_mul(shape: dict, contract: str) -> HarnessCase:
-    g, u = _elementwise_draws(shape["N"], 2)
-    silu = g * (np.float32(1.0) / (np.float32(1.0) + np.exp(-g)))
-    return HarnessCase({"g": g, "u": u}, _bf16(silu * u), "bf16", "silu_and_mul/silu_and_mul.py:249-252,318-328")
 
 
 def _rmsnorm(shape: dict, contract: str) -> HarnessCase:
@@ -199,7 +193,6 @@ def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
 _BUILDERS = {
     "gemm": _gemm,
     "gelu": _gelu,
-    "silu_mul": _silu_mul,
     "rmsnorm": _rmsnorm,
     "layernorm": _layernorm,
     "rope": _rope,

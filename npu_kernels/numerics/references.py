@@ -197,19 +197,6 @@ def flash_attention_bytes(s):
 # --- elementwise -----------------------------------------------------------------------------------------
 
 
-def silu_mul_inputs(s, rng):
-    return {"g": bf16_randn(rng, (s["N"],)), "u": bf16_randn(rng, (s["N"],))}
-
-
-def silu_mul_reference(i, s):
-    g = i["g"]
-    return g * (np.float32(1.0) / (np.float32(1.0) + np.exp(-g))) * i["u"]
-
-
-def silu_mul_call(ex, i, s, contract, tile):
-    return ex.silu_mul(i["g"], i["u"])
-
-
 def gelu_inputs(s, rng):
     return {"x": bf16_randn(rng, (s["N"],))}
 

@@ -22,7 +22,6 @@ def array_rows(target: str) -> int:
 
 
 ELTWISE = {  # kernel: (tile key, default tile, max herd_y, DMAs per tile)
-    "silu_mul": ("tile_n", 4096, 1, 3),
     "gelu": ("tile_n", 4096, 2, 2),
 }
 

@@ -192,7 +192,6 @@ _PIECEWISE = {
     "layernorm": _norm_default,
     "rope": _rope_default,
     "flash_attention": _fa_default,
-    "silu_mul": elementwise_default("silu_mul"),
     "gelu": elementwise_default("gelu"),
     "dequant_q4nx": _dequant_q4_default,
     "gemv_q4nx": _gemv_q4_default,

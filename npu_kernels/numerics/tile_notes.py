@@ -46,7 +46,7 @@ def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_t
         return ""
     cols = array_columns(target)
     registered = kernel_definition(kernel)
-    three_dmas = kernel == "silu_mul" or (registered is not None and registered.dmas_per_tile == 3)
+    three_dmas = registered is not None and registered.dmas_per_tile == 3
     if three_dmas and herd[1] == 1 and herd[0] == cols:
         return f"3 DMAs per tile (2 in, 1 out): the shim channels place one row of {cols} tiles, not more"
     if kernel == "rope" and herd[0] * herd[1] == cols:

@@ -15,9 +15,8 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
          partition runs 256 iterations), tile_m % m_input == 0, (m_input + 1)*K*2 <= 65536 (L1).
   rmsnorm/layernorm  M % herd_x == 0, N % 16 == 0, herd_x <= columns.
   rope   rows % (herd_x*herd_y) == 0, herd_x*herd_y <= 8 (3 shim DMAs per tile), head_dim % 32 == 0.
-  silu_mul  herd_y == 1 (3 DMAs per tile), N % (tile*herd_x) == 0, tile <= 4096 (L1).
-  the kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, eltwise_mul, conv1d, ...): their modules'
-  `tile_rules`.
+  the kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, eltwise_mul, conv1d, silu_mul, ...): their
+  modules' `tile_rules`.
   gelu   herd_x*herd_y <= 16 (2 DMAs per tile: 8x2 places, 8x4 does not), N % (tile_n*herd_x*herd_y) == 0.
   flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
          chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise

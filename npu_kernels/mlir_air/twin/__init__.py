@@ -85,12 +85,6 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) flash_attention --compile-mode compile-only "
      "--lk $(LK) --lkp $(LKP) --lq $(LQ) --lqp $(LQP) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS) && "
      "$(TWIN) profile flash_attention --lq $(LQ) --lk $(LK) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS)\n"),
-    ("silu_and_mul", "silu_mul",
-     # Makefile:16-24 (vars), :42-46 (run), :49-54 (profile = run + --perf-iters)
-     "OUTPUT_FORMAT ?= xclbin\nN ?= 16777216\nTILE_N ?= 4096\nHERD_X ?= 8\nHERD_Y ?= 1\nITERATIONS ?= 30\n",
-     "--output-format $(OUTPUT_FORMAT) --n $(N) --tile-n $(TILE_N) --herd-x $(HERD_X) --herd-y $(HERD_Y)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) silu_mul --output-format $(OUTPUT_FORMAT) "
-     "--n $(N) --tile-n $(TILE_N) --herd-x $(HERD_X) --herd-y $(HERD_Y) --perf-iters $(ITERATIONS)\n"),
     ("gelu", "gelu",
      # Makefile:15-35 (vars, PY_FLAGS), :45-49 (run + --perf-iters)
      "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nN ?= 65536\nTILE_N ?= 1024\nVECTOR_SIZE ?=\nHERD_SHAPE ?=\n"
@@ -103,7 +97,7 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
 # and the kernels of npu_kernels.numerics.kernels: each module's `twin` stand-in (its Makefile cited there)
 HARNESS_DIRS += [(d.twin.directory, d.name, d.twin.variables, d.twin.flags, d.twin.extra_targets)
                  for d in kernel_definitions()]
-PEANO_ONLY = ("rope", "silu_mul") + tuple(d.name for d in kernel_definitions() if d.twin.peano_only)
+PEANO_ONLY = ("rope",) + tuple(d.name for d in kernel_definitions() if d.twin.peano_only)
 
 
 def interpreter_line(root: Path) -> str:
@@ -139,7 +133,7 @@ mlir-air prints. What differs:
   holds mlir-air's keys only (npu-ledger's teacher-forced walk is each model directory's `make verify-walk`).
 
 Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
-silu_mul, gelu, dequant_q4nx, REGISTERED_KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
+gelu, dequant_q4nx, REGISTERED_KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
 NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `profile-prefill@L: CAUSE` (or
 `profile-decode@C: CAUSE`) makes a model directory's prefill at padded length L (decode at context C) fail with
 that cause (no_registry_shape, bd_exhaustion, method_tile_mismatch, stitcher_mixed_tile_m, device_fail,

@@ -41,8 +41,8 @@ ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 # the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
 STAND_INS = {d.name: d.twin for d in kernel_definitions()}
-KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "silu_mul", "gelu",
-         "dequant_q4nx") + tuple(STAND_INS)
+KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "gelu", "dequant_q4nx") + \
+    tuple(STAND_INS)
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
 Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
@@ -145,14 +145,6 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--perf-iters", type=int, default=0)
         p.add_argument("--print-ir", action="store_true")
         p.add_argument("--compile-only", action="store_true")
-    elif kind == "silu_mul":  # silu_and_mul.py:264-302
-        p.add_argument("--n", type=int, default=65536)
-        p.add_argument("--tile-n", type=int, default=1024)
-        p.add_argument("--herd-x", type=int, default=8)
-        p.add_argument("--herd-y", type=int, default=None)
-        p.add_argument("--perf-iters", type=int, default=0)
-        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
     elif kind in STAND_INS:  # a kernel module's stand-in (npu_kernels.numerics.kernels: its script's flags)
         STAND_INS[kind].add_flags(p)
     elif kind == "dequant_q4nx":  # dequant_q4nx.py has no argparse: `python3 dequant_q4nx.py`, nothing else
@@ -264,16 +256,9 @@ def _dequant_q4nx(kind: str, a):  # dequant_q4nx.py `__main__`: N_out, K = 512, 
     return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
 
 
-def _silu_mul(kind: str, a):  # silu_and_mul.py:39-44
-    hy = a.herd_y or 1
-    assert a.n % (a.tile_n * a.herd_x * hy) == 0
-    return ("silu_mul", {"N": a.n}, None, {"tile_n": a.tile_n, "herd_x": a.herd_x, "herd_y": hy}, None,
-            a.compile_mode != "compile-and-run")
-
-
 _CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm, "layernorm": _norm, "rope": _rope,
            "flash_attention": _flash_attention, "gelu": _gelu,
-           "dequant_q4nx": _dequant_q4nx, "silu_mul": _silu_mul}
+           "dequant_q4nx": _dequant_q4nx}
 
 
 def compute(kernel: str, shape: dict, contract: str | None, tile: dict):

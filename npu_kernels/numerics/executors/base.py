@@ -15,12 +15,12 @@ Layouts (dimensions named once):
         out[:, :D/2] = x1*cos - x2*sin ; out[:, D/2:] = x2*cos + x1*sin
   flash_attention(q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv), causal, q_offset=0) -> (Hq, Lq, Dv)
         GQA: q head h uses kv head h // (Hq // Hkv); causal masks key j > q_offset + i; scale 1/sqrt(Dk)
-  silu_mul(g, u), gelu(x)     elementwise, any shape
+  gelu(x)     elementwise, any shape
   dequant_q4nx(codes (M, K), scale (M, K/32), min (M, K/32))       -> (M, K)   w = q * scale + min
   gemv_q4nx(codes (M, K), scale (M, K/32), min (M, K/32), x (K,))  -> (M,)     y = w @ x, w never built
         codes are the 4-bit values 0..15 as float32; scale and min bf16, one per 32-column group
 
-The kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, eltwise_mul, conv1d, ...) state their layouts in their own
+The kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, eltwise_mul, conv1d, silu_mul, ...) state their layouts in their own
 modules, which also hold each executor's method (`bind_kernels` attaches them).
 
 `static_key`, where accepted, names a weight that does not change between calls (weight residency): an
@@ -48,7 +48,6 @@ KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "layernorm",
     "rope",
     "flash_attention",
-    "silu_mul",
     "gelu",
     "dequant_q4nx",
     "gemv_q4nx",
@@ -147,10 +146,6 @@ class Fp32Executor(Executor):
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
         return np.einsum("hqk,hkd->hqd", p, vv).astype(np.float32)
-
-    def silu_mul(self, g, u):
-        g = np.asarray(g, np.float32)
-        return g / (np.float32(1) + np.exp(-g)) * np.asarray(u, np.float32)
 
     def gelu(self, x):
         x = np.asarray(x, np.float32)

@@ -27,7 +27,6 @@ from npu_kernels.numerics.executors.emulated_elementwise import (
     rmsnorm_rows,
     rope_rows,
     rounded,
-    silu_mul_rows,
 )
 from npu_kernels.numerics.executors.emulated_flash import flash_attention
 from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
@@ -217,12 +216,6 @@ class EmulatedExecutor(Executor):
             if np.shape(cos)[0] != np.shape(x)[0] or np.ndim(x) != np.ndim(cos):
                 return rope_rows(f32(x), cos, sin)  # broadcast tables: no row split
             return self._rows(rope_rows, [x, cos, sin])
-
-    def silu_mul(self, g, u):
-        with self.timer.time("silu_mul"):
-            if np.shape(g) != np.shape(u):
-                return silu_mul_rows(f32(g), f32(u))
-            return self._rows(silu_mul_rows, [g, u])
 
     def gelu(self, x):
         with self.timer.time("gelu"):
