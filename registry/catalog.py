@@ -113,12 +113,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         datapath="bf16 multiplies, one add/sub, no accumulation",
         tolerances=(_tol("rope", "bf16-out", label="bf16"),), npu2_mean_rel_L1="2.8e-3", target_tiles=8,
     ),
-    CatalogEntry(
-        key="gelu", kernel="gelu", title="GELU (BF16, tanh approx)", page="GELU_bf16", columns=("N",),
-        aliases={"n": "N", "numel": "N", "size": "N"},
-        math="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", datapath="bf16 tanh",
-        tolerances=(_tol("gelu", "bf16-out", label="bf16"),), npu2_mean_rel_L1="8.4e-3", target_tiles=16,
-    ),
     # the 4-bit (Q4NX) kernels of the on-device 4-bit deployment (mlir-air llama32_1b_q4nx; the upstream
     # kernel_registry has no page for them): dequant_q4nx.cc@0d63308 and the fused decode's q4_k.h@54341c8
     CatalogEntry(
@@ -143,6 +137,12 @@ PAGES: dict[str, CatalogPage] = {d.name: d.registry_page for d in kernel_definit
                                  if isinstance(d.registry_page, CatalogPage)}
 
 
+def page_after(d: KernelDef) -> str | None:
+    """The page a registered kernel's page is listed after: its page's own `listed_after`, else the kernel's."""
+    p = PAGES.get(d.name)
+    return (p.listed_after if p is not None else None) or d.listed_after
+
+
 def _entry(d: KernelDef) -> CatalogEntry | None:
     """A registered kernel's page (None: mlir-air added it after e972f29, the importer's generic page)."""
     p = PAGES.get(d.name)
@@ -157,7 +157,7 @@ def _entry(d: KernelDef) -> CatalogEntry | None:
 
 
 CATALOG: tuple[CatalogEntry, ...] = tuple(
-    e for e in in_listing_order({e.key: e for e in _PIECEWISE}, _entry).values() if e is not None)
+    e for e in in_listing_order({e.key: e for e in _PIECEWISE}, _entry, page_after).values() if e is not None)
 _BY_KEY = {spec.key: spec for spec in CATALOG}
 
 # normalised spelling -> executor kernel name
@@ -165,7 +165,6 @@ _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
     "rmsnorm": "rmsnorm", "weightedrmsnorm": "rmsnorm", "layernorm": "layernorm",
     "rope": "rope", "ropehalfsplit": "rope", "flashattention": "flash_attention", "attention": "flash_attention",
-    "gelu": "gelu",
     "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 
@@ -302,8 +301,6 @@ def bytes_moved(spec: CatalogEntry, shape: Shape) -> int | None:
             elements = 2 * s["M"] * s["N"] + 2 * s["N"]
         elif spec.kernel in PAGES and PAGES[spec.kernel].elements is not None:
             elements = PAGES[spec.kernel].elements(s)
-        elif spec.kernel == "gelu":
-            elements = 2 * s["N"]
         elif spec.kernel == "rope":
             elements = 3 * s["rows"] * s["head_dim"]  # x in, out, cos/sin LUT (rows x D/2 each)
         else:

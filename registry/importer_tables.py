@@ -164,11 +164,6 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             f["shape"] = {"lq": lq, "lk": lk, "dk": dk, "dv": dv, "heads_q": hq, "heads_kv": hkv,
                           "causal": c.get("causal", "").startswith("✓")}
             f["gflops_cell"] = c.get("GFLOP/s", "")
-        elif key == "gelu":
-            f["shape"] = {"N": ints(c["N"])[0]}
-            cfg = ints(next((c[h] for h in header if "config" in h), ""))
-            if len(cfg) >= 3:
-                f["tile"] = {"herd_x": cfg[0], "herd_y": cfg[1], "tile_n": cfg[2]}
         else:
             return None
     except (KeyError, IndexError, ValueError):
@@ -197,8 +192,19 @@ def later_fields(key: str, name: str, header: tuple[str, ...], cells: list[str],
         return None
 
 
+def streaming_row(header: tuple[str, ...], cells: list[str], tile_keys: tuple[str, str, str]) -> list[dict[str, Any]]:
+    """A streaming elementwise kernel's row: its N and, from the config cell (`8/1/2048`), the herd and tile."""
+    c = dict(zip(header, cells))
+    f: dict[str, Any] = {"shape": {"N": ints(c["N"])[0]}, "tile": {}}
+    cfg = ints(next((c[h] for h in header if "config" in h), ""))
+    if len(cfg) >= 3:
+        f["tile"] = dict(zip(tile_keys, cfg[:3]))
+    return [f]
+
+
 # the cell readers a kernel module's `registry_rows` is handed (it imports nothing of the registry)
-CELL = SimpleNamespace(ints=ints, status_of=status_of, first_number=_first_number, latency_us=_latency_us)
+CELL = SimpleNamespace(ints=ints, status_of=status_of, first_number=_first_number, latency_us=_latency_us,
+                       streaming_row=streaming_row)
 
 
 def shape_of_cells(key: str, header: tuple[str, ...], cells: list[str]) -> tuple | None:

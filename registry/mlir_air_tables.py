@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from npu_kernels.numerics.kernels import CatalogPage, in_listing_order
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from registry.catalog import PAGES, page_after
 from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, ShapeRow, not_npu2_mark, pick_best
 
 _NOT_NPU2_ORDER = list(NOT_NPU2)
@@ -39,8 +40,6 @@ INDEX: dict[str, tuple[str, ...]] = {  # supported_kernels.md
     "flash_attention": ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s", "mean_rel_L1",
                         "Status"),
     "rope": ("(rows×head_dim)", "herd (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "Used by", "Status"),
-    "gelu": ("N", "(as 2-D)", "best config (hx/hy/tile_n)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
-             "Used by", "Status"),
 }
 # details/<page>.md: (method or "", header); GEMM pages have one table per method
 DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
@@ -63,22 +62,19 @@ DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
                               "mean_rel_L1", "abs_err max", "Status")),),
     "rope": (("", ("rows", "head_dim", "best config (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
                    "Used by", "Status")),),
-    "gelu": (("", ("N", "(as 2-D)", "best config (herd_x/herd_y/tile_n)", "latency", "bandwidth", "mean_rel_L1",
-                   "abs_err max", "Status")),),
 }
-NO_JSON = ("gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "gelu")
+NO_JSON = ("gemv", "rmsnorm", "layernorm", "rope", "flash_attention")
 PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out", "gemv": "GEMV_bf16",
            "rmsnorm": "RMSNorm_bf16", "layernorm": "LayerNorm_bf16", "flash_attention": "FlashAttention_bf16",
-           "rope": "RoPE_bf16", "gelu": "GELU_bf16"}
-# ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29: each module's `registry_page` (a
-# CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the catalog's listing order
-PAGES: dict[str, CatalogPage] = {d.name: d.registry_page for d in kernel_definitions()
-                                 if isinstance(d.registry_page, CatalogPage)}
+           "rope": "RoPE_bf16"}
+# ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29 (registry.catalog.PAGES): each module's
+# `registry_page` (a CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the index's
+# listing order
 
 
 def _with_pages(base: dict, pick: Callable[[CatalogPage], Any]) -> dict:
     """`base` with `pick(page)` of each registered kernel's page, at the kernel's place in the listing."""
-    merged = in_listing_order(base, lambda d: pick(PAGES[d.name]) if d.name in PAGES else None)
+    merged = in_listing_order(base, lambda d: pick(PAGES[d.name]) if d.name in PAGES else None, page_after)
     return {k: v for k, v in merged.items() if v is not None}
 
 
@@ -237,8 +233,6 @@ def index_cells(key: str, row: ShapeRow) -> list[str]:
                 str(max(1, int(s.get("dv") or 64) // int(t.get("lkp", 64) or 64))),
                 _mark(b, latency_text(b.latency_us if b else None)), _num(_g(b), b, bold=True),
                 sci2(b.mean_rel_L1 if b else None), status_cell(row)]
-    if key == "gelu":
-        return streaming_cells(row, ("herd_x", "herd_y", "tile_n"), as_2d=True, abs_err=True, used_by=True)
     if key == "rope":
         return [f"{s['rows']}×{s['head_dim']}", _tile3(t, ("herd_x", "herd_y")),
                 _mark(b, latency_text(b.latency_us if b else None)),
@@ -280,8 +274,6 @@ def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
         return cells[:-1] + [sci2(b.max_abs if b else None), cells[-1]]
     if key == "layernorm":
         return index_cells(key, row)
-    if key == "gelu":
-        return streaming_cells(row, ("herd_x", "herd_y", "tile_n"), as_2d=True, abs_err=True, used_by=False)
     if key == "rope":
         return [str(s["rows"]), str(s["head_dim"]), _tile3(t, ("herd_x", "herd_y")),
                 _mark(b, latency_text(b.latency_us if b else None)),

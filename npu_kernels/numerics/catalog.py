@@ -145,22 +145,6 @@ _PIECEWISE: dict[str, KernelSpec] = {
         bool_keys=("causal",),
         extra={"check_shape": refs.flash_attention_check_shape},
     ),
-    "gelu": KernelSpec(
-        name="gelu",
-        shape_keys=("N",),
-        contracts=_bf16("gelu", "bf16 GELU (tanh approximation), hardware tanh"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.gelu_inputs,
-        reference_fn=refs.gelu_reference,
-        call_fn=refs.gelu_call,
-        flops_fn=lambda s: 9.0 * s["N"],
-        bytes_fn=lambda s: 4.0 * s["N"],
-        output_elements_fn=lambda s: s["N"],
-        npu2={"bf16-out": NpuFigure(8.4e-3, 8.4e-3, 8.4e-3, "N=3145728, herd 8x2")},
-        registry_shape={"N": 3145728},
-        small_shape={"N": 65536},
-        target_tiles=_tiles(16, 8),
-    ),
     # The 4-bit (Q4NX) kernels of mlir-air's on-device 4-bit deployment (llama32_1b_q4nx). mlir-air's registry
     # has no NPU2 figure for them: `npu2` is empty and every report says "not measured".
     "dequant_q4nx": KernelSpec(

@@ -63,7 +63,6 @@ from npu_kernels.numerics.kernels import definitions as kernel_definitions
 from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.harness_case import ELEMENTWISE_SEED, HarnessCase  # noqa: F401 (HarnessCase: its API)
 from npu_kernels.numerics.harness_case import harness_bf16 as _bf16
-from npu_kernels.numerics.harness_case import elementwise_draws as _elementwise_draws
 from npu_kernels.numerics.references import attention_reference
 
 GEMM_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
@@ -73,12 +72,10 @@ GEMV_SCALE = 4.0  # matvec.py:287-288
 FA_SEED = 42  # attn_npu2.py:1439 (default_rng)
 NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
 ROPE_THETA = 500000.0  # rope_halfsplit.py:216
-GELU_SQRT_2_OVER_PI = 0.7978845608  # python/air/api/ops.py:415
-GELU_BETA = 0.044715  # python/air/api/ops.py:416
 Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
 Q4NX_GROUP = 32  # dequant_q4nx.py GS
 # the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm", "gelu", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
+HARNESS_KERNELS = ("gemm", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
                    "dequant_q4nx") + tuple(d.name for d in kernel_definitions())
 
 
@@ -112,13 +109,6 @@ def _gemm(shape: dict, contract: str) -> HarnessCase:
     if out_dtype == "bf16":
         ref = _bf16(ref)
     return HarnessCase({"a": a, "b": b}, ref, out_dtype, "matrix_multiplication/bf16/run.py:59,493-507")
-
-
-def _gelu(shape: dict, contract: str) -> HarnessCase:
-    (x,) = _elementwise_draws(shape["N"], 1)
-    c, beta = np.float32(GELU_SQRT_2_OVER_PI), np.float32(GELU_BETA)
-    ref = np.float32(0.5) * x * (np.float32(1.0) + np.tanh(c * (x + beta * x * x * x)))
-    return HarnessCase({"x": x}, _bf16(ref), "bf16", "gelu/gelu.py:55-67,248-256")
 
 
 def _rmsnorm(shape: dict, contract: str) -> HarnessCase:
@@ -192,7 +182,6 @@ def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
 
 _BUILDERS = {
     "gemm": _gemm,
-    "gelu": _gelu,
     "rmsnorm": _rmsnorm,
     "layernorm": _layernorm,
     "rope": _rope,

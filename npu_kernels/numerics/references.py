@@ -20,8 +20,6 @@ from npu_kernels.numerics.spec import ShapeError
 RMS_EPS = 1e-5  # the mlir-air harnesses' eps (weighted_rms_norm.py, layer_norm.py)
 LN_EPS = 1e-5
 ROPE_THETA = 500000.0  # rope_halfsplit.py's LUT (llama-3.2 rope_base)
-GELU_C = math.sqrt(2.0 / math.pi)
-GELU_BETA = 0.044715
 
 
 def bf16_randn(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:
@@ -195,19 +193,6 @@ def flash_attention_bytes(s):
 
 
 # --- elementwise -----------------------------------------------------------------------------------------
-
-
-def gelu_inputs(s, rng):
-    return {"x": bf16_randn(rng, (s["N"],))}
-
-
-def gelu_reference(i, s):
-    x = i["x"]
-    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(np.float32(GELU_C) * (x + np.float32(GELU_BETA) * x * x * x)))
-
-
-def gelu_call(ex, i, s, contract, tile):
-    return ex.gelu(i["x"])
 
 
 # --- Q4NX (4-bit codes, bf16 scale and min per 32-column group: w = q * scale + min) --------------------

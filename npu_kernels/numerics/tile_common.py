@@ -1,6 +1,5 @@
 """The tile planner's common ground: the array sizes (`ARRAYS`, `array_columns`, `array_rows`), the rule type
-(`Rule`), and the streaming elementwise kernels' rules and default tiles (`ELTWISE`, `elementwise_rules`,
-`elementwise_default`), which `npu_kernels.numerics.tile_rules` / `tile_defaults` and the kernel modules of
+(`Rule`), and the streaming elementwise kernels' rules and default tiles (`elementwise_rules`, `elementwise_default`), which `npu_kernels.numerics.tile_rules` / `tile_defaults` and the kernel modules of
 `npu_kernels.numerics.kernels` share. Imports nothing of the planner.
 """
 
@@ -21,15 +20,10 @@ def array_rows(target: str) -> int:
     return ARRAYS[target][1]
 
 
-ELTWISE = {  # kernel: (tile key, default tile, max herd_y, DMAs per tile)
-    "gelu": ("tile_n", 4096, 2, 2),
-}
-
-
-def elementwise_rules(kernel: str, target: str, params: tuple | None = None) -> list[Rule]:
-    """The rules of a streaming elementwise kernel; `params` (tile key, default tile, max herd_y, DMAs per tile)
-    default to its ELTWISE row (a registry kernel passes its own)."""
-    key, _, max_y, dmas = params or ELTWISE[kernel]
+def elementwise_rules(kernel: str, target: str, params: tuple) -> list[Rule]:
+    """The rules of a streaming elementwise kernel; `params` (tile key, default tile, max herd_y, DMAs per tile) are
+    the kernel module's own (`ELTWISE` in npu_kernels.numerics.kernels.<name>)."""
+    key, _, max_y, dmas = params
     cols = array_columns(target)
     if dmas == 3:
         herd_rule = (f"{kernel}.herd_y_eq_1", lambda s, t: t["herd_y"] == 1,
@@ -50,9 +44,9 @@ def elementwise_rules(kernel: str, target: str, params: tuple | None = None) -> 
     ]
 
 
-def elementwise_default(kernel: str, params: tuple | None = None):
-    """The default-tile function of a streaming elementwise kernel; `params` as tile_rules.elementwise_rules'."""
-    key, tile, hy, _ = params or ELTWISE[kernel]
+def elementwise_default(kernel: str, params: tuple):
+    """The default-tile function of a streaming elementwise kernel; `params` as elementwise_rules'."""
+    key, tile, hy, _ = params
 
     def default(s: dict, target: str) -> dict:
         cols = array_columns(target)

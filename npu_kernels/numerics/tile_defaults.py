@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from npu_kernels.numerics.kernels import in_listing_order
 from npu_kernels.numerics.catalog import get_spec
-from npu_kernels.numerics.tile_common import elementwise_default
 from npu_kernels.numerics.tile_rules import (
     BD_REPEAT_LIMIT,
     GEMM_B_STRIDE_LIMIT,
@@ -192,7 +191,6 @@ _PIECEWISE = {
     "layernorm": _norm_default,
     "rope": _rope_default,
     "flash_attention": _fa_default,
-    "gelu": elementwise_default("gelu"),
     "dequant_q4nx": _dequant_q4_default,
     "gemv_q4nx": _gemv_q4_default,
 }

@@ -68,7 +68,7 @@ def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_t
             return "; ".join(why)
     if kernel == "gemm":
         return f"M={s['M']}: herd_m {t['herd_m']} (M < tile_m*{cols} or not a multiple of it)"
-    if kernel == "gelu":
-        return f"N={s['N']} does not split over 8x2 tiles of {t['tile_n']}"
+    if registered is not None and registered.tile_note is not None:
+        return registered.tile_note(s, t)
     return f"{n} of {tiles_target} tiles placed for this shape"
 

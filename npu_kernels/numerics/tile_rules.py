@@ -15,9 +15,8 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
          partition runs 256 iterations), tile_m % m_input == 0, (m_input + 1)*K*2 <= 65536 (L1).
   rmsnorm/layernorm  M % herd_x == 0, N % 16 == 0, herd_x <= columns.
   rope   rows % (herd_x*herd_y) == 0, herd_x*herd_y <= 8 (3 shim DMAs per tile), head_dim % 32 == 0.
-  the kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, eltwise_mul, conv1d, silu_mul, ...): their
-  modules' `tile_rules`.
-  gelu   herd_x*herd_y <= 16 (2 DMAs per tile: 8x2 places, 8x4 does not), N % (tile_n*herd_x*herd_y) == 0.
+  the kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, silu_mul, gelu, eltwise_mul, conv1d, ...):
+  their modules' `tile_rules`.
   flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
          chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise
          forbid causal attention at head_dim 128; at head_dim 256 lkp 32, the head-first tiling mlir-air runs
@@ -35,11 +34,9 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.tile_common import (  # noqa: F401 (re-exported: the planner's names)
     ARRAYS,
-    ELTWISE,
     Rule,
     array_columns,
     array_rows,
-    elementwise_rules,
 )
 
 GEMM_B_STRIDE_LIMIT = 1_048_576
@@ -252,7 +249,7 @@ def kernel_rules(kernel: str, target: str) -> list[Rule]:
         return _rope_rules(target)
     if kernel == "flash_attention":
         return _fa_rules(target)
-    return elementwise_rules(kernel, target)
+    raise KeyError(kernel)
 
 
 def herd_of(kernel: str, t: dict) -> list[int]:

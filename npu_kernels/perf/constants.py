@@ -66,8 +66,6 @@ FITTED: dict[str, float] = {
     "layernorm_s_per_unit": 0.0,
     "rope_s_per_byte_per_tile": 9.305e-11,
     "rope_s_per_unit": 2.731e-08,
-    "gelu_s_per_byte_per_tile": 5.656e-10,
-    "gelu_s_per_unit": 0.0,
     "fa_s_pipeline_fill": 0.0005265,
     "fa_s_per_mac": 1.302e-12,
     "fa_s_per_mac_chunked": 2.069e-11,
@@ -115,8 +113,6 @@ EVIDENCE: dict[str, str] = {
     "layernorm_s_per_unit": "per-row cost: fitted 0 (one shape only; not separable from the byte term).",
     "rope_s_per_byte_per_tile": "RoPE per tile: 1/10.7 GB/s (in + LUT + out); RoPE_bf16.md:175-187, 233-235.",
     "rope_s_per_unit": "per row DMA (one head_dim row per DMA): 27 ns; head_dim 64 vs 128 rows at equal bytes.",
-    "gelu_s_per_byte_per_tile": "GELU per tile: 1/1.77 GB/s (bf16 tanh); GELU_bf16.md:160-164, 192, 203-205.",
-    "gelu_s_per_unit": "per-chunk cost: fitted 0 (tile_n sweep is flat, GELU_bf16.md:215-219).",
     "fa_s_pipeline_fill": "flash attention's per-launch cascade set-up beyond the common floor: 0.53 ms; the "
                           "512x512 2-head row (0.73 ms, FlashAttention_bf16.md:151).",
     "fa_s_per_mac": "Q.K^T and P.V MACs per tile at lkp = head_dim = 64: at the per-tile peak floor (the FA "

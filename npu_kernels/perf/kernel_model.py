@@ -28,7 +28,7 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.perf.constants import DERIVED, FITTED
 from npu_kernels.numerics.tiles import default_tile
 
-STREAMING = ("rmsnorm", "layernorm", "rope", "gelu")
+STREAMING = ("rmsnorm", "layernorm", "rope")
 Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
 # The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
 # in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
@@ -91,14 +91,9 @@ def _streaming(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[
         M, N = s["M"], s["N"]
         params = N * (2 if kernel == "rmsnorm" else 4)  # weight (and bias) once per tile
         nbytes, units = M * N * 4.0 / tiles + params, _ceil(M, tiles)  # rows per tile
-    elif kernel == "rope":
+    else:  # rope
         rows, D = s["rows"], s["head_dim"]
         nbytes, units = rows * D * 6.0 / tiles, _ceil(rows, tiles)  # in, LUT, out; one DMA per row
-    else:
-        N = s["N"]
-        chunk = t.get("tile", t.get("tile_n", 2048))
-        nbytes = N * (4.0 if kernel == "gelu" else 6.0) / tiles
-        units = _ceil(N, chunk * tiles)  # L1 chunks (DMA buffer descriptors) per tile
     return {"launch_s": 1.0, f"{kernel}_s_per_byte_per_tile": nbytes, f"{kernel}_s_per_unit": float(units)}
 
 

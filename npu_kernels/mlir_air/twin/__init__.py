@@ -85,12 +85,6 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) flash_attention --compile-mode compile-only "
      "--lk $(LK) --lkp $(LKP) --lq $(LQ) --lqp $(LQP) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS) && "
      "$(TWIN) profile flash_attention --lq $(LQ) --lk $(LK) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS)\n"),
-    ("gelu", "gelu",
-     # Makefile:15-35 (vars, PY_FLAGS), :45-49 (run + --perf-iters)
-     "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nN ?= 65536\nTILE_N ?= 1024\nVECTOR_SIZE ?=\nHERD_SHAPE ?=\n"
-     "PERF_ITERS ?= 0\nTARGET ?= auto\n",
-     "--n $(N) --tile-n $(TILE_N) $(if $(VECTOR_SIZE),--vector-size $(VECTOR_SIZE)) $(if $(HERD_SHAPE),--herd-shape "
-     "$(HERD_SHAPE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)", ""),
 ]
 
 
@@ -133,7 +127,7 @@ mlir-air prints. What differs:
   holds mlir-air's keys only (npu-ledger's teacher-forced walk is each model directory's `make verify-walk`).
 
 Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
-gelu, dequant_q4nx, REGISTERED_KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
+dequant_q4nx, REGISTERED_KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
 NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `profile-prefill@L: CAUSE` (or
 `profile-decode@C: CAUSE`) makes a model directory's prefill at padded length L (decode at context C) fail with
 that cause (no_registry_shape, bd_exhaustion, method_tile_mismatch, stitcher_mixed_tile_m, device_fail,

@@ -41,8 +41,7 @@ ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 # the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
 STAND_INS = {d.name: d.twin for d in kernel_definitions()}
-KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "gelu", "dequant_q4nx") + \
-    tuple(STAND_INS)
+KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "dequant_q4nx") + tuple(STAND_INS)
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
 Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
@@ -135,16 +134,6 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--causal-skip", action="store_true")
         p.add_argument("--dv-tile", type=int, default=None)
         p.add_argument("--perf-iters", type=int, default=0)
-    elif kind == "gelu":  # gelu.py:167-213
-        p.add_argument("--n", type=int, default=65536)
-        p.add_argument("--tile-n", type=int, default=1024)
-        p.add_argument("--vector-size", dest="vector", type=int, default=None)
-        p.add_argument("--herd-shape", type=int, nargs="+", default=None)
-        p.add_argument("--target", choices=["auto", "npu1", "npu2"], default="auto")
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-        p.add_argument("--perf-iters", type=int, default=0)
-        p.add_argument("--print-ir", action="store_true")
-        p.add_argument("--compile-only", action="store_true")
     elif kind in STAND_INS:  # a kernel module's stand-in (npu_kernels.numerics.kernels: its script's flags)
         STAND_INS[kind].add_flags(p)
     elif kind == "dequant_q4nx":  # dequant_q4nx.py has no argparse: `python3 dequant_q4nx.py`, nothing else
@@ -243,21 +232,13 @@ def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
     return ("flash_attention", shape, None, {"lqp": a.lqp, "lkp": a.lkp}, flops, a.compile_mode != "compile-and-run")
 
 
-def _gelu(kind: str, a):  # gelu.py:70-94, :260
-    if a.n % a.tile_n:
-        raise ValueError(f"n ({a.n}) must be a multiple of tile_n ({a.tile_n})")
-    print(f"GELU n={a.n} tile_n={a.tile_n} bf16 on {a.target}")
-    herd = " ".join(str(x) for x in a.herd_shape) if a.herd_shape else ""
-    return "gelu", {"N": a.n}, None, {"tile_n": a.tile_n, **({"herd_shape": herd} if herd else {})}, None, a.compile_only
-
-
 def _dequant_q4nx(kind: str, a):  # dequant_q4nx.py `__main__`: N_out, K = 512, 2048; build_module asserts N_out % 4
     assert Q4NX_DEQUANT_SHAPE["M"] % 4 == 0
     return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
 
 
 _CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm, "layernorm": _norm, "rope": _rope,
-           "flash_attention": _flash_attention, "gelu": _gelu,
+           "flash_attention": _flash_attention,
            "dequant_q4nx": _dequant_q4nx}
 
 
@@ -326,7 +307,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if compile_only:
         print({"gemm": "Compile-only done.", "flash_attention": "Compilation complete.",
-               "gelu": "Compiled successfully.",
                **{k: t.compiled_line for k, t in STAND_INS.items()}}.get(kernel, ""), end="")
         print()
         return 0

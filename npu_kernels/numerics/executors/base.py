@@ -20,7 +20,7 @@ Layouts (dimensions named once):
   gemv_q4nx(codes (M, K), scale (M, K/32), min (M, K/32), x (K,))  -> (M,)     y = w @ x, w never built
         codes are the 4-bit values 0..15 as float32; scale and min bf16, one per 32-column group
 
-The kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, eltwise_mul, conv1d, silu_mul, ...) state their layouts in their own
+The kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, silu_mul, gelu, eltwise_mul, conv1d, ...) state their layouts in their own
 modules, which also hold each executor's method (`bind_kernels` attaches them).
 
 `static_key`, where accepted, names a weight that does not change between calls (weight residency): an
@@ -48,7 +48,6 @@ KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "layernorm",
     "rope",
     "flash_attention",
-    "gelu",
     "dequant_q4nx",
     "gemv_q4nx",
 )}, lambda d: d.name))
@@ -146,11 +145,6 @@ class Fp32Executor(Executor):
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
         return np.einsum("hqk,hkd->hqd", p, vv).astype(np.float32)
-
-    def gelu(self, x):
-        x = np.asarray(x, np.float32)
-        c = np.float32(math.sqrt(2.0 / math.pi))
-        return np.float32(0.5) * x * (np.float32(1) + np.tanh(c * (x + np.float32(0.044715) * x**3)))
 
     def dequant_q4nx(self, codes, scale, mn):
         group = np.shape(codes)[1] // np.shape(scale)[1]  # 32 columns per scale/min

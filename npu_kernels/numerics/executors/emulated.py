@@ -22,7 +22,6 @@ import numpy as np
 from npu_kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_, to_bf16
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
-    gelu_rows,
     layernorm_rows,
     rmsnorm_rows,
     rope_rows,
@@ -216,10 +215,6 @@ class EmulatedExecutor(Executor):
             if np.shape(cos)[0] != np.shape(x)[0] or np.ndim(x) != np.ndim(cos):
                 return rope_rows(f32(x), cos, sin)  # broadcast tables: no row split
             return self._rows(rope_rows, [x, cos, sin])
-
-    def gelu(self, x):
-        with self.timer.time("gelu"):
-            return self._rows(gelu_rows, [x])
 
     # --- 4-bit (Q4NX) kernels: emulated_q4 (dequant_q4nx.cc, q4_k.h) ------------------------------------
 

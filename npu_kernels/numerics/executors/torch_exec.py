@@ -13,8 +13,8 @@ What a bf16 GPU deployment computes, op by op (CPU, or CUDA when present):
   rope          HF apply_rotary_pos_emb: x*cos + rotate_half(x)*sin with bf16 cos/sin, each op in bf16.
   attention     F.scaled_dot_product_attention in bf16 (FP32 softmax inside), GQA; an explicit boolean
                 mask when the causal window is offset (decode).
-  gelu          F.gelu(approximate="tanh").
-  registry      each kernel module of npu_kernels.numerics.kernels (eltwise_add, silu_mul, conv1d, ...) holds its torch op.
+  registry      each kernel module of npu_kernels.numerics.kernels (eltwise_add, silu_mul, gelu, conv1d, ...) holds its
+                torch op.
   q4nx          dequantise q * scale + min in bf16 (each op rounded), then the bf16 GEMV above.
 Arrays cross the interface as float32 numpy (bf16 values), like every executor; weights given a
 `static_key` are converted to device bf16 tensors once.
@@ -128,10 +128,6 @@ class TorchExecutor(Executor):
             else:
                 out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=gqa)
             return self._np(out[0])
-
-    def gelu(self, x):
-        with self.timer.time("gelu"), torch.inference_mode():
-            return self._np(F.gelu(self._t(x), approximate="tanh"))
 
     def dequant_q4nx(self, codes, scale, mn):
         with self.timer.time("dequant_q4nx"), torch.inference_mode():

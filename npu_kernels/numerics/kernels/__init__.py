@@ -25,7 +25,7 @@ from npu_kernels.thresholds import KERNEL_TOLERANCES
 from npu_kernels.numerics.kernels.base import (  # noqa: F401 (its API)
     CatalogPage, KernelDef, TwinStandIn, from_module, missing_pieces)
 
-MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul")
+MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu")
 
 DEFINITIONS: dict[str, KernelDef] = {}
 for _module in MODULES:
@@ -60,17 +60,20 @@ def kernel_tolerance(kernel: str, contract: str) -> tuple[float, float]:
         raise KeyError(f"no tolerance for {kernel} {contract!r}; its contracts: {known or 'none'}") from None
 
 
-def in_listing_order(base: dict, pick: Callable[[KernelDef], Any]) -> dict:
+def in_listing_order(base: dict, pick: Callable[[KernelDef], Any],
+                     after: Callable[[KernelDef], str | None] = lambda d: d.listed_after) -> dict:
     """`base` (name -> value, the piecewise-declared kernels) with `pick(definition)` of each registered kernel
-    inserted after its `listed_after` kernel (at the end when that is absent); `base`'s own entries are kept."""
+    inserted after its `listed_after` kernel (`after`: another listing's, e.g. the registry pages') - at the end when
+    that is absent; `base`'s own entries are kept."""
     out = dict(base)
     pending = [d for d in definitions() if d.name not in out]
     while pending:
         placed = False
         for d in list(pending):
-            if d.listed_after is None or d.listed_after in out or d.listed_after not in {p.name for p in pending}:
+            prev = after(d)
+            if prev is None or prev in out or prev not in {p.name for p in pending}:
                 items = list(out.items())
-                at = next((i + 1 for i, (k, _) in enumerate(items) if k == d.listed_after), len(items))
+                at = next((i + 1 for i, (k, _) in enumerate(items) if k == prev), len(items))
                 out = dict(items[:at] + [(d.name, pick(d))] + items[at:])
                 pending.remove(d)
                 placed = True

@@ -23,6 +23,7 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
                     at e972f29, its `CatalogPage` (the projection's catalog entry and upstream's table columns)
   registry_rows     (table name, header, cells, heading, cell readers) -> [configuration rows] | None: one row
   listed_after      the kernel the catalog lists it after (keeps `ledger kernel list` and `make bench` in order)
+  tile_note         (shape, tile) -> why the default herd is short of the target tiles (tile_notes), where it can be
 
 `REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks.
 """
@@ -77,6 +78,7 @@ class CatalogPage:
     tolerance_label: str | None = None  # the page's name of the contract ("bf16"), when not the contract's own
     no_json: bool = True  # upstream has no details/<page>.json
     default_contract: str = "bf16"
+    listed_after: str | None = None  # the page the index lists it after, where not the kernel's `listed_after`
 
 
 @dataclass(frozen=True)
@@ -100,9 +102,10 @@ class KernelDef:
     registry_rows: Callable
     dmas_per_tile: int = 0
     listed_after: str | None = None
+    tile_note: Callable[[dict, dict], str] | None = None
 
 
-OPTIONAL = ("dmas_per_tile", "listed_after")
+OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 
 
@@ -110,7 +113,7 @@ def from_module(module: ModuleType) -> KernelDef:
     """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
     TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER)
     and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case, cost_features,
-    registry_rows). A piece the module lacks is None, which `missing_pieces` names."""
+    registry_rows, tile_note). A piece the module lacks is None, which `missing_pieces` names."""
     values = {}
     for f in fields(KernelDef):
         value = getattr(module, f.name.upper(), getattr(module, f.name, None))

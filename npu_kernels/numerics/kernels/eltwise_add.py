@@ -222,9 +222,4 @@ REGISTRY_PAGE = CatalogPage(
 
 def registry_rows(name: str, header: tuple, cells: list[str], heading: str, cell) -> list[dict] | None:
     """The shape and configuration of one upstream row (either table); the importer reads the figures."""
-    c = dict(zip(header, cells))
-    f = {"shape": {"N": cell.ints(c["N"])[0]}, "tile": {}}
-    cfg = cell.ints(next((c[h] for h in header if "config" in h), ""))
-    if len(cfg) >= 3:
-        f["tile"] = {"herd_x": cfg[0], "herd_y": cfg[1], "tile": cfg[2]}
-    return [f]
+    return cell.streaming_row(header, cells, ("herd_x", "herd_y", "tile"))
