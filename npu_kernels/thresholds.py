@@ -28,7 +28,6 @@ KERNEL_TOLERANCES: dict[tuple[str, str], tuple[float, float]] = {
     ("gemv", "bf16-out"): (RTOL, 1e-3),
     ("rmsnorm", "bf16-out"): (RTOL, 5e-2),
     ("layernorm", "bf16-out"): (RTOL, 6e-2),
-    ("rope", "bf16-out"): (RTOL, 5e-2),
     ("flash_attention", "bf16-out"): (RTOL, 1e-1),
     # The 4-bit kernels of mlir-air's on-device Q4NX decode. dequant: the harness's own bounds,
     # dequant_q4nx.py `run_test(..., rtol=0.1, atol=0.05)` (@0d63308), whose reference holds FP32 scales/mins

@@ -106,13 +106,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         datapath="two BFP16 MMAs + bf16 online softmax",
         tolerances=(_tol("flash_attention", "bf16-out", label="bf16"),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
     ),
-    CatalogEntry(
-        key="rope", kernel="rope", title="RoPE (BF16, half-split)", page="RoPE_bf16",
-        columns=("rows", "head_dim"), aliases={"d": "head_dim", "dim": "head_dim", "m": "rows", "r": "rows"},
-        math="half-split rotation (HF rotate_half) with a cos/sin LUT",
-        datapath="bf16 multiplies, one add/sub, no accumulation",
-        tolerances=(_tol("rope", "bf16-out", label="bf16"),), npu2_mean_rel_L1="2.8e-3", target_tiles=8,
-    ),
     # the 4-bit (Q4NX) kernels of the on-device 4-bit deployment (mlir-air llama32_1b_q4nx; the upstream
     # kernel_registry has no page for them): dequant_q4nx.cc@0d63308 and the fused decode's q4_k.h@54341c8
     CatalogEntry(
@@ -164,7 +157,7 @@ _BY_KEY = {spec.key: spec for spec in CATALOG}
 _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
     "rmsnorm": "rmsnorm", "weightedrmsnorm": "rmsnorm", "layernorm": "layernorm",
-    "rope": "rope", "ropehalfsplit": "rope", "flashattention": "flash_attention", "attention": "flash_attention",
+    "flashattention": "flash_attention", "attention": "flash_attention",
     "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 
@@ -301,8 +294,6 @@ def bytes_moved(spec: CatalogEntry, shape: Shape) -> int | None:
             elements = 2 * s["M"] * s["N"] + 2 * s["N"]
         elif spec.kernel in PAGES and PAGES[spec.kernel].elements is not None:
             elements = PAGES[spec.kernel].elements(s)
-        elif spec.kernel == "rope":
-            elements = 3 * s["rows"] * s["head_dim"]  # x in, out, cos/sin LUT (rows x D/2 each)
         else:
             return None
     except (KeyError, TypeError):

@@ -148,15 +148,6 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             f["shape"] = {"M": M, "N": N}
             if ints(c.get("herd_x", "")):
                 f["tile"] = {"herd_x": ints(c["herd_x"])[0]}
-        elif key == "rope":
-            if header[0] == "rows":
-                rows, hd = ints(c["rows"])[0], ints(c["head_dim"])[0]
-            else:
-                rows, hd = ints(c[header[0]])[:2]
-            f["shape"] = {"rows": rows, "head_dim": hd}
-            hx = ints(next((c[h] for h in header if "config" in h or h.startswith("herd")), ""))
-            if len(hx) >= 2:
-                f["tile"] = {"herd_x": hx[0], "herd_y": hx[1]}
         elif key == "flash_attention":
             lq, lk = ints(c["lq×lk"])[:2]
             dk, dv = ints(c["dk/dv"])[:2]

@@ -39,7 +39,6 @@ INDEX: dict[str, tuple[str, ...]] = {  # supported_kernels.md
     "layernorm": ("(M×N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "abs_err max", "Used by", "Status"),
     "flash_attention": ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s", "mean_rel_L1",
                         "Status"),
-    "rope": ("(rows×head_dim)", "herd (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "Used by", "Status"),
 }
 # details/<page>.md: (method or "", header); GEMM pages have one table per method
 DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
@@ -60,13 +59,10 @@ DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
                         "Status")),),
     "flash_attention": (("", ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s",
                               "mean_rel_L1", "abs_err max", "Status")),),
-    "rope": (("", ("rows", "head_dim", "best config (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
-                   "Used by", "Status")),),
 }
-NO_JSON = ("gemv", "rmsnorm", "layernorm", "rope", "flash_attention")
+NO_JSON = ("gemv", "rmsnorm", "layernorm", "flash_attention")
 PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out", "gemv": "GEMV_bf16",
-           "rmsnorm": "RMSNorm_bf16", "layernorm": "LayerNorm_bf16", "flash_attention": "FlashAttention_bf16",
-           "rope": "RoPE_bf16"}
+           "rmsnorm": "RMSNorm_bf16", "layernorm": "LayerNorm_bf16", "flash_attention": "FlashAttention_bf16"}
 # ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29 (registry.catalog.PAGES): each module's
 # `registry_page` (a CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the index's
 # listing order
@@ -178,11 +174,16 @@ def _best(row: ShapeRow, method: str | None = None, tier: str | None = None) -> 
 Cells = Callable[[ShapeRow], list[str]]
 
 
+def _best_of(row: ShapeRow) -> RegistryMeasurement | None:
+    """The measurement a row's figures are shown from: its best, else its latest."""
+    return row.best or (row.measurements[-1] if row.measurements else None)
+
+
 def streaming_cells(row: ShapeRow, tile_keys: tuple[str, ...], *, as_2d: bool, abs_err: bool,
                     used_by: bool) -> list[str]:
     """A streaming elementwise kernel's row: N, ("(as 2-D)"), the config, latency, bandwidth, mean_rel_L1,
     (abs_err max), (Used by), Status."""
-    s, b = _shape(row), row.best or (row.measurements[-1] if row.measurements else None)
+    s, b = _shape(row), _best_of(row)
     t = b.tile if b else {}
     cells = [str(s["N"])] + (["—"] if as_2d else [])
     cells += [_tile3(t, tile_keys), _mark(b, latency_text(b.latency_us if b else None)),
@@ -196,7 +197,7 @@ def streaming_cells(row: ShapeRow, tile_keys: tuple[str, ...], *, as_2d: bool, a
 
 # the formatters a kernel module's page cells are handed (it imports nothing of the registry)
 FMT = SimpleNamespace(streaming_cells=streaming_cells, status_cell=status_cell, sci2=sci2, latency_text=latency_text,
-                      mark=_mark, tile3=_tile3, used=_used, best=_best)
+                      mark=_mark, tile3=_tile3, used=_used, bw=_bw, best_of=_best_of)
 
 
 def index_cells(key: str, row: ShapeRow) -> list[str]:
@@ -233,11 +234,6 @@ def index_cells(key: str, row: ShapeRow) -> list[str]:
                 str(max(1, int(s.get("dv") or 64) // int(t.get("lkp", 64) or 64))),
                 _mark(b, latency_text(b.latency_us if b else None)), _num(_g(b), b, bold=True),
                 sci2(b.mean_rel_L1 if b else None), status_cell(row)]
-    if key == "rope":
-        return [f"{s['rows']}×{s['head_dim']}", _tile3(t, ("herd_x", "herd_y")),
-                _mark(b, latency_text(b.latency_us if b else None)),
-                _mark(b, f"{_bw(b):.2f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None),
-                _used(row), status_cell(row)]
     raise KeyError(key)
 
 
@@ -274,11 +270,6 @@ def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
         return cells[:-1] + [sci2(b.max_abs if b else None), cells[-1]]
     if key == "layernorm":
         return index_cells(key, row)
-    if key == "rope":
-        return [str(s["rows"]), str(s["head_dim"]), _tile3(t, ("herd_x", "herd_y")),
-                _mark(b, latency_text(b.latency_us if b else None)),
-                _mark(b, f"{_bw(b):.2f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None),
-                sci2(b.max_abs if b else None), _used(row), status_cell(row)]
     raise KeyError(key)
 
 

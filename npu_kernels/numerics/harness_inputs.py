@@ -28,9 +28,6 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
   LayerNorm  programming_examples/layer_norm/layer_norm.py:336-339 `np.random.seed(0)`, x (M, N), weight
         (N), bias (N), float64 randn -> bf16; :273-280 the f32 reference (mean, mean of squared deviations,
         `1/sqrt(var + 1e-5)`, `* w + b`) -> bf16.
-  RoPE  programming_examples/rope_halfsplit/rope_halfsplit.py:282-285 `default_rng(0)`,
-        `standard_normal((rows, head_dim), float32)` -> bf16; :191-211 the LUT (position = row index,
-        theta 500000 (:216, passed at :286), float64 cos/sin -> float32 -> bf16); :167-188 the f32 rotate-half ref -> bf16.
   GEMV  programming_examples/matrix_vector_multiplication/bf16/matvec.py:286-291 `np.random.seed(42)`,
         `(randn(M, K)*4).astype(bf16)`, `(randn(K)*4)`; ref `np.dot(A.f32, x.f32).astype(bf16)`.
   FlashAttention  programming_examples/flash_attention/kernel_fusion_based/attn_npu2.py:1439-1445
@@ -71,11 +68,10 @@ GEMV_SEED = 42  # matvec.py:286 (np.random.seed)
 GEMV_SCALE = 4.0  # matvec.py:287-288
 FA_SEED = 42  # attn_npu2.py:1439 (default_rng)
 NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
-ROPE_THETA = 500000.0  # rope_halfsplit.py:216
 Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
 Q4NX_GROUP = 32  # dequant_q4nx.py GS
 # the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
+HARNESS_KERNELS = ("gemm", "rmsnorm", "layernorm", "gemv", "flash_attention",
                    "dequant_q4nx") + tuple(d.name for d in kernel_definitions())
 
 
@@ -133,21 +129,6 @@ def _layernorm(shape: dict, contract: str) -> HarnessCase:
     return HarnessCase({"x": x, "w": w, "b": b}, _bf16(ref), "bf16", "layer_norm/layer_norm.py:52,273-280,336-339")
 
 
-def _rope(shape: dict, contract: str) -> HarnessCase:
-    rows, hd = shape["rows"], shape["head_dim"]
-    half = hd // 2
-    x = _bf16(np.random.default_rng(ELEMENTWISE_SEED).standard_normal((rows, hd), dtype=np.float32))
-    freqs = 1.0 / (ROPE_THETA ** (2.0 * np.arange(half, dtype=np.float64) / hd))
-    angles = np.outer(np.arange(rows, dtype=np.float64), freqs)
-    cos = _bf16(np.cos(angles).astype(np.float32))  # float64 -> float32 -> bf16, as the LUT is built
-    sin = _bf16(np.sin(angles).astype(np.float32))
-    x1, x2 = x[:, :half], x[:, half:]
-    ref = np.empty_like(x)
-    ref[:, :half] = x1 * cos - x2 * sin
-    ref[:, half:] = x1 * sin + x2 * cos
-    return HarnessCase({"x": x, "cos": cos, "sin": sin}, _bf16(ref), "bf16", "rope_halfsplit/rope_halfsplit.py:167-211,216,282-286")
-
-
 def _gemv(shape: dict, contract: str) -> HarnessCase:
     m, k = shape["M"], shape["K"]
     rs = np.random.RandomState(GEMV_SEED)
@@ -184,7 +165,6 @@ _BUILDERS = {
     "gemm": _gemm,
     "rmsnorm": _rmsnorm,
     "layernorm": _layernorm,
-    "rope": _rope,
     "gemv": _gemv,
     "flash_attention": _flash_attention,
     "dequant_q4nx": _dequant_q4nx,

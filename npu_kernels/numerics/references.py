@@ -100,40 +100,6 @@ def rope_lut(rows: int, head_dim: int, theta: float = ROPE_THETA, positions=None
     return to_bf16(np.cos(angles).astype(np.float32)), to_bf16(np.sin(angles).astype(np.float32))
 
 
-def rope_check_shape(s):
-    if s["head_dim"] % 2:
-        raise ShapeError(f"rope: head_dim={s['head_dim']} must be even (half-split)")
-    rd = s.get("rotary_dim", s["head_dim"])
-    if rd % 2 or rd > s["head_dim"]:
-        raise ShapeError(f"rope: rotary_dim={rd} must be even and at most head_dim={s['head_dim']}")
-
-
-def _rotary(s) -> int:
-    """The leading columns a row rotates: rotary_dim of a partial rotary (the tail passes through), else all."""
-    return s.get("rotary_dim", s["head_dim"])
-
-
-def rope_inputs(s, rng):
-    cos, sin = rope_lut(s["rows"], _rotary(s))
-    return {"x": bf16_randn(rng, (s["rows"], s["head_dim"])), "cos": cos, "sin": sin}
-
-
-def rope_reference(i, s):
-    rd = _rotary(s)
-    x, tail = i["x"][:, :rd], i["x"][:, rd:]
-    half = rd // 2
-    x1, x2 = x[:, :half], x[:, half:]
-    c, sn = i["cos"], i["sin"]
-    return np.concatenate([x1 * c - x2 * sn, x1 * sn + x2 * c, tail], axis=-1)
-
-
-def rope_call(ex, i, s, contract, tile):
-    rd = _rotary(s)
-    if rd == s["head_dim"]:
-        return ex.rope(i["x"], i["cos"], i["sin"])
-    return np.concatenate([ex.rope(np.ascontiguousarray(i["x"][:, :rd]), i["cos"], i["sin"]), i["x"][:, rd:]], axis=-1)
-
-
 # --- FlashAttention --------------------------------------------------------------------------------------
 
 

@@ -20,6 +20,21 @@ def array_rows(target: str) -> int:
     return ARRAYS[target][1]
 
 
+def largest_divisor(n: int, cap: int) -> int:
+    for d in range(min(cap, n), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def rows_note(rows_key: str, rows: int, n: int, tiles_target: int) -> str | None:
+    """Why a row-parallel kernel's herd is short: its rows do not split over the target tiles (None: they do)."""
+    if rows < tiles_target or rows % tiles_target:
+        return (f"{rows_key}={rows}: only {n} of {tiles_target} tiles get whole rows"
+                + (" (no row parallelism at M=1, decode)" if rows == 1 else ""))
+    return None
+
+
 def elementwise_rules(kernel: str, target: str, params: tuple) -> list[Rule]:
     """The rules of a streaming elementwise kernel; `params` (tile key, default tile, max herd_y, DMAs per tile) are
     the kernel module's own (`ELTWISE` in npu_kernels.numerics.kernels.<name>)."""

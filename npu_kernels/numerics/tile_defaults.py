@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from npu_kernels.numerics.kernels import in_listing_order
 from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.tile_common import largest_divisor
 from npu_kernels.numerics.tile_rules import (
     BD_REPEAT_LIMIT,
     GEMM_B_STRIDE_LIMIT,
@@ -123,23 +124,14 @@ def _gemv_default(s: dict, target: str) -> dict:
 
 
 
-# --- norms, rope, elementwise ----------------------------------------------------------------------------
+# --- norms -----------------------------------------------------------------------------------------------------
 
 
-def largest_divisor(n: int, cap: int) -> int:
-    for d in range(min(cap, n), 0, -1):
-        if n % d == 0:
-            return d
-    return 1
 
 
 def _norm_default(s: dict, target: str) -> dict:
     return {"herd_x": largest_divisor(s["M"], array_columns(target))}
 
-
-
-def _rope_default(s: dict, target: str) -> dict:
-    return {"herd_x": largest_divisor(s["rows"], array_columns(target)), "herd_y": 1}
 
 
 
@@ -189,7 +181,6 @@ _PIECEWISE = {
     "gemv": _gemv_default,
     "rmsnorm": _norm_default,
     "layernorm": _norm_default,
-    "rope": _rope_default,
     "flash_attention": _fa_default,
     "dequant_q4nx": _dequant_q4_default,
     "gemv_q4nx": _gemv_q4_default,

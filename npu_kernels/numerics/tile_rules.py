@@ -14,9 +14,8 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
          524288 (L2), M/(tile_m*herd_m) - 1 <= 255 (BD repeat count; the verified 16384x2048 LM-head
          partition runs 256 iterations), tile_m % m_input == 0, (m_input + 1)*K*2 <= 65536 (L1).
   rmsnorm/layernorm  M % herd_x == 0, N % 16 == 0, herd_x <= columns.
-  rope   rows % (herd_x*herd_y) == 0, herd_x*herd_y <= 8 (3 shim DMAs per tile), head_dim % 32 == 0.
-  the kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, silu_mul, gelu, eltwise_mul, conv1d, ...):
-  their modules' `tile_rules`.
+  the kernels of the registry (npu_kernels.numerics.kernels: rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d,
+  ...): their modules' `tile_rules`.
   flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
          chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise
          forbid causal attention at head_dim 128; at head_dim 256 lkp 32, the head-first tiling mlir-air runs
@@ -132,7 +131,7 @@ def _gemv_rules(target: str) -> list[Rule]:
 
 
 
-# --- norms, rope, elementwise ----------------------------------------------------------------------------
+# --- norms -----------------------------------------------------------------------------------------------------
 
 
 def _norm_rules(kernel: str, target: str) -> list[Rule]:
@@ -144,20 +143,6 @@ def _norm_rules(kernel: str, target: str) -> list[Rule]:
          lambda s, t: f"N={s['N']} is not a multiple of the 16-lane bf16 vector"),
         (f"{kernel}.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols,
          lambda s, t: f"herd_x={t['herd_x']} exceeds the {cols} columns"),
-    ]
-
-
-
-def _rope_rules(target: str) -> list[Rule]:
-    cols = array_columns(target)
-    return [
-        ("rope.rows_divisible_by_herd", lambda s, t: s["rows"] % (t["herd_x"] * t["herd_y"]) == 0,
-         lambda s, t: f"rows={s['rows']} do not split over herd {t['herd_x']}x{t['herd_y']}"),
-        ("rope.three_dma_tiles_le_columns", lambda s, t: t["herd_x"] * t["herd_y"] <= cols,
-         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']}: 3 shim DMAs per tile (input, LUT, output) allow at "
-         f"most {cols} tiles"),
-        ("rope.head_dim_multiple_of_32", lambda s, t: s["head_dim"] % 32 == 0,
-         lambda s, t: f"head_dim={s['head_dim']}: each half must fill 16-lane vectors"),
     ]
 
 
@@ -245,8 +230,6 @@ def kernel_rules(kernel: str, target: str) -> list[Rule]:
         return _gemv_rules(target)
     if kernel in ("rmsnorm", "layernorm"):
         return _norm_rules(kernel, target)
-    if kernel == "rope":
-        return _rope_rules(target)
     if kernel == "flash_attention":
         return _fa_rules(target)
     raise KeyError(kernel)

@@ -64,8 +64,6 @@ FITTED: dict[str, float] = {
     "rmsnorm_s_per_unit": 1.168e-07,
     "layernorm_s_per_byte_per_tile": 6.001e-10,
     "layernorm_s_per_unit": 0.0,
-    "rope_s_per_byte_per_tile": 9.305e-11,
-    "rope_s_per_unit": 2.731e-08,
     "fa_s_pipeline_fill": 0.0005265,
     "fa_s_per_mac": 1.302e-12,
     "fa_s_per_mac_chunked": 2.069e-11,
@@ -111,8 +109,6 @@ EVIDENCE: dict[str, str] = {
     "layernorm_s_per_byte_per_tile": "LayerNorm throughput per tile: 1/1.67 GB/s (two reductions); "
                                      "LayerNorm_bf16.md:122 and the herd sweep 137-139.",
     "layernorm_s_per_unit": "per-row cost: fitted 0 (one shape only; not separable from the byte term).",
-    "rope_s_per_byte_per_tile": "RoPE per tile: 1/10.7 GB/s (in + LUT + out); RoPE_bf16.md:175-187, 233-235.",
-    "rope_s_per_unit": "per row DMA (one head_dim row per DMA): 27 ns; head_dim 64 vs 128 rows at equal bytes.",
     "fa_s_pipeline_fill": "flash attention's per-launch cascade set-up beyond the common floor: 0.53 ms; the "
                           "512x512 2-head row (0.73 ms, FlashAttention_bf16.md:151).",
     "fa_s_per_mac": "Q.K^T and P.V MACs per tile at lkp = head_dim = 64: at the per-tile peak floor (the FA "

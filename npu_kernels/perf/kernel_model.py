@@ -28,7 +28,7 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.perf.constants import DERIVED, FITTED
 from npu_kernels.numerics.tiles import default_tile
 
-STREAMING = ("rmsnorm", "layernorm", "rope")
+STREAMING = ("rmsnorm", "layernorm")
 Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
 # The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
 # in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
@@ -87,13 +87,9 @@ def _q4(kernel: str, s: Mapping[str, Any]) -> dict[str, float]:
 
 def _streaming(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
     tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
-    if kernel in ("rmsnorm", "layernorm"):
-        M, N = s["M"], s["N"]
-        params = N * (2 if kernel == "rmsnorm" else 4)  # weight (and bias) once per tile
-        nbytes, units = M * N * 4.0 / tiles + params, _ceil(M, tiles)  # rows per tile
-    else:  # rope
-        rows, D = s["rows"], s["head_dim"]
-        nbytes, units = rows * D * 6.0 / tiles, _ceil(rows, tiles)  # in, LUT, out; one DMA per row
+    M, N = s["M"], s["N"]  # rmsnorm, layernorm
+    params = N * (2 if kernel == "rmsnorm" else 4)  # weight (and bias) once per tile
+    nbytes, units = M * N * 4.0 / tiles + params, _ceil(M, tiles)  # rows per tile
     return {"launch_s": 1.0, f"{kernel}_s_per_byte_per_tile": nbytes, f"{kernel}_s_per_unit": float(units)}
 
 

@@ -31,6 +31,7 @@ from npu_kernels.mlir_air.checkout import MARKER, ROOT, is_twin  # noqa: F401 (i
 from npu_kernels.mlir_air.toolchain_floor import TWIN_PEANO, write_twin_toolchain
 from npu_kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.kernels import in_listing_order
 
 # (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets)
 # Defaults and forwarding follow the cited mlir-air Makefiles at e972f29.
@@ -70,12 +71,6 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      # Makefile:11-34 (vars), :44 (run)
      "AIE_TARGET ?= aie2p\nHERD_X ?= 8\nM ?= 1024\nN ?= 768\nOUTPUT_FORMAT ?= xclbin\n",
      "--output-format $(OUTPUT_FORMAT) --M $(M) --N $(N) --herd-x $(HERD_X)", ""),
-    ("rope_halfsplit", "rope",
-     # Makefile:16-24 (vars), :42-47 (run), :50-56 (profile = run + --perf-iters)
-     "OUTPUT_FORMAT ?= xclbin\nROWS ?= 65536\nHEAD_DIM ?= 64\nHERD_X ?= 8\nHERD_Y ?= 1\nITERATIONS ?= 30\n",
-     "--output-format $(OUTPUT_FORMAT) --rows $(ROWS) --head-dim $(HEAD_DIM) --herd-x $(HERD_X) --herd-y $(HERD_Y)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) rope --output-format $(OUTPUT_FORMAT) "
-     "--rows $(ROWS) --head-dim $(HEAD_DIM) --herd-x $(HERD_X) --herd-y $(HERD_Y) --perf-iters $(ITERATIONS)\n"),
     ("flash_attention/kernel_fusion_based", "flash_attention",
      # Makefile:9-22 (vars), :55 (run, EXTRA_PY_FLAGS appended), :59-64 (profile: ELF timer, no NUM_KV_HEADS)
      "SCRIPT ?= attn_npu2.py\nLK ?= 512\nLKP ?= 64\nLQ ?= 512\nLQP ?= 256\nDK ?= 64\nDV ?= 64\n"
@@ -91,7 +86,7 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
 # and the kernels of npu_kernels.numerics.kernels: each module's `twin` stand-in (its Makefile cited there)
 HARNESS_DIRS += [(d.twin.directory, d.name, d.twin.variables, d.twin.flags, d.twin.extra_targets)
                  for d in kernel_definitions()]
-PEANO_ONLY = ("rope",) + tuple(d.name for d in kernel_definitions() if d.twin.peano_only)
+PEANO_ONLY = tuple(d.name for d in kernel_definitions() if d.twin.peano_only)
 
 
 def interpreter_line(root: Path) -> str:
@@ -126,8 +121,7 @@ mlir-air prints. What differs:
 * the diagnosis report's rows carry an extra `npu_ledger` key (the whole-tensor cosine); the verify report
   holds mlir-air's keys only (npu-ledger's teacher-forced walk is each model directory's `make verify-walk`).
 
-Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
-dequant_q4nx, REGISTERED_KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
+Fault switch: put a harness kind (KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
 NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `profile-prefill@L: CAUSE` (or
 `profile-decode@C: CAUSE`) makes a model directory's prefill at padded length L (decode at context C) fail with
 that cause (no_registry_shape, bd_exhaustion, method_tile_mismatch, stitcher_mixed_tile_m, device_fail,
@@ -135,7 +129,8 @@ xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), print
 
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
-""".replace("REGISTERED_KINDS", ", ".join(d.name for d in kernel_definitions()))
+""".replace("KINDS", ", ".join(in_listing_order({k: k for k in (
+    "gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "flash_attention", "dequant_q4nx")}, lambda d: d.name)))
 
 
 def _verify_runner_script() -> str:

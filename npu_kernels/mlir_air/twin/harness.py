@@ -41,7 +41,7 @@ ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 # the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
 STAND_INS = {d.name: d.twin for d in kernel_definitions()}
-KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "dequant_q4nx") + tuple(STAND_INS)
+KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "flash_attention", "dequant_q4nx") + tuple(STAND_INS)
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
 Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
@@ -113,14 +113,6 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         if kind == "rmsnorm":
             p.add_argument("--profile", action="store_true")
             p.add_argument("--iterations", type=int, default=5)
-    elif kind == "rope":  # rope_halfsplit.py:224-264
-        p.add_argument("--rows", type=int, default=65536)
-        p.add_argument("--head-dim", type=int, default=64)
-        p.add_argument("--herd-x", type=int, default=8)
-        p.add_argument("--herd-y", type=int, default=1)
-        p.add_argument("--perf-iters", type=int, default=0)
-        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
     elif kind == "flash_attention":  # attn_npu2.py:1257-1388
         for name, default in (("lk", 512), ("lq", 512), ("lqp", 256), ("lkp", 64), ("dk", 64), ("dv", 64),
                               ("num-cascade-stages", 4), ("num-q-tiles", 4), ("num-heads-per-unroll", 2),
@@ -196,13 +188,6 @@ def _norm(kind: str, a):
     return kind, {"M": a.M, "N": a.N}, None, {"herd_x": a.herd_x}, None, a.compile_mode != "compile-and-run"
 
 
-def _rope(kind: str, a):  # rope_halfsplit.py:60-66
-    assert a.head_dim % 16 == 0
-    assert a.rows % (a.herd_x * a.herd_y) == 0
-    return ("rope", {"rows": a.rows, "head_dim": a.head_dim}, None, {"herd_x": a.herd_x, "herd_y": a.herd_y},
-            None, a.compile_mode != "compile-and-run")
-
-
 def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
     hkv = a.num_kv_heads if a.num_kv_heads is not None else a.num_heads
     dv_tile = a.dv_tile if a.dv_tile is not None else a.lkp
@@ -237,7 +222,7 @@ def _dequant_q4nx(kind: str, a):  # dequant_q4nx.py `__main__`: N_out, K = 512, 
     return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
 
 
-_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm, "layernorm": _norm, "rope": _rope,
+_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm, "layernorm": _norm,
            "flash_attention": _flash_attention,
            "dequant_q4nx": _dequant_q4nx}
 

@@ -20,7 +20,7 @@ Layouts (dimensions named once):
   gemv_q4nx(codes (M, K), scale (M, K/32), min (M, K/32), x (K,))  -> (M,)     y = w @ x, w never built
         codes are the 4-bit values 0..15 as float32; scale and min bf16, one per 32-column group
 
-The kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, silu_mul, gelu, eltwise_mul, conv1d, ...) state their layouts in their own
+The kernels of the registry (npu_kernels.numerics.kernels: rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d, ...) state their layouts in their own
 modules, which also hold each executor's method (`bind_kernels` attaches them).
 
 `static_key`, where accepted, names a weight that does not change between calls (weight residency): an
@@ -46,7 +46,6 @@ KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemv",
     "rmsnorm",
     "layernorm",
-    "rope",
     "flash_attention",
     "dequant_q4nx",
     "gemv_q4nx",
@@ -117,12 +116,6 @@ class Fp32Executor(Executor):
         mu = x.mean(axis=-1, keepdims=True)
         var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
         return (x - mu) / np.sqrt(var + np.float32(eps)) * w + b
-
-    def rope(self, x, cos, sin):
-        x = np.asarray(x, np.float32)
-        half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         q = np.asarray(q, np.float32)

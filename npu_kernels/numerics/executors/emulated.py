@@ -24,7 +24,6 @@ from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
     layernorm_rows,
     rmsnorm_rows,
-    rope_rows,
     rounded,
 )
 from npu_kernels.numerics.executors.emulated_flash import flash_attention
@@ -208,13 +207,6 @@ class EmulatedExecutor(Executor):
             return self._rows(layernorm_rows, [x], f32(w), f32(b), np.float32(eps))
 
     # --- elementwise -------------------------------------------------------------------------------------
-
-    def rope(self, x, cos, sin):
-        with self.timer.time("rope"):
-            cos, sin = f32(cos), f32(sin)
-            if np.shape(cos)[0] != np.shape(x)[0] or np.ndim(x) != np.ndim(cos):
-                return rope_rows(f32(x), cos, sin)  # broadcast tables: no row split
-            return self._rows(rope_rows, [x, cos, sin])
 
     # --- 4-bit (Q4NX) kernels: emulated_q4 (dequant_q4nx.cc, q4_k.h) ------------------------------------
 

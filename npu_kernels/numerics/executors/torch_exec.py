@@ -101,15 +101,6 @@ class TorchExecutor(Executor):
             xt = self._t(x)
             return self._np(F.layer_norm(xt, (xt.shape[-1],), self._t(w), self._t(b), eps))
 
-    def rope(self, x, cos, sin):
-        with self.timer.time("rope"), torch.inference_mode():
-            xt = self._t(x)
-            c, s = self._t(cos), self._t(sin)
-            c, s = torch.cat([c, c], dim=-1), torch.cat([s, s], dim=-1)  # HF's full-width tables
-            half = xt.shape[-1] // 2
-            rotated = torch.cat([-xt[..., half:], xt[..., :half]], dim=-1)  # rotate_half
-            return self._np(xt * c + rotated * s)
-
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         with self.timer.time("flash_attention"), torch.inference_mode():
             # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels

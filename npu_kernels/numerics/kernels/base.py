@@ -23,7 +23,8 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
                     at e972f29, its `CatalogPage` (the projection's catalog entry and upstream's table columns)
   registry_rows     (table name, header, cells, heading, cell readers) -> [configuration rows] | None: one row
   listed_after      the kernel the catalog lists it after (keeps `ledger kernel list` and `make bench` in order)
-  tile_note         (shape, tile) -> why the default herd is short of the target tiles (tile_notes), where it can be
+  tile_note         (shape, tile, herd, target, target tiles) -> why the default herd is short of the target tiles
+                    (tile_notes), or None
 
 `REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks.
 """
@@ -102,7 +103,7 @@ class KernelDef:
     registry_rows: Callable
     dmas_per_tile: int = 0
     listed_after: str | None = None
-    tile_note: Callable[[dict, dict], str] | None = None
+    tile_note: Callable[..., str | None] | None = None
 
 
 OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note")

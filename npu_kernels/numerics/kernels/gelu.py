@@ -114,7 +114,7 @@ def tile_default(s: dict, target: str) -> dict:
     return elementwise_default(NAME, ELTWISE)(s, target)
 
 
-def tile_note(s: dict, t: dict) -> str:
+def tile_note(s: dict, t: dict, herd: list[int], target: str, tiles_target: int) -> str:
     """Why a default herd is short of the target tiles (npu_kernels.numerics.tile_notes)."""
     return f"N={s['N']} does not split over 8x2 tiles of {t['tile_n']}"
 
