@@ -32,6 +32,7 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, fields
 from types import ModuleType
 from typing import Any, Callable
@@ -53,6 +54,27 @@ class TwinStandIn:
     compiled_line: str  # what the script prints after a compile-only run ("" when nothing)
     asserts_tile_rules: bool = False  # the script asserts the kernel's tile rules (an AssertionError naming the rule)
     profile: Callable | None = None  # (args of `profile KIND --S ...`, modelled figures) -> prints `make profile`'s timer
+
+
+def dsl_flags(p: argparse.ArgumentParser) -> None:
+    """The flags the elementwise scripts written in mlir-air's DSL share (eltwise_add.py:117-186, gelu.py:167-213 at
+    e972f29; eltwise_mul.py at 0b499c9), after each script's own shape and tile flags."""
+    p.add_argument("--vector-size", dest="vector", type=int, default=None)
+    p.add_argument("--herd-shape", type=int, nargs="+", default=None)
+    p.add_argument("--target", choices=["auto", "npu1", "npu2"], default="auto")
+    p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+    p.add_argument("--perf-iters", type=int, default=0)
+    p.add_argument("--print-ir", action="store_true")
+    p.add_argument("--compile-only", action="store_true")
+
+
+def streaming_features(name: str, n: int, bytes_per_element: float, t: dict) -> dict[str, float]:
+    """A streaming elementwise kernel's cost features: the bytes each of the herd's tiles moves, and the L1 chunks
+    (DMA rounds) each tile runs; constants `<name>_s_per_byte_per_tile`, `<name>_s_per_unit`."""
+    tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
+    chunk = t.get("tile", t.get("tile_n", 2048))
+    return {"launch_s": 1.0, f"{name}_s_per_byte_per_tile": n * bytes_per_element / tiles,
+            f"{name}_s_per_unit": float(int(math.ceil(n / (chunk * tiles))))}
 
 
 @dataclass(frozen=True)

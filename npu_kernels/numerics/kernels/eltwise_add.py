@@ -26,13 +26,11 @@ files at e972f29 unless another commit is named:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from npu_kernels.numerics.bf16 import add_rounded, f32
 from npu_kernels.numerics.harness_case import HarnessCase, elementwise_draws, harness_bf16
-from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn
+from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn, dsl_flags, streaming_features
 from npu_kernels.numerics.references import bf16_randn
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure
 from npu_kernels.numerics.tile_common import elementwise_default, elementwise_rules
@@ -129,13 +127,7 @@ def twin_flags(p) -> None:  # eltwise_add.py:117-186
     p.add_argument("--shape", type=int, nargs="+", default=[1024, 1024])
     p.add_argument("--tile", type=int, default=None)
     p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
-    p.add_argument("--vector-size", dest="vector", type=int, default=None)
-    p.add_argument("--herd-shape", type=int, nargs="+", default=None)
-    p.add_argument("--target", choices=["auto", "npu1", "npu2"], default="auto")
-    p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-    p.add_argument("--perf-iters", type=int, default=0)
-    p.add_argument("--print-ir", action="store_true")
-    p.add_argument("--compile-only", action="store_true")
+    dsl_flags(p)
 
 
 def twin_check(a) -> tuple:  # eltwise_add.py:40-67, :242-244
@@ -181,12 +173,7 @@ TWIN = TwinStandIn(
 
 
 def cost_features(s, t) -> dict[str, float]:
-    """Two bf16 streams in, one out, over the herd's tiles; and the L1 chunks (DMA rounds) each tile runs."""
-    tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
-    chunk = t.get("tile", t.get("tile_n", 2048))
-    units = int(math.ceil(s["N"] / (chunk * tiles)))
-    return {"launch_s": 1.0, "eltwise_add_s_per_byte_per_tile": s["N"] * 6.0 / tiles,
-            "eltwise_add_s_per_unit": float(units)}
+    return streaming_features(NAME, s["N"], 6.0, t)  # 2 in + 1 out bf16 streams
 
 
 CONSTANTS = {"eltwise_add_s_per_byte_per_tile": 0.0, "eltwise_add_s_per_unit": 1.354e-06}

@@ -34,7 +34,7 @@ import numpy as np
 
 from npu_kernels.numerics.bf16 import f32, mul_rounded
 from npu_kernels.numerics.harness_case import HarnessCase, elementwise_draws, harness_bf16
-from npu_kernels.numerics.kernels.base import TwinStandIn
+from npu_kernels.numerics.kernels.base import TwinStandIn, dsl_flags
 from npu_kernels.numerics.references import bf16_randn
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure
 from npu_kernels.numerics.tile_common import elementwise_default, elementwise_rules
@@ -133,14 +133,8 @@ HARNESS = {
 def twin_flags(p) -> None:
     p.add_argument("--shape", type=int, nargs="+", default=[1024, 1024])
     p.add_argument("--tile", type=int, default=None)
-    p.add_argument("--vector-size", dest="vector", type=int, default=None)
     p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
-    p.add_argument("--herd-shape", type=int, nargs="+", default=None)
-    p.add_argument("--target", choices=["auto", "npu1", "npu2"], default="auto")
-    p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-    p.add_argument("--perf-iters", type=int, default=0)
-    p.add_argument("--print-ir", action="store_true")
-    p.add_argument("--compile-only", action="store_true")
+    dsl_flags(p)
 
 
 def _script_tile(rank: int) -> int:

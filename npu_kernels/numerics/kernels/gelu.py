@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from npu_kernels.numerics.harness_case import HarnessCase, elementwise_draws, harness_bf16
-from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn
+from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn, dsl_flags, streaming_features
 from npu_kernels.numerics.references import bf16_randn
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure
 from npu_kernels.numerics.tile_common import elementwise_default, elementwise_rules
@@ -140,13 +140,7 @@ HARNESS = {  # Makefile:15-35, :45-49
 def twin_flags(p) -> None:  # gelu.py:167-213
     p.add_argument("--n", type=int, default=65536)
     p.add_argument("--tile-n", type=int, default=1024)
-    p.add_argument("--vector-size", dest="vector", type=int, default=None)
-    p.add_argument("--herd-shape", type=int, nargs="+", default=None)
-    p.add_argument("--target", choices=["auto", "npu1", "npu2"], default="auto")
-    p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-    p.add_argument("--perf-iters", type=int, default=0)
-    p.add_argument("--print-ir", action="store_true")
-    p.add_argument("--compile-only", action="store_true")
+    dsl_flags(p)
 
 
 def twin_check(a) -> tuple:  # gelu.py:70-94, :260
@@ -176,11 +170,7 @@ TWIN = TwinStandIn(
 
 
 def cost_features(s, t) -> dict[str, float]:
-    """One bf16 stream in, one out, over the herd's tiles; and the L1 chunks each tile runs."""
-    tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
-    chunk = t.get("tile", t.get("tile_n", 2048))
-    return {"launch_s": 1.0, "gelu_s_per_byte_per_tile": s["N"] * 4.0 / tiles,
-            "gelu_s_per_unit": float(int(math.ceil(s["N"] / (chunk * tiles))))}
+    return streaming_features(NAME, s["N"], 4.0, t)  # 1 in + 1 out bf16 streams
 
 
 CONSTANTS = {"gelu_s_per_byte_per_tile": 5.656e-10, "gelu_s_per_unit": 0.0}

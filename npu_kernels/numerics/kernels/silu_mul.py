@@ -24,13 +24,11 @@ files at e972f29:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from npu_kernels.numerics.bf16 import f32
 from npu_kernels.numerics.harness_case import HarnessCase, elementwise_draws, harness_bf16
-from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn
+from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn, streaming_features
 from npu_kernels.numerics.references import bf16_randn
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure
 from npu_kernels.numerics.tile_common import elementwise_default, elementwise_rules
@@ -168,11 +166,7 @@ TWIN = TwinStandIn(
 
 
 def cost_features(s, t) -> dict[str, float]:
-    """Two bf16 streams in, one out, over the herd's tiles; and the L1 chunks each tile runs."""
-    tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
-    chunk = t.get("tile", t.get("tile_n", 2048))
-    return {"launch_s": 1.0, "silu_mul_s_per_byte_per_tile": s["N"] * 6.0 / tiles,
-            "silu_mul_s_per_unit": float(int(math.ceil(s["N"] / (chunk * tiles))))}
+    return streaming_features(NAME, s["N"], 6.0, t)  # 2 in + 1 out bf16 streams
 
 
 CONSTANTS = {"silu_mul_s_per_byte_per_tile": 3.27e-10, "silu_mul_s_per_unit": 0.0}
