@@ -89,12 +89,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         tolerances=(_tol("rmsnorm", "bf16-out", label="bf16"),), npu2_mean_rel_L1="4.2e-3", target_tiles=8,
     ),
     CatalogEntry(
-        key="layernorm", kernel="layernorm", title="LayerNorm (BF16, affine)", page="LayerNorm_bf16",
-        columns=("M", "N"), aliases={"m": "M", "n": "N", "rows": "M", "dim": "N"},
-        math="y = (x - mean) / sqrt(var + eps) * w + b, per row", datapath="FP32 reductions",
-        tolerances=(_tol("layernorm", "bf16-out", label="bf16"),), npu2_mean_rel_L1="4.4e-3", target_tiles=8,
-    ),
-    CatalogEntry(
         key="flash_attention", kernel="flash_attention", title="FlashAttention (BF16, GQA)",
         page="FlashAttention_bf16", columns=("lq", "lk", "dk", "dv", "heads", "kv_heads", "causal"),
         aliases={
@@ -156,7 +150,7 @@ _BY_KEY = {spec.key: spec for spec in CATALOG}
 # normalised spelling -> executor kernel name
 _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
-    "rmsnorm": "rmsnorm", "weightedrmsnorm": "rmsnorm", "layernorm": "layernorm",
+    "rmsnorm": "rmsnorm", "weightedrmsnorm": "rmsnorm",
     "flashattention": "flash_attention", "attention": "flash_attention",
     "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
@@ -290,8 +284,6 @@ def bytes_moved(spec: CatalogEntry, shape: Shape) -> int | None:
     try:
         if spec.kernel == "rmsnorm":
             elements = 2 * s["M"] * s["N"] + s["N"]
-        elif spec.kernel == "layernorm":
-            elements = 2 * s["M"] * s["N"] + 2 * s["N"]
         elif spec.kernel in PAGES and PAGES[spec.kernel].elements is not None:
             elements = PAGES[spec.kernel].elements(s)
         else:

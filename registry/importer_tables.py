@@ -143,7 +143,7 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             hm, tm, mi = (ints(c.get(header[1], "")) + [None] * 3)[:3]
             f["tile"] = {k: v for k, v in (("herd_m", hm), ("tile_m", tm), ("m_input", mi)) if v is not None}
             f["gflops_cell"] = c.get("GFLOPS", "")
-        elif key in ("rmsnorm", "layernorm"):
+        elif key == "rmsnorm":
             M, N = ints(c[header[0]])[:2]
             f["shape"] = {"M": M, "N": N}
             if ints(c.get("herd_x", "")):

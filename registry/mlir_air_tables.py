@@ -36,7 +36,6 @@ INDEX: dict[str, tuple[str, ...]] = {  # supported_kernels.md
                   "Used by", "Status"),
     "gemv": ("(M×K)", "best tile (herd_m/tile_m/m_input)", "GFLOPS", "mean_rel_L1", "Used by", "Status"),
     "rmsnorm": ("(M×N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "Used by", "Status"),
-    "layernorm": ("(M×N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "abs_err max", "Used by", "Status"),
     "flash_attention": ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s", "mean_rel_L1",
                         "Status"),
 }
@@ -55,14 +54,12 @@ DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
                    "abs_err max", "Used by", "Status")),),
     "rmsnorm": (("", ("(M, N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "rel_err max", "abs_err max",
                       "Used by", "Status")),),
-    "layernorm": (("", ("(M, N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "abs_err max", "Used by",
-                        "Status")),),
     "flash_attention": (("", ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s",
                               "mean_rel_L1", "abs_err max", "Status")),),
 }
-NO_JSON = ("gemv", "rmsnorm", "layernorm", "flash_attention")
+NO_JSON = ("gemv", "rmsnorm", "flash_attention")
 PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out", "gemv": "GEMV_bf16",
-           "rmsnorm": "RMSNorm_bf16", "layernorm": "LayerNorm_bf16", "flash_attention": "FlashAttention_bf16"}
+           "rmsnorm": "RMSNorm_bf16", "flash_attention": "FlashAttention_bf16"}
 # ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29 (registry.catalog.PAGES): each module's
 # `registry_page` (a CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the index's
 # listing order
@@ -195,8 +192,19 @@ def streaming_cells(row: ShapeRow, tile_keys: tuple[str, ...], *, as_2d: bool, a
     return cells + [status_cell(row)]
 
 
+def norm_cells(row: ShapeRow, *, abs_err: bool) -> list[str]:
+    """A row-parallel norm's index row: M×N, herd_x, latency, bandwidth, mean_rel_L1, (abs_err max), Used by, Status."""
+    s, b = _shape(row), _best_of(row)
+    t = b.tile if b else {}
+    cells = [f"{s['M']}×{s['N']}", str(t.get("herd_x", "—")), _mark(b, latency_text(b.latency_us if b else None)),
+             _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None)]
+    if abs_err:
+        cells.append(sci2(b.max_abs if b else None))
+    return cells + [_used(row), status_cell(row)]
+
+
 # the formatters a kernel module's page cells are handed (it imports nothing of the registry)
-FMT = SimpleNamespace(streaming_cells=streaming_cells, status_cell=status_cell, sci2=sci2, latency_text=latency_text,
+FMT = SimpleNamespace(streaming_cells=streaming_cells, norm_cells=norm_cells, status_cell=status_cell, sci2=sci2, latency_text=latency_text,
                       mark=_mark, tile3=_tile3, used=_used, bw=_bw, best_of=_best_of)
 
 
@@ -222,12 +230,8 @@ def index_cells(key: str, row: ShapeRow) -> list[str]:
     if key == "gemv":
         return [f"{s['M']}×{s['K']}", _tile3(t, ("herd_m", "tile_m", "m_input")), _num(_g(b), b, digits=1),
                 sci2(b.mean_rel_L1 if b else None), _used(row), status_cell(row)]
-    if key in ("rmsnorm", "layernorm"):
-        cells = [f"{s['M']}×{s['N']}", str(t.get("herd_x", "—")), _mark(b, latency_text(b.latency_us if b else None)),
-                 _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None)]
-        if key == "layernorm":
-            cells.append(sci2(b.max_abs if b else None))
-        return cells + [_used(row), status_cell(row)]
+    if key == "rmsnorm":
+        return norm_cells(row, abs_err=False)
     if key == "flash_attention":
         return [f"{s.get('lq')}×{s.get('lk')}", f"{s.get('dk')}/{s.get('dv')}",
                 f"{s.get('heads')}/{s.get('kv_heads')}", "✓" if s.get("causal") else "✗",
@@ -268,8 +272,6 @@ def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
     if key == "flash_attention":
         cells = index_cells(key, row)
         return cells[:-1] + [sci2(b.max_abs if b else None), cells[-1]]
-    if key == "layernorm":
-        return index_cells(key, row)
     raise KeyError(key)
 
 

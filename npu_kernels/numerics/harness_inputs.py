@@ -71,7 +71,7 @@ NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
 Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
 Q4NX_GROUP = 32  # dequant_q4nx.py GS
 # the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm", "rmsnorm", "layernorm", "gemv", "flash_attention",
+HARNESS_KERNELS = ("gemm", "rmsnorm", "gemv", "flash_attention",
                    "dequant_q4nx") + tuple(d.name for d in kernel_definitions())
 
 
@@ -116,19 +116,6 @@ def _rmsnorm(shape: dict, contract: str) -> HarnessCase:
     return HarnessCase({"x": x, "w": w}, _bf16((x / rms) * w), "bf16", "weighted_rms_norm/weighted_rms_norm.py:40,325-329,388-390")
 
 
-def _layernorm(shape: dict, contract: str) -> HarnessCase:
-    m, n = shape["M"], shape["N"]
-    rs = np.random.RandomState(NORM_SEED)
-    x = _bf16(rs.randn(m, n))
-    w = _bf16(rs.randn(n))
-    b = _bf16(rs.randn(n))
-    mean = np.mean(x, axis=-1, keepdims=True)
-    var = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
-    rstd = np.float32(1.0) / np.sqrt(var + np.float32(NORM_EPS))
-    ref = (x - mean) * rstd * w + b
-    return HarnessCase({"x": x, "w": w, "b": b}, _bf16(ref), "bf16", "layer_norm/layer_norm.py:52,273-280,336-339")
-
-
 def _gemv(shape: dict, contract: str) -> HarnessCase:
     m, k = shape["M"], shape["K"]
     rs = np.random.RandomState(GEMV_SEED)
@@ -164,7 +151,6 @@ def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
 _BUILDERS = {
     "gemm": _gemm,
     "rmsnorm": _rmsnorm,
-    "layernorm": _layernorm,
     "gemv": _gemv,
     "flash_attention": _flash_attention,
     "dequant_q4nx": _dequant_q4nx,

@@ -73,21 +73,6 @@ def rmsnorm_call(ex, i, s, contract, tile):
     return ex.rmsnorm(i["x"], i["w"], RMS_EPS)
 
 
-def layernorm_inputs(s, rng):
-    return {"x": bf16_randn(rng, (s["M"], s["N"])), "w": bf16_randn(rng, (s["N"],)), "b": bf16_randn(rng, (s["N"],))}
-
-
-def layernorm_reference(i, s):
-    x = i["x"]
-    mu = x.mean(axis=-1, keepdims=True, dtype=np.float32)
-    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True, dtype=np.float32)
-    return (x - mu) / np.sqrt(var + np.float32(LN_EPS)) * i["w"] + i["b"]
-
-
-def layernorm_call(ex, i, s, contract, tile):
-    return ex.layernorm(i["x"], i["w"], i["b"], LN_EPS)
-
-
 # --- RoPE ------------------------------------------------------------------------------------------------
 
 

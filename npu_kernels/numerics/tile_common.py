@@ -35,6 +35,23 @@ def rows_note(rows_key: str, rows: int, n: int, tiles_target: int) -> str | None
     return None
 
 
+def norm_rules(kernel: str, target: str) -> list[Rule]:
+    cols = array_columns(target)
+    return [
+        (f"{kernel}.M_divisible_by_herd_x", lambda s, t: s["M"] % t["herd_x"] == 0,
+         lambda s, t: f"M={s['M']} rows do not split over herd_x={t['herd_x']}"),
+        (f"{kernel}.N_divisible_by_vector_size", lambda s, t: s["N"] % 16 == 0,
+         lambda s, t: f"N={s['N']} is not a multiple of the 16-lane bf16 vector"),
+        (f"{kernel}.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols,
+         lambda s, t: f"herd_x={t['herd_x']} exceeds the {cols} columns"),
+    ]
+
+
+def norm_default(s: dict, target: str) -> dict:
+    """A row-parallel norm's herd: the largest divisor of M up to the array's columns."""
+    return {"herd_x": largest_divisor(s["M"], array_columns(target))}
+
+
 def elementwise_rules(kernel: str, target: str, params: tuple) -> list[Rule]:
     """The rules of a streaming elementwise kernel; `params` (tile key, default tile, max herd_y, DMAs per tile) are
     the kernel module's own (`ELTWISE` in npu_kernels.numerics.kernels.<name>)."""

@@ -13,7 +13,7 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
   gemv   M % (tile_m*herd_m) == 0, tile_m even, K % 64 == 0, herd_m*tile_m*K*2 + herd_m*tile_m*2 <=
          524288 (L2), M/(tile_m*herd_m) - 1 <= 255 (BD repeat count; the verified 16384x2048 LM-head
          partition runs 256 iterations), tile_m % m_input == 0, (m_input + 1)*K*2 <= 65536 (L1).
-  rmsnorm/layernorm  M % herd_x == 0, N % 16 == 0, herd_x <= columns.
+  rmsnorm  M % herd_x == 0, N % 16 == 0, herd_x <= columns (tile_common.norm_rules, LayerNorm's too).
   the kernels of the registry (npu_kernels.numerics.kernels: rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d,
   ...): their modules' `tile_rules`.
   flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
@@ -36,6 +36,7 @@ from npu_kernels.numerics.tile_common import (  # noqa: F401 (re-exported: the p
     Rule,
     array_columns,
     array_rows,
+    norm_rules,
 )
 
 GEMM_B_STRIDE_LIMIT = 1_048_576
@@ -134,18 +135,6 @@ def _gemv_rules(target: str) -> list[Rule]:
 # --- norms -----------------------------------------------------------------------------------------------------
 
 
-def _norm_rules(kernel: str, target: str) -> list[Rule]:
-    cols = array_columns(target)
-    return [
-        (f"{kernel}.M_divisible_by_herd_x", lambda s, t: s["M"] % t["herd_x"] == 0,
-         lambda s, t: f"M={s['M']} rows do not split over herd_x={t['herd_x']}"),
-        (f"{kernel}.N_divisible_by_vector_size", lambda s, t: s["N"] % 16 == 0,
-         lambda s, t: f"N={s['N']} is not a multiple of the 16-lane bf16 vector"),
-        (f"{kernel}.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols,
-         lambda s, t: f"herd_x={t['herd_x']} exceeds the {cols} columns"),
-    ]
-
-
 
 # --- flash attention -------------------------------------------------------------------------------------
 
@@ -228,8 +217,8 @@ def kernel_rules(kernel: str, target: str) -> list[Rule]:
         return _gemm_rules(target)
     if kernel == "gemv":
         return _gemv_rules(target)
-    if kernel in ("rmsnorm", "layernorm"):
-        return _norm_rules(kernel, target)
+    if kernel == "rmsnorm":
+        return norm_rules(kernel, target)
     if kernel == "flash_attention":
         return _fa_rules(target)
     raise KeyError(kernel)
@@ -240,11 +229,11 @@ def herd_of(kernel: str, t: dict) -> list[int]:
         return gemm_herd(t)
     if kernel == "gemv":
         return [t["herd_m"], 1]
-    if kernel in ("rmsnorm", "layernorm"):
+    if kernel == "rmsnorm":
         return [t["herd_x"], 1]
     if kernel == "flash_attention":
         return fa_herd(t)
-    return [t["herd_x"], t["herd_y"]]
+    return [t["herd_x"], t.get("herd_y", 1)]  # a one-row herd (a norm) has no herd_y
 
 
 

@@ -62,8 +62,6 @@ FITTED: dict[str, float] = {
     "gemv_s_per_call": 3.503e-07,
     "rmsnorm_s_per_byte_per_tile": 3.287e-10,
     "rmsnorm_s_per_unit": 1.168e-07,
-    "layernorm_s_per_byte_per_tile": 6.001e-10,
-    "layernorm_s_per_unit": 0.0,
     "fa_s_pipeline_fill": 0.0005265,
     "fa_s_per_mac": 1.302e-12,
     "fa_s_per_mac_chunked": 2.069e-11,
@@ -106,9 +104,6 @@ EVIDENCE: dict[str, str] = {
                                    "RMSNorm_bf16.md:102-109 and the herd_x sweep lines 132-134.",
     "rmsnorm_s_per_unit": "per row per tile (sum of squares reduction, rsqrt, row DMA): 0.12 us; the N=128 "
                           "QK-norm row (155 us, RMSNorm_bf16.md:104) against the wide rows.",
-    "layernorm_s_per_byte_per_tile": "LayerNorm throughput per tile: 1/1.67 GB/s (two reductions); "
-                                     "LayerNorm_bf16.md:122 and the herd sweep 137-139.",
-    "layernorm_s_per_unit": "per-row cost: fitted 0 (one shape only; not separable from the byte term).",
     "fa_s_pipeline_fill": "flash attention's per-launch cascade set-up beyond the common floor: 0.53 ms; the "
                           "512x512 2-head row (0.73 ms, FlashAttention_bf16.md:151).",
     "fa_s_per_mac": "Q.K^T and P.V MACs per tile at lkp = head_dim = 64: at the per-tile peak floor (the FA "

@@ -28,7 +28,7 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.perf.constants import DERIVED, FITTED
 from npu_kernels.numerics.tiles import default_tile
 
-STREAMING = ("rmsnorm", "layernorm")
+STREAMING = ("rmsnorm",)
 Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
 # The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
 # in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
@@ -87,8 +87,8 @@ def _q4(kernel: str, s: Mapping[str, Any]) -> dict[str, float]:
 
 def _streaming(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
     tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
-    M, N = s["M"], s["N"]  # rmsnorm, layernorm
-    params = N * (2 if kernel == "rmsnorm" else 4)  # weight (and bias) once per tile
+    M, N = s["M"], s["N"]  # rmsnorm
+    params = N * 2  # the weight once per tile
     nbytes, units = M * N * 4.0 / tiles + params, _ceil(M, tiles)  # rows per tile
     return {"launch_s": 1.0, f"{kernel}_s_per_byte_per_tile": nbytes, f"{kernel}_s_per_unit": float(units)}
 

@@ -67,10 +67,6 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "--output-format $(OUTPUT_FORMAT) --herd-x $(HERD_X)",
      "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) rmsnorm --output-format $(OUTPUT_FORMAT) "
      "--herd-x $(HERD_X) --profile --iterations $(ITERATIONS)\n"),
-    ("layer_norm", "layernorm",
-     # Makefile:11-34 (vars), :44 (run)
-     "AIE_TARGET ?= aie2p\nHERD_X ?= 8\nM ?= 1024\nN ?= 768\nOUTPUT_FORMAT ?= xclbin\n",
-     "--output-format $(OUTPUT_FORMAT) --M $(M) --N $(N) --herd-x $(HERD_X)", ""),
     ("flash_attention/kernel_fusion_based", "flash_attention",
      # Makefile:9-22 (vars), :55 (run, EXTRA_PY_FLAGS appended), :59-64 (profile: ELF timer, no NUM_KV_HEADS)
      "SCRIPT ?= attn_npu2.py\nLK ?= 512\nLKP ?= 64\nLQ ?= 512\nLQP ?= 256\nDK ?= 64\nDV ?= 64\n"
@@ -130,7 +126,7 @@ xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), print
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
 """.replace("KINDS", ", ".join(in_listing_order({k: k for k in (
-    "gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "flash_attention", "dequant_q4nx")}, lambda d: d.name)))
+    "gemm", "gemm_f32", "gemv", "rmsnorm", "flash_attention", "dequant_q4nx")}, lambda d: d.name)))
 
 
 def _verify_runner_script() -> str:
@@ -179,9 +175,11 @@ def write_twin(directory: str | Path, peano: str = TWIN_PEANO) -> Path:
     rms = pe / "weighted_rms_norm" / "weighted_rms_norm.py"
     rms.write_text(_script("rmsnorm", root))
     rms.chmod(0o755)
-    ln = pe / "layer_norm" / "layer_norm.py"
-    ln.write_text(_script("layernorm", root))
-    ln.chmod(0o755)
+    for d in kernel_definitions():  # the scripts the harness table runs directly (a kernel module's `twin.script`)
+        if d.twin.script:
+            script = pe / d.twin.directory / d.twin.script
+            script.write_text(_script(d.name, root))
+            script.chmod(0o755)
     q4 = pe / "llms" / "llama32_1b_q4nx"  # dequant_q4nx.py (@0d63308, later than e972f29): run directly, no Makefile rule
     q4.mkdir(parents=True, exist_ok=True)
     (q4 / "dequant_q4nx.py").write_text(_script("dequant_q4nx", root))

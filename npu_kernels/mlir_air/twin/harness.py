@@ -41,7 +41,7 @@ ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 # the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
 STAND_INS = {d.name: d.twin for d in kernel_definitions()}
-KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "flash_attention", "dequant_q4nx") + tuple(STAND_INS)
+KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "flash_attention", "dequant_q4nx") + tuple(STAND_INS)
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
 Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
@@ -102,17 +102,16 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--debug-ir", action="store_true")
         p.add_argument("--perf-iters", type=int, default=0)
         p.add_argument("--target", default="auto")
-    elif kind in ("rmsnorm", "layernorm"):  # weighted_rms_norm.py:336-376, layer_norm.py:288-324
-        p.add_argument("--M", type=int, default=2048 if kind == "rmsnorm" else 1024)
-        p.add_argument("--N", type=int, default=2048 if kind == "rmsnorm" else 768)
+    elif kind == "rmsnorm":  # weighted_rms_norm.py:336-376
+        p.add_argument("--M", type=int, default=2048)
+        p.add_argument("--N", type=int, default=2048)
         p.add_argument("--vector-size", type=int, default=16)
         p.add_argument("--herd-x", type=int, default=1)
         p.add_argument("--perf-iters", type=int, default=0)
         p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
         p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-        if kind == "rmsnorm":
-            p.add_argument("--profile", action="store_true")
-            p.add_argument("--iterations", type=int, default=5)
+        p.add_argument("--profile", action="store_true")
+        p.add_argument("--iterations", type=int, default=5)
     elif kind == "flash_attention":  # attn_npu2.py:1257-1388
         for name, default in (("lk", 512), ("lq", 512), ("lqp", 256), ("lkp", 64), ("dk", 64), ("dv", 64),
                               ("num-cascade-stages", 4), ("num-q-tiles", 4), ("num-heads-per-unroll", 2),
@@ -181,8 +180,7 @@ def _gemv(kind: str, a):  # matvec.py:53,79-94
 
 
 def _norm(kind: str, a):
-    print(f"{'Weighted RMSNorm' if kind == 'rmsnorm' else 'LayerNorm (affine)'}: M={a.M}, N={a.N}, "
-          f"herd=[{a.herd_x},1]")  # weighted_rms_norm.py:381, layer_norm.py:329
+    print(f"Weighted RMSNorm: M={a.M}, N={a.N}, herd=[{a.herd_x},1]")  # weighted_rms_norm.py:381
     assert a.N % a.vector_size == 0
     assert a.M % a.herd_x == 0
     return kind, {"M": a.M, "N": a.N}, None, {"herd_x": a.herd_x}, None, a.compile_mode != "compile-and-run"
@@ -222,7 +220,7 @@ def _dequant_q4nx(kind: str, a):  # dequant_q4nx.py `__main__`: N_out, K = 512, 
     return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
 
 
-_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm, "layernorm": _norm,
+_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm,
            "flash_attention": _flash_attention,
            "dequant_q4nx": _dequant_q4nx}
 

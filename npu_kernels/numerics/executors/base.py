@@ -45,7 +45,6 @@ KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemm",
     "gemv",
     "rmsnorm",
-    "layernorm",
     "flash_attention",
     "dequant_q4nx",
     "gemv_q4nx",
@@ -110,12 +109,6 @@ class Fp32Executor(Executor):
         x = np.asarray(x, np.float32)
         ms = np.mean(x * x, axis=-1, keepdims=True)
         return x / np.sqrt(ms + np.float32(eps)) * np.asarray(w, np.float32)
-
-    def layernorm(self, x, w, b, eps: float = 1e-5):
-        x = np.asarray(x, np.float32)
-        mu = x.mean(axis=-1, keepdims=True)
-        var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + np.float32(eps)) * w + b
 
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         q = np.asarray(q, np.float32)

@@ -22,7 +22,6 @@ import numpy as np
 from npu_kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_, to_bf16
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
-    layernorm_rows,
     rmsnorm_rows,
     rounded,
 )
@@ -201,10 +200,6 @@ class EmulatedExecutor(Executor):
     def rmsnorm(self, x, w, eps: float = 1e-6):
         with self.timer.time("rmsnorm"):
             return self._rows(rmsnorm_rows, [x], f32(w), np.float32(eps))
-
-    def layernorm(self, x, w, b, eps: float = 1e-5):
-        with self.timer.time("layernorm"):
-            return self._rows(layernorm_rows, [x], f32(w), f32(b), np.float32(eps))
 
     # --- elementwise -------------------------------------------------------------------------------------
 

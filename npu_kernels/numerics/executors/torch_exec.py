@@ -96,11 +96,6 @@ class TorchExecutor(Executor):
             h = h * torch.rsqrt(var + eps)
             return self._np(self._t(w) * h.to(torch.bfloat16))
 
-    def layernorm(self, x, w, b, eps: float = 1e-5):
-        with self.timer.time("layernorm"), torch.inference_mode():
-            xt = self._t(x)
-            return self._np(F.layer_norm(xt, (xt.shape[-1],), self._t(w), self._t(b), eps))
-
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         with self.timer.time("flash_attention"), torch.inference_mode():
             # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels

@@ -54,6 +54,7 @@ class TwinStandIn:
     compiled_line: str  # what the script prints after a compile-only run ("" when nothing)
     asserts_tile_rules: bool = False  # the script asserts the kernel's tile rules (an AssertionError naming the rule)
     profile: Callable | None = None  # (args of `profile KIND --S ...`, modelled figures) -> prints `make profile`'s timer
+    script: str = ""  # the script the twin writes beside the Makefile, where the harness table runs it directly
 
 
 def dsl_flags(p: argparse.ArgumentParser) -> None:
