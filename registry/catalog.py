@@ -83,12 +83,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         tolerances=(_tol("gemv", "bf16-out", label="bf16"),), npu2_mean_rel_L1="0 ... 2.7e-8", target_tiles=8,
     ),
     CatalogEntry(
-        key="rmsnorm", kernel="rmsnorm", title="RMSNorm (BF16)", page="RMSNorm_bf16", columns=("M", "N"),
-        aliases={"m": "M", "n": "N", "rows": "M", "dim": "N"},
-        math="y = x / sqrt(mean(x^2) + eps) * w, per row", datapath="FP32 sum of squares, bf16 elementwise",
-        tolerances=(_tol("rmsnorm", "bf16-out", label="bf16"),), npu2_mean_rel_L1="4.2e-3", target_tiles=8,
-    ),
-    CatalogEntry(
         key="flash_attention", kernel="flash_attention", title="FlashAttention (BF16, GQA)",
         page="FlashAttention_bf16", columns=("lq", "lk", "dk", "dv", "heads", "kv_heads", "causal"),
         aliases={
@@ -150,7 +144,6 @@ _BY_KEY = {spec.key: spec for spec in CATALOG}
 # normalised spelling -> executor kernel name
 _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
-    "rmsnorm": "rmsnorm", "weightedrmsnorm": "rmsnorm",
     "flashattention": "flash_attention", "attention": "flash_attention",
     "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
@@ -280,14 +273,10 @@ def throughput(spec: CatalogEntry, shape: Shape, gflops: float | None, latency_u
 
 
 def bytes_moved(spec: CatalogEntry, shape: Shape) -> int | None:
-    s = dict(shape)
+    page = PAGES.get(spec.kernel)  # a page's `elements`: the bf16 elements one launch moves
+    if page is None or page.elements is None:
+        return None
     try:
-        if spec.kernel == "rmsnorm":
-            elements = 2 * s["M"] * s["N"] + s["N"]
-        elif spec.kernel in PAGES and PAGES[spec.kernel].elements is not None:
-            elements = PAGES[spec.kernel].elements(s)
-        else:
-            return None
+        return int(page.elements(dict(shape))) * _BYTES_PER_ELEMENT
     except (KeyError, TypeError):
         return None
-    return int(elements) * _BYTES_PER_ELEMENT

@@ -143,11 +143,6 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             hm, tm, mi = (ints(c.get(header[1], "")) + [None] * 3)[:3]
             f["tile"] = {k: v for k, v in (("herd_m", hm), ("tile_m", tm), ("m_input", mi)) if v is not None}
             f["gflops_cell"] = c.get("GFLOPS", "")
-        elif key == "rmsnorm":
-            M, N = ints(c[header[0]])[:2]
-            f["shape"] = {"M": M, "N": N}
-            if ints(c.get("herd_x", "")):
-                f["tile"] = {"herd_x": ints(c["herd_x"])[0]}
         elif key == "flash_attention":
             lq, lk = ints(c["lq×lk"])[:2]
             dk, dv = ints(c["dk/dv"])[:2]
@@ -193,9 +188,16 @@ def streaming_row(header: tuple[str, ...], cells: list[str], tile_keys: tuple[st
     return [f]
 
 
+def norm_row(header: tuple[str, ...], cells: list[str]) -> list[dict[str, Any]]:
+    """A row-parallel norm's row: M and N from its first (`M×N`) cell, and herd_x."""
+    c = dict(zip(header, cells))
+    M, N = ints(c[header[0]])[:2]
+    return [{"shape": {"M": M, "N": N}, "tile": {"herd_x": ints(c["herd_x"])[0]} if ints(c.get("herd_x", "")) else {}}]
+
+
 # the cell readers a kernel module's `registry_rows` is handed (it imports nothing of the registry)
 CELL = SimpleNamespace(ints=ints, status_of=status_of, first_number=_first_number, latency_us=_latency_us,
-                       streaming_row=streaming_row)
+                       streaming_row=streaming_row, norm_row=norm_row)
 
 
 def shape_of_cells(key: str, header: tuple[str, ...], cells: list[str]) -> tuple | None:

@@ -76,22 +76,6 @@ _PIECEWISE: dict[str, KernelSpec] = {
         target_tiles=_tiles(8, 4),
         fidelity_band=0.0,  # judged as an absolute bound: <= 1e-6
     ),
-    "rmsnorm": KernelSpec(
-        name="rmsnorm",
-        shape_keys=("M", "N"),
-        contracts=_bf16("rmsnorm", "bf16 in/out, FP32 sum of squares"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.rmsnorm_inputs,
-        reference_fn=refs.rmsnorm_reference,
-        call_fn=refs.rmsnorm_call,
-        flops_fn=lambda s: 4.0 * s["M"] * s["N"],
-        bytes_fn=lambda s: 2.0 * (2 * s["M"] * s["N"] + s["N"]),
-        output_elements_fn=lambda s: s["M"] * s["N"],
-        npu2={"bf16-out": NpuFigure(4.2e-3, 4.2e-3, 4.6e-3, "2048x2048, herd 8")},
-        registry_shape={"M": 2048, "N": 2048},
-        small_shape={"M": 64, "N": 256},
-        target_tiles=_tiles(8, 4),
-    ),
     "flash_attention": KernelSpec(
         name="flash_attention",
         shape_keys=("lq", "lk", "dk", "dv", "heads_q", "heads_kv", "causal"),

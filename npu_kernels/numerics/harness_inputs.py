@@ -71,7 +71,7 @@ NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
 Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
 Q4NX_GROUP = 32  # dequant_q4nx.py GS
 # the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm", "rmsnorm", "gemv", "flash_attention",
+HARNESS_KERNELS = ("gemm", "gemv", "flash_attention",
                    "dequant_q4nx") + tuple(d.name for d in kernel_definitions())
 
 
@@ -105,15 +105,6 @@ def _gemm(shape: dict, contract: str) -> HarnessCase:
     if out_dtype == "bf16":
         ref = _bf16(ref)
     return HarnessCase({"a": a, "b": b}, ref, out_dtype, "matrix_multiplication/bf16/run.py:59,493-507")
-
-
-def _rmsnorm(shape: dict, contract: str) -> HarnessCase:
-    m, n = shape["M"], shape["N"]
-    rs = np.random.RandomState(NORM_SEED)
-    x = _bf16(rs.randn(m, n))
-    w = _bf16(rs.randn(n))
-    rms = np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + np.float32(NORM_EPS))
-    return HarnessCase({"x": x, "w": w}, _bf16((x / rms) * w), "bf16", "weighted_rms_norm/weighted_rms_norm.py:40,325-329,388-390")
 
 
 def _gemv(shape: dict, contract: str) -> HarnessCase:
@@ -150,7 +141,6 @@ def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
 
 _BUILDERS = {
     "gemm": _gemm,
-    "rmsnorm": _rmsnorm,
     "gemv": _gemv,
     "flash_attention": _flash_attention,
     "dequant_q4nx": _dequant_q4nx,

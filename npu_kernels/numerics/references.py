@@ -59,20 +59,6 @@ def gemv_call(ex, i, s, contract, tile):
 # --- norms -----------------------------------------------------------------------------------------------
 
 
-def rmsnorm_inputs(s, rng):
-    return {"x": bf16_randn(rng, (s["M"], s["N"])), "w": bf16_randn(rng, (s["N"],))}
-
-
-def rmsnorm_reference(i, s):
-    x = i["x"]
-    rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32) + np.float32(RMS_EPS))
-    return x / rms * i["w"]
-
-
-def rmsnorm_call(ex, i, s, contract, tile):
-    return ex.rmsnorm(i["x"], i["w"], RMS_EPS)
-
-
 # --- RoPE ------------------------------------------------------------------------------------------------
 
 

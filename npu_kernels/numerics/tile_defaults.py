@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from npu_kernels.numerics.kernels import in_listing_order
 from npu_kernels.numerics.catalog import get_spec
-from npu_kernels.numerics.tile_common import largest_divisor, norm_default
+from npu_kernels.numerics.tile_common import largest_divisor
 from npu_kernels.numerics.tile_rules import (
     BD_REPEAT_LIMIT,
     GEMM_B_STRIDE_LIMIT,
@@ -175,7 +175,6 @@ def _gemv_q4_default(s: dict, target: str) -> dict:
 _PIECEWISE = {
     "gemm": _gemm_default,
     "gemv": _gemv_default,
-    "rmsnorm": norm_default,
     "flash_attention": _fa_default,
     "dequant_q4nx": _dequant_q4_default,
     "gemv_q4nx": _gemv_q4_default,

@@ -53,7 +53,7 @@ def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_t
     note = registered.tile_note(s, t, herd, target, tiles_target) if registered and registered.tile_note else None
     if note:
         return note
-    if kernel in ("rmsnorm", "gemv"):
+    if kernel == "gemv":
         note = rows_note("M", s["M"], n, tiles_target)
         if note:
             return note

@@ -13,8 +13,7 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
   gemv   M % (tile_m*herd_m) == 0, tile_m even, K % 64 == 0, herd_m*tile_m*K*2 + herd_m*tile_m*2 <=
          524288 (L2), M/(tile_m*herd_m) - 1 <= 255 (BD repeat count; the verified 16384x2048 LM-head
          partition runs 256 iterations), tile_m % m_input == 0, (m_input + 1)*K*2 <= 65536 (L1).
-  rmsnorm  M % herd_x == 0, N % 16 == 0, herd_x <= columns (tile_common.norm_rules, LayerNorm's too).
-  the kernels of the registry (npu_kernels.numerics.kernels: rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d,
+  the kernels of the registry (npu_kernels.numerics.kernels: rmsnorm, layernorm, rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d,
   ...): their modules' `tile_rules`.
   flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
          chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise
@@ -36,7 +35,6 @@ from npu_kernels.numerics.tile_common import (  # noqa: F401 (re-exported: the p
     Rule,
     array_columns,
     array_rows,
-    norm_rules,
 )
 
 GEMM_B_STRIDE_LIMIT = 1_048_576
@@ -217,8 +215,6 @@ def kernel_rules(kernel: str, target: str) -> list[Rule]:
         return _gemm_rules(target)
     if kernel == "gemv":
         return _gemv_rules(target)
-    if kernel == "rmsnorm":
-        return norm_rules(kernel, target)
     if kernel == "flash_attention":
         return _fa_rules(target)
     raise KeyError(kernel)
@@ -229,8 +225,6 @@ def herd_of(kernel: str, t: dict) -> list[int]:
         return gemm_herd(t)
     if kernel == "gemv":
         return [t["herd_m"], 1]
-    if kernel == "rmsnorm":
-        return [t["herd_x"], 1]
     if kernel == "flash_attention":
         return fa_herd(t)
     return [t["herd_x"], t.get("herd_y", 1)]  # a one-row herd (a norm) has no herd_y

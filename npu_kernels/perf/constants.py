@@ -60,8 +60,6 @@ FITTED: dict[str, float] = {
     "gemm_s_cast_launch": 0.00033,
     "gemv_s_per_byte_per_column": 2.335e-10,
     "gemv_s_per_call": 3.503e-07,
-    "rmsnorm_s_per_byte_per_tile": 3.287e-10,
-    "rmsnorm_s_per_unit": 1.168e-07,
     "fa_s_pipeline_fill": 0.0005265,
     "fa_s_per_mac": 1.302e-12,
     "fa_s_per_mac_chunked": 2.069e-11,
@@ -100,10 +98,6 @@ EVIDENCE: dict[str, str] = {
     "gemv_s_per_call": "per mv.cc call (m_input rows): 0.35 us; fixed by the registry's m_input sweep point "
                        "(2048x2048 at tile_m 8: m_input 1 20.9 vs m_input 8 25.5 GFLOP/s, GEMV_bf16.md:163 "
                        "against line 92) with the m_input < tile_m row 2048x11008 8/2/1 (line 116).",
-    "rmsnorm_s_per_byte_per_tile": "RMSNorm vector throughput per tile: 1/3.04 GB/s (in + out + weight); "
-                                   "RMSNorm_bf16.md:102-109 and the herd_x sweep lines 132-134.",
-    "rmsnorm_s_per_unit": "per row per tile (sum of squares reduction, rsqrt, row DMA): 0.12 us; the N=128 "
-                          "QK-norm row (155 us, RMSNorm_bf16.md:104) against the wide rows.",
     "fa_s_pipeline_fill": "flash attention's per-launch cascade set-up beyond the common floor: 0.53 ms; the "
                           "512x512 2-head row (0.73 ms, FlashAttention_bf16.md:151).",
     "fa_s_per_mac": "Q.K^T and P.V MACs per tile at lkp = head_dim = 64: at the per-tile peak floor (the FA "

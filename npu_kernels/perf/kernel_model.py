@@ -28,11 +28,10 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.perf.constants import DERIVED, FITTED
 from npu_kernels.numerics.tiles import default_tile
 
-STREAMING = ("rmsnorm",)
 Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
 # The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
 # in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
-KERNELS = ("gemm", "gemv", "flash_attention") + STREAMING + Q4_KERNELS + tuple(d.name for d in kernel_definitions())
+KERNELS = ("gemm", "gemv", "flash_attention") + Q4_KERNELS + tuple(d.name for d in kernel_definitions())
 MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
 FUSED_CAST_METHODS = ("fused-cast",)
 
@@ -85,14 +84,6 @@ def _q4(kernel: str, s: Mapping[str, Any]) -> dict[str, float]:
     return {"launch_s": 1.0, "q4_s_per_byte": moved}
 
 
-def _streaming(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
-    tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
-    M, N = s["M"], s["N"]  # rmsnorm
-    params = N * 2  # the weight once per tile
-    nbytes, units = M * N * 4.0 / tiles + params, _ceil(M, tiles)  # rows per tile
-    return {"launch_s": 1.0, f"{kernel}_s_per_byte_per_tile": nbytes, f"{kernel}_s_per_unit": float(units)}
-
-
 def _flash_attention(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
     lq, lk, dk, dv, H, Hkv = s["lq"], s["lk"], s["dk"], s["dv"], s["heads_q"], s["heads_kv"]
     hpu, lqp = t["num_heads_per_unroll"], t["lqp"]
@@ -133,10 +124,7 @@ def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, An
         return _flash_attention(s, t)
     if kernel in Q4_KERNELS:
         return _q4(kernel, s)
-    registered = kernel_definition(kernel)
-    if registered is not None:
-        return registered.cost_features(s, t)
-    return _streaming(kernel, s, t)
+    return kernel_definition(kernel).cost_features(s, t)  # every other kernel of KERNELS is a registered one
 
 
 def latency_from(features: Mapping[str, float], constants: Mapping[str, float]) -> float:

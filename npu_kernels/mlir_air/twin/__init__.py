@@ -61,12 +61,6 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) gemv --compile-mode compile-and-xclbin "
      "--m $(M) --k $(K) --tile-m $(TILE_M) --m-input $(M_INPUT) --herd-m $(HERD_M) && "
      "$(TWIN) profile gemv --M $(M) --K $(K)\n"),
-    ("weighted_rms_norm", "rmsnorm",
-     # Makefile:8-27 (vars), :37 (run forwards only --output-format --herd-x), :47 (profile)
-     "AIE_TARGET ?= aie2p\nHERD_X ?= 8\nOUTPUT_FORMAT ?= xclbin\nITERATIONS ?= 5\n",
-     "--output-format $(OUTPUT_FORMAT) --herd-x $(HERD_X)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) rmsnorm --output-format $(OUTPUT_FORMAT) "
-     "--herd-x $(HERD_X) --profile --iterations $(ITERATIONS)\n"),
     ("flash_attention/kernel_fusion_based", "flash_attention",
      # Makefile:9-22 (vars), :55 (run, EXTRA_PY_FLAGS appended), :59-64 (profile: ELF timer, no NUM_KV_HEADS)
      "SCRIPT ?= attn_npu2.py\nLK ?= 512\nLKP ?= 64\nLQ ?= 512\nLQP ?= 256\nDK ?= 64\nDV ?= 64\n"
@@ -126,7 +120,7 @@ xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), print
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
 """.replace("KINDS", ", ".join(in_listing_order({k: k for k in (
-    "gemm", "gemm_f32", "gemv", "rmsnorm", "flash_attention", "dequant_q4nx")}, lambda d: d.name)))
+    "gemm", "gemm_f32", "gemv", "flash_attention", "dequant_q4nx")}, lambda d: d.name)))
 
 
 def _verify_runner_script() -> str:
@@ -172,9 +166,6 @@ def write_twin(directory: str | Path, peano: str = TWIN_PEANO) -> Path:
         d = pe / rel
         d.mkdir(parents=True, exist_ok=True)
         (d / "Makefile").write_text(_makefile(rel, kind, variables, flags, extra, twin))
-    rms = pe / "weighted_rms_norm" / "weighted_rms_norm.py"
-    rms.write_text(_script("rmsnorm", root))
-    rms.chmod(0o755)
     for d in kernel_definitions():  # the scripts the harness table runs directly (a kernel module's `twin.script`)
         if d.twin.script:
             script = pe / d.twin.directory / d.twin.script

@@ -41,7 +41,7 @@ ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 # the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
 STAND_INS = {d.name: d.twin for d in kernel_definitions()}
-KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "flash_attention", "dequant_q4nx") + tuple(STAND_INS)
+KINDS = ("gemm", "gemm_f32", "gemv", "flash_attention", "dequant_q4nx") + tuple(STAND_INS)
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
 Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
@@ -102,16 +102,6 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--debug-ir", action="store_true")
         p.add_argument("--perf-iters", type=int, default=0)
         p.add_argument("--target", default="auto")
-    elif kind == "rmsnorm":  # weighted_rms_norm.py:336-376
-        p.add_argument("--M", type=int, default=2048)
-        p.add_argument("--N", type=int, default=2048)
-        p.add_argument("--vector-size", type=int, default=16)
-        p.add_argument("--herd-x", type=int, default=1)
-        p.add_argument("--perf-iters", type=int, default=0)
-        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-        p.add_argument("--profile", action="store_true")
-        p.add_argument("--iterations", type=int, default=5)
     elif kind == "flash_attention":  # attn_npu2.py:1257-1388
         for name, default in (("lk", 512), ("lq", 512), ("lqp", 256), ("lkp", 64), ("dk", 64), ("dv", 64),
                               ("num-cascade-stages", 4), ("num-q-tiles", 4), ("num-heads-per-unroll", 2),
@@ -179,13 +169,6 @@ def _gemv(kind: str, a):  # matvec.py:53,79-94
     return "gemv", {"M": a.m, "K": a.k}, None, tile, 2.0 * a.m * a.k, a.compile_mode != "compile-and-run"
 
 
-def _norm(kind: str, a):
-    print(f"Weighted RMSNorm: M={a.M}, N={a.N}, herd=[{a.herd_x},1]")  # weighted_rms_norm.py:381
-    assert a.N % a.vector_size == 0
-    assert a.M % a.herd_x == 0
-    return kind, {"M": a.M, "N": a.N}, None, {"herd_x": a.herd_x}, None, a.compile_mode != "compile-and-run"
-
-
 def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
     hkv = a.num_kv_heads if a.num_kv_heads is not None else a.num_heads
     dv_tile = a.dv_tile if a.dv_tile is not None else a.lkp
@@ -220,8 +203,7 @@ def _dequant_q4nx(kind: str, a):  # dequant_q4nx.py `__main__`: N_out, K = 512, 
     return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
 
 
-_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm,
-           "flash_attention": _flash_attention,
+_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "flash_attention": _flash_attention,
            "dequant_q4nx": _dequant_q4nx}
 
 
@@ -293,13 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                **{k: t.compiled_line for k, t in STAND_INS.items()}}.get(kernel, ""), end="")
         print()
         return 0
-    if kind == "rmsnorm" and a.profile:  # weighted_rms_norm.py:397-454: timing only, no check
-        from npu_kernels.perf import modelled_kernel_figures
-
-        ms = modelled_kernel_figures(kernel, shape, tile)["latency_us"] / 1e3
-        data_mb = (a.M * a.N * 2 * 2 + a.N * 2) / 1e6
-        print(f"\n  Kernel: avg={ms:.1f}ms  min={ms:.1f}ms  max={ms:.1f}ms")
-        print(f"  Bandwidth: {data_mb / (ms / 1000) / 1000:.2f} GB/s")
+    timing = STAND_INS[kind].timing if kind in STAND_INS else None
+    if timing is not None and timing(a, modelled_kernel_figures, shape, tile):  # a timing-only run: no check
         return 0
 
     try:
@@ -309,8 +286,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
     if getattr(a, "perf_iters", 0) > 0:  # xrt_runner.py:296-303
-        from npu_kernels.perf import modelled_kernel_figures
-
         us = modelled_kernel_figures(kernel, shape, tile)["latency_us"]
         line = f"Latency (us): {us:.1f}"
         if perf_flops is not None:

@@ -44,7 +44,6 @@ from npu_kernels.numerics.kernels import in_listing_order
 KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemm",
     "gemv",
-    "rmsnorm",
     "flash_attention",
     "dequant_q4nx",
     "gemv_q4nx",
@@ -104,11 +103,6 @@ class Fp32Executor(Executor):
 
     def gemv(self, a, x, *, static_key=None):
         return np.asarray(a, np.float32) @ np.asarray(x, np.float32)
-
-    def rmsnorm(self, x, w, eps: float = 1e-6):
-        x = np.asarray(x, np.float32)
-        ms = np.mean(x * x, axis=-1, keepdims=True)
-        return x / np.sqrt(ms + np.float32(eps)) * np.asarray(w, np.float32)
 
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         q = np.asarray(q, np.float32)

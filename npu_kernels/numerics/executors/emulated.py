@@ -22,7 +22,6 @@ import numpy as np
 from npu_kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_, to_bf16
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
-    rmsnorm_rows,
     rounded,
 )
 from npu_kernels.numerics.executors.emulated_flash import flash_attention
@@ -196,10 +195,6 @@ class EmulatedExecutor(Executor):
         return np.concatenate(results, axis=0)
 
     # --- normalisations ----------------------------------------------------------------------------------
-
-    def rmsnorm(self, x, w, eps: float = 1e-6):
-        with self.timer.time("rmsnorm"):
-            return self._rows(rmsnorm_rows, [x], f32(w), np.float32(eps))
 
     # --- elementwise -------------------------------------------------------------------------------------
 

@@ -89,13 +89,6 @@ class TorchExecutor(Executor):
         with self.timer.time("gemv"), torch.inference_mode():
             return self._np(self._static(a, static_key, "gemv.a") @ self._t(x))
 
-    def rmsnorm(self, x, w, eps: float = 1e-6):
-        with self.timer.time("rmsnorm"), torch.inference_mode():
-            h = self._t(x).float()
-            var = h.pow(2).mean(-1, keepdim=True)
-            h = h * torch.rsqrt(var + eps)
-            return self._np(self._t(w) * h.to(torch.bfloat16))
-
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         with self.timer.time("flash_attention"), torch.inference_mode():
             # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels

@@ -25,7 +25,7 @@ from npu_kernels.thresholds import KERNEL_TOLERANCES
 from npu_kernels.numerics.kernels.base import (  # noqa: F401 (its API)
     CatalogPage, KernelDef, TwinStandIn, from_module, missing_pieces)
 
-MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm")
+MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm")
 
 DEFINITIONS: dict[str, KernelDef] = {}
 for _module in MODULES:

@@ -55,6 +55,7 @@ class TwinStandIn:
     asserts_tile_rules: bool = False  # the script asserts the kernel's tile rules (an AssertionError naming the rule)
     profile: Callable | None = None  # (args of `profile KIND --S ...`, modelled figures) -> prints `make profile`'s timer
     script: str = ""  # the script the twin writes beside the Makefile, where the harness table runs it directly
+    timing: Callable | None = None  # (args, modelled figures, shape, tile) -> True when the script only times (no check)
 
 
 def dsl_flags(p: argparse.ArgumentParser) -> None:

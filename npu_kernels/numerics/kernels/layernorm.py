@@ -221,6 +221,4 @@ REGISTRY_PAGE = CatalogPage(
 
 def registry_rows(name: str, header: tuple, cells: list[str], heading: str, cell) -> list[dict] | None:
     """The shape (one `M×N` cell) and herd_x of one upstream row."""
-    c = dict(zip(header, cells))
-    M, N = cell.ints(c[header[0]])[:2]
-    return [{"shape": {"M": M, "N": N}, "tile": {"herd_x": cell.ints(c["herd_x"])[0]} if cell.ints(c.get("herd_x", "")) else {}}]
+    return cell.norm_row(header, cells)
