@@ -147,3 +147,18 @@ def test_no_other_room_spells_a_registered_kernels_name():
                 continue
             found += [f"{rel}:{line}: {value!r}" for line, value in _string_constants(path) if value in names]
     assert not found, "a registered kernel's name outside its module (ask npu_kernels.numerics.kernels):\n" + "\n".join(found)
+
+
+BELOW_THE_REGISTRY = ("npu_kernels.numerics.spec", "npu_kernels.numerics.bf16", "npu_kernels.numerics.references",
+                      "npu_kernels.numerics.harness_case", "npu_kernels.numerics.tile_common", "npu_kernels.thresholds",
+                      "npu_kernels.numerics.kernels.base")
+
+
+@pytest.mark.parametrize("d", DEFINITIONS, ids=IDS)
+def test_a_kernel_module_imports_only_the_numerics_below_the_registry_at_its_top(d):
+    """At import time a kernel module needs nothing the registry's users import (no cycle through the executors,
+    the catalog or the planner); the executors' datapath library only inside a function, at call time."""
+    tree = ast.parse((ROOT / "npu_kernels" / "numerics" / "kernels" / f"{d.name}.py").read_text())
+    project = [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(
+        ("npu_kernels", "registry", "handlers"))]
+    assert project and all(m in BELOW_THE_REGISTRY for m in project), f"kernel {d.name} imports {project}"

@@ -8,11 +8,15 @@ Adding a kernel (the whole checklist; tests/unit/test_kernel_registry.py names t
      (shape keys, contracts, FP32 reference, inputs, executor call, flops/bytes, output size, NPU2 figures, registry
      and small shapes), TOLERANCES + TOLERANCE_SOURCE, fp32 / emulated / torch, tile_rules, tile_default,
      harness_case, HARNESS (the harness-table entry), TWIN (Makefile variables and flags, the script's flags and
-     checks), cost_features + CONSTANTS + EVIDENCE (fit them: npu_kernels.perf.fit on anchors.toml rows),
-     REGISTRY_PAGE + registry_rows; DMAS_PER_TILE and LISTED_AFTER where they apply;
+     checks; its `script`, `timing` and `profile` where mlir-air's has them), cost_features + CONSTANTS + EVIDENCE
+     (fit them: npu_kernels.perf.fit on anchors.toml rows), REGISTRY_PAGE + registry_rows (a page at e972f29: a
+     `CatalogPage`, its columns and cells; a later page: the importer's schema as a dict); DMAS_PER_TILE,
+     LISTED_AFTER and tile_note where they apply;
   2. add its name to `MODULES` below (the one registration line);
   3. run tests/unit/test_kernel_registry.py and tests/unit/test_layout.py (a kernel module imports only the
-     numerics below the registry: spec, bf16, references, harness_case, tile_common, thresholds).
+     numerics below the registry: spec, bf16, references, harness_case, tile_common, thresholds; the executors'
+     datapath library, npu_kernels.numerics.executors.emulated_elementwise, only inside its `emulated`, at call
+     time).
 A model that uses it (plan rows, dispatch launches, pipeline stages) calls it by name; nothing else spells it.
 """
 
