@@ -52,6 +52,11 @@ def norm_default(s: dict, target: str) -> dict:
     return {"herd_x": largest_divisor(s["M"], array_columns(target))}
 
 
+def norm_tile_note(s: dict, t: dict, herd: list[int], target: str, tiles_target: int) -> str | None:
+    """Why a row-parallel norm's herd is short of the target tiles (tile_notes; None: no reason of its own)."""
+    return rows_note("M", s["M"], herd[0] * herd[1], tiles_target)
+
+
 def elementwise_rules(kernel: str, target: str, params: tuple) -> list[Rule]:
     """The rules of a streaming elementwise kernel; `params` (tile key, default tile, max herd_y, DMAs per tile) are
     the kernel module's own (`ELTWISE` in npu_kernels.numerics.kernels.<name>)."""

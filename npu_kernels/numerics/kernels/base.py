@@ -70,6 +70,18 @@ def dsl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-only", action="store_true")
 
 
+def norm_flags(p: argparse.ArgumentParser, m: int, n: int) -> None:
+    """The flags the row-parallel norm scripts share (weighted_rms_norm.py:336-376, layer_norm.py:288-324 at
+    e972f29), with each script's default M and N."""
+    p.add_argument("--M", type=int, default=m)
+    p.add_argument("--N", type=int, default=n)
+    p.add_argument("--vector-size", type=int, default=16)
+    p.add_argument("--herd-x", type=int, default=1)
+    p.add_argument("--perf-iters", type=int, default=0)
+    p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
+    p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+
+
 def streaming_features(name: str, n: int, bytes_per_element: float, t: dict) -> dict[str, float]:
     """A streaming elementwise kernel's cost features: the bytes each of the herd's tiles moves, and the L1 chunks
     (DMA rounds) each tile runs; constants `<name>_s_per_byte_per_tile`, `<name>_s_per_unit`."""

@@ -30,10 +30,10 @@ import numpy as np
 
 from npu_kernels.numerics.bf16 import f32
 from npu_kernels.numerics.harness_case import HarnessCase, harness_bf16
-from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn
+from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn, norm_flags
 from npu_kernels.numerics.references import LN_EPS, bf16_randn
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure
-from npu_kernels.numerics.tile_common import norm_default, norm_rules, rows_note
+from npu_kernels.numerics.tile_common import norm_default, norm_rules, norm_tile_note
 from npu_kernels.thresholds import RTOL
 
 NAME = "layernorm"
@@ -113,12 +113,8 @@ def tile_rules(target: str) -> list:
     return norm_rules(NAME, target)
 
 
-def tile_default(s: dict, target: str) -> dict:
-    return norm_default(s, target)
-
-
-def tile_note(s: dict, t: dict, herd: list[int], target: str, tiles_target: int) -> str | None:
-    return rows_note("M", s["M"], herd[0] * herd[1], tiles_target)
+tile_default = norm_default  # the largest divisor of M up to the columns
+tile_note = norm_tile_note  # M's rows that do not split over the target tiles
 
 
 # --- mlir-air's harness: inputs, table entry, the twin's stand-in ------------------------------------------
@@ -147,13 +143,7 @@ HARNESS = {  # layer_norm/Makefile:42-44 (`run` takes no perf flag): the script,
 
 
 def twin_flags(p) -> None:  # layer_norm.py:288-324
-    p.add_argument("--M", type=int, default=1024)
-    p.add_argument("--N", type=int, default=768)
-    p.add_argument("--vector-size", type=int, default=16)
-    p.add_argument("--herd-x", type=int, default=1)
-    p.add_argument("--perf-iters", type=int, default=0)
-    p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
-    p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+    norm_flags(p, m=1024, n=768)
 
 
 def twin_check(a) -> tuple:  # layer_norm.py:329 (its first line) and its asserts

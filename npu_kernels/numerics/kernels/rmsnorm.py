@@ -30,10 +30,10 @@ import numpy as np
 
 from npu_kernels.numerics.bf16 import f32
 from npu_kernels.numerics.harness_case import HarnessCase, harness_bf16
-from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn
+from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn, norm_flags
 from npu_kernels.numerics.references import RMS_EPS, bf16_randn
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure
-from npu_kernels.numerics.tile_common import norm_default, norm_rules, rows_note
+from npu_kernels.numerics.tile_common import norm_default, norm_rules, norm_tile_note
 from npu_kernels.thresholds import RTOL
 
 NAME = "rmsnorm"
@@ -112,12 +112,8 @@ def tile_rules(target: str) -> list:
     return norm_rules(NAME, target)
 
 
-def tile_default(s: dict, target: str) -> dict:
-    return norm_default(s, target)
-
-
-def tile_note(s: dict, t: dict, herd: list[int], target: str, tiles_target: int) -> str | None:
-    return rows_note("M", s["M"], herd[0] * herd[1], tiles_target)
+tile_default = norm_default  # the largest divisor of M up to the columns
+tile_note = norm_tile_note  # M's rows that do not split over the target tiles
 
 
 # --- mlir-air's harness: inputs, table entry, the twin's stand-in ------------------------------------------
@@ -143,13 +139,7 @@ HARNESS = {  # the script, directly, with its --perf-iters (Makefile:37 forwards
 
 
 def twin_flags(p) -> None:  # weighted_rms_norm.py:336-376
-    p.add_argument("--M", type=int, default=2048)
-    p.add_argument("--N", type=int, default=2048)
-    p.add_argument("--vector-size", type=int, default=16)
-    p.add_argument("--herd-x", type=int, default=1)
-    p.add_argument("--perf-iters", type=int, default=0)
-    p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
-    p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+    norm_flags(p, m=2048, n=2048)
     p.add_argument("--profile", action="store_true")
     p.add_argument("--iterations", type=int, default=5)
 
