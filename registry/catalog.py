@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from npu_kernels.thresholds import kernel_tolerance
+from npu_kernels.numerics.kernels import CatalogPage, KernelDef, in_listing_order, kernel_tolerance
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
 
 Shape = tuple[tuple[str, Any], ...]  # ((column, value), ...) in the page's column order
 
@@ -58,7 +59,7 @@ _GEMM_DATAPATH = (
     "round-half-even), FP32 accumulate"
 )
 
-CATALOG: tuple[CatalogEntry, ...] = (
+_PIECEWISE: tuple[CatalogEntry, ...] = (
     CatalogEntry(
         key="gemm_f32", kernel="gemm", title="GEMM (BF16 in, FP32 out)", page="GEMM_bf16_in_fp32_out",
         columns=("M", "K", "N"), aliases=_GEMM_ALIASES, unit="GFLOP/s", math="C[M,N] = A[M,K] @ B[K,N]",
@@ -82,18 +83,6 @@ CATALOG: tuple[CatalogEntry, ...] = (
         tolerances=(_tol("gemv", "bf16-out", label="bf16"),), npu2_mean_rel_L1="0 ... 2.7e-8", target_tiles=8,
     ),
     CatalogEntry(
-        key="rmsnorm", kernel="rmsnorm", title="RMSNorm (BF16)", page="RMSNorm_bf16", columns=("M", "N"),
-        aliases={"m": "M", "n": "N", "rows": "M", "dim": "N"},
-        math="y = x / sqrt(mean(x^2) + eps) * w, per row", datapath="FP32 sum of squares, bf16 elementwise",
-        tolerances=(_tol("rmsnorm", "bf16-out", label="bf16"),), npu2_mean_rel_L1="4.2e-3", target_tiles=8,
-    ),
-    CatalogEntry(
-        key="layernorm", kernel="layernorm", title="LayerNorm (BF16, affine)", page="LayerNorm_bf16",
-        columns=("M", "N"), aliases={"m": "M", "n": "N", "rows": "M", "dim": "N"},
-        math="y = (x - mean) / sqrt(var + eps) * w + b, per row", datapath="FP32 reductions",
-        tolerances=(_tol("layernorm", "bf16-out", label="bf16"),), npu2_mean_rel_L1="4.4e-3", target_tiles=8,
-    ),
-    CatalogEntry(
         key="flash_attention", kernel="flash_attention", title="FlashAttention (BF16, GQA)",
         page="FlashAttention_bf16", columns=("lq", "lk", "dk", "dv", "heads", "kv_heads", "causal"),
         aliases={
@@ -104,31 +93,6 @@ CATALOG: tuple[CatalogEntry, ...] = (
         unit="GFLOP/s", math="O = softmax(Q K^T / sqrt(dk)) V, GQA, causal or not",
         datapath="two BFP16 MMAs + bf16 online softmax",
         tolerances=(_tol("flash_attention", "bf16-out", label="bf16"),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
-    ),
-    CatalogEntry(
-        key="eltwise_add", kernel="eltwise_add", title="Element-wise Add (BF16)", page="EltwiseAdd_bf16",
-        columns=("N",), aliases={"n": "N", "numel": "N", "size": "N"}, math="c = a + b",
-        datapath="FP32 add, one bf16 rounding", tolerances=(_tol("eltwise_add", "bf16-out", label="bf16"),),
-        npu2_mean_rel_L1="1.9e-3", target_tiles=8,
-    ),
-    CatalogEntry(
-        key="silu_mul", kernel="silu_mul", title="SiLU-and-Mul (BF16)", page="SiLU_Mul_bf16", columns=("N",),
-        aliases={"n": "N", "numel": "N", "size": "N"}, math="out = silu(gate) * up",
-        datapath="sigmoid via tanh (0.5(1+tanh(g/2))) in bf16, chain of bf16 roundings",
-        tolerances=(_tol("silu_mul", "bf16-out", label="bf16"),), npu2_mean_rel_L1="1.0e-2", target_tiles=8,
-    ),
-    CatalogEntry(
-        key="rope", kernel="rope", title="RoPE (BF16, half-split)", page="RoPE_bf16",
-        columns=("rows", "head_dim"), aliases={"d": "head_dim", "dim": "head_dim", "m": "rows", "r": "rows"},
-        math="half-split rotation (HF rotate_half) with a cos/sin LUT",
-        datapath="bf16 multiplies, one add/sub, no accumulation",
-        tolerances=(_tol("rope", "bf16-out", label="bf16"),), npu2_mean_rel_L1="2.8e-3", target_tiles=8,
-    ),
-    CatalogEntry(
-        key="gelu", kernel="gelu", title="GELU (BF16, tanh approx)", page="GELU_bf16", columns=("N",),
-        aliases={"n": "N", "numel": "N", "size": "N"},
-        math="0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", datapath="bf16 tanh",
-        tolerances=(_tol("gelu", "bf16-out", label="bf16"),), npu2_mean_rel_L1="8.4e-3", target_tiles=16,
     ),
     # the 4-bit (Q4NX) kernels of the on-device 4-bit deployment (mlir-air llama32_1b_q4nx; the upstream
     # kernel_registry has no page for them): dequant_q4nx.cc@0d63308 and the fused decode's q4_k.h@54341c8
@@ -148,17 +112,41 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
 )
 
+
+# the kernels of npu_kernels.numerics.kernels with a page at e972f29: each module's `registry_page` (a CatalogPage)
+PAGES: dict[str, CatalogPage] = {d.name: d.registry_page for d in kernel_definitions()
+                                 if isinstance(d.registry_page, CatalogPage)}
+
+
+def page_after(d: KernelDef) -> str | None:
+    """The page a registered kernel's page is listed after: its page's own `listed_after`, else the kernel's."""
+    p = PAGES.get(d.name)
+    return (p.listed_after if p is not None else None) or d.listed_after
+
+
+def _entry(d: KernelDef) -> CatalogEntry | None:
+    """A registered kernel's page (None: mlir-air added it after e972f29, the importer's generic page)."""
+    p = PAGES.get(d.name)
+    if p is None:
+        return None
+    return CatalogEntry(
+        key=d.name, kernel=d.name, title=p.title, page=p.page, columns=p.columns, aliases=p.aliases, unit=p.unit,
+        math=p.math, datapath=p.datapath, npu2_mean_rel_L1=p.npu2_mean_rel_L1, target_tiles=p.target_tiles,
+        tolerances=tuple(_tol(d.name, c, label=p.tolerance_label) for c in d.spec.contracts),
+        default_contract=p.default_contract,
+    )
+
+
+CATALOG: tuple[CatalogEntry, ...] = tuple(
+    e for e in in_listing_order({e.key: e for e in _PIECEWISE}, _entry, page_after).values() if e is not None)
 _BY_KEY = {spec.key: spec for spec in CATALOG}
 
 # normalised spelling -> executor kernel name
 _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
-    "rmsnorm": "rmsnorm", "weightedrmsnorm": "rmsnorm", "layernorm": "layernorm",
-    "rope": "rope", "ropehalfsplit": "rope", "flashattention": "flash_attention", "attention": "flash_attention",
-    "eltwiseadd": "eltwise_add", "elementwiseadd": "eltwise_add", "add": "eltwise_add",
-    "silumul": "silu_mul", "siluandmul": "silu_mul", "gelu": "gelu",
+    "flashattention": "flash_attention", "attention": "flash_attention",
     "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
-}
+} | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 
 
 @lru_cache(maxsize=1024)
@@ -285,20 +273,10 @@ def throughput(spec: CatalogEntry, shape: Shape, gflops: float | None, latency_u
 
 
 def bytes_moved(spec: CatalogEntry, shape: Shape) -> int | None:
-    s = dict(shape)
+    page = PAGES.get(spec.kernel)  # a page's `elements`: the bf16 elements one launch moves
+    if page is None or page.elements is None:
+        return None
     try:
-        if spec.kernel == "rmsnorm":
-            elements = 2 * s["M"] * s["N"] + s["N"]
-        elif spec.kernel == "layernorm":
-            elements = 2 * s["M"] * s["N"] + 2 * s["N"]
-        elif spec.kernel in ("eltwise_add", "silu_mul"):
-            elements = 3 * s["N"]
-        elif spec.kernel == "gelu":
-            elements = 2 * s["N"]
-        elif spec.kernel == "rope":
-            elements = 3 * s["rows"] * s["head_dim"]  # x in, out, cos/sin LUT (rows x D/2 each)
-        else:
-            return None
+        return int(page.elements(dict(shape))) * _BYTES_PER_ELEMENT
     except (KeyError, TypeError):
         return None
-    return int(elements) * _BYTES_PER_ELEMENT

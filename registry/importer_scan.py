@@ -30,7 +30,7 @@ from typing import Any
 
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.perf.evidence import EvidenceError, check_measurement
-from npu_kernels.thresholds import kernel_tolerance
+from npu_kernels.numerics.kernels import kernel_tolerance
 from npu_kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
 from registry.importer_tables import StatusCellError, gemm_shape, later_fields, parse_tables, row_fields, status_of

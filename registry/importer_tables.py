@@ -3,7 +3,8 @@
 * `parse_tables(text)`: every markdown table of a page, as (header, rows of cells, header line, end line).
 * `row_fields(key, header, cells)`: the shape, tile and figures of one row of the eight kernels without a JSON
   file (GEMV, RMSNorm, LayerNorm, RoPE, FlashAttention, EltwiseAdd, SiLU_Mul, GELU; headers are
-  `registry.mlir_air_tables`'s), `later_fields(...)` those of the kernels mlir-air added after e972f29
+  `registry.mlir_air_tables`'s; a kernel module of npu_kernels.numerics.kernels with such a page reads the shape and
+  configuration of its own rows, `registry_rows`), `later_fields(...)` those of the kernels mlir-air added after e972f29
   (Conv1D, Element-wise Multiply: `mlir_air_tables.LATER`). Turning rows into events, and accounting for every
   row read, is `registry.importer_scan`.
 * `shape_of_cells` / `gemm_shape`: the shape a row is about (what `handlers.registry_merge` compares).
@@ -16,7 +17,10 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from typing import Any
+
+from npu_kernels.numerics.kernels import get as kernel_definition
 
 
 def _split(line: str) -> list[str]:
@@ -129,27 +133,16 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
     """The kernel, shape, tile and figures of one upstream row (None: not a shape row of this kernel)."""
     c = dict(zip(header, cells))
     f: dict[str, Any] = {"tile": {}}
+    registered = kernel_definition(key)
     try:
-        if key == "gemv":
+        if registered is not None and not isinstance(registered.registry_page, dict):  # a page at e972f29
+            f.update(registered.registry_rows(key, header, cells, "", CELL)[0])
+        elif key == "gemv":
             M, K = ints(c[header[0]])[:2]
             f["shape"] = {"M": M, "K": K}
             hm, tm, mi = (ints(c.get(header[1], "")) + [None] * 3)[:3]
             f["tile"] = {k: v for k, v in (("herd_m", hm), ("tile_m", tm), ("m_input", mi)) if v is not None}
             f["gflops_cell"] = c.get("GFLOPS", "")
-        elif key in ("rmsnorm", "layernorm"):
-            M, N = ints(c[header[0]])[:2]
-            f["shape"] = {"M": M, "N": N}
-            if ints(c.get("herd_x", "")):
-                f["tile"] = {"herd_x": ints(c["herd_x"])[0]}
-        elif key == "rope":
-            if header[0] == "rows":
-                rows, hd = ints(c["rows"])[0], ints(c["head_dim"])[0]
-            else:
-                rows, hd = ints(c[header[0]])[:2]
-            f["shape"] = {"rows": rows, "head_dim": hd}
-            hx = ints(next((c[h] for h in header if "config" in h or h.startswith("herd")), ""))
-            if len(hx) >= 2:
-                f["tile"] = {"herd_x": hx[0], "herd_y": hx[1]}
         elif key == "flash_attention":
             lq, lk = ints(c["lq×lk"])[:2]
             dk, dv = ints(c["dk/dv"])[:2]
@@ -157,12 +150,6 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             f["shape"] = {"lq": lq, "lk": lk, "dk": dk, "dv": dv, "heads_q": hq, "heads_kv": hkv,
                           "causal": c.get("causal", "").startswith("✓")}
             f["gflops_cell"] = c.get("GFLOP/s", "")
-        elif key in ("eltwise_add", "silu_mul", "gelu"):
-            f["shape"] = {"N": ints(c["N"])[0]}
-            cfg = ints(next((c[h] for h in header if "config" in h), ""))
-            tk = "tile" if key == "eltwise_add" else "tile_n"
-            if len(cfg) >= 3:
-                f["tile"] = {"herd_x": cfg[0], "herd_y": cfg[1], tk: cfg[2]}
         else:
             return None
     except (KeyError, IndexError, ValueError):
@@ -176,52 +163,41 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
     return f
 
 
-_HERD = re.compile(r"(\d+)\s*[×x]\s*(\d+)")
-
-
 def later_fields(key: str, name: str, header: tuple[str, ...], cells: list[str],
                  heading: str) -> list[dict[str, Any]] | None:
     """The configurations one row of a `mlir_air_tables.LATER` table holds (a Conv1D placement row may list two
     herds, `8×4, 2×4`), each {shape, tile, verdict, status, mean_rel_L1, latency_us}; None: not such a row.
-    Placement-sweep rows take their shape from the section heading (`... seq=2048, C=2048)`)."""
-    c = dict(zip(header, cells))
+    Each kernel's module of npu_kernels.numerics.kernels reads its own rows (`registry_rows`) with the cell readers
+    of `CELL`."""
+    registered = kernel_definition(key)
+    if registered is None:
+        return None
     try:
-        if key == "conv1d" and name == "pad":
-            seq, ch = ints(c["seq×C"])[:2]
-            pad = "nonzero" if "nonzero" in c["pad"] else "zero" if "zero" in c["pad"] else None
-            if pad is None:
-                return None
-            verdict = status_of(c["verdict"])[0]
-            return [{"shape": {"seq": seq, "C": ch}, "tile": {"pad": pad}, "verdict": verdict,
-                     "status": c["verdict"], "mean_rel_L1": _first_number(c["mean_rel_L1"]), "latency_us": None}]
-        if key == "conv1d" and name == "placement":
-            m = re.search(r"seq\s*=\s*(\d+)\s*,\s*C\s*=\s*(\d+)", heading)
-            herds = _HERD.findall(c["hx×hy"])
-            if m is None or not herds:
-                return None
-            text = c["verdict"].replace("*", "").strip()
-            return [{"shape": {"seq": int(m[1]), "C": int(m[2])},
-                     "tile": {"herd_x": int(hx), "herd_y": int(hy), "tile_s": ints(c["tile_s"])[0]},
-                     "verdict": "PASS" if text == "PASS" else "FAIL", "status": c["verdict"], "mean_rel_L1": None,
-                     "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}
-                    for hx, hy in herds]
-        if key == "conv1d" and name == "index":  # supported_kernels.md@0b499c9: `seq×channels`, k, hx/hy/tile_s
-            seq, ch = ints(c["(seq×channels)"])[:2]
-            cfg = ints(c["config (hx/hy/tile_s)"])
-            if ints(c["k"]) != [3] or len(cfg) != 3:
-                return None
-            verdict, _ = status_of(c["Status"])
-            return [{"shape": {"seq": seq, "C": ch}, "tile": {"herd_x": cfg[0], "herd_y": cfg[1], "tile_s": cfg[2]},
-                     "verdict": verdict, "status": c["Status"], "mean_rel_L1": _first_number(c["mean_rel_L1"]),
-                     "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}]
-        if key == "eltwise_mul":
-            verdict, _ = status_of(c["Status"])
-            return [{"shape": {"N": ints(c["N"])[0]}, "tile": {}, "verdict": verdict, "status": c["Status"],
-                     "mean_rel_L1": _first_number(c["mean_rel_L1"]),
-                     "latency_us": _latency_us(c["latency"]) if "⏳" not in c["latency"] else None}]
+        return registered.registry_rows(name, header, cells, heading, CELL)
     except (KeyError, IndexError, ValueError):
         return None
-    return None
+
+
+def streaming_row(header: tuple[str, ...], cells: list[str], tile_keys: tuple[str, str, str]) -> list[dict[str, Any]]:
+    """A streaming elementwise kernel's row: its N and, from the config cell (`8/1/2048`), the herd and tile."""
+    c = dict(zip(header, cells))
+    f: dict[str, Any] = {"shape": {"N": ints(c["N"])[0]}, "tile": {}}
+    cfg = ints(next((c[h] for h in header if "config" in h), ""))
+    if len(cfg) >= 3:
+        f["tile"] = dict(zip(tile_keys, cfg[:3]))
+    return [f]
+
+
+def norm_row(header: tuple[str, ...], cells: list[str]) -> list[dict[str, Any]]:
+    """A row-parallel norm's row: M and N from its first (`M×N`) cell, and herd_x."""
+    c = dict(zip(header, cells))
+    M, N = ints(c[header[0]])[:2]
+    return [{"shape": {"M": M, "N": N}, "tile": {"herd_x": ints(c["herd_x"])[0]} if ints(c.get("herd_x", "")) else {}}]
+
+
+# the cell readers a kernel module's `registry_rows` is handed (it imports nothing of the registry)
+CELL = SimpleNamespace(ints=ints, status_of=status_of, first_number=_first_number, latency_us=_latency_us,
+                       streaming_row=streaming_row, norm_row=norm_row)
 
 
 def shape_of_cells(key: str, header: tuple[str, ...], cells: list[str]) -> tuple | None:

@@ -17,8 +17,12 @@ a checkout's tables is `handlers.registry_merge`.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable
 
+from npu_kernels.numerics.kernels import CatalogPage, in_listing_order
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from registry.catalog import PAGES, page_after
 from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, ShapeRow, not_npu2_mark, pick_best
 
 _NOT_NPU2_ORDER = list(NOT_NPU2)
@@ -31,16 +35,8 @@ INDEX: dict[str, tuple[str, ...]] = {  # supported_kernels.md
     "gemm_bf16": ("(M×K×N)", "high-prec fused-cast", "high-prec drain", "low-prec direct", "mean_rel_L1 (high / low)",
                   "Used by", "Status"),
     "gemv": ("(M×K)", "best tile (herd_m/tile_m/m_input)", "GFLOPS", "mean_rel_L1", "Used by", "Status"),
-    "rmsnorm": ("(M×N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "Used by", "Status"),
-    "layernorm": ("(M×N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "abs_err max", "Used by", "Status"),
     "flash_attention": ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s", "mean_rel_L1",
                         "Status"),
-    "eltwise_add": ("N", "best config (hx/hy/tile_n)", "latency", "bandwidth", "mean_rel_L1", "Status"),
-    "silu_mul": ("N", "(as 2-D)", "best config (hx/hy/tile_n)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
-                 "Status"),
-    "rope": ("(rows×head_dim)", "herd (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "Used by", "Status"),
-    "gelu": ("N", "(as 2-D)", "best config (hx/hy/tile_n)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
-             "Used by", "Status"),
 }
 # details/<page>.md: (method or "", header); GEMM pages have one table per method
 DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
@@ -55,47 +51,34 @@ DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     ),
     "gemv": (("", ("(M, K)", "tile (herd_m/tile_m/m_input)", "latency", "GFLOPS", "mean_rel_L1", "rel_err max",
                    "abs_err max", "Used by", "Status")),),
-    "rmsnorm": (("", ("(M, N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "rel_err max", "abs_err max",
-                      "Used by", "Status")),),
-    "layernorm": (("", ("(M, N)", "herd_x", "latency", "bandwidth", "mean_rel_L1", "abs_err max", "Used by",
-                        "Status")),),
     "flash_attention": (("", ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s",
                               "mean_rel_L1", "abs_err max", "Status")),),
-    "eltwise_add": (("", ("N", "(as 2-D)", "best config (cols/rows/tile)", "latency", "bandwidth", "mean_rel_L1",
-                          "abs_err max", "Status")),),
-    "silu_mul": (("", ("N", "(as 2-D)", "best config (herd_x/herd_y/tile_n)", "latency", "bandwidth", "mean_rel_L1",
-                       "abs_err max", "Status")),),
-    "rope": (("", ("rows", "head_dim", "best config (hx/hy)", "latency", "bandwidth", "mean_rel_L1", "abs_err max",
-                   "Used by", "Status")),),
-    "gelu": (("", ("N", "(as 2-D)", "best config (herd_x/herd_y/tile_n)", "latency", "bandwidth", "mean_rel_L1",
-                   "abs_err max", "Status")),),
 }
-NO_JSON = ("gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add", "silu_mul", "gelu")
+NO_JSON = ("gemv", "flash_attention")
 PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out", "gemv": "GEMV_bf16",
-           "rmsnorm": "RMSNorm_bf16", "layernorm": "LayerNorm_bf16", "flash_attention": "FlashAttention_bf16",
-           "eltwise_add": "EltwiseAdd_bf16", "silu_mul": "SiLU_Mul_bf16", "rope": "RoPE_bf16", "gelu": "GELU_bf16"}
+           "flash_attention": "FlashAttention_bf16"}
+# ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29 (registry.catalog.PAGES): each module's
+# `registry_page` (a CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the index's
+# listing order
+
+
+def _with_pages(base: dict, pick: Callable[[CatalogPage], Any]) -> dict:
+    """`base` with `pick(page)` of each registered kernel's page, at the kernel's place in the listing."""
+    merged = in_listing_order(base, lambda d: pick(PAGES[d.name]) if d.name in PAGES else None, page_after)
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+INDEX = _with_pages(INDEX, lambda p: p.index)
+DETAILS = _with_pages(DETAILS, lambda p: p.details)
+PAGE_OF = _with_pages(PAGE_OF, lambda p: p.page)
+NO_JSON = NO_JSON + tuple(name for name, p in PAGES.items() if p.no_json)
 EMULATED = "🧪"
 # Kernels mlir-air added after e972f29, read by the importer only (the catalog has no page of their own, so the
-# projection gives them a generic page): (table name, header). Conv1D: details/Conv1D_bf16.md at ff1efdb0bb98
-# (the pad-gate table under "Gate on a NONZERO pad", two rows per shape; the "Placement sweep (NPU2, seq=2048,
-# C=2048)" config sweep, one row per herd/tile_s at the heading's shape). Element-wise Multiply:
-# details/EltwiseMul_bf16.md at e0eee76dd218 ("Per-shape data"). Tolerances from each page's "Tolerances" section.
-# The index's own tested-shapes tables for both (`index`, supported_kernels.md at 0b499c9ad5c7: "## Conv1D — tested
-# shapes", "## Element-wise Multiply — tested shapes", the idle-NPU2 figures), read at `index_commit`.
-INDEX_LATER_COMMIT = "0b499c9ad5c76ff076280a182df302e6928d2698"
-LATER: dict[str, dict] = {
-    "conv1d": {"page": "Conv1D_bf16", "commit": "ff1efdb0bb98fe1ad8e641bef95ac6abdabd99d4", "rtol": 1.6e-2,
-               "atol": 5e-2, "index_commit": INDEX_LATER_COMMIT,
-               "tables": (("pad", ("pad", "seq×C", "mean_rel_L1", "verdict")),
-                          ("placement", ("hx×hy", "tile_s", "L1", "verdict", "latency")),
-                          ("index", ("(seq×channels)", "k", "config (hx/hy/tile_s)", "latency", "bandwidth",
-                                     "mean_rel_L1", "Used by", "Status")))},
-    "eltwise_mul": {"page": "EltwiseMul_bf16", "commit": "e0eee76dd218c1cf135d75d4494f8ae78040f63e", "rtol": 1.6e-2,
-                    "atol": 5e-2, "index_commit": INDEX_LATER_COMMIT,
-                    "tables": (("", ("N", "(as 2-D)", "latency", "bandwidth", "mean_rel_L1", "Status")),
-                               ("index", ("N", "(as 2-D)", "config (hx/hy/tile_n)", "latency", "bandwidth",
-                                          "mean_rel_L1", "Used by", "Status")))},
-}
+# projection gives them a generic page): each kernel module of npu_kernels.numerics.kernels declares its pages
+# (`registry_page`: page, commit, tolerances from the page's "Tolerances" section, the index's commit, and its
+# tables as (table name, header)), in kernel-name order.
+LATER: dict[str, dict] = {d.name: d.registry_page for d in sorted(kernel_definitions(), key=lambda d: d.name)
+                          if isinstance(d.registry_page, dict)}
 
 # --- cell formatting --------------------------------------------------------------------------------------
 
@@ -185,8 +168,47 @@ def _best(row: ShapeRow, method: str | None = None, tier: str | None = None) -> 
 Cells = Callable[[ShapeRow], list[str]]
 
 
+def _best_of(row: ShapeRow) -> RegistryMeasurement | None:
+    """The measurement a row's figures are shown from: its best, else its latest."""
+    return row.best or (row.measurements[-1] if row.measurements else None)
+
+
+def streaming_cells(row: ShapeRow, tile_keys: tuple[str, ...], *, as_2d: bool, abs_err: bool,
+                    used_by: bool) -> list[str]:
+    """A streaming elementwise kernel's row: N, ("(as 2-D)"), the config, latency, bandwidth, mean_rel_L1,
+    (abs_err max), (Used by), Status."""
+    s, b = _shape(row), _best_of(row)
+    t = b.tile if b else {}
+    cells = [str(s["N"])] + (["—"] if as_2d else [])
+    cells += [_tile3(t, tile_keys), _mark(b, latency_text(b.latency_us if b else None)),
+              _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None)]
+    if abs_err:
+        cells.append(sci2(b.max_abs if b else None))
+    if used_by:
+        cells.append(_used(row))
+    return cells + [status_cell(row)]
+
+
+def norm_cells(row: ShapeRow, *, abs_err: bool) -> list[str]:
+    """A row-parallel norm's index row: M×N, herd_x, latency, bandwidth, mean_rel_L1, (abs_err max), Used by, Status."""
+    s, b = _shape(row), _best_of(row)
+    t = b.tile if b else {}
+    cells = [f"{s['M']}×{s['N']}", str(t.get("herd_x", "—")), _mark(b, latency_text(b.latency_us if b else None)),
+             _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None)]
+    if abs_err:
+        cells.append(sci2(b.max_abs if b else None))
+    return cells + [_used(row), status_cell(row)]
+
+
+# the formatters a kernel module's page cells are handed (it imports nothing of the registry)
+FMT = SimpleNamespace(streaming_cells=streaming_cells, norm_cells=norm_cells, status_cell=status_cell, sci2=sci2, latency_text=latency_text,
+                      mark=_mark, tile3=_tile3, used=_used, bw=_bw, best_of=_best_of)
+
+
 def index_cells(key: str, row: ShapeRow) -> list[str]:
     """One row of kernel `key`'s supported_kernels.md table, in its columns (see INDEX)."""
+    if key in PAGES:
+        return PAGES[key].index_cells(row, FMT)
     s, b = _shape(row), row.best or (row.measurements[-1] if row.measurements else None)
     t = b.tile if b else {}
     if key == "gemm_f32":
@@ -205,41 +227,20 @@ def index_cells(key: str, row: ShapeRow) -> list[str]:
     if key == "gemv":
         return [f"{s['M']}×{s['K']}", _tile3(t, ("herd_m", "tile_m", "m_input")), _num(_g(b), b, digits=1),
                 sci2(b.mean_rel_L1 if b else None), _used(row), status_cell(row)]
-    if key in ("rmsnorm", "layernorm"):
-        cells = [f"{s['M']}×{s['N']}", str(t.get("herd_x", "—")), _mark(b, latency_text(b.latency_us if b else None)),
-                 _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None)]
-        if key == "layernorm":
-            cells.append(sci2(b.max_abs if b else None))
-        return cells + [_used(row), status_cell(row)]
     if key == "flash_attention":
         return [f"{s.get('lq')}×{s.get('lk')}", f"{s.get('dk')}/{s.get('dv')}",
                 f"{s.get('heads')}/{s.get('kv_heads')}", "✓" if s.get("causal") else "✗",
                 str(max(1, int(s.get("dv") or 64) // int(t.get("lkp", 64) or 64))),
                 _mark(b, latency_text(b.latency_us if b else None)), _num(_g(b), b, bold=True),
                 sci2(b.mean_rel_L1 if b else None), status_cell(row)]
-    if key in ("eltwise_add", "silu_mul", "gelu"):
-        tk = "tile" if key == "eltwise_add" else "tile_n"
-        cells = [str(s["N"])]
-        if key != "eltwise_add":
-            cells.append("—")
-        cells += [_tile3(t, ("herd_x", "herd_y", tk)), _mark(b, latency_text(b.latency_us if b else None)),
-                  _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None)]
-        if key != "eltwise_add":
-            cells.append(sci2(b.max_abs if b else None))
-        if key == "gelu":
-            cells.append(_used(row))
-        return cells + [status_cell(row)]
-    if key == "rope":
-        return [f"{s['rows']}×{s['head_dim']}", _tile3(t, ("herd_x", "herd_y")),
-                _mark(b, latency_text(b.latency_us if b else None)),
-                _mark(b, f"{_bw(b):.2f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None),
-                _used(row), status_cell(row)]
     raise KeyError(key)
 
 
 def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
     """One row of kernel `key`'s details-page table for `method` (see DETAILS); None when the row has no
     measurement of that method."""
+    if key in PAGES:
+        return PAGES[key].details_cells(method, row, FMT)
     s = _shape(row)
     if key in ("gemm_bf16", "gemm_f32"):
         m = _best(row, method)
@@ -259,26 +260,9 @@ def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
                 _mark(b, latency_text(b.latency_us if b else None)), _num(_g(b), b, digits=1),
                 sci2(b.mean_rel_L1 if b else None), sci2(b.max_rel if b else None), sci2(b.max_abs if b else None),
                 _used(row), status_cell(row)]
-    if key == "rmsnorm":
-        return [f"{s['M']}×{s['N']}", str(t.get("herd_x", "—")), _mark(b, latency_text(b.latency_us if b else None)),
-                _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None),
-                sci2(b.max_rel if b else None), sci2(b.max_abs if b else None), _used(row), status_cell(row)]
     if key == "flash_attention":
         cells = index_cells(key, row)
         return cells[:-1] + [sci2(b.max_abs if b else None), cells[-1]]
-    if key == "layernorm":
-        return index_cells(key, row)
-    if key in ("eltwise_add", "silu_mul", "gelu"):
-        tk = "tile" if key == "eltwise_add" else "tile_n"
-        return [str(s["N"]), "—", _tile3(t, ("herd_x", "herd_y", tk)),
-                _mark(b, latency_text(b.latency_us if b else None)),
-                _mark(b, f"{_bw(b):.1f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None),
-                sci2(b.max_abs if b else None), status_cell(row)]
-    if key == "rope":
-        return [str(s["rows"]), str(s["head_dim"]), _tile3(t, ("herd_x", "herd_y")),
-                _mark(b, latency_text(b.latency_us if b else None)),
-                _mark(b, f"{_bw(b):.2f} GB/s") if _bw(b) is not None else "—", sci2(b.mean_rel_L1 if b else None),
-                sci2(b.max_abs if b else None), _used(row), status_cell(row)]
     raise KeyError(key)
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from npu_kernels.perf.evidence import check_stored_row
+from npu_kernels.numerics.kernels import tolerances as kernel_tolerances
 from npu_kernels.thresholds import (
     ATOL_ARTIFACT,
     BASELINE_THRESHOLDS,
     BLOCK_COSINE_MIN,
-    KERNEL_TOLERANCES,
     per_position_threshold,
 )
 from npu_kernels.mlir_air.checkout import standin_reasons, where_it_ran
@@ -84,8 +84,9 @@ def check_kernel(rec: RecordedEvent) -> list[str]:
     problems = [f"seq {rec.seq} has implausible figures: {why}" for why in check_stored_row(p)]
     # non-GEMM kernels have one contract whatever it was called ("bf16-out", "bf16", "")
     key = (p["kernel"], p["contract"]) if p["kernel"] == "gemm" else (p["kernel"], "bf16-out")
-    if key in KERNEL_TOLERANCES:
-        rtol, atol = KERNEL_TOLERANCES[key]
+    table = kernel_tolerances()
+    if key in table:
+        rtol, atol = table[key]
         if p["rtol"] > rtol * (1 + 1e-9) or p["atol"] > atol * (1 + 1e-9):
             problems.append(f"judged at rtol={p['rtol']}, atol={p['atol']}, looser than NUMERICS' {rtol}/{atol}")
     if p["verdict"] != "PASS":

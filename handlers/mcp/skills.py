@@ -31,6 +31,7 @@ from sqlalchemy.engine import make_url
 from handlers.mcp.tools import TOOLS
 from handlers.triage import load_rules
 from npu_kernels import thresholds as th
+from npu_kernels.numerics.kernels import tolerances as kernel_tolerances
 from ledger import default_url
 from statemachine.lifecycle import edges
 from statemachine.phases import Phase
@@ -118,7 +119,7 @@ def _numbers(phase: Phase) -> list[str]:
     if phase is Phase.KERNELS:
         rows = ["- every element: |out - ref| <= atol + rtol * |ref| against FP32, per (kernel, contract):", "",
                 "  | kernel | contract | rtol | atol |", "  | --- | --- | --- | --- |"]
-        rows += [f"  | {k} | {c} | {r!r} | {a!r} |" for (k, c), (r, a) in th.KERNEL_TOLERANCES.items()]
+        rows += [f"  | {k} | {c} | {r!r} | {a!r} |" for (k, c), (r, a) in kernel_tolerances().items()]
         rows += ["", f"- GEMMs with K below {_v('GEMM_HIGH_PRECISION_MIN_K')} are planned on bf16-out-low",
                  "- the one accepted exception, the near-zero atol artifact (`ATOL_ARTIFACT`), re-derived by the gate: "
                  + ", ".join(f"{k} {v!r}" for k, v in th.ATOL_ARTIFACT.items())]

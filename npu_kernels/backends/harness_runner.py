@@ -26,7 +26,8 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.run import INPUT_MODES, KernelResult
 from npu_kernels.numerics.tiles import plan_tile
 from npu_kernels.perf.evidence import check_measurement
-from npu_kernels.thresholds import KERNEL_REMEASURE_HW_BAND, kernel_tolerance
+from npu_kernels.numerics.kernels import kernel_tolerance
+from npu_kernels.thresholds import KERNEL_REMEASURE_HW_BAND
 from npu_kernels.provenance import run_provenance
 from npu_kernels.toolchain import current_toolchain, with_npu_ledger
 

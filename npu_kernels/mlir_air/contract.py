@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from npu_kernels.mlir_air.checkout import ROOT, is_twin
+from npu_kernels.mlir_air.table import default_table_data
 
 HERE = Path(__file__).resolve().parent
 _TOML = tomllib.loads((HERE / "contract.toml").read_text(encoding="utf-8"))
@@ -72,7 +73,7 @@ class ContractFinding:
 def _harness_checks() -> list[Check]:
     """Makefile variables / targets and script files the commands of harnesses.toml use; an entry's `since` (a
     harness mlir-air added after the contract's commit) makes its Makefile n/a on a checkout that predates it."""
-    table = tomllib.loads((HERE / "harnesses.toml").read_text(encoding="utf-8"))
+    table = default_table_data()
     wanted: dict[str, tuple[set, set, set]] = {}
     for entry in table.get("harness", {}).values():
         for key in ("command", "latency_command"):

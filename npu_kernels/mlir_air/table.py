@@ -15,6 +15,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
 from npu_kernels.settings import env_get
 
 DEFAULT_TABLE = Path(__file__).resolve().parent / "harnesses.toml"
@@ -94,7 +95,7 @@ def _merge_tables(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def load_harness_table(path: str | os.PathLike | None = None) -> HarnessTable:
     """The default table overlaid by `path`, or else by the file named in env `NPU_LEDGER_HARNESSES`."""
     sources = [str(DEFAULT_TABLE)]
-    data = _read_toml(DEFAULT_TABLE)
+    data = default_table_data()
     user = path if path is not None else env_get(ENV_TABLE) or None
     if user is not None:
         data = _merge_tables(data, _read_toml(Path(user)))
@@ -132,6 +133,16 @@ def _latency_format(key: str, value: Any) -> str:
     if value not in ("transcript", "profile"):
         raise HarnessConfigError(f"harness entry {key!r}: latency_format must be 'transcript' or 'profile', not {value!r}.")
     return str(value)
+
+
+def default_table_data() -> dict[str, Any]:
+    """harnesses.toml, and the harness entry each kernel module of npu_kernels.numerics.kernels declares (`harness`,
+    harnesses.toml's keys as a dict; an entry of the file itself wins)."""
+    data = _read_toml(DEFAULT_TABLE)
+    harness = data.setdefault("harness", {})
+    for d in kernel_definitions():
+        harness.setdefault(d.name, json.loads(json.dumps(d.harness)))  # a copy: the table is the caller's
+    return data
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

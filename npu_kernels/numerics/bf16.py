@@ -215,3 +215,22 @@ def bfp16_quantize(x, axis: int = -1, block: int = BFP16_BLOCK, nonneg: bool = F
     if pad:
         q = q[(slice(None),) * axis + (slice(0, n),)]
     return q
+
+
+# --- the rounding steps of the emulated datapaths (npu_kernels.numerics.executors.emulated_elementwise and the
+# registry's kernel modules use them) ---
+
+
+def rounded(x: np.ndarray, mode: str) -> np.ndarray:
+    """Round a float32 temporary to bf16 in place (`x` must be owned by the caller)."""
+    return floor_bf16(x, out=x) if mode == "floor" else rne_bf16_(x)
+
+
+def mul_rounded(a, b, mode: str) -> np.ndarray:
+    """a * b in FP32 (exact for bf16 operands), rounded to bf16 in `mode`."""
+    return rounded(np.multiply(a, b, dtype=np.float32), mode)
+
+
+def add_rounded(a, b, mode: str) -> np.ndarray:
+    """a + b in FP32, rounded to bf16 in `mode`."""
+    return rounded(np.add(a, b, dtype=np.float32), mode)

@@ -2,12 +2,14 @@
 contracts (tolerances from npu_kernels.thresholds), the NPU2 figures measured in mlir-air's kernel registry, a
 registry shape, a small shape and the target tile counts.
 
-The spec types and errors are `npu_kernels.numerics.spec`; the per-kernel math (inputs, references, executor
+The kernels of the registry (`npu_kernels.numerics.kernels`: eltwise_add, eltwise_mul, conv1d, ...) declare their specs in their
+own modules; `CATALOG` lists them in their place. The spec types and errors are `npu_kernels.numerics.spec`; the per-kernel math (inputs, references, executor
 calls) is `npu_kernels.numerics.references`. Anyone may import the catalog.
 """
 
 from __future__ import annotations
 
+from npu_kernels.numerics.kernels import in_listing_order
 from npu_kernels.numerics import references as refs
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure, UnknownKernel
 from npu_kernels.thresholds import kernel_tolerance
@@ -35,7 +37,7 @@ def _tiles(npu2: int, npu1: int) -> dict[str, int]:
     return {"npu2": npu2, "npu1": npu1}
 
 
-CATALOG: dict[str, KernelSpec] = {
+_PIECEWISE: dict[str, KernelSpec] = {
     "gemm": KernelSpec(
         name="gemm",
         shape_keys=("M", "K", "N"),
@@ -74,56 +76,6 @@ CATALOG: dict[str, KernelSpec] = {
         target_tiles=_tiles(8, 4),
         fidelity_band=0.0,  # judged as an absolute bound: <= 1e-6
     ),
-    "rmsnorm": KernelSpec(
-        name="rmsnorm",
-        shape_keys=("M", "N"),
-        contracts=_bf16("rmsnorm", "bf16 in/out, FP32 sum of squares"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.rmsnorm_inputs,
-        reference_fn=refs.rmsnorm_reference,
-        call_fn=refs.rmsnorm_call,
-        flops_fn=lambda s: 4.0 * s["M"] * s["N"],
-        bytes_fn=lambda s: 2.0 * (2 * s["M"] * s["N"] + s["N"]),
-        output_elements_fn=lambda s: s["M"] * s["N"],
-        npu2={"bf16-out": NpuFigure(4.2e-3, 4.2e-3, 4.6e-3, "2048x2048, herd 8")},
-        registry_shape={"M": 2048, "N": 2048},
-        small_shape={"M": 64, "N": 256},
-        target_tiles=_tiles(8, 4),
-    ),
-    "layernorm": KernelSpec(
-        name="layernorm",
-        shape_keys=("M", "N"),
-        contracts=_bf16("layernorm", "bf16 in/out, FP32 mean and variance"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.layernorm_inputs,
-        reference_fn=refs.layernorm_reference,
-        call_fn=refs.layernorm_call,
-        flops_fn=lambda s: 7.0 * s["M"] * s["N"],
-        bytes_fn=lambda s: 2.0 * (2 * s["M"] * s["N"] + 2 * s["N"]),
-        output_elements_fn=lambda s: s["M"] * s["N"],
-        npu2={"bf16-out": NpuFigure(4.4e-3, 4.4e-3, 4.4e-3, "1024x768, herd 8")},
-        registry_shape={"M": 1024, "N": 768},
-        small_shape={"M": 64, "N": 256},
-        target_tiles=_tiles(8, 4),
-    ),
-    "rope": KernelSpec(
-        name="rope",
-        shape_keys=("rows", "head_dim"),
-        optional_keys=("rotary_dim",),
-        contracts=_bf16("rope", "bf16 half-split rotation, cos/sin LUT"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.rope_inputs,
-        reference_fn=refs.rope_reference,
-        call_fn=refs.rope_call,
-        flops_fn=lambda s: 3.0 * s["rows"] * s["head_dim"],
-        bytes_fn=lambda s: 2.0 * 3 * s["rows"] * s["head_dim"],
-        output_elements_fn=lambda s: s["rows"] * s["head_dim"],
-        npu2={"bf16-out": NpuFigure(2.8e-3, 2.4e-3, 2.8e-3, "65536x64 (decode 8x64: 2.4e-3)")},
-        registry_shape={"rows": 65536, "head_dim": 64},
-        small_shape={"rows": 256, "head_dim": 64},
-        target_tiles=_tiles(8, 4),
-        extra={"check_shape": refs.rope_check_shape},
-    ),
     "flash_attention": KernelSpec(
         name="flash_attention",
         shape_keys=("lq", "lk", "dk", "dv", "heads_q", "heads_kv", "causal"),
@@ -142,90 +94,6 @@ CATALOG: dict[str, KernelSpec] = {
         target_tiles=_tiles(32, 16),
         bool_keys=("causal",),
         extra={"check_shape": refs.flash_attention_check_shape},
-    ),
-    "eltwise_add": KernelSpec(
-        name="eltwise_add",
-        shape_keys=("N",),
-        contracts=_bf16("eltwise_add", "bf16 add, one rounding"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.eltwise_add_inputs,
-        reference_fn=refs.eltwise_add_reference,
-        call_fn=refs.eltwise_add_call,
-        flops_fn=lambda s: float(s["N"]),
-        bytes_fn=lambda s: 6.0 * s["N"],
-        output_elements_fn=lambda s: s["N"],
-        npu2={"bf16-out": NpuFigure(1.9e-3, 1.9e-3, 1.9e-3, "N=4194304, herd 8x1")},
-        registry_shape={"N": 4194304},
-        small_shape={"N": 65536},
-        target_tiles=_tiles(8, 4),
-    ),
-    # LFM2's short-convolution kernels (mlir-air kernel_registry/details/EltwiseMul_bf16.md at e0eee76d,
-    # Conv1D_bf16.md at ff1efdb0: the figures are their "Per-shape data" and pad-gate tables).
-    "eltwise_mul": KernelSpec(
-        name="eltwise_mul",
-        shape_keys=("N",),
-        contracts=_bf16("eltwise_mul", "bf16 multiply, one rounding"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.eltwise_mul_inputs,
-        reference_fn=refs.eltwise_mul_reference,
-        call_fn=refs.eltwise_mul_call,
-        flops_fn=lambda s: float(s["N"]),
-        bytes_fn=lambda s: 6.0 * s["N"],
-        output_elements_fn=lambda s: s["N"],
-        npu2={"bf16-out": NpuFigure(2.736e-3, 2.728e-3, 2.736e-3, "N=4194304 (2048x2048) (1024x1024: 2.728e-3)")},
-        registry_shape={"N": 4194304},
-        small_shape={"N": 65536},
-        target_tiles=_tiles(8, 4),
-    ),
-    "conv1d": KernelSpec(
-        name="conv1d",
-        shape_keys=("seq", "C"),
-        contracts=_bf16("conv1d", "causal depthwise, 3 bf16 taps, FP32 accumulate, one rounding"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.conv1d_inputs,
-        reference_fn=refs.conv1d_reference,
-        call_fn=refs.conv1d_call,
-        flops_fn=lambda s: 2.0 * refs.CONV_TAPS * s["seq"] * s["C"],
-        bytes_fn=lambda s: 2.0 * s["C"] * (2 * s["seq"] + 2 * refs.CONV_TAPS - 1),
-        output_elements_fn=lambda s: s["seq"] * s["C"],
-        npu2={"bf16-out": NpuFigure(2.816e-3, 2.775e-3, 2.836e-3,
-                                    "2048x2048 zero pad, herd 8x1 (nonzero 2.813e-3; 8x2048: 2.775e-3 / 2.836e-3)")},
-        registry_shape={"seq": 2048, "C": 2048},
-        small_shape={"seq": 64, "C": 256},
-        target_tiles=_tiles(8, 4),
-        extra={"tile_inputs": refs.conv1d_padded},
-    ),
-    "silu_mul": KernelSpec(
-        name="silu_mul",
-        shape_keys=("N",),
-        contracts=_bf16("silu_mul", "bf16 SiLU(gate)*up, sigmoid via hardware tanh"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.silu_mul_inputs,
-        reference_fn=refs.silu_mul_reference,
-        call_fn=refs.silu_mul_call,
-        flops_fn=lambda s: 6.0 * s["N"],
-        bytes_fn=lambda s: 6.0 * s["N"],
-        output_elements_fn=lambda s: s["N"],
-        npu2={"bf16-out": NpuFigure(1.0e-2, 1.0e-2, 1.0e-2, "N=4194304 (2048x2048), herd 8x1")},
-        registry_shape={"N": 4194304},
-        small_shape={"N": 65536},
-        target_tiles=_tiles(8, 4),
-    ),
-    "gelu": KernelSpec(
-        name="gelu",
-        shape_keys=("N",),
-        contracts=_bf16("gelu", "bf16 GELU (tanh approximation), hardware tanh"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.gelu_inputs,
-        reference_fn=refs.gelu_reference,
-        call_fn=refs.gelu_call,
-        flops_fn=lambda s: 9.0 * s["N"],
-        bytes_fn=lambda s: 4.0 * s["N"],
-        output_elements_fn=lambda s: s["N"],
-        npu2={"bf16-out": NpuFigure(8.4e-3, 8.4e-3, 8.4e-3, "N=3145728, herd 8x2")},
-        registry_shape={"N": 3145728},
-        small_shape={"N": 65536},
-        target_tiles=_tiles(16, 8),
     ),
     # The 4-bit (Q4NX) kernels of mlir-air's on-device 4-bit deployment (llama32_1b_q4nx). mlir-air's registry
     # has no NPU2 figure for them: `npu2` is empty and every report says "not measured".
@@ -266,6 +134,9 @@ CATALOG: dict[str, KernelSpec] = {
     ),
 }
 
+# The kernels declared piecewise above, and those of the registry (npu_kernels.numerics.kernels: one module per kernel) in
+# their listing place.
+CATALOG: dict[str, KernelSpec] = in_listing_order(_PIECEWISE, lambda d: d.spec)
 KERNELS = tuple(CATALOG)
 
 

@@ -17,8 +17,6 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
         the host BLAS's blocked orders (K panels of 128...1024, 2...16 interleaved accumulators) miss on
         three or more of the five (`rel_err max` sits on outputs with |ref| ~ 1e-8, where the reference's
         own float32 rounding is the leading term). An FMA accumulator gives the same five lines.
-  eltwise add  programming_examples/eltwise_add/eltwise_add.py:223-225 `rng = default_rng(0)`,
-        `standard_normal(shape, dtype=float32).astype(bf16)` for a then b; :231 ref `(a + b)` in f32 -> bf16.
   GELU  programming_examples/gelu/gelu.py:248-249 `default_rng(0)`, `standard_normal(n, float32)` -> bf16;
         :55-67 ref `0.5*x*(1 + tanh(c*(x + beta*x*x*x)))` in f32 -> bf16, c and beta from
         python/air/api/ops.py:415-416.
@@ -30,9 +28,6 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
   LayerNorm  programming_examples/layer_norm/layer_norm.py:336-339 `np.random.seed(0)`, x (M, N), weight
         (N), bias (N), float64 randn -> bf16; :273-280 the f32 reference (mean, mean of squared deviations,
         `1/sqrt(var + 1e-5)`, `* w + b`) -> bf16.
-  RoPE  programming_examples/rope_halfsplit/rope_halfsplit.py:282-285 `default_rng(0)`,
-        `standard_normal((rows, head_dim), float32)` -> bf16; :191-211 the LUT (position = row index,
-        theta 500000 (:216, passed at :286), float64 cos/sin -> float32 -> bf16); :167-188 the f32 rotate-half ref -> bf16.
   GEMV  programming_examples/matrix_vector_multiplication/bf16/matvec.py:286-291 `np.random.seed(42)`,
         `(randn(M, K)*4).astype(bf16)`, `(randn(K)*4)`; ref `np.dot(A.f32, x.f32).astype(bf16)`.
   FlashAttention  programming_examples/flash_attention/kernel_fusion_based/attn_npu2.py:1439-1445
@@ -47,14 +42,7 @@ Sources (Xilinx/mlir-air, the mirror's HEAD e972f29):
         `uniform(0.005, 0.02, (N_out, K/32))` then mins `uniform(-0.1, 0.1, ...)`, both `.astype(float32)`;
         `pack_weight` hands the kernel bf16 scales and mins, while the reference keeps the float32 ones:
         `(q * repeat(sc, 32) + repeat(mn, 32)).astype(bfloat16)`; `run_test(..., rtol=0.1, atol=0.05)`.
-  Element-wise Multiply  programming_examples/eltwise_mul/eltwise_mul.py (@0b499c9, later than e972f29) `__main__`:
-        `rng = default_rng(0)`, `standard_normal(shape, dtype=float32).astype(bfloat16)` for a then b (a 2-D
-        `--shape 2048 2048` draws the same stream as N = 4194304); ref `(a.f32 * b.f32).astype(bfloat16)`.
-  Conv1D  programming_examples/conv1d_depthwise/conv1d_depthwise.py (@09ca164) `__main__`: `default_rng(0)`,
-        x body `standard_normal((seq, C), float32)` into rows 2.. of a zero (seq + 2, C) array, then (unless
-        `--zero-pad`) the 2 pad rows `standard_normal((2, C), float32)`, cast to bf16; taps
-        `(standard_normal((3, C), float32) * 0.5)` -> bf16; `conv1d_reference`: f32 sum of the 3 tap products,
-        oldest first, -> bf16. The pad comes from the tile's `pad` key (default nonzero, as the harness).
+  The kernels of the registry (npu_kernels.numerics.kernels: eltwise_add, eltwise_mul, conv1d, ...): each module cites its own script.
 Statistics: python/air/backend/xrt_runner.py:375-392 (`abs_err = |a - e|`, `rel_err = abs_err/(|e| +
   1e-30)`, `mean_rel_L1 = mean(abs_err)/(mean|e| + 1e-30)`, printed `%.3e`), over the full output; bf16
   outputs are upcast to float64 first (:412-415), float32 outputs stay float32 (numpy's float32 means).
@@ -68,23 +56,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npu_kernels.numerics.bf16 import to_bf16
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.kernels import get as kernel_definition
+from npu_kernels.numerics.harness_case import ELEMENTWISE_SEED, HarnessCase  # noqa: F401 (HarnessCase: its API)
+from npu_kernels.numerics.harness_case import harness_bf16 as _bf16
 from npu_kernels.numerics.references import attention_reference
 
 GEMM_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
-ELEMENTWISE_SEED = 0  # eltwise_add.py:223, gelu.py:248, silu_and_mul.py:318, rope_halfsplit.py:282
 NORM_SEED = 0  # weighted_rms_norm.py:388, layer_norm.py:336 (np.random.seed)
 GEMV_SEED = 42  # matvec.py:286 (np.random.seed)
 GEMV_SCALE = 4.0  # matvec.py:287-288
 FA_SEED = 42  # attn_npu2.py:1439 (default_rng)
 NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
-ROPE_THETA = 500000.0  # rope_halfsplit.py:216
-GELU_SQRT_2_OVER_PI = 0.7978845608  # python/air/api/ops.py:415
-GELU_BETA = 0.044715  # python/air/api/ops.py:416
 Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
 Q4NX_GROUP = 32  # dequant_q4nx.py GS
-HARNESS_KERNELS = ("gemm", "eltwise_add", "eltwise_mul", "conv1d", "gelu", "silu_mul", "rmsnorm", "layernorm", "rope", "gemv", "flash_attention",
-                   "dequant_q4nx")
+# the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
+HARNESS_KERNELS = ("gemm", "gemv", "flash_attention",
+                   "dequant_q4nx") + tuple(d.name for d in kernel_definitions())
 
 
 class HarnessNotReproduced(KeyError):
@@ -92,33 +80,6 @@ class HarnessNotReproduced(KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
-
-
-@dataclass(frozen=True)
-class HarnessCase:
-    """The device inputs (float32 arrays holding bf16 values) and the harness's reference."""
-
-    inputs: dict[str, np.ndarray]
-    reference: np.ndarray  # float32, already cast to the output dtype
-    out_dtype: str  # "bf16" | "f32"
-    source: str
-
-
-def _bf16(x: np.ndarray) -> np.ndarray:
-    """The harness's `.astype(bfloat16)` as NPU2's lines were measured with it; returns float32.
-
-    A float64 draw goes to float32 first, then to bf16, both nearest-even (double rounding): the cast of
-    every ml_dtypes before 0.7 (jax-ml/ml_dtypes v0.5.4 `ml_dtypes/_src/custom_float.h:625-634`, v0.6.0
-    :633-642: `NPyCast` converts through `CastToFloat`, a `static_cast<float>`), which is what mlir-air's
-    unpinned `ml_dtypes` (utils/requirements.txt:2) installed when the lines were measured (the registry
-    JSON's `"measured": "2026-06"`, PR #1841's comment 2026-08-20; ml_dtypes 0.7.0 is of 2026-11-16).
-    0.7.0 rounds float64 to bf16 once (its changelog: "Fixed double rounding when converting ... from
-    float64" (#401); `include/float8.h` `RoundToOddFloat`, round-to-odd narrowing to float): about one
-    draw in 130,000 lands on a bf16 tie after the float32 step and comes out one bf16 ulp apart, which
-    moves the drain lines of 64x720x32 and 64x720x2048 in their third digit. The float32 step is explicit
-    here (`npu_kernels.numerics.bf16.to_bf16`), so the inputs are the same under any ml_dtypes.
-    """
-    return to_bf16(np.asarray(x, dtype=np.float32))
 
 
 def sequential_matmul_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -144,86 +105,6 @@ def _gemm(shape: dict, contract: str) -> HarnessCase:
     if out_dtype == "bf16":
         ref = _bf16(ref)
     return HarnessCase({"a": a, "b": b}, ref, out_dtype, "matrix_multiplication/bf16/run.py:59,493-507")
-
-
-def _elementwise_draws(n: int, count: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(ELEMENTWISE_SEED)
-    return [_bf16(rng.standard_normal(n, dtype=np.float32)) for _ in range(count)]
-
-
-def _eltwise_add(shape: dict, contract: str) -> HarnessCase:
-    a, b = _elementwise_draws(shape["N"], 2)
-    return HarnessCase({"a": a, "b": b}, _bf16(a + b), "bf16", "eltwise_add/eltwise_add.py:223-231")
-
-
-def _eltwise_mul(shape: dict, contract: str) -> HarnessCase:
-    a, b = _elementwise_draws(shape["N"], 2)
-    return HarnessCase({"a": a, "b": b}, _bf16(a * b), "bf16", "eltwise_mul/eltwise_mul.py@0b499c9 __main__")
-
-
-def _conv1d(shape: dict, contract: str, pad: str = "nonzero") -> HarnessCase:
-    seq, ch = shape["seq"], shape["C"]
-    rng = np.random.default_rng(ELEMENTWISE_SEED)
-    x = np.zeros((seq + 2, ch), np.float32)
-    x[2:] = rng.standard_normal((seq, ch), dtype=np.float32)
-    if pad != "zero":
-        x[:2] = rng.standard_normal((2, ch), dtype=np.float32)
-    x = _bf16(x)
-    w = _bf16(rng.standard_normal((3, ch), dtype=np.float32) * np.float32(0.5))
-    ref = x[0:seq] * w[0]
-    for j in (1, 2):
-        ref += x[j : j + seq] * w[j]
-    return HarnessCase({"x": x, "w": w}, _bf16(ref), "bf16", f"conv1d_depthwise/conv1d_depthwise.py@09ca164 __main__ ({pad} pad)")
-
-
-def _gelu(shape: dict, contract: str) -> HarnessCase:
-    (x,) = _elementwise_draws(shape["N"], 1)
-    c, beta = np.float32(GELU_SQRT_2_OVER_PI), np.float32(GELU_BETA)
-    ref = np.float32(0.5) * x * (np.float32(1.0) + np.tanh(c * (x + beta * x * x * x)))
-    return HarnessCase({"x": x}, _bf16(ref), "bf16", "gelu/gelu.py:55-67,248-256")
-
-
-def _silu_mul(shape: dict, contract: str) -> HarnessCase:
-    g, u = _elementwise_draws(shape["N"], 2)
-    silu = g * (np.float32(1.0) / (np.float32(1.0) + np.exp(-g)))
-    return HarnessCase({"g": g, "u": u}, _bf16(silu * u), "bf16", "silu_and_mul/silu_and_mul.py:249-252,318-328")
-
-
-def _rmsnorm(shape: dict, contract: str) -> HarnessCase:
-    m, n = shape["M"], shape["N"]
-    rs = np.random.RandomState(NORM_SEED)
-    x = _bf16(rs.randn(m, n))
-    w = _bf16(rs.randn(n))
-    rms = np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + np.float32(NORM_EPS))
-    return HarnessCase({"x": x, "w": w}, _bf16((x / rms) * w), "bf16", "weighted_rms_norm/weighted_rms_norm.py:40,325-329,388-390")
-
-
-def _layernorm(shape: dict, contract: str) -> HarnessCase:
-    m, n = shape["M"], shape["N"]
-    rs = np.random.RandomState(NORM_SEED)
-    x = _bf16(rs.randn(m, n))
-    w = _bf16(rs.randn(n))
-    b = _bf16(rs.randn(n))
-    mean = np.mean(x, axis=-1, keepdims=True)
-    var = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
-    rstd = np.float32(1.0) / np.sqrt(var + np.float32(NORM_EPS))
-    ref = (x - mean) * rstd * w + b
-    return HarnessCase({"x": x, "w": w, "b": b}, _bf16(ref), "bf16", "layer_norm/layer_norm.py:52,273-280,336-339")
-
-
-def _rope(shape: dict, contract: str) -> HarnessCase:
-    rows, hd = shape["rows"], shape["head_dim"]
-    half = hd // 2
-    x = _bf16(np.random.default_rng(ELEMENTWISE_SEED).standard_normal((rows, hd), dtype=np.float32))
-    freqs = 1.0 / (ROPE_THETA ** (2.0 * np.arange(half, dtype=np.float64) / hd))
-    angles = np.outer(np.arange(rows, dtype=np.float64), freqs)
-    cos = _bf16(np.cos(angles).astype(np.float32))  # float64 -> float32 -> bf16, as the LUT is built
-    sin = _bf16(np.sin(angles).astype(np.float32))
-    x1, x2 = x[:, :half], x[:, half:]
-    ref = np.empty_like(x)
-    ref[:, :half] = x1 * cos - x2 * sin
-    ref[:, half:] = x1 * sin + x2 * cos
-    return HarnessCase({"x": x, "cos": cos, "sin": sin}, _bf16(ref), "bf16", "rope_halfsplit/rope_halfsplit.py:167-211,216,282-286")
 
 
 def _gemv(shape: dict, contract: str) -> HarnessCase:
@@ -260,13 +141,6 @@ def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
 
 _BUILDERS = {
     "gemm": _gemm,
-    "eltwise_add": _eltwise_add,
-    "eltwise_mul": _eltwise_mul,
-    "gelu": _gelu,
-    "silu_mul": _silu_mul,
-    "rmsnorm": _rmsnorm,
-    "layernorm": _layernorm,
-    "rope": _rope,
     "gemv": _gemv,
     "flash_attention": _flash_attention,
     "dequant_q4nx": _dequant_q4nx,
@@ -275,9 +149,10 @@ _BUILDERS = {
 
 def harness_case(kernel: str, shape: dict, contract: str | None = None, tile: dict | None = None) -> HarnessCase:
     """mlir-air's harness inputs and reference for `kernel` at `shape` (a normalised catalog shape); `tile`
-    matters only where a harness flag changes the draw (conv1d's `pad`: `--zero-pad`)."""
-    if kernel == "conv1d":
-        return _conv1d(shape, contract or "", (tile or {}).get("pad", "nonzero"))
+    matters only where a harness flag changes the draw (a registry kernel's, e.g. conv1d's `pad`: `--zero-pad`)."""
+    registered = kernel_definition(kernel)
+    if registered is not None:
+        return registered.harness_case(shape, contract or "", tile)
     try:
         build = _BUILDERS[kernel]
     except KeyError:

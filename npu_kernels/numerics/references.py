@@ -20,8 +20,6 @@ from npu_kernels.numerics.spec import ShapeError
 RMS_EPS = 1e-5  # the mlir-air harnesses' eps (weighted_rms_norm.py, layer_norm.py)
 LN_EPS = 1e-5
 ROPE_THETA = 500000.0  # rope_halfsplit.py's LUT (llama-3.2 rope_base)
-GELU_C = math.sqrt(2.0 / math.pi)
-GELU_BETA = 0.044715
 
 
 def bf16_randn(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:
@@ -61,35 +59,6 @@ def gemv_call(ex, i, s, contract, tile):
 # --- norms -----------------------------------------------------------------------------------------------
 
 
-def rmsnorm_inputs(s, rng):
-    return {"x": bf16_randn(rng, (s["M"], s["N"])), "w": bf16_randn(rng, (s["N"],))}
-
-
-def rmsnorm_reference(i, s):
-    x = i["x"]
-    rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32) + np.float32(RMS_EPS))
-    return x / rms * i["w"]
-
-
-def rmsnorm_call(ex, i, s, contract, tile):
-    return ex.rmsnorm(i["x"], i["w"], RMS_EPS)
-
-
-def layernorm_inputs(s, rng):
-    return {"x": bf16_randn(rng, (s["M"], s["N"])), "w": bf16_randn(rng, (s["N"],)), "b": bf16_randn(rng, (s["N"],))}
-
-
-def layernorm_reference(i, s):
-    x = i["x"]
-    mu = x.mean(axis=-1, keepdims=True, dtype=np.float32)
-    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True, dtype=np.float32)
-    return (x - mu) / np.sqrt(var + np.float32(LN_EPS)) * i["w"] + i["b"]
-
-
-def layernorm_call(ex, i, s, contract, tile):
-    return ex.layernorm(i["x"], i["w"], i["b"], LN_EPS)
-
-
 # --- RoPE ------------------------------------------------------------------------------------------------
 
 
@@ -100,40 +69,6 @@ def rope_lut(rows: int, head_dim: int, theta: float = ROPE_THETA, positions=None
     freqs = 1.0 / (theta ** (2.0 * np.arange(half, dtype=np.float64) / head_dim))
     angles = np.outer(pos, freqs)  # (rows, half)
     return to_bf16(np.cos(angles).astype(np.float32)), to_bf16(np.sin(angles).astype(np.float32))
-
-
-def rope_check_shape(s):
-    if s["head_dim"] % 2:
-        raise ShapeError(f"rope: head_dim={s['head_dim']} must be even (half-split)")
-    rd = s.get("rotary_dim", s["head_dim"])
-    if rd % 2 or rd > s["head_dim"]:
-        raise ShapeError(f"rope: rotary_dim={rd} must be even and at most head_dim={s['head_dim']}")
-
-
-def _rotary(s) -> int:
-    """The leading columns a row rotates: rotary_dim of a partial rotary (the tail passes through), else all."""
-    return s.get("rotary_dim", s["head_dim"])
-
-
-def rope_inputs(s, rng):
-    cos, sin = rope_lut(s["rows"], _rotary(s))
-    return {"x": bf16_randn(rng, (s["rows"], s["head_dim"])), "cos": cos, "sin": sin}
-
-
-def rope_reference(i, s):
-    rd = _rotary(s)
-    x, tail = i["x"][:, :rd], i["x"][:, rd:]
-    half = rd // 2
-    x1, x2 = x[:, :half], x[:, half:]
-    c, sn = i["cos"], i["sin"]
-    return np.concatenate([x1 * c - x2 * sn, x1 * sn + x2 * c, tail], axis=-1)
-
-
-def rope_call(ex, i, s, contract, tile):
-    rd = _rotary(s)
-    if rd == s["head_dim"]:
-        return ex.rope(i["x"], i["cos"], i["sin"])
-    return np.concatenate([ex.rope(np.ascontiguousarray(i["x"][:, :rd]), i["cos"], i["sin"]), i["x"][:, rd:]], axis=-1)
 
 
 # --- FlashAttention --------------------------------------------------------------------------------------
@@ -195,92 +130,6 @@ def flash_attention_bytes(s):
 
 
 # --- elementwise -----------------------------------------------------------------------------------------
-
-
-def eltwise_add_inputs(s, rng):
-    return {"a": bf16_randn(rng, (s["N"],)), "b": bf16_randn(rng, (s["N"],))}
-
-
-def eltwise_add_reference(i, s):
-    return i["a"] + i["b"]
-
-
-def eltwise_add_call(ex, i, s, contract, tile):
-    return ex.eltwise_add(i["a"], i["b"])
-
-
-def eltwise_mul_inputs(s, rng):
-    return {"a": bf16_randn(rng, (s["N"],)), "b": bf16_randn(rng, (s["N"],))}
-
-
-def eltwise_mul_reference(i, s):
-    return i["a"] * i["b"]
-
-
-def eltwise_mul_call(ex, i, s, contract, tile):
-    return ex.eltwise_mul(i["a"], i["b"])
-
-
-# --- Conv1D (causal depthwise, 3 taps: LFM2's short convolution) -------------------------------------------
-# mlir-air kernel_registry/details/Conv1D_bf16.md (ff1efdb0) "Interface and the pre-padding convention": x is
-# (seq + 2, C) pre-padded (row t is position t - 2), w (3, C) tap-major, oldest tap first; the two leading rows
-# are the conv state, zeros at a sequence start, the carried tail at decode. "Gate on a NONZERO pad": the
-# inputs here carry a nonzero pad unless the tile asks `pad=zero` (the importer's `pad` key of the pad-gate rows).
-
-CONV_TAPS = 3  # Conv1D_bf16.md "k=3"; conv1d_depthwise.py K_TAPS
-CONV_PADS = ("nonzero", "zero")
-
-
-def conv1d_inputs(s, rng):
-    """x N(0, 1) with a nonzero N(0, 1) pad, taps N(0, 0.5^2) (the harness's scale for trained LFM2 taps)."""
-    return {"x": bf16_randn(rng, (s["seq"] + CONV_TAPS - 1, s["C"])), "w": bf16_randn(rng, (CONV_TAPS, s["C"]), 0.5)}
-
-
-def conv1d_padded(i: dict, tile: dict | None) -> dict:
-    """The inputs with the pad the tile names: `pad=zero` zeroes the state rows (the prefill case)."""
-    pad = (tile or {}).get("pad", "nonzero")
-    if pad not in CONV_PADS:
-        raise ShapeError(f"conv1d: pad={pad!r}; expected one of {', '.join(CONV_PADS)}")
-    if pad == "nonzero":
-        return i
-    x = i["x"].copy()
-    x[: CONV_TAPS - 1] = 0.0
-    return {**i, "x": x}
-
-
-def conv1d_reference(i, s):
-    w = i["w"]
-    return sum(i["x"][j : j + s["seq"]] * w[j] for j in range(CONV_TAPS))
-
-
-def conv1d_call(ex, i, s, contract, tile):
-    return ex.conv1d(i["x"], i["w"])
-
-
-def silu_mul_inputs(s, rng):
-    return {"g": bf16_randn(rng, (s["N"],)), "u": bf16_randn(rng, (s["N"],))}
-
-
-def silu_mul_reference(i, s):
-    g = i["g"]
-    return g * (np.float32(1.0) / (np.float32(1.0) + np.exp(-g))) * i["u"]
-
-
-def silu_mul_call(ex, i, s, contract, tile):
-    return ex.silu_mul(i["g"], i["u"])
-
-
-def gelu_inputs(s, rng):
-    return {"x": bf16_randn(rng, (s["N"],))}
-
-
-def gelu_reference(i, s):
-    x = i["x"]
-    return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(np.float32(GELU_C) * (x + np.float32(GELU_BETA) * x * x * x)))
-
-
-def gelu_call(ex, i, s, contract, tile):
-    return ex.gelu(i["x"])
 
 
 # --- Q4NX (4-bit codes, bf16 scale and min per 32-column group: w = q * scale + min) --------------------

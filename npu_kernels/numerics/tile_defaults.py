@@ -8,10 +8,11 @@ use them). Imports: npu_kernels.numerics.catalog, npu_kernels.numerics.tile_rule
 
 from __future__ import annotations
 
+from npu_kernels.numerics.kernels import in_listing_order
 from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.tile_common import largest_divisor
 from npu_kernels.numerics.tile_rules import (
     BD_REPEAT_LIMIT,
-    ELTWISE,
     GEMM_B_STRIDE_LIMIT,
     GEMV_L1_BYTES,
     GEMV_L2_BYTES,
@@ -123,55 +124,11 @@ def _gemv_default(s: dict, target: str) -> dict:
 
 
 
-# --- norms, rope, elementwise ----------------------------------------------------------------------------
-
-
-def largest_divisor(n: int, cap: int) -> int:
-    for d in range(min(cap, n), 0, -1):
-        if n % d == 0:
-            return d
-    return 1
-
-
-def _norm_default(s: dict, target: str) -> dict:
-    return {"herd_x": largest_divisor(s["M"], array_columns(target))}
+# --- norms -----------------------------------------------------------------------------------------------------
 
 
 
-def _rope_default(s: dict, target: str) -> dict:
-    return {"herd_x": largest_divisor(s["rows"], array_columns(target)), "herd_y": 1}
 
-
-
-def _elt_default(kernel: str):
-    key, tile, hy, _ = ELTWISE[kernel]
-
-    def default(s: dict, target: str) -> dict:
-        cols = array_columns(target)
-        herd_y = min(hy, array_rows(target))
-        for t in (tile, tile // 2, tile // 4, tile // 8, 256, 128, 64, 32, 16):
-            for hx in range(cols, 0, -1):
-                for y in range(herd_y, 0, -1):
-                    if s["N"] % (t * hx * y) == 0:
-                        return {key: t, "herd_x": hx, "herd_y": y}
-        return {key: 16, "herd_x": 1, "herd_y": 1}
-
-    return default
-
-
-
-# --- conv1d ------------------------------------------------------------------------------------------------
-
-
-def _conv1d_default(s: dict, target: str) -> dict:
-    """conv1d_depthwise.py's defaults (herd 8x1, tile_s 32: the LFM2-1.2B prefill scale), herd_x 8 / 4 / 1
-    (never 2) where C needs it, tile_s halved until it divides seq and fits L1; a nonzero pad (the decode case,
-    Conv1D_bf16.md "Gate on a NONZERO pad")."""
-    cols = array_columns(target)
-    hx = next((h for h in (cols, 4, 1) if h <= cols and s["C"] % h == 0 and (s["C"] // h) % 16 == 0), 1)
-    tile_c = s["C"] // hx
-    ts = next((t for t in halvings(32) if s["seq"] % t == 0 and (2 * t + 5) * tile_c * 2 <= 65536), 1)
-    return {"tile_s": ts, "herd_x": hx, "herd_y": 1, "pad": "nonzero"}
 
 
 # --- flash attention -------------------------------------------------------------------------------------
@@ -215,21 +172,15 @@ def _gemv_q4_default(s: dict, target: str) -> dict:
 # --- by kernel -------------------------------------------------------------------------------------------
 
 
-DEFAULTS = {
+_PIECEWISE = {
     "gemm": _gemm_default,
     "gemv": _gemv_default,
-    "rmsnorm": _norm_default,
-    "layernorm": _norm_default,
-    "rope": _rope_default,
     "flash_attention": _fa_default,
-    "eltwise_add": _elt_default("eltwise_add"),
-    "eltwise_mul": _elt_default("eltwise_mul"),
-    "conv1d": _conv1d_default,
-    "silu_mul": _elt_default("silu_mul"),
-    "gelu": _elt_default("gelu"),
     "dequant_q4nx": _dequant_q4_default,
     "gemv_q4nx": _gemv_q4_default,
 }
+# and the kernels of the registry (npu_kernels.numerics.kernels): each module's `tile_default`
+DEFAULTS = in_listing_order(_PIECEWISE, lambda d: d.tile_default)
 
 
 

@@ -7,6 +7,8 @@ Imports: npu_kernels.thresholds, npu_kernels.numerics.tile_rules.
 
 from __future__ import annotations
 
+from npu_kernels.numerics.kernels import get as kernel_definition
+from npu_kernels.numerics.tile_common import rows_note
 from npu_kernels.numerics.tile_rules import GEMM_B_STRIDE_LIMIT, array_columns, array_rows
 from npu_kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 
@@ -44,15 +46,17 @@ def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_t
     if n >= tiles_target:
         return ""
     cols = array_columns(target)
-    if kernel in ("eltwise_add", "eltwise_mul", "silu_mul", "conv1d") and herd[1] == 1 and herd[0] == cols:
+    registered = kernel_definition(kernel)
+    three_dmas = registered is not None and registered.dmas_per_tile == 3
+    if three_dmas and herd[1] == 1 and herd[0] == cols:
         return f"3 DMAs per tile (2 in, 1 out): the shim channels place one row of {cols} tiles, not more"
-    if kernel == "rope" and herd[0] * herd[1] == cols:
-        return f"3 DMAs per tile (input, LUT, output): at most {cols} tiles place"
-    if kernel in ("rmsnorm", "layernorm", "rope", "gemv"):
-        rows_key = "rows" if kernel == "rope" else "M"
-        if s[rows_key] < tiles_target or s[rows_key] % tiles_target:
-            return (f"{rows_key}={s[rows_key]}: only {n} of {tiles_target} tiles get whole rows"
-                    + (" (no row parallelism at M=1, decode)" if s[rows_key] == 1 else ""))
+    note = registered.tile_note(s, t, herd, target, tiles_target) if registered and registered.tile_note else None
+    if note:
+        return note
+    if kernel == "gemv":
+        note = rows_note("M", s["M"], n, tiles_target)
+        if note:
+            return note
     if kernel == "flash_attention":
         why = []
         if t["num_heads_per_unroll"] == 1 and s["heads_q"] % 2:
@@ -65,7 +69,5 @@ def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_t
             return "; ".join(why)
     if kernel == "gemm":
         return f"M={s['M']}: herd_m {t['herd_m']} (M < tile_m*{cols} or not a multiple of it)"
-    if kernel == "gelu":
-        return f"N={s['N']} does not split over 8x2 tiles of {t['tile_n']}"
     return f"{n} of {tiles_target} tiles placed for this shape"
 

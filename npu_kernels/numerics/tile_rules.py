@@ -13,13 +13,8 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
   gemv   M % (tile_m*herd_m) == 0, tile_m even, K % 64 == 0, herd_m*tile_m*K*2 + herd_m*tile_m*2 <=
          524288 (L2), M/(tile_m*herd_m) - 1 <= 255 (BD repeat count; the verified 16384x2048 LM-head
          partition runs 256 iterations), tile_m % m_input == 0, (m_input + 1)*K*2 <= 65536 (L1).
-  rmsnorm/layernorm  M % herd_x == 0, N % 16 == 0, herd_x <= columns.
-  rope   rows % (herd_x*herd_y) == 0, herd_x*herd_y <= 8 (3 shim DMAs per tile), head_dim % 32 == 0.
-  eltwise_add/eltwise_mul/silu_mul  herd_y == 1 (3 DMAs per tile), N % (tile*herd_x) == 0, tile <= 4096 (L1).
-  eltwise_mul  as eltwise_add (EltwiseMul_bf16.md: the same DSL body, tile and herd defaults).
-  conv1d (2*tile_s + 5)*(C/herd_x)*2 <= 65536 (L1; over it compiles and is silently wrong), herd_x != 2,
-         herd_y == 1, C % herd_x == 0 with tile_c a multiple of 16, seq % (tile_s*herd_y) == 0 (Conv1D_bf16.md).
-  gelu   herd_x*herd_y <= 16 (2 DMAs per tile: 8x2 places, 8x4 does not), N % (tile_n*herd_x*herd_y) == 0.
+  the kernels of the registry (npu_kernels.numerics.kernels: rmsnorm, layernorm, rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d,
+  ...): their modules' `tile_rules`.
   flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
          chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise
          forbid causal attention at head_dim 128; at head_dim 256 lkp 32, the head-first tiling mlir-air runs
@@ -28,16 +23,20 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
          heads_q % heads_per_unroll == 0, columns heads_per_unroll*num_q_tiles <= 8, stages <= rows,
          lqp % num_q_tiles == 0, lq % lqp == 0, lk % (lkp*stages) == 0.
 
-Imports: npu_kernels.numerics.catalog (shape normalisation) only.
+Imports: npu_kernels.numerics.catalog (shape normalisation) and the kernel registry.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.kernels import get as kernel_definition
+from npu_kernels.numerics.tile_common import (  # noqa: F401 (re-exported: the planner's names)
+    ARRAYS,
+    Rule,
+    array_columns,
+    array_rows,
+)
 
-ARRAYS = {"npu2": (8, 4), "npu1": (4, 4)}  # (columns, compute rows)
 GEMM_B_STRIDE_LIMIT = 1_048_576
 GEMV_L2_BYTES = 524_288
 GEMV_L1_BYTES = 65_536
@@ -57,18 +56,6 @@ class TileRuleViolation(ValueError):
         super().__init__(f"{rule}: {message}")
         self.rule = rule
         self.violations = violations or [(rule, message)]
-
-
-
-Rule = tuple[str, Callable[[dict, dict], bool], Callable[[dict, dict], str]]
-
-
-def array_columns(target: str) -> int:
-    return ARRAYS[target][0]
-
-
-def array_rows(target: str) -> int:
-    return ARRAYS[target][1]
 
 
 
@@ -143,104 +130,8 @@ def _gemv_rules(target: str) -> list[Rule]:
 
 
 
-# --- norms, rope, elementwise ----------------------------------------------------------------------------
+# --- norms -----------------------------------------------------------------------------------------------------
 
-
-def _norm_rules(kernel: str, target: str) -> list[Rule]:
-    cols = array_columns(target)
-    return [
-        (f"{kernel}.M_divisible_by_herd_x", lambda s, t: s["M"] % t["herd_x"] == 0,
-         lambda s, t: f"M={s['M']} rows do not split over herd_x={t['herd_x']}"),
-        (f"{kernel}.N_divisible_by_vector_size", lambda s, t: s["N"] % 16 == 0,
-         lambda s, t: f"N={s['N']} is not a multiple of the 16-lane bf16 vector"),
-        (f"{kernel}.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols,
-         lambda s, t: f"herd_x={t['herd_x']} exceeds the {cols} columns"),
-    ]
-
-
-
-def _rope_rules(target: str) -> list[Rule]:
-    cols = array_columns(target)
-    return [
-        ("rope.rows_divisible_by_herd", lambda s, t: s["rows"] % (t["herd_x"] * t["herd_y"]) == 0,
-         lambda s, t: f"rows={s['rows']} do not split over herd {t['herd_x']}x{t['herd_y']}"),
-        ("rope.three_dma_tiles_le_columns", lambda s, t: t["herd_x"] * t["herd_y"] <= cols,
-         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']}: 3 shim DMAs per tile (input, LUT, output) allow at "
-         f"most {cols} tiles"),
-        ("rope.head_dim_multiple_of_32", lambda s, t: s["head_dim"] % 32 == 0,
-         lambda s, t: f"head_dim={s['head_dim']}: each half must fill 16-lane vectors"),
-    ]
-
-
-
-ELTWISE = {  # kernel: (tile key, default tile, max herd_y, DMAs per tile)
-    "eltwise_add": ("tile", 2048, 1, 3),
-    # eltwise_mul.py@0b499c9 `default_tile`: the largest power of two, capped at 1024, whose three ping-ponged
-    # bf16 buffers fit L1; EltwiseMul_bf16.md (e0eee76d): tile and herd defaults shared with eltwise_add
-    "eltwise_mul": ("tile", 1024, 1, 3),
-    "silu_mul": ("tile_n", 4096, 1, 3),
-    "gelu": ("tile_n", 4096, 2, 2),
-}
-
-
-
-def _elt_rules(kernel: str, target: str) -> list[Rule]:
-    key, _, max_y, dmas = ELTWISE[kernel]
-    cols = array_columns(target)
-    if dmas == 3:
-        herd_rule = (f"{kernel}.herd_y_eq_1", lambda s, t: t["herd_y"] == 1,
-                     lambda s, t: f"herd_y={t['herd_y']}: 3 DMAs per tile (2 in, 1 out) exhaust the shim channels "
-                     "beyond one row")
-    else:
-        herd_rule = (f"{kernel}.tiles_le_16", lambda s, t: t["herd_x"] * t["herd_y"] <= 2 * cols,
-                     lambda s, t: f"herd {t['herd_x']}x{t['herd_y']}: 2 DMAs per tile place at most "
-                     f"{2 * cols} tiles (8x2), the full 8x4 does not")
-    return [
-        herd_rule,
-        (f"{kernel}.N_divisible_by_tile_herd", lambda s, t: s["N"] % (t[key] * t["herd_x"] * t["herd_y"]) == 0,
-         lambda s, t: f"N={s['N']} is not a multiple of {key}*herd_x*herd_y={t[key]}*{t['herd_x']}*{t['herd_y']}"),
-        (f"{kernel}.tile_fits_l1", lambda s, t: t[key] <= 4096 and t[key] % 16 == 0,
-         lambda s, t: f"{key}={t[key]} must be a multiple of 16 and <= 4096 (ping-ponged buffers in 64 KiB L1)"),
-        (f"{kernel}.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and 1 <= t["herd_y"] <= array_rows(target),
-         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}x{array_rows(target)} array"),
-    ]
-
-
-
-# --- conv1d (causal depthwise, 3 taps) ------------------------------------------------------------------
-
-CONV1D_L1_BYTES = 65_536  # conv1d_depthwise.py L1_BYTES: per-compute-tile L1 on AIE2P
-
-
-def conv1d_l1_bytes(s: dict, t: dict) -> int:
-    """Conv1D_bf16.md (ff1efdb0) "L1 budget (hard)": (tile_s + 2) halo rows + 3 tap rows + tile_s output rows
-    of tile_c bf16 channels, i.e. (2*tile_s + 5)*tile_c*2 bytes."""
-    return (2 * t["tile_s"] + 5) * (s["C"] // t["herd_x"]) * 2
-
-
-def _conv1d_rules(target: str) -> list[Rule]:
-    """Conv1D_bf16.md (ff1efdb0) "Tunable parameters" and "Two traps", conv1d_depthwise.py@09ca164
-    `build_module`'s asserts. The L1 budget comes first: 4x1 at tile_s 32 (70.6 KB) compiles and returns
-    silently wrong results; herd_x 2 is measured broken (silently wrong at tile_s 8); herd_y > 1 deadlocks on
-    the second invocation."""
-    cols = array_columns(target)
-    return [
-        ("conv1d.l1_budget", lambda s, t: conv1d_l1_bytes(s, t) <= CONV1D_L1_BYTES,
-         lambda s, t: f"tile_s={t['tile_s']}, tile_c={s['C'] // t['herd_x']}: {conv1d_l1_bytes(s, t)} bytes > "
-         f"{CONV1D_L1_BYTES} of L1 (over-allocation compiles and returns silently wrong results)"),
-        ("conv1d.herd_x_not_2", lambda s, t: t["herd_x"] != 2,
-         lambda s, t: "herd_x=2 is measured broken on NPU2 (aircc failure at tile_s 4, silently wrong at tile_s 8)"),
-        ("conv1d.herd_y_eq_1", lambda s, t: t["herd_y"] == 1,
-         lambda s, t: f"herd_y={t['herd_y']}: the second invocation deadlocks (ERT_CMD_STATE_TIMEOUT); only 1 is usable"),
-        ("conv1d.C_divisible_by_herd_x", lambda s, t: s["C"] % t["herd_x"] == 0 and (s["C"] // t["herd_x"]) % 16 == 0,
-         lambda s, t: f"C={s['C']} must split over herd_x={t['herd_x']} into tile_c multiples of the 16-lane vector"),
-        ("conv1d.seq_divisible_by_tile_s", lambda s, t: s["seq"] % (t["tile_s"] * t["herd_y"]) == 0,
-         lambda s, t: f"seq={s['seq']} is not a multiple of tile_s*herd_y={t['tile_s']}*{t['herd_y']}"),
-        ("conv1d.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and t["herd_y"] >= 1,
-         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}-column array"),
-        ("conv1d.pad_zero_or_nonzero", lambda s, t: t["pad"] in ("zero", "nonzero"),
-         lambda s, t: f"pad={t['pad']!r} must be zero (prefill) or nonzero (the carried state)"),
-    ]
 
 
 # --- flash attention -------------------------------------------------------------------------------------
@@ -315,21 +206,18 @@ def _q4_rules(kernel: str, target: str) -> list[Rule]:
 
 
 def kernel_rules(kernel: str, target: str) -> list[Rule]:
+    registered = kernel_definition(kernel)
+    if registered is not None:
+        return registered.tile_rules(target)
     if kernel in ("dequant_q4nx", "gemv_q4nx"):
         return _q4_rules(kernel, target)
     if kernel == "gemm":
         return _gemm_rules(target)
     if kernel == "gemv":
         return _gemv_rules(target)
-    if kernel in ("rmsnorm", "layernorm"):
-        return _norm_rules(kernel, target)
-    if kernel == "rope":
-        return _rope_rules(target)
     if kernel == "flash_attention":
         return _fa_rules(target)
-    if kernel == "conv1d":
-        return _conv1d_rules(target)
-    return _elt_rules(kernel, target)
+    raise KeyError(kernel)
 
 
 def herd_of(kernel: str, t: dict) -> list[int]:
@@ -337,11 +225,9 @@ def herd_of(kernel: str, t: dict) -> list[int]:
         return gemm_herd(t)
     if kernel == "gemv":
         return [t["herd_m"], 1]
-    if kernel in ("rmsnorm", "layernorm"):
-        return [t["herd_x"], 1]
     if kernel == "flash_attention":
         return fa_herd(t)
-    return [t["herd_x"], t["herd_y"]]
+    return [t["herd_x"], t.get("herd_y", 1)]  # a one-row herd (a norm) has no herd_y
 
 
 

@@ -15,13 +15,16 @@ FLOORS: a fitted per-MAC time may not beat one tile's MMA peak (1 / (512 x 1.5e9
 FITTED: the kernel cost model's constants (seconds per unit of the feature of the same name in
 `npu_kernels.perf.kernel_model`), fitted once by `npu_kernels.perf.fit.fit(kernel_rows())` on all 235 rows of
 anchors.toml (NNLS on relative error); `tests/unit/test_perf_model.py` refits and checks they still agree.
-EVIDENCE says what each means and which rows fix it.
+EVIDENCE says what each means and which rows fix it. The kernels of the registry (npu_kernels.numerics.kernels) declare
+their constants and evidence in their own modules; both tables take them in.
 
 HOST: the XRT-call and host-side constants, from the Llama-3.2-1B profile (profile_llama32_1b.toml); the
 derivations are in `npu_kernels.perf.host`.
 """
 
 from __future__ import annotations
+
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
 
 NPU2_COMPUTE_TILES = 32
 NPU2_MACS_PER_CYCLE = 512
@@ -57,28 +60,15 @@ FITTED: dict[str, float] = {
     "gemm_s_cast_launch": 0.00033,
     "gemv_s_per_byte_per_column": 2.335e-10,
     "gemv_s_per_call": 3.503e-07,
-    "rmsnorm_s_per_byte_per_tile": 3.287e-10,
-    "rmsnorm_s_per_unit": 1.168e-07,
-    "layernorm_s_per_byte_per_tile": 6.001e-10,
-    "layernorm_s_per_unit": 0.0,
-    "rope_s_per_byte_per_tile": 9.305e-11,
-    "rope_s_per_unit": 2.731e-08,
-    "eltwise_add_s_per_byte_per_tile": 0.0,
-    "eltwise_add_s_per_unit": 1.354e-06,
-    "silu_mul_s_per_byte_per_tile": 3.27e-10,
-    "silu_mul_s_per_unit": 0.0,
-    "gelu_s_per_byte_per_tile": 5.656e-10,
-    "gelu_s_per_unit": 0.0,
     "fa_s_pipeline_fill": 0.0005265,
     "fa_s_per_mac": 1.302e-12,
     "fa_s_per_mac_chunked": 2.069e-11,
     "fa_s_per_score": 2e-09,
     "fa_s_per_iteration": 3.996e-05,
     "fa_s_per_kv_byte": 2.99e-12,
-    "conv1d_s_per_byte_per_tile": 2.576e-10,
-    "conv1d_s_per_iteration": 0.0,
-    "eltwise_mul_s_per_byte_per_tile": 1.208e-10,
 }
+# the kernels of the registry (npu_kernels.numerics.kernels): each module's constants, fitted in the same fit
+FITTED.update((name, value) for d in kernel_definitions() for name, value in d.constants.items())
 
 R = "programming_examples/kernel_registry/details/"
 EVIDENCE: dict[str, str] = {
@@ -108,23 +98,6 @@ EVIDENCE: dict[str, str] = {
     "gemv_s_per_call": "per mv.cc call (m_input rows): 0.35 us; fixed by the registry's m_input sweep point "
                        "(2048x2048 at tile_m 8: m_input 1 20.9 vs m_input 8 25.5 GFLOP/s, GEMV_bf16.md:163 "
                        "against line 92) with the m_input < tile_m row 2048x11008 8/2/1 (line 116).",
-    "rmsnorm_s_per_byte_per_tile": "RMSNorm vector throughput per tile: 1/3.04 GB/s (in + out + weight); "
-                                   "RMSNorm_bf16.md:102-109 and the herd_x sweep lines 132-134.",
-    "rmsnorm_s_per_unit": "per row per tile (sum of squares reduction, rsqrt, row DMA): 0.12 us; the N=128 "
-                          "QK-norm row (155 us, RMSNorm_bf16.md:104) against the wide rows.",
-    "layernorm_s_per_byte_per_tile": "LayerNorm throughput per tile: 1/1.67 GB/s (two reductions); "
-                                     "LayerNorm_bf16.md:122 and the herd sweep 137-139.",
-    "layernorm_s_per_unit": "per-row cost: fitted 0 (one shape only; not separable from the byte term).",
-    "rope_s_per_byte_per_tile": "RoPE per tile: 1/10.7 GB/s (in + LUT + out); RoPE_bf16.md:175-187, 233-235.",
-    "rope_s_per_unit": "per row DMA (one head_dim row per DMA): 27 ns; head_dim 64 vs 128 rows at equal bytes.",
-    "eltwise_add_s_per_byte_per_tile": "fitted 0: the add is bound by its L1 chunk rounds, not bytes (below).",
-    "eltwise_add_s_per_unit": "per L1 chunk per tile (2048 elements: 2 in + 1 out DMA round): 1.36 us = "
-                              "9 GB/s per tile; EltwiseAdd_bf16.md:100-108 and the column sweep 140-142.",
-    "silu_mul_s_per_byte_per_tile": "SiLU-and-mul per tile: 1/3.06 GB/s (bf16 tanh-based sigmoid); "
-                                    "SiLU_Mul_bf16.md:101-111, 141.",
-    "silu_mul_s_per_unit": "per-chunk cost: fitted 0 (one tile size measured).",
-    "gelu_s_per_byte_per_tile": "GELU per tile: 1/1.77 GB/s (bf16 tanh); GELU_bf16.md:160-164, 192, 203-205.",
-    "gelu_s_per_unit": "per-chunk cost: fitted 0 (tile_n sweep is flat, GELU_bf16.md:215-219).",
     "fa_s_pipeline_fill": "flash attention's per-launch cascade set-up beyond the common floor: 0.53 ms; the "
                           "512x512 2-head row (0.73 ms, FlashAttention_bf16.md:151).",
     "fa_s_per_mac": "Q.K^T and P.V MACs per tile at lkp = head_dim = 64: at the per-tile peak floor (the FA "
@@ -134,15 +107,7 @@ EVIDENCE: dict[str, str] = {
     "fa_s_per_score": "online softmax per score per tile (bf16 exp, max, rescale): 2.0 ns; the head_dim-64 rows.",
     "fa_s_per_iteration": "per (head group, q chunk) herd iteration (Q load, O store, state reset): 40 us; "
                           "heads sweep at 512x512 (2/12/64 heads, lines 151-153).",
-    "conv1d_s_per_byte_per_tile": "Conv1D per tile: 1/3.88 GB/s for the padded input, the 3 tap rows and the output "
-                                  "each tile moves; the herd_x 8/4/1 rows at 2048x2048 (594.6 / 1355 / 4367 us, "
-                                  "supported_kernels.md@0b499c9, Conv1D — tested shapes).",
-    "conv1d_s_per_iteration": "per tile_s-row iteration (halo window DMA round): fitted 0 - tile_s 4/8/16/32 at herd "
-                              "8x1 read 599.5 / 594.6 / 599.4 / 621.4 us, flat to 4 % and not falling with fewer "
-                              "iterations (the same table).",
-    "eltwise_mul_s_per_byte_per_tile": "Element-wise Multiply per tile (2 in + 1 out bf16): 1/8.28 GB/s; its two "
-                                       "rows 1024x1024 180.5 us and 2048x2048 451.6 us (supported_kernels.md"
-                                       "@0b499c9, Element-wise Multiply — tested shapes), within 2 % of Add's 437 us.",
     "fa_s_per_kv_byte": "K/V stream per iteration: 1/334 GB/s effective (broadcast over the cascade); the GQA "
                         "32/8 vs 32/32 rows (lines 149-150).",
 }
+EVIDENCE.update((name, text) for d in kernel_definitions() for name, text in d.evidence.items())

@@ -31,7 +31,8 @@ from typing import Any
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.spec import ShapeError, UnknownKernel
 from npu_kernels.perf.constants import PEAK_FLOPS
-from npu_kernels.thresholds import DDR_BANDWIDTH_BYTES_S, PRINTED_TOLERANCE_REL, kernel_tolerance
+from npu_kernels.numerics.kernels import kernel_tolerance
+from npu_kernels.thresholds import DDR_BANDWIDTH_BYTES_S, PRINTED_TOLERANCE_REL
 
 
 class EvidenceError(ValueError):

@@ -22,18 +22,16 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.perf.constants import DERIVED, FITTED
 from npu_kernels.numerics.tiles import default_tile
 
-STREAMING = ("rmsnorm", "layernorm", "rope", "eltwise_add", "silu_mul", "gelu")
 Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
-# LFM2's short-convolution kernels, each with constants of its own, fitted on the NPU2 rows mlir-air measured for
-# them on an idle device (kernel_registry/supported_kernels.md@0b499c9, "Conv1D — tested shapes" and
-# "Element-wise Multiply — tested shapes", imported into anchors.toml). Before those rows existed (Conv1D_bf16.md
-# at ff1efdb0, EltwiseMul_bf16.md at e0eee76d: every latency cell ⏳) both were costed on Element-wise Add's.
-SHORTCONV = ("eltwise_mul", "conv1d")
-KERNELS = ("gemm", "gemv", "flash_attention") + STREAMING + Q4_KERNELS + SHORTCONV
+# The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
+# in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
+KERNELS = ("gemm", "gemv", "flash_attention") + Q4_KERNELS + tuple(d.name for d in kernel_definitions())
 MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
 FUSED_CAST_METHODS = ("fused-cast",)
 
@@ -86,41 +84,6 @@ def _q4(kernel: str, s: Mapping[str, Any]) -> dict[str, float]:
     return {"launch_s": 1.0, "q4_s_per_byte": moved}
 
 
-def _streaming(kernel: str, s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
-    tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
-    if kernel in ("rmsnorm", "layernorm"):
-        M, N = s["M"], s["N"]
-        params = N * (2 if kernel == "rmsnorm" else 4)  # weight (and bias) once per tile
-        nbytes, units = M * N * 4.0 / tiles + params, _ceil(M, tiles)  # rows per tile
-    elif kernel == "rope":
-        rows, D = s["rows"], s["head_dim"]
-        nbytes, units = rows * D * 6.0 / tiles, _ceil(rows, tiles)  # in, LUT, out; one DMA per row
-    else:
-        N = s["N"]
-        chunk = t.get("tile", t.get("tile_n", 2048))
-        nbytes = N * (4.0 if kernel == "gelu" else 6.0) / tiles
-        units = _ceil(N, chunk * tiles)  # L1 chunks (DMA buffer descriptors) per tile
-    return {"launch_s": 1.0, f"{kernel}_s_per_byte_per_tile": nbytes, f"{kernel}_s_per_unit": float(units)}
-
-
-def _eltwise_mul(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
-    """Two bf16 streams in, one out, split over the herd's tiles: the bytes each tile moves. No per-chunk term:
-    the measured rows (supported_kernels.md@0b499c9) are the 2-D default tile at two sizes only, which a chunk
-    count cannot be told apart from the bytes with, and the deployment runs the 1-D tile (tile_rules ELTWISE)."""
-    return {"launch_s": 1.0, "eltwise_mul_s_per_byte_per_tile": s["N"] * 6.0 / (t["herd_x"] * t["herd_y"])}
-
-
-def _conv1d(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
-    """The bytes each tile moves - the padded input ((seq + 2) rows), the 3 tap rows and the output, as
-    supported_kernels.md@0b499c9 counts them for its bandwidth ("read (2050+3)·2048 + write 2048·2048 elements x
-    2 B") - over the herd's tiles (herd_x splits the channels, herd_y the rows), and the tile_s-row iterations
-    each tile runs (each a DMA round of its halo window)."""
-    tiles = t["herd_x"] * t["herd_y"]
-    nbytes = ((s["seq"] + 2) * s["C"] + 3 * s["C"] + s["seq"] * s["C"]) * 2.0 / tiles
-    return {"launch_s": 1.0, "conv1d_s_per_byte_per_tile": nbytes,
-            "conv1d_s_per_iteration": float(_ceil(s["seq"], t["tile_s"] * t["herd_y"]))}
-
-
 def _flash_attention(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
     lq, lk, dk, dv, H, Hkv = s["lq"], s["lk"], s["dk"], s["dv"], s["heads_q"], s["heads_kv"]
     hpu, lqp = t["num_heads_per_unroll"], t["lqp"]
@@ -161,11 +124,7 @@ def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, An
         return _flash_attention(s, t)
     if kernel in Q4_KERNELS:
         return _q4(kernel, s)
-    if kernel == "eltwise_mul":
-        return _eltwise_mul(s, t)
-    if kernel == "conv1d":
-        return _conv1d(s, t)
-    return _streaming(kernel, s, t)
+    return kernel_definition(kernel).cost_features(s, t)  # every other kernel of KERNELS is a registered one
 
 
 def latency_from(features: Mapping[str, float], constants: Mapping[str, float]) -> float:

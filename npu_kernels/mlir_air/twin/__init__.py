@@ -30,6 +30,8 @@ from pathlib import Path
 from npu_kernels.mlir_air.checkout import MARKER, ROOT, is_twin  # noqa: F401 (is_twin: part of the twin's API)
 from npu_kernels.mlir_air.toolchain_floor import TWIN_PEANO, write_twin_toolchain
 from npu_kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.kernels import in_listing_order
 
 # (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets)
 # Defaults and forwarding follow the cited mlir-air Makefiles at e972f29.
@@ -59,22 +61,6 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) gemv --compile-mode compile-and-xclbin "
      "--m $(M) --k $(K) --tile-m $(TILE_M) --m-input $(M_INPUT) --herd-m $(HERD_M) && "
      "$(TWIN) profile gemv --M $(M) --K $(K)\n"),
-    ("weighted_rms_norm", "rmsnorm",
-     # Makefile:8-27 (vars), :37 (run forwards only --output-format --herd-x), :47 (profile)
-     "AIE_TARGET ?= aie2p\nHERD_X ?= 8\nOUTPUT_FORMAT ?= xclbin\nITERATIONS ?= 5\n",
-     "--output-format $(OUTPUT_FORMAT) --herd-x $(HERD_X)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) rmsnorm --output-format $(OUTPUT_FORMAT) "
-     "--herd-x $(HERD_X) --profile --iterations $(ITERATIONS)\n"),
-    ("layer_norm", "layernorm",
-     # Makefile:11-34 (vars), :44 (run)
-     "AIE_TARGET ?= aie2p\nHERD_X ?= 8\nM ?= 1024\nN ?= 768\nOUTPUT_FORMAT ?= xclbin\n",
-     "--output-format $(OUTPUT_FORMAT) --M $(M) --N $(N) --herd-x $(HERD_X)", ""),
-    ("rope_halfsplit", "rope",
-     # Makefile:16-24 (vars), :42-47 (run), :50-56 (profile = run + --perf-iters)
-     "OUTPUT_FORMAT ?= xclbin\nROWS ?= 65536\nHEAD_DIM ?= 64\nHERD_X ?= 8\nHERD_Y ?= 1\nITERATIONS ?= 30\n",
-     "--output-format $(OUTPUT_FORMAT) --rows $(ROWS) --head-dim $(HEAD_DIM) --herd-x $(HERD_X) --herd-y $(HERD_Y)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) rope --output-format $(OUTPUT_FORMAT) "
-     "--rows $(ROWS) --head-dim $(HEAD_DIM) --herd-x $(HERD_X) --herd-y $(HERD_Y) --perf-iters $(ITERATIONS)\n"),
     ("flash_attention/kernel_fusion_based", "flash_attention",
      # Makefile:9-22 (vars), :55 (run, EXTRA_PY_FLAGS appended), :59-64 (profile: ELF timer, no NUM_KV_HEADS)
      "SCRIPT ?= attn_npu2.py\nLK ?= 512\nLKP ?= 64\nLQ ?= 512\nLQP ?= 256\nDK ?= 64\nDV ?= 64\n"
@@ -84,43 +70,13 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) flash_attention --compile-mode compile-only "
      "--lk $(LK) --lkp $(LKP) --lq $(LQ) --lqp $(LQP) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS) && "
      "$(TWIN) profile flash_attention --lq $(LQ) --lk $(LK) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS)\n"),
-    ("eltwise_add", "eltwise_add",
-     # Makefile:15-42 (vars, PY_FLAGS), :55-59 (run + --perf-iters), :64-69 (profile)
-     "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nSHAPE ?= 1024 1024\nDTYPE ?= bf16\nTILE ?=\nVECTOR_SIZE ?=\n"
-     "PERF_ITERS ?= 0\nTARGET ?= auto\n",
-     "--shape $(SHAPE) --dtype $(DTYPE) $(if $(TILE),--tile $(TILE)) $(if $(VECTOR_SIZE),--vector-size "
-     "$(VECTOR_SIZE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) eltwise_add --shape $(SHAPE) --compile-only "
-     "$(if $(TILE),--tile $(TILE)) && $(TWIN) profile eltwise_add --S $$(echo $(SHAPE) | awk '{n=1; for(i=1;i<=NF;i++) n*=$$i; print n}')\n"),
-    ("silu_and_mul", "silu_mul",
-     # Makefile:16-24 (vars), :42-46 (run), :49-54 (profile = run + --perf-iters)
-     "OUTPUT_FORMAT ?= xclbin\nN ?= 16777216\nTILE_N ?= 4096\nHERD_X ?= 8\nHERD_Y ?= 1\nITERATIONS ?= 30\n",
-     "--output-format $(OUTPUT_FORMAT) --n $(N) --tile-n $(TILE_N) --herd-x $(HERD_X) --herd-y $(HERD_Y)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) silu_mul --output-format $(OUTPUT_FORMAT) "
-     "--n $(N) --tile-n $(TILE_N) --herd-x $(HERD_X) --herd-y $(HERD_Y) --perf-iters $(ITERATIONS)\n"),
-    ("gelu", "gelu",
-     # Makefile:15-35 (vars, PY_FLAGS), :45-49 (run + --perf-iters)
-     "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nN ?= 65536\nTILE_N ?= 1024\nVECTOR_SIZE ?=\nHERD_SHAPE ?=\n"
-     "PERF_ITERS ?= 0\nTARGET ?= auto\n",
-     "--n $(N) --tile-n $(TILE_N) $(if $(VECTOR_SIZE),--vector-size $(VECTOR_SIZE)) $(if $(HERD_SHAPE),--herd-shape "
-     "$(HERD_SHAPE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)", ""),
-    # LFM2's short-convolution kernels, later than e972f29: eltwise_mul/Makefile at e0eee76d (vars, PY_FLAGS, run +
-    # --perf-iters; its test.exe profile target is not stood in); conv1d_depthwise/Makefile at 73a1160 (vars; run
-    # appends $(EXTRA); profile = run's flags + --perf-iters $(ITERATIONS))
-    ("eltwise_mul", "eltwise_mul",
-     "OUTPUT_FORMAT ?= xclbin\nEXTRA_PY_FLAGS ?=\nSHAPE ?= 1024 1024\nDTYPE ?= bf16\nTILE ?=\nVECTOR_SIZE ?=\n"
-     "PERF_ITERS ?= 0\nTARGET ?= auto\n",
-     "--shape $(SHAPE) --dtype $(DTYPE) $(if $(TILE),--tile $(TILE)) $(if $(VECTOR_SIZE),--vector-size "
-     "$(VECTOR_SIZE)) --target $(TARGET) --output-format $(OUTPUT_FORMAT) $(EXTRA_PY_FLAGS) --perf-iters $(PERF_ITERS)", ""),
-    ("conv1d_depthwise", "conv1d",
-     "OUTPUT_FORMAT ?= xclbin\nSEQ ?= 2048\nCHANNELS ?= 2048\nTILE_S ?= 32\nHERD_X ?= 8\nHERD_Y ?= 1\n"
-     "ITERATIONS ?= 30\nEXTRA ?=\n",
-     "--output-format $(OUTPUT_FORMAT) --seq $(SEQ) --channels $(CHANNELS) --tile-s $(TILE_S) --herd-x $(HERD_X) "
-     "--herd-y $(HERD_Y) $(EXTRA)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) conv1d --output-format $(OUTPUT_FORMAT) "
-     "--seq $(SEQ) --channels $(CHANNELS) --tile-s $(TILE_S) --herd-x $(HERD_X) --herd-y $(HERD_Y) "
-     "--perf-iters $(ITERATIONS)\n"),
 ]
+
+
+# and the kernels of npu_kernels.numerics.kernels: each module's `twin` stand-in (its Makefile cited there)
+HARNESS_DIRS += [(d.twin.directory, d.name, d.twin.variables, d.twin.flags, d.twin.extra_targets)
+                 for d in kernel_definitions()]
+PEANO_ONLY = tuple(d.name for d in kernel_definitions() if d.twin.peano_only)
 
 
 def interpreter_line(root: Path) -> str:
@@ -130,7 +86,7 @@ def interpreter_line(root: Path) -> str:
 
 
 def _makefile(rel: str, kind: str, variables: str, flags: str, extra: str, twin: str) -> str:
-    build = "BUILD_DIR := build_peano\n" if kind in ("rope", "silu_mul", "conv1d") else \
+    build = "BUILD_DIR := build_peano\n" if kind in PEANO_ONLY else \
         "ifdef PEANO_INSTALL_DIR\nBUILD_DIR := build_peano\nelse\nBUILD_DIR := build_chess\nendif\n"
     return (f"# npu-ledger twin of mlir-air programming_examples/{rel}/Makefile: same variables, same flags;\n"
             f"# computed by npu-ledger's emulated executor, latency from the NPU2 performance model (modelled).\n"
@@ -155,17 +111,17 @@ mlir-air prints. What differs:
 * the diagnosis report's rows carry an extra `npu_ledger` key (the whole-tensor cosine); the verify report
   holds mlir-air's keys only (npu-ledger's teacher-forced walk is each model directory's `make verify-walk`).
 
-Fault switch: put a harness kind (gemm, gemm_f32, gemv, rmsnorm, layernorm, rope, flash_attention,
-eltwise_add, silu_mul, gelu, dequant_q4nx, eltwise_mul, conv1d) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
-NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `KIND: hang` makes that harness hang until it is killed at
-its timeout. A line `profile-prefill@L: CAUSE` (or
+Fault switch: put a harness kind (KINDS) on a line of `twin-faults.txt` here (optionally `KIND: error text`), or in env
+NPU_LEDGER_TWIN_FAULTS, and that harness fails to compile. A line `KIND: hang` makes that harness hang until it is
+killed at its timeout. A line `profile-prefill@L: CAUSE` (or
 `profile-decode@C: CAUSE`) makes a model directory's prefill at padded length L (decode at context C) fail with
 that cause (no_registry_shape, bd_exhaustion, method_tile_mismatch, stitcher_mixed_tile_m, device_fail,
 xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), printed as mlir-air's sweeps read it.
 
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
-"""
+""".replace("KINDS", ", ".join(in_listing_order({k: k for k in (
+    "gemm", "gemm_f32", "gemv", "flash_attention", "dequant_q4nx")}, lambda d: d.name)))
 
 
 def _verify_runner_script() -> str:
@@ -211,12 +167,11 @@ def write_twin(directory: str | Path, peano: str = TWIN_PEANO) -> Path:
         d = pe / rel
         d.mkdir(parents=True, exist_ok=True)
         (d / "Makefile").write_text(_makefile(rel, kind, variables, flags, extra, twin))
-    rms = pe / "weighted_rms_norm" / "weighted_rms_norm.py"
-    rms.write_text(_script("rmsnorm", root))
-    rms.chmod(0o755)
-    ln = pe / "layer_norm" / "layer_norm.py"
-    ln.write_text(_script("layernorm", root))
-    ln.chmod(0o755)
+    for d in kernel_definitions():  # the scripts the harness table runs directly (a kernel module's `twin.script`)
+        if d.twin.script:
+            script = pe / d.twin.directory / d.twin.script
+            script.write_text(_script(d.name, root))
+            script.chmod(0o755)
     q4 = pe / "llms" / "llama32_1b_q4nx"  # dequant_q4nx.py (@0d63308, later than e972f29): run directly, no Makefile rule
     q4.mkdir(parents=True, exist_ok=True)
     (q4 / "dequant_q4nx.py").write_text(_script("dequant_q4nx", root))

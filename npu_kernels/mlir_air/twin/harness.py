@@ -31,8 +31,9 @@ from pathlib import Path
 import numpy as np
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.executors import make_executor
-from npu_kernels.mlir_air.twin import harness_conv
 from npu_kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case, precision_stats
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.tile_rules import check_tile
 from npu_kernels.numerics.tiles import TileRuleViolation, plan_tile
 from npu_kernels.perf import modelled_kernel_figures
 from npu_kernels.settings import env_get
@@ -41,8 +42,9 @@ FAULT_FILE = "twin-faults.txt"
 ENV_FAULTS = "NPU_LEDGER_TWIN_FAULTS"
 ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
-KINDS = ("gemm", "gemm_f32", "gemv", "rmsnorm", "layernorm", "rope", "flash_attention", "eltwise_add",
-         "silu_mul", "gelu", "dequant_q4nx", *harness_conv.KINDS)
+# the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
+STAND_INS = {d.name: d.twin for d in kernel_definitions()}
+KINDS = ("gemm", "gemm_f32", "gemv", "flash_attention", "dequant_q4nx") + tuple(STAND_INS)
 HANG = "hang"  # the fault text that hangs the harness (module docstring)
 HANG_S = 3600.0  # far past any test's timeout: the run ends when its caller kills it
 # dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
@@ -105,25 +107,6 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--debug-ir", action="store_true")
         p.add_argument("--perf-iters", type=int, default=0)
         p.add_argument("--target", default="auto")
-    elif kind in ("rmsnorm", "layernorm"):  # weighted_rms_norm.py:336-376, layer_norm.py:288-324
-        p.add_argument("--M", type=int, default=2048 if kind == "rmsnorm" else 1024)
-        p.add_argument("--N", type=int, default=2048 if kind == "rmsnorm" else 768)
-        p.add_argument("--vector-size", type=int, default=16)
-        p.add_argument("--herd-x", type=int, default=1)
-        p.add_argument("--perf-iters", type=int, default=0)
-        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-        if kind == "rmsnorm":
-            p.add_argument("--profile", action="store_true")
-            p.add_argument("--iterations", type=int, default=5)
-    elif kind == "rope":  # rope_halfsplit.py:224-264
-        p.add_argument("--rows", type=int, default=65536)
-        p.add_argument("--head-dim", type=int, default=64)
-        p.add_argument("--herd-x", type=int, default=8)
-        p.add_argument("--herd-y", type=int, default=1)
-        p.add_argument("--perf-iters", type=int, default=0)
-        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
     elif kind == "flash_attention":  # attn_npu2.py:1257-1388
         for name, default in (("lk", 512), ("lq", 512), ("lqp", 256), ("lkp", 64), ("dk", 64), ("dv", 64),
                               ("num-cascade-stages", 4), ("num-q-tiles", 4), ("num-heads-per-unroll", 2),
@@ -137,31 +120,8 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--causal-skip", action="store_true")
         p.add_argument("--dv-tile", type=int, default=None)
         p.add_argument("--perf-iters", type=int, default=0)
-    elif kind in ("eltwise_add", "gelu"):  # eltwise_add.py:117-186, gelu.py:167-213
-        if kind == "eltwise_add":
-            p.add_argument("--shape", type=int, nargs="+", default=[1024, 1024])
-            p.add_argument("--tile", type=int, default=None)
-            p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
-        else:
-            p.add_argument("--n", type=int, default=65536)
-            p.add_argument("--tile-n", type=int, default=1024)
-        p.add_argument("--vector-size", dest="vector", type=int, default=None)
-        p.add_argument("--herd-shape", type=int, nargs="+", default=None)
-        p.add_argument("--target", choices=["auto", "npu1", "npu2"], default="auto")
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-        p.add_argument("--perf-iters", type=int, default=0)
-        p.add_argument("--print-ir", action="store_true")
-        p.add_argument("--compile-only", action="store_true")
-    elif kind == "silu_mul":  # silu_and_mul.py:264-302
-        p.add_argument("--n", type=int, default=65536)
-        p.add_argument("--tile-n", type=int, default=1024)
-        p.add_argument("--herd-x", type=int, default=8)
-        p.add_argument("--herd-y", type=int, default=None)
-        p.add_argument("--perf-iters", type=int, default=0)
-        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-    elif kind in harness_conv.KINDS:  # conv1d_depthwise.py, eltwise_mul.py (LFM2's short convolution)
-        harness_conv.add_flags(kind, p)
+    elif kind in STAND_INS:  # a kernel module's stand-in (npu_kernels.numerics.kernels: its script's flags)
+        STAND_INS[kind].add_flags(p)
     elif kind == "dequant_q4nx":  # dequant_q4nx.py has no argparse: `python3 dequant_q4nx.py`, nothing else
         p = argparse.ArgumentParser(prog=kind)
     else:
@@ -171,9 +131,19 @@ def _parser(kind: str) -> argparse.ArgumentParser:
 
 def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, bool]:
     """The script's own assertions, then (catalog kernel, shape, contract, tile, perf_flops, compile_only)."""
-    if kind in harness_conv.KINDS:
-        return harness_conv.check(kind, a)
+    if kind in STAND_INS:
+        return _stand_in_check(STAND_INS[kind], a)
     return _CHECKS[kind](kind, a)
+
+
+def _stand_in_check(stand_in, a) -> tuple[str, dict, str | None, dict, float | None, bool]:
+    """A kernel module's stand-in: its own checks, then (where its script asserts them) the tile rules, the first
+    broken one as an AssertionError naming the rule."""
+    kernel, shape, contract, tile, perf_flops, compile_only = stand_in.check(a)
+    if stand_in.asserts_tile_rules:
+        broken = check_tile(kernel, shape, tile, "npu2")
+        assert not broken, f"{broken[0][0]}: {broken[0][1]}"
+    return kernel, shape, contract, tile, perf_flops, compile_only
 
 
 def _gemm(kind: str, a):  # run.py:62-65 (both scripts)
@@ -202,21 +172,6 @@ def _gemv(kind: str, a):  # matvec.py:53,79-94
         f"524288B. Reduce herd_m ({a.herd_m}), tile_m ({a.tile_m}), or k ({a.k}).")
     tile = {"tile_m": a.tile_m, "m_input": a.m_input, "herd_m": a.herd_m}
     return "gemv", {"M": a.m, "K": a.k}, None, tile, 2.0 * a.m * a.k, a.compile_mode != "compile-and-run"
-
-
-def _norm(kind: str, a):
-    print(f"{'Weighted RMSNorm' if kind == 'rmsnorm' else 'LayerNorm (affine)'}: M={a.M}, N={a.N}, "
-          f"herd=[{a.herd_x},1]")  # weighted_rms_norm.py:381, layer_norm.py:329
-    assert a.N % a.vector_size == 0
-    assert a.M % a.herd_x == 0
-    return kind, {"M": a.M, "N": a.N}, None, {"herd_x": a.herd_x}, None, a.compile_mode != "compile-and-run"
-
-
-def _rope(kind: str, a):  # rope_halfsplit.py:60-66
-    assert a.head_dim % 16 == 0
-    assert a.rows % (a.herd_x * a.herd_y) == 0
-    return ("rope", {"rows": a.rows, "head_dim": a.head_dim}, None, {"herd_x": a.herd_x, "herd_y": a.herd_y},
-            None, a.compile_mode != "compile-and-run")
 
 
 def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
@@ -248,39 +203,13 @@ def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
     return ("flash_attention", shape, None, {"lqp": a.lqp, "lkp": a.lkp}, flops, a.compile_mode != "compile-and-run")
 
 
-def _eltwise_add(kind: str, a):  # eltwise_add.py:40-67, :242-244
-    n = int(np.prod(a.shape))
-    tile = a.tile or 1024
-    for extent in a.shape:
-        if extent % tile:
-            raise ValueError(f"shape extent {extent} is not a multiple of tile {tile}")
-    print(f"Eltwise add shape={tuple(a.shape)} dtype={a.dtype} on {a.target}")
-    return "eltwise_add", {"N": n}, None, {"tile": tile}, None, a.compile_only
-
-
-def _gelu(kind: str, a):  # gelu.py:70-94, :260
-    if a.n % a.tile_n:
-        raise ValueError(f"n ({a.n}) must be a multiple of tile_n ({a.tile_n})")
-    print(f"GELU n={a.n} tile_n={a.tile_n} bf16 on {a.target}")
-    herd = " ".join(str(x) for x in a.herd_shape) if a.herd_shape else ""
-    return "gelu", {"N": a.n}, None, {"tile_n": a.tile_n, **({"herd_shape": herd} if herd else {})}, None, a.compile_only
-
-
 def _dequant_q4nx(kind: str, a):  # dequant_q4nx.py `__main__`: N_out, K = 512, 2048; build_module asserts N_out % 4
     assert Q4NX_DEQUANT_SHAPE["M"] % 4 == 0
     return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
 
 
-def _silu_mul(kind: str, a):  # silu_and_mul.py:39-44
-    hy = a.herd_y or 1
-    assert a.n % (a.tile_n * a.herd_x * hy) == 0
-    return ("silu_mul", {"N": a.n}, None, {"tile_n": a.tile_n, "herd_x": a.herd_x, "herd_y": hy}, None,
-            a.compile_mode != "compile-and-run")
-
-
-_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "rmsnorm": _norm, "layernorm": _norm, "rope": _rope,
-           "flash_attention": _flash_attention, "eltwise_add": _eltwise_add, "gelu": _gelu,
-           "dequant_q4nx": _dequant_q4nx, "silu_mul": _silu_mul}
+_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "flash_attention": _flash_attention,
+           "dequant_q4nx": _dequant_q4nx}
 
 
 def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
@@ -352,17 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if compile_only:
         print({"gemm": "Compile-only done.", "flash_attention": "Compilation complete.",
-               "eltwise_add": "Compiled successfully.", "gelu": "Compiled successfully.",
-               "eltwise_mul": "Compiled successfully."}.get(kernel, ""), end="")
+               **{k: t.compiled_line for k, t in STAND_INS.items()}}.get(kernel, ""), end="")
         print()
         return 0
-    if kind == "rmsnorm" and a.profile:  # weighted_rms_norm.py:397-454: timing only, no check
-        from npu_kernels.perf import modelled_kernel_figures
-
-        ms = modelled_kernel_figures(kernel, shape, tile)["latency_us"] / 1e3
-        data_mb = (a.M * a.N * 2 * 2 + a.N * 2) / 1e6
-        print(f"\n  Kernel: avg={ms:.1f}ms  min={ms:.1f}ms  max={ms:.1f}ms")
-        print(f"  Bandwidth: {data_mb / (ms / 1000) / 1000:.2f} GB/s")
+    timing = STAND_INS[kind].timing if kind in STAND_INS else None
+    if timing is not None and timing(a, modelled_kernel_figures, shape, tile):  # a timing-only run: no check
         return 0
 
     try:
@@ -372,8 +295,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr, flush=True)
         return 1
     if getattr(a, "perf_iters", 0) > 0:  # xrt_runner.py:296-303
-        from npu_kernels.perf import modelled_kernel_figures
-
         us = modelled_kernel_figures(kernel, shape, tile)["latency_us"]
         line = f"Latency (us): {us:.1f}"
         if perf_flops is not None:
@@ -413,13 +334,8 @@ def profile_main(argv: list[str] | None = None) -> int:
               f"Median NPU attention time: {us}us.\nStddev NPU attention time: 0us.\n"
               f"Raw latencies (us): {','.join([str(us)] * 20)}")
         return 0
-    if kind == "eltwise_add":
-        us = modelled_kernel_figures("eltwise_add", {"N": a.S})["latency_us"]
-        bw = 3 * a.S * 2 / (us * 1e-6) / 1e9
-        print(f"PASS: All {a.S} elements correct.")
-        print(f"Problem size: {a.S} elements ({a.S * 2 // 1024} KB per buffer)")
-        print(f"Avg NPU eltwise_add time: {us}us.\nAvg bandwidth: {bw} GB/s\nMin NPU eltwise_add time: {us}us.\n"
-              f"Max bandwidth: {bw} GB/s\nMax NPU eltwise_add time: {us}us.\nMin bandwidth: {bw} GB/s")
+    if kind in STAND_INS and STAND_INS[kind].profile is not None:  # a kernel module's timer (its test.cpp cited there)
+        STAND_INS[kind].profile(a, modelled_kernel_figures)
         return 0
     raise SystemExit(f"no profile timer for {kind!r}")
 

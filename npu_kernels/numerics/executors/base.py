@@ -15,13 +15,13 @@ Layouts (dimensions named once):
         out[:, :D/2] = x1*cos - x2*sin ; out[:, D/2:] = x2*cos + x1*sin
   flash_attention(q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv), causal, q_offset=0) -> (Hq, Lq, Dv)
         GQA: q head h uses kv head h // (Hq // Hkv); causal masks key j > q_offset + i; scale 1/sqrt(Dk)
-  eltwise_add(a, b), eltwise_mul(a, b), silu_mul(g, u), gelu(x)     elementwise, any shape
-  conv1d(x (S + k - 1, C), w (k, C))            -> (S, C)     causal depthwise: y[t] = sum_j w[j] * x[t + j]
-        x pre-padded with k - 1 leading rows (the carried state; zeros at a sequence start), w tap-major,
-        oldest tap first (mlir-air conv1d_depthwise.cc@7d20ee7: "causality is expressed by pre-padding")
+  gelu(x)     elementwise, any shape
   dequant_q4nx(codes (M, K), scale (M, K/32), min (M, K/32))       -> (M, K)   w = q * scale + min
   gemv_q4nx(codes (M, K), scale (M, K/32), min (M, K/32), x (K,))  -> (M,)     y = w @ x, w never built
         codes are the 4-bit values 0..15 as float32; scale and min bf16, one per 32-column group
+
+The kernels of the registry (npu_kernels.numerics.kernels: rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d, ...) state their layouts in their own
+modules, which also hold each executor's method (`bind_kernels` attaches them).
 
 `static_key`, where accepted, names a weight that does not change between calls (weight residency): an
 executor may cache its converted/quantised form under that key. It must never change the numbers.
@@ -37,21 +37,17 @@ from typing import Iterator
 
 import numpy as np
 
-KERNEL_NAMES = (
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.kernels import in_listing_order
+
+# the kernels declared piecewise, then those of the registry (npu_kernels.numerics.kernels), in the catalog's listing order
+KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemm",
     "gemv",
-    "rmsnorm",
-    "layernorm",
-    "rope",
     "flash_attention",
-    "eltwise_add",
-    "eltwise_mul",
-    "conv1d",
-    "silu_mul",
-    "gelu",
     "dequant_q4nx",
     "gemv_q4nx",
-)
+)}, lambda d: d.name))
 
 
 @dataclass
@@ -109,23 +105,6 @@ class Fp32Executor(Executor):
     def gemv(self, a, x, *, static_key=None):
         return np.asarray(a, np.float32) @ np.asarray(x, np.float32)
 
-    def rmsnorm(self, x, w, eps: float = 1e-6):
-        x = np.asarray(x, np.float32)
-        ms = np.mean(x * x, axis=-1, keepdims=True)
-        return x / np.sqrt(ms + np.float32(eps)) * np.asarray(w, np.float32)
-
-    def layernorm(self, x, w, b, eps: float = 1e-5):
-        x = np.asarray(x, np.float32)
-        mu = x.mean(axis=-1, keepdims=True)
-        var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + np.float32(eps)) * w + b
-
-    def rope(self, x, cos, sin):
-        x = np.asarray(x, np.float32)
-        half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
-
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         q = np.asarray(q, np.float32)
         k = np.asarray(k, np.float32)
@@ -148,24 +127,6 @@ class Fp32Executor(Executor):
         p /= p.sum(axis=-1, keepdims=True)
         return np.einsum("hqk,hkd->hqd", p, vv).astype(np.float32)
 
-    def eltwise_add(self, a, b):
-        return np.asarray(a, np.float32) + np.asarray(b, np.float32)
-
-    def eltwise_mul(self, a, b):
-        return np.asarray(a, np.float32) * np.asarray(b, np.float32)
-
-    def conv1d(self, x, w):
-        return conv1d_f32(np.asarray(x, np.float32), np.asarray(w, np.float32))
-
-    def silu_mul(self, g, u):
-        g = np.asarray(g, np.float32)
-        return g / (np.float32(1) + np.exp(-g)) * np.asarray(u, np.float32)
-
-    def gelu(self, x):
-        x = np.asarray(x, np.float32)
-        c = np.float32(math.sqrt(2.0 / math.pi))
-        return np.float32(0.5) * x * (np.float32(1) + np.tanh(c * (x + np.float32(0.044715) * x**3)))
-
     def dequant_q4nx(self, codes, scale, mn):
         group = np.shape(codes)[1] // np.shape(scale)[1]  # 32 columns per scale/min
         s, m = (np.repeat(np.asarray(v, np.float32), group, axis=1) for v in (scale, mn))
@@ -175,17 +136,16 @@ class Fp32Executor(Executor):
         return self.dequant_q4nx(codes, scale, mn) @ np.asarray(x, np.float32)
 
 
-def conv1d_f32(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """The causal depthwise convolution in FP32: tap j times rows j..j+S-1 of the pre-padded x, summed oldest
-    tap first (one FP32 accumulator per output, as conv1d_depthwise.cc's mul + 2 mac)."""
-    k = w.shape[0]
-    s = x.shape[0] - (k - 1)
-    if s < 0 or x.shape[1:] != w.shape[1:]:
-        raise ValueError(f"conv1d: x {x.shape} must be (S + {k - 1}, C) for w {w.shape}")
-    acc = x[0:s] * w[0]
-    for j in range(1, k):
-        acc += x[j : j + s] * w[j]
-    return acc
+def bind_kernels(cls: type, role: str) -> type:
+    """Give executor class `cls` the method `role` ("fp32", "emulated", "torch") of every kernel of the registry
+    (npu_kernels.numerics.kernels), under the kernel's name; a method the class defines itself is kept."""
+    for d in kernel_definitions():
+        if d.name not in cls.__dict__:
+            setattr(cls, d.name, getattr(d, role))
+    return cls
+
+
+bind_kernels(Fp32Executor, "fp32")
 
 
 class MixedExecutor(Executor):

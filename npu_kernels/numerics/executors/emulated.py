@@ -20,16 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from npu_kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_, to_bf16
-from npu_kernels.numerics.executors.base import Executor, conv1d_f32
+from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
-    add_rounded,
-    gelu_rows,
-    layernorm_rows,
-    mul_rounded,
-    rmsnorm_rows,
-    rope_rows,
     rounded,
-    silu_mul_rows,
 )
 from npu_kernels.numerics.executors.emulated_flash import flash_attention
 from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
@@ -231,54 +224,7 @@ class EmulatedExecutor(Executor):
 
     # --- normalisations ----------------------------------------------------------------------------------
 
-    def rmsnorm(self, x, w, eps: float = 1e-6):
-        with self.timer.time("rmsnorm"):
-            return self._rows(rmsnorm_rows, [x], f32(w), np.float32(eps))
-
-    def layernorm(self, x, w, b, eps: float = 1e-5):
-        with self.timer.time("layernorm"):
-            return self._rows(layernorm_rows, [x], f32(w), f32(b), np.float32(eps))
-
     # --- elementwise -------------------------------------------------------------------------------------
-
-    def rope(self, x, cos, sin):
-        with self.timer.time("rope"):
-            cos, sin = f32(cos), f32(sin)
-            if np.shape(cos)[0] != np.shape(x)[0] or np.ndim(x) != np.ndim(cos):
-                return rope_rows(f32(x), cos, sin)  # broadcast tables: no row split
-            return self._rows(rope_rows, [x, cos, sin])
-
-    def eltwise_add(self, a, b):
-        with self.timer.time("eltwise_add"):
-            if np.shape(a) != np.shape(b):
-                return add_rounded(f32(a), f32(b), "floor")
-            return self._rows(lambda x, y: add_rounded(x, y, "floor"), [a, b])
-
-    def eltwise_mul(self, a, b):
-        """eltwise_mul.py's `c[:] = a[:] * b[:]` (arith.mulf on bf16 vectors): the FP32 product of two bf16
-        values is exact, one bf16 rounding on store, floor like every direct-codegen kernel (the AIE default;
-        docs/emulated_numerics.md "Conv1D and Element-wise Multiply")."""
-        with self.timer.time("eltwise_mul"):
-            if np.shape(a) != np.shape(b):
-                return mul_rounded(f32(a), f32(b), "floor")
-            return self._rows(lambda x, y: mul_rounded(x, y, "floor"), [a, b])
-
-    def conv1d(self, x, w):
-        """conv1d_depthwise.cc: `aie::mul` then two `aie::mac` into an accfloat accumulator (bf16 x bf16
-        products exact in FP32, FP32 sums, oldest tap first), `to_vector<bfloat16>()` once: floor, the core's
-        default rounding (the kernel sets no conv_even)."""
-        with self.timer.time("conv1d"):
-            return rounded(conv1d_f32(f32(x), f32(w)), "floor")
-
-    def silu_mul(self, g, u):
-        with self.timer.time("silu_mul"):
-            if np.shape(g) != np.shape(u):
-                return silu_mul_rows(f32(g), f32(u))
-            return self._rows(silu_mul_rows, [g, u])
-
-    def gelu(self, x):
-        with self.timer.time("gelu"):
-            return self._rows(gelu_rows, [x])
 
     # --- 4-bit (Q4NX) kernels: emulated_q4 (dequant_q4nx.cc, q4_k.h) ------------------------------------
 
@@ -296,3 +242,7 @@ class EmulatedExecutor(Executor):
         with self.timer.time("flash_attention"):
             return flash_attention(f32(q), f32(k), f32(v), bool(causal), int(q_offset), mma_operand=self._mma_operand,
                                    bfp16=self.bfp16, threads=self.threads, window=window)
+
+
+# the kernels of the registry (npu_kernels.numerics.kernels): each module declares its emulated datapath
+bind_kernels(EmulatedExecutor, "emulated")

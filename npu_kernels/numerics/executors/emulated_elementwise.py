@@ -8,26 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_kernels.numerics.bf16 import floor_bf16, rne_bf16_, to_bf16
+from npu_kernels.numerics.bf16 import add_rounded, floor_bf16, mul_rounded, rne_bf16_, rounded, to_bf16  # noqa: F401 (re-exported)
 from npu_kernels.numerics.executors.emulated_nlf import tanh_nlf
 
 GELU_SQRT_2_OVER_PI = 0.7978845608
 GELU_BETA = 0.044715
-
-
-def rounded(x: np.ndarray, mode: str) -> np.ndarray:
-    """Round a float32 temporary to bf16 in place (`x` must be owned by the caller)."""
-    return floor_bf16(x, out=x) if mode == "floor" else rne_bf16_(x)
-
-
-def mul_rounded(a, b, mode: str) -> np.ndarray:
-    """a * b in FP32 (exact for bf16 operands), rounded to bf16 in `mode`."""
-    return rounded(np.multiply(a, b, dtype=np.float32), mode)
-
-
-def add_rounded(a, b, mode: str) -> np.ndarray:
-    """a + b in FP32, rounded to bf16 in `mode`."""
-    return rounded(np.add(a, b, dtype=np.float32), mode)
 
 
 def rmsnorm_rows(x, w, eps):

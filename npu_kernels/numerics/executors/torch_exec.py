@@ -13,8 +13,8 @@ What a bf16 GPU deployment computes, op by op (CPU, or CUDA when present):
   rope          HF apply_rotary_pos_emb: x*cos + rotate_half(x)*sin with bf16 cos/sin, each op in bf16.
   attention     F.scaled_dot_product_attention in bf16 (FP32 softmax inside), GQA; an explicit boolean
                 mask when the causal window is offset (decode).
-  conv1d        HF Lfm2ShortConv's depthwise nn.Conv1d on bf16 (F.conv1d, groups=C, over the pre-padded rows).
-  eltwise_mul   bf16 multiply;  eltwise_add   bf16 add;  silu_mul  F.silu(g) * u (vLLM SiluAndMul);  gelu  F.gelu(approximate="tanh").
+  registry      each kernel module of npu_kernels.numerics.kernels (eltwise_add, silu_mul, gelu, conv1d, ...) holds its
+                torch op.
   q4nx          dequantise q * scale + min in bf16 (each op rounded), then the bf16 GEMV above.
 Arrays cross the interface as float32 numpy (bf16 values), like every executor; weights given a
 `static_key` are converted to device bf16 tensors once.
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from npu_kernels.numerics.executors.base import Executor
+from npu_kernels.numerics.executors.base import Executor, bind_kernels
 
 GEMM_CONTRACTS = ("f32-out", "bf16-out-high", "bf16-out-low")
 GEMM_PANEL_N = 64  # divides every fused part (heads x head_dim 64 / 128, the MLP width of a tile-legal model)
@@ -89,27 +89,6 @@ class TorchExecutor(Executor):
         with self.timer.time("gemv"), torch.inference_mode():
             return self._np(self._static(a, static_key, "gemv.a") @ self._t(x))
 
-    def rmsnorm(self, x, w, eps: float = 1e-6):
-        with self.timer.time("rmsnorm"), torch.inference_mode():
-            h = self._t(x).float()
-            var = h.pow(2).mean(-1, keepdim=True)
-            h = h * torch.rsqrt(var + eps)
-            return self._np(self._t(w) * h.to(torch.bfloat16))
-
-    def layernorm(self, x, w, b, eps: float = 1e-5):
-        with self.timer.time("layernorm"), torch.inference_mode():
-            xt = self._t(x)
-            return self._np(F.layer_norm(xt, (xt.shape[-1],), self._t(w), self._t(b), eps))
-
-    def rope(self, x, cos, sin):
-        with self.timer.time("rope"), torch.inference_mode():
-            xt = self._t(x)
-            c, s = self._t(cos), self._t(sin)
-            c, s = torch.cat([c, c], dim=-1), torch.cat([s, s], dim=-1)  # HF's full-width tables
-            half = xt.shape[-1] // 2
-            rotated = torch.cat([-xt[..., half:], xt[..., :half]], dim=-1)  # rotate_half
-            return self._np(xt * c + rotated * s)
-
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         with self.timer.time("flash_attention"), torch.inference_mode():
             # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels
@@ -129,28 +108,6 @@ class TorchExecutor(Executor):
                 out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=gqa)
             return self._np(out[0])
 
-    def eltwise_add(self, a, b):
-        with self.timer.time("eltwise_add"), torch.inference_mode():
-            return self._np(self._t(a) + self._t(b))
-
-    def eltwise_mul(self, a, b):
-        with self.timer.time("eltwise_mul"), torch.inference_mode():
-            return self._np(self._t(a) * self._t(b))
-
-    def conv1d(self, x, w):
-        with self.timer.time("conv1d"), torch.inference_mode():
-            xt = self._t(x).transpose(0, 1)[None]  # (1, C, S + k - 1)
-            wt = self._t(w).transpose(0, 1)[:, None, :]  # (C, 1, k): HF's channel-major layout
-            return self._np(F.conv1d(xt, wt, groups=wt.shape[0])[0].transpose(0, 1))
-
-    def silu_mul(self, g, u):
-        with self.timer.time("silu_mul"), torch.inference_mode():
-            return self._np(F.silu(self._t(g)) * self._t(u))
-
-    def gelu(self, x):
-        with self.timer.time("gelu"), torch.inference_mode():
-            return self._np(F.gelu(self._t(x), approximate="tanh"))
-
     def dequant_q4nx(self, codes, scale, mn):
         with self.timer.time("dequant_q4nx"), torch.inference_mode():
             return self._np(self._dequant(codes, scale, mn))
@@ -165,3 +122,7 @@ class TorchExecutor(Executor):
         s = torch.repeat_interleave(self._t(scale), group, dim=1)
         m = torch.repeat_interleave(self._t(mn), group, dim=1)
         return self._t(codes) * s + m
+
+
+# the kernels of the registry (npu_kernels.numerics.kernels): each module declares its torch bf16 op
+bind_kernels(TorchExecutor, "torch")

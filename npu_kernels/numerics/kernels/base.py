@@ -1,0 +1,175 @@
+"""`KernelDef`: everything the project knows about one leaf kernel, declared in that kernel's own module.
+
+A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef` named `DEFINITION`; the registry
+(`npu_kernels.numerics.kernels`) collects them, and every other room asks the registry, never a list of names:
+
+  spec              the catalog entry (npu_kernels.numerics.spec.KernelSpec): shape keys, contracts, the FP32
+                    reference, mlir-air's inputs, how an executor is called, flops/bytes, output size, figures
+  tolerances        {contract: (rtol, atol)}, and `tolerance_source`: where mlir-air states them
+  fp32 / emulated / torch
+                    the executors' methods (`self` is the executor): the FP32 reference executor's, the emulated
+                    NPU2 datapath's, the torch bf16 one's
+  tile_rules        target -> [(rule name, predicate(shape, tile), message(shape, tile))], in check order
+  tile_default      (normalised shape, target) -> the planner's recommended tile
+  dmas_per_tile     shim DMAs each compute tile needs (3: a one-row herd is all that places; tile_notes says so)
+  harness_case      (shape, contract, tile) -> HarnessCase: the mlir-air script's own inputs and reference
+  harness           the harness-table entry (harnesses.toml's [harness.<name>] keys, as a dict)
+  twin              the twin's stand-in (TwinStandIn): mlir-air's Makefile variables and flags, the script's argparse
+                    flags and checks, what it prints when it only compiles
+  cost_features     (normalised shape, full tile) -> {constant name: amount} of the NPU2 cost model
+  constants         {constant name: fitted seconds per unit}, and `evidence`: {constant name: what fixes it}
+  registry_page     the kernel's page in mlir-air's kernel_registry: a kernel mlir-air added after e972f29, the
+                    importer's schema of it (a dict: page name, commit, tolerances, tables); a kernel with a page
+                    at e972f29, its `CatalogPage` (the projection's catalog entry and upstream's table columns)
+  registry_rows     (table name, header, cells, heading, cell readers) -> [configuration rows] | None: one row
+  listed_after      the kernel the catalog lists it after (keeps `ledger kernel list` and `make bench` in order)
+  tile_note         (shape, tile, herd, target, target tiles) -> why the default herd is short of the target tiles
+                    (tile_notes), or None
+
+`REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, fields
+from types import ModuleType
+from typing import Any, Callable
+
+from npu_kernels.numerics.spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class TwinStandIn:
+    """The twin's stand-in for a kernel's mlir-air harness directory (npu_kernels.mlir_air.twin)."""
+
+    directory: str  # programming_examples/<directory>/
+    variables: str  # the Makefile's variables with mlir-air's defaults
+    flags: str  # the `run` recipe's flags
+    extra_targets: str  # further Makefile targets (profile), or ""
+    peano_only: bool  # BUILD_DIR is build_peano unconditionally (the Makefile has no chess branch)
+    add_flags: Callable[[argparse.ArgumentParser], None]  # the script's argparse flags
+    check: Callable[[argparse.Namespace], tuple]  # -> (kernel, shape, contract, tile, perf_flops, compile_only)
+    compiled_line: str  # what the script prints after a compile-only run ("" when nothing)
+    asserts_tile_rules: bool = False  # the script asserts the kernel's tile rules (an AssertionError naming the rule)
+    profile: Callable | None = None  # (args of `profile KIND --S ...`, modelled figures) -> prints `make profile`'s timer
+    script: str = ""  # the script the twin writes beside the Makefile, where the harness table runs it directly
+    timing: Callable | None = None  # (args, modelled figures, shape, tile) -> True when the script only times (no check)
+
+
+def dsl_flags(p: argparse.ArgumentParser) -> None:
+    """The flags the elementwise scripts written in mlir-air's DSL share (eltwise_add.py:117-186, gelu.py:167-213 at
+    e972f29; eltwise_mul.py at 0b499c9), after each script's own shape and tile flags."""
+    p.add_argument("--vector-size", dest="vector", type=int, default=None)
+    p.add_argument("--herd-shape", type=int, nargs="+", default=None)
+    p.add_argument("--target", choices=["auto", "npu1", "npu2"], default="auto")
+    p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+    p.add_argument("--perf-iters", type=int, default=0)
+    p.add_argument("--print-ir", action="store_true")
+    p.add_argument("--compile-only", action="store_true")
+
+
+def norm_flags(p: argparse.ArgumentParser, m: int, n: int) -> None:
+    """The flags the row-parallel norm scripts share (weighted_rms_norm.py:336-376, layer_norm.py:288-324 at
+    e972f29), with each script's default M and N."""
+    p.add_argument("--M", type=int, default=m)
+    p.add_argument("--N", type=int, default=n)
+    p.add_argument("--vector-size", type=int, default=16)
+    p.add_argument("--herd-x", type=int, default=1)
+    p.add_argument("--perf-iters", type=int, default=0)
+    p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
+    p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
+
+
+def streaming_features(name: str, n: int, bytes_per_element: float, t: dict) -> dict[str, float]:
+    """A streaming elementwise kernel's cost features: the bytes each of the herd's tiles moves, and the L1 chunks
+    (DMA rounds) each tile runs; constants `<name>_s_per_byte_per_tile`, `<name>_s_per_unit`."""
+    tiles = t.get("herd_x", 1) * t.get("herd_y", 1)
+    chunk = t.get("tile", t.get("tile_n", 2048))
+    return {"launch_s": 1.0, f"{name}_s_per_byte_per_tile": n * bytes_per_element / tiles,
+            f"{name}_s_per_unit": float(int(math.ceil(n / (chunk * tiles))))}
+
+
+@dataclass(frozen=True)
+class CatalogPage:
+    """A kernel's page of mlir-air's kernel_registry at e972f29 (supported_kernels.md's table and details/<page>.md):
+    the projection's catalog entry (registry.catalog.CatalogEntry's fields) and upstream's columns
+    (registry.mlir_air_tables: INDEX, DETAILS, PAGE_OF, NO_JSON and the cells of one row)."""
+
+    title: str
+    page: str  # details/<page>.md
+    columns: tuple[str, ...]  # the shape columns, in page order
+    aliases: dict[str, str]  # other spellings of a shape column
+    spellings: tuple[str, ...]  # the kernel's other names, squashed (registry.catalog.canonical_kernel)
+    math: str
+    datapath: str
+    npu2_mean_rel_L1: str
+    target_tiles: int
+    index: tuple[str, ...]  # supported_kernels.md's header
+    details: tuple[tuple[str, tuple[str, ...]], ...]  # details/<page>.md: (method or "", header) per table
+    index_cells: Callable  # (row, fmt) -> the cells of one index row (fmt: registry.mlir_air_tables' formatters)
+    details_cells: Callable  # (method, row, fmt) -> the cells of one details row, or None
+    elements: Callable[[dict], int] | None = None  # bf16 elements one launch moves (GB/s pages), from the shape
+    unit: str = "GB/s"
+    tolerance_label: str | None = None  # the page's name of the contract ("bf16"), when not the contract's own
+    no_json: bool = True  # upstream has no details/<page>.json
+    default_contract: str = "bf16"
+    listed_after: str | None = None  # the page the index lists it after, where not the kernel's `listed_after`
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    name: str
+    spec: KernelSpec
+    tolerances: dict[str, tuple[float, float]]
+    tolerance_source: str
+    fp32: Callable
+    emulated: Callable
+    torch: Callable
+    tile_rules: Callable[[str], list]
+    tile_default: Callable[[dict, str], dict]
+    harness_case: Callable
+    harness: dict[str, Any]
+    twin: TwinStandIn
+    cost_features: Callable[[Any, Any], dict[str, float]]
+    constants: dict[str, float]
+    evidence: dict[str, str]
+    registry_page: dict[str, Any]
+    registry_rows: Callable
+    dmas_per_tile: int = 0
+    listed_after: str | None = None
+    tile_note: Callable[..., str | None] | None = None
+
+
+OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note")
+REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
+
+
+def from_module(module: ModuleType) -> KernelDef:
+    """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
+    TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER)
+    and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case, cost_features,
+    registry_rows, tile_note). A piece the module lacks is None, which `missing_pieces` names."""
+    values = {}
+    for f in fields(KernelDef):
+        value = getattr(module, f.name.upper(), getattr(module, f.name, None))
+        if value is not None or f.name in REQUIRED:
+            values[f.name] = value
+    return KernelDef(**values)
+
+
+def missing_pieces(d: KernelDef) -> list[str]:
+    """The required pieces `d` leaves empty, plus the ones that disagree with each other (by name)."""
+    out = [p for p in REQUIRED if getattr(d, p) is None or (not callable(getattr(d, p)) and not getattr(d, p))]
+    if d.spec is not None and d.spec.name != d.name:
+        out.append(f"spec (named {d.spec.name!r})")
+    if d.spec is not None and set(d.tolerances) != set(d.spec.contracts):
+        out.append("tolerances (one per contract of the spec)")
+    if d.harness and not d.harness.get("command"):
+        out.append("harness (no command)")
+    if d.evidence and set(d.evidence) != set(d.constants):
+        out.append("evidence (one per constant)")
+    if isinstance(d.registry_page, dict) and d.registry_page and not {"page", "commit", "tables"} <= set(d.registry_page):
+        out.append("registry_page (page, commit, tables)")
+    return out

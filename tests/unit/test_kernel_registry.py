@@ -1,0 +1,164 @@
+"""The kernel registry's coverage (issue #47 item 1): every kernel module of npu_kernels.numerics.kernels declares
+every piece of a KernelDef, and every room of the product takes that kernel from the registry - the catalog, the
+tolerances, the three in-process executors, the tile planner, mlir-air's harness inputs and table, the twin, the
+cost model and the registry importer. A failure names the kernel and the missing piece. No product module outside the
+kernel's own spells its name, but for the rooms that use a kernel in a model (plans, dispatch, the pipeline)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from npu_kernels.numerics import kernels as registry
+from npu_kernels.numerics.kernels.base import REQUIRED, from_module, missing_pieces
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFINITIONS = registry.definitions()
+IDS = [d.name for d in DEFINITIONS]
+# the rooms that call a kernel by name to run a model (a plan row, a dispatch launch, a pipeline stage, the synthetic
+# deployment's kernel rows), not declare it
+USERS = ("npu_kernels/model/", "npu_kernels/perf/dispatch", "registry/synthetic")
+
+
+def test_the_registry_holds_its_modules_in_order():
+    assert [d.name for d in DEFINITIONS] == list(registry.MODULES)
+    assert all(registry.get(d.name) is d for d in DEFINITIONS) and registry.get("no-such-kernel") is None
+
+
+@pytest.mark.parametrize("d", DEFINITIONS, ids=IDS)
+def test_every_registered_kernel_declares_every_piece(d):
+    assert not missing_pieces(d), f"kernel {d.name} lacks: {', '.join(missing_pieces(d))}"
+
+
+def test_the_completeness_check_names_the_kernel_and_the_piece():
+    from dataclasses import replace
+
+    d = DEFINITIONS[0]
+    broken = replace(d, torch=None, constants={}, harness={"since": "x"})
+    assert missing_pieces(broken) == ["torch", "constants", "harness (no command)", "evidence (one per constant)"]
+    half = ModuleType("half_written")  # a new kernel's module with its name and reference only
+    half.NAME, half.fp32 = "half_written", d.fp32
+    assert missing_pieces(from_module(half)) == [p for p in REQUIRED if p not in ("name", "fp32")]
+    assert set(REQUIRED) >= {"spec", "tolerances", "fp32", "emulated", "torch", "tile_rules", "tile_default",
+                             "harness_case", "harness", "twin", "cost_features", "constants", "registry_page"}
+
+
+def _where(d, piece: str, ok: bool) -> None:
+    assert ok, f"kernel {d.name}: {piece} does not take it from the registry"
+
+
+@pytest.mark.parametrize("d", DEFINITIONS, ids=IDS)
+def test_every_room_takes_a_registered_kernel_from_the_registry(d):
+    from npu_kernels.mlir_air.table import load_harness_table
+    from npu_kernels.mlir_air.twin import HARNESS_DIRS
+    from npu_kernels.mlir_air.twin.harness import KINDS, STAND_INS
+    from npu_kernels.numerics.catalog import CATALOG
+    from npu_kernels.numerics.executors.base import KERNEL_NAMES, Fp32Executor
+    from npu_kernels.numerics.executors.emulated import EmulatedExecutor
+    from npu_kernels.numerics.executors.torch_exec import TorchExecutor
+    from npu_kernels.numerics.harness_inputs import HARNESS_KERNELS
+    from npu_kernels.numerics.tile_defaults import DEFAULTS
+    from npu_kernels.numerics.tile_rules import kernel_rules
+    from npu_kernels.perf.constants import EVIDENCE, FITTED
+    from npu_kernels.perf.kernel_model import KERNELS as MODELLED
+    from registry.catalog import canonical_kernel, spec_by_key
+    from registry.mlir_air_tables import DETAILS, INDEX, LATER, NO_JSON, PAGE_OF
+
+    _where(d, "spec (catalog)", CATALOG.get(d.name) is d.spec)
+    _where(d, "tolerances", all(registry.tolerances()[(d.name, c)] == t for c, t in d.tolerances.items()))
+    _where(d, "the executors' kernel names", d.name in KERNEL_NAMES)
+    _where(d, "fp32 (Fp32Executor)", getattr(Fp32Executor, d.name) is d.fp32)
+    _where(d, "emulated (EmulatedExecutor)", getattr(EmulatedExecutor, d.name) is d.emulated)
+    _where(d, "torch (TorchExecutor)", getattr(TorchExecutor, d.name) is d.torch)
+    _where(d, "tile_rules", [r[0] for r in kernel_rules(d.name, "npu2")] == [r[0] for r in d.tile_rules("npu2")])
+    _where(d, "tile_default", DEFAULTS.get(d.name) is d.tile_default)
+    _where(d, "harness_case", d.name in HARNESS_KERNELS)
+    _where(d, "harness (harness table)", load_harness_table().harnesses[d.name].command == d.harness["command"])
+    _where(d, "twin (HARNESS_DIRS)", (d.twin.directory, d.name) in {(x[0], x[1]) for x in HARNESS_DIRS})
+    _where(d, "twin (stand-in kinds)", d.name in KINDS and STAND_INS[d.name] is d.twin)
+    _where(d, "cost_features (cost model)", d.name in MODELLED)
+    _where(d, "constants (FITTED)", all(FITTED[k] == v for k, v in d.constants.items()))
+    _where(d, "evidence (EVIDENCE)", all(EVIDENCE[k] == v for k, v in d.evidence.items()))
+    page = d.registry_page
+    if isinstance(page, dict):  # a page mlir-air added after e972f29: the importer's schema
+        _where(d, "registry_page (importer)", LATER.get(d.name) is page)
+    else:  # a page at e972f29: the projection's catalog entry and upstream's columns
+        entry = spec_by_key(d.name)
+        _where(d, "registry_page (catalog entry)", entry is not None and (entry.page, entry.columns, entry.title)
+               == (page.page, page.columns, page.title))
+        _where(d, "registry_page (tables)", INDEX[d.name] is page.index and DETAILS[d.name] is page.details
+               and PAGE_OF[d.name] == page.page and (d.name in NO_JSON) == page.no_json)
+        _where(d, "registry_page (spellings)", all(canonical_kernel(s) == d.name for s in page.spellings))
+
+
+@pytest.mark.parametrize("d", DEFINITIONS, ids=IDS)
+def test_a_registered_kernel_runs_through_its_declared_pieces(d):
+    """At its small shape: the default tile passes its rules, the harness case's reference agrees with the FP32
+    reference within the kernel's own tolerance, the emulated executor passes it, and every cost feature has a
+    fitted constant; the twin's flags parse with the script's defaults."""
+    import numpy as np
+
+    from npu_kernels.numerics.executors import make_executor
+    from npu_kernels.numerics.tile_rules import check_tile
+    from npu_kernels.perf.constants import DERIVED, FITTED
+    from npu_kernels.perf.kernel_model import kernel_features
+
+    s = d.spec.normalize_shape(dict(d.spec.small_shape))
+    tile = d.tile_default(s, "npu2")
+    assert check_tile(d.name, s, tile, "npu2") == [], f"kernel {d.name}: tile_default breaks its tile_rules"
+    case = d.harness_case(s, d.spec.default_contract, tile)
+    rtol, atol = d.tolerances[d.spec.default_contract]
+    out = d.spec.call(make_executor("emulated", "npu2"), case.inputs, s, d.spec.default_contract, None)
+    assert np.allclose(out, case.reference, rtol=rtol, atol=atol), f"kernel {d.name}: emulated vs harness reference"
+    ref = d.spec.reference(case.inputs, s, d.spec.default_contract)
+    assert np.allclose(ref, case.reference, rtol=rtol, atol=atol), f"kernel {d.name}: FP32 vs harness reference"
+    missing = set(kernel_features(d.name, s, tile)) - set(FITTED) - set(DERIVED)
+    assert not missing, f"kernel {d.name}: cost features without a constant: {sorted(missing)}"
+    p = argparse.ArgumentParser(prog=d.name)
+    d.twin.add_flags(p)
+    p.parse_args([])
+    if not isinstance(d.registry_page, dict):  # a page at e972f29: one row of each of its tables, in their columns
+        from registry.catalog import spec_by_key
+        from registry.fold import ShapeRow
+        from registry.mlir_air_tables import details_cells, index_cells
+
+        row = ShapeRow(spec_by_key(d.name), tuple(s.items()), (), None, (), "failed", (), (), (), "")
+        assert len(index_cells(d.name, row)) == len(d.registry_page.index), f"kernel {d.name}: index_cells"
+        for method, header in d.registry_page.details:
+            assert len(details_cells(d.name, method, row)) == len(header), f"kernel {d.name}: details_cells"
+
+
+def _string_constants(path: Path) -> list[tuple[int, str]]:
+    return [(n.lineno, n.value) for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def test_no_other_room_spells_a_registered_kernels_name():
+    names = set(IDS)
+    found = []
+    for package in ("npu_kernels", "handlers", "registry", "statemachine", "ledger"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith("npu_kernels/numerics/kernels/") or rel.startswith(USERS):
+                continue
+            found += [f"{rel}:{line}: {value!r}" for line, value in _string_constants(path) if value in names]
+    assert not found, "a registered kernel's name outside its module (ask npu_kernels.numerics.kernels):\n" + "\n".join(found)
+
+
+BELOW_THE_REGISTRY = ("npu_kernels.numerics.spec", "npu_kernels.numerics.bf16", "npu_kernels.numerics.references",
+                      "npu_kernels.numerics.harness_case", "npu_kernels.numerics.tile_common", "npu_kernels.thresholds",
+                      "npu_kernels.numerics.kernels.base")
+
+
+@pytest.mark.parametrize("d", DEFINITIONS, ids=IDS)
+def test_a_kernel_module_imports_only_the_numerics_below_the_registry_at_its_top(d):
+    """At import time a kernel module needs nothing the registry's users import (no cycle through the executors,
+    the catalog or the planner); the executors' datapath library only inside a function, at call time."""
+    tree = ast.parse((ROOT / "npu_kernels" / "numerics" / "kernels" / f"{d.name}.py").read_text())
+    project = [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(
+        ("npu_kernels", "registry", "handlers"))]
+    assert project and all(m in BELOW_THE_REGISTRY for m in project), f"kernel {d.name} imports {project}"
