@@ -8,7 +8,7 @@ from pathlib import Path
 
 from handlers.uow import DeploymentUnit
 from npu_kernels.numerics.catalog import get_spec
-from npu_kernels.thresholds import kernel_tolerance
+from npu_kernels.numerics.kernels import kernel_tolerance
 from ledger import open_ledger
 from tests.e2e.cli import ledger as cli
 from tests.integration.test_phase1_evidence import _at_phase1
