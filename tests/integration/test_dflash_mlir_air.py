@@ -12,8 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from handlers import deploy
 from handlers.evaluator.audit import check_speculation
-from handlers.gates.speculation import speculation_reasons
+from handlers.gates import GateRun
+from handlers.gates.speculation import speculation_event, speculation_reasons
+from handlers.workbench import scaffold_deployment
+from ledger import open_ledger
+from ledger.streams import deployment_stream
 from ledger.events import SpeculationChecked
 from ledger.record import RecordedEvent
 from npu_kernels.backends.in_process import InProcessBackend
@@ -26,6 +31,7 @@ from npu_kernels.model.speculative import acceptance_summary, greedy_stream, spe
 from npu_kernels.provenance import STANDIN_REHEARSAL
 from npu_kernels.thresholds import TOKEN_GATE_STEPS
 from statemachine.checks import speculation_problem
+from statemachine.fold import fold
 
 BLOCK = 4
 
@@ -75,16 +81,26 @@ def test_dflash_exactness_records_the_emulated_loops_streams_and_acceptance(back
     assert "contradicts its exact for 5/32" in speculation_problem(forged)
 
 
-def test_a_drill_through_the_make_targets_faults_is_caught(backend, tiny_llama_drafter):
-    prompts = backend.prompts(False)
-    event = _event(backend.speculation_check(prompts, str(tiny_llama_drafter), BLOCK, TOKEN_GATE_STEPS,
-                                             frozenset({"spec_unverified_accept"})))
+def test_phase5s_gate_on_mlir_air_runs_a_drill_through_the_make_targets_faults(tmp_path, tiny_llama,
+                                                                               tiny_llama_drafter, monkeypatch):
+    """`ledger init --executor mlir-air --drafter` is accepted, `ledger scaffold` writes the target for it, and the
+    Phase 5 gate runs it: the drill (declared at init, passed in NPU_LEDGER_FAULTS) is caught."""
+    twin = write_twin(tmp_path / "mlir-air")
+    monkeypatch.setenv("MLIR_AIR_DIR", str(twin))
+    ledger = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    name = deploy.init(ledger, str(tiny_llama), name="t", workspace=tmp_path, drafter=str(tiny_llama_drafter),
+                       draft_block=BLOCK, drafter_faults=("spec_unverified_accept",), executor="mlir-air")
+    assert "t_dflash.py" in scaffold_deployment(ledger, tmp_path, name, str(twin), "emulated")["written"]
+    state = fold(ledger.read_stream(deployment_stream(name)))
+    event = speculation_event(GateRun(state=state, workspace=tmp_path), [])
+    assert isinstance(event, SpeculationChecked), event
     assert not event.problem and not event.passed and event.faults == ["spec_unverified_accept"]
+    assert event.executor == "mlir-air" and event.provenance_class == STANDIN_REHEARSAL
     assert "NPU_LEDGER_FAULTS=spec_unverified_accept" in event.source
     assert "differ from those without it at step" in speculation_problem(event)
     reasons = speculation_reasons(event)
     assert reasons and all("exact for" in r and "[test faults spec_unverified_accept]" in r for r in reasons)
-    assert max(event.acceptance_mean, 0) == pytest.approx(BLOCK + 1)  # every draft committed unchecked
+    assert event.acceptance_mean == pytest.approx(BLOCK + 1)  # every draft committed unchecked
 
 
 def test_an_unreadable_run_or_a_missing_target_is_a_fail_in_one_line(backend, tmp_path):
