@@ -234,10 +234,11 @@ class MlirAirBackend:
             return {**fields, "source": "", "problem": (
                 f"{self.model_dir}/Makefile has no dflash-exactness target: `ledger scaffold` writes it for a "
                 "deployment with a drafter (a Makefile you changed is kept: add the target as the scaffold writes it)")}
-        command, rc, text, prov = self.executor.run_model_target("dflash_exactness", self.model_dir, make_vars=self._make_vars(
+        make_vars = self._make_vars(
             NPU_LEDGER_FAULTS=",".join(sorted(self._faults | set(faults))), NPU_LEDGER_DRAFTER=str(drafter_path),
             DFLASH_PROMPTS=str(prompt_file), DFLASH_N=len(prompts), DFLASH_N_TOKENS=int(n_tokens),
-            DFLASH_BLOCK=int(block), DFLASH_OUT=str(out)))
+            DFLASH_BLOCK=int(block), DFLASH_OUT=str(out))
+        command, rc, text, prov = self.executor.run_model_target("dflash_exactness", self.model_dir, make_vars=make_vars)
         provenance = self._provenance(command, prov, str(out) if out.is_file() else None, text)
         fields.update(source=command, provenance=provenance, provenance_class=run_provenance(provenance))
         try:
@@ -265,14 +266,17 @@ class MlirAirBackend:
             raise DflashOutputError(f"{len(prompts)} prompts asked, {len(parsed.prompts)} printed, {len(acc)} in --out")
         rows = []
         for prompt, p, lengths in zip(prompts, parsed.prompts, acc):
-            if p.compared != n_tokens or p.blocks != len(lengths) or abs(p.mean - sum(lengths) / max(len(lengths), 1)) > 6e-4:
-                raise DflashOutputError(f"prompt {p.index}: exact for {p.same}/{p.compared} over {p.blocks} blocks, mean "
-                                        f"{p.mean}, against {n_tokens} tokens asked and --out's {len(lengths)} blocks")
+            their_mean = sum(lengths) / max(len(lengths), 1)
+            if p.compared != n_tokens or p.blocks != len(lengths) or abs(p.mean - their_mean) > 6e-4:
+                raise DflashOutputError(f"prompt {p.index}: exact for {p.same}/{p.compared} over {p.blocks} blocks, "
+                                        f"mean {p.mean}, against {n_tokens} tokens asked and --out's {len(lengths)} "
+                                        f"blocks (mean {their_mean:.4f})")
             rows.append({"index": prompt.index, "prompt": prompt.text, "exact_for": [p.same, p.compared],
                          "first_divergence": None if p.same == p.compared else p.same, "acceptance": lengths})
         mean = sum(sum(r["acceptance"]) for r in rows) / max(sum(len(r["acceptance"]) for r in rows), 1)
         if abs(parsed.acceptance_mean - mean) > 6e-4:
-            raise DflashOutputError(f"the printed mean {parsed.acceptance_mean} is not --out's per-block lengths' ({mean:.4f})")
+            raise DflashOutputError(f"the printed mean {parsed.acceptance_mean} is not --out's per-block lengths' "
+                                    f"({mean:.4f})")
         return rows
 
     def bisect_block(self) -> BisectResult:
