@@ -55,7 +55,7 @@ def scaffold_deployment(ledger, workspace: Path, name: str, root: str | None = N
         raise ScaffoldError(f"deployment {name!r} has no resolved config (is it in scope?)")
     config = GateRun(state=state, workspace=workspace).config
     return scaffold(mlir_air_dir(root), model_dir_name(name), state.model_path, config, stand_in,
-                    switches=declared_options(state)[0])
+                    switches=declared_options(state)[0], drafter=bool(state.drafter))
 
 
 def next_steps(name: str, executor: str, root: str | None = None) -> str:

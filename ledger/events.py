@@ -455,7 +455,8 @@ class SpeculationChecked(Measured):
     n_tokens: int  # greedy tokens compared per prompt
     prompts: list[dict[str, Any]] = Field(default_factory=list)  # {index, prompt, tokens_spec, tokens_plain,
     #   first_divergence, acceptance[, teacher_forced_divergence: where the streams differ, the verify pass fed the
-    #   plain stream: the first step it disagrees with it, None when it never does]}
+    #   plain stream: the first step it disagrees with it, None when it never does]}; on mlir-air (`make
+    #   dflash-exactness`, which prints no stream) {index, prompt, exact_for: [SAME, K], first_divergence, acceptance}
     passed: bool
     exact_prompts: int
     acceptance_mean: float | None = None
@@ -463,6 +464,8 @@ class SpeculationChecked(Measured):
     n_verify_passes: int = 0
     faults: list[str] = Field(default_factory=list)  # test faults of the speculative loop (drills only)
     source: str = ""  # "cpu-emulator" (the in-process loop) or the command that printed the figures
+    problem: str = ""  # mlir-air: why the run gave no check (its transcript unreadable): recorded as a FAIL, one line
+    provenance: dict[str, Any] = Field(default_factory=dict)  # mlir-air: command, transcript sha256, checkout commit
     provenance_class: ProvenanceClass = ""
     context: str = "phase5"
 

@@ -162,7 +162,8 @@ def teacher_forced_problem(t: TokenGateChecked) -> str | None:
 
 
 def speculation_problem(s: SpeculationChecked) -> str | None:
-    """Why a SpeculationChecked cannot accept speculation (None: it can), from its own recorded streams: a prompt
+    """Why a SpeculationChecked cannot accept speculation (None: it can), from its own recorded streams (on mlir-air,
+    which prints no stream, each prompt's `exact_for` [SAME, K] of dflash_acceptance_device.py --exactness): a prompt
     whose tokens with the drafter differ from those without it (or a recorded first divergence, exact count or
     `passed` that the streams contradict), no prompt at all, or a drill's test faults. The acceptance length is
     a performance figure and decides nothing."""
@@ -170,6 +171,17 @@ def speculation_problem(s: SpeculationChecked) -> str | None:
         return "no gate prompt recorded"
     exact = 0
     for r in s.prompts:
+        if "exact_for" in r:  # mlir-air's `--exactness` prints per prompt only where the streams part: SAME of K
+            same, compared = (int(x) for x in r["exact_for"])
+            if compared != s.n_tokens:
+                return f"prompt {r.get('index')}: {compared} tokens compared, {s.n_tokens} recorded as compared"
+            if (same == compared) != (r.get("first_divergence") is None):
+                return (f"prompt {r.get('index')}: the recorded first divergence {r.get('first_divergence')} "
+                        f"contradicts its exact for {same}/{compared}")
+            if same != compared:
+                return f"prompt {r.get('index')}: the tokens with the drafter differ from those without it at step {same}"
+            exact += 1
+            continue
         spec, plain = list(r.get("tokens_spec", [])), list(r.get("tokens_plain", []))
         if len(plain) != s.n_tokens or not spec:
             return (f"prompt {r.get('index')}: {len(plain)} tokens without the drafter, {s.n_tokens} recorded as "

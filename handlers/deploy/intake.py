@@ -69,11 +69,11 @@ def init(
     With `drafter` (issue 46 item 3), a smaller HF folder with the model's vocabulary is declared for speculative
     decoding: Phase 5 accepts speculation only if its greedy tokens equal those without it on every gate prompt
     (handlers.gates.speculation); `draft_block` tokens are drafted per round; `drafter_faults` are the speculative
-    loop's test faults (drills; tests only). A mismatched vocabulary, a drafter no smaller than the model, or the
-    mlir-air executor is refused in one line."""
+    loop's test faults (drills; tests only). A mismatched vocabulary, a drafter no smaller than the model, or an
+    executor whose backend runs no speculation is refused in one line (mlir-air runs it through the model
+    directory's `make dflash-exactness`, handlers.gates.speculation)."""
     if drafter is not None and not backend_type(executor).runs_speculation:
-        raise DeploymentError(f"--drafter is not driven on --executor {executor} (mlir-air's DFlash --exactness "
-                              "harness is qwen3_4b_q4nx's own and `ledger scaffold` writes none); nothing was recorded")
+        raise DeploymentError(f"--drafter is not driven on --executor {executor}; nothing was recorded")
     _refuse_request(dtype, base, q4nx_style, executor)
     path = Path(model).expanduser().resolve()
     bundle = path if base is None else (path / "model.q4nx" if path.is_dir() else path)

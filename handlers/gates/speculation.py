@@ -9,9 +9,12 @@ per verify pass) with its standard error is recorded beside it as a performance 
 as pass/fail. One `SpeculationChecked` holds both streams of every prompt, so the state
 machine and the evaluator re-derive the verdict from it (statemachine.checks.speculation_problem).
 
-The mlir-air path does not run speculation: mlir-air's DFlash harness (dflash_acceptance_device.py --exactness)
-exists for qwen3_4b_q4nx only and this tool's scaffold does not write one; `ledger init --drafter` refuses an
-mlir-air deployment, and a stream that got one anyway fails here in one line.
+On the mlir-air path the backend runs the model directory's `make dflash-exactness` (the flags of mlir-air's
+qwen3_4b_q4nx dflash_acceptance_device.py --exactness, which `ledger scaffold` writes for a deployment with a
+drafter; MlirAirBackend.speculation_check): per prompt the first position the two streams part (`exact_for`, the
+script prints no stream, so no teacher-forced run), the per-block acceptance lengths from its --out record, the
+provenance of the run (standin-rehearsal on a twin). A run that does not read as the script's is a FAIL with its
+one-line `problem`.
 """
 
 from __future__ import annotations
@@ -42,8 +45,7 @@ from npu_kernels.thresholds import TOKEN_GATE_STEPS
 def drafter_problem(state, drafter: dict[str, Any]) -> str | None:
     """Why the declared drafter cannot run now (None: it can): the executor, or its folder changed since init."""
     if not backend_class(state).runs_speculation:
-        return ("speculative decoding is not driven on the mlir-air path (mlir-air's DFlash --exactness harness is "
-                "qwen3_4b_q4nx's own; this tool's scaffold writes none)")
+        return f"speculative decoding is not driven on --executor {state.executor}"
     folder = Path(drafter.get("path", ""))
     if not (folder / "config.json").is_file():
         return f"the drafter folder {folder} has no config.json"
@@ -62,10 +64,14 @@ def speculation_event(ctx: GateRun, phase_events: list) -> SpeculationChecked | 
     kept = {t.optimisation: True for t in phase_events
             if isinstance(t, OptimizationTried) and t.outcome == "applied" and t.phase == 5}
     backend = model_backend(state, ctx.config, kept)
-    draft = InProcessBackend(drafter["path"], resolve(load_raw_config(drafter["path"])), state.executor, state.target,
-                             dict(backend.options.get("switches", {})))
     block = int(drafter.get("block", DEFAULT_BLOCK))
     faults = frozenset(drafter.get("faults", ()))
+    if hasattr(backend, "speculation_check"):  # mlir-air: the model directory's `make dflash-exactness`
+        narrate.report(f"speculation: make dflash-exactness, drafter block {block}, with and without the drafter")
+        return SpeculationChecked(drafter=drafter, **backend.speculation_check(
+            backend.prompts(ctx.options.full), drafter["path"], block, TOKEN_GATE_STEPS, faults))
+    draft = InProcessBackend(drafter["path"], resolve(load_raw_config(drafter["path"])), state.executor, state.target,
+                             dict(backend.options.get("switches", {})))
     rows, lengths = [], []
     for prompt in backend.prompts(ctx.options.full):
         narrate.report(f"speculation: prompt {prompt.index}, drafter block {block}, with and without the drafter")
@@ -88,6 +94,8 @@ def speculation_event(ctx: GateRun, phase_events: list) -> SpeculationChecked | 
 
 def speculation_reasons(event: SpeculationChecked) -> list[str]:
     """Why speculation was refused, one line per prompt whose streams differ ([] when exact)."""
+    if event.problem:
+        return [f"speculation: {event.problem}"]
     if not event.prompts:
         return ["speculation: no gate prompt ran"]
     drill = f" [test faults {', '.join(event.faults)}]" if event.faults else ""
@@ -95,6 +103,11 @@ def speculation_reasons(event: SpeculationChecked) -> list[str]:
     for r in event.prompts:
         i = r["first_divergence"]
         if i is None:
+            continue
+        if "exact_for" in r:  # mlir-air's --exactness prints where the streams part, not the tokens
+            out.append(f"speculation: prompt {r['index']}: the tokens with the drafter differ from those without it "
+                       f"at step {i} (`{event.source}`: exact for {r['exact_for'][0]}/{r['exact_for'][1]}; this path "
+                       "runs no teacher-forced verify)" + drill)
             continue
         spec, plain = r["tokens_spec"], r["tokens_plain"]
         tf = r.get("teacher_forced_divergence")

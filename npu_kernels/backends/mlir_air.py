@@ -17,6 +17,9 @@
                           A prompt of the full set (`Prompt.full`) is judged on the -full targets' reports.
   conv_state_check        a short-convolution model's `make decode-gate` (mlir-air's lfm2 decode gate,
                           npu_kernels.mlir_air.decode_gate_report): a ConvStateChecked of method "decode-gate".
+  speculation_check       a deployment with a drafter's `make dflash-exactness` (the flags of mlir-air's qwen3_4b_q4nx
+                          dflash_acceptance_device.py --exactness, npu_kernels.mlir_air.dflash): the fields of a
+                          SpeculationChecked, per prompt `exact_for` [SAME, K] and the --out record's per-block lengths.
   bisect_block            none: make targets cannot swap a kernel to FP32 (`can_bisect` False).
   prompts                 mlir-air's prompt file (programming_examples/llms/verify/prompts/instruct.txt, raw
                           `tokenizer.encode`, read at run time) when the checkout has one, else npu-ledger's.
@@ -55,12 +58,14 @@ from npu_kernels.mlir_air.checkout import ROOT, is_twin, standin_reasons
 from npu_kernels.mlir_air.model_profile import parse_model_profile
 from npu_kernels.mlir_air.walk_report import parse_walk_output, report_path
 from npu_kernels.mlir_air.decode_gate_report import parse_decode_gate
+from npu_kernels.mlir_air.dflash import DflashOutputError, parse_exactness
 from npu_kernels.provenance import run_provenance
 from npu_kernels.backends.base import IntegratedRun, Measurement, Npu2Figures
 from npu_kernels.model.compare import BisectResult, BlockResult, TokenGateResult, token_gate_failure
 from npu_kernels.model.hf_reference import load_tokenizer
 from npu_kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from npu_kernels.model.options import PipelineOptions
+from npu_kernels.model.speculative import acceptance_summary
 from npu_kernels.model.prompts import CANONICAL_PROMPT, Prompt, mlir_air_prompts, prompts_for
 from npu_kernels.mlir_air.sweeps import hardware_curve, parse_decode_sweep, parse_prefill_sweep
 from npu_kernels.perf.dispatch import SWITCHES
@@ -92,10 +97,10 @@ class MlirAirBackend:
     hardware = True
     can_bisect = False  # make targets cannot swap one kernel to FP32
     runs_q4nx_device = False  # llama32_1b_q4nx's fused decode is not driven by this backend (yet)
-    # speculative decoding (issue 46 item 3): mlir-air's DFlash harness (qwen3_4b_q4nx dflash_acceptance_device.py
-    # --exactness, read by npu_kernels.mlir_air.dflash) is that model's own; `ledger scaffold` writes none, so a drafter
-    # is refused at init and in Phase 5
-    runs_speculation = False
+    # speculative decoding (issue 46 item 3): `make dflash-exactness` (mlir-air's qwen3_4b_q4nx
+    # dflash_acceptance_device.py --exactness, read by npu_kernels.mlir_air.dflash), which `ledger scaffold` writes for
+    # a deployment with a drafter; a model directory without it is a FAIL saying so (speculation_check)
+    runs_speculation = True
     block_remeasure_atol = None  # a device's `make diagnosis` re-run has no agreed band: the evaluator does not re-run it
 
     def __init__(self, model_path: str | Path, config, deployment: str, target: str = "npu2",
@@ -208,6 +213,71 @@ class MlirAirBackend:
             return {**fields, "method": "decode-gate", "n_positions": 0, "layers": [], "logits_cosine": math.nan,
                     "top1_agrees": False, "thresholds": dict(DECODE_GATE_THRESHOLDS), "passed": False,
                     "problem": f"`{command}` (exit status {rc}): {e}{hint}; last line: {failure_tail(text)}"}
+
+    def speculation_check(self, prompts: list[Prompt], drafter_path: str, block: int, n_tokens: int,
+                          faults: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """`make dflash-exactness` on `prompts` (their tokens in DFLASH_PROMPTS, as mlir-air's --prompts file) with the
+        drafter folder in NPU_LEDGER_DRAFTER, `faults` (the speculative loop's drills) added to NPU_LEDGER_FAULTS: the
+        fields of a SpeculationChecked (no `drafter`). Per prompt `exact_for` [SAME, K] from the transcript, the
+        per-block acceptance lengths from the --out record; mean / s.e. are those lengths' (the transcript's, printed
+        to 3 decimals, must agree). A run that does not read as the script's is a FAIL saying why in one line
+        (`problem`), recorded with what ran."""
+        reports = self.model_dir / "reports"
+        reports.mkdir(exist_ok=True)
+        stem = f"dflash_{len(list(reports.glob('dflash_*_raw.json'))):04d}"
+        prompt_file, out = reports / f"{stem}_prompts.json", reports / f"{stem}_raw.json"
+        prompt_file.write_text(json.dumps([[int(t) for t in p.tokens] for p in prompts]))
+        out.unlink(missing_ok=True)
+        fields: dict[str, Any] = {"executor": self.name, "block": int(block), "n_tokens": int(n_tokens),
+                                  "faults": sorted(faults), "prompts": [], "passed": False, "exact_prompts": 0}
+        if not re.search(r"^dflash-exactness:", (self.model_dir / "Makefile").read_text(), re.M):
+            return {**fields, "source": "", "problem": (
+                f"{self.model_dir}/Makefile has no dflash-exactness target: `ledger scaffold` writes it for a "
+                "deployment with a drafter (a Makefile you changed is kept: add the target as the scaffold writes it)")}
+        make_vars = self._make_vars(
+            NPU_LEDGER_FAULTS=",".join(sorted(self._faults | set(faults))), NPU_LEDGER_DRAFTER=str(drafter_path),
+            DFLASH_PROMPTS=str(prompt_file), DFLASH_N=len(prompts), DFLASH_N_TOKENS=int(n_tokens),
+            DFLASH_BLOCK=int(block), DFLASH_OUT=str(out))
+        command, rc, text, prov = self.executor.run_model_target("dflash_exactness", self.model_dir, make_vars=make_vars)
+        provenance = self._provenance(command, prov, str(out) if out.is_file() else None, text)
+        fields.update(source=command, provenance=provenance, provenance_class=run_provenance(provenance))
+        try:
+            rows = self._speculation_rows(prompts, n_tokens, text, rc, out)
+        except DflashOutputError as e:
+            return {**fields, "problem": f"`{command}` (exit status {rc}): {e}; last line: {failure_tail(text)}"}
+        lengths = [n for r in rows for n in r["acceptance"]]
+        mean, sem = acceptance_summary(lengths)
+        exact = sum(r["first_divergence"] is None for r in rows)
+        return {**fields, "prompts": rows, "passed": exact == len(rows), "exact_prompts": exact,
+                "acceptance_mean": mean, "acceptance_sem": sem, "n_verify_passes": len(lengths)}
+
+    @staticmethod
+    def _speculation_rows(prompts: list[Prompt], n_tokens: int, text: str, rc: int, out: Path) -> list[dict]:
+        """The SpeculationChecked rows of one dflash-exactness run, or DflashOutputError in one line."""
+        if rc != 0:
+            raise DflashOutputError("the run failed")
+        parsed = parse_exactness(text)
+        try:
+            raw = json.loads(out.read_text())["rows"]
+            acc = [[int(n) for n in r["acc"]] for r in raw]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise DflashOutputError(f"its --out record {out} is unreadable ({type(e).__name__})") from e
+        if len(parsed.prompts) != len(prompts) or len(acc) != len(prompts):
+            raise DflashOutputError(f"{len(prompts)} prompts asked, {len(parsed.prompts)} printed, {len(acc)} in --out")
+        rows = []
+        for prompt, p, lengths in zip(prompts, parsed.prompts, acc):
+            their_mean = sum(lengths) / max(len(lengths), 1)
+            if p.compared != n_tokens or p.blocks != len(lengths) or abs(p.mean - their_mean) > 6e-4:
+                raise DflashOutputError(f"prompt {p.index}: exact for {p.same}/{p.compared} over {p.blocks} blocks, "
+                                        f"mean {p.mean}, against {n_tokens} tokens asked and --out's {len(lengths)} "
+                                        f"blocks (mean {their_mean:.4f})")
+            rows.append({"index": prompt.index, "prompt": prompt.text, "exact_for": [p.same, p.compared],
+                         "first_divergence": None if p.same == p.compared else p.same, "acceptance": lengths})
+        mean = sum(sum(r["acceptance"]) for r in rows) / max(sum(len(r["acceptance"]) for r in rows), 1)
+        if abs(parsed.acceptance_mean - mean) > 6e-4:
+            raise DflashOutputError(f"the printed mean {parsed.acceptance_mean} is not --out's per-block lengths' "
+                                    f"({mean:.4f})")
+        return rows
 
     def bisect_block(self) -> BisectResult:
         raise MlirAirBackendError("mlir-air's make targets cannot swap a kernel to FP32: no bisect (can_bisect is False)")

@@ -13,9 +13,9 @@ The lines read, as that file prints them (line numbers at that commit):
 
 `parse_exactness` returns the figures and the verdict re-derived from the per-prompt lines (exact only if every
 prompt's SAME equals its K and the summary agrees); anything missing or contradictory is a `DflashOutputError` in
-one line. The mlir-air backend does not run this yet (npu_kernels.backends.mlir_air refuses a drafter:
-`ledger scaffold` writes no DFlash harness and the twin has no stand-in for one); the parser is the contract the
-day it does.
+one line. The mlir-air backend runs it as the model directory's `make dflash-exactness`
+(npu_kernels.backends.mlir_air.MlirAirBackend.speculation_check; `ledger scaffold` writes the target for a deployment
+with a drafter, and on a stand-in npu_kernels.mlir_air.twin.dflash prints these lines from the emulated loop).
 """
 
 from __future__ import annotations

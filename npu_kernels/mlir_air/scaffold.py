@@ -15,7 +15,9 @@ llama32_1b's run_npu2_*.lit @e972f29 and run_npu2_prefill_sweep.lit @f4ffd43), .
 
 A short-convolution model (LFM2) also gets `decode-gate` and `<name>_decode_gate.py`: the carried-state gate of
 mlir-air's lfm2_1_2b_q4nx/Makefile (at ff1efdb0) and the lines of its lfm2_1_2b_q4nx_decode_gate.py (at 11cad40a),
-read by npu_kernels.mlir_air.decode_gate_report.
+read by npu_kernels.mlir_air.decode_gate_report. A deployment with a drafter also gets `dflash-exactness` and
+`<name>_dflash.py`: the flags of qwen3_4b_q4nx's dflash_acceptance_device.py --exactness (@43e773e, run as its
+README.md 3b "Run" shows @01c8da75), read by npu_kernels.mlir_air.dflash.
 
 npu-ledger's own targets beside mlir-air's: `verify-walk` / `verify-walk-full` run npu-ledger's teacher-forced
 walk (`python -m npu_kernels.mlir_air.walk`) on the runner the same adapter builds, against the same HF bf16
@@ -95,8 +97,34 @@ decode-gate:
 """
 
 
-def _makefile(name: str, stand_in: bool, build: int = NPU2_PREFILL_SEQ, conv: bool = False) -> str:
+def _dflash_rule(name: str) -> tuple[str, str]:
+    """A deployment with a drafter's `dflash-exactness` (its .PHONY name and its rule). mlir-air has no make target for
+    it: qwen3_4b_q4nx's README.md section "3b. DFlash end to end", "Run" (@01c8da75) runs `python
+    dflash_acceptance_device.py --prompts prompts_gsm8k.json --n 8 --n-tokens 32 --exactness` from the model
+    directory (flags of dflash_acceptance_device.py:55-90@43e773e); here `<name>_dflash.py` with the same flags and
+    `--out` (the raw per-block lengths), read by npu_kernels.mlir_air.dflash. NPU_LEDGER_DRAFTER names the drafter
+    folder as NPU_LEDGER_MODEL names the model's; npu-ledger passes the gate prompts' tokens in DFLASH_PROMPTS."""
+    return " dflash-exactness", f"""
+# speculative decoding (qwen3_4b_q4nx README.md 3b "Run"@01c8da75: dflash_acceptance_device.py --exactness): each prompt
+# with the drafter and again without it, `exact for SAME/K` per prompt, the acceptance length +/- 1 s.e.
+NPU_LEDGER_DRAFTER ?=
+export NPU_LEDGER_DRAFTER
+DFLASH_PROMPTS ?= prompts.json
+DFLASH_N ?= 2
+DFLASH_N_TOKENS ?= 32
+DFLASH_BLOCK ?= 4
+DFLASH_OUT ?= reports/dflash_raw.json
+dflash-exactness:
+\tcd $(srcdir) && mkdir -p $(dir $(DFLASH_OUT)) && $(RUN_PY) $(srcdir)/{name}_dflash.py --prompts $(DFLASH_PROMPTS) \\
+\t\t--n $(DFLASH_N) --n-tokens $(DFLASH_N_TOKENS) --block $(DFLASH_BLOCK) --exactness --out $(DFLASH_OUT)
+"""
+
+
+def _makefile(name: str, stand_in: bool, build: int = NPU2_PREFILL_SEQ, conv: bool = False,
+              drafter: bool = False) -> str:
     phony, gate = _decode_gate_rule(name) if conv else ("", "")
+    if drafter:
+        phony, gate = phony + _dflash_rule(name)[0], gate + _dflash_rule(name)[1]
     extra = ("# the stand-in's optimisation switches and test faults (comma-separated), exported to the scripts\n"
              "NPU_LEDGER_SWITCHES ?=\nNPU_LEDGER_FAULTS ?=\nexport NPU_LEDGER_SWITCHES NPU_LEDGER_FAULTS\n") if stand_in else ""
     inf = f"$(srcdir)/{name}_inference.py"
@@ -317,6 +345,23 @@ def _decode_gate(name: str, stand_in: bool) -> str:
             "says what make decode-gate prints')\n")
 
 
+def _dflash(name: str, stand_in: bool) -> str:
+    """`<name>_dflash.py`: the stand-in's (npu_kernels.mlir_air.twin.dflash), or the engineer's skeleton."""
+    if stand_in:
+        return (f'"""{name}: make dflash-exactness (npu-ledger stand-in: the emulated speculative loop, in the lines of '
+                'mlir-air\'s qwen3_4b_q4nx/dflash_acceptance_device.py --exactness)."""\n' + _PATH +
+                "try:\n    from npu_kernels.mlir_air.twin import dflash\nexcept ImportError:\n"
+                "    sys.exit(\"npu-ledger is not importable: give NPU_LEDGER=<an npu-ledger checkout> or "
+                "PYTHON=<an interpreter with npu-ledger installed> on the make command line\")\n\n"
+                "if __name__ == \"__main__\":\n    sys.exit(dflash.main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
+    return (f'"""{name}: speculative decoding with the drafter (the engineer writes it): --prompts P --n N --n-tokens T '
+            "--block B\n--exactness --out F, printing the lines of mlir-air's "
+            "qwen3_4b_q4nx/dflash_acceptance_device.py (43e773e) that\nnpu_kernels/mlir_air/dflash.py lists, and "
+            'writing its --out record (rows of per-block lengths)."""\n'
+            f"raise SystemExit('{name}_dflash.py is the scaffold\\'s skeleton, not written yet: its docstring "
+            "says what make dflash-exactness prints')\n")
+
+
 def _inference(name: str, stand_in: bool) -> str:
     if stand_in:
         return (f'"""{name}: make run / make profile (npu-ledger stand-in: emulated tokens, modelled NPU2 figures)."""\n'
@@ -393,9 +438,10 @@ def _readme(name: str, stand_in: bool) -> str:
 
 
 def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand_in: str | None = None,
-             switches: dict[str, bool] | None = None) -> dict:
+             switches: dict[str, bool] | None = None, drafter: bool = False) -> dict:
     """Write (or refresh) the model directory; return {"dir", "written", "kept"}. `switches`: the deployment's
-    (handlers.gates.runtime.declared_options), which ARCHITECTURE.md states and lays the ELFs out under.
+    (handlers.gates.runtime.declared_options), which ARCHITECTURE.md states and lays the ELFs out under. `drafter`:
+    the deployment declared one (speculative decoding): `dflash-exactness` and `<name>_dflash.py` are written too.
     ScaffoldError, nothing written: a name that is no identifier, no checkout, a hardware directory asked of a
     twin, or a directory a scaffold wrote as the other kind."""
     if stand_in not in (None, "emulated"):
@@ -416,7 +462,8 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
                             f"a directory is one kind, never both: remove it first to write a {kind} one")
     d.mkdir(parents=True, exist_ok=True)
     files = {
-        "Makefile": _makefile(name, bool(stand_in), build_seq(config), conv=bool(config.arch.conv_layers())),
+        "Makefile": _makefile(name, bool(stand_in), build_seq(config), conv=bool(config.arch.conv_layers()),
+                              drafter=drafter),
         "verify_adapter.py": _adapter(name, str(model_path), bool(stand_in)),
         f"{name}_inference.py": _inference(name, bool(stand_in)),
         "README.md": _readme(name, bool(stand_in)),
@@ -427,6 +474,8 @@ def scaffold(mlir_air_dir: str | Path, name: str, model_path: str, config, stand
     }
     if config.arch.conv_layers():  # a short-convolution model: its carried state's decode gate
         files[f"{name}_decode_gate.py"] = _decode_gate(name, bool(stand_in))
+    if drafter:  # speculative decoding: mlir-air's DFlash --exactness run
+        files[f"{name}_dflash.py"] = _dflash(name, bool(stand_in))
     if stand_in:
         files[STAND_IN_FILE] = json.dumps({"model": _model_ref(str(model_path)), "stand_in": stand_in},
                                             indent=1) + "\n"

@@ -88,8 +88,7 @@ def test_init_refuses_a_drafter_with_another_vocabulary_in_one_line(tmp_path, ti
     _refused(tmp_path, tiny_llama, other, "maps 4 .token, id. pairs differently")
 
 
-def test_init_refuses_a_drafter_no_smaller_than_the_model_a_bad_block_and_mlir_air(tmp_path, tiny_llama):
+def test_init_refuses_a_drafter_no_smaller_than_the_model_and_a_bad_block(tmp_path, tiny_llama):
     _refused(tmp_path, tiny_llama, tiny_llama, "not smaller than the model")
     _refused(tmp_path, tiny_llama, tiny_llama, "outside 1..16", draft_block=0)
-    _refused(tmp_path, tiny_llama, tiny_llama, "not driven on --executor mlir-air", executor="mlir-air")
     _refused(tmp_path, tiny_llama, tmp_path / "nowhere", "not a model folder")
