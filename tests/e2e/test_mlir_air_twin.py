@@ -183,6 +183,13 @@ def _a_stand_in_model_directory_stays_a_rehearsal(ws: Path, events: list) -> Non
     assert "stand-in rehearsal" in pages
 
 
+def _toml_section(name: str, table: dict) -> str:
+    """`table` as a TOML section (values: strings, numbers, booleans, lists of them; nested tables as sub-sections)."""
+    scalars = [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in table.items() if not isinstance(v, dict)]
+    nested = "".join(_toml_section(f"{name}.{json.dumps(k)}", v) for k, v in table.items() if isinstance(v, dict))
+    return f"\n[{name}]\n" + "".join(line + "\n" for line in scalars) + nested
+
+
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 NPU2_TOOLCHAIN = "mlir_air_commit=e972f2942,aie_opt=aie-opt 1.0,xrt_smi=xrt-smi 2.19,peano=clang version 22.0.0"
 
@@ -323,8 +330,13 @@ def test_a_harness_table_pointing_at_a_twin_is_a_rehearsal_on_an_npu2_looking_ho
     _simulated_npu2_host(tmp_path, monkeypatch)
     from npu_kernels.mlir_air.table import DEFAULT_TABLE
 
+    from npu_kernels.numerics.kernels import definitions
+
+    # the whole table pointed at the twin: harnesses.toml's entries and the registered kernels' own (an entry of the
+    # file wins over a module's, so every kernel's command here names the twin)
+    extra = "".join(_toml_section(f"harness.{d.name}", d.harness) for d in definitions())
     table = tmp_path / "harnesses.toml"
-    table.write_text(DEFAULT_TABLE.read_text().replace("{mlir_air}", str(twin)))
+    table.write_text((DEFAULT_TABLE.read_text() + extra).replace("{mlir_air}", str(twin)))
     monkeypatch.setenv("MLIR_AIR_DIR", str(real))
     monkeypatch.setenv("NPU_LEDGER_HARNESSES", str(table))
     monkeypatch.setenv("LEDGER_NPU_LOCK", str(root / "npu.lock"))
