@@ -239,9 +239,19 @@ clean:
 # npu-ledger is imported from PYTHONPATH (the Makefile's NPU_LEDGER) or from $(PYTHON)'s environment, never from
 # a path written here; where it is neither, the script says so in one line instead of a traceback
 _PATH = "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\n"
-_STAND_IN_IMPORT = ("try:\n    from npu_kernels.mlir_air.twin import stand_in\nexcept ImportError:\n"
-                    "    sys.exit(\"npu-ledger is not importable: give NPU_LEDGER=<an npu-ledger checkout> or "
-                    "PYTHON=<an interpreter with npu-ledger installed> on the make command line\")\n")
+def _twin_import(module: str) -> str:
+    """A stand-in script's import of its twin module, with the one line a missing npu-ledger gets."""
+    return (f"try:\n    from npu_kernels.mlir_air.twin import {module}\nexcept ImportError:\n"
+            "    sys.exit(\"npu-ledger is not importable: give NPU_LEDGER=<an npu-ledger checkout> or "
+            "PYTHON=<an interpreter with npu-ledger installed> on the make command line\")\n")
+
+
+def _twin_main(module: str) -> str:
+    """A stand-in script's `__main__`: the twin module's main on this model directory."""
+    return f"\nif __name__ == \"__main__\":\n    sys.exit({module}.main([\"--model-dir\", HERE, *sys.argv[1:]]))\n"
+
+
+_STAND_IN_IMPORT = _twin_import("stand_in")
 
 
 def _model_ref(model_path: str) -> str:
@@ -333,10 +343,7 @@ def _decode_gate(name: str, stand_in: bool) -> str:
     if stand_in:
         return (f'"""{name}: make decode-gate (npu-ledger stand-in: the emulated pipeline against HF transformers, '
                 'in the lines of mlir-air\'s lfm2_1_2b_q4nx_decode_gate.py)."""\n' + _PATH +
-                "try:\n    from npu_kernels.mlir_air.twin import decode_gate\nexcept ImportError:\n"
-                "    sys.exit(\"npu-ledger is not importable: give NPU_LEDGER=<an npu-ledger checkout> or "
-                "PYTHON=<an interpreter with npu-ledger installed> on the make command line\")\n\n"
-                "if __name__ == \"__main__\":\n    sys.exit(decode_gate.main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
+                _twin_import("decode_gate") + _twin_main("decode_gate"))
     return (f'"""{name}: the decode gate of the carried short-convolution state (the engineer writes it): the tokens '
             "of --tokens as one\nsequence (--seq), printing the lines of mlir-air's "
             "lfm2_1_2b_q4nx/lfm2_1_2b_q4nx_decode_gate.py (11cad40a) that\nnpu_kernels/mlir_air/decode_gate_report.py "
@@ -350,10 +357,7 @@ def _dflash(name: str, stand_in: bool) -> str:
     if stand_in:
         return (f'"""{name}: make dflash-exactness (npu-ledger stand-in: the emulated speculative loop, in the lines of '
                 'mlir-air\'s qwen3_4b_q4nx/dflash_acceptance_device.py --exactness)."""\n' + _PATH +
-                "try:\n    from npu_kernels.mlir_air.twin import dflash\nexcept ImportError:\n"
-                "    sys.exit(\"npu-ledger is not importable: give NPU_LEDGER=<an npu-ledger checkout> or "
-                "PYTHON=<an interpreter with npu-ledger installed> on the make command line\")\n\n"
-                "if __name__ == \"__main__\":\n    sys.exit(dflash.main([\"--model-dir\", HERE, *sys.argv[1:]]))\n")
+                _twin_import("dflash") + _twin_main("dflash"))
     return (f'"""{name}: speculative decoding with the drafter (the engineer writes it): --prompts P --n N --n-tokens T '
             "--block B\n--exactness --out F, printing the lines of mlir-air's "
             "qwen3_4b_q4nx/dflash_acceptance_device.py (43e773e) that\nnpu_kernels/mlir_air/dflash.py lists, and "
