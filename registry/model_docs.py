@@ -17,7 +17,10 @@
     docs/development_progress/LESSONS.md          LessonRecorded
     docs/evaluation_report.md                     the latest EvaluationRecorded
 
-Pure: a function of the events only (times come from `recorded_at`), byte-identical on every rebuild.
+Pure: a function of the events only (times come from `recorded_at`), byte-identical on every rebuild. A command
+that folded the deployment's stream already hands its view over (`project_model_docs(events, name, folded)`,
+registry.model_fold.DeploymentFold); it is used only while it is the stream `events` hold, so the bytes are those
+of a rebuild from the events.
 Machine paths are never written: a local model path is shown by its last component only.
 """
 
@@ -33,7 +36,7 @@ from typing import Sequence
 from ledger.record import RecordedEvent
 from registry.curve_page import CURVE_CHART
 from registry.evaluation_page import render_evaluation
-from registry.model_fold import DeploymentView, PhaseView, fold_deployment, show_time
+from registry.model_fold import DeploymentView, PhaseView, current, fold_deployment, show_time
 from registry.model_pages import (
     CHART,
     ELF_CHART,
@@ -329,9 +332,13 @@ def render_timing(v: DeploymentView) -> str:
     return "\n".join(parts)
 
 
-def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, bytes]:
-    """Every doc of deployment `name`, keyed by path under `llms/<name>/`, sorted."""
-    v = fold_deployment(events, name)
+def project_model_docs(events: Sequence[RecordedEvent], name: str,
+                       folded: DeploymentView | None = None) -> dict[str, bytes]:
+    """Every doc of deployment `name`, keyed by path under `llms/<name>/`, sorted. `folded`: the deployment's view
+    folded already by the command that appended to it (`registry.model_fold.DeploymentFold`, kept by the unit of
+    work), used when `events` hold no record of its stream past the view's last (else the stream is folded from
+    `events`, as a refresh from scratch does); the other inputs (the imported nightly rows) come from `events`."""
+    v = folded if folded is not None and current(folded, events) else fold_deployment(events, name)
     phase3, charts = render_phase3(v)
     phase6, phase6_charts = render_phase6(v)
     docs = {
@@ -350,6 +357,6 @@ def project_model_docs(events: Sequence[RecordedEvent], name: str) -> dict[str, 
     out: dict[str, bytes] = {rel: text.encode("utf-8") for rel, text in docs.items()}
     out.update({f"{PROGRESS}/{file}": png for file, png in charts.items()})
     out.update({f"{PROGRESS}/{file}": png for file, png in phase6_charts.items()})
-    out.update(project_history(events, name, model_dir_name(name)))  # docs/perf_history.md (+ .png): figures per toolchain
+    out.update(project_history(events, name, model_dir_name(name), list(v.toolchains)))  # docs/perf_history.md (+ .png)
     prefix = f"llms/{model_dir_name(name)}/"
     return {prefix + rel: out[rel] for rel in sorted(out)}

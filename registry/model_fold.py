@@ -7,18 +7,23 @@
   end (the closing event's `recorded_at`) and wall time;
 * blockers: each `BlockerRaised`, resolved by the first later `DeploymentResumed` of the same phase;
 * the latest `FailureTriaged` per subject seq (a PhaseFailed or a KernelVerified);
-* the evidence events by type, in seq order.
+* the evidence events by type, in seq order;
+* the per-toolchain rows of docs/perf_history.md (registry.perf_history.HistoryFold).
 
-It reads the typed events (`RecordedEvent.event`); it never looks at the clock.
+It reads the typed events (`RecordedEvent.event`); it never looks at the clock. `DeploymentFold` is the same view
+grown one record at a time: what a unit of work that already folds the stream (handlers.uow) hands to the
+projections, so the docs of the deployment it changed need no second fold; `fold_deployment` runs it over a stream
+read whole, which is what a refresh from scratch does, and both give the same view.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ledger.record import RecordedEvent
+from registry.perf_history import HistoryFold, ToolchainRow
 from registry.text import shown
 from ledger.streams import deployment_stream
 
@@ -109,6 +114,7 @@ class DeploymentView:
     phases: tuple[PhaseView, ...]
     blockers: tuple[BlockerView, ...]
     triage_by_subject: dict[int, RecordedEvent]
+    toolchains: tuple[ToolchainRow, ...] = ()  # docs/perf_history.md's rows (registry.perf_history.HistoryFold)
 
     def of(self, *types: str) -> list[RecordedEvent]:
         return [e for e in self.events if e.type in types]
@@ -134,19 +140,61 @@ class DeploymentView:
 _OUTCOME = {"PhasePassed": "passed", "PhaseFailed": "failed", "PhaseInconclusive": "inconclusive"}
 
 
-def _phases(events: list[RecordedEvent]) -> tuple[PhaseView, ...]:
-    attempts: dict[tuple[int, int], list[RecordedEvent | None]] = {}
-    latest: dict[int, RecordedEvent] = {}
-    for rec in events:
-        if rec.type not in ("PhaseStarted", *_OUTCOME):
-            continue
-        e = rec.event
-        slot = attempts.setdefault((e.phase, e.attempt), [None, None])
-        if rec.type == "PhaseStarted":
-            slot[0] = slot[0] or rec
-        elif slot[1] is None:
-            slot[1] = rec
-        latest[e.phase] = rec
+class DeploymentFold:
+    """The view of one deployment's stream grown a record at a time: `add(rec)` for each record in seq order (the
+    stream's own only), `view()` the DeploymentView of what was added so far. `fold_deployment` is this over a
+    stream read whole; a unit of work (handlers.uow.DeploymentUnit) adds the records it folds into its state, read
+    or appended, so the docs of the deployment it changed are rendered without folding the stream again.
+
+    Each record is looked at once: its PhaseStarted / outcome goes to its attempt's slot, a BlockerRaised or
+    DeploymentResumed to its list (matched in `view()`: the blockers and resumes, not the stream), a
+    FailureTriaged to its subject (a later triage of the same subject wins)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.stream_id = deployment_stream(name)
+        self._events: list[RecordedEvent] = []
+        self._attempts: dict[tuple[int, int], list[RecordedEvent | None]] = {}
+        self._latest: dict[int, RecordedEvent] = {}
+        self._raised: list[RecordedEvent] = []
+        self._resumes: list[RecordedEvent] = []
+        self._triage: dict[int, RecordedEvent] = {}
+        self._history = HistoryFold()
+
+    def add(self, rec: RecordedEvent) -> None:
+        """One more record of the stream, after every one added before it."""
+        if rec.stream_id != self.stream_id:
+            raise ValueError(f"seq {rec.seq} belongs to stream {rec.stream_id!r}, not {self.stream_id!r}")
+        if self._events and rec.seq <= self._events[-1].seq:
+            raise ValueError(f"seq {rec.seq} does not follow seq {self._events[-1].seq} of {self.stream_id!r}")
+        self._events.append(rec)
+        self._history.add(rec)
+        if rec.type == "PhaseStarted" or rec.type in _OUTCOME:
+            e = rec.event
+            slot = self._attempts.setdefault((e.phase, e.attempt), [None, None])
+            if rec.type == "PhaseStarted":
+                slot[0] = slot[0] or rec
+            elif slot[1] is None:
+                slot[1] = rec
+            self._latest[e.phase] = rec
+        elif rec.type == "BlockerRaised":
+            self._raised.append(rec)
+        elif rec.type == "DeploymentResumed":
+            self._resumes.append(rec)
+        elif rec.type == "FailureTriaged" and rec.event.subject_seq is not None:
+            self._triage[rec.event.subject_seq] = rec
+
+    def view(self) -> DeploymentView:
+        """The DeploymentView of the records added so far (a snapshot: later `add`s do not change it)."""
+        return DeploymentView(  # name: as pages show it (escaped when not printable: an older ledger may hold one)
+            name=shown(self.name), stream_id=self.stream_id, events=tuple(self._events),
+            phases=_phases(self._attempts, self._latest), blockers=_blockers(self._raised, self._resumes),
+            triage_by_subject=dict(sorted(self._triage.items())), toolchains=tuple(self._history.rows()),
+        )
+
+
+def _phases(attempts: dict[tuple[int, int], list[RecordedEvent | None]],
+            latest: dict[int, RecordedEvent]) -> tuple[PhaseView, ...]:
     views = []
     for phase in range(8):
         mine = sorted((k, v) for k, v in attempts.items() if k[0] == phase)
@@ -161,13 +209,10 @@ def _phases(events: list[RecordedEvent]) -> tuple[PhaseView, ...]:
     return tuple(views)
 
 
-def _blockers(events: list[RecordedEvent]) -> tuple[BlockerView, ...]:
+def _blockers(raised: list[RecordedEvent], resumes: list[RecordedEvent]) -> tuple[BlockerView, ...]:
     out = []
-    resumes = [e for e in events if e.type == "DeploymentResumed"]
     used: set[int] = set()
-    for rec in events:
-        if rec.type != "BlockerRaised":
-            continue
+    for rec in raised:
         fix = next(
             (r for r in resumes if r.seq > rec.seq and r.event.phase == rec.event.phase and r.seq not in used), None
         )
@@ -177,14 +222,27 @@ def _blockers(events: list[RecordedEvent]) -> tuple[BlockerView, ...]:
     return tuple(out)
 
 
+def current(view: DeploymentView, events: Sequence[RecordedEvent]) -> bool:
+    """Whether `view` is its stream as `events` (seq order, read whole) hold it: they hold its last record and none of
+    its stream after that (another writer's append since the view was folded). Only the tail past the view's last
+    record is looked at."""
+    if not view.events:
+        return False
+    last = view.events[-1]
+    for rec in reversed(events):
+        if rec.seq < last.seq:
+            return False
+        if rec.seq == last.seq:
+            return rec.stream_id == view.stream_id and rec.hash == last.hash
+        if rec.stream_id == view.stream_id:
+            return False
+    return False
+
+
 def fold_deployment(events: Iterable[RecordedEvent], name: str) -> DeploymentView:
-    stream_id = deployment_stream(name)
-    mine = sorted((e for e in events if e.stream_id == stream_id), key=lambda e: e.seq)
-    triage: dict[int, RecordedEvent] = {}
-    for rec in mine:
-        if rec.type == "FailureTriaged" and rec.event.subject_seq is not None:
-            triage[rec.event.subject_seq] = rec  # later triage of the same subject wins
-    return DeploymentView(  # name: as pages show it (escaped when not printable: an older ledger may hold one)
-        name=shown(name), stream_id=stream_id, events=tuple(mine), phases=_phases(mine), blockers=_blockers(mine),
-        triage_by_subject=dict(sorted(triage.items())),
-    )
+    """The view of deployment `name` from events read whole (any streams, any order): its stream's records in seq
+    order through `DeploymentFold`."""
+    fold = DeploymentFold(name)
+    for rec in sorted((e for e in events if e.stream_id == fold.stream_id), key=lambda e: e.seq):
+        fold.add(rec)
+    return fold.view()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from npu_kernels.perf.trend import trend_breaks
@@ -58,33 +58,49 @@ class ToolchainRow:
     blockers: list[str] = field(default_factory=list)
 
 
-def fold_history(events: Sequence[RecordedEvent]) -> list[ToolchainRow]:
-    """The per-toolchain rows of one deployment's stream (see the module docstring)."""
-    rows: dict[str, ToolchainRow] = {}
-    current: str | None = None
+class HistoryFold:
+    """The per-toolchain rows grown a record at a time (`add`, in the stream's seq order; `rows()` a copy of them so
+    far): `fold_history` over a stream read whole, or the rows a unit of work's view keeps (registry.model_fold)."""
 
-    def row(label: str, seq: int) -> ToolchainRow:
-        return rows.setdefault(label, ToolchainRow(label, seq))
+    def __init__(self) -> None:
+        self._rows: dict[str, ToolchainRow] = {}
+        self._current: str | None = None
 
-    for rec in events:
+    def _row(self, label: str, seq: int) -> ToolchainRow:
+        return self._rows.setdefault(label, ToolchainRow(label, seq))
+
+    def add(self, rec: RecordedEvent) -> None:
         p = rec.payload
         if rec.type == "KernelVerified":
-            current = toolchain_label((p.get("provenance") or {}).get("toolchain"))
+            self._current = toolchain_label((p.get("provenance") or {}).get("toolchain"))
             key = (p["kernel"], json.dumps(p["shape"], sort_keys=True))
-            row(current, rec.seq).kernels[key] = p["verdict"] == "PASS" or bool(p.get("caveat"))
+            self._row(self._current, rec.seq).kernels[key] = p["verdict"] == "PASS" or bool(p.get("caveat"))
         elif rec.type == "PerformanceMeasured":
-            current = toolchain_label(p.get("toolchain"))
+            self._current = toolchain_label(p.get("toolchain"))
             if p.get("ttft_s") is not None or p.get("tokens_per_s") is not None:
-                r = row(current, rec.seq)
+                r = self._row(self._current, rec.seq)
                 r.ttft_s, r.tokens_per_s, r.perf_seq = p.get("ttft_s"), p.get("tokens_per_s"), rec.seq
                 r.source = perf_row_provenance(p)  # the figure's class, re-derived from its facts
-        elif rec.type == "TokenGateChecked" and current is not None:
-            r = row(current, rec.seq)
+        elif rec.type == "TokenGateChecked" and self._current is not None:
+            r = self._row(self._current, rec.seq)
             r.gates += 1
             r.gates_passed += bool(p.get("passed"))
-        elif rec.type == "BlockerRaised" and current is not None and str(p.get("reason", "")).startswith("reverify"):
-            row(current, rec.seq).blockers.append(f"seq {rec.seq}: {p['reason']}")
-    return sorted(rows.values(), key=lambda r: r.first_seq)
+        elif (rec.type == "BlockerRaised" and self._current is not None
+              and str(p.get("reason", "")).startswith("reverify")):
+            self._row(self._current, rec.seq).blockers.append(f"seq {rec.seq}: {p['reason']}")
+
+    def rows(self) -> list[ToolchainRow]:
+        """The rows so far in the order the deployment first used each toolchain (copies: later `add`s leave them)."""
+        return [replace(r, kernels=dict(r.kernels), blockers=list(r.blockers))
+                for r in sorted(self._rows.values(), key=lambda r: r.first_seq)]
+
+
+def fold_history(events: Sequence[RecordedEvent]) -> list[ToolchainRow]:
+    """The per-toolchain rows of one deployment's stream (see the module docstring)."""
+    fold = HistoryFold()
+    for rec in events:
+        fold.add(rec)
+    return fold.rows()
 
 
 _LABEL = SOURCES
@@ -232,11 +248,14 @@ def history_png(name: str, rows: Sequence[ToolchainRow], nightly: Sequence[Night
     return buf.getvalue()
 
 
-def project_history(events: Sequence[RecordedEvent], name: str, model: str = "") -> dict[str, bytes]:
+def project_history(events: Sequence[RecordedEvent], name: str, model: str = "",
+                    rows: Sequence[ToolchainRow] | None = None) -> dict[str, bytes]:
     """{FILE_MD: markdown, FILE_PNG: png (when figures exist)} of deployment `name` (paths under llms/<name>/);
-    `model` is its mlir-air model directory name, which the imported nightly rows are matched on."""
-    stream = deployment_stream(name)
-    rows = fold_history([e for e in events if e.stream_id == stream])
+    `model` is its mlir-air model directory name, which the imported nightly rows are matched on. `rows`: the
+    deployment's toolchain rows folded already (its docs' view keeps them); else its stream in `events` is folded."""
+    if rows is None:
+        stream = deployment_stream(name)
+        rows = fold_history([e for e in events if e.stream_id == stream])
     nightly = nightly_rows(events, model) if model else []
     out = {FILE_MD: render_history(shown(name), rows, model, nightly).encode("utf-8")}
     png = memo_png(history_png, shown(name), rows, nightly)

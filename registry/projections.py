@@ -15,12 +15,13 @@ Paths use `/` on every platform. Building twice from the same events gives the s
 
 from __future__ import annotations
 
-from typing import Collection, Sequence
+from typing import Collection, Iterable, Sequence
 
 from ledger.record import RecordedEvent
-from ledger.streams import DEPLOYMENT_PREFIX
+from ledger.streams import DEPLOYMENT_PREFIX, deployment_stream
 from registry.fold import fold_registry
 from registry.model_docs import model_dir_name, project_model_docs
+from registry.model_fold import DeploymentView
 from registry.render_json import render_all_json
 from registry.render_markdown import render_all_markdown
 
@@ -40,18 +41,22 @@ def deployments(events: Sequence[RecordedEvent]) -> list[str]:
     return sorted({e.stream_id[len(DEPLOYMENT_PREFIX):] for e in events if e.stream_id.startswith(DEPLOYMENT_PREFIX)})
 
 
-def project_all(events: Sequence[RecordedEvent], only: Collection[str] | None = None) -> dict[str, bytes]:
+def project_all(events: Sequence[RecordedEvent], only: Collection[str] | None = None,
+                folded: Iterable[DeploymentView] = ()) -> dict[str, bytes]:
     """Registry + every deployment's docs, keyed by path, sorted. With `only`: the registry and the docs of those
     deployments alone (and of any other whose llms/ folder is the same, so the same one wins as in the whole
     build): what a command that appended to those deployments' streams alone changes, since a deployment's docs
-    read its own stream and the imported nightly rows, never another deployment's stream."""
+    read its own stream and the imported nightly rows, never another deployment's stream. `folded`: views of
+    deployments the command folded already (its units of work), rendered from instead of folding their streams
+    again while current (`project_model_docs`); the bytes are the same either way."""
     out = project_registry(events)
     names = deployments(events)
     if only is not None:
         folders = {model_dir_name(n) for n in only}
         names = [n for n in names if model_dir_name(n) in folders]
+    views = {v.stream_id: v for v in folded}
     for name in names:
-        out.update(project_model_docs(events, name))
+        out.update(project_model_docs(events, name, views.get(deployment_stream(name))))
     return {k: out[k] for k in sorted(out)}
 
 

@@ -7,6 +7,7 @@ import struct
 import pytest
 
 from registry.model_docs import project_model_docs
+from registry.model_fold import DeploymentFold, current, fold_deployment
 from registry.projections import project_all
 from registry.synthetic import realistic_deployment, realistic_deployment_resolved, record
 
@@ -185,3 +186,48 @@ def test_the_evaluation_report_title_names_a_twin_rehearsal_and_keeps_npu2_for_d
     assert "stand-in mlir-air checkout" in twin and "on NPU2" not in twin
     hardware = title("mlir-air", {"mlir_air_commit": "e972f29", "xrt_smi": "xrt-smi 2.19"}, "RyzenAI-npu4")
     assert hardware == "Evaluation Report: m on NPU2 through mlir-air"
+
+
+def _interleaved(*streams: list) -> list:
+    """The items of several deployments' histories taken in turn (their records interleave in the ledger)."""
+    out, longest = [], max(len(s) for s in streams)
+    for i in range(longest):
+        out.extend(s[i] for s in streams if i < len(s))
+    return out
+
+
+def test_the_view_grown_record_by_record_is_the_view_folded_from_the_events_at_every_step():
+    """A unit of work grows its deployment's view as it folds the stream (registry.model_fold.DeploymentFold); at every
+    record it is the view a refresh from scratch folds from the ledger's events, so both render the same bytes."""
+    events = record(_interleaved(realistic_deployment_resolved(NAME), realistic_deployment("other")))
+    mine = [e for e in events if e.stream_id == f"deployment:{NAME}"]
+    assert len(mine) > 60 and {"BlockerRaised", "DeploymentResumed", "FailureTriaged", "PhaseFailed"} <= {
+        e.type for e in mine}
+    grown = DeploymentFold(NAME)
+    for i, rec in enumerate(mine):
+        grown.add(rec)
+        upto = [e for e in events if e.seq <= rec.seq]
+        assert grown.view() == fold_deployment(upto, NAME), (i, rec.type)
+    assert grown.view().toolchains and grown.view().blockers and grown.view().triage_by_subject
+    assert project_model_docs(events, NAME, grown.view()) == project_model_docs(events, NAME)
+
+
+def test_a_view_that_is_not_the_stream_the_events_hold_is_not_rendered_from():
+    """A view overtaken by another writer's append (or ahead of the events, or of another stream) is not used: the
+    docs are those of the stream the events hold."""
+    events = record(realistic_deployment_resolved(NAME) + realistic_deployment("other"))
+    mine = [e for e in events if e.stream_id == f"deployment:{NAME}"]
+    behind = DeploymentFold(NAME)
+    for rec in mine[:-1]:
+        behind.add(rec)
+    assert not current(behind.view(), events)
+    assert project_model_docs(events, NAME, behind.view()) == project_model_docs(events, NAME)
+    whole = fold_deployment(events, NAME)
+    assert current(whole, events) and current(whole, events[:mine[-1].seq])  # the other stream's later records
+    assert not current(whole, events[:mine[-1].seq - 1])  # the events are behind the view
+    assert not current(fold_deployment(events, "other"), [e for e in events if e.stream_id != "deployment:other"])
+    assert not current(DeploymentFold("never").view(), events)
+    with pytest.raises(ValueError, match="does not follow"):
+        behind.add(mine[0])
+    with pytest.raises(ValueError, match="belongs to stream"):
+        behind.add(next(e for e in events if e.stream_id == "deployment:other"))
