@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from handlers.scaffold_sync import sync_scaffolds
 from ledger import Checkpoint, Ledger, default_url, open_ledger
 from ledger.checkpoints import RECORD, CheckpointRecord
 from npu_kernels.settings import env_get
+from registry.model_fold import DeploymentView
 
 STALE_MARK = ".ledger/projections-stale"  # relative to the workspace: a refresh failed since the last full one
 
@@ -95,22 +96,24 @@ class App:
                     f"({e.strerror or type(e).__name__}); `ledger verify` cannot compare the ledger with it later")
         return None
 
-    def refresh_projections(self, only: Collection[str] | None = None) -> list[str]:
+    def refresh_projections(self, only: Collection[str] | None = None,
+                            folded: Iterable[DeploymentView] = ()) -> list[str]:
         """Rebuild the registry and model docs after a change (with `only`: the registry and those deployments'
-        docs, what a command that appended to their streams alone changed) and remember the ledger's new
-        checkpoint; returns the warning lines to show (none when all went well).
+        docs, what a command that appended to their streams alone changed; with `folded`: the views its units of
+        work folded, which those docs are rendered from, registry.projections.project_all) and remember the
+        ledger's new checkpoint; returns the warning lines to show (none when all went well).
 
         The command's events are committed already: a refresh that fails (a full disk, a path in the way) is a
         warning, not a failure, and leaves STALE_MARK in the workspace: the next command's refresh rebuilds every
-        deployment's docs, whichever deployment it is about (or `ledger registry build`), and removes the mark. No
-        temporary file is left behind."""
+        deployment's docs from the ledger's events alone, whichever deployment it is about (or `ledger registry
+        build`), and removes the mark. No temporary file is left behind."""
         warnings = []
         stale = Path(self.workspace) / STALE_MARK
         if only is not None and stale.exists():  # an earlier refresh failed: its deployments' docs may be behind
-            only = None
+            only, folded = None, ()
         try:
             events = self.ledger.all_events()
-            result = build_projections(events, self.workspace, only=only)
+            result = build_projections(events, self.workspace, only=only, folded=folded)
             # a projected folder that is a symbolic link is neither written nor followed
             warnings += [f"warning: recorded, but {link_message(self.workspace, rel)}" for rel in result.links]
             sync_scaffolds(events)  # a scaffolded ARCHITECTURE.md states the switches the ledger records now

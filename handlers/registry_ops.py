@@ -27,7 +27,7 @@ import threading
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from handlers.inputs import input_file
 from ledger.events import NewEvent
@@ -36,6 +36,7 @@ from registry.importer import IMPORT_STREAM, events_from_upstream
 from registry.importer_sweep_gemm import events_from_sweep_gemm, is_sweep_gemm
 from registry.importer_scan import TableAccount, read_markdown
 from registry.model_docs import model_dir_name
+from registry.model_fold import DeploymentView
 from registry.projections import deployments, project_all
 
 
@@ -184,11 +185,12 @@ def import_registry(ledger, directory: str | Path) -> int:
 
 
 def build_projections(events: Sequence[RecordedEvent], out_dir: str | Path, check: bool = False,
-                      only: Collection[str] | None = None) -> BuildResult:
+                      only: Collection[str] | None = None, folded: Iterable[DeploymentView] = ()) -> BuildResult:
     """Write the projections under `out_dir`, or (check=True) compare them with what is on disk; with `only`, the
-    registry and those deployments' docs alone (`registry.projections.project_all`)."""
+    registry and those deployments' docs alone, with `folded` the views a command folded already
+    (`registry.projections.project_all`)."""
     out = Path(out_dir)
-    files = project_all(events, only)
+    files = project_all(events, only, folded)
     differing, missing, written, linked = [], [], [], set()
     links = _Links(out)
     for rel, data in files.items():

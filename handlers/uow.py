@@ -5,6 +5,10 @@ Every command that changes a deployment goes through `DeploymentUnit`. `commit(e
 written and `SomeoneElseAdvanced` says so. After a commit the unit folds the new events in memory, as the
 append stored them (`Ledger.append_recorded`: the rows it chained and checked before its commit; nothing is
 read back), so a handler always decides on the state the ledger actually holds.
+
+Each record the unit folds, read or appended, also grows the view its deployment's docs are rendered from
+(`registry.model_fold.DeploymentFold`): `view()` hands that to the post-commit step (`handlers.verbs.post_commit`),
+so the docs of the deployment a command changed are rendered without folding its stream a second time.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from typing import Iterable
 
 from ledger import ConcurrencyError, Ledger, NewEvent
 from ledger.events import Event
-from statemachine.fold import apply, fold
+from ledger.record import RecordedEvent
+from statemachine.fold import apply
 from statemachine.state import DeploymentState
 from ledger.streams import DEPLOYMENT_PREFIX, deployment_stream, deployment_name
+from registry.model_fold import DeploymentFold, DeploymentView
 from registry.names import normalised
 
 
@@ -51,7 +57,9 @@ class DeploymentUnit:
             known = [deployment_name(s) for s in ledger.streams(DEPLOYMENT_PREFIX)]
             hint = f" (known: {', '.join(known)})" if known else " (run `ledger init MODEL` first)"
             raise DeploymentError(f"no deployment named {name!r}{hint}")
-        self.state: DeploymentState | None = fold(self.events) if self.events else None
+        self.state: DeploymentState | None = None
+        self.docs = DeploymentFold(name)  # the docs' view, grown with the state by the same records
+        self._fold(self.events)  # the stream folded once, into both
 
     @property
     def version(self) -> int:
@@ -68,9 +76,20 @@ class DeploymentUnit:
             raise SomeoneElseAdvanced(f"someone else advanced {self.name} meanwhile; nothing was written") from e
         if new is None:  # an idempotent retry: the batch was recorded earlier, so its records are read
             new = self.ledger.read_stream(self.stream_id, after_version=self.version)
-        state = self.state
-        for rec in new:
-            state = apply(state, rec)
+        self._fold(new)
         self.events.extend(new)
-        self.state = state
         return seqs
+
+    def _fold(self, records: list[RecordedEvent]) -> None:
+        """Fold `records` (the stream's next ones) into the state and the docs' view, each record applied once to
+        each; a record the state machine refuses (statemachine.fold.FoldError) leaves both as they were."""
+        state = self.state
+        for rec in records:
+            state = apply(state, rec)
+        for rec in records:
+            self.docs.add(rec)
+        self.state = state
+
+    def view(self) -> DeploymentView:
+        """The deployment's docs' view as of the unit's last record (what the post-commit step renders from)."""
+        return self.docs.view()

@@ -39,7 +39,7 @@ from typing import Any
 from handlers import deploy, results
 from handlers import results_workbench as rw
 from handlers.bootstrap import App
-from handlers.uow import existing_name, stream_id
+from handlers.uow import DeploymentUnit, existing_name, stream_id
 from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from registry.text import escaped, ledger_command, shown
 from statemachine.mermaid import mermaid
@@ -136,20 +136,24 @@ class Verb:
         return self.request(**{f.name: arguments[f.name] for f in self.fields() if f.name in arguments})
 
 
-def post_commit(vc: VerbCall, name: str | None = None) -> None:
+def post_commit(vc: VerbCall, name: str | None = None, unit: DeploymentUnit | None = None) -> None:
     """The one step after a command that may have recorded something, shared by the CLI and the MCP tools: rebuild
     the projections and keep the ledger's new checkpoint (`App.refresh_projections`), its warnings to `vc.warn`.
 
     With `name` (a command that appends to deployment NAME's stream alone): only when the ledger holds NAME (a
     misspelt name recorded nothing, so it writes no kernel_registry/ or llms/ into the folder either), and then
     the registry and NAME's docs alone -- no other deployment's docs read that stream. The events are the ledger's
-    `all_events`, whose cache the command's own appends extended (`ledger.record.ReadsEverything.recorded`)."""
+    `all_events`, whose cache the command's own appends extended (`ledger.record.ReadsEverything.recorded`). With
+    `unit` (the unit of work the command folded NAME's stream in), NAME's docs are rendered from the view it folded
+    (`DeploymentUnit.view`), not from a second fold of the stream; a view another writer's append has overtaken
+    is not used (`registry.model_fold.current`)."""
     app = vc.app
     if name is not None:
         name = existing_name(app.ledger, name)  # as the command's unit named it (NFC unless the ledger holds it so)
         if not app.ledger.stream_version(stream_id(name)):  # the version, not a read of the stream
             return
-    for line in app.refresh_projections(only=None if name is None else [name]):
+    folded = [unit.view()] if unit is not None and unit.events else []
+    for line in app.refresh_projections(only=None if name is None else [name], folded=folded):
         vc.warn(line)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from handlers.bootstrap import App
+from handlers.uow import DeploymentUnit
 from handlers.verbs import VerbCall, post_commit
 
 
@@ -19,6 +20,7 @@ def refresh_projections(app: App) -> None:
     post_commit(cli_call(app))
 
 
-def refresh_if_recorded(app: App, name: str) -> None:
-    """`post_commit` after a command on deployment NAME, only when the ledger holds NAME."""
-    post_commit(cli_call(app), name)
+def refresh_if_recorded(app: App, name: str, unit: DeploymentUnit | None = None) -> None:
+    """`post_commit` after a command on deployment NAME, only when the ledger holds NAME (with `unit`: NAME's docs
+    from the view the command's unit of work folded)."""
+    post_commit(cli_call(app), name, unit)

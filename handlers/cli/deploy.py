@@ -95,6 +95,7 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
     request = deploy.AdvanceRequest(name, app.workspace, until=until, options=GateOptions(full=full, prefill_len=prefill_len),
                                     preflight=lambda state: advance_refusal(state, name),
                                     on_verdict=None if as_json else on_verdict)
+    unit = None  # advance's unit of work: NAME's docs are rendered from the view it folded (not the distributed path's)
     try:
         with reporting(None if as_json else TerminalProgress()):
             if distribute:
@@ -103,9 +104,10 @@ def advance_cmd(app: App, name: str, until: int | None, full: bool, prefill_len:
 
                 report = advance_distributed(app.ledger, request, wait_s=wait_s)
             else:
-                report = deploy.advance(app.ledger, request)
+                unit = DeploymentUnit(app.ledger, name)
+                report = deploy.advance(app.ledger, request, unit)
     finally:
-        refresh_if_recorded(app, name)
+        refresh_if_recorded(app, name, unit)
     if as_json:
         click.echo(json.dumps(results.advance_json(report)))
     else:

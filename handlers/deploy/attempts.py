@@ -76,11 +76,14 @@ class AdvanceRequest:
     on_verdict: Callable[[dict[str, Any]], None] | None = None
 
 
-def advance(ledger: Ledger, request: AdvanceRequest) -> AdvanceReport:
+def advance(ledger: Ledger, request: AdvanceRequest, unit: DeploymentUnit | None = None) -> AdvanceReport:
     """Run the next gate(s) up to `request.until` (default: as far as the gates go), stopping at the first
-    failure. The deployment's stream is read and folded once; each append extends that fold (DeploymentUnit)."""
+    failure. The deployment's stream is read and folded once; each append extends that fold (DeploymentUnit).
+    `unit`: the caller's unit of work on `request.name` (fresh, nothing appended through it yet), which it then
+    hands to the post-commit step (handlers.verbs.post_commit), whatever `advance` raised: the docs are rendered
+    from the view it folded. Without it `advance` opens its own."""
     name, until, workspace, options = request.name, request.until, request.workspace, request.options
-    unit = DeploymentUnit(ledger, name)
+    unit = unit if unit is not None else DeploymentUnit(ledger, name)
     refusal = request.preflight(unit.state) if request.preflight else None
     if refusal:
         raise DeploymentError(refusal)

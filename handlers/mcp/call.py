@@ -16,6 +16,7 @@ import structlog
 from handlers import deploy
 from handlers.bootstrap import App
 from handlers.inputs import confined
+from handlers.uow import DeploymentUnit
 from handlers.verbs import Verb, VerbCall, post_commit
 
 log = structlog.get_logger("npu_ledger.mcp")
@@ -82,9 +83,10 @@ def refresh(app: App) -> None:
     post_commit(mcp_call(app))
 
 
-def refresh_if_recorded(app: App, name: str) -> None:
-    """`refresh` only when the ledger holds deployment NAME (a misspelt name writes no projections)."""
-    post_commit(mcp_call(app), name)
+def refresh_if_recorded(app: App, name: str, unit: DeploymentUnit | None = None) -> None:
+    """`refresh` only when the ledger holds deployment NAME (a misspelt name writes no projections); with `unit`,
+    NAME's docs from the view the command's unit of work folded."""
+    post_commit(mcp_call(app), name, unit)
 
 
 def read_only(c: Call) -> App:

@@ -31,6 +31,7 @@ from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, r
 from handlers.mcp.workbench import WORKBENCH
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
+from handlers.uow import DeploymentUnit
 from handlers.verbs import VERBS
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
@@ -120,13 +121,15 @@ def _init(c: Call):
 
 def _advance(c: Call):
     a = c.args
+    unit = None  # advance's unit of work: the docs are rendered from the view it folded (as the CLI's)
     try:
         request = deploy.AdvanceRequest(a["name"], c.app.workspace, until=a.get("until"),
                                         options=GateOptions(full=a["full"], prefill_len=a.get("prefill_len")),
                                         preflight=lambda state: advance_refusal(state, a["name"]))
-        report = deploy.advance(c.app.ledger, request)
+        unit = DeploymentUnit(c.app.ledger, a["name"])
+        report = deploy.advance(c.app.ledger, request, unit)
     finally:
-        refresh_if_recorded(c.app, a["name"])
+        refresh_if_recorded(c.app, a["name"], unit)
     return results.advance_json(report)
 
 
