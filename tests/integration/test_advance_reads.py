@@ -1,5 +1,5 @@
-"""What one `ledger advance` costs in ledger work, on the in-memory ledger (ledger.memory), through the CLI in
-this process, with a second deployment in the ledger: appends, stream and whole-ledger reads, folds (whole
+"""What one `ledger advance` costs in ledger work, on the in-memory ledger (ledger.memory), through the CLI or the
+MCP tool in this process, with a second deployment in the ledger: appends, stream and whole-ledger reads, folds (whole
 streams folded: the state machine's, the unit of work's, the docs' view and toolchain rows from the events; events
 applied to the state and added to the docs' view), and which deployments' projections are rebuilt afterwards. And
 that the docs rendered from the view the advance folded are the bytes a refresh from scratch writes."""
@@ -10,12 +10,15 @@ import collections
 import importlib
 import uuid
 
+import pytest
+
 import handlers.deploy.queries
 import handlers.scaffold_sync
 import handlers.uow
 import registry.model_docs
 import registry.perf_history
 import registry.projections
+from handlers.mcp.server import LedgerServer
 from handlers.registry_ops import build_projections
 from handlers.uow import DeploymentUnit
 from ledger import open_ledger
@@ -69,18 +72,29 @@ def counting(monkeypatch, counts: collections.Counter) -> None:
     wrap(registry.projections, "project_registry", "registry projected")
 
 
+def _advance(face: str, workspace, db: str) -> None:
+    """`advance t --until 2` through the click command or the MCP tool (the same post-commit step), in this process."""
+    if face == "cli":
+        done = in_process(workspace, "advance", "t", "--until", "2", db=db)
+        assert done.returncode == 0 and "phase 2 PASSED" in done.stdout, done.stderr
+    else:
+        done = LedgerServer(workspace, db).call("advance", {"name": "t", "until": 2})
+        assert not done.is_error and done.structured_content["ran"][-1]["passed"], done.content
+
+
+@pytest.mark.parametrize("face", ["cli", "mcp"])
 def test_one_advance_folds_once_reads_the_ledger_once_and_projects_only_what_it_changed(tiny_llama, tmp_path,
-                                                                                         monkeypatch):
+                                                                                         monkeypatch, face):
     db = f"memory://{uuid.uuid4().hex}"
     assert in_process(tmp_path, "init", str(tiny_llama), "--name", "t", db=db).returncode == 0
     assert in_process(tmp_path, "init", str(tiny_llama), "--name", "u", db=db).returncode == 0
     counts: collections.Counter = collections.Counter()
     counting(monkeypatch, counts)
-    done = in_process(tmp_path, "advance", "t", "--until", "2", db=db)
-    stream = [row for row in memory_store(db).rows if row[1] == "deployment:t"]
-    forget_store(db)
-    assert done.returncode == 0, done.stderr
-    assert "phase 2 PASSED" in done.stdout
+    try:
+        _advance(face, tmp_path, db)
+        stream = [row for row in memory_store(db).rows if row[1] == "deployment:t"]
+    finally:
+        forget_store(db)
     print(dict(sorted(counts.items())))
     assert counts["appends"] == 6, counts  # per phase: PhaseStarted with its evidence, then the verdict
     assert counts["stream, whole"] == 1, counts  # one fold of the stream ...
