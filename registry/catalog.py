@@ -77,12 +77,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         default_contract="bf16-out-high",
     ),
     CatalogEntry(
-        key="gemv", kernel="gemv", title="GEMV (BF16)", page="GEMV_bf16", columns=("M", "K"),
-        aliases={"m": "M", "k": "K"}, unit="GFLOP/s", math="y[M] = A[M,K] @ x[K] (decode)",
-        datapath="plain FP32 vector accumulate of bf16 inputs, bf16 out",
-        tolerances=(_tol("gemv", "bf16-out", label="bf16"),), npu2_mean_rel_L1="0 ... 2.7e-8", target_tiles=8,
-    ),
-    CatalogEntry(
         key="flash_attention", kernel="flash_attention", title="FlashAttention (BF16, GQA)",
         page="FlashAttention_bf16", columns=("lq", "lk", "dk", "dv", "heads", "kv_heads", "causal"),
         aliases={
@@ -124,6 +118,19 @@ def page_after(d: KernelDef) -> str | None:
     return (p.listed_after if p is not None else None) or d.listed_after
 
 
+def after_in(keys) -> Any:
+    """`page_after` among `keys` (a listing's page keys): a kernel named there with several pages (GEMM's two) stands
+    for the last of its pages in that listing."""
+    kernel_of = {e.key: e.kernel for e in _PIECEWISE}
+
+    def after(d: KernelDef) -> str | None:
+        prev = page_after(d)
+        pages = [k for k in keys if kernel_of.get(k, k) == prev]
+        return pages[-1] if pages else prev
+
+    return after
+
+
 def _entry(d: KernelDef) -> CatalogEntry | None:
     """A registered kernel's page (None: mlir-air added it after e972f29, the importer's generic page)."""
     p = PAGES.get(d.name)
@@ -138,12 +145,13 @@ def _entry(d: KernelDef) -> CatalogEntry | None:
 
 
 CATALOG: tuple[CatalogEntry, ...] = tuple(
-    e for e in in_listing_order({e.key: e for e in _PIECEWISE}, _entry, page_after).values() if e is not None)
+    e for e in in_listing_order({e.key: e for e in _PIECEWISE}, _entry, after_in([e.key for e in _PIECEWISE])).values()
+    if e is not None)
 _BY_KEY = {spec.key: spec for spec in CATALOG}
 
 # normalised spelling -> executor kernel name
 _KERNEL_ALIASES = {
-    "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
+    "gemm": "gemm", "matmul": "gemm",
     "flashattention": "flash_attention", "attention": "flash_attention",
     "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
@@ -262,7 +270,9 @@ def throughput(spec: CatalogEntry, shape: Shape, gflops: float | None, latency_u
             return None
         s = dict(shape)
         try:
-            flops = 2 * s["M"] * s["K"] * s.get("N", 1) if spec.kernel in ("gemm", "gemv") else None
+            page = PAGES.get(spec.kernel)  # a page's `flops`: what one launch does
+            flops = 2 * s["M"] * s["K"] * s.get("N", 1) if spec.kernel == "gemm" else (
+                page.flops(s) if page is not None and page.flops is not None else None)
         except (KeyError, TypeError):
             flops = None
         return None if flops is None else flops / (latency_us * 1e3)

@@ -59,23 +59,6 @@ _PIECEWISE: dict[str, KernelSpec] = {
         target_tiles=_tiles(32, 16),
         fidelity_band=0.15,
     ),
-    "gemv": KernelSpec(
-        name="gemv",
-        shape_keys=("M", "K"),
-        contracts=_bf16("gemv", "bf16 in, FP32 vector accumulate, bf16 out"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.gemv_inputs,
-        reference_fn=refs.gemv_reference,
-        call_fn=refs.gemv_call,
-        flops_fn=lambda s: 2.0 * s["M"] * s["K"],
-        bytes_fn=lambda s: 2.0 * (s["M"] * s["K"] + s["K"] + s["M"]),
-        output_elements_fn=lambda s: s["M"],
-        npu2={"bf16-out": NpuFigure(1.6e-9, 0.0, 2.7e-8, "2048x2048, 8/8/8 (vs a reference rounded the same way)")},
-        registry_shape={"M": 2048, "K": 2048},
-        small_shape={"M": 256, "K": 512},
-        target_tiles=_tiles(8, 4),
-        fidelity_band=0.0,  # judged as an absolute bound: <= 1e-6
-    ),
     "flash_attention": KernelSpec(
         name="flash_attention",
         shape_keys=("lq", "lk", "dk", "dv", "heads_q", "heads_kv", "causal"),

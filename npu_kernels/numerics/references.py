@@ -43,19 +43,6 @@ def gemm_call(ex, i, s, contract, tile):
     return ex.gemm(i["a"], i["b"], contract=contract, tile=tile)
 
 
-def gemv_inputs(s, rng):
-    scale = 1.0 / math.sqrt(s["K"])
-    return {"a": bf16_randn(rng, (s["M"], s["K"]), scale), "x": bf16_randn(rng, (s["K"],), scale)}
-
-
-def gemv_reference(i, s):
-    return i["a"] @ i["x"]
-
-
-def gemv_call(ex, i, s, contract, tile):
-    return ex.gemv(i["a"], i["x"])
-
-
 # --- norms -----------------------------------------------------------------------------------------------
 
 

@@ -8,7 +8,6 @@ kernels, raw FP32 for `gemm(contract="f32-out")`).
 
 Layouts (dimensions named once):
   gemm(a (M, K), b (K, N))                       -> (M, N)     y = a @ b, weights pre-transposed at load
-  gemv(a (M, K), x (K,))                         -> (M,)
   rmsnorm(x (M, N), w (N,), eps)                 -> (M, N)
   layernorm(x (M, N), w (N,), b (N,), eps)       -> (M, N)
   rope(x (rows, D), cos (rows, D/2), sin (rows, D/2)) -> (rows, D)   half-split (HF rotate_half):
@@ -43,7 +42,6 @@ from npu_kernels.numerics.kernels import in_listing_order
 # the kernels declared piecewise, then those of the registry (npu_kernels.numerics.kernels), in the catalog's listing order
 KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemm",
-    "gemv",
     "flash_attention",
     "dequant_q4nx",
     "gemv_q4nx",
@@ -101,9 +99,6 @@ class Fp32Executor(Executor):
     def gemm(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
         # C-contiguous B: a pipeline's weight comes as a transposed view, and BLAS would sum it in another order
         return np.asarray(a, np.float32) @ np.ascontiguousarray(b, np.float32)
-
-    def gemv(self, a, x, *, static_key=None):
-        return np.asarray(a, np.float32) @ np.asarray(x, np.float32)
 
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         q = np.asarray(q, np.float32)

@@ -85,10 +85,6 @@ class TorchExecutor(Executor):
                 at, bt = at.float(), bt.float()
             return self._np(torch.cat([at @ bt[:, j : j + GEMM_PANEL_N] for j in range(0, bt.shape[1], GEMM_PANEL_N)], 1))
 
-    def gemv(self, a, x, *, static_key=None):
-        with self.timer.time("gemv"), torch.inference_mode():
-            return self._np(self._static(a, static_key, "gemv.a") @ self._t(x))
-
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         with self.timer.time("flash_attention"), torch.inference_mode():
             # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels

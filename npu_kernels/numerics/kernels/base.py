@@ -25,6 +25,9 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   listed_after      the kernel the catalog lists it after (keeps `ledger kernel list` and `make bench` in order)
   tile_note         (shape, tile, herd, target, target tiles) -> why the default herd is short of the target tiles
                     (tile_notes), or None
+  herd_of           tile -> [columns, rows] of the herd it places, where the tile does not name them herd_x / herd_y
+  throughput        the cost model's figure of a launch: "gbps" (spec.bytes over the latency, the memory-bound
+                    kernels) or "gflops" (spec.flops over it)
 
 `REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks.
 """
@@ -116,6 +119,7 @@ class CatalogPage:
     no_json: bool = True  # upstream has no details/<page>.json
     default_contract: str = "bf16"
     listed_after: str | None = None  # the page the index lists it after, where not the kernel's `listed_after`
+    flops: Callable[[dict], float] | None = None  # FLOP one launch does (GFLOP/s pages, from the shape)
 
 
 @dataclass(frozen=True)
@@ -140,17 +144,19 @@ class KernelDef:
     dmas_per_tile: int = 0
     listed_after: str | None = None
     tile_note: Callable[..., str | None] | None = None
+    herd_of: Callable[[dict], list[int]] | None = None
+    throughput: str = "gbps"
 
 
-OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note")
+OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "throughput")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 
 
 def from_module(module: ModuleType) -> KernelDef:
     """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
-    TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER)
-    and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case, cost_features,
-    registry_rows, tile_note). A piece the module lacks is None, which `missing_pieces` names."""
+    TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER,
+    THROUGHPUT) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
+    cost_features, registry_rows, tile_note, herd_of). A piece the module lacks is None, which `missing_pieces` names."""
     values = {}
     for f in fields(KernelDef):
         value = getattr(module, f.name.upper(), getattr(module, f.name, None))
