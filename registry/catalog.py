@@ -91,13 +91,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
     # the 4-bit (Q4NX) kernels of the on-device 4-bit deployment (mlir-air llama32_1b_q4nx; the upstream
     # kernel_registry has no page for them): dequant_q4nx.cc@0d63308 and the fused decode's q4_k.h@54341c8
     CatalogEntry(
-        key="dequant_q4nx", kernel="dequant_q4nx", title="Q4NX dequant (4-bit -> BF16)", page="Dequant_Q4NX_bf16",
-        columns=("M", "K"), aliases={"m": "M", "k": "K", "n_out": "M"},
-        math="w[M,K] = q * scale + min, bf16 scale/min per 32-column group",
-        datapath="FP32 add of the exact product q*scale, one round-to-nearest-even to bf16",
-        tolerances=(_tol("dequant_q4nx", "bf16-out", label="bf16"),), npu2_mean_rel_L1="not measured", target_tiles=4,
-    ),
-    CatalogEntry(
         key="gemv_q4nx", kernel="gemv_q4nx", title="GEMV (Q4NX 4-bit weights, BF16)", page="GEMV_Q4NX_bf16",
         columns=("M", "K"), aliases={"m": "M", "k": "K"}, unit="GFLOP/s",
         math="y[M] = W[M,K] @ x[K], W = q * scale + min never built (decode)",
@@ -107,7 +100,8 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
 )
 
 
-# the kernels of npu_kernels.numerics.kernels with a page at e972f29: each module's `registry_page` (a CatalogPage)
+# the kernels of npu_kernels.numerics.kernels with a page at e972f29 (or npu-ledger's own, where upstream has none: the
+# 4-bit kernels): each module's `registry_page` (a CatalogPage)
 PAGES: dict[str, CatalogPage] = {d.name: d.registry_page for d in kernel_definitions()
                                  if isinstance(d.registry_page, CatalogPage)}
 
@@ -153,7 +147,7 @@ _BY_KEY = {spec.key: spec for spec in CATALOG}
 _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm",
     "flashattention": "flash_attention", "attention": "flash_attention",
-    "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
+    "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 
 

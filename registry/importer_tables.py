@@ -135,7 +135,8 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
     f: dict[str, Any] = {"tile": {}}
     registered = kernel_definition(key)
     try:
-        if registered is not None and not isinstance(registered.registry_page, dict):  # a page at e972f29
+        if (registered is not None and not isinstance(registered.registry_page, dict)
+                and registered.registry_rows):  # a page at e972f29 (a kernel without one declares it Absent)
             f.update(registered.registry_rows(key, header, cells, "", CELL)[0])
         elif key == "flash_attention":
             lq, lk = ints(c["lq×lk"])[:2]

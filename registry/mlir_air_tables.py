@@ -22,10 +22,13 @@ from typing import Any, Callable
 
 from npu_kernels.numerics.kernels import CatalogPage, in_listing_order
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
-from registry.catalog import PAGES, after_in
+from registry.catalog import PAGES as CATALOG_PAGES
+from registry.catalog import after_in
 from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, ShapeRow, not_npu2_mark, pick_best
 
 _NOT_NPU2_ORDER = list(NOT_NPU2)
+# the registered kernels' pages upstream has (a kernel without one, the 4-bit ones, declares its absence: `index`)
+PAGES = {name: p for name, p in CATALOG_PAGES.items() if p.index}
 
 # --- upstream headers -------------------------------------------------------------------------------------
 

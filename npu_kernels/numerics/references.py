@@ -126,11 +126,6 @@ def flash_attention_bytes(s):
 Q4_GROUP = 32  # dequant_q4nx.py GS / dequant_q4nx.cc DIM_GS
 
 
-def q4nx_check_shape(s):
-    if s["K"] % Q4_GROUP:
-        raise ShapeError(f"K={s['K']} must be a multiple of the {Q4_GROUP}-column Q4NX group")
-
-
 def q4nx_gemv_check_shape(s):
     """One q4k block is 32 rows x 256 columns (proj_qmm.cc Q4NX_ROW_BLOCK_SIZE / Q4NX_COL_BLOCK_SIZE)."""
     if s["M"] % 32 or s["K"] % 256:
@@ -140,25 +135,6 @@ def q4nx_gemv_check_shape(s):
 def q4nx_dequantised(i) -> np.ndarray:
     """W (M, K) = q * scale + min in FP32, each group's scale and min repeated over its 32 columns."""
     return i["codes"] * np.repeat(i["scale"], Q4_GROUP, axis=1) + np.repeat(i["min"], Q4_GROUP, axis=1)
-
-
-def dequant_q4nx_inputs(s, rng):
-    """dequant_q4nx.py's `__main__` draw (@0d63308): q uniform in 0..15, scale U(0.005, 0.02), min U(-0.1, 0.1),
-    the latter two as the bf16 the packed row holds (`pack_weight` casts them)."""
-    g = s["K"] // Q4_GROUP
-    return {
-        "codes": rng.integers(0, 16, (s["M"], s["K"])).astype(np.float32),
-        "scale": to_bf16(rng.uniform(0.005, 0.02, (s["M"], g))),
-        "min": to_bf16(rng.uniform(-0.1, 0.1, (s["M"], g))),
-    }
-
-
-def dequant_q4nx_reference(i, s):
-    return q4nx_dequantised(i)
-
-
-def dequant_q4nx_call(ex, i, s, contract, tile):
-    return ex.dequant_q4nx(i["codes"], i["scale"], i["min"])
 
 
 def gemv_q4nx_inputs(s, rng):

@@ -130,11 +130,6 @@ def _fa_default(s: dict, target: str) -> dict:
 # --- 4-bit (Q4NX) kernels -------------------------------------------------------------------------------
 
 
-def _dequant_q4_default(s: dict, target: str) -> dict:
-    """dequant_q4nx.py's herd [1, herd_n=4] (build_module@0d63308), fewer rows when M needs it."""
-    return {"herd_x": 1, "herd_y": largest_divisor(s["M"], min(4, array_rows(target)))}
-
-
 def _gemv_q4_default(s: dict, target: str) -> dict:
     """32-row q4k blocks over up to every column of the array (one row of cores)."""
     return {"herd_x": largest_divisor(max(s["M"] // 32, 1), array_columns(target)), "herd_y": 1}
@@ -147,7 +142,6 @@ def _gemv_q4_default(s: dict, target: str) -> dict:
 _PIECEWISE = {
     "gemm": _gemm_default,
     "flash_attention": _fa_default,
-    "dequant_q4nx": _dequant_q4_default,
     "gemv_q4nx": _gemv_q4_default,
 }
 # and the kernels of the registry (npu_kernels.numerics.kernels): each module's `tile_default`

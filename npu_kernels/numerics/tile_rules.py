@@ -148,19 +148,8 @@ def fa_herd(t: dict) -> list[int]:
 
 
 def _q4_rules(kernel: str, target: str) -> list[Rule]:
-    """dequant_q4nx: rows split over a 1 x herd_y herd, one packed row (K/2 code bytes + K/32 bf16 scales and
-    mins) and its K bf16 outputs in L1 (dequant_q4nx.py build_module@0d63308: `N_out % herd_n == 0`).
-    gemv_q4nx: 32-row blocks split over herd_x columns (proj_qmm.cc: one 32x256 q4k block per call)."""
+    """gemv_q4nx: 32-row blocks split over herd_x columns (proj_qmm.cc: one 32x256 q4k block per call)."""
     cols, rows = array_columns(target), array_rows(target)
-    if kernel == "dequant_q4nx":
-        return [
-            ("dequant_q4nx.M_divisible_by_herd", lambda s, t: s["M"] % (t["herd_x"] * t["herd_y"]) == 0,
-             lambda s, t: f"M={s['M']} is not a multiple of herd_x*herd_y={t['herd_x']}*{t['herd_y']}"),
-            ("dequant_q4nx.row_fits_l1", lambda s, t: s["K"] // 2 + s["K"] // 8 + 2 * s["K"] <= 65536,
-             lambda s, t: f"K={s['K']}: a packed row and its bf16 output exceed the 64 KiB L1"),
-            ("dequant_q4nx.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and 1 <= t["herd_y"] <= rows,
-             lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}x{rows} array"),
-        ]
     return [
         ("gemv_q4nx.M_divisible_by_row_blocks", lambda s, t: s["M"] % (32 * t["herd_x"] * t["herd_y"]) == 0,
          lambda s, t: f"M={s['M']} is not a multiple of 32*herd_x*herd_y=32*{t['herd_x']}*{t['herd_y']}"),
@@ -173,7 +162,7 @@ def kernel_rules(kernel: str, target: str) -> list[Rule]:
     registered = kernel_definition(kernel)
     if registered is not None:
         return registered.tile_rules(target)
-    if kernel in ("dequant_q4nx", "gemv_q4nx"):
+    if kernel == "gemv_q4nx":
         return _q4_rules(kernel, target)
     if kernel == "gemm":
         return _gemm_rules(target)

@@ -66,7 +66,7 @@ FITTED: dict[str, float] = {
     "fa_s_per_kv_byte": 2.99e-12,
 }
 # the kernels of the registry (npu_kernels.numerics.kernels): each module's constants, fitted in the same fit
-FITTED.update((name, value) for d in kernel_definitions() for name, value in d.constants.items())
+FITTED.update((name, value) for d in kernel_definitions() if d.constants for name, value in d.constants.items())
 
 R = "programming_examples/kernel_registry/details/"
 EVIDENCE: dict[str, str] = {
@@ -103,4 +103,4 @@ EVIDENCE: dict[str, str] = {
     "fa_s_per_kv_byte": "K/V stream per iteration: 1/334 GB/s effective (broadcast over the cascade); the GQA "
                         "32/8 vs 32/32 rows (lines 149-150).",
 }
-EVIDENCE.update((name, text) for d in kernel_definitions() for name, text in d.evidence.items())
+EVIDENCE.update((name, text) for d in kernel_definitions() if d.evidence for name, text in d.evidence.items())

@@ -28,7 +28,7 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.perf.constants import DERIVED, FITTED
 from npu_kernels.numerics.tiles import default_tile
 
-Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
+Q4_KERNELS = ("gemv_q4nx",)  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
 # The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
 # in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
 KERNELS = ("gemm", "flash_attention") + Q4_KERNELS + tuple(d.name for d in kernel_definitions())
@@ -66,11 +66,11 @@ def _gemm(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _q4(kernel: str, s: Mapping[str, Any]) -> dict[str, float]:
-    """The 4-bit kernels move their codes + bf16 scale/min per 32 columns (0.625 B/weight) and their bf16
-    activations (GEMV: x in, y out; dequant: the bf16 matrix out) at the fused decode's calibrated stream rate."""
+    """The 4-bit GEMV moves its codes + bf16 scale/min per 32 columns (0.625 B/weight) and its bf16 activations
+    (x in, y out) at the fused decode's calibrated stream rate."""
     M, K = s["M"], s["K"]
     packed = M * K * (0.5 + 4.0 / 32)
-    moved = packed + (2.0 * M * K if kernel == "dequant_q4nx" else 2.0 * (K + M))
+    moved = packed + 2.0 * (K + M)
     return {"launch_s": 1.0, "q4_s_per_byte": moved}
 
 

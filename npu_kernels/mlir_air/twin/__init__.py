@@ -66,8 +66,8 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
 
 # and the kernels of npu_kernels.numerics.kernels: each module's `twin` stand-in (its Makefile cited there)
 HARNESS_DIRS += [(d.twin.directory, d.name, d.twin.variables, d.twin.flags, d.twin.extra_targets)
-                 for d in kernel_definitions()]
-PEANO_ONLY = tuple(d.name for d in kernel_definitions() if d.twin.peano_only)
+                 for d in kernel_definitions() if d.twin and d.twin.makefile]
+PEANO_ONLY = tuple(d.name for d in kernel_definitions() if d.twin and d.twin.peano_only)
 
 
 def interpreter_line(root: Path) -> str:
@@ -112,7 +112,7 @@ xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), print
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
 """.replace("KINDS", ", ".join(in_listing_order({k: k for k in (
-    "gemm", "gemm_f32", "flash_attention", "dequant_q4nx")}, lambda d: d.name,
+    "gemm", "gemm_f32", "flash_attention")}, lambda d: d.name,
     lambda d: "gemm_f32" if d.listed_after == "gemm" else d.listed_after)))  # after GEMM's two kinds
 
 
@@ -160,14 +160,11 @@ def write_twin(directory: str | Path, peano: str = TWIN_PEANO) -> Path:
         d.mkdir(parents=True, exist_ok=True)
         (d / "Makefile").write_text(_makefile(rel, kind, variables, flags, extra, twin))
     for d in kernel_definitions():  # the scripts the harness table runs directly (a kernel module's `twin.script`)
-        if d.twin.script:
+        if d.twin and d.twin.script:
             script = pe / d.twin.directory / d.twin.script
+            script.parent.mkdir(parents=True, exist_ok=True)  # a stand-in without a Makefile has no directory yet
             script.write_text(_script(d.name, root))
             script.chmod(0o755)
-    q4 = pe / "llms" / "llama32_1b_q4nx"  # dequant_q4nx.py (@0d63308, later than e972f29): run directly, no Makefile rule
-    q4.mkdir(parents=True, exist_ok=True)
-    (q4 / "dequant_q4nx.py").write_text(_script("dequant_q4nx", root))
-    (q4 / "dequant_q4nx.py").chmod(0o755)
     verify = pe / "llms" / "verify"
     (verify / "prompts").mkdir(parents=True, exist_ok=True)
     runner = verify / "verify_runner.py"
