@@ -88,15 +88,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         datapath="two BFP16 MMAs + bf16 online softmax",
         tolerances=(_tol("flash_attention", "bf16-out", label="bf16"),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
     ),
-    # the 4-bit (Q4NX) kernels of the on-device 4-bit deployment (mlir-air llama32_1b_q4nx; the upstream
-    # kernel_registry has no page for them): dequant_q4nx.cc@0d63308 and the fused decode's q4_k.h@54341c8
-    CatalogEntry(
-        key="gemv_q4nx", kernel="gemv_q4nx", title="GEMV (Q4NX 4-bit weights, BF16)", page="GEMV_Q4NX_bf16",
-        columns=("M", "K"), aliases={"m": "M", "k": "K"}, unit="GFLOP/s",
-        math="y[M] = W[M,K] @ x[K], W = q * scale + min never built (decode)",
-        datapath="per 32-column group FP32 q.x rounded to bf16 times scale, plus min * bf16(sum x); bf16 out",
-        tolerances=(_tol("gemv_q4nx", "bf16-out", label="bf16"),), npu2_mean_rel_L1="not measured", target_tiles=8,
-    ),
 )
 
 
@@ -147,7 +138,6 @@ _BY_KEY = {spec.key: spec for spec in CATALOG}
 _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm",
     "flashattention": "flash_attention", "attention": "flash_attention",
-    "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 
 

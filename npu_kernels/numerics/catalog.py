@@ -78,25 +78,6 @@ _PIECEWISE: dict[str, KernelSpec] = {
         bool_keys=("causal",),
         extra={"check_shape": refs.flash_attention_check_shape},
     ),
-    # The 4-bit (Q4NX) kernels of mlir-air's on-device 4-bit deployment (llama32_1b_q4nx). mlir-air's registry
-    # has no NPU2 figure for them: `npu2` is empty and every report says "not measured".
-    "gemv_q4nx": KernelSpec(
-        name="gemv_q4nx",
-        shape_keys=("M", "K"),
-        contracts=_bf16("gemv_q4nx", "4-bit GEMV: per-group FP32 q.x rounded to bf16, times scale, + min*bf16(sum x)"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.gemv_q4nx_inputs,
-        reference_fn=refs.gemv_q4nx_reference,
-        call_fn=refs.gemv_q4nx_call,
-        flops_fn=lambda s: 2.0 * s["M"] * s["K"],
-        bytes_fn=lambda s: s["M"] * s["K"] * (0.5 + 4.0 / 32) + 2.0 * (s["K"] + s["M"]),
-        output_elements_fn=lambda s: s["M"],
-        npu2={},
-        registry_shape={"M": 2048, "K": 2048},
-        small_shape={"M": 256, "K": 512},
-        target_tiles=_tiles(8, 4),
-        extra={"check_shape": refs.q4nx_gemv_check_shape},
-    ),
 }
 
 # The kernels declared piecewise above, and those of the registry (npu_kernels.numerics.kernels: one module per kernel) in

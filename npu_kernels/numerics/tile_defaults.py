@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from npu_kernels.numerics.kernels import in_listing_order
 from npu_kernels.numerics.catalog import get_spec
-from npu_kernels.numerics.tile_common import largest_divisor
 from npu_kernels.numerics.tile_rules import (
     GEMM_B_STRIDE_LIMIT,
     array_columns,
@@ -130,9 +129,6 @@ def _fa_default(s: dict, target: str) -> dict:
 # --- 4-bit (Q4NX) kernels -------------------------------------------------------------------------------
 
 
-def _gemv_q4_default(s: dict, target: str) -> dict:
-    """32-row q4k blocks over up to every column of the array (one row of cores)."""
-    return {"herd_x": largest_divisor(max(s["M"] // 32, 1), array_columns(target)), "herd_y": 1}
 
 
 
@@ -142,7 +138,6 @@ def _gemv_q4_default(s: dict, target: str) -> dict:
 _PIECEWISE = {
     "gemm": _gemm_default,
     "flash_attention": _fa_default,
-    "gemv_q4nx": _gemv_q4_default,
 }
 # and the kernels of the registry (npu_kernels.numerics.kernels): each module's `tile_default`
 DEFAULTS = in_listing_order(_PIECEWISE, lambda d: d.tile_default)

@@ -147,23 +147,10 @@ def fa_herd(t: dict) -> list[int]:
 # --- by kernel -------------------------------------------------------------------------------------------
 
 
-def _q4_rules(kernel: str, target: str) -> list[Rule]:
-    """gemv_q4nx: 32-row blocks split over herd_x columns (proj_qmm.cc: one 32x256 q4k block per call)."""
-    cols, rows = array_columns(target), array_rows(target)
-    return [
-        ("gemv_q4nx.M_divisible_by_row_blocks", lambda s, t: s["M"] % (32 * t["herd_x"] * t["herd_y"]) == 0,
-         lambda s, t: f"M={s['M']} is not a multiple of 32*herd_x*herd_y=32*{t['herd_x']}*{t['herd_y']}"),
-        ("gemv_q4nx.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and 1 <= t["herd_y"] <= rows,
-         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}x{rows} array"),
-    ]
-
-
 def kernel_rules(kernel: str, target: str) -> list[Rule]:
     registered = kernel_definition(kernel)
     if registered is not None:
         return registered.tile_rules(target)
-    if kernel == "gemv_q4nx":
-        return _q4_rules(kernel, target)
     if kernel == "gemm":
         return _gemm_rules(target)
     if kernel == "flash_attention":

@@ -28,10 +28,9 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.perf.constants import DERIVED, FITTED
 from npu_kernels.numerics.tiles import default_tile
 
-Q4_KERNELS = ("gemv_q4nx",)  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
 # The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
 # in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
-KERNELS = ("gemm", "flash_attention") + Q4_KERNELS + tuple(d.name for d in kernel_definitions())
+KERNELS = ("gemm", "flash_attention") + tuple(d.name for d in kernel_definitions())
 MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
 FUSED_CAST_METHODS = ("fused-cast",)
 
@@ -63,15 +62,6 @@ def _gemm(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
         f["gemm_s_cast_launch"] = 1.0
         f["gemm_s_per_ddr_byte"] += M * N * 6.0
     return f
-
-
-def _q4(kernel: str, s: Mapping[str, Any]) -> dict[str, float]:
-    """The 4-bit GEMV moves its codes + bf16 scale/min per 32 columns (0.625 B/weight) and its bf16 activations
-    (x in, y out) at the fused decode's calibrated stream rate."""
-    M, K = s["M"], s["K"]
-    packed = M * K * (0.5 + 4.0 / 32)
-    moved = packed + 2.0 * (K + M)
-    return {"launch_s": 1.0, "q4_s_per_byte": moved}
 
 
 def _flash_attention(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
@@ -110,8 +100,6 @@ def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, An
         return _gemm(s, t)
     if kernel == "flash_attention":
         return _flash_attention(s, t)
-    if kernel in Q4_KERNELS:
-        return _q4(kernel, s)
     return kernel_definition(kernel).cost_features(s, t)  # every other kernel of KERNELS is a registered one
 
 
@@ -137,7 +125,7 @@ def modelled_kernel_figures(kernel: str, shape: Mapping[str, Any], tile: Mapping
     lat = kernel_latency_s(kernel, s, tile)
     out: dict[str, Any] = {"latency_us": round(lat * 1e6, 3), "modelled": True}
     registered = kernel_definition(kernel)
-    if kernel in ("gemm", "gemv_q4nx") or (registered is not None and registered.throughput == "gflops"):
+    if kernel == "gemm" or (registered is not None and registered.throughput == "gflops"):
         out["gflops"] = round(get_spec(kernel).flops(s) / lat / 1e9, 3)
     elif kernel == "flash_attention":
         flops = 2.0 * s["heads_q"] * s["lq"] * s["lk"] * (s["dk"] + s["dv"])

@@ -111,9 +111,9 @@ xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), print
 
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
-""".replace("KINDS", ", ".join(in_listing_order({k: k for k in (
-    "gemm", "gemm_f32", "flash_attention")}, lambda d: d.name,
-    lambda d: "gemm_f32" if d.listed_after == "gemm" else d.listed_after)))  # after GEMM's two kinds
+""".replace("KINDS", ", ".join(k for k, kind in in_listing_order({k: k for k in (
+    "gemm", "gemm_f32", "flash_attention")}, lambda d: d.name if d.twin else None,  # (a kernel with a stand-in)
+    lambda d: "gemm_f32" if d.listed_after == "gemm" else d.listed_after).items() if kind))  # after GEMM's two kinds
 
 
 def _verify_runner_script() -> str:

@@ -15,8 +15,6 @@ Layouts (dimensions named once):
   flash_attention(q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv), causal, q_offset=0) -> (Hq, Lq, Dv)
         GQA: q head h uses kv head h // (Hq // Hkv); causal masks key j > q_offset + i; scale 1/sqrt(Dk)
   gelu(x)     elementwise, any shape
-  gemv_q4nx(codes (M, K), scale (M, K/32), min (M, K/32), x (K,))  -> (M,)     y = w @ x, w never built
-        codes are the 4-bit values 0..15 as float32; scale and min bf16, one per 32-column group
 
 The kernels of the registry (npu_kernels.numerics.kernels: rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d, ...) state their layouts in their own
 modules, which also hold each executor's method (`bind_kernels` attaches them).
@@ -42,7 +40,6 @@ from npu_kernels.numerics.kernels import in_listing_order
 KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemm",
     "flash_attention",
-    "gemv_q4nx",
 )}, lambda d: d.name))
 
 
@@ -119,9 +116,6 @@ class Fp32Executor(Executor):
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
         return np.einsum("hqk,hkd->hqd", p, vv).astype(np.float32)
-
-    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
-        return self.dequant_q4nx(codes, scale, mn) @ np.asarray(x, np.float32)
 
 
 def bind_kernels(cls: type, role: str) -> type:

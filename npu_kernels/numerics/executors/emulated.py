@@ -25,7 +25,6 @@ from npu_kernels.numerics.executors.emulated_elementwise import (
     rounded,
 )
 from npu_kernels.numerics.executors.emulated_flash import flash_attention
-from npu_kernels.numerics.executors.emulated_q4 import gemv_q4nx, group_columns
 from npu_kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
 from npu_kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
 from npu_kernels.numerics.tiles import FUSED_CAST_MIN_MKN, default_tile
@@ -217,12 +216,6 @@ class EmulatedExecutor(Executor):
     # --- normalisations ----------------------------------------------------------------------------------
 
     # --- elementwise -------------------------------------------------------------------------------------
-
-    # --- 4-bit (Q4NX) kernels: emulated_q4 (dequant_q4nx.cc, q4_k.h) ------------------------------------
-
-    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
-        with self.timer.time("gemv_q4nx"):
-            return gemv_q4nx(codes, scale, mn, x, self._static("gemv_q4nx.codes", codes, static_key, group_columns))
 
     # --- attention ---------------------------------------------------------------------------------------
 

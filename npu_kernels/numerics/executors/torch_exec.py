@@ -104,10 +104,6 @@ class TorchExecutor(Executor):
                 out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=gqa)
             return self._np(out[0])
 
-    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
-        with self.timer.time("gemv_q4nx"), torch.inference_mode():
-            return self._np(self._dequant(codes, scale, mn) @ self._t(x))
-
     def _dequant(self, codes, scale, mn) -> torch.Tensor:
         """q * scale + min in bf16 tensors, each op rounded (a GPU's dequantise-then-bf16-matmul path)."""
         group = np.shape(codes)[1] // np.shape(scale)[1]

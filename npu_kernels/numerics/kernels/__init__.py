@@ -31,7 +31,7 @@ from npu_kernels.thresholds import KERNEL_TOLERANCES
 from npu_kernels.numerics.kernels.base import (  # noqa: F401 (its API)
     Absent, CatalogPage, KernelDef, TwinStandIn, from_module, missing_pieces)
 
-MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm", "gemv", "dequant_q4nx")
+MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm", "gemv", "dequant_q4nx", "gemv_q4nx")
 
 DEFINITIONS: dict[str, KernelDef] = {}
 for _module in MODULES:
