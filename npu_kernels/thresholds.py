@@ -25,18 +25,7 @@ KERNEL_TOLERANCES: dict[tuple[str, str], tuple[float, float]] = {
     ("gemm", "f32-out"): (RTOL, 1.5e-3),  # atol sized to the K=8192 Down projection's datapath error
     ("gemm", "bf16-out-high"): (RTOL, 1.5e-3),
     ("gemm", "bf16-out-low"): (RTOL, 4e-3),  # bf16 partial sums: the low-precision tier's wider error
-    ("gemv", "bf16-out"): (RTOL, 1e-3),
     ("flash_attention", "bf16-out"): (RTOL, 1e-1),
-    # The 4-bit kernels of mlir-air's on-device Q4NX decode. dequant: the harness's own bounds,
-    # dequant_q4nx.py `run_test(..., rtol=0.1, atol=0.05)` (@0d63308), whose reference holds FP32 scales/mins
-    # the kernel only sees in bf16; ours holds the bf16 ones, so the emulation is exact against it.
-    ("dequant_q4nx", "bf16-out"): (1e-1, 5e-2),
-    # 4-bit GEMV: mlir-air's proj_qmm_gate.py (@307c494) prints rms/bias vs exact FP32 and has no element
-    # bound, so this one is ours, derived, not fitted: q4_k.h rounds each group's partial sum and each group
-    # sum of x to bf16 (relative error uniform in +-2^-9), a random walk over K/32 groups of terms
-    # |bf16(t) * scale| and |min * sum x| (~0.26 and ~0.23 rms at the harness's inputs): sigma ~ 2^-9/sqrt(3)
-    # * sqrt(K/32 * 0.12) = 6.3e-3 at K = 8192 (the widest decode GEMV, Llama-3.2-1B's Down); 6 sigma = 3.8e-2.
-    ("gemv_q4nx", "bf16-out"): (RTOL, 4e-2),
 }
 
 

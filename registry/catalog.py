@@ -77,12 +77,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         default_contract="bf16-out-high",
     ),
     CatalogEntry(
-        key="gemv", kernel="gemv", title="GEMV (BF16)", page="GEMV_bf16", columns=("M", "K"),
-        aliases={"m": "M", "k": "K"}, unit="GFLOP/s", math="y[M] = A[M,K] @ x[K] (decode)",
-        datapath="plain FP32 vector accumulate of bf16 inputs, bf16 out",
-        tolerances=(_tol("gemv", "bf16-out", label="bf16"),), npu2_mean_rel_L1="0 ... 2.7e-8", target_tiles=8,
-    ),
-    CatalogEntry(
         key="flash_attention", kernel="flash_attention", title="FlashAttention (BF16, GQA)",
         page="FlashAttention_bf16", columns=("lq", "lk", "dk", "dv", "heads", "kv_heads", "causal"),
         aliases={
@@ -94,26 +88,11 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         datapath="two BFP16 MMAs + bf16 online softmax",
         tolerances=(_tol("flash_attention", "bf16-out", label="bf16"),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
     ),
-    # the 4-bit (Q4NX) kernels of the on-device 4-bit deployment (mlir-air llama32_1b_q4nx; the upstream
-    # kernel_registry has no page for them): dequant_q4nx.cc@0d63308 and the fused decode's q4_k.h@54341c8
-    CatalogEntry(
-        key="dequant_q4nx", kernel="dequant_q4nx", title="Q4NX dequant (4-bit -> BF16)", page="Dequant_Q4NX_bf16",
-        columns=("M", "K"), aliases={"m": "M", "k": "K", "n_out": "M"},
-        math="w[M,K] = q * scale + min, bf16 scale/min per 32-column group",
-        datapath="FP32 add of the exact product q*scale, one round-to-nearest-even to bf16",
-        tolerances=(_tol("dequant_q4nx", "bf16-out", label="bf16"),), npu2_mean_rel_L1="not measured", target_tiles=4,
-    ),
-    CatalogEntry(
-        key="gemv_q4nx", kernel="gemv_q4nx", title="GEMV (Q4NX 4-bit weights, BF16)", page="GEMV_Q4NX_bf16",
-        columns=("M", "K"), aliases={"m": "M", "k": "K"}, unit="GFLOP/s",
-        math="y[M] = W[M,K] @ x[K], W = q * scale + min never built (decode)",
-        datapath="per 32-column group FP32 q.x rounded to bf16 times scale, plus min * bf16(sum x); bf16 out",
-        tolerances=(_tol("gemv_q4nx", "bf16-out", label="bf16"),), npu2_mean_rel_L1="not measured", target_tiles=8,
-    ),
 )
 
 
-# the kernels of npu_kernels.numerics.kernels with a page at e972f29: each module's `registry_page` (a CatalogPage)
+# the kernels of npu_kernels.numerics.kernels with a page at e972f29 (or npu-ledger's own, where upstream has none: the
+# 4-bit kernels): each module's `registry_page` (a CatalogPage)
 PAGES: dict[str, CatalogPage] = {d.name: d.registry_page for d in kernel_definitions()
                                  if isinstance(d.registry_page, CatalogPage)}
 
@@ -122,6 +101,19 @@ def page_after(d: KernelDef) -> str | None:
     """The page a registered kernel's page is listed after: its page's own `listed_after`, else the kernel's."""
     p = PAGES.get(d.name)
     return (p.listed_after if p is not None else None) or d.listed_after
+
+
+def after_in(keys) -> Any:
+    """`page_after` among `keys` (a listing's page keys): a kernel named there with several pages (GEMM's two) stands
+    for the last of its pages in that listing."""
+    kernel_of = {e.key: e.kernel for e in _PIECEWISE}
+
+    def after(d: KernelDef) -> str | None:
+        prev = page_after(d)
+        pages = [k for k in keys if kernel_of.get(k, k) == prev]
+        return pages[-1] if pages else prev
+
+    return after
 
 
 def _entry(d: KernelDef) -> CatalogEntry | None:
@@ -138,14 +130,14 @@ def _entry(d: KernelDef) -> CatalogEntry | None:
 
 
 CATALOG: tuple[CatalogEntry, ...] = tuple(
-    e for e in in_listing_order({e.key: e for e in _PIECEWISE}, _entry, page_after).values() if e is not None)
+    e for e in in_listing_order({e.key: e for e in _PIECEWISE}, _entry, after_in([e.key for e in _PIECEWISE])).values()
+    if e is not None)
 _BY_KEY = {spec.key: spec for spec in CATALOG}
 
 # normalised spelling -> executor kernel name
 _KERNEL_ALIASES = {
-    "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
+    "gemm": "gemm", "matmul": "gemm",
     "flashattention": "flash_attention", "attention": "flash_attention",
-    "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 
 
@@ -262,7 +254,9 @@ def throughput(spec: CatalogEntry, shape: Shape, gflops: float | None, latency_u
             return None
         s = dict(shape)
         try:
-            flops = 2 * s["M"] * s["K"] * s.get("N", 1) if spec.kernel in ("gemm", "gemv") else None
+            page = PAGES.get(spec.kernel)  # a page's `flops`: what one launch does
+            flops = 2 * s["M"] * s["K"] * s.get("N", 1) if spec.kernel == "gemm" else (
+                page.flops(s) if page is not None and page.flops is not None else None)
         except (KeyError, TypeError):
             flops = None
         return None if flops is None else flops / (latency_us * 1e3)

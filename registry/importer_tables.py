@@ -135,14 +135,9 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
     f: dict[str, Any] = {"tile": {}}
     registered = kernel_definition(key)
     try:
-        if registered is not None and not isinstance(registered.registry_page, dict):  # a page at e972f29
+        if (registered is not None and not isinstance(registered.registry_page, dict)
+                and registered.registry_rows):  # a page at e972f29 (a kernel without one declares it Absent)
             f.update(registered.registry_rows(key, header, cells, "", CELL)[0])
-        elif key == "gemv":
-            M, K = ints(c[header[0]])[:2]
-            f["shape"] = {"M": M, "K": K}
-            hm, tm, mi = (ints(c.get(header[1], "")) + [None] * 3)[:3]
-            f["tile"] = {k: v for k, v in (("herd_m", hm), ("tile_m", tm), ("m_input", mi)) if v is not None}
-            f["gflops_cell"] = c.get("GFLOPS", "")
         elif key == "flash_attention":
             lq, lk = ints(c["lq×lk"])[:2]
             dk, dv = ints(c["dk/dv"])[:2]

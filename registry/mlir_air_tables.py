@@ -22,10 +22,13 @@ from typing import Any, Callable
 
 from npu_kernels.numerics.kernels import CatalogPage, in_listing_order
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
-from registry.catalog import PAGES, page_after
+from registry.catalog import PAGES as CATALOG_PAGES
+from registry.catalog import after_in
 from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, ShapeRow, not_npu2_mark, pick_best
 
 _NOT_NPU2_ORDER = list(NOT_NPU2)
+# the registered kernels' pages upstream has (a kernel without one, the 4-bit ones, declares its absence: `index`)
+PAGES = {name: p for name, p in CATALOG_PAGES.items() if p.index}
 
 # --- upstream headers -------------------------------------------------------------------------------------
 
@@ -34,7 +37,6 @@ INDEX: dict[str, tuple[str, ...]] = {  # supported_kernels.md
                  "Status"),
     "gemm_bf16": ("(M×K×N)", "high-prec fused-cast", "high-prec drain", "low-prec direct", "mean_rel_L1 (high / low)",
                   "Used by", "Status"),
-    "gemv": ("(M×K)", "best tile (herd_m/tile_m/m_input)", "GFLOPS", "mean_rel_L1", "Used by", "Status"),
     "flash_attention": ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s", "mean_rel_L1",
                         "Status"),
 }
@@ -49,13 +51,11 @@ DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
         ("external", ("(M, K, N)", "tile (m/kl2/kl1/n)", "GFLOPS", "mean_rel_L1", "Used by", "Status")),
         ("direct", ("(M, K, N)", "tile (m/kl2/kl1/n)", "GFLOPS", "mean_rel_L1", "Used by", "Status")),
     ),
-    "gemv": (("", ("(M, K)", "tile (herd_m/tile_m/m_input)", "latency", "GFLOPS", "mean_rel_L1", "rel_err max",
-                   "abs_err max", "Used by", "Status")),),
     "flash_attention": (("", ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s",
                               "mean_rel_L1", "abs_err max", "Status")),),
 }
-NO_JSON = ("gemv", "flash_attention")
-PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out", "gemv": "GEMV_bf16",
+NO_JSON = ("flash_attention",)
+PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out",
            "flash_attention": "FlashAttention_bf16"}
 # ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29 (registry.catalog.PAGES): each module's
 # `registry_page` (a CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the index's
@@ -64,7 +64,7 @@ PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_
 
 def _with_pages(base: dict, pick: Callable[[CatalogPage], Any]) -> dict:
     """`base` with `pick(page)` of each registered kernel's page, at the kernel's place in the listing."""
-    merged = in_listing_order(base, lambda d: pick(PAGES[d.name]) if d.name in PAGES else None, page_after)
+    merged = in_listing_order(base, lambda d: pick(PAGES[d.name]) if d.name in PAGES else None, after_in(list(base)))
     return {k: v for k, v in merged.items() if v is not None}
 
 
@@ -202,7 +202,7 @@ def norm_cells(row: ShapeRow, *, abs_err: bool) -> list[str]:
 
 # the formatters a kernel module's page cells are handed (it imports nothing of the registry)
 FMT = SimpleNamespace(streaming_cells=streaming_cells, norm_cells=norm_cells, status_cell=status_cell, sci2=sci2, latency_text=latency_text,
-                      mark=_mark, tile3=_tile3, used=_used, bw=_bw, best_of=_best_of)
+                      mark=_mark, tile3=_tile3, used=_used, bw=_bw, best_of=_best_of, num=_num, g=_g)
 
 
 def index_cells(key: str, row: ShapeRow) -> list[str]:
@@ -224,9 +224,6 @@ def index_cells(key: str, row: ShapeRow) -> list[str]:
                 _num(_g(dr), dr, bold=dr is high and dr is not None), _num(_g(lo), lo),
                 f"{sci2(l1_high.mean_rel_L1 if l1_high else None)} / {sci2(lo.mean_rel_L1 if lo else None)}",
                 _used(row), status_cell(row)]
-    if key == "gemv":
-        return [f"{s['M']}×{s['K']}", _tile3(t, ("herd_m", "tile_m", "m_input")), _num(_g(b), b, digits=1),
-                sci2(b.mean_rel_L1 if b else None), _used(row), status_cell(row)]
     if key == "flash_attention":
         return [f"{s.get('lq')}×{s.get('lk')}", f"{s.get('dk')}/{s.get('dv')}",
                 f"{s.get('heads')}/{s.get('kv_heads')}", "✓" if s.get("causal") else "✗",
@@ -255,11 +252,6 @@ def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
         return cells + [status_cell(row, m)]
     b = row.best or (row.measurements[-1] if row.measurements else None)
     t = b.tile if b else {}
-    if key == "gemv":
-        return [f"{s['M']}×{s['K']}", _tile3(t, ("herd_m", "tile_m", "m_input")),
-                _mark(b, latency_text(b.latency_us if b else None)), _num(_g(b), b, digits=1),
-                sci2(b.mean_rel_L1 if b else None), sci2(b.max_rel if b else None), sci2(b.max_abs if b else None),
-                _used(row), status_cell(row)]
     if key == "flash_attention":
         cells = index_cells(key, row)
         return cells[:-1] + [sci2(b.max_abs if b else None), cells[-1]]

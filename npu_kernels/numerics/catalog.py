@@ -59,23 +59,6 @@ _PIECEWISE: dict[str, KernelSpec] = {
         target_tiles=_tiles(32, 16),
         fidelity_band=0.15,
     ),
-    "gemv": KernelSpec(
-        name="gemv",
-        shape_keys=("M", "K"),
-        contracts=_bf16("gemv", "bf16 in, FP32 vector accumulate, bf16 out"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.gemv_inputs,
-        reference_fn=refs.gemv_reference,
-        call_fn=refs.gemv_call,
-        flops_fn=lambda s: 2.0 * s["M"] * s["K"],
-        bytes_fn=lambda s: 2.0 * (s["M"] * s["K"] + s["K"] + s["M"]),
-        output_elements_fn=lambda s: s["M"],
-        npu2={"bf16-out": NpuFigure(1.6e-9, 0.0, 2.7e-8, "2048x2048, 8/8/8 (vs a reference rounded the same way)")},
-        registry_shape={"M": 2048, "K": 2048},
-        small_shape={"M": 256, "K": 512},
-        target_tiles=_tiles(8, 4),
-        fidelity_band=0.0,  # judged as an absolute bound: <= 1e-6
-    ),
     "flash_attention": KernelSpec(
         name="flash_attention",
         shape_keys=("lq", "lk", "dk", "dv", "heads_q", "heads_kv", "causal"),
@@ -94,43 +77,6 @@ _PIECEWISE: dict[str, KernelSpec] = {
         target_tiles=_tiles(32, 16),
         bool_keys=("causal",),
         extra={"check_shape": refs.flash_attention_check_shape},
-    ),
-    # The 4-bit (Q4NX) kernels of mlir-air's on-device 4-bit deployment (llama32_1b_q4nx). mlir-air's registry
-    # has no NPU2 figure for them: `npu2` is empty and every report says "not measured".
-    "dequant_q4nx": KernelSpec(
-        name="dequant_q4nx",
-        shape_keys=("M", "K"),
-        contracts=_bf16("dequant_q4nx", "4-bit codes, bf16 scale/min per 32 columns: FP32 q*scale+min, one RNE to bf16"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.dequant_q4nx_inputs,
-        reference_fn=refs.dequant_q4nx_reference,
-        call_fn=refs.dequant_q4nx_call,
-        flops_fn=lambda s: 2.0 * s["M"] * s["K"],
-        bytes_fn=lambda s: s["M"] * s["K"] * (0.5 + 4.0 / 32) + 2.0 * s["M"] * s["K"],
-        output_elements_fn=lambda s: s["M"] * s["K"],
-        npu2={},
-        registry_shape={"M": 512, "K": 2048},  # dequant_q4nx.py's own check (`N_out, K = 512, 2048`)
-        small_shape={"M": 64, "K": 256},
-        target_tiles=_tiles(4, 4),
-        fidelity_band=0.0,  # exact: judged bit for bit against its reference
-        extra={"check_shape": refs.q4nx_check_shape},
-    ),
-    "gemv_q4nx": KernelSpec(
-        name="gemv_q4nx",
-        shape_keys=("M", "K"),
-        contracts=_bf16("gemv_q4nx", "4-bit GEMV: per-group FP32 q.x rounded to bf16, times scale, + min*bf16(sum x)"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.gemv_q4nx_inputs,
-        reference_fn=refs.gemv_q4nx_reference,
-        call_fn=refs.gemv_q4nx_call,
-        flops_fn=lambda s: 2.0 * s["M"] * s["K"],
-        bytes_fn=lambda s: s["M"] * s["K"] * (0.5 + 4.0 / 32) + 2.0 * (s["K"] + s["M"]),
-        output_elements_fn=lambda s: s["M"],
-        npu2={},
-        registry_shape={"M": 2048, "K": 2048},
-        small_shape={"M": 256, "K": 512},
-        target_tiles=_tiles(8, 4),
-        extra={"check_shape": refs.q4nx_gemv_check_shape},
     ),
 }
 

@@ -64,15 +64,10 @@ from npu_kernels.numerics.references import attention_reference
 
 GEMM_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
 NORM_SEED = 0  # weighted_rms_norm.py:388, layer_norm.py:336 (np.random.seed)
-GEMV_SEED = 42  # matvec.py:286 (np.random.seed)
-GEMV_SCALE = 4.0  # matvec.py:287-288
 FA_SEED = 42  # attn_npu2.py:1439 (default_rng)
 NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
-Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
-Q4NX_GROUP = 32  # dequant_q4nx.py GS
 # the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm", "gemv", "flash_attention",
-                   "dequant_q4nx") + tuple(d.name for d in kernel_definitions())
+HARNESS_KERNELS = ("gemm", "flash_attention") + tuple(d.name for d in kernel_definitions() if d.harness_case)
 
 
 class HarnessNotReproduced(KeyError):
@@ -107,14 +102,6 @@ def _gemm(shape: dict, contract: str) -> HarnessCase:
     return HarnessCase({"a": a, "b": b}, ref, out_dtype, "matrix_multiplication/bf16/run.py:59,493-507")
 
 
-def _gemv(shape: dict, contract: str) -> HarnessCase:
-    m, k = shape["M"], shape["K"]
-    rs = np.random.RandomState(GEMV_SEED)
-    a = _bf16(rs.randn(m, k) * GEMV_SCALE)
-    x = _bf16(rs.randn(k) * GEMV_SCALE)
-    return HarnessCase({"a": a, "x": x}, _bf16(np.dot(a, x)), "bf16", "matrix_vector_multiplication/bf16/matvec.py:286-291")
-
-
 def _flash_attention(shape: dict, contract: str) -> HarnessCase:
     rng = np.random.default_rng(FA_SEED)
     hq, hkv = shape["heads_q"], shape["heads_kv"]
@@ -128,22 +115,9 @@ def _flash_attention(shape: dict, contract: str) -> HarnessCase:
     return HarnessCase({"q": q, "k": k, "v": v}, _bf16(ref), "bf16", "flash_attention/kernel_fusion_based/attn_npu2.py:1439-1473")
 
 
-def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
-    np.random.seed(Q4NX_SEED)
-    M, K = shape["M"], shape["K"]
-    q = np.random.randint(0, 16, (M, K), np.uint8)
-    sc = np.random.uniform(0.005, 0.02, (M, K // Q4NX_GROUP)).astype(np.float32)
-    mn = np.random.uniform(-0.1, 0.1, (M, K // Q4NX_GROUP)).astype(np.float32)
-    ref = q.astype(np.float32) * np.repeat(sc, Q4NX_GROUP, 1) + np.repeat(mn, Q4NX_GROUP, 1)
-    inputs = {"codes": q.astype(np.float32), "scale": _bf16(sc), "min": _bf16(mn)}  # what pack_weight packs
-    return HarnessCase(inputs, _bf16(ref), "bf16", "llms/llama32_1b_q4nx/dequant_q4nx.py@0d63308 __main__")
-
-
 _BUILDERS = {
     "gemm": _gemm,
-    "gemv": _gemv,
     "flash_attention": _flash_attention,
-    "dequant_q4nx": _dequant_q4nx,
 }
 
 
@@ -151,7 +125,7 @@ def harness_case(kernel: str, shape: dict, contract: str | None = None, tile: di
     """mlir-air's harness inputs and reference for `kernel` at `shape` (a normalised catalog shape); `tile`
     matters only where a harness flag changes the draw (a registry kernel's, e.g. conv1d's `pad`: `--zero-pad`)."""
     registered = kernel_definition(kernel)
-    if registered is not None:
+    if registered is not None and registered.harness_case:  # (a kernel mlir-air has no harness for declares it Absent)
         return registered.harness_case(shape, contract or "", tile)
     try:
         build = _BUILDERS[kernel]

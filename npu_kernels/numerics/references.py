@@ -43,19 +43,6 @@ def gemm_call(ex, i, s, contract, tile):
     return ex.gemm(i["a"], i["b"], contract=contract, tile=tile)
 
 
-def gemv_inputs(s, rng):
-    scale = 1.0 / math.sqrt(s["K"])
-    return {"a": bf16_randn(rng, (s["M"], s["K"]), scale), "x": bf16_randn(rng, (s["K"],), scale)}
-
-
-def gemv_reference(i, s):
-    return i["a"] @ i["x"]
-
-
-def gemv_call(ex, i, s, contract, tile):
-    return ex.gemv(i["a"], i["x"])
-
-
 # --- norms -----------------------------------------------------------------------------------------------
 
 
@@ -139,57 +126,6 @@ def flash_attention_bytes(s):
 Q4_GROUP = 32  # dequant_q4nx.py GS / dequant_q4nx.cc DIM_GS
 
 
-def q4nx_check_shape(s):
-    if s["K"] % Q4_GROUP:
-        raise ShapeError(f"K={s['K']} must be a multiple of the {Q4_GROUP}-column Q4NX group")
-
-
-def q4nx_gemv_check_shape(s):
-    """One q4k block is 32 rows x 256 columns (proj_qmm.cc Q4NX_ROW_BLOCK_SIZE / Q4NX_COL_BLOCK_SIZE)."""
-    if s["M"] % 32 or s["K"] % 256:
-        raise ShapeError(f"M={s['M']} must be a multiple of 32 and K={s['K']} of 256 (the 32x256 q4k block)")
-
-
 def q4nx_dequantised(i) -> np.ndarray:
     """W (M, K) = q * scale + min in FP32, each group's scale and min repeated over its 32 columns."""
     return i["codes"] * np.repeat(i["scale"], Q4_GROUP, axis=1) + np.repeat(i["min"], Q4_GROUP, axis=1)
-
-
-def dequant_q4nx_inputs(s, rng):
-    """dequant_q4nx.py's `__main__` draw (@0d63308): q uniform in 0..15, scale U(0.005, 0.02), min U(-0.1, 0.1),
-    the latter two as the bf16 the packed row holds (`pack_weight` casts them)."""
-    g = s["K"] // Q4_GROUP
-    return {
-        "codes": rng.integers(0, 16, (s["M"], s["K"])).astype(np.float32),
-        "scale": to_bf16(rng.uniform(0.005, 0.02, (s["M"], g))),
-        "min": to_bf16(rng.uniform(-0.1, 0.1, (s["M"], g))),
-    }
-
-
-def dequant_q4nx_reference(i, s):
-    return q4nx_dequantised(i)
-
-
-def dequant_q4nx_call(ex, i, s, contract, tile):
-    return ex.dequant_q4nx(i["codes"], i["scale"], i["min"])
-
-
-def gemv_q4nx_inputs(s, rng):
-    """proj_qmm_gate.py `make_case` (@307c494): weights N(0, 0.02^2) quantised per 32-column group by the
-    min/max rule (scale = (max - min) / 15, q = round((w - min) / scale) clipped to 0..15), activations N(0, 1)
-    in bf16; scale and min as the bf16 the packed block holds."""
-    M, K = s["M"], s["K"]
-    w = (rng.standard_normal((M, K // Q4_GROUP, Q4_GROUP)) * 0.02).astype(np.float32)  # (rows, groups, cols)
-    mn = w.min(axis=2)
-    span = w.max(axis=2) - mn
-    scale = np.where(span <= 0, np.float32(1.0), span / np.float32(15.0)).astype(np.float32)
-    q = np.clip(np.round((w - mn[..., None]) / scale[..., None]), 0, 15).reshape(M, K).astype(np.float32)
-    return {"codes": q, "scale": to_bf16(scale), "min": to_bf16(mn), "x": bf16_randn(rng, (K,))}
-
-
-def gemv_q4nx_reference(i, s):
-    return np.matmul(q4nx_dequantised(i), i["x"], dtype=np.float32)  # proj_qmm_gate.py's `Y_exact`
-
-
-def gemv_q4nx_call(ex, i, s, contract, tile):
-    return ex.gemv_q4nx(i["codes"], i["scale"], i["min"], i["x"])

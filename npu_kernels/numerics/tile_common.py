@@ -8,6 +8,9 @@ from __future__ import annotations
 from typing import Callable
 
 ARRAYS = {"npu2": (8, 4), "npu1": (4, 4)}  # (columns, compute rows)
+GEMV_L2_BYTES = 524_288  # a MemTile's L2 (the GEMV builder's capacity check)
+GEMV_L1_BYTES = 65_536  # a compute tile's L1
+BD_REPEAT_LIMIT = 255  # a buffer descriptor's repeat count
 
 Rule = tuple[str, Callable[[dict, dict], bool], Callable[[dict, dict], str]]
 

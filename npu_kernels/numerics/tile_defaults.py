@@ -10,15 +10,10 @@ from __future__ import annotations
 
 from npu_kernels.numerics.kernels import in_listing_order
 from npu_kernels.numerics.catalog import get_spec
-from npu_kernels.numerics.tile_common import largest_divisor
 from npu_kernels.numerics.tile_rules import (
-    BD_REPEAT_LIMIT,
     GEMM_B_STRIDE_LIMIT,
-    GEMV_L1_BYTES,
-    GEMV_L2_BYTES,
     array_columns,
     array_rows,
-    gemv_l2_bytes,
 )
 
 FUSED_CAST_MIN_MKN = 4e9  # M*K*N at and above which `auto` picks fused-cast (mlir-air's GEMM harness rule)
@@ -100,30 +95,6 @@ def halvings(start: int, stop: int = 1) -> list[int]:
 
 
 
-# --- GEMV ------------------------------------------------------------------------------------------------
-
-
-def _gemv_default(s: dict, target: str) -> dict:
-    """herd_m 8 (shrinking only when M forces it), the largest tile_m of 16/8/4/2 within the L2 budget and
-    the BD repeat limit, m_input = tile_m unless the L1 tile would overflow (registry: 8/8/8, 8/2/2)."""
-    M, K = s["M"], s["K"]
-    choice = None
-    for herd in halvings(array_columns(target)):
-        for tile_m in (16, 8, 4, 2):
-            t = {"tile_m": tile_m, "herd_m": herd}
-            if M % (tile_m * herd) == 0 and gemv_l2_bytes(t, K) <= GEMV_L2_BYTES and M // (tile_m * herd) - 1 <= BD_REPEAT_LIMIT:
-                choice = (tile_m, herd)
-                break
-        if choice:
-            break
-    tile_m, herd = choice or (2, array_columns(target))
-    m_input = tile_m
-    while m_input > 1 and ((m_input + 1) * K * 2 > GEMV_L1_BYTES or tile_m % m_input):
-        m_input //= 2
-    return {"tile_m": tile_m, "m_input": m_input, "herd_m": herd}
-
-
-
 # --- norms -----------------------------------------------------------------------------------------------------
 
 
@@ -158,14 +129,6 @@ def _fa_default(s: dict, target: str) -> dict:
 # --- 4-bit (Q4NX) kernels -------------------------------------------------------------------------------
 
 
-def _dequant_q4_default(s: dict, target: str) -> dict:
-    """dequant_q4nx.py's herd [1, herd_n=4] (build_module@0d63308), fewer rows when M needs it."""
-    return {"herd_x": 1, "herd_y": largest_divisor(s["M"], min(4, array_rows(target)))}
-
-
-def _gemv_q4_default(s: dict, target: str) -> dict:
-    """32-row q4k blocks over up to every column of the array (one row of cores)."""
-    return {"herd_x": largest_divisor(max(s["M"] // 32, 1), array_columns(target)), "herd_y": 1}
 
 
 
@@ -174,10 +137,7 @@ def _gemv_q4_default(s: dict, target: str) -> dict:
 
 _PIECEWISE = {
     "gemm": _gemm_default,
-    "gemv": _gemv_default,
     "flash_attention": _fa_default,
-    "dequant_q4nx": _dequant_q4_default,
-    "gemv_q4nx": _gemv_q4_default,
 }
 # and the kernels of the registry (npu_kernels.numerics.kernels): each module's `tile_default`
 DEFAULTS = in_listing_order(_PIECEWISE, lambda d: d.tile_default)

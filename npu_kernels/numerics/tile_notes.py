@@ -8,7 +8,6 @@ Imports: npu_kernels.thresholds, npu_kernels.numerics.tile_rules.
 from __future__ import annotations
 
 from npu_kernels.numerics.kernels import get as kernel_definition
-from npu_kernels.numerics.tile_common import rows_note
 from npu_kernels.numerics.tile_rules import GEMM_B_STRIDE_LIMIT, array_columns, array_rows
 from npu_kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 
@@ -53,10 +52,6 @@ def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_t
     note = registered.tile_note(s, t, herd, target, tiles_target) if registered and registered.tile_note else None
     if note:
         return note
-    if kernel == "gemv":
-        note = rows_note("M", s["M"], n, tiles_target)
-        if note:
-            return note
     if kernel == "flash_attention":
         why = []
         if t["num_heads_per_unroll"] == 1 and s["heads_q"] % 2:

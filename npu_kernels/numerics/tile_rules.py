@@ -10,10 +10,7 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
          K % tile_k_l2 == 0, tile_k_l2 % tile_k_l1 == 0, tile_k_l2*N <= 1,048,576 (B-tile DMA stride),
          drain tile_m <= 32 (L1), tile_m and tile_n multiples of 16 and tile_k_l1 of 8 (mm.cc mmul),
          herd within the array.
-  gemv   M % (tile_m*herd_m) == 0, tile_m even, K % 64 == 0, herd_m*tile_m*K*2 + herd_m*tile_m*2 <=
-         524288 (L2), M/(tile_m*herd_m) - 1 <= 255 (BD repeat count; the verified 16384x2048 LM-head
-         partition runs 256 iterations), tile_m % m_input == 0, (m_input + 1)*K*2 <= 65536 (L1).
-  the kernels of the registry (npu_kernels.numerics.kernels: rmsnorm, layernorm, rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d,
+  the kernels of the registry (npu_kernels.numerics.kernels: gemv, rmsnorm, layernorm, rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d,
   ...): their modules' `tile_rules`.
   flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
          chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise
@@ -32,15 +29,15 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.tile_common import (  # noqa: F401 (re-exported: the planner's names)
     ARRAYS,
+    BD_REPEAT_LIMIT,
+    GEMV_L1_BYTES,
+    GEMV_L2_BYTES,
     Rule,
     array_columns,
     array_rows,
 )
 
 GEMM_B_STRIDE_LIMIT = 1_048_576
-GEMV_L2_BYTES = 524_288
-GEMV_L1_BYTES = 65_536
-BD_REPEAT_LIMIT = 255
 GEMM_METHODS = ("auto", "fused-cast", "drain", "direct")  # direct: the bf16-out-low tier's codegen
 # Bounds this planner keeps for shapes nobody measured, which measured rows have passed beyond: the B-tile
 # stride tile_k_l2*N <= 1,048,576 is the aie.dma_bd range the registry hit at N=9728 / 11008 / 18944
@@ -97,39 +94,6 @@ def gemm_herd(t: dict) -> list[int]:
 
 
 
-# --- GEMV ------------------------------------------------------------------------------------------------
-
-
-def gemv_l2_bytes(t: dict, K: int) -> int:
-    return t["herd_m"] * t["tile_m"] * K * 2 + t["herd_m"] * t["tile_m"] * 2
-
-
-
-def _gemv_rules(target: str) -> list[Rule]:
-    cols = array_columns(target)
-    return [
-        ("gemv.M_divisible_by_tile_m_herd_m", lambda s, t: s["M"] % (t["tile_m"] * t["herd_m"]) == 0,
-         lambda s, t: f"M={s['M']} is not a multiple of tile_m*herd_m={t['tile_m']}*{t['herd_m']}"),
-        ("gemv.tile_m_even", lambda s, t: t["tile_m"] % 2 == 0,
-         lambda s, t: f"tile_m={t['tile_m']} is odd (the 4-byte transfer-length check)"),
-        ("gemv.K_divisible_by_64", lambda s, t: s["K"] % 64 == 0,
-         lambda s, t: f"K={s['K']} is not a multiple of 64 (the kernel's 64-lane accumulate)"),
-        ("gemv.l2_budget", lambda s, t: gemv_l2_bytes(t, s["K"]) <= GEMV_L2_BYTES,
-         lambda s, t: f"herd_m*tile_m*K*2 + herd_m*tile_m*2 = {gemv_l2_bytes(t, s['K'])} > {GEMV_L2_BYTES} bytes of L2"),
-        ("gemv.bd_repeat_le_255", lambda s, t: s["M"] // (t["tile_m"] * t["herd_m"]) - 1 <= BD_REPEAT_LIMIT,
-         lambda s, t: f"{s['M'] // (t['tile_m'] * t['herd_m'])} outer iterations exceed the buffer-descriptor "
-         f"repeat limit ({BD_REPEAT_LIMIT} repeats): run it per partition (e.g. 16384 rows)"),
-        ("gemv.tile_m_divisible_by_m_input", lambda s, t: t["m_input"] >= 1 and t["tile_m"] % t["m_input"] == 0,
-         lambda s, t: f"tile_m={t['tile_m']} is not a multiple of m_input={t['m_input']}"),
-        ("gemv.l1_budget", lambda s, t: (t["m_input"] + 1) * s["K"] * 2 <= GEMV_L1_BYTES,
-         lambda s, t: f"the [m_input, K] A tile plus the [K] vector, {(t['m_input'] + 1) * s['K'] * 2} bytes, "
-         f"overflow the {GEMV_L1_BYTES}-byte L1"),
-        ("gemv.herd_fits_array", lambda s, t: 1 <= t["herd_m"] <= cols,
-         lambda s, t: f"herd_m={t['herd_m']} exceeds the {cols} columns"),
-    ]
-
-
-
 # --- norms -----------------------------------------------------------------------------------------------------
 
 
@@ -183,48 +147,23 @@ def fa_herd(t: dict) -> list[int]:
 # --- by kernel -------------------------------------------------------------------------------------------
 
 
-def _q4_rules(kernel: str, target: str) -> list[Rule]:
-    """dequant_q4nx: rows split over a 1 x herd_y herd, one packed row (K/2 code bytes + K/32 bf16 scales and
-    mins) and its K bf16 outputs in L1 (dequant_q4nx.py build_module@0d63308: `N_out % herd_n == 0`).
-    gemv_q4nx: 32-row blocks split over herd_x columns (proj_qmm.cc: one 32x256 q4k block per call)."""
-    cols, rows = array_columns(target), array_rows(target)
-    if kernel == "dequant_q4nx":
-        return [
-            ("dequant_q4nx.M_divisible_by_herd", lambda s, t: s["M"] % (t["herd_x"] * t["herd_y"]) == 0,
-             lambda s, t: f"M={s['M']} is not a multiple of herd_x*herd_y={t['herd_x']}*{t['herd_y']}"),
-            ("dequant_q4nx.row_fits_l1", lambda s, t: s["K"] // 2 + s["K"] // 8 + 2 * s["K"] <= 65536,
-             lambda s, t: f"K={s['K']}: a packed row and its bf16 output exceed the 64 KiB L1"),
-            ("dequant_q4nx.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and 1 <= t["herd_y"] <= rows,
-             lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}x{rows} array"),
-        ]
-    return [
-        ("gemv_q4nx.M_divisible_by_row_blocks", lambda s, t: s["M"] % (32 * t["herd_x"] * t["herd_y"]) == 0,
-         lambda s, t: f"M={s['M']} is not a multiple of 32*herd_x*herd_y=32*{t['herd_x']}*{t['herd_y']}"),
-        ("gemv_q4nx.herd_fits_array", lambda s, t: 1 <= t["herd_x"] <= cols and 1 <= t["herd_y"] <= rows,
-         lambda s, t: f"herd {t['herd_x']}x{t['herd_y']} does not fit the {cols}x{rows} array"),
-    ]
-
-
 def kernel_rules(kernel: str, target: str) -> list[Rule]:
     registered = kernel_definition(kernel)
     if registered is not None:
         return registered.tile_rules(target)
-    if kernel in ("dequant_q4nx", "gemv_q4nx"):
-        return _q4_rules(kernel, target)
     if kernel == "gemm":
         return _gemm_rules(target)
-    if kernel == "gemv":
-        return _gemv_rules(target)
     if kernel == "flash_attention":
         return _fa_rules(target)
     raise KeyError(kernel)
 
 
 def herd_of(kernel: str, t: dict) -> list[int]:
+    registered = kernel_definition(kernel)
+    if registered is not None and registered.herd_of is not None:  # a registered kernel whose tile names its herd
+        return registered.herd_of(t)
     if kernel == "gemm":
         return gemm_herd(t)
-    if kernel == "gemv":
-        return [t["herd_m"], 1]
     if kernel == "flash_attention":
         return fa_herd(t)
     return [t["herd_x"], t.get("herd_y", 1)]  # a one-row herd (a norm) has no herd_y

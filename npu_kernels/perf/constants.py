@@ -58,8 +58,6 @@ FITTED: dict[str, float] = {
     "gemm_s_per_l2_chunk": 8.136e-07,
     "gemm_s_per_ddr_byte": 1.658e-11,
     "gemm_s_cast_launch": 0.00033,
-    "gemv_s_per_byte_per_column": 2.335e-10,
-    "gemv_s_per_call": 3.503e-07,
     "fa_s_pipeline_fill": 0.0005265,
     "fa_s_per_mac": 1.302e-12,
     "fa_s_per_mac_chunked": 2.069e-11,
@@ -68,7 +66,7 @@ FITTED: dict[str, float] = {
     "fa_s_per_kv_byte": 2.99e-12,
 }
 # the kernels of the registry (npu_kernels.numerics.kernels): each module's constants, fitted in the same fit
-FITTED.update((name, value) for d in kernel_definitions() for name, value in d.constants.items())
+FITTED.update((name, value) for d in kernel_definitions() if d.constants for name, value in d.constants.items())
 
 R = "programming_examples/kernel_registry/details/"
 EVIDENCE: dict[str, str] = {
@@ -93,11 +91,6 @@ EVIDENCE: dict[str, str] = {
     "gemm_s_cast_launch": "the fused-cast method's extra f32->bf16 cast launch: 330 us on top of its bytes; "
                           "fused-cast vs drain at 512^3 (482 vs 1703 GF/s), 1024^3 (2502 vs 4637), 2048x2048x512 "
                           "(4083 vs 5626) in GEMM_bf16_in_bf16_out.json.",
-    "gemv_s_per_byte_per_column": "A-matrix stream per AIE column: 1/4.28 GB/s per column, 34 GB/s for 8 columns; "
-                                  "the large GEMV rows (GEMV_bf16.md:94-128, 16384x2048 2193 us).",
-    "gemv_s_per_call": "per mv.cc call (m_input rows): 0.35 us; fixed by the registry's m_input sweep point "
-                       "(2048x2048 at tile_m 8: m_input 1 20.9 vs m_input 8 25.5 GFLOP/s, GEMV_bf16.md:163 "
-                       "against line 92) with the m_input < tile_m row 2048x11008 8/2/1 (line 116).",
     "fa_s_pipeline_fill": "flash attention's per-launch cascade set-up beyond the common floor: 0.53 ms; the "
                           "512x512 2-head row (0.73 ms, FlashAttention_bf16.md:151).",
     "fa_s_per_mac": "Q.K^T and P.V MACs per tile at lkp = head_dim = 64: at the per-tile peak floor (the FA "
@@ -110,4 +103,4 @@ EVIDENCE: dict[str, str] = {
     "fa_s_per_kv_byte": "K/V stream per iteration: 1/334 GB/s effective (broadcast over the cascade); the GQA "
                         "32/8 vs 32/32 rows (lines 149-150).",
 }
-EVIDENCE.update((name, text) for d in kernel_definitions() for name, text in d.evidence.items())
+EVIDENCE.update((name, text) for d in kernel_definitions() if d.evidence for name, text in d.evidence.items())

@@ -28,10 +28,9 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.perf.constants import DERIVED, FITTED
 from npu_kernels.numerics.tiles import default_tile
 
-Q4_KERNELS = ("dequant_q4nx", "gemv_q4nx")  # memory-bound on the 4-bit stream (constants.Q4_STREAM_BPS)
 # The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
 # in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
-KERNELS = ("gemm", "gemv", "flash_attention") + Q4_KERNELS + tuple(d.name for d in kernel_definitions())
+KERNELS = ("gemm", "flash_attention") + tuple(d.name for d in kernel_definitions())
 MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
 FUSED_CAST_METHODS = ("fused-cast",)
 
@@ -63,25 +62,6 @@ def _gemm(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
         f["gemm_s_cast_launch"] = 1.0
         f["gemm_s_per_ddr_byte"] += M * N * 6.0
     return f
-
-
-def _gemv(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
-    M, K = s["M"], s["K"]
-    hm, mi = t["herd_m"], max(1, t.get("m_input", t["tile_m"]))
-    return {
-        "launch_s": 1.0,
-        "gemv_s_per_byte_per_column": M * K * 2.0 / hm,  # the A stream each column's shim DMA carries
-        "gemv_s_per_call": float(_ceil(M, hm * mi)),  # kernel invocations per column (m_input rows each)
-    }
-
-
-def _q4(kernel: str, s: Mapping[str, Any]) -> dict[str, float]:
-    """The 4-bit kernels move their codes + bf16 scale/min per 32 columns (0.625 B/weight) and their bf16
-    activations (GEMV: x in, y out; dequant: the bf16 matrix out) at the fused decode's calibrated stream rate."""
-    M, K = s["M"], s["K"]
-    packed = M * K * (0.5 + 4.0 / 32)
-    moved = packed + (2.0 * M * K if kernel == "dequant_q4nx" else 2.0 * (K + M))
-    return {"launch_s": 1.0, "q4_s_per_byte": moved}
 
 
 def _flash_attention(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
@@ -118,12 +98,8 @@ def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, An
     t = full_tile(kernel, s, tile)
     if kernel == "gemm":
         return _gemm(s, t)
-    if kernel == "gemv":
-        return _gemv(s, t)
     if kernel == "flash_attention":
         return _flash_attention(s, t)
-    if kernel in Q4_KERNELS:
-        return _q4(kernel, s)
     return kernel_definition(kernel).cost_features(s, t)  # every other kernel of KERNELS is a registered one
 
 
@@ -143,16 +119,13 @@ def kernel_latency_s(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, A
     return latency_from(kernel_features(kernel, shape, tile), constants)
 
 
-def _gemv_flops(s):  # 2*M*K
-    return 2.0 * s["M"] * s["K"]
-
-
 def modelled_kernel_figures(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, Any] | None = None) -> dict:
     """A registry-style row of modelled figures: latency_us plus gflops (matmul-like kernels) or gbps."""
     s = get_spec(kernel).normalize_shape(dict(shape))
     lat = kernel_latency_s(kernel, s, tile)
     out: dict[str, Any] = {"latency_us": round(lat * 1e6, 3), "modelled": True}
-    if kernel in ("gemm", "gemv", "gemv_q4nx"):
+    registered = kernel_definition(kernel)
+    if kernel == "gemm" or (registered is not None and registered.throughput == "gflops"):
         out["gflops"] = round(get_spec(kernel).flops(s) / lat / 1e9, 3)
     elif kernel == "flash_attention":
         flops = 2.0 * s["heads_q"] * s["lq"] * s["lk"] * (s["dk"] + s["dv"])

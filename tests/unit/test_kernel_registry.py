@@ -14,14 +14,14 @@ from types import ModuleType
 import pytest
 
 from npu_kernels.numerics import kernels as registry
-from npu_kernels.numerics.kernels.base import REQUIRED, from_module, missing_pieces
+from npu_kernels.numerics.kernels.base import REQUIRED, Absent, absences, from_module, missing_pieces
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = registry.definitions()
 IDS = [d.name for d in DEFINITIONS]
-# the rooms that call a kernel by name to run a model (a plan row, a dispatch launch, a pipeline stage, the synthetic
-# deployment's kernel rows), not declare it
-USERS = ("npu_kernels/model/", "npu_kernels/perf/dispatch", "registry/synthetic")
+# the rooms that call a kernel by name to run a model (a plan row, a dispatch launch - the 4-bit deployment's too -, a
+# pipeline stage, the synthetic deployment's kernel rows), not declare it
+USERS = ("npu_kernels/model/", "npu_kernels/perf/dispatch", "npu_kernels/perf/q4nx", "registry/synthetic")
 
 
 def test_the_registry_holds_its_modules_in_order():
@@ -45,6 +45,30 @@ def test_the_completeness_check_names_the_kernel_and_the_piece():
     assert missing_pieces(from_module(half)) == [p for p in REQUIRED if p not in ("name", "fp32")]
     assert set(REQUIRED) >= {"spec", "tolerances", "fp32", "emulated", "torch", "tile_rules", "tile_default",
                              "harness_case", "harness", "twin", "cost_features", "constants", "registry_page"}
+
+
+def test_a_piece_is_declared_absent_with_its_reason_or_it_is_missing():
+    """A kernel may lack a piece (mlir-air has no harness for it): its module says so, `Absent("why")`. A module that
+    leaves the piece out, sets it to None, or declares it absent without a reason still lacks it."""
+    from dataclasses import replace
+
+    d = DEFINITIONS[0]
+    assert missing_pieces(replace(d, harness=Absent("mlir-air has no harness for it"), twin=Absent("no script"))) == []
+    assert missing_pieces(replace(d, harness=Absent(""), twin=None)) == ["harness", "twin"]
+    forgot = ModuleType("forgot_its_harness")
+    for piece in REQUIRED:
+        value = getattr(d, piece)
+        setattr(forgot, piece.upper() if not callable(value) else piece, value)
+    assert missing_pieces(from_module(forgot)) == []
+    del forgot.HARNESS
+    assert missing_pieces(from_module(forgot)) == ["harness"]
+    forgot.HARNESS = None  # `HARNESS = None  # a comment` is no reason the registry can read
+    assert missing_pieces(from_module(forgot)) == ["harness"]
+
+
+@pytest.mark.parametrize("d", DEFINITIONS, ids=IDS)
+def test_every_declared_absence_names_its_reason(d):
+    assert all(len(why.strip()) >= 20 for why in absences(d).values()), f"kernel {d.name}: {absences(d)}"
 
 
 def _where(d, piece: str, ok: bool) -> None:
@@ -76,22 +100,34 @@ def test_every_room_takes_a_registered_kernel_from_the_registry(d):
     _where(d, "torch (TorchExecutor)", getattr(TorchExecutor, d.name) is d.torch)
     _where(d, "tile_rules", [r[0] for r in kernel_rules(d.name, "npu2")] == [r[0] for r in d.tile_rules("npu2")])
     _where(d, "tile_default", DEFAULTS.get(d.name) is d.tile_default)
-    _where(d, "harness_case", d.name in HARNESS_KERNELS)
-    _where(d, "harness (harness table)", load_harness_table().harnesses[d.name].command == d.harness["command"])
-    _where(d, "twin (HARNESS_DIRS)", (d.twin.directory, d.name) in {(x[0], x[1]) for x in HARNESS_DIRS})
-    _where(d, "twin (stand-in kinds)", d.name in KINDS and STAND_INS[d.name] is d.twin)
+    _where(d, "harness_case", (d.name in HARNESS_KERNELS) == bool(d.harness_case))
+    table = load_harness_table().harnesses
+    if d.harness:
+        _where(d, "harness (harness table)", table[d.name].command == d.harness["command"])
+    else:  # declared absent: no entry of its own
+        _where(d, "harness (absent: no table entry)", d.name not in table)
+    if d.twin:
+        _where(d, "twin (HARNESS_DIRS)", ((d.twin.directory, d.name) in {(x[0], x[1]) for x in HARNESS_DIRS})
+               == d.twin.makefile)
+        _where(d, "twin (stand-in kinds)", d.name in KINDS and STAND_INS[d.name] is d.twin)
+    else:
+        _where(d, "twin (absent: no stand-in)", d.name not in KINDS and d.name not in {x[1] for x in HARNESS_DIRS})
     _where(d, "cost_features (cost model)", d.name in MODELLED)
-    _where(d, "constants (FITTED)", all(FITTED[k] == v for k, v in d.constants.items()))
-    _where(d, "evidence (EVIDENCE)", all(EVIDENCE[k] == v for k, v in d.evidence.items()))
+    _where(d, "constants (FITTED)", all(FITTED[k] == v for k, v in (d.constants or {}).items()))
+    _where(d, "evidence (EVIDENCE)", all(EVIDENCE[k] == v for k, v in (d.evidence or {}).items()))
     page = d.registry_page
     if isinstance(page, dict):  # a page mlir-air added after e972f29: the importer's schema
         _where(d, "registry_page (importer)", LATER.get(d.name) is page)
-    else:  # a page at e972f29: the projection's catalog entry and upstream's columns
+    else:  # a page at e972f29 (or npu-ledger's own): the projection's catalog entry and upstream's columns
         entry = spec_by_key(d.name)
         _where(d, "registry_page (catalog entry)", entry is not None and (entry.page, entry.columns, entry.title)
                == (page.page, page.columns, page.title))
-        _where(d, "registry_page (tables)", INDEX[d.name] is page.index and DETAILS[d.name] is page.details
-               and PAGE_OF[d.name] == page.page and (d.name in NO_JSON) == page.no_json)
+        if page.index:
+            _where(d, "registry_page (tables)", INDEX[d.name] is page.index and DETAILS[d.name] is page.details
+                   and PAGE_OF[d.name] == page.page and (d.name in NO_JSON) == page.no_json)
+        else:  # upstream has no page of it: none of its tables lists it
+            _where(d, "registry_page (absent upstream)", not ({d.name} & (set(INDEX) | set(DETAILS) | set(PAGE_OF)
+                                                                         | set(NO_JSON) | set(LATER))))
         _where(d, "registry_page (spellings)", all(canonical_kernel(s) == d.name for s in page.spellings))
 
 
@@ -110,18 +146,24 @@ def test_a_registered_kernel_runs_through_its_declared_pieces(d):
     s = d.spec.normalize_shape(dict(d.spec.small_shape))
     tile = d.tile_default(s, "npu2")
     assert check_tile(d.name, s, tile, "npu2") == [], f"kernel {d.name}: tile_default breaks its tile_rules"
-    case = d.harness_case(s, d.spec.default_contract, tile)
     rtol, atol = d.tolerances[d.spec.default_contract]
-    out = d.spec.call(make_executor("emulated", "npu2"), case.inputs, s, d.spec.default_contract, None)
-    assert np.allclose(out, case.reference, rtol=rtol, atol=atol), f"kernel {d.name}: emulated vs harness reference"
-    ref = d.spec.reference(case.inputs, s, d.spec.default_contract)
-    assert np.allclose(ref, case.reference, rtol=rtol, atol=atol), f"kernel {d.name}: FP32 vs harness reference"
+    if d.harness_case:
+        case = d.harness_case(s, d.spec.default_contract, tile)
+        inputs, expected = case.inputs, case.reference
+    else:  # mlir-air has no harness for it (declared absent): the catalog's own inputs and FP32 reference
+        inputs = d.spec.make_inputs(s, 0)
+        expected = d.spec.reference(inputs, s, d.spec.default_contract)
+    out = d.spec.call(make_executor("emulated", "npu2"), inputs, s, d.spec.default_contract, None)
+    assert np.allclose(out, expected, rtol=rtol, atol=atol), f"kernel {d.name}: emulated vs harness reference"
+    ref = d.spec.reference(inputs, s, d.spec.default_contract)
+    assert np.allclose(ref, expected, rtol=rtol, atol=atol), f"kernel {d.name}: FP32 vs harness reference"
     missing = set(kernel_features(d.name, s, tile)) - set(FITTED) - set(DERIVED)
     assert not missing, f"kernel {d.name}: cost features without a constant: {sorted(missing)}"
-    p = argparse.ArgumentParser(prog=d.name)
-    d.twin.add_flags(p)
-    p.parse_args([])
-    if not isinstance(d.registry_page, dict):  # a page at e972f29: one row of each of its tables, in their columns
+    if d.twin:
+        p = argparse.ArgumentParser(prog=d.name)
+        d.twin.add_flags(p)
+        p.parse_args([])
+    if not isinstance(d.registry_page, dict) and d.registry_page.index:  # a page at e972f29: one row of each table
         from registry.catalog import spec_by_key
         from registry.fold import ShapeRow
         from registry.mlir_air_tables import details_cells, index_cells

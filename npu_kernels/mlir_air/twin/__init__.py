@@ -52,15 +52,6 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "--codegen $(CODEGEN) --m $(M) --k $(K) --n $(N) --tile-m $(TILE_M) --tile-k-l2 $(TILE_K_L2) "
      "--tile-k-l1 $(TILE_K_L1) --tile-n $(TILE_N) --herd-m $(HERD_M) --herd-n $(HERD_N) --arch $(AIE_TARGET) "
      "--compile-mode $(COMPILE_MODE) --perf-iters $(PERF_ITERS)", ""),
-    ("matrix_vector_multiplication/bf16", "gemv",
-     # Makefile:17,29,40-49 (vars), :57 (run: no PERF_ITERS), :59-61 (profile: test.exe timer)
-     "OUTPUT_FORMAT ?= xclbin\nAIE_TARGET ?= aie2p\nM ?= 2048\nK ?= 8192\nTILE_M ?= 4\nM_INPUT ?= 1\n"
-     "HERD_M ?= 4\nifdef TILE_M_L2\nTILE_M := $(TILE_M_L2)\nendif\n",
-     "--m $(M) --k $(K) --tile-m $(TILE_M) --m-input $(M_INPUT) --herd-m $(HERD_M) "
-     "--output-format $(OUTPUT_FORMAT)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) gemv --compile-mode compile-and-xclbin "
-     "--m $(M) --k $(K) --tile-m $(TILE_M) --m-input $(M_INPUT) --herd-m $(HERD_M) && "
-     "$(TWIN) profile gemv --M $(M) --K $(K)\n"),
     ("flash_attention/kernel_fusion_based", "flash_attention",
      # Makefile:9-22 (vars), :55 (run, EXTRA_PY_FLAGS appended), :59-64 (profile: ELF timer, no NUM_KV_HEADS)
      "SCRIPT ?= attn_npu2.py\nLK ?= 512\nLKP ?= 64\nLQ ?= 512\nLQP ?= 256\nDK ?= 64\nDV ?= 64\n"
@@ -75,8 +66,8 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
 
 # and the kernels of npu_kernels.numerics.kernels: each module's `twin` stand-in (its Makefile cited there)
 HARNESS_DIRS += [(d.twin.directory, d.name, d.twin.variables, d.twin.flags, d.twin.extra_targets)
-                 for d in kernel_definitions()]
-PEANO_ONLY = tuple(d.name for d in kernel_definitions() if d.twin.peano_only)
+                 for d in kernel_definitions() if d.twin and d.twin.makefile]
+PEANO_ONLY = tuple(d.name for d in kernel_definitions() if d.twin and d.twin.peano_only)
 
 
 def interpreter_line(root: Path) -> str:
@@ -120,8 +111,9 @@ xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), print
 
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
-""".replace("KINDS", ", ".join(in_listing_order({k: k for k in (
-    "gemm", "gemm_f32", "gemv", "flash_attention", "dequant_q4nx")}, lambda d: d.name)))
+""".replace("KINDS", ", ".join(k for k, kind in in_listing_order({k: k for k in (
+    "gemm", "gemm_f32", "flash_attention")}, lambda d: d.name if d.twin else None,  # (a kernel with a stand-in)
+    lambda d: "gemm_f32" if d.listed_after == "gemm" else d.listed_after).items() if kind))  # after GEMM's two kinds
 
 
 def _verify_runner_script() -> str:
@@ -168,14 +160,11 @@ def write_twin(directory: str | Path, peano: str = TWIN_PEANO) -> Path:
         d.mkdir(parents=True, exist_ok=True)
         (d / "Makefile").write_text(_makefile(rel, kind, variables, flags, extra, twin))
     for d in kernel_definitions():  # the scripts the harness table runs directly (a kernel module's `twin.script`)
-        if d.twin.script:
+        if d.twin and d.twin.script:
             script = pe / d.twin.directory / d.twin.script
+            script.parent.mkdir(parents=True, exist_ok=True)  # a stand-in without a Makefile has no directory yet
             script.write_text(_script(d.name, root))
             script.chmod(0o755)
-    q4 = pe / "llms" / "llama32_1b_q4nx"  # dequant_q4nx.py (@0d63308, later than e972f29): run directly, no Makefile rule
-    q4.mkdir(parents=True, exist_ok=True)
-    (q4 / "dequant_q4nx.py").write_text(_script("dequant_q4nx", root))
-    (q4 / "dequant_q4nx.py").chmod(0o755)
     verify = pe / "llms" / "verify"
     (verify / "prompts").mkdir(parents=True, exist_ok=True)
     runner = verify / "verify_runner.py"

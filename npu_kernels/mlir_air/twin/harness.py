@@ -6,8 +6,8 @@ parser below), asserts what that script asserts (the same
 messages, as a Python traceback), runs the kernel at the requested shape and tile on npu-ledger's emulated
 NPU2 executor and prints what mlir-air's `XRTRunner` prints (python/air/backend/xrt_runner.py:296-303
 Latency, :375-392 `[precision]`, :433-469 the ERROR / Shape / Mismatches / Index block, :336-373 `PASS!` /
-`failed.`); exit status 0 on PASS and 255 on failure (`exit(runner.run_test(...))` with -1). Kind dequant_q4nx is
-llms/llama32_1b_q4nx/dequant_q4nx.py (@0d63308, later than e972f29): no flags, its one 512x2048 check.
+`failed.`); exit status 0 on PASS and 255 on failure (`exit(runner.run_test(...))` with -1). A kernel module's
+stand-in may be a script without argparse (`TwinStandIn.parses_flags`): no flag at all.
 
 Latency figures are the NPU2 performance model's (`npu_kernels.perf.modelled_kernel_figures`) printed in
 mlir-air's own line format, so mlir-air's parsers read them unchanged; the twin's README says they are
@@ -43,12 +43,10 @@ ENV_FAULTS = "NPU_LEDGER_TWIN_FAULTS"
 ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 # the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
-STAND_INS = {d.name: d.twin for d in kernel_definitions()}
-KINDS = ("gemm", "gemm_f32", "gemv", "flash_attention", "dequant_q4nx") + tuple(STAND_INS)
+STAND_INS = {d.name: d.twin for d in kernel_definitions() if d.twin}
+KINDS = ("gemm", "gemm_f32", "flash_attention") + tuple(STAND_INS)
 HANG = "hang"  # the fault text that hangs the harness (module docstring)
 HANG_S = 3600.0  # far past any test's timeout: the run ends when its caller kills it
-# dequant_q4nx.py's `__main__` (llms/llama32_1b_q4nx, @0d63308) takes no flags: one fixed shape, its own bounds
-Q4NX_DEQUANT_SHAPE = {"M": 512, "K": 2048}
 
 
 def faults() -> dict[str, str]:
@@ -96,17 +94,6 @@ def _parser(kind: str) -> argparse.ArgumentParser:
             p.add_argument("--cast-tile-n", type=int, default=2048)
         else:
             p.add_argument("--codegen", choices=["external", "direct"], default="external")
-    elif kind == "gemv":  # matvec.py:186-264
-        p.add_argument("--m", type=int, default=2048)
-        p.add_argument("--k", type=int, default=8192)
-        p.add_argument("--tile-m", "--tile-m-l2", dest="tile_m", type=int, default=4)
-        p.add_argument("--m-input", type=int, default=1)
-        p.add_argument("--herd-m", type=int, default=4)
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="xclbin")
-        p.add_argument("--compile-mode", choices=["compile-and-run", "compile-and-xclbin"], default="compile-and-run")
-        p.add_argument("--debug-ir", action="store_true")
-        p.add_argument("--perf-iters", type=int, default=0)
-        p.add_argument("--target", default="auto")
     elif kind == "flash_attention":  # attn_npu2.py:1257-1388
         for name, default in (("lk", 512), ("lq", 512), ("lqp", 256), ("lkp", 64), ("dk", 64), ("dv", 64),
                               ("num-cascade-stages", 4), ("num-q-tiles", 4), ("num-heads-per-unroll", 2),
@@ -121,9 +108,9 @@ def _parser(kind: str) -> argparse.ArgumentParser:
         p.add_argument("--dv-tile", type=int, default=None)
         p.add_argument("--perf-iters", type=int, default=0)
     elif kind in STAND_INS:  # a kernel module's stand-in (npu_kernels.numerics.kernels: its script's flags)
+        if not STAND_INS[kind].parses_flags:  # a script without argparse: `python3 <script>`, nothing else
+            p = argparse.ArgumentParser(prog=kind)
         STAND_INS[kind].add_flags(p)
-    elif kind == "dequant_q4nx":  # dequant_q4nx.py has no argparse: `python3 dequant_q4nx.py`, nothing else
-        p = argparse.ArgumentParser(prog=kind)
     else:
         raise SystemExit(f"unknown harness kind {kind!r}; expected one of {', '.join(KINDS)}")
     return p
@@ -162,18 +149,6 @@ def _gemm(kind: str, a):  # run.py:62-65 (both scripts)
             a.compile_mode != "compile-and-run")
 
 
-def _gemv(kind: str, a):  # matvec.py:53,79-94
-    assert a.m % (a.tile_m * a.herd_m) == 0
-    assert a.tile_m % a.m_input == 0
-    assert a.k % 64 == 0
-    need = a.herd_m * a.tile_m * a.k * 2 + a.herd_m * a.tile_m * 2
-    assert need <= 512 * 1024, (
-        f"L2 capacity exceeded: A={a.herd_m * a.tile_m * a.k * 2}B + C={a.herd_m * a.tile_m * 2}B = {need}B > "
-        f"524288B. Reduce herd_m ({a.herd_m}), tile_m ({a.tile_m}), or k ({a.k}).")
-    tile = {"tile_m": a.tile_m, "m_input": a.m_input, "herd_m": a.herd_m}
-    return "gemv", {"M": a.m, "K": a.k}, None, tile, 2.0 * a.m * a.k, a.compile_mode != "compile-and-run"
-
-
 def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
     hkv = a.num_kv_heads if a.num_kv_heads is not None else a.num_heads
     dv_tile = a.dv_tile if a.dv_tile is not None else a.lkp
@@ -203,13 +178,7 @@ def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
     return ("flash_attention", shape, None, {"lqp": a.lqp, "lkp": a.lkp}, flops, a.compile_mode != "compile-and-run")
 
 
-def _dequant_q4nx(kind: str, a):  # dequant_q4nx.py `__main__`: N_out, K = 512, 2048; build_module asserts N_out % 4
-    assert Q4NX_DEQUANT_SHAPE["M"] % 4 == 0
-    return "dequant_q4nx", dict(Q4NX_DEQUANT_SHAPE), None, {}, None, False
-
-
-_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "gemv": _gemv, "flash_attention": _flash_attention,
-           "dequant_q4nx": _dequant_q4nx}
+_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "flash_attention": _flash_attention}
 
 
 def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
@@ -313,14 +282,6 @@ def profile_main(argv: list[str] | None = None) -> int:
     for name in ("M", "K", "lq", "lk", "dk", "dv", "num-heads", "num-kv-heads", "S"):
         p.add_argument(f"--{name}", type=int, default=None)
     a = p.parse_args(argv[1:])
-    if kind == "gemv":
-        us = modelled_kernel_figures("gemv", {"M": a.M, "K": a.K})["latency_us"]
-        g = 2.0 * a.M * a.K / (us * 1e-6) / 1e9
-        print(f"GEMV size: M={a.M}, K={a.K}")
-        for label, figure in (("Avg", us), ("Min", us), ("Max", us)):
-            print(f"{label} NPU GEMV time: {figure}us.")
-            print(f"{ {'Avg': 'Avg', 'Min': 'Max', 'Max': 'Min'}[label]} NPU gflops: {g}")
-        return 0
     if kind == "flash_attention":
         hkv = a.num_kv_heads or a.num_heads
         shape = {"lq": a.lq, "lk": a.lk, "dk": a.dk, "dv": a.dv, "heads_q": a.num_heads, "heads_kv": hkv,

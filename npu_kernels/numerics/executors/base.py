@@ -8,7 +8,6 @@ kernels, raw FP32 for `gemm(contract="f32-out")`).
 
 Layouts (dimensions named once):
   gemm(a (M, K), b (K, N))                       -> (M, N)     y = a @ b, weights pre-transposed at load
-  gemv(a (M, K), x (K,))                         -> (M,)
   rmsnorm(x (M, N), w (N,), eps)                 -> (M, N)
   layernorm(x (M, N), w (N,), b (N,), eps)       -> (M, N)
   rope(x (rows, D), cos (rows, D/2), sin (rows, D/2)) -> (rows, D)   half-split (HF rotate_half):
@@ -16,9 +15,6 @@ Layouts (dimensions named once):
   flash_attention(q (Hq, Lq, Dk), k (Hkv, Lk, Dk), v (Hkv, Lk, Dv), causal, q_offset=0) -> (Hq, Lq, Dv)
         GQA: q head h uses kv head h // (Hq // Hkv); causal masks key j > q_offset + i; scale 1/sqrt(Dk)
   gelu(x)     elementwise, any shape
-  dequant_q4nx(codes (M, K), scale (M, K/32), min (M, K/32))       -> (M, K)   w = q * scale + min
-  gemv_q4nx(codes (M, K), scale (M, K/32), min (M, K/32), x (K,))  -> (M,)     y = w @ x, w never built
-        codes are the 4-bit values 0..15 as float32; scale and min bf16, one per 32-column group
 
 The kernels of the registry (npu_kernels.numerics.kernels: rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d, ...) state their layouts in their own
 modules, which also hold each executor's method (`bind_kernels` attaches them).
@@ -43,10 +39,7 @@ from npu_kernels.numerics.kernels import in_listing_order
 # the kernels declared piecewise, then those of the registry (npu_kernels.numerics.kernels), in the catalog's listing order
 KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemm",
-    "gemv",
     "flash_attention",
-    "dequant_q4nx",
-    "gemv_q4nx",
 )}, lambda d: d.name))
 
 
@@ -102,9 +95,6 @@ class Fp32Executor(Executor):
         # C-contiguous B: a pipeline's weight comes as a transposed view, and BLAS would sum it in another order
         return np.asarray(a, np.float32) @ np.ascontiguousarray(b, np.float32)
 
-    def gemv(self, a, x, *, static_key=None):
-        return np.asarray(a, np.float32) @ np.asarray(x, np.float32)
-
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         q = np.asarray(q, np.float32)
         k = np.asarray(k, np.float32)
@@ -126,14 +116,6 @@ class Fp32Executor(Executor):
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
         return np.einsum("hqk,hkd->hqd", p, vv).astype(np.float32)
-
-    def dequant_q4nx(self, codes, scale, mn):
-        group = np.shape(codes)[1] // np.shape(scale)[1]  # 32 columns per scale/min
-        s, m = (np.repeat(np.asarray(v, np.float32), group, axis=1) for v in (scale, mn))
-        return np.asarray(codes, np.float32) * s + m
-
-    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
-        return self.dequant_q4nx(codes, scale, mn) @ np.asarray(x, np.float32)
 
 
 def bind_kernels(cls: type, role: str) -> type:

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_, to_bf16
+from npu_kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
     rounded,
 )
 from npu_kernels.numerics.executors.emulated_flash import flash_attention
-from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
-from npu_kernels.numerics.executors.emulated_q4 import dequant_q4nx, gemv_q4nx, group_columns
 from npu_kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
 from npu_kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
 from npu_kernels.numerics.tiles import FUSED_CAST_MIN_MKN, default_tile
@@ -195,13 +193,6 @@ class EmulatedExecutor(Executor):
             rne_bf16_(c)
         return c
 
-    def gemv(self, a, x, *, static_key=None):
-        with self.timer.time("gemv"):
-            A = self._static("gemv.a", a, static_key, f32)
-            if self.gemv_order == "blas":
-                return to_bf16(A @ f32(x))
-            return to_bf16(mv_lane_sum(A, f32(x), self.target))
-
     # --- row-parallel kernels (each row / element independent) ---------------------------------------
 
     def _rows(self, fn, split: list, *shared):
@@ -225,16 +216,6 @@ class EmulatedExecutor(Executor):
     # --- normalisations ----------------------------------------------------------------------------------
 
     # --- elementwise -------------------------------------------------------------------------------------
-
-    # --- 4-bit (Q4NX) kernels: emulated_q4 (dequant_q4nx.cc, q4_k.h) ------------------------------------
-
-    def dequant_q4nx(self, codes, scale, mn):
-        with self.timer.time("dequant_q4nx"):
-            return dequant_q4nx(codes, scale, mn)
-
-    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
-        with self.timer.time("gemv_q4nx"):
-            return gemv_q4nx(codes, scale, mn, x, self._static("gemv_q4nx.codes", codes, static_key, group_columns))
 
     # --- attention ---------------------------------------------------------------------------------------
 

@@ -85,10 +85,6 @@ class TorchExecutor(Executor):
                 at, bt = at.float(), bt.float()
             return self._np(torch.cat([at @ bt[:, j : j + GEMM_PANEL_N] for j in range(0, bt.shape[1], GEMM_PANEL_N)], 1))
 
-    def gemv(self, a, x, *, static_key=None):
-        with self.timer.time("gemv"), torch.inference_mode():
-            return self._np(self._static(a, static_key, "gemv.a") @ self._t(x))
-
     def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
         with self.timer.time("flash_attention"), torch.inference_mode():
             # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels
@@ -107,14 +103,6 @@ class TorchExecutor(Executor):
             else:
                 out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=gqa)
             return self._np(out[0])
-
-    def dequant_q4nx(self, codes, scale, mn):
-        with self.timer.time("dequant_q4nx"), torch.inference_mode():
-            return self._np(self._dequant(codes, scale, mn))
-
-    def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
-        with self.timer.time("gemv_q4nx"), torch.inference_mode():
-            return self._np(self._dequant(codes, scale, mn) @ self._t(x))
 
     def _dequant(self, codes, scale, mn) -> torch.Tensor:
         """q * scale + min in bf16 tensors, each op rounded (a GPU's dequantise-then-bf16-matmul path)."""

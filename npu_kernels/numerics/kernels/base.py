@@ -20,13 +20,20 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   constants         {constant name: fitted seconds per unit}, and `evidence`: {constant name: what fixes it}
   registry_page     the kernel's page in mlir-air's kernel_registry: a kernel mlir-air added after e972f29, the
                     importer's schema of it (a dict: page name, commit, tolerances, tables); a kernel with a page
-                    at e972f29, its `CatalogPage` (the projection's catalog entry and upstream's table columns)
+                    at e972f29, its `CatalogPage` (the projection's catalog entry and upstream's table columns); a
+                    kernel upstream has no page of, its `CatalogPage` with `index`/`details` Absent (npu-ledger's own)
   registry_rows     (table name, header, cells, heading, cell readers) -> [configuration rows] | None: one row
   listed_after      the kernel the catalog lists it after (keeps `ledger kernel list` and `make bench` in order)
   tile_note         (shape, tile, herd, target, target tiles) -> why the default herd is short of the target tiles
                     (tile_notes), or None
+  herd_of           tile -> [columns, rows] of the herd it places, where the tile does not name them herd_x / herd_y
+  throughput        the cost model's figure of a launch: "gbps" (spec.bytes over the latency, the memory-bound
+                    kernels) or "gflops" (spec.flops over it)
 
-`REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks.
+`REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks. A piece a
+kernel genuinely lacks (mlir-air has no harness for it, no registry row to fit a constant on) is declared as such:
+`Absent("why")`, falsy, so every room that gathers the piece passes it by; a piece the module leaves out, or an
+`Absent` without its reason, is missing.
 """
 
 from __future__ import annotations
@@ -38,6 +45,23 @@ from types import ModuleType
 from typing import Any, Callable
 
 from npu_kernels.numerics.spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class Absent:
+    """A piece a kernel genuinely lacks, named in its module with the reason (`HARNESS = Absent("mlir-air has no
+    standalone harness for it: ...")`). Falsy: a room that gathers the piece (the harness table, the twin, the fit's
+    constants, upstream's tables) passes the kernel by."""
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def absences(d: "KernelDef") -> dict[str, str]:
+    """{piece: reason} of the pieces `d` declares absent."""
+    return {f.name: getattr(d, f.name).reason for f in fields(d) if isinstance(getattr(d, f.name), Absent)}
 
 
 @dataclass(frozen=True)
@@ -56,6 +80,8 @@ class TwinStandIn:
     profile: Callable | None = None  # (args of `profile KIND --S ...`, modelled figures) -> prints `make profile`'s timer
     script: str = ""  # the script the twin writes beside the Makefile, where the harness table runs it directly
     timing: Callable | None = None  # (args, modelled figures, shape, tile) -> True when the script only times (no check)
+    makefile: bool = True  # False: no Makefile rule runs the script (the table runs `script` directly; no variables)
+    parses_flags: bool = True  # False: the script has no argparse at all (not even the harness's -v / -p)
 
 
 def dsl_flags(p: argparse.ArgumentParser) -> None:
@@ -106,16 +132,19 @@ class CatalogPage:
     datapath: str
     npu2_mean_rel_L1: str
     target_tiles: int
-    index: tuple[str, ...]  # supported_kernels.md's header
-    details: tuple[tuple[str, tuple[str, ...]], ...]  # details/<page>.md: (method or "", header) per table
-    index_cells: Callable  # (row, fmt) -> the cells of one index row (fmt: registry.mlir_air_tables' formatters)
-    details_cells: Callable  # (method, row, fmt) -> the cells of one details row, or None
+    # supported_kernels.md's header and details/<page>.md's tables ((method or "", header) per table), or `Absent`:
+    # upstream's kernel_registry has no page of the kernel (the projection's own page only; no cells then)
+    index: tuple[str, ...] | Absent
+    details: tuple[tuple[str, tuple[str, ...]], ...] | Absent
+    index_cells: Callable | None = None  # (row, fmt) -> one index row's cells (fmt: registry.mlir_air_tables' formatters)
+    details_cells: Callable | None = None  # (method, row, fmt) -> the cells of one details row, or None
     elements: Callable[[dict], int] | None = None  # bf16 elements one launch moves (GB/s pages), from the shape
     unit: str = "GB/s"
     tolerance_label: str | None = None  # the page's name of the contract ("bf16"), when not the contract's own
     no_json: bool = True  # upstream has no details/<page>.json
     default_contract: str = "bf16"
     listed_after: str | None = None  # the page the index lists it after, where not the kernel's `listed_after`
+    flops: Callable[[dict], float] | None = None  # FLOP one launch does (GFLOP/s pages, from the shape)
 
 
 @dataclass(frozen=True)
@@ -140,17 +169,19 @@ class KernelDef:
     dmas_per_tile: int = 0
     listed_after: str | None = None
     tile_note: Callable[..., str | None] | None = None
+    herd_of: Callable[[dict], list[int]] | None = None
+    throughput: str = "gbps"
 
 
-OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note")
+OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "throughput")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 
 
 def from_module(module: ModuleType) -> KernelDef:
     """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
-    TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER)
-    and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case, cost_features,
-    registry_rows, tile_note). A piece the module lacks is None, which `missing_pieces` names."""
+    TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER,
+    THROUGHPUT) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
+    cost_features, registry_rows, tile_note, herd_of). A piece the module lacks is None, which `missing_pieces` names."""
     values = {}
     for f in fields(KernelDef):
         value = getattr(module, f.name.upper(), getattr(module, f.name, None))
@@ -161,15 +192,23 @@ def from_module(module: ModuleType) -> KernelDef:
 
 def missing_pieces(d: KernelDef) -> list[str]:
     """The required pieces `d` leaves empty, plus the ones that disagree with each other (by name)."""
-    out = [p for p in REQUIRED if getattr(d, p) is None or (not callable(getattr(d, p)) and not getattr(d, p))]
+    def declared(value) -> bool:
+        if isinstance(value, Absent):
+            return bool(value.reason.strip())  # a named absence, with its reason
+        return value is not None and (callable(value) or bool(value))
+
+    out = [p for p in REQUIRED if not declared(getattr(d, p))]
     if d.spec is not None and d.spec.name != d.name:
         out.append(f"spec (named {d.spec.name!r})")
-    if d.spec is not None and set(d.tolerances) != set(d.spec.contracts):
+    if d.spec is not None and d.tolerances is not None and set(d.tolerances) != set(d.spec.contracts):
         out.append("tolerances (one per contract of the spec)")
     if d.harness and not d.harness.get("command"):
         out.append("harness (no command)")
     if d.evidence and set(d.evidence) != set(d.constants):
         out.append("evidence (one per constant)")
+    if isinstance(d.registry_page, CatalogPage) and d.registry_page.index and not (
+            d.registry_page.index_cells and d.registry_page.details_cells):
+        out.append("registry_page (the cells of its upstream tables)")
     if isinstance(d.registry_page, dict) and d.registry_page and not {"page", "commit", "tables"} <= set(d.registry_page):
         out.append("registry_page (page, commit, tables)")
     return out
