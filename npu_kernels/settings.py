@@ -6,7 +6,7 @@ NPU_LEDGER_REFERENCE_CACHE (HF reference walks kept by content), NPU_LEDGER_HARN
 checkout's), LEDGER_NPU_LOCK (the NPU lock file), PEANO_INSTALL_DIR (the Peano toolchain recorded with hardware
 rows), NPU_LEDGER_STANDIN_SLEEP_S (the sleep worker's test seam), the BLAS thread counts recorded with fp32 rows, and
 the twin's own (NPU_LEDGER_TWIN_ROOT, NPU_LEDGER_TWIN_FAULTS, NPU_LEDGER_FAULTS, NPU_LEDGER_MODEL,
-NPU_LEDGER_VERIFY_DIR, RUNNER_NAME):
+NPU_LEDGER_VERIFY_DIR, RUNNER_NAME, NPU_LEDGER_STAND_IN_PYTHON):
 the stand-in checkout's programs are separate processes whose interface is their environment, as mlir-air's are.
 
 `env_get` is `os.environ.get` (an empty value stays empty: a caller decides what empty means); `env_copy` is the
@@ -32,3 +32,13 @@ def env_copy() -> dict[str, str]:
 def env_default(name: str, value: str) -> None:
     """Set `name` for this process and its children unless it is set already."""
     os.environ.setdefault(name, value)
+
+
+def stand_in_python() -> str:
+    """The interpreter the stand-in's programs run under (the twin's harness and bench scripts, a stand-in model
+    directory's make targets): $NPU_LEDGER_STAND_IN_PYTHON, else this interpreter. The test suite points it at a
+    launcher that forks each program from an interpreter which has already imported the stand-in's modules
+    (tests/stand_in_server.py); what a program computes and prints does not depend on it."""
+    import sys
+
+    return os.environ.get("NPU_LEDGER_STAND_IN_PYTHON") or sys.executable

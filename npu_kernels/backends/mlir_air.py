@@ -46,7 +46,6 @@ import hashlib
 import json
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +71,7 @@ from npu_kernels.perf.dispatch import SWITCHES
 from npu_kernels.perf.curve import context_window, npu2_curve
 from npu_kernels.perf.figures import DECODE, build_seq, decode_ctx, npu2_figures, path_switches
 from npu_kernels.thresholds import DECODE_GATE_THRESHOLDS, block_thresholds
-from npu_kernels.settings import env_get
+from npu_kernels.settings import env_get, stand_in_python
 
 _TTFT = re.compile(r"^\s*(?:Warm time|Time) to first token \(TTFT\):\s*([\d.]+)\s*s.*?(?:First token:\s*(\d+))?$", re.M)
 _TPS = re.compile(r"Tokens/second:\s*([\d.]+)")
@@ -140,7 +139,7 @@ class MlirAirBackend:
         # stand-in model directory (its scripts are npu-ledger's) the interpreter too; a real one keeps its PYTHON
         here = {"NPU_LEDGER": str(ROOT), "NPU_LEDGER_MODEL": str(self.model_path)}
         if (Path(self.model_dir) / "stand_in.json").is_file():
-            here = {"PYTHON": sys.executable, **here}
+            here = {"PYTHON": stand_in_python(), **here}
         return {"NPU_LEDGER_SWITCHES": on, "NPU_LEDGER_FAULTS": ",".join(sorted(self._faults)), **here, **extra}
 
     def _provenance(self, command: str, prov: dict, report_path: str | None, transcript: str) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 from npu_kernels.mlir_air.checkout import MARKER, ROOT, is_twin  # noqa: F401 (is_twin: part of the twin's API)
@@ -32,6 +31,7 @@ from npu_kernels.mlir_air.toolchain_floor import TWIN_PEANO, write_twin_toolchai
 from npu_kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
 from npu_kernels.numerics.kernels import in_listing_order
+from npu_kernels.settings import stand_in_python
 
 # (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets)
 # Defaults and forwarding follow the cited mlir-air Makefiles at e972f29.
@@ -73,7 +73,7 @@ PEANO_ONLY = tuple(d.name for d in kernel_definitions() if d.twin and d.twin.pea
 def interpreter_line(root: Path) -> str:
     """The command every twin script runs: this interpreter, npu-ledger on PYTHONPATH, the twin root named."""
     return (f"PYTHONPATH={shlex.quote(str(ROOT))} NPU_LEDGER_TWIN_ROOT={shlex.quote(str(root))} "
-            f"{shlex.quote(sys.executable)} -m npu_kernels.mlir_air.twin.harness")
+            f"{shlex.quote(stand_in_python())} -m npu_kernels.mlir_air.twin.harness")
 
 
 def _makefile(rel: str, kind: str, variables: str, flags: str, extra: str, twin: str) -> str:
@@ -121,7 +121,7 @@ def _verify_runner_script() -> str:
             "# npu-ledger twin of mlir-air programming_examples/llms/verify/verify_runner.py (its CLI, report schema\n"
             "# and [verify] lines); the work is npu-ledger's npu_kernels.mlir_air.twin.verify_runner.\n"
             "import os, sys\n"
-            f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
+            f"ROOT = {str(ROOT)!r}\nPY = {stand_in_python()!r}\n"
             "env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get('PYTHONPATH')) if p),\n"
             "           NPU_LEDGER_VERIFY_DIR=os.path.dirname(os.path.abspath(__file__)))\n"
             "os.execve(PY, [PY, '-m', 'npu_kernels.mlir_air.twin.verify_runner', *sys.argv[1:]], env)\n")
@@ -132,7 +132,7 @@ def _bench_script(name: str, module: str) -> str:
             f"# npu-ledger twin of mlir-air programming_examples/llms/bench/{name}.py (its CLI, lines and --out\n"
             f"# record); the work is npu-ledger's {module}.\n"
             "import os, sys\n"
-            f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
+            f"ROOT = {str(ROOT)!r}\nPY = {stand_in_python()!r}\n"
             "env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get('PYTHONPATH')) if p))\n"
             f"os.execve(PY, [PY, '-m', {module!r}, *sys.argv[1:]], env)\n")
 
@@ -141,7 +141,7 @@ def _script(kind: str, root: Path) -> str:
     return ("#!/usr/bin/env python3\n"
             f"# npu-ledger twin of an mlir-air harness script ({kind}); runs npu_kernels.mlir_air.twin.harness.\n"
             "import os, sys\n"
-            f"ROOT = {str(ROOT)!r}\nPY = {sys.executable!r}\n"
+            f"ROOT = {str(ROOT)!r}\nPY = {stand_in_python()!r}\n"
             f"env = dict(os.environ, PYTHONPATH=ROOT, NPU_LEDGER_TWIN_ROOT={str(root)!r})\n"
             f"os.execve(PY, [PY, '-m', 'npu_kernels.mlir_air.twin.harness', {kind!r}, *sys.argv[1:]], env)\n")
 

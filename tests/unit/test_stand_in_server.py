@@ -1,0 +1,78 @@
+"""The suite's stand-in launcher (tests/stand_in_server.py) behaves as `python` does for the stand-in's programs:
+argv, sys.path, working directory, environment, streams, exit status and signal, and a killed launcher takes its
+program with it (a harness timeout kills make's process group, which holds the launcher, not the forked child)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from tests.stand_in_server import ENV
+
+
+def _run(*args: str, cwd, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([os.environ[ENV], *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env})
+
+
+def test_a_script_sees_its_argv_path_directory_environment_and_stdin_and_exits_with_its_status(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text("import os, sys\nprint(sys.argv, sys.path[0] == os.path.dirname(__file__), os.getcwd(),\n"
+                      "      os.environ['PROBE'], sys.stdin.read())\nsys.exit(3)\n")
+    proc = subprocess.run([os.environ[ENV], str(script), "a", "b c"], cwd=tmp_path, capture_output=True, text=True,
+                          input="fed", env={**os.environ, "PROBE": "here"}, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == f"{[str(script), 'a', 'b c']} True {tmp_path} here fed\n"
+
+
+def test_a_module_runs_as_main_afresh_with_the_working_directory_first_on_its_path(tmp_path):
+    (tmp_path / "mod_here.py").write_text("import sys\nprint(__name__, sys.argv[1:], sys.path[0])\n")
+    proc = _run("-m", "mod_here", "x", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, f"__main__ ['x'] {tmp_path}\n"), proc.stderr
+    # a preloaded module still runs its __main__ block (it is executed afresh, not taken from the server's imports)
+    proc = _run("-m", "npu_kernels.mlir_air.twin.harness", "no-such-kind", cwd=tmp_path)
+    assert proc.returncode != 0 and "unknown harness kind 'no-such-kind'" in proc.stderr
+
+
+def test_an_uncaught_exception_and_a_message_exit_as_a_fresh_interpreter_would(tmp_path):
+    script = tmp_path / "boom.py"
+    script.write_text("raise ValueError('boom')\n")
+    proc = _run(str(script), cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.startswith("Traceback") and "ValueError: boom" in proc.stderr
+    script.write_text("raise SystemExit('one line')\n")
+    proc = _run(str(script), cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (1, "one line\n")
+    script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    assert _run(str(script), cwd=tmp_path).returncode == -signal.SIGTERM
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")  # killed and not yet reaped counts as gone
+
+
+def test_a_killed_launcher_takes_its_program_and_what_that_started_with_it(tmp_path):
+    pid_file = tmp_path / "pid"
+    beat = tmp_path / "beat.py"  # writes its pid (whole, by a rename), then waits to be killed
+    beat.write_text(f"import os, time\nopen({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+                    f"os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\nwhile True:\n    time.sleep(0.05)\n")
+    script = tmp_path / "hang.py"
+    script.write_text(f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, {str(beat)!r}])\n"
+                      "while True:\n    time.sleep(0.05)\n")
+    launcher = subprocess.Popen([os.environ[ENV], str(script)], cwd=tmp_path, start_new_session=True)
+    deadline = time.monotonic() + 120  # only a guard against a hang: nothing is judged by how long it took
+    while not pid_file.exists():
+        assert time.monotonic() < deadline and launcher.poll() is None
+        time.sleep(0.05)
+    grandchild = int(pid_file.read_text())
+    assert _alive(grandchild)
+    os.killpg(launcher.pid, signal.SIGKILL)  # what npu_kernels.mlir_air.lock.run_command does at a timeout
+    launcher.wait()
+    while _alive(grandchild):  # the server kills the program's session once it sees the launcher's socket close
+        assert time.monotonic() < deadline, "the stand-in's grandchild outlived its killed launcher"
+        time.sleep(0.05)
