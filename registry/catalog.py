@@ -82,18 +82,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         datapath="plain FP32 vector accumulate of bf16 inputs, bf16 out",
         tolerances=(_tol("gemv", "bf16-out", label="bf16"),), npu2_mean_rel_L1="0 ... 2.7e-8", target_tiles=8,
     ),
-    CatalogEntry(
-        key="flash_attention", kernel="flash_attention", title="FlashAttention (BF16, GQA)",
-        page="FlashAttention_bf16", columns=("lq", "lk", "dk", "dv", "heads", "kv_heads", "causal"),
-        aliases={
-            "seq_q": "lq", "q_len": "lq", "seq_k": "lk", "kv_len": "lk", "seq": "lq", "head_dim": "dk",
-            "d": "dk", "n_heads": "heads", "num_heads": "heads", "hq": "heads", "n_kv_heads": "kv_heads",
-            "num_kv_heads": "kv_heads", "hkv": "kv_heads", "heads_q": "heads", "heads_kv": "kv_heads",
-        },
-        unit="GFLOP/s", math="O = softmax(Q K^T / sqrt(dk)) V, GQA, causal or not",
-        datapath="two BFP16 MMAs + bf16 online softmax",
-        tolerances=(_tol("flash_attention", "bf16-out", label="bf16"),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
-    ),
     # the 4-bit (Q4NX) kernels of the on-device 4-bit deployment (mlir-air llama32_1b_q4nx; the upstream
     # kernel_registry has no page for them): dequant_q4nx.cc@0d63308 and the fused decode's q4_k.h@54341c8
     CatalogEntry(
@@ -144,7 +132,6 @@ _BY_KEY = {spec.key: spec for spec in CATALOG}
 # normalised spelling -> executor kernel name
 _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm", "gemv": "gemv", "matvec": "gemv",
-    "flashattention": "flash_attention", "attention": "flash_attention",
     "dequantq4nx": "dequant_q4nx", "q4nxdequant": "dequant_q4nx", "gemvq4nx": "gemv_q4nx", "q4nxgemv": "gemv_q4nx",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 

@@ -143,13 +143,6 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
             hm, tm, mi = (ints(c.get(header[1], "")) + [None] * 3)[:3]
             f["tile"] = {k: v for k, v in (("herd_m", hm), ("tile_m", tm), ("m_input", mi)) if v is not None}
             f["gflops_cell"] = c.get("GFLOPS", "")
-        elif key == "flash_attention":
-            lq, lk = ints(c["lq×lk"])[:2]
-            dk, dv = ints(c["dk/dv"])[:2]
-            hq, hkv = ints(c["heads q/kv"])[:2]
-            f["shape"] = {"lq": lq, "lk": lk, "dk": dk, "dv": dv, "heads_q": hq, "heads_kv": hkv,
-                          "causal": c.get("causal", "").startswith("✓")}
-            f["gflops_cell"] = c.get("GFLOP/s", "")
         else:
             return None
     except (KeyError, IndexError, ValueError):

@@ -60,18 +60,16 @@ from npu_kernels.numerics.kernels import definitions as kernel_definitions
 from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.harness_case import ELEMENTWISE_SEED, HarnessCase  # noqa: F401 (HarnessCase: its API)
 from npu_kernels.numerics.harness_case import harness_bf16 as _bf16
-from npu_kernels.numerics.references import attention_reference
 
 GEMM_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
 NORM_SEED = 0  # weighted_rms_norm.py:388, layer_norm.py:336 (np.random.seed)
 GEMV_SEED = 42  # matvec.py:286 (np.random.seed)
 GEMV_SCALE = 4.0  # matvec.py:287-288
-FA_SEED = 42  # attn_npu2.py:1439 (default_rng)
 NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
 Q4NX_SEED = 0  # llama32_1b_q4nx/dequant_q4nx.py `__main__` (@0d63308): np.random.seed(0)
 Q4NX_GROUP = 32  # dequant_q4nx.py GS
 # the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm", "gemv", "flash_attention",
+HARNESS_KERNELS = ("gemm", "gemv",
                    "dequant_q4nx") + tuple(d.name for d in kernel_definitions())
 
 
@@ -115,19 +113,6 @@ def _gemv(shape: dict, contract: str) -> HarnessCase:
     return HarnessCase({"a": a, "x": x}, _bf16(np.dot(a, x)), "bf16", "matrix_vector_multiplication/bf16/matvec.py:286-291")
 
 
-def _flash_attention(shape: dict, contract: str) -> HarnessCase:
-    rng = np.random.default_rng(FA_SEED)
-    hq, hkv = shape["heads_q"], shape["heads_kv"]
-    q = _bf16(rng.standard_normal((hq, shape["lq"], shape["dk"])))  # float64 draws -> float32 -> bf16
-    k = _bf16(rng.standard_normal((hkv, shape["lk"], shape["dk"])))
-    v = _bf16(rng.standard_normal((hkv, shape["lk"], shape["dv"])))
-    # a sliding window (--window, attn_npu2.py:1358-1363) is masked in the reference too, under causal only:
-    # `mask |= np.tril(ones, k=-window)` drops keys at or before p - window (attn_npu2.py:1464-1469)
-    window = shape.get("window") if shape["causal"] else None
-    ref = attention_reference(q, k, v, bool(shape["causal"]), window=window)
-    return HarnessCase({"q": q, "k": k, "v": v}, _bf16(ref), "bf16", "flash_attention/kernel_fusion_based/attn_npu2.py:1439-1473")
-
-
 def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
     np.random.seed(Q4NX_SEED)
     M, K = shape["M"], shape["K"]
@@ -142,7 +127,6 @@ def _dequant_q4nx(shape: dict, contract: str) -> HarnessCase:
 _BUILDERS = {
     "gemm": _gemm,
     "gemv": _gemv,
-    "flash_attention": _flash_attention,
     "dequant_q4nx": _dequant_q4nx,
 }
 

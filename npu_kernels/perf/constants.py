@@ -60,12 +60,6 @@ FITTED: dict[str, float] = {
     "gemm_s_cast_launch": 0.00033,
     "gemv_s_per_byte_per_column": 2.335e-10,
     "gemv_s_per_call": 3.503e-07,
-    "fa_s_pipeline_fill": 0.0005265,
-    "fa_s_per_mac": 1.302e-12,
-    "fa_s_per_mac_chunked": 2.069e-11,
-    "fa_s_per_score": 2e-09,
-    "fa_s_per_iteration": 3.996e-05,
-    "fa_s_per_kv_byte": 2.99e-12,
 }
 # the kernels of the registry (npu_kernels.numerics.kernels): each module's constants, fitted in the same fit
 FITTED.update((name, value) for d in kernel_definitions() for name, value in d.constants.items())
@@ -98,16 +92,5 @@ EVIDENCE: dict[str, str] = {
     "gemv_s_per_call": "per mv.cc call (m_input rows): 0.35 us; fixed by the registry's m_input sweep point "
                        "(2048x2048 at tile_m 8: m_input 1 20.9 vs m_input 8 25.5 GFLOP/s, GEMV_bf16.md:163 "
                        "against line 92) with the m_input < tile_m row 2048x11008 8/2/1 (line 116).",
-    "fa_s_pipeline_fill": "flash attention's per-launch cascade set-up beyond the common floor: 0.53 ms; the "
-                          "512x512 2-head row (0.73 ms, FlashAttention_bf16.md:151).",
-    "fa_s_per_mac": "Q.K^T and P.V MACs per tile at lkp = head_dim = 64: at the per-tile peak floor (the FA "
-                    "kernel is softmax-bound, below).",
-    "fa_s_per_mac_chunked": "MACs per tile in the dk/dv-chunked layout (head_dim 128 at lkp 64): 1/4.8e10 MAC/s; "
-                            "the head_dim-128 rows FlashAttention_bf16.md:155-156, 159, 161-164.",
-    "fa_s_per_score": "online softmax per score per tile (bf16 exp, max, rescale): 2.0 ns; the head_dim-64 rows.",
-    "fa_s_per_iteration": "per (head group, q chunk) herd iteration (Q load, O store, state reset): 40 us; "
-                          "heads sweep at 512x512 (2/12/64 heads, lines 151-153).",
-    "fa_s_per_kv_byte": "K/V stream per iteration: 1/334 GB/s effective (broadcast over the cascade); the GQA "
-                        "32/8 vs 32/32 rows (lines 149-150).",
 }
 EVIDENCE.update((name, text) for d in kernel_definitions() for name, text in d.evidence.items())

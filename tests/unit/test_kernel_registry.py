@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = registry.definitions()
 IDS = [d.name for d in DEFINITIONS]
 # the rooms that call a kernel by name to run a model (a plan row, a dispatch launch, a pipeline stage, the synthetic
-# deployment's kernel rows), not declare it
-USERS = ("npu_kernels/model/", "npu_kernels/perf/dispatch", "registry/synthetic")
+# deployment's kernel rows, the 4-bit deployment's prediction of its prefill attention), not declare it
+USERS = ("npu_kernels/model/", "npu_kernels/perf/dispatch", "registry/synthetic", "npu_kernels/perf/q4nx")
 
 
 def test_the_registry_holds_its_modules_in_order():
@@ -40,6 +40,8 @@ def test_the_completeness_check_names_the_kernel_and_the_piece():
     d = DEFINITIONS[0]
     broken = replace(d, torch=None, constants={}, harness={"since": "x"})
     assert missing_pieces(broken) == ["torch", "constants", "harness (no command)", "evidence (one per constant)"]
+    # an optional piece a module constant of the same name filled (conv1d's HERD regex is no `tile_herd`)
+    assert missing_pieces(replace(d, tile_herd=object())) == ["tile_herd (not a function)"]
     half = ModuleType("half_written")  # a new kernel's module with its name and reference only
     half.NAME, half.fp32 = "half_written", d.fp32
     assert missing_pieces(from_module(half)) == [p for p in REQUIRED if p not in ("name", "fp32")]
@@ -110,6 +112,14 @@ def test_a_registered_kernel_runs_through_its_declared_pieces(d):
     s = d.spec.normalize_shape(dict(d.spec.small_shape))
     tile = d.tile_default(s, "npu2")
     assert check_tile(d.name, s, tile, "npu2") == [], f"kernel {d.name}: tile_default breaks its tile_rules"
+    if d.tile_herd is not None:  # a herd other than [herd_x, herd_y]: the planner places that one
+        from npu_kernels.numerics.tile_rules import herd_of
+
+        assert herd_of(d.name, tile) == d.tile_herd(tile), f"kernel {d.name}: tile_herd (herd_of)"
+    from npu_kernels.perf import modelled_kernel_figures
+
+    figures = modelled_kernel_figures(d.name, s, tile)  # a compute-bound kernel's GFLOP/s, a streaming one's GB/s
+    assert ("gflops" in figures) == (d.dense_flops is not None), f"kernel {d.name}: dense_flops (modelled figures)"
     case = d.harness_case(s, d.spec.default_contract, tile)
     rtol, atol = d.tolerances[d.spec.default_contract]
     out = d.spec.call(make_executor("emulated", "npu2"), case.inputs, s, d.spec.default_contract, None)
@@ -126,7 +136,13 @@ def test_a_registered_kernel_runs_through_its_declared_pieces(d):
         from registry.fold import ShapeRow
         from registry.mlir_air_tables import details_cells, index_cells
 
-        row = ShapeRow(spec_by_key(d.name), tuple(s.items()), (), None, (), "failed", (), (), (), "")
+        entry = spec_by_key(d.name)
+        row = ShapeRow(entry, tuple(s.items()), (), None, (), "failed", (), (), (), "")
+        if d.registry_page.catalog_shape is not None:  # its page's columns read back as the catalog's shape
+            from registry.catalog import shape_key
+
+            page_shape = dict(shape_key(entry, s))
+            assert d.registry_page.catalog_shape(page_shape) == s, f"kernel {d.name}: registry_page.catalog_shape"
         assert len(index_cells(d.name, row)) == len(d.registry_page.index), f"kernel {d.name}: index_cells"
         for method, header in d.registry_page.details:
             assert len(details_cells(d.name, method, row)) == len(header), f"kernel {d.name}: details_cells"

@@ -29,7 +29,6 @@ executor may cache its converted/quantised form under that key. It must never ch
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,7 +43,6 @@ from npu_kernels.numerics.kernels import in_listing_order
 KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemm",
     "gemv",
-    "flash_attention",
     "dequant_q4nx",
     "gemv_q4nx",
 )}, lambda d: d.name))
@@ -104,28 +102,6 @@ class Fp32Executor(Executor):
 
     def gemv(self, a, x, *, static_key=None):
         return np.asarray(a, np.float32) @ np.asarray(x, np.float32)
-
-    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
-        q = np.asarray(q, np.float32)
-        k = np.asarray(k, np.float32)
-        v = np.asarray(v, np.float32)
-        hq, lq, dk = q.shape
-        hkv, lk, _ = k.shape
-        group = hq // hkv
-        kk = np.repeat(k, group, axis=0)  # (Hq, Lk, Dk)
-        vv = np.repeat(v, group, axis=0)  # (Hq, Lk, Dv)
-        s = np.einsum("hqd,hkd->hqk", q, kk) / np.float32(math.sqrt(dk))  # (Hq, Lq, Lk)
-        if causal:
-            qi = np.arange(lq)[:, None] + q_offset
-            kj = np.arange(lk)[None, :]
-            s = np.where(kj > qi, np.float32(-np.inf), s)
-        if window:  # sliding window: keep q - window < kv (attn_npu2.cc `apply_window_mask`)
-            qi = np.arange(lq)[:, None] + q_offset
-            s = np.where(np.arange(lk)[None, :] <= qi - window, np.float32(-np.inf), s)
-        s = s - s.max(axis=-1, keepdims=True)
-        p = np.exp(s)
-        p /= p.sum(axis=-1, keepdims=True)
-        return np.einsum("hqk,hkd->hqd", p, vv).astype(np.float32)
 
     def dequant_q4nx(self, codes, scale, mn):
         group = np.shape(codes)[1] // np.shape(scale)[1]  # 32 columns per scale/min

@@ -24,7 +24,6 @@ from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
     rounded,
 )
-from npu_kernels.numerics.executors.emulated_flash import flash_attention
 from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
 from npu_kernels.numerics.executors.emulated_q4 import dequant_q4nx, gemv_q4nx, group_columns
 from npu_kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
@@ -235,13 +234,6 @@ class EmulatedExecutor(Executor):
     def gemv_q4nx(self, codes, scale, mn, x, *, static_key=None):
         with self.timer.time("gemv_q4nx"):
             return gemv_q4nx(codes, scale, mn, x, self._static("gemv_q4nx.codes", codes, static_key, group_columns))
-
-    # --- attention ---------------------------------------------------------------------------------------
-
-    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
-        with self.timer.time("flash_attention"):
-            return flash_attention(f32(q), f32(k), f32(v), bool(causal), int(q_offset), mma_operand=self._mma_operand,
-                                   bfp16=self.bfp16, threads=self.threads, window=window)
 
 
 # the kernels of the registry (npu_kernels.numerics.kernels): each module declares its emulated datapath

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 
@@ -88,25 +87,6 @@ class TorchExecutor(Executor):
     def gemv(self, a, x, *, static_key=None):
         with self.timer.time("gemv"), torch.inference_mode():
             return self._np(self._static(a, static_key, "gemv.a") @ self._t(x))
-
-    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
-        with self.timer.time("flash_attention"), torch.inference_mode():
-            # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels
-            qt, kt, vt = self._t(q)[None], self._t(k)[None], self._t(v)[None]
-            lq, lk = qt.shape[2], kt.shape[2]
-            gqa = qt.shape[1] != kt.shape[1]
-            if window:
-                qpos = torch.arange(lq, device=self.device) + int(q_offset)
-                kpos = torch.arange(lk, device=self.device)[None, :]
-                allowed = (kpos > qpos[:, None] - int(window)) & (kpos <= qpos[:, None] if causal else True)
-                out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed, enable_gqa=gqa)
-            elif causal and (q_offset != 0 or lq != lk):
-                qpos = torch.arange(lq, device=self.device) + int(q_offset)
-                allowed = torch.arange(lk, device=self.device)[None, :] <= qpos[:, None]
-                out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed, enable_gqa=gqa)
-            else:
-                out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=gqa)
-            return self._np(out[0])
 
     def dequant_q4nx(self, codes, scale, mn):
         with self.timer.time("dequant_q4nx"), torch.inference_mode():

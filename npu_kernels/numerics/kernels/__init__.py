@@ -11,7 +11,7 @@ Adding a kernel (the whole checklist; tests/unit/test_kernel_registry.py names t
      checks; its `script`, `timing` and `profile` where mlir-air's has them), cost_features + CONSTANTS + EVIDENCE
      (fit them: npu_kernels.perf.fit on anchors.toml rows), REGISTRY_PAGE + registry_rows (a page at e972f29: a
      `CatalogPage`, its columns and cells; a later page: the importer's schema as a dict); DMAS_PER_TILE,
-     LISTED_AFTER and tile_note where they apply;
+     LISTED_AFTER, tile_note, tile_herd, tile_warnings and dense_flops where they apply (base.py says what each is);
   2. add its name to `MODULES` below (the one registration line);
   3. run tests/unit/test_kernel_registry.py and tests/unit/test_layout.py (a kernel module imports only the
      numerics below the registry: spec, bf16, references, harness_case, tile_common, thresholds; the executors'
@@ -29,7 +29,7 @@ from npu_kernels.thresholds import KERNEL_TOLERANCES
 from npu_kernels.numerics.kernels.base import (  # noqa: F401 (its API)
     CatalogPage, KernelDef, TwinStandIn, from_module, missing_pieces)
 
-MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm")
+MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm", "flash_attention")
 
 DEFINITIONS: dict[str, KernelDef] = {}
 for _module in MODULES:

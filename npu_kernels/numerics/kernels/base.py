@@ -25,6 +25,11 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   listed_after      the kernel the catalog lists it after (keeps `ledger kernel list` and `make bench` in order)
   tile_note         (shape, tile, herd, target, target tiles) -> why the default herd is short of the target tiles
                     (tile_notes), or None
+  tile_herd         tile -> [columns, rows] of the herd it places, where not [herd_x, herd_y] (a cascade, a head unroll)
+  tile_warnings     (shape, tile, target) -> the notes a tile plan carries (npu_kernels.numerics.tiles), where any
+  dense_flops       shape -> the FLOPs of the whole computation, masked work included, where not the spec's `flops`:
+                    what the modelled GFLOP/s divides by (a compute-bound kernel; the others' figure is GB/s) and a
+                    harness line may have divided by (npu_kernels.perf.evidence)
 
 `REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks.
 """
@@ -116,6 +121,7 @@ class CatalogPage:
     no_json: bool = True  # upstream has no details/<page>.json
     default_contract: str = "bf16"
     listed_after: str | None = None  # the page the index lists it after, where not the kernel's `listed_after`
+    catalog_shape: Callable[[dict], dict] | None = None  # a row's page shape -> the catalog's, where they differ
 
 
 @dataclass(frozen=True)
@@ -140,9 +146,12 @@ class KernelDef:
     dmas_per_tile: int = 0
     listed_after: str | None = None
     tile_note: Callable[..., str | None] | None = None
+    tile_herd: Callable[[dict], list[int]] | None = None
+    tile_warnings: Callable[[dict, dict, str], list[str]] | None = None
+    dense_flops: Callable[[dict], float] | None = None
 
 
-OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note")
+OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "tile_herd", "tile_warnings", "dense_flops")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 
 
@@ -150,7 +159,8 @@ def from_module(module: ModuleType) -> KernelDef:
     """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
     TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER)
     and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case, cost_features,
-    registry_rows, tile_note). A piece the module lacks is None, which `missing_pieces` names."""
+    registry_rows, tile_note, tile_herd, tile_warnings, dense_flops). A piece the module lacks is None, which
+    `missing_pieces` names."""
     values = {}
     for f in fields(KernelDef):
         value = getattr(module, f.name.upper(), getattr(module, f.name, None))
@@ -172,4 +182,7 @@ def missing_pieces(d: KernelDef) -> list[str]:
         out.append("evidence (one per constant)")
     if isinstance(d.registry_page, dict) and d.registry_page and not {"page", "commit", "tables"} <= set(d.registry_page):
         out.append("registry_page (page, commit, tables)")
+    # an optional function picked up from a module constant of the same name (conv1d's HERD is a regex)
+    out += [f"{p} (not a function)" for p in ("tile_note", "tile_herd", "tile_warnings", "dense_flops")
+            if getattr(d, p) is not None and not callable(getattr(d, p))]
     return out
