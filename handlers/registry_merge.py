@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ledger.record import RecordedEvent
+from registry.catalog import PAGES
 from registry.fold import RegistryData, fold_registry
 from registry.importer_tables import gemm_shape, parse_tables, shape_of_cells
 from registry.mlir_air_tables import DETAILS, INDEX, PAGE_OF, details_cells, index_cells
@@ -88,9 +89,9 @@ def _identity(key: str, shape) -> tuple:
     s = dict(shape)
     if key.startswith("gemm"):
         return tuple(s[k] for k in ("M", "K", "N"))
-    if key == "flash_attention":
-        return tuple(sorted({"lq": s["lq"], "lk": s["lk"], "dk": s["dk"], "dv": s["dv"], "heads_q": s["heads"],
-                             "heads_kv": s["kv_heads"], "causal": bool(s["causal"])}.items()))
+    page = PAGES.get(key)
+    if page is not None and page.catalog_shape is not None:  # a page whose columns are not the catalog's shape keys
+        return tuple(sorted(page.catalog_shape(s).items()))
     return tuple(sorted(s.items()))
 
 

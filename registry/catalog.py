@@ -76,18 +76,6 @@ _PIECEWISE: tuple[CatalogEntry, ...] = (
         npu2_mean_rel_L1="9.3-9.9e-3 (high) / 1.3e-2-1.9e-2 (low)", target_tiles=32,
         default_contract="bf16-out-high",
     ),
-    CatalogEntry(
-        key="flash_attention", kernel="flash_attention", title="FlashAttention (BF16, GQA)",
-        page="FlashAttention_bf16", columns=("lq", "lk", "dk", "dv", "heads", "kv_heads", "causal"),
-        aliases={
-            "seq_q": "lq", "q_len": "lq", "seq_k": "lk", "kv_len": "lk", "seq": "lq", "head_dim": "dk",
-            "d": "dk", "n_heads": "heads", "num_heads": "heads", "hq": "heads", "n_kv_heads": "kv_heads",
-            "num_kv_heads": "kv_heads", "hkv": "kv_heads", "heads_q": "heads", "heads_kv": "kv_heads",
-        },
-        unit="GFLOP/s", math="O = softmax(Q K^T / sqrt(dk)) V, GQA, causal or not",
-        datapath="two BFP16 MMAs + bf16 online softmax",
-        tolerances=(_tol("flash_attention", "bf16-out", label="bf16"),), npu2_mean_rel_L1="3.8e-2 ... 5.5e-2", target_tiles=32,
-    ),
 )
 
 
@@ -137,7 +125,6 @@ _BY_KEY = {spec.key: spec for spec in CATALOG}
 # normalised spelling -> executor kernel name
 _KERNEL_ALIASES = {
     "gemm": "gemm", "matmul": "gemm",
-    "flashattention": "flash_attention", "attention": "flash_attention",
 } | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
 
 

@@ -138,13 +138,6 @@ def row_fields(key: str, header: tuple[str, ...], cells: list[str]) -> dict[str,
         if (registered is not None and not isinstance(registered.registry_page, dict)
                 and registered.registry_rows):  # a page at e972f29 (a kernel without one declares it Absent)
             f.update(registered.registry_rows(key, header, cells, "", CELL)[0])
-        elif key == "flash_attention":
-            lq, lk = ints(c["lq×lk"])[:2]
-            dk, dv = ints(c["dk/dv"])[:2]
-            hq, hkv = ints(c["heads q/kv"])[:2]
-            f["shape"] = {"lq": lq, "lk": lk, "dk": dk, "dv": dv, "heads_q": hq, "heads_kv": hkv,
-                          "causal": c.get("causal", "").startswith("✓")}
-            f["gflops_cell"] = c.get("GFLOP/s", "")
         else:
             return None
     except (KeyError, IndexError, ValueError):

@@ -37,8 +37,6 @@ INDEX: dict[str, tuple[str, ...]] = {  # supported_kernels.md
                  "Status"),
     "gemm_bf16": ("(M×K×N)", "high-prec fused-cast", "high-prec drain", "low-prec direct", "mean_rel_L1 (high / low)",
                   "Used by", "Status"),
-    "flash_attention": ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s", "mean_rel_L1",
-                        "Status"),
 }
 # details/<page>.md: (method or "", header); GEMM pages have one table per method
 DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
@@ -51,12 +49,9 @@ DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
         ("external", ("(M, K, N)", "tile (m/kl2/kl1/n)", "GFLOPS", "mean_rel_L1", "Used by", "Status")),
         ("direct", ("(M, K, N)", "tile (m/kl2/kl1/n)", "GFLOPS", "mean_rel_L1", "Used by", "Status")),
     ),
-    "flash_attention": (("", ("lq×lk", "dk/dv", "heads q/kv", "causal", "dv_chunks", "latency", "GFLOP/s",
-                              "mean_rel_L1", "abs_err max", "Status")),),
 }
-NO_JSON = ("flash_attention",)
-PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out",
-           "flash_attention": "FlashAttention_bf16"}
+NO_JSON: tuple[str, ...] = ()
+PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out"}
 # ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29 (registry.catalog.PAGES): each module's
 # `registry_page` (a CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the index's
 # listing order
@@ -202,7 +197,7 @@ def norm_cells(row: ShapeRow, *, abs_err: bool) -> list[str]:
 
 # the formatters a kernel module's page cells are handed (it imports nothing of the registry)
 FMT = SimpleNamespace(streaming_cells=streaming_cells, norm_cells=norm_cells, status_cell=status_cell, sci2=sci2, latency_text=latency_text,
-                      mark=_mark, tile3=_tile3, used=_used, bw=_bw, best_of=_best_of, num=_num, g=_g)
+                      mark=_mark, tile3=_tile3, used=_used, bw=_bw, best_of=_best_of, shape=_shape, num=_num, g=_g)
 
 
 def index_cells(key: str, row: ShapeRow) -> list[str]:
@@ -224,12 +219,6 @@ def index_cells(key: str, row: ShapeRow) -> list[str]:
                 _num(_g(dr), dr, bold=dr is high and dr is not None), _num(_g(lo), lo),
                 f"{sci2(l1_high.mean_rel_L1 if l1_high else None)} / {sci2(lo.mean_rel_L1 if lo else None)}",
                 _used(row), status_cell(row)]
-    if key == "flash_attention":
-        return [f"{s.get('lq')}×{s.get('lk')}", f"{s.get('dk')}/{s.get('dv')}",
-                f"{s.get('heads')}/{s.get('kv_heads')}", "✓" if s.get("causal") else "✗",
-                str(max(1, int(s.get("dv") or 64) // int(t.get("lkp", 64) or 64))),
-                _mark(b, latency_text(b.latency_us if b else None)), _num(_g(b), b, bold=True),
-                sci2(b.mean_rel_L1 if b else None), status_cell(row)]
     raise KeyError(key)
 
 
@@ -250,11 +239,6 @@ def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
         if key == "gemm_f32":
             cells.append(_used(row))
         return cells + [status_cell(row, m)]
-    b = row.best or (row.measurements[-1] if row.measurements else None)
-    t = b.tile if b else {}
-    if key == "flash_attention":
-        cells = index_cells(key, row)
-        return cells[:-1] + [sci2(b.max_abs if b else None), cells[-1]]
     raise KeyError(key)
 
 

@@ -59,25 +59,6 @@ _PIECEWISE: dict[str, KernelSpec] = {
         target_tiles=_tiles(32, 16),
         fidelity_band=0.15,
     ),
-    "flash_attention": KernelSpec(
-        name="flash_attention",
-        shape_keys=("lq", "lk", "dk", "dv", "heads_q", "heads_kv", "causal"),
-        optional_keys=("window",),
-        contracts=_bf16("flash_attention", "bf16 Q/K/V, BFP16 MMAs, bf16 online softmax"),
-        default_contract="bf16-out",
-        make_inputs_fn=refs.flash_attention_inputs,
-        reference_fn=refs.flash_attention_reference,
-        call_fn=refs.flash_attention_call,
-        flops_fn=refs.flash_attention_flops,
-        bytes_fn=refs.flash_attention_bytes,
-        output_elements_fn=lambda s: s["heads_q"] * s["lq"] * s["dv"],
-        npu2={"bf16-out": NpuFigure(4.6e-2, 3.8e-2, 5.5e-2, "512x512, dk 64, 12/6 heads, non-causal")},
-        registry_shape={"lq": 512, "lk": 512, "dk": 64, "dv": 64, "heads_q": 12, "heads_kv": 6, "causal": False},
-        small_shape={"lq": 128, "lk": 128, "dk": 64, "dv": 64, "heads_q": 4, "heads_kv": 2, "causal": True},
-        target_tiles=_tiles(32, 16),
-        bool_keys=("causal",),
-        extra={"check_shape": refs.flash_attention_check_shape},
-    ),
 }
 
 # The kernels declared piecewise above, and those of the registry (npu_kernels.numerics.kernels: one module per kernel) in

@@ -60,14 +60,12 @@ from npu_kernels.numerics.kernels import definitions as kernel_definitions
 from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.harness_case import ELEMENTWISE_SEED, HarnessCase  # noqa: F401 (HarnessCase: its API)
 from npu_kernels.numerics.harness_case import harness_bf16 as _bf16
-from npu_kernels.numerics.references import attention_reference
 
 GEMM_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
 NORM_SEED = 0  # weighted_rms_norm.py:388, layer_norm.py:336 (np.random.seed)
-FA_SEED = 42  # attn_npu2.py:1439 (default_rng)
 NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
 # the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm", "flash_attention") + tuple(d.name for d in kernel_definitions() if d.harness_case)
+HARNESS_KERNELS = ("gemm",) + tuple(d.name for d in kernel_definitions() if d.harness_case)
 
 
 class HarnessNotReproduced(KeyError):
@@ -102,22 +100,8 @@ def _gemm(shape: dict, contract: str) -> HarnessCase:
     return HarnessCase({"a": a, "b": b}, ref, out_dtype, "matrix_multiplication/bf16/run.py:59,493-507")
 
 
-def _flash_attention(shape: dict, contract: str) -> HarnessCase:
-    rng = np.random.default_rng(FA_SEED)
-    hq, hkv = shape["heads_q"], shape["heads_kv"]
-    q = _bf16(rng.standard_normal((hq, shape["lq"], shape["dk"])))  # float64 draws -> float32 -> bf16
-    k = _bf16(rng.standard_normal((hkv, shape["lk"], shape["dk"])))
-    v = _bf16(rng.standard_normal((hkv, shape["lk"], shape["dv"])))
-    # a sliding window (--window, attn_npu2.py:1358-1363) is masked in the reference too, under causal only:
-    # `mask |= np.tril(ones, k=-window)` drops keys at or before p - window (attn_npu2.py:1464-1469)
-    window = shape.get("window") if shape["causal"] else None
-    ref = attention_reference(q, k, v, bool(shape["causal"]), window=window)
-    return HarnessCase({"q": q, "k": k, "v": v}, _bf16(ref), "bf16", "flash_attention/kernel_fusion_based/attn_npu2.py:1439-1473")
-
-
 _BUILDERS = {
     "gemm": _gemm,
-    "flash_attention": _flash_attention,
 }
 
 

@@ -15,7 +15,6 @@ import math
 import numpy as np
 
 from npu_kernels.numerics.bf16 import to_bf16
-from npu_kernels.numerics.spec import ShapeError
 
 RMS_EPS = 1e-5  # the mlir-air harnesses' eps (weighted_rms_norm.py, layer_norm.py)
 LN_EPS = 1e-5
@@ -61,19 +60,6 @@ def rope_lut(rows: int, head_dim: int, theta: float = ROPE_THETA, positions=None
 # --- FlashAttention --------------------------------------------------------------------------------------
 
 
-def flash_attention_check_shape(s):
-    if s["heads_q"] % s["heads_kv"]:
-        raise ShapeError(f"flash_attention: heads_q={s['heads_q']} is not a multiple of heads_kv={s['heads_kv']}")
-
-
-def flash_attention_inputs(s, rng):
-    return {
-        "q": bf16_randn(rng, (s["heads_q"], s["lq"], s["dk"])),
-        "k": bf16_randn(rng, (s["heads_kv"], s["lk"], s["dk"])),
-        "v": bf16_randn(rng, (s["heads_kv"], s["lk"], s["dv"])),
-    }
-
-
 def attention_reference(q, k, v, causal: bool, q_offset: int = 0, window: int | None = None) -> np.ndarray:
     """FP32 SDPA per head (mlir-air attn_npu2.py's reference): masked scores -1e9, softmax in FP32; `window`
     also masks keys at or before q - window (a sliding window)."""
@@ -95,25 +81,6 @@ def attention_reference(q, k, v, causal: bool, q_offset: int = 0, window: int | 
         p /= p.sum(axis=-1, keepdims=True)
         out[h] = p @ v[h // group]
     return out
-
-
-def flash_attention_reference(i, s):
-    return attention_reference(i["q"], i["k"], i["v"], s["causal"], window=s.get("window"))
-
-
-def flash_attention_call(ex, i, s, contract, tile):
-    if s.get("window"):  # a sliding window (Gemma3's local layers): the same kernel with the window mask
-        return ex.flash_attention(i["q"], i["k"], i["v"], causal=s["causal"], window=s["window"])
-    return ex.flash_attention(i["q"], i["k"], i["v"], causal=s["causal"])
-
-
-def flash_attention_flops(s):
-    f = 2.0 * s["heads_q"] * s["lq"] * s["lk"] * (s["dk"] + s["dv"])
-    return f * 0.5 if s["causal"] else f
-
-
-def flash_attention_bytes(s):
-    return 2.0 * (s["heads_q"] * s["lq"] * (s["dk"] + s["dv"]) + s["heads_kv"] * s["lk"] * (s["dk"] + s["dv"]))
 
 
 # --- elementwise -----------------------------------------------------------------------------------------

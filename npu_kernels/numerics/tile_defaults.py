@@ -102,30 +102,6 @@ def halvings(start: int, stop: int = 1) -> list[int]:
 
 
 
-# --- flash attention -------------------------------------------------------------------------------------
-
-
-def _fa_default(s: dict, target: str) -> dict:
-    cols, rows = array_columns(target), array_rows(target)
-    lkp = 64 if s["dk"] % 64 == 0 and s["dv"] % 64 == 0 else s["dk"]
-    hpu = 2 if s["heads_q"] % 2 == 0 else 1
-    q_tiles = cols // 2  # 4 q tiles per head pair (NPU2: 2 x 4 = 8 columns)
-    if hpu == 1 and cols < 8:
-        q_tiles = cols
-    tile_q = 64
-    if s["dk"] == 256:  # Gemma3's head-first tiling: lkp 32, one head per unroll, 8 q tiles (fa_headfirst.py:49-55)
-        lkp = tile_q = 32
-        hpu, q_tiles = 1, cols
-    while q_tiles > 1 and s["lq"] % (tile_q * q_tiles):
-        q_tiles //= 2
-    stages = rows
-    while stages > 1 and s["lk"] % (lkp * stages):
-        stages //= 2
-    return {"lqp": tile_q * q_tiles, "lkp": lkp, "tile_q": tile_q, "num_q_tiles": q_tiles,
-            "num_cascade_stages": stages, "num_heads_per_unroll": hpu}
-
-
-
 # --- 4-bit (Q4NX) kernels -------------------------------------------------------------------------------
 
 
@@ -137,7 +113,6 @@ def _fa_default(s: dict, target: str) -> dict:
 
 _PIECEWISE = {
     "gemm": _gemm_default,
-    "flash_attention": _fa_default,
 }
 # and the kernels of the registry (npu_kernels.numerics.kernels): each module's `tile_default`
 DEFAULTS = in_listing_order(_PIECEWISE, lambda d: d.tile_default)

@@ -8,7 +8,7 @@ Imports: npu_kernels.thresholds, npu_kernels.numerics.tile_rules.
 from __future__ import annotations
 
 from npu_kernels.numerics.kernels import get as kernel_definition
-from npu_kernels.numerics.tile_rules import GEMM_B_STRIDE_LIMIT, array_columns, array_rows
+from npu_kernels.numerics.tile_rules import GEMM_B_STRIDE_LIMIT, array_columns
 from npu_kernels.thresholds import GEMM_HIGH_PRECISION_MIN_K
 
 
@@ -32,14 +32,6 @@ def gemm_notes(s: dict, t: dict, target: str) -> list[str]:
 
 
 
-def fa_notes(s: dict, t: dict, target: str) -> list[str]:
-    if s["dk"] != 64:
-        return [f"head_dim {s['dk']}: mlir-air's registry runs head_dim 128 at lkp 64 with dk/dv chunks of 64 "
-                "(the emulated executor models that layout)"]
-    return []
-
-
-
 def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_target: int) -> str:
     n = herd[0] * herd[1]
     if n >= tiles_target:
@@ -52,16 +44,6 @@ def justify(kernel: str, s: dict, t: dict, herd: list[int], target: str, tiles_t
     note = registered.tile_note(s, t, herd, target, tiles_target) if registered and registered.tile_note else None
     if note:
         return note
-    if kernel == "flash_attention":
-        why = []
-        if t["num_heads_per_unroll"] == 1 and s["heads_q"] % 2:
-            why.append(f"{s['heads_q']} query heads (odd): one head per unroll, half the columns")
-        if t["num_heads_per_unroll"] * t["num_q_tiles"] < cols and not why:
-            why.append(f"lq={s['lq']} fills {t['num_q_tiles']} q tiles of {t['tile_q']} rows per head")
-        if t["num_cascade_stages"] < array_rows(target):
-            why.append(f"lk={s['lk']} splits over {t['num_cascade_stages']} cascade stages only")
-        if why:
-            return "; ".join(why)
     if kernel == "gemm":
         return f"M={s['M']}: herd_m {t['herd_m']} (M < tile_m*{cols} or not a multiple of it)"
     return f"{n} of {tiles_target} tiles placed for this shape"

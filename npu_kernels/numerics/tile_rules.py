@@ -11,14 +11,8 @@ Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's regi
          drain tile_m <= 32 (L1), tile_m and tile_n multiples of 16 and tile_k_l1 of 8 (mm.cc mmul),
          herd within the array.
   the kernels of the registry (npu_kernels.numerics.kernels: gemv, rmsnorm, layernorm, rope, eltwise_add, silu_mul, gelu, eltwise_mul, conv1d,
-  ...): their modules' `tile_rules`.
-  flash_attention  lkp == head_dim (NUMERICS; head_dim a multiple of 64 may also run at lkp 64 in dk/dv
-         chunks, as mlir-air's registry does at head_dim 128 - NUMERICS' two rules together would otherwise
-         forbid causal attention at head_dim 128; at head_dim 256 lkp 32, the head-first tiling mlir-air runs
-         for Gemma3, llms/shared/infra/fa_headfirst.py:36-55 at e972f29: lkp 64 overflows L1), causal ->
-         tile_q == lkp == 64 (32 at head_dim 256), a window causal and a multiple of lkp, heads per unroll <= 2,
-         heads_q % heads_per_unroll == 0, columns heads_per_unroll*num_q_tiles <= 8, stages <= rows,
-         lqp % num_q_tiles == 0, lq % lqp == 0, lk % (lkp*stages) == 0.
+  flash_attention, ...): their modules' `tile_rules` (and, where the tile does not name its herd herd_x / herd_y,
+  its `herd_of`).
 
 Imports: npu_kernels.numerics.catalog (shape normalisation) and the kernel registry.
 """
@@ -98,52 +92,6 @@ def gemm_herd(t: dict) -> list[int]:
 
 
 
-# --- flash attention -------------------------------------------------------------------------------------
-
-
-def _chunk_lkp(s: dict) -> int:
-    """The dk/dv-chunked lkp: 64, or 32 at head_dim 256 (fa_headfirst.py:49-55 `_FA_TILING`, mlir-air e972f29)."""
-    return 32 if s["dk"] == 256 else 64
-
-
-def _fa_rules(target: str) -> list[Rule]:
-    cols, rows = array_columns(target), array_rows(target)
-    return [
-        ("flash_attention.lkp_equals_head_dim",
-         lambda s, t: t["lkp"] == s["dk"] or (t["lkp"] == _chunk_lkp(s) and s["dk"] % 64 == 0 and s["dv"] % 64 == 0),
-         lambda s, t: f"lkp={t['lkp']} must equal head_dim dk={s['dk']} (or be 64 with dk, dv multiples of 64: "
-         "the dk/dv-chunked layout mlir-air runs at head_dim 128)"),
-        ("flash_attention.causal_tile_q_eq_lkp_eq_64",
-         lambda s, t: not s["causal"] or (t["tile_q"] == t["lkp"] == _chunk_lkp(s)),
-         lambda s, t: f"causal masking needs tile_q == lkp == {_chunk_lkp(s)} (tile_q={t['tile_q']}, lkp={t['lkp']})"),
-        ("flash_attention.window_multiple_of_lkp",
-         lambda s, t: not s.get("window") or (s["causal"] and s["window"] % t["lkp"] == 0),
-         lambda s, t: f"window={s.get('window')} must be causal and a multiple of lkp={t['lkp']} (attn_npu2.py:139-143 "
-         "asserts both; apply_window_mask counts it in blocks, attn_npu2.cc:730-733)"),
-        ("flash_attention.heads_per_unroll_le_2", lambda s, t: 1 <= t["num_heads_per_unroll"] <= 2,
-         lambda s, t: f"num_heads_per_unroll={t['num_heads_per_unroll']} > 2 runs out of shim DMA channels"),
-        ("flash_attention.heads_divisible_by_unroll", lambda s, t: s["heads_q"] % t["num_heads_per_unroll"] == 0,
-         lambda s, t: f"heads_q={s['heads_q']} is not a multiple of num_heads_per_unroll={t['num_heads_per_unroll']}"),
-        ("flash_attention.columns_le_array",
-         lambda s, t: t["num_heads_per_unroll"] * t["num_q_tiles"] <= cols,
-         lambda s, t: f"num_heads_per_unroll*num_q_tiles = {t['num_heads_per_unroll'] * t['num_q_tiles']} > {cols} columns"),
-        ("flash_attention.stages_le_rows", lambda s, t: 1 <= t["num_cascade_stages"] <= rows,
-         lambda s, t: f"num_cascade_stages={t['num_cascade_stages']} exceeds the {rows} compute rows"),
-        ("flash_attention.lqp_divisible_by_q_tiles", lambda s, t: t["lqp"] == t["tile_q"] * t["num_q_tiles"],
-         lambda s, t: f"lqp={t['lqp']} must be tile_q*num_q_tiles={t['tile_q']}*{t['num_q_tiles']}"),
-        ("flash_attention.lq_divisible_by_lqp", lambda s, t: s["lq"] % t["lqp"] == 0,
-         lambda s, t: f"lq={s['lq']} is not a multiple of lqp={t['lqp']}"),
-        ("flash_attention.lk_divisible_by_lkp_stages",
-         lambda s, t: s["lk"] % (t["lkp"] * t["num_cascade_stages"]) == 0,
-         lambda s, t: f"lk={s['lk']} is not a multiple of lkp*num_cascade_stages={t['lkp']}*{t['num_cascade_stages']}"),
-    ]
-
-
-def fa_herd(t: dict) -> list[int]:
-    return [t["num_heads_per_unroll"] * t["num_q_tiles"], t["num_cascade_stages"]]
-
-
-
 # --- by kernel -------------------------------------------------------------------------------------------
 
 
@@ -153,8 +101,6 @@ def kernel_rules(kernel: str, target: str) -> list[Rule]:
         return registered.tile_rules(target)
     if kernel == "gemm":
         return _gemm_rules(target)
-    if kernel == "flash_attention":
-        return _fa_rules(target)
     raise KeyError(kernel)
 
 
@@ -164,8 +110,6 @@ def herd_of(kernel: str, t: dict) -> list[int]:
         return registered.herd_of(t)
     if kernel == "gemm":
         return gemm_herd(t)
-    if kernel == "flash_attention":
-        return fa_herd(t)
     return [t["herd_x"], t.get("herd_y", 1)]  # a one-row herd (a norm) has no herd_y
 
 

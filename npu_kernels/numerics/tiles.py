@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.tile_defaults import (
     DEFAULTS,
     FUSED_CAST_MIN_MKN,
@@ -33,7 +34,7 @@ from npu_kernels.numerics.tile_defaults import (
     gemm_tile_k_l2,
     gemm_tile_n,
 )
-from npu_kernels.numerics.tile_notes import fa_notes, gemm_notes, justify
+from npu_kernels.numerics.tile_notes import gemm_notes, justify
 from npu_kernels.numerics.tile_rules import (
     ARRAYS,
     BD_REPEAT_LIMIT,
@@ -115,8 +116,9 @@ def plan_tile(kernel: str, shape: dict, target: str = "npu2", tile: dict | None 
                          for rule, msg in violations]
     if kernel == "gemm":
         warnings += gemm_notes(s, t, target)
-    if kernel == "flash_attention":
-        warnings += fa_notes(s, t, target)
+    registered = kernel_definition(kernel)
+    if registered is not None and registered.tile_warnings is not None:  # a registry kernel's own notes
+        warnings += registered.tile_warnings(s, t, target)
     herd = herd_of(kernel, t)
     target_tiles = spec.target_tiles[target]
     return TilePlan(

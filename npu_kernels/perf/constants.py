@@ -58,12 +58,6 @@ FITTED: dict[str, float] = {
     "gemm_s_per_l2_chunk": 8.136e-07,
     "gemm_s_per_ddr_byte": 1.658e-11,
     "gemm_s_cast_launch": 0.00033,
-    "fa_s_pipeline_fill": 0.0005265,
-    "fa_s_per_mac": 1.302e-12,
-    "fa_s_per_mac_chunked": 2.069e-11,
-    "fa_s_per_score": 2e-09,
-    "fa_s_per_iteration": 3.996e-05,
-    "fa_s_per_kv_byte": 2.99e-12,
 }
 # the kernels of the registry (npu_kernels.numerics.kernels): each module's constants, fitted in the same fit
 FITTED.update((name, value) for d in kernel_definitions() if d.constants for name, value in d.constants.items())
@@ -91,16 +85,5 @@ EVIDENCE: dict[str, str] = {
     "gemm_s_cast_launch": "the fused-cast method's extra f32->bf16 cast launch: 330 us on top of its bytes; "
                           "fused-cast vs drain at 512^3 (482 vs 1703 GF/s), 1024^3 (2502 vs 4637), 2048x2048x512 "
                           "(4083 vs 5626) in GEMM_bf16_in_bf16_out.json.",
-    "fa_s_pipeline_fill": "flash attention's per-launch cascade set-up beyond the common floor: 0.53 ms; the "
-                          "512x512 2-head row (0.73 ms, FlashAttention_bf16.md:151).",
-    "fa_s_per_mac": "Q.K^T and P.V MACs per tile at lkp = head_dim = 64: at the per-tile peak floor (the FA "
-                    "kernel is softmax-bound, below).",
-    "fa_s_per_mac_chunked": "MACs per tile in the dk/dv-chunked layout (head_dim 128 at lkp 64): 1/4.8e10 MAC/s; "
-                            "the head_dim-128 rows FlashAttention_bf16.md:155-156, 159, 161-164.",
-    "fa_s_per_score": "online softmax per score per tile (bf16 exp, max, rescale): 2.0 ns; the head_dim-64 rows.",
-    "fa_s_per_iteration": "per (head group, q chunk) herd iteration (Q load, O store, state reset): 40 us; "
-                          "heads sweep at 512x512 (2/12/64 heads, lines 151-153).",
-    "fa_s_per_kv_byte": "K/V stream per iteration: 1/334 GB/s effective (broadcast over the cascade); the GQA "
-                        "32/8 vs 32/32 rows (lines 149-150).",
 }
 EVIDENCE.update((name, text) for d in kernel_definitions() if d.evidence for name, text in d.evidence.items())

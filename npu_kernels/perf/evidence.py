@@ -31,6 +31,7 @@ from typing import Any
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.spec import ShapeError, UnknownKernel
 from npu_kernels.perf.constants import PEAK_FLOPS
+from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.kernels import kernel_tolerance
 from npu_kernels.thresholds import DDR_BANDWIDTH_BYTES_S, PRINTED_TOLERANCE_REL
 
@@ -90,8 +91,9 @@ def printed_unit(value: float, text: str | None = None) -> float:
 def flop_counts(kernel: str, norm: dict[str, Any]) -> tuple[float, ...]:
     """The FLOP counts a harness may have divided by its latency for this shape (see the module docstring)."""
     counts = [get_spec(kernel).flops(norm)]
-    if kernel == "flash_attention" and norm.get("causal"):
-        counts.append(counts[0] * 2)
+    registered = kernel_definition(kernel)
+    if registered is not None and registered.dense_flops is not None and registered.dense_flops(norm) != counts[0]:
+        counts.append(registered.dense_flops(norm))  # flash attention's causal rows: the whole square counted too
     return tuple(counts)
 
 

@@ -30,7 +30,7 @@ from npu_kernels.numerics.tiles import default_tile
 
 # The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
 # in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
-KERNELS = ("gemm", "flash_attention") + tuple(d.name for d in kernel_definitions())
+KERNELS = ("gemm",) + tuple(d.name for d in kernel_definitions())
 MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
 FUSED_CAST_METHODS = ("fused-cast",)
 
@@ -64,23 +64,6 @@ def _gemm(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
     return f
 
 
-def _flash_attention(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
-    lq, lk, dk, dv, H, Hkv = s["lq"], s["lk"], s["dk"], s["dv"], s["heads_q"], s["heads_kv"]
-    hpu, lqp = t["num_heads_per_unroll"], t["lqp"]
-    tiles = hpu * t["num_q_tiles"] * t["num_cascade_stages"]
-    # Q.K^T and P.V over every (q, k) block: the registry shows causal masking saves no time (16384^2, 2 heads:
-    # 39.6 ms causal vs 40.1 ms not), so the whole square is counted.
-    macs = H * lq * lk * (dk + dv) / tiles
-    iters = _ceil(H, hpu) * _ceil(lq, lqp)  # (head group, q chunk) iterations of the herd
-    share = hpu if (H // Hkv) >= hpu else 1  # heads of one unroll share a K/V stream under GQA
-    kv_bytes = iters * lk * (dk + dv) * 2.0 * hpu / share
-    chunked = dk > t["lkp"] or dv > t["lkp"]  # head_dim 128 at lkp 64: dk/dv processed in 64-wide chunks
-    return {"launch_s": 1.0, "fa_s_pipeline_fill": 1.0,
-            "fa_s_per_mac_chunked" if chunked else "fa_s_per_mac": macs,
-            "fa_s_per_score": H * lq * lk / tiles,  # online-softmax work: one bf16 score per (q, k) pair
-            "fa_s_per_iteration": float(iters), "fa_s_per_kv_byte": kv_bytes}
-
-
 def full_tile(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The tile planner's recommended tile for (kernel, shape) on NPU2, overridden by the keys of `tile`."""
     t = dict(default_tile(kernel, dict(shape), "npu2"))
@@ -98,8 +81,6 @@ def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, An
     t = full_tile(kernel, s, tile)
     if kernel == "gemm":
         return _gemm(s, t)
-    if kernel == "flash_attention":
-        return _flash_attention(s, t)
     return kernel_definition(kernel).cost_features(s, t)  # every other kernel of KERNELS is a registered one
 
 
@@ -126,10 +107,9 @@ def modelled_kernel_figures(kernel: str, shape: Mapping[str, Any], tile: Mapping
     out: dict[str, Any] = {"latency_us": round(lat * 1e6, 3), "modelled": True}
     registered = kernel_definition(kernel)
     if kernel == "gemm" or (registered is not None and registered.throughput == "gflops"):
-        out["gflops"] = round(get_spec(kernel).flops(s) / lat / 1e9, 3)
-    elif kernel == "flash_attention":
-        flops = 2.0 * s["heads_q"] * s["lq"] * s["lk"] * (s["dk"] + s["dv"])
-        out["gflops"] = round(flops / lat / 1e9, 3)
+        # over the spec's FLOPs, or a kernel's `dense_flops` where it counts the masked work too (flash attention)
+        count = registered.dense_flops if registered is not None and registered.dense_flops else get_spec(kernel).flops
+        out["gflops"] = round(count(s) / lat / 1e9, 3)
     else:
         out["gbps"] = round(get_spec(kernel).bytes(s) / lat / 1e9, 3)
     return out

@@ -19,8 +19,8 @@ from npu_kernels.numerics.kernels.base import REQUIRED, Absent, absences, from_m
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = registry.definitions()
 IDS = [d.name for d in DEFINITIONS]
-# the rooms that call a kernel by name to run a model (a plan row, a dispatch launch - the 4-bit deployment's too -, a
-# pipeline stage, the synthetic deployment's kernel rows), not declare it
+# the rooms that call a kernel by name to run a model (a plan row, a dispatch launch - the 4-bit deployment's too, its
+# prefill attention's prediction included -, a pipeline stage, the synthetic deployment's kernel rows), not declare it
 USERS = ("npu_kernels/model/", "npu_kernels/perf/dispatch", "npu_kernels/perf/q4nx", "registry/synthetic")
 
 
@@ -40,6 +40,11 @@ def test_the_completeness_check_names_the_kernel_and_the_piece():
     d = DEFINITIONS[0]
     broken = replace(d, torch=None, constants={}, harness={"since": "x"})
     assert missing_pieces(broken) == ["torch", "constants", "harness (no command)", "evidence (one per constant)"]
+    # an optional function piece a module constant of the same name filled (a regex is no `herd_of`)
+    assert missing_pieces(replace(d, herd_of=object())) == ["herd_of (not a function)"]
+    # a FLOP count for the GFLOP/s figure of a kernel whose figure is GB/s
+    assert missing_pieces(replace(d, dense_flops=d.spec.flops)) == [
+        "dense_flops (a GFLOP/s count: throughput is not gflops)"]
     half = ModuleType("half_written")  # a new kernel's module with its name and reference only
     half.NAME, half.fp32 = "half_written", d.fp32
     assert missing_pieces(from_module(half)) == [p for p in REQUIRED if p not in ("name", "fp32")]
@@ -146,6 +151,17 @@ def test_a_registered_kernel_runs_through_its_declared_pieces(d):
     s = d.spec.normalize_shape(dict(d.spec.small_shape))
     tile = d.tile_default(s, "npu2")
     assert check_tile(d.name, s, tile, "npu2") == [], f"kernel {d.name}: tile_default breaks its tile_rules"
+    if d.herd_of is not None:  # a herd other than [herd_x, herd_y]: the planner places that one
+        from npu_kernels.numerics.tile_rules import herd_of
+
+        assert herd_of(d.name, tile) == d.herd_of(tile), f"kernel {d.name}: herd_of (the planner's)"
+    from npu_kernels.perf import modelled_kernel_figures
+
+    figures = modelled_kernel_figures(d.name, s, tile)  # a compute-bound kernel's GFLOP/s, a streaming one's GB/s
+    assert ("gflops" in figures) == (d.throughput == "gflops"), f"kernel {d.name}: throughput (modelled figures)"
+    if d.dense_flops is not None:  # the figure divides the whole computation, masked work included (causal: 2x flops)
+        flops = figures["gflops"] * figures["latency_us"] * 1e3
+        assert abs(flops / d.dense_flops(s) - 1) < 1e-3, f"kernel {d.name}: dense_flops (modelled figures)"
     rtol, atol = d.tolerances[d.spec.default_contract]
     if d.harness_case:
         case = d.harness_case(s, d.spec.default_contract, tile)
@@ -168,7 +184,13 @@ def test_a_registered_kernel_runs_through_its_declared_pieces(d):
         from registry.fold import ShapeRow
         from registry.mlir_air_tables import details_cells, index_cells
 
-        row = ShapeRow(spec_by_key(d.name), tuple(s.items()), (), None, (), "failed", (), (), (), "")
+        entry = spec_by_key(d.name)
+        row = ShapeRow(entry, tuple(s.items()), (), None, (), "failed", (), (), (), "")
+        if d.registry_page.catalog_shape is not None:  # its page's columns read back as the catalog's shape
+            from registry.catalog import shape_key
+
+            page_shape = dict(shape_key(entry, s))
+            assert d.registry_page.catalog_shape(page_shape) == s, f"kernel {d.name}: registry_page.catalog_shape"
         assert len(index_cells(d.name, row)) == len(d.registry_page.index), f"kernel {d.name}: index_cells"
         for method, header in d.registry_page.details:
             assert len(details_cells(d.name, method, row)) == len(header), f"kernel {d.name}: details_cells"

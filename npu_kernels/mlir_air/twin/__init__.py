@@ -52,15 +52,6 @@ HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
      "--codegen $(CODEGEN) --m $(M) --k $(K) --n $(N) --tile-m $(TILE_M) --tile-k-l2 $(TILE_K_L2) "
      "--tile-k-l1 $(TILE_K_L1) --tile-n $(TILE_N) --herd-m $(HERD_M) --herd-n $(HERD_N) --arch $(AIE_TARGET) "
      "--compile-mode $(COMPILE_MODE) --perf-iters $(PERF_ITERS)", ""),
-    ("flash_attention/kernel_fusion_based", "flash_attention",
-     # Makefile:9-22 (vars), :55 (run, EXTRA_PY_FLAGS appended), :59-64 (profile: ELF timer, no NUM_KV_HEADS)
-     "SCRIPT ?= attn_npu2.py\nLK ?= 512\nLKP ?= 64\nLQ ?= 512\nLQP ?= 256\nDK ?= 64\nDV ?= 64\n"
-     "NUM_HEADS ?= 2\nNUM_KV_HEADS ?= $(NUM_HEADS)\nNUM_Q_TILES ?= 4\nEXTRA_PY_FLAGS ?=\n",
-     "--lk $(LK) --lkp $(LKP) --lq $(LQ) --lqp $(LQP) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS) "
-     "--num-kv-heads $(NUM_KV_HEADS) $(EXTRA_PY_FLAGS)",
-     "profile:\n\tmkdir -p $(BUILD_DIR) && cd $(BUILD_DIR) && $(TWIN) flash_attention --compile-mode compile-only "
-     "--lk $(LK) --lkp $(LKP) --lq $(LQ) --lqp $(LQP) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS) && "
-     "$(TWIN) profile flash_attention --lq $(LQ) --lk $(LK) --dk $(DK) --dv $(DV) --num-heads $(NUM_HEADS)\n"),
 ]
 
 
@@ -112,7 +103,7 @@ xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), print
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
 """.replace("KINDS", ", ".join(k for k, kind in in_listing_order({k: k for k in (
-    "gemm", "gemm_f32", "flash_attention")}, lambda d: d.name if d.twin else None,  # (a kernel with a stand-in)
+    "gemm", "gemm_f32")}, lambda d: d.name if d.twin else None,  # (a kernel with a stand-in)
     lambda d: "gemm_f32" if d.listed_after == "gemm" else d.listed_after).items() if kind))  # after GEMM's two kinds
 
 

@@ -44,7 +44,7 @@ ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 # the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
 STAND_INS = {d.name: d.twin for d in kernel_definitions() if d.twin}
-KINDS = ("gemm", "gemm_f32", "flash_attention") + tuple(STAND_INS)
+KINDS = ("gemm", "gemm_f32") + tuple(STAND_INS)
 HANG = "hang"  # the fault text that hangs the harness (module docstring)
 HANG_S = 3600.0  # far past any test's timeout: the run ends when its caller kills it
 
@@ -94,19 +94,6 @@ def _parser(kind: str) -> argparse.ArgumentParser:
             p.add_argument("--cast-tile-n", type=int, default=2048)
         else:
             p.add_argument("--codegen", choices=["external", "direct"], default="external")
-    elif kind == "flash_attention":  # attn_npu2.py:1257-1388
-        for name, default in (("lk", 512), ("lq", 512), ("lqp", 256), ("lkp", 64), ("dk", 64), ("dv", 64),
-                              ("num-cascade-stages", 4), ("num-q-tiles", 4), ("num-heads-per-unroll", 2),
-                              ("num-heads", 2)):
-            p.add_argument(f"--{name}", type=int, default=default)
-        p.add_argument("--num-kv-heads", type=int, default=None)
-        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-run"], default="compile-and-run")
-        p.add_argument("--output-format", choices=["xclbin", "elf"], default="elf")
-        p.add_argument("--causal", action="store_true")
-        p.add_argument("--window", type=int, default=None)
-        p.add_argument("--causal-skip", action="store_true")
-        p.add_argument("--dv-tile", type=int, default=None)
-        p.add_argument("--perf-iters", type=int, default=0)
     elif kind in STAND_INS:  # a kernel module's stand-in (npu_kernels.numerics.kernels: its script's flags)
         if not STAND_INS[kind].parses_flags:  # a script without argparse: `python3 <script>`, nothing else
             p = argparse.ArgumentParser(prog=kind)
@@ -149,36 +136,7 @@ def _gemm(kind: str, a):  # run.py:62-65 (both scripts)
             a.compile_mode != "compile-and-run")
 
 
-def _flash_attention(kind: str, a):  # attn_npu2.py:111-158, messages verbatim
-    hkv = a.num_kv_heads if a.num_kv_heads is not None else a.num_heads
-    dv_tile = a.dv_tile if a.dv_tile is not None else a.lkp
-    assert a.lq % a.lqp == 0, f"lq ({a.lq}) must be divisible by lqp ({a.lqp})"
-    assert a.lqp % a.num_q_tiles == 0, f"lqp ({a.lqp}) must be divisible by num_q_tiles ({a.num_q_tiles})"
-    assert a.lk % a.lkp == 0, f"lk ({a.lk}) must be divisible by lkp ({a.lkp})"
-    assert a.lk % (a.lkp * a.num_cascade_stages) == 0, (
-        f"lk ({a.lk}) must be divisible by lkp * num_cascade_stages ({a.lkp * a.num_cascade_stages})")
-    assert a.dk % a.lkp == 0, f"dk ({a.dk}) must be divisible by dk_tile/lkp ({a.lkp})"
-    assert a.dv % dv_tile == 0, f"dv ({a.dv}) must be divisible by dv_tile ({dv_tile})"
-    assert dv_tile % 8 == 0, f"dv_tile ({dv_tile}) must be a multiple of the mmul 8"
-    if a.causal:
-        assert a.lq == a.lk, f"Causal masking requires lq == lk, got lq={a.lq}, lk={a.lk}"
-        assert a.lqp // a.num_q_tiles == a.lkp, (
-            f"Causal masking requires tile_size_q == lkp, got tile_size_q={a.lqp // a.num_q_tiles}, lkp={a.lkp}")
-    assert not a.causal_skip or a.causal, "causal_skip requires causal=True"
-    if a.window is not None:  # attn_npu2.py:139-143
-        assert a.causal, "window requires causal=True"
-        assert a.window % a.lkp == 0, f"window ({a.window}) must be a multiple of the block size lkp ({a.lkp})"
-    assert hkv > 0, f"num_kv_heads must be positive, got {hkv}"
-    assert a.num_heads % hkv == 0, f"num_heads ({a.num_heads}) must be divisible by num_kv_heads ({hkv})"
-    assert a.num_heads % a.num_heads_per_unroll == 0, (
-        f"num_heads ({a.num_heads}) must be divisible by num_heads_per_unroll ({a.num_heads_per_unroll})")
-    flops = 2.0 * a.num_heads * a.lq * a.lk * (a.dk + a.dv) * (0.5 if a.causal else 1.0)  # :1487-1489
-    shape = {"lq": a.lq, "lk": a.lk, "dk": a.dk, "dv": a.dv, "heads_q": a.num_heads, "heads_kv": hkv,
-             "causal": bool(a.causal), **({"window": a.window} if a.window else {})}
-    return ("flash_attention", shape, None, {"lqp": a.lqp, "lkp": a.lkp}, flops, a.compile_mode != "compile-and-run")
-
-
-_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm, "flash_attention": _flash_attention}
+_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm}
 
 
 def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
@@ -249,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         print(broken, file=sys.stderr, flush=True)
         return 1
     if compile_only:
-        print({"gemm": "Compile-only done.", "flash_attention": "Compilation complete.",
-               **{k: t.compiled_line for k, t in STAND_INS.items()}}.get(kernel, ""), end="")
+        print({"gemm": "Compile-only done.", **{k: t.compiled_line for k, t in STAND_INS.items()}}.get(kernel, ""),
+              end="")
         print()
         return 0
     timing = STAND_INS[kind].timing if kind in STAND_INS else None
@@ -282,19 +240,6 @@ def profile_main(argv: list[str] | None = None) -> int:
     for name in ("M", "K", "lq", "lk", "dk", "dv", "num-heads", "num-kv-heads", "S"):
         p.add_argument(f"--{name}", type=int, default=None)
     a = p.parse_args(argv[1:])
-    if kind == "flash_attention":
-        hkv = a.num_kv_heads or a.num_heads
-        shape = {"lq": a.lq, "lk": a.lk, "dk": a.dk, "dv": a.dv, "heads_q": a.num_heads, "heads_kv": hkv,
-                 "causal": False}
-        us = modelled_kernel_figures("flash_attention", shape)["latency_us"]
-        g = a.num_heads * (a.lq * a.lk * a.dk * 2 + a.lk * a.lq * a.dv * 2) / (us * 1e-6) / 1e9
-        print("Flash Attention Benchmark (ELF format)")
-        print(f"  num_heads={a.num_heads}, lq={a.lq}, lk={a.lk}, dk={a.dk}, dv={a.dv}")
-        print(f"Avg NPU attention time: {us}us.\nAvg NPU gflops: {g}\nMin NPU attention time: {us}us.\n"
-              f"Max NPU gflops: {g}\nMax NPU attention time: {us}us.\nMin NPU gflops: {g}\n"
-              f"Median NPU attention time: {us}us.\nStddev NPU attention time: 0us.\n"
-              f"Raw latencies (us): {','.join([str(us)] * 20)}")
-        return 0
     if kind in STAND_INS and STAND_INS[kind].profile is not None:  # a kernel module's timer (its test.cpp cited there)
         STAND_INS[kind].profile(a, modelled_kernel_figures)
         return 0

@@ -25,7 +25,6 @@ executor may cache its converted/quantised form under that key. It must never ch
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,7 +38,6 @@ from npu_kernels.numerics.kernels import in_listing_order
 # the kernels declared piecewise, then those of the registry (npu_kernels.numerics.kernels), in the catalog's listing order
 KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
     "gemm",
-    "flash_attention",
 )}, lambda d: d.name))
 
 
@@ -94,28 +92,6 @@ class Fp32Executor(Executor):
     def gemm(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
         # C-contiguous B: a pipeline's weight comes as a transposed view, and BLAS would sum it in another order
         return np.asarray(a, np.float32) @ np.ascontiguousarray(b, np.float32)
-
-    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
-        q = np.asarray(q, np.float32)
-        k = np.asarray(k, np.float32)
-        v = np.asarray(v, np.float32)
-        hq, lq, dk = q.shape
-        hkv, lk, _ = k.shape
-        group = hq // hkv
-        kk = np.repeat(k, group, axis=0)  # (Hq, Lk, Dk)
-        vv = np.repeat(v, group, axis=0)  # (Hq, Lk, Dv)
-        s = np.einsum("hqd,hkd->hqk", q, kk) / np.float32(math.sqrt(dk))  # (Hq, Lq, Lk)
-        if causal:
-            qi = np.arange(lq)[:, None] + q_offset
-            kj = np.arange(lk)[None, :]
-            s = np.where(kj > qi, np.float32(-np.inf), s)
-        if window:  # sliding window: keep q - window < kv (attn_npu2.cc `apply_window_mask`)
-            qi = np.arange(lq)[:, None] + q_offset
-            s = np.where(np.arange(lk)[None, :] <= qi - window, np.float32(-np.inf), s)
-        s = s - s.max(axis=-1, keepdims=True)
-        p = np.exp(s)
-        p /= p.sum(axis=-1, keepdims=True)
-        return np.einsum("hqk,hkd->hqd", p, vv).astype(np.float32)
 
 
 def bind_kernels(cls: type, role: str) -> type:

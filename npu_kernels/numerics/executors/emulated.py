@@ -24,7 +24,6 @@ from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_elementwise import (
     rounded,
 )
-from npu_kernels.numerics.executors.emulated_flash import flash_attention
 from npu_kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
 from npu_kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
 from npu_kernels.numerics.tiles import FUSED_CAST_MIN_MKN, default_tile
@@ -216,13 +215,6 @@ class EmulatedExecutor(Executor):
     # --- normalisations ----------------------------------------------------------------------------------
 
     # --- elementwise -------------------------------------------------------------------------------------
-
-    # --- attention ---------------------------------------------------------------------------------------
-
-    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
-        with self.timer.time("flash_attention"):
-            return flash_attention(f32(q), f32(k), f32(v), bool(causal), int(q_offset), mma_operand=self._mma_operand,
-                                   bfp16=self.bfp16, threads=self.threads, window=window)
 
 
 # the kernels of the registry (npu_kernels.numerics.kernels): each module declares its emulated datapath

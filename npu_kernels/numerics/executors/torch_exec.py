@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 
@@ -84,25 +83,6 @@ class TorchExecutor(Executor):
             if contract == "f32-out":
                 at, bt = at.float(), bt.float()
             return self._np(torch.cat([at @ bt[:, j : j + GEMM_PANEL_N] for j in range(0, bt.shape[1], GEMM_PANEL_N)], 1))
-
-    def flash_attention(self, q, k, v, *, causal: bool = True, q_offset: int = 0, window: int | None = None):
-        with self.timer.time("flash_attention"), torch.inference_mode():
-            # (1, H, L, D): the batched layout reaches the fused (flash) CPU/CUDA kernels
-            qt, kt, vt = self._t(q)[None], self._t(k)[None], self._t(v)[None]
-            lq, lk = qt.shape[2], kt.shape[2]
-            gqa = qt.shape[1] != kt.shape[1]
-            if window:
-                qpos = torch.arange(lq, device=self.device) + int(q_offset)
-                kpos = torch.arange(lk, device=self.device)[None, :]
-                allowed = (kpos > qpos[:, None] - int(window)) & (kpos <= qpos[:, None] if causal else True)
-                out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed, enable_gqa=gqa)
-            elif causal and (q_offset != 0 or lq != lk):
-                qpos = torch.arange(lq, device=self.device) + int(q_offset)
-                allowed = torch.arange(lk, device=self.device)[None, :] <= qpos[:, None]
-                out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=allowed, enable_gqa=gqa)
-            else:
-                out = F.scaled_dot_product_attention(qt, kt, vt, is_causal=bool(causal), enable_gqa=gqa)
-            return self._np(out[0])
 
     def _dequant(self, codes, scale, mn) -> torch.Tensor:
         """q * scale + min in bf16 tensors, each op rounded (a GPU's dequantise-then-bf16-matmul path)."""

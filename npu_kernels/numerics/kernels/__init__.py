@@ -11,7 +11,8 @@ Adding a kernel (the whole checklist; tests/unit/test_kernel_registry.py names t
      checks; its `script`, `timing` and `profile` where mlir-air's has them), cost_features + CONSTANTS + EVIDENCE
      (fit them: npu_kernels.perf.fit on anchors.toml rows), REGISTRY_PAGE + registry_rows (a page at e972f29: a
      `CatalogPage`, its columns and cells; a later page: the importer's schema as a dict); DMAS_PER_TILE,
-     LISTED_AFTER, tile_note, herd_of (a tile whose herd is not herd_x/herd_y) and THROUGHPUT ("gflops") where they apply;
+     LISTED_AFTER, tile_note, herd_of (a tile whose herd is not herd_x/herd_y), tile_warnings, THROUGHPUT ("gflops")
+     and dense_flops where they apply (base.py says what each is);
      a piece the kernel genuinely lacks (no mlir-air harness, no upstream page, no row to fit) as `Absent("why")`
      (base.Absent: every room passes it by; left out, None or without a reason, the test names it missing);
   2. add its name to `MODULES` below (the one registration line);
@@ -31,7 +32,8 @@ from npu_kernels.thresholds import KERNEL_TOLERANCES
 from npu_kernels.numerics.kernels.base import (  # noqa: F401 (its API)
     Absent, CatalogPage, KernelDef, TwinStandIn, from_module, missing_pieces)
 
-MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm", "gemv", "dequant_q4nx", "gemv_q4nx")
+MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm", "gemv", "dequant_q4nx", "gemv_q4nx",
+           "flash_attention")
 
 DEFINITIONS: dict[str, KernelDef] = {}
 for _module in MODULES:

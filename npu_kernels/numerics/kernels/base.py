@@ -27,8 +27,13 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   tile_note         (shape, tile, herd, target, target tiles) -> why the default herd is short of the target tiles
                     (tile_notes), or None
   herd_of           tile -> [columns, rows] of the herd it places, where the tile does not name them herd_x / herd_y
+                    (gemv's herd_m columns; flash attention's head unroll x q tiles by its cascade stages)
+  tile_warnings     (shape, tile, target) -> the notes a tile plan carries (npu_kernels.numerics.tiles), where any
   throughput        the cost model's figure of a launch: "gbps" (spec.bytes over the latency, the memory-bound
-                    kernels) or "gflops" (spec.flops over it)
+                    kernels) or "gflops" (the FLOPs over it: spec.flops, or `dense_flops` where the kernel has one)
+  dense_flops       shape -> the FLOPs of the whole computation, masked work included, where not the spec's `flops`
+                    (a "gflops" kernel only): what the modelled GFLOP/s divides by and a harness line may have
+                    divided by (npu_kernels.perf.evidence)
 
 `REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks. A piece a
 kernel genuinely lacks (mlir-air has no harness for it, no registry row to fit a constant on) is declared as such:
@@ -145,6 +150,7 @@ class CatalogPage:
     default_contract: str = "bf16"
     listed_after: str | None = None  # the page the index lists it after, where not the kernel's `listed_after`
     flops: Callable[[dict], float] | None = None  # FLOP one launch does (GFLOP/s pages, from the shape)
+    catalog_shape: Callable[[dict], dict] | None = None  # a row's page shape -> the catalog's, where they differ
 
 
 @dataclass(frozen=True)
@@ -170,10 +176,14 @@ class KernelDef:
     listed_after: str | None = None
     tile_note: Callable[..., str | None] | None = None
     herd_of: Callable[[dict], list[int]] | None = None
+    tile_warnings: Callable[[dict, dict, str], list[str]] | None = None
     throughput: str = "gbps"
+    dense_flops: Callable[[dict], float] | None = None
 
 
-OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "throughput")
+OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "tile_warnings", "throughput", "dense_flops")
+# the optional pieces that are functions (a module constant of the piece's name in capitals, a regex say, is none)
+OPTIONAL_FUNCTIONS = ("tile_note", "herd_of", "tile_warnings", "dense_flops")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 
 
@@ -181,7 +191,8 @@ def from_module(module: ModuleType) -> KernelDef:
     """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
     TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER,
     THROUGHPUT) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
-    cost_features, registry_rows, tile_note, herd_of). A piece the module lacks is None, which `missing_pieces` names."""
+    cost_features, registry_rows, tile_note, herd_of, tile_warnings, dense_flops). A piece the module lacks is None,
+    which `missing_pieces` names."""
     values = {}
     for f in fields(KernelDef):
         value = getattr(module, f.name.upper(), getattr(module, f.name, None))
@@ -211,4 +222,9 @@ def missing_pieces(d: KernelDef) -> list[str]:
         out.append("registry_page (the cells of its upstream tables)")
     if isinstance(d.registry_page, dict) and d.registry_page and not {"page", "commit", "tables"} <= set(d.registry_page):
         out.append("registry_page (page, commit, tables)")
+    # an optional function picked up from a module constant of the same name
+    out += [f"{p} (not a function)" for p in OPTIONAL_FUNCTIONS
+            if getattr(d, p) is not None and not callable(getattr(d, p))]
+    if d.dense_flops is not None and d.throughput != "gflops":
+        out.append("dense_flops (a GFLOP/s count: throughput is not gflops)")
     return out
