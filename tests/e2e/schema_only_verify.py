@@ -21,6 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from npu_kernels.settings import stand_in_python
+
 # report.py:69-75 (Report.dump_json)
 REPORT = ("config", "prompts", "per_layer", "topk_checks", "summary")
 # verify_runner.py:278-287 (every mode) and :373-374 (verify mode)
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     verify_dir = Path(os.environ["NPU_LEDGER_VERIFY_DIR"])
     report_dir, rest = _report_dir(list(sys.argv[1:] if argv is None else argv), verify_dir)
     with tempfile.TemporaryDirectory(prefix="schema-only-verify-") as scratch:
-        proc = subprocess.run([sys.executable, "-m", "npu_kernels.mlir_air.twin.verify_runner", *rest,
+        proc = subprocess.run([stand_in_python(), "-m", "npu_kernels.mlir_air.twin.verify_runner", *rest,
                                "--report-dir", scratch], capture_output=True, text=True)
         report_dir.mkdir(parents=True, exist_ok=True)
         for f in sorted(Path(scratch).iterdir()):
@@ -104,7 +106,7 @@ def install(twin: Path) -> None:
     runner.write_text("#!/usr/bin/env python3\n"
                       "# schema-only verify runner (tests/e2e/schema_only_verify.py): mlir-air's report keys only\n"
                       "import os, sys\n"
-                      f"ROOT = {str(root)!r}\nPY = {sys.executable!r}\n"
+                      f"ROOT = {str(root)!r}\nPY = {stand_in_python()!r}\n"
                       "env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''),\n"
                       "           NPU_LEDGER_VERIFY_DIR=os.path.dirname(os.path.abspath(__file__)))\n"
                       "os.execve(PY, [PY, '-m', 'tests.e2e.schema_only_verify', *sys.argv[1:]], env)\n")
