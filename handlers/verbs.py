@@ -34,29 +34,39 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import structlog
 
 from handlers import deploy, results
 from handlers import results_workbench as rw
 from handlers.bootstrap import App
 from handlers.uow import existing_name, stream_id
 from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
+from npu_kernels.model.q4nx import LAYOUTS
 from registry.text import escaped, ledger_command, shown
 from statemachine.mermaid import mermaid
 
+_quantize_log = structlog.get_logger("handlers.cli.quantize")  # the quantize line's logger, as before the row
 NAME = {"type": "string", "minLength": 1, "description": "deployment name (`ledger status` lists them)"}
 TEXT = {"type": "string", "minLength": 1}
 
 
 def arg(cli: str, schema: dict | None = None, *, help: str | None = None, default: Any = dataclasses.MISSING,
-        click_type: Any = None, required: bool | None = None, cli_only: bool = False, path: str | None = None,
-        show_default: bool = False) -> Any:
+        click_type: Any = None, required: bool | None = None, cli_only: bool = False, tool_only: bool = False,
+        path: str | None = None, show_default: bool = False, metavar: str | None = None) -> Any:
     """A request field: `cli` its CLI declaration (`NAME`: a positional argument, `--opt`: an option), `schema`
     its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help).
-    `click_type` "dir" is a click.Path(file_okay=False). `path` names what a path argument is: the tool takes it
-    only inside the workspace or an --allow-dir folder (`VerbCall.place`), the CLI as given."""
+    `click_type` names a click type the fragment does not give: "dir" a click.Path(file_okay=False), "existing
+    dir" one that must exist, "file" a click.Path(dir_okay=False), "path" a click.Path(), or a Python type (int,
+    str). `required` the CLI's, where it differs from the tool's (an option the CLI requires and the tool
+    defaults). `cli_only` / `tool_only`: a field one face lacks (the other takes its default). `path` names what
+    a path argument is: the tool takes it only inside the workspace or an --allow-dir folder (`VerbCall.place`),
+    the CLI as given. `metavar` the CLI's name of a positional argument (`FILE|-`)."""
     meta = {"cli": cli, "schema": schema or {}, "help": help, "click_type": click_type, "required": required,
-            "cli_only": cli_only, "path": path, "show_default": show_default}
+            "cli_only": cli_only, "tool_only": tool_only, "path": path, "show_default": show_default,
+            "metavar": metavar}
     return field(default=default, metadata=meta)
 
 
@@ -87,6 +97,7 @@ class VerbCall:
     app: App
     warn: Callable[[str], None]
     place: Callable[[str, str], str] = _as_given
+    face: str = "cli"  # or "mcp": for the few checks only one face makes (`Verb.post_cli`)
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,12 @@ class Verb:
     json_indent: int | None = None  # the CLI's --json layout
     json_sort_keys: bool = False
     json_help: str | None = None
+    json: Callable[[Any, Any], Any] | None = None  # (handle's value, request) -> the result; None: the value is
+    # the result. With it, `render` gets the handler's own value (a report object), the tool and --json the result
+    cli_errors: tuple[type[BaseException], ...] = ()  # the CLI prints these as click's errors (the whole message)
+    cli_fail: Callable[[BaseException, Any, bool], Output] | None = None  # (error, request, as_json): what the CLI
+    # prints before an error's line (registry import's accounts)
+    post_cli: bool = True  # False: the post-commit step is the tool's alone (the CLI never took it)
 
     @property
     def tool(self) -> str:
@@ -121,6 +138,8 @@ class Verb:
         request = dataclasses.replace(request, **placed) if placed else request
         if self.reads:
             vc.app.read_only = True
+        if self.post and not self.post_cli and vc.face == "cli":
+            return self.handle(vc, request)
         if self.post == "recorded":
             try:
                 return self.handle(vc, request)
@@ -130,6 +149,10 @@ class Verb:
         if self.post == "after":
             post_commit(vc, getattr(request, "name", None))
         return result
+
+    def result(self, value: Any, request: Any) -> Any:
+        """The result (the tool's, the CLI's --json) of the handler's `value`."""
+        return value if self.json is None else self.json(value, request)
 
     def request_from(self, arguments: dict[str, Any]) -> Any:
         """The request from a tool's arguments (the schema's defaults filled in already; absent = the field's)."""
@@ -419,6 +442,40 @@ def doctor_lines(report: dict) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class QuantizeRequest:
+    folder: str = arg("FOLDER", {**TEXT, "description": "the bf16 HF folder"}, click_type="existing dir",
+                      path="model folder")
+    out: str = arg("OUT", {**TEXT, "description": "the bundle file (model.q4nx inside, when a folder)"},
+                   click_type="path", path="output")
+    to: str = arg("--to", {"enum": ["q4nx"]}, default="q4nx", required=True, help="the 4-bit format")
+    layout: str = arg("--layout", {"enum": list(LAYOUTS)}, default="llama", show_default=True,
+                      help="llama: I16 blocks, w = scale*(q - min); qwen3: I8 packed chunks, w = scale*q + min")
+
+
+def _quantize(vc: VerbCall, r: QuantizeRequest):
+    """A bf16 model as a Q4NX bundle (npu_kernels.model.q4nx_bundle.write_bundle), so a 4-bit deployment needs no
+    download. OUT is a file (`model.q4nx` is written inside OUT when it is a folder). Matrices whose sides are not
+    whole 32x256 blocks are padded with zero rows/columns (zero codes, scales and mins); the text says which.
+    Every projection of every layer is quantised (npu_kernels.model.q4nx_bundle.projection_names: q/k/v/o,
+    gate/up/down, LFM2's conv in/out), the count printed as N of N; a family whose projections the bundle cannot
+    name is refused in one line."""
+    from handlers.workbench import quantize_folder
+
+    written = quantize_folder(r.folder, r.out, r.layout, r.to)
+    _quantize_log.info("quantized", folder=r.folder, out=str(Path(written["path"])), layout=r.layout, sha256=written["sha256"])
+    return rw.quantize_json(written)
+
+
+def _quantize_text(written: dict, r: QuantizeRequest) -> Output:
+    pads = ", ".join(written["padded"]) or "none"
+    return Output().out(
+        f"wrote {Path(written['path']).name} ({r.layout} layout, {written['n_projections']} of "
+        f"{written['n_projections_total']} projections 4-bit, {written['n_bf16']} tensors bf16 (norms, biases, conv "
+        f"taps, embedding, LM head), {written['bytes'] / 2**20:.1f} MiB, sha256 {written['sha256'][:12]}); "
+        f"zero-padded to whole 32x256 blocks: {pads}")
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -475,6 +532,11 @@ VERBS.append(Verb(
                 "(`ledger doctor --json`); in a twin, which checks read the stand-in's own copies.",
     render=_doctor_text, exit=lambda report: 0 if report["clean"] else 1, json_indent=2,
     json_help="print the findings as JSON"))
+VERBS.append(Verb(
+    "quantize", QuantizeRequest, _quantize, help="Quantise the bf16 HF FOLDER into a Q4NX bundle at OUT.",
+    description="A bf16 HF folder as a Q4NX bundle file (`ledger quantize FOLDER --to q4nx OUT --json`).",
+    render=_quantize_text, writes="no event: the bundle file at `out` (inside the workspace or an --allow-dir "
+    "folder)", json_sort_keys=True))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -497,7 +559,7 @@ NOT_MIGRATED = {
     "kernel run": _TEXT_FORM + " (the shape)", "registry lookup": _TEXT_FORM + " (the dims)",
     "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
     "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
-    "quantize": _PATH, "scaffold": "the checkout from "
+"scaffold": "the checkout from "
     "$MLIR_AIR_DIR; ScaffoldError", "perf import-history": _PATH, "perf export-history": "--out FILE on the CLI",
     "registry import": _PATH, "registry build": _PATH + " (--into-mlir-air); --check's exit status",
 }

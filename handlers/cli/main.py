@@ -161,7 +161,6 @@ from handlers.cli import measure as _measure_commands  # noqa: E402
 from handlers.cli import mlir_air as _mlir_air_commands  # noqa: E402
 from handlers.cli import perf as _perf_commands  # noqa: E402
 from handlers.cli import predict as _predict_commands  # noqa: E402
-from handlers.cli import quantize as _quantize_commands  # noqa: E402
 from handlers.cli import registry as _registry_commands  # noqa: E402
 from handlers.cli import triage as _triage_commands  # noqa: E402
 from handlers.cli import verbs as _verb_commands  # noqa: E402
@@ -170,7 +169,7 @@ from ledger.checkpoints import check_chain
 from ledger.postgres import lift_warnings, setup
 
 for _module in (_verb_commands, _deploy_commands, _measure_commands, _kernel_commands, _triage_commands, _registry_commands,
-                _predict_commands, _quantize_commands, _worker_commands, _mlir_air_commands, _agent_commands,
+                _predict_commands, _worker_commands, _mlir_air_commands, _agent_commands,
                 _perf_commands):
     for _command in _module.commands:
         cli.add_command(_command)

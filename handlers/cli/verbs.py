@@ -12,14 +12,19 @@ import click
 
 from handlers.bootstrap import App
 from handlers.cli.common import cli_call
-from handlers.verbs import VERBS, Verb, field_type
+from handlers.verbs import VERBS, Output, Verb, field_type
+
+
+_PATHS = {"dir": lambda: click.Path(file_okay=False), "existing dir": lambda: click.Path(exists=True, file_okay=False),
+          "file": lambda: click.Path(dir_okay=False), "path": click.Path}
 
 
 def _click_type(f: dataclasses.Field):
-    """The click type of a request field: its `click_type`, else from its MCP property (enum: Choice; integer with
-    bounds: IntRange; number with a minimum: FloatRange), else the annotation."""
-    if f.metadata["click_type"] == "dir":
-        return click.Path(file_okay=False)
+    """The click type of a request field: its `click_type` (a name in `_PATHS`, or a type), else from its MCP
+    property (enum: Choice; integer with bounds: IntRange; number with a minimum: FloatRange), else the
+    annotation."""
+    if f.metadata["click_type"] in _PATHS:
+        return _PATHS[f.metadata["click_type"]]()
     if f.metadata["click_type"] is not None:
         return f.metadata["click_type"]
     schema, (base, _) = f.metadata["schema"], field_type(f)
@@ -36,13 +41,19 @@ def _param(f: dataclasses.Field) -> click.Parameter:
     cli, base = f.metadata["cli"], field_type(f)[0]
     has_default = f.default is not dataclasses.MISSING
     if not cli.startswith("-"):  # a positional argument
-        return click.Argument([f.name], required=not has_default, type=_click_type(f))
+        return click.Argument([f.name], required=not has_default, type=_click_type(f), metavar=f.metadata["metavar"])
     required = f.metadata["required"] if f.metadata["required"] is not None else not has_default
     if base is bool:
         return click.Option([cli, f.name], is_flag=True, help=f.metadata["help"])
-    extra = {"default": f.default} if has_default else {}  # click: an explicit default=None is a value given
+    # click: an explicit default=None is a value given; a required option takes none (the tool's default stays)
+    extra = {"default": f.default} if has_default and not required else {}
     return click.Option([cli, f.name], type=_click_type(f), required=required, help=f.metadata["help"],
                         show_default=f.metadata["show_default"], **extra)
+
+
+def _show(output: Output) -> None:
+    for line, to_stderr in output.lines:
+        click.echo(line, err=to_stderr)
 
 
 def command_of(verb: Verb) -> click.Command:
@@ -52,18 +63,26 @@ def command_of(verb: Verb) -> click.Command:
     def callback(app: App, as_json: bool, **values) -> None:
         vc = cli_call(app)
         request = verb.request(**values)
-        result = verb.call(vc, request)
+        try:
+            value = verb.call(vc, request)
+        except verb.cli_errors as e:
+            if verb.cli_fail is not None:
+                _show(verb.cli_fail(e, request, as_json))
+            raise click.ClickException(e.args[0] if isinstance(e, KeyError) and e.args else str(e)) from None
+        except Exception as e:
+            if verb.cli_fail is not None:
+                _show(verb.cli_fail(e, request, as_json))
+            raise
         if as_json:
-            click.echo(json.dumps(result, indent=verb.json_indent, sort_keys=verb.json_sort_keys, default=str,
-                                   allow_nan=True))
+            click.echo(json.dumps(verb.result(value, request), indent=verb.json_indent, sort_keys=verb.json_sort_keys,
+                                  default=str, allow_nan=True))
         else:
-            for line, to_stderr in verb.render(result, request).lines:
-                click.echo(line, err=to_stderr)
-        code = verb.exit(result)
+            _show(verb.render(value, request))
+        code = verb.exit(value)
         if code:
             sys.exit(code)
 
-    params = [_param(f) for f in verb.fields()]
+    params = [_param(f) for f in verb.fields() if not f.metadata["tool_only"]]
     params.append(click.Option(["--json", "as_json"], is_flag=True, help=verb.json_help))
     return click.Command(verb.name.split(" ")[-1], callback=callback, params=params, help=verb.help)
 

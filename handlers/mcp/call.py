@@ -56,9 +56,11 @@ class Tool:
 
 def tool_of(verb: Verb) -> Tool:
     """The MCP tool of a verb-table row: its arguments (the schema's defaults filled in) as the row's request."""
-    return Tool(verb.tool, verb.description,
-                lambda c: verb.call(mcp_call(c.app, c.allowed), verb.request_from(c.args)),
-                writes=verb.writes, long=verb.long)
+    def run(c: Call) -> Any:
+        request = verb.request_from(c.args)
+        return verb.result(verb.call(mcp_call(c.app, c.allowed), request), request)
+
+    return Tool(verb.tool, verb.description, run, writes=verb.writes, long=verb.long)
 
 
 def error_line(exc: BaseException) -> str:
@@ -74,7 +76,7 @@ def mcp_call(app: App, allowed: tuple[Path, ...] = ()) -> VerbCall:
     """The call's App with its warnings going to the server's log (stderr), a path argument inside the workspace
     or an allowed folder (`Call.path`)."""
     return VerbCall(app, warn=log.warning,
-                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what))
+                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what), face="mcp")
 
 
 def refresh(app: App) -> None:

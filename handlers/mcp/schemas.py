@@ -20,7 +20,6 @@ from handlers.verbs import VERBS, input_schema
 from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
 from npu_kernels.model.options import FAULTS
 from npu_kernels.model.plan import PLAN_WEIGHTS
-from npu_kernels.model.q4nx import LAYOUTS
 from npu_kernels.perf.q4nx import WEIGHTS
 from registry.lookup import CONTRACTS
 from registry.nightly_history import FILES
@@ -42,12 +41,6 @@ def _int(low: int, high: int, **extra) -> dict:
 
 CHECKOUT = {**TEXT, "description": "an mlir-air checkout (default: the server's $MLIR_AIR_DIR)"}
 WORKBENCH_INPUTS: dict[str, dict] = {
-    "quantize": _inputs({
-        "folder": {**TEXT, "description": "the bf16 HF folder"}, "out": {**TEXT, "description": "the bundle file "
-                                                                          "(model.q4nx inside, when a folder)"},
-        "to": {"type": "string", "enum": ["q4nx"], "default": "q4nx"},
-        "layout": {"type": "string", "enum": list(LAYOUTS), "default": "llama"},
-    }, ("folder", "out")),
     "scaffold": _inputs({"name": NAME, "mlir_air_dir": CHECKOUT,
                          "stand_in": {"type": "string", "enum": ["emulated"], "description": "the adapter wraps "
                                       "npu-ledger's emulated pipeline; required on a twin (no NPU)"}}, ("name",)),

@@ -21,18 +21,13 @@ from handlers.registry_ops import build_projections, import_registry_accounted
 from handlers.runs import generate, optimise
 from handlers.nightly_ops import BadLine, export_history, import_history
 from handlers.reverify import reverify_all
-from handlers.workbench import mlir_air_dir, quantize_folder, scaffold_deployment
+from handlers.workbench import mlir_air_dir, scaffold_deployment
 from npu_kernels.settings import env_get
 
 
 def _checkout(c: Call) -> str | None:
     """The `mlir_air_dir` argument confined to the allowed folders, else the server's $MLIR_AIR_DIR (as the CLI)."""
     return c.path("mlir_air_dir", "mlir-air checkout") if c.args.get("mlir_air_dir") else env_get("MLIR_AIR_DIR")
-
-
-def _quantize(c: Call):
-    folder, out = c.path("folder", "model folder"), c.path("out", "output")
-    return rw.quantize_json(quantize_folder(folder, out, c.args["layout"], c.args["to"]))
 
 
 def _scaffold(c: Call):
@@ -96,8 +91,6 @@ def _registry_build(c: Call):
 
 
 WORKBENCH = [
-    Tool("quantize", "A bf16 HF folder as a Q4NX bundle file (`ledger quantize FOLDER --to q4nx OUT --json`).",
-         _quantize, writes="no event: the bundle file at `out` (inside the workspace or an --allow-dir folder)"),
     Tool("scaffold", "NAME's model directory programming_examples/llms/<name>/ in the mlir-air checkout "
          "(`ledger scaffold NAME --json`); files the engineer changed are kept.", _scaffold,
          writes="no event: the model directory's files in the checkout (the engineer's own changes kept)"),
