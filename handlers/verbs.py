@@ -45,6 +45,7 @@ from handlers.bootstrap import App
 from handlers.uow import existing_name, stream_id
 from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from npu_kernels.model.q4nx import LAYOUTS
+from registry.nightly_history import FILES as NIGHTLY_FILES
 from registry.text import escaped, ledger_command, shown
 from statemachine.mermaid import mermaid
 
@@ -55,7 +56,8 @@ TEXT = {"type": "string", "minLength": 1}
 
 def arg(cli: str, schema: dict | None = None, *, help: str | None = None, default: Any = dataclasses.MISSING,
         click_type: Any = None, required: bool | None = None, cli_only: bool = False, tool_only: bool = False,
-        path: str | None = None, show_default: bool = False, metavar: str | None = None) -> Any:
+        path: str | None = None, show_default: bool = False, metavar: str | None = None,
+        refuse: str | None = None) -> Any:
     """A request field: `cli` its CLI declaration (`NAME`: a positional argument, `--opt`: an option), `schema`
     its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help).
     `click_type` names a click type the fragment does not give: "dir" a click.Path(file_okay=False), "existing
@@ -63,10 +65,11 @@ def arg(cli: str, schema: dict | None = None, *, help: str | None = None, defaul
     str). `required` the CLI's, where it differs from the tool's (an option the CLI requires and the tool
     defaults). `cli_only` / `tool_only`: a field one face lacks (the other takes its default). `path` names what
     a path argument is: the tool takes it only inside the workspace or an --allow-dir folder (`VerbCall.place`),
-    the CLI as given. `metavar` the CLI's name of a positional argument (`FILE|-`)."""
+    the CLI as given. `metavar` the CLI's name of a positional argument (`FILE|-`). `refuse`: a retired CLI flag,
+    hidden, whose use is refused with this sentence as the command line is read."""
     meta = {"cli": cli, "schema": schema or {}, "help": help, "click_type": click_type, "required": required,
-            "cli_only": cli_only, "tool_only": tool_only, "path": path, "show_default": show_default,
-            "metavar": metavar}
+            "cli_only": cli_only or refuse is not None, "tool_only": tool_only, "path": path,
+            "show_default": show_default, "metavar": metavar, "refuse": refuse}
     return field(default=default, metadata=meta)
 
 
@@ -89,15 +92,22 @@ def _as_given(value: str, what: str) -> str:
     return value
 
 
+def _untold(line: str, err: bool = False) -> None:
+    return None
+
+
 @dataclass
 class VerbCall:
-    """One call of a verb from either face: its App, where its warnings go (the CLI: stderr; MCP: the log) and
-    where a path argument may lie (the CLI: as given; MCP: `handlers.mcp.call.mcp_call` confines it)."""
+    """One call of a verb from either face: its App, where its warnings go (the CLI: stderr; MCP: the log),
+    where a path argument may lie (the CLI: as given; MCP: `handlers.mcp.call.mcp_call` confines it) and where a
+    line said as the work goes goes (`tell`: the CLI prints it, escaped, on stdout or stderr; MCP sends it as a
+    progress notification, `handlers.narrate.report`)."""
 
     app: App
     warn: Callable[[str], None]
     place: Callable[[str, str], str] = _as_given
     face: str = "cli"  # or "mcp": for the few checks only one face makes (`Verb.post_cli`)
+    tell: Callable[..., None] = _untold  # (line, err=False)
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,8 @@ class Verb:
     cli_fail: Callable[[BaseException, Any, bool], Output] | None = None  # (error, request, as_json): what the CLI
     # prints before an error's line (registry import's accounts)
     post_cli: bool = True  # False: the post-commit step is the tool's alone (the CLI never took it)
+    to_file: str | None = None  # a CLI-only field naming a file the CLI writes its output to instead of stdout
+    to_file_line: Callable[[Any, Any], str] | None = None  # (value, request): the line it then prints
 
     @property
     def tool(self) -> str:
@@ -476,6 +488,93 @@ def _quantize_text(written: dict, r: QuantizeRequest) -> Output:
         f"zero-padded to whole 32x256 blocks: {pads}")
 
 
+CHECKOUT = {**TEXT, "description": "an mlir-air checkout (default: the server's $MLIR_AIR_DIR)"}
+
+
+@dataclass(frozen=True)
+class ScaffoldRequest:
+    name: str = arg("NAME", NAME)
+    mlir_air_dir: str | None = arg("--mlir-air-dir", CHECKOUT, default=None, tool_only=True,
+                                   path="mlir-air checkout")  # the CLI's is $MLIR_AIR_DIR
+    stand_in: str | None = arg("--stand-in", {"enum": ["emulated"], "description": "the adapter wraps npu-ledger's "
+                               "emulated pipeline; required on a twin (no NPU)"}, default=None,
+                               help="the adapter wraps npu-ledger's emulated pipeline (mlir-air's verify runner judges "
+                                    "it on a CPU); required on a twin, where a hardware directory cannot run")
+
+
+def _scaffold(vc: VerbCall, r: ScaffoldRequest):
+    from handlers.workbench import mlir_air_dir, scaffold_deployment
+    from npu_kernels.settings import env_get
+
+    root = r.mlir_air_dir or env_get("MLIR_AIR_DIR")
+    if vc.face == "mcp":  # the tool names a missing checkout before it reads the deployment
+        root = mlir_air_dir(root)
+    return rw.scaffold_json(scaffold_deployment(vc.app.ledger, vc.app.workspace, r.name, root, r.stand_in))
+
+
+def _scaffold_text(out: dict, r) -> Output:
+    return Output().out(f"{out['dir']}: wrote {', '.join(out['written']) or 'nothing'}"
+                        + (f"; kept the engineer's {', '.join(out['kept'])}" if out["kept"] else ""))
+
+
+def _scaffold_errors() -> tuple[type[BaseException], ...]:
+    from npu_kernels.mlir_air.scaffold import ScaffoldError
+
+    return (ScaffoldError, ValueError)
+
+
+@dataclass(frozen=True)
+class ImportHistoryRequest:
+    file: str = arg("FILE", {**TEXT, "description": "history / sweep_history / prefill_sweep_history ndjson"},
+                    click_type="file", path="history file")
+
+
+def _import_history(vc: VerbCall, r: ImportHistoryRequest):
+    from handlers.nightly_ops import BadLine, import_history
+
+    if vc.face == "cli" and not (Path(r.file).exists() or Path(r.file).is_symlink()):
+        raise BadLine(f"{r.file}: no such file; nothing was imported")  # a FIFO or device: refused by the reader
+    try:
+        out = import_history(vc.app.ledger, r.file)
+    except BadLine as e:  # one `error: ...` line (exit 1 on the CLI)
+        raise BadLine(f"{e}; nothing was imported") from None
+    return rw.import_history_json(out)
+
+
+def _import_history_text(out: dict, r) -> Output:
+    kinds = ", ".join(f"{n} {NIGHTLY_FILES[s]}" for s, n in sorted(out["series"].items()))
+    return Output().out(f"{out['file']}: {out['read']} line(s) read ({kinds}); {out['added']} new to the ledger")
+
+
+@dataclass(frozen=True)
+class ExportHistoryRequest:
+    series: str = arg("--series", {"enum": sorted(NIGHTLY_FILES)}, default="history", show_default=True,
+                      help="history.ndjson, sweep_history.ndjson or prefill_sweep_history.ndjson lines")
+    model: str | None = arg("--model", {**TEXT, "description": "only this mlir-air model directory name"},
+                            default=None, help="only this mlir-air model directory name", click_type=str)
+    out: str | None = arg("--out", default=None, help="write here instead of stdout", click_type="file",
+                          cli_only=True)
+    modelled: bool = arg("--modelled", {"default": False, "description": "also the modelled / emulator / rehearsal "
+                         "figures, each line's model suffixed with its class (`--modelled`)"}, default=False,
+                         help="also the modelled / emulator / rehearsal figures, each line's model suffixed with its "
+                              "class (e.g. 'smollm2_135m_instruct (modelled NPU2)') so mlir-air's dashboard cannot "
+                              "show it as measured")
+    include_not_measured: bool = arg(  # it wrote modelled figures under the bare model name
+        "--include-not-measured", default=False,
+        refuse="--include-not-measured is gone: it wrote modelled figures under the bare model name, which mlir-air's "
+               "dashboard shows as NPU2 measurements; use --modelled (each such line's model then names its class)")
+
+
+def _export_history(vc: VerbCall, r: ExportHistoryRequest):
+    from handlers.nightly_ops import export_history
+
+    skipped: list[str] = []
+    lines = export_history(vc.app.ledger.read_all(), r.series, r.model, r.modelled, skipped)
+    for why in skipped:  # a record whose figures cannot be lines (zero, negative, not finite): named, not written
+        vc.tell(f"warning: {why}", err=True)
+    return lines
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -537,6 +636,33 @@ VERBS.append(Verb(
     description="A bf16 HF folder as a Q4NX bundle file (`ledger quantize FOLDER --to q4nx OUT --json`).",
     render=_quantize_text, writes="no event: the bundle file at `out` (inside the workspace or an --allow-dir "
     "folder)", json_sort_keys=True))
+VERBS.append(Verb(
+    "scaffold", ScaffoldRequest, _scaffold,
+    help="Write programming_examples/llms/NAME/ inside MLIR_AIR_DIR (Makefile, verify_adapter.py, NAME_inference.py, "
+         "README.md, ARCHITECTURE.md, .gitignore); files the engineer changed are kept.",
+    description="NAME's model directory programming_examples/llms/<name>/ in the mlir-air checkout "
+                "(`ledger scaffold NAME --json`); files the engineer changed are kept.",
+    render=_scaffold_text, writes="no event: the model directory's files in the checkout (the engineer's own changes "
+    "kept)", cli_errors=_scaffold_errors(), json_sort_keys=True, json_help="print {dir, written, kept} as JSON"))
+VERBS.append(Verb(
+    "perf import-history", ImportHistoryRequest, _import_history,
+    help="Read one of mlir-air's nightly ndjson files (history / sweep_history / prefill_sweep_history) into the "
+         "ledger as imported evidence; a line that is not a row refuses the whole file and records nothing.",
+    description="Read one of mlir-air's nightly ndjson files into the ledger as imported evidence "
+                "(`ledger perf import-history FILE --json`); a bad line refuses the whole file.",
+    render=_import_history_text, writes="NightlyPerfImported per new line, imported:mlir-air-nightly (never an NPU2 "
+    "figure of ours)", post="after", post_cli=False, json_sort_keys=True,
+    json_help="print what was read and added as JSON"))
+VERBS.append(Verb(
+    "perf export-history", ExportHistoryRequest, _export_history,
+    help="The ledger's Phase 6 / reverify figures measured on NPU2 (runner `npu-ledger/npu2-measured`) and the "
+         "imported nightly rows, as lines of mlir-air's nightly history schema.",
+    description="The ledger's NPU2-measured Phase 6 figures as mlir-air nightly rows "
+                "(`ledger perf export-history --json`).",
+    render=lambda lines, r: Output([(x, False) for x in lines]), json=lambda lines, r: rw.export_history_json(lines),
+    reads=True, to_file="out",
+    to_file_line=lambda lines, r: f"{len(lines)} {NIGHTLY_FILES[r.series]} line(s) written to {r.out}",
+    json_help="print the rows as one JSON array instead of ndjson"))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -559,8 +685,6 @@ NOT_MIGRATED = {
     "kernel run": _TEXT_FORM + " (the shape)", "registry lookup": _TEXT_FORM + " (the dims)",
     "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
     "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
-"scaffold": "the checkout from "
-    "$MLIR_AIR_DIR; ScaffoldError", "perf import-history": _PATH, "perf export-history": "--out FILE on the CLI",
     "registry import": _PATH, "registry build": _PATH + " (--into-mlir-air); --check's exit status",
 }
 

@@ -7,11 +7,13 @@ import click
 
 from handlers.bootstrap import App
 from handlers.verbs import VerbCall, post_commit
+from registry.text import escaped
 
 
 def cli_call(app: App) -> VerbCall:
-    """The command's App with its warnings going to stderr."""
-    return VerbCall(app, warn=lambda line: click.echo(line, err=True))
+    """The command's App with its warnings going to stderr, the lines it tells as the work goes printed escaped."""
+    return VerbCall(app, warn=lambda line: click.echo(line, err=True),
+                    tell=lambda line, err=False: click.echo(escaped(line), err=err))
 
 
 def refresh_projections(app: App) -> None:

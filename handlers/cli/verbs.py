@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -37,12 +38,22 @@ def _click_type(f: dataclasses.Field):
     return base
 
 
+def _refused(sentence: str):
+    def callback(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+        if value:
+            raise ValueError(sentence)
+        return value
+    return callback
+
+
 def _param(f: dataclasses.Field) -> click.Parameter:
     cli, base = f.metadata["cli"], field_type(f)[0]
     has_default = f.default is not dataclasses.MISSING
     if not cli.startswith("-"):  # a positional argument
         return click.Argument([f.name], required=not has_default, type=_click_type(f), metavar=f.metadata["metavar"])
     required = f.metadata["required"] if f.metadata["required"] is not None else not has_default
+    if f.metadata["refuse"] is not None:
+        return click.Option([cli, f.name], is_flag=True, hidden=True, callback=_refused(f.metadata["refuse"]))
     if base is bool:
         return click.Option([cli, f.name], is_flag=True, help=f.metadata["help"])
     # click: an explicit default=None is a value given; a required option takes none (the tool's default stays)
@@ -73,11 +84,15 @@ def command_of(verb: Verb) -> click.Command:
             if verb.cli_fail is not None:
                 _show(verb.cli_fail(e, request, as_json))
             raise
-        if as_json:
-            click.echo(json.dumps(verb.result(value, request), indent=verb.json_indent, sort_keys=verb.json_sort_keys,
-                                  default=str, allow_nan=True))
+        output = (Output().out(json.dumps(verb.result(value, request), indent=verb.json_indent,
+                                          sort_keys=verb.json_sort_keys, default=str, allow_nan=True))
+                  if as_json else verb.render(value, request))
+        into = getattr(request, verb.to_file) if verb.to_file else None
+        if into:  # the output's stdout lines into the file, its stderr lines where they go
+            Path(into).write_text("".join(line + "\n" for line, err in output.lines if not err), encoding="utf-8")
+            _show(Output([(line, err) for line, err in output.lines if err]).out(verb.to_file_line(value, request)))
         else:
-            _show(verb.render(value, request))
+            _show(output)
         code = verb.exit(value)
         if code:
             sys.exit(code)

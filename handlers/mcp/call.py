@@ -16,6 +16,7 @@ import structlog
 from handlers import deploy
 from handlers.bootstrap import App
 from handlers.inputs import confined
+from handlers.narrate import report
 from handlers.verbs import Verb, VerbCall, post_commit
 
 log = structlog.get_logger("npu_ledger.mcp")
@@ -76,7 +77,8 @@ def mcp_call(app: App, allowed: tuple[Path, ...] = ()) -> VerbCall:
     """The call's App with its warnings going to the server's log (stderr), a path argument inside the workspace
     or an allowed folder (`Call.path`)."""
     return VerbCall(app, warn=log.warning,
-                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what), face="mcp")
+                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what), face="mcp",
+                    tell=lambda line, err=False: report(line))
 
 
 def refresh(app: App) -> None:

@@ -41,17 +41,6 @@ def _int(low: int, high: int, **extra) -> dict:
 
 CHECKOUT = {**TEXT, "description": "an mlir-air checkout (default: the server's $MLIR_AIR_DIR)"}
 WORKBENCH_INPUTS: dict[str, dict] = {
-    "scaffold": _inputs({"name": NAME, "mlir_air_dir": CHECKOUT,
-                         "stand_in": {"type": "string", "enum": ["emulated"], "description": "the adapter wraps "
-                                      "npu-ledger's emulated pipeline; required on a twin (no NPU)"}}, ("name",)),
-    "perf_import_history": _inputs({"file": {**TEXT, "description": "history / sweep_history / "
-                                             "prefill_sweep_history ndjson"}}, ("file",)),
-    "perf_export_history": _inputs({
-        "series": {"type": "string", "enum": sorted(FILES), "default": "history"},
-        "model": {**TEXT, "description": "only this mlir-air model directory name"},
-        "modelled": {"type": "boolean", "default": False, "description": "also the modelled / emulator / rehearsal "
-                     "figures, each line's model suffixed with its class (`--modelled`)"},
-    }),
     "run": _inputs({"name": NAME, "prompt": TEXT, "n_tokens": _int(1, 4096, default=32),
                     "profile": {"type": "boolean", "default": False, "description": "per-stage breakdown"}},
                    ("name", "prompt")),

@@ -1,56 +1,22 @@
-"""The MCP tools of the engineer's workbench verbs (`quantize`, `scaffold`, `perf import-history` /
-`export-history`, `registry import` / `build`), the runs (`run`, `optimise`) and re-verification
-(`reverify`): each the
-CLI verb over the same handler and the same `--json` producer (`handlers.results_workbench`), as
+"""The MCP tools of the engineer's workbench verbs (`registry import` / `build`), the runs (`run`, `optimise`)
+and re-verification (`reverify`): each the CLI verb over the same handler and the same `--json` producer (`handlers.results_workbench`), as
 `handlers.mcp.tools` has them for the deployment verbs (its docstring: reads, writes, errors).
 
 A path argument lies in the workspace or an `--allow-dir` folder (`Call.path`); a checkout argument defaults to
 the server's $MLIR_AIR_DIR, as the CLI's does.
 
-Imports: handlers (workbench, nightly_ops, reverify, results_workbench), handlers.mcp.call, statemachine.
+Imports: handlers (registry_ops, registry_merge, runs, reverify, results_workbench), handlers.mcp.call, statemachine.
 """
 
 from __future__ import annotations
 
 
 from handlers import results_workbench as rw
-from handlers.narrate import report
 from handlers.mcp.call import Call, Tool, read_only, refresh, refresh_if_recorded
 from handlers.registry_merge import merge_into_mlir_air
 from handlers.registry_ops import build_projections, import_registry_accounted
 from handlers.runs import generate, optimise
-from handlers.nightly_ops import BadLine, export_history, import_history
 from handlers.reverify import reverify_all
-from handlers.workbench import mlir_air_dir, scaffold_deployment
-from npu_kernels.settings import env_get
-
-
-def _checkout(c: Call) -> str | None:
-    """The `mlir_air_dir` argument confined to the allowed folders, else the server's $MLIR_AIR_DIR (as the CLI)."""
-    return c.path("mlir_air_dir", "mlir-air checkout") if c.args.get("mlir_air_dir") else env_get("MLIR_AIR_DIR")
-
-
-def _scaffold(c: Call):
-    return rw.scaffold_json(scaffold_deployment(c.app.ledger, c.app.workspace, c.args["name"],
-                                                mlir_air_dir(_checkout(c)), c.args.get("stand_in")))
-
-
-def _import_history(c: Call):
-    path = c.path("file", "history file")
-    try:
-        out = import_history(c.app.ledger, path)
-    except BadLine as e:
-        raise BadLine(f"{e}; nothing was imported") from None
-    refresh(c.app)
-    return rw.import_history_json(out)
-
-
-def _export_history(c: Call):
-    a, skipped = c.args, []
-    lines = export_history(read_only(c).ledger.read_all(), a["series"], a.get("model"), a["modelled"], skipped)
-    for why in skipped:  # as the CLI's `warning:` lines: a record whose figures cannot be lines, named
-        report(f"warning: {why}")
-    return rw.export_history_json(lines)
 
 
 def _reverify(c: Call):
@@ -91,14 +57,6 @@ def _registry_build(c: Call):
 
 
 WORKBENCH = [
-    Tool("scaffold", "NAME's model directory programming_examples/llms/<name>/ in the mlir-air checkout "
-         "(`ledger scaffold NAME --json`); files the engineer changed are kept.", _scaffold,
-         writes="no event: the model directory's files in the checkout (the engineer's own changes kept)"),
-    Tool("perf_import_history", "Read one of mlir-air's nightly ndjson files into the ledger as imported evidence "
-         "(`ledger perf import-history FILE --json`); a bad line refuses the whole file.", _import_history,
-         writes="NightlyPerfImported per new line, imported:mlir-air-nightly (never an NPU2 figure of ours)"),
-    Tool("perf_export_history", "The ledger's NPU2-measured Phase 6 figures as mlir-air nightly rows "
-         "(`ledger perf export-history --json`).", _export_history),
     Tool("run", "Generate with the deployment's integrated runner (`ledger run NAME --json`); records the run's "
          "figures.", _run, writes="PerformanceMeasured(phase 6) of the run, measured now (never a verdict)", long=True),
     Tool("optimise", "On hardware: measure an engineer's change to the model directory, re-run the token gate and "
