@@ -88,6 +88,11 @@ class Output:
         return self
 
 
+class CliError(Exception):
+    """An error the CLI shows as click's (its whole message after `error: `, exit 1); the tool's is its first
+    line as for any error. For a handler that names one branch's failure so (`registry build --into-mlir-air`)."""
+
+
 def _as_given(value: str, what: str) -> str:
     return value
 
@@ -524,6 +529,120 @@ def _scaffold_errors() -> tuple[type[BaseException], ...]:
 
 
 @dataclass(frozen=True)
+class RegistryImportRequest:
+    directory: str = arg("DIRECTORY", {**TEXT, "description": "an mlir-air kernel_registry/ (or details/)"},
+                         click_type="existing dir", path="registry folder")
+    allow_skip: bool = arg("--allow-skip", default=False,
+                           help="import what can be imported even when some rows cannot")
+    sweep_dtype: str = arg("--sweep-dtype", {"enum": ["bf16", "f32"]}, default="bf16", show_default=True,
+                           cli_only=True, help="the registry a sweep_gemm.py results / --emit file there is for (the "
+                                               "script's --dtype; its rows do not say)")
+
+
+def _registry_import(vc: VerbCall, r: RegistryImportRequest):
+    """An mlir-air registry imported, one account per table (`handlers.registry_ops.import_registry_accounted`);
+    `SkippedRows`: nothing imported, the accounts say which rows and why (the CLI prints them before the error)."""
+    from handlers.registry_ops import import_registry_accounted
+
+    return import_registry_accounted(vc.app.ledger, r.directory, allow_skip=r.allow_skip, sweep_dtype=r.sweep_dtype)
+
+
+def _accounts(accounts, as_json: bool, err: bool = False) -> Output:
+    out = Output()
+    if as_json:
+        out.lines.append((json.dumps(rw.registry_import_json(accounts), indent=2), err))
+        return out
+    rows = [("kernel", "file", "read", "imported", "duplicate", "skipped", "why")]
+    rows += [(a.kernel, a.file, str(a.read), str(a.imported), str(a.duplicate), str(len(a.skipped)),
+              a.why + (f" [header: {a.header}]" if a.skipped and "no schema" in a.why else ""))
+             for a in accounts]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    for r in rows:
+        out.lines.append(("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[6], err))
+    return out
+
+
+def _registry_import_text(result, r) -> Output:
+    return _accounts(result.accounts, False).out(
+        f"imported {result.added} new events into registry:import"
+        + (f"; {result.skipped} row(s) skipped (--allow-skip)" if result.skipped else ""))
+
+
+def _registry_import_fail(e: BaseException, r, as_json: bool) -> Output:
+    from handlers.registry_ops import SkippedRows
+
+    return _accounts(e.result.accounts, as_json, err=True) if isinstance(e, SkippedRows) else Output()
+
+
+@dataclass(frozen=True)
+class RegistryBuildRequest:
+    out: str | None = arg("--out", default=None, click_type="dir", cli_only=True,
+                          help="output root (default: the workspace)")
+    check: bool = arg("--check", {"default": False, "description": "write nothing; report what differs"},
+                      default=False, help="write nothing; exit 1 if any file on disk differs from the projection")
+    into_mlir_air: str | None = arg(
+        "--into-mlir-air", {**CHECKOUT, "description": "add the ledger's new NPU2 rows to this checkout's "
+                            "kernel_registry/ instead"}, default=None, click_type="existing dir",
+        path="mlir-air checkout", help="add the ledger's new hardware rows to this mlir-air checkout's "
+        "kernel_registry/ (its tables' own columns, its GEMM JSON), leaving its prose and rows as they are")
+
+
+def _registry_build(vc: VerbCall, r: RegistryBuildRequest):
+    """{"added": rows per file} (--into-mlir-air), else {"result": the build, "out": its root}."""
+    from handlers.registry_merge import merge_into_mlir_air
+    from handlers.registry_ops import build_projections
+
+    events = vc.app.ledger.read_all()
+    if r.into_mlir_air:
+        try:
+            return {"added": merge_into_mlir_air(events, r.into_mlir_air)}
+        except FileNotFoundError as e:
+            raise CliError(str(e)) from None
+    out = Path(r.out) if r.out else vc.app.workspace
+    return {"result": build_projections(events, out, check=r.check), "out": out, "check": r.check}
+
+
+def _registry_build_json(value: dict, r: RegistryBuildRequest):
+    return (rw.registry_merge_json(value["added"]) if "added" in value
+            else rw.registry_build_json(value["result"], r.check))
+
+
+def _registry_build_text(value: dict, r: RegistryBuildRequest) -> Output:
+    from handlers.registry_ops import link_message
+
+    text = Output()
+    if "added" in value:
+        for rel, n in sorted(value["added"].items()):
+            text.out(f"{rel}: {n} row(s) added")
+        return text.out(f"added {sum(value['added'].values())} row(s) to {r.into_mlir_air}" if value["added"]
+                        else f"nothing new for {r.into_mlir_air}")
+    result, out, check = value["result"], value["out"], r.check
+    for rel in result.links:
+        text.err(f"{'link' if check else 'refused'}: {link_message(out, rel)}")
+    if not check:
+        return text.out(f"wrote {len(result.written)} of {result.total} files under {out}")
+    for rel in result.differing:
+        text.err(f"{'missing' if rel in result.missing else 'differs'}: {rel}")
+    for rel in result.stray:
+        text.err(f"stray: {rel} (no projection writes it)")
+    for clash in result.clashes:
+        text.err(f"clash: {clash}")
+    if not result.clean:
+        return text.err(f"{len(result.differing)} of {result.total} projected files differ from the ledger, "
+                        f"{len(result.stray)} stray file(s), {len(result.clashes)} folder clash(es), "
+                        f"{len(result.links)} symbolic link(s) in the way; rebuild with `ledger registry build` and "
+                        "remove the stray files and links")
+    return text.out(f"all {result.total} projected files match the ledger")
+
+
+def _registry_build_exit(value: dict) -> int:
+    if "added" in value:
+        return 0
+    result = value["result"]
+    return int(not result.clean if value["check"] else bool(result.links))
+
+
+@dataclass(frozen=True)
 class ImportHistoryRequest:
     file: str = arg("FILE", {**TEXT, "description": "history / sweep_history / prefill_sweep_history ndjson"},
                     click_type="file", path="history file")
@@ -663,6 +782,26 @@ VERBS.append(Verb(
     reads=True, to_file="out",
     to_file_line=lambda lines, r: f"{len(lines)} {NIGHTLY_FILES[r.series]} line(s) written to {r.out}",
     json_help="print the rows as one JSON array instead of ndjson"))
+VERBS.append(Verb(
+    "registry import", RegistryImportRequest, _registry_import,
+    help="Import an mlir-air kernel_registry/ folder as it is (details/*.json and every tested-shapes table, each row's "
+         "status kept), or a details/ folder of JSON files, sweep_gemm.py's new-M rows among them (idempotent). Prints "
+         "one line per table: rows read, imported, duplicate (a shape another table gave), skipped and why; exits 1 "
+         "when a row was skipped and --allow-skip is not given (then nothing is imported).",
+    description="Import an mlir-air kernel_registry/ folder as imported evidence, one account per table "
+                "(`ledger registry import DIR --json`); a skipped row refuses all unless allow_skip.",
+    render=_registry_import_text, json=lambda result, r: rw.registry_import_json(result.accounts),
+    writes="KernelVerified rows of registry:import, imported:mlir-air-registry", post="after", post_cli=False,
+    cli_errors=(ValueError, FileNotFoundError), cli_fail=_registry_import_fail, json_indent=2,
+    json_help="print the per-table accounts as JSON"))
+VERBS.append(Verb(
+    "registry build", RegistryBuildRequest, _registry_build,
+    help="Rebuild the registry and every model's docs from the ledger (or --check them).",
+    description="Rebuild (or check) the workspace's projections from the ledger, or add the ledger's new NPU2 rows "
+                "to an mlir-air checkout (`ledger registry build [--check] --json`).",
+    render=_registry_build_text, json=_registry_build_json, exit=_registry_build_exit, reads=True,
+    writes="no event: the projections (rebuilt from the ledger) or the checkout's registry tables",
+    json_help="print what was written / found as JSON"))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -685,7 +824,6 @@ NOT_MIGRATED = {
     "kernel run": _TEXT_FORM + " (the shape)", "registry lookup": _TEXT_FORM + " (the dims)",
     "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
     "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
-    "registry import": _PATH, "registry build": _PATH + " (--into-mlir-air); --check's exit status",
 }
 
 # CLI verbs that have no MCP tool, each with why (every other verb has its tool)

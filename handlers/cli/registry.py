@@ -1,4 +1,5 @@
-"""`ledger registry ...`: look up measured configs, import mlir-air registry files, build/check projections.
+"""`ledger registry ...`: look up measured configs; import mlir-air registry files and build/check projections
+(`registry import` / `build`: rows of handlers.verbs).
 
 The ledger comes from `ctx.obj["open_ledger"]()` (the main CLI's App provides it); the default output
 directory is `ctx.obj["workspace"]` (else the current directory). Commands stay thin: parse, call
@@ -12,10 +13,8 @@ from pathlib import Path
 
 import click
 
-from handlers.registry_merge import merge_into_mlir_air
-from handlers.registry_ops import SkippedRows, build_projections, import_registry_accounted, link_message
+from handlers.cli.verbs import group_commands
 from handlers.results import registry_row_json
-from handlers.results_workbench import registry_build_json, registry_import_json, registry_merge_json
 from registry.catalog import canonical_kernel
 from registry.fold import not_npu2_mark
 from registry.lookup import CONTRACTS, gemm_config, gemm_config_planned, kernel_rows
@@ -138,96 +137,8 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, contract, registry_di
                    + (f"  used by {' + '.join(r.used_by)}" if r.used_by else ""))
 
 
-@registry.command("import")
-@click.argument("directory", type=click.Path(exists=True, file_okay=False))
-@click.option("--allow-skip", is_flag=True, help="import what can be imported even when some rows cannot")
-@click.option("--sweep-dtype", type=click.Choice(["bf16", "f32"]), default="bf16", show_default=True,
-              help="the registry a sweep_gemm.py results / --emit file there is for (the script's --dtype; its rows "
-                   "do not say)")
-@click.option("--json", "as_json", is_flag=True, help="print the per-table accounts as JSON")
-@click.pass_context
-def import_cmd(ctx, directory, allow_skip, sweep_dtype, as_json) -> None:
-    """Import an mlir-air kernel_registry/ folder as it is (details/*.json and every tested-shapes table, each
-    row's status kept), or a details/ folder of JSON files, sweep_gemm.py's new-M rows among them (idempotent). Prints one line per table: rows read,
-    imported, duplicate (a shape another table gave), skipped and why; exits 1 when a row was skipped and
-    --allow-skip is not given (then nothing is imported)."""
-    try:
-        result = import_registry_accounted(_ledger(ctx), directory, allow_skip=allow_skip, sweep_dtype=sweep_dtype)
-    except SkippedRows as e:
-        _print_accounts(e.result.accounts, as_json, err=True)
-        raise click.ClickException(str(e)) from None
-    except (ValueError, FileNotFoundError) as e:
-        raise click.ClickException(str(e)) from e
-    _print_accounts(result.accounts, as_json)
-    if not as_json:
-        click.echo(f"imported {result.added} new events into registry:import"
-                   + (f"; {result.skipped} row(s) skipped (--allow-skip)" if result.skipped else ""))
-
-
-def _print_accounts(accounts, as_json: bool, err: bool = False) -> None:
-    if as_json:
-        click.echo(json.dumps(registry_import_json(accounts), indent=2), err=err)
-        return
-    rows = [("kernel", "file", "read", "imported", "duplicate", "skipped", "why")]
-    rows += [(a.kernel, a.file, str(a.read), str(a.imported), str(a.duplicate), str(len(a.skipped)),
-              a.why + (f" [header: {a.header}]" if a.skipped and "no schema" in a.why else ""))
-             for a in accounts]
-    widths = [max(len(r[i]) for r in rows) for i in range(6)]
-    for r in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[6], err=err)
-
-
-@registry.command("build")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="output root (default: the workspace)")
-@click.option("--check", is_flag=True, help="write nothing; exit 1 if any file on disk differs from the projection")
-@click.option("--into-mlir-air", "into", type=click.Path(exists=True, file_okay=False),
-              help="add the ledger's new hardware rows to this mlir-air checkout's kernel_registry/ (its tables' own "
-                   "columns, its GEMM JSON), leaving its prose and rows as they are")
-@click.option("--json", "as_json", is_flag=True, help="print what was written / found as JSON")
-@click.pass_context
-def build_cmd(ctx, out_dir, check, into, as_json) -> None:
-    """Rebuild the registry and every model's docs from the ledger (or --check them)."""
-    if into:
-        try:
-            added = merge_into_mlir_air(_ledger(ctx, read_only=True).read_all(), into)
-        except FileNotFoundError as e:
-            raise click.ClickException(str(e)) from None
-        if as_json:
-            click.echo(json.dumps(registry_merge_json(added)))
-            return
-        for rel, n in sorted(added.items()):
-            click.echo(f"{rel}: {n} row(s) added")
-        click.echo(f"added {sum(added.values())} row(s) to {into}" if added else f"nothing new for {into}")
-        return
-    out = Path(out_dir) if out_dir else _workspace(ctx)
-    result = build_projections(_ledger(ctx, read_only=True).read_all(), out, check=check)
-    if as_json:
-        click.echo(json.dumps(registry_build_json(result, check)))
-    else:
-        _print_build(out, result, check)
-    if not result.clean if check else result.links:
-        ctx.exit(1)
-
-
-def _print_build(out: Path, result, check: bool) -> None:
-    for rel in result.links:
-        click.echo(f"{'link' if check else 'refused'}: {link_message(out, rel)}", err=True)
-    if not check:
-        click.echo(f"wrote {len(result.written)} of {result.total} files under {out}")
-        return
-    for rel in result.differing:
-        click.echo(f"{'missing' if rel in result.missing else 'differs'}: {rel}", err=True)
-    for rel in result.stray:
-        click.echo(f"stray: {rel} (no projection writes it)", err=True)
-    for clash in result.clashes:
-        click.echo(f"clash: {clash}", err=True)
-    if not result.clean:
-        click.echo(f"{len(result.differing)} of {result.total} projected files differ from the ledger, "
-                   f"{len(result.stray)} stray file(s), {len(result.clashes)} folder clash(es), "
-                   f"{len(result.links)} symbolic link(s) in the way; rebuild with `ledger registry build` and "
-                   "remove the stray files and links", err=True)
-    else:
-        click.echo(f"all {result.total} projected files match the ledger")
+for _command in group_commands("registry"):  # registry import / build: rows of handlers.verbs
+    registry.add_command(_command)
 
 
 commands = [registry]

@@ -13,7 +13,7 @@ import click
 
 from handlers.bootstrap import App
 from handlers.cli.common import cli_call
-from handlers.verbs import VERBS, Output, Verb, field_type
+from handlers.verbs import VERBS, CliError, Output, Verb, field_type
 
 
 _PATHS = {"dir": lambda: click.Path(file_okay=False), "existing dir": lambda: click.Path(exists=True, file_okay=False),
@@ -76,7 +76,7 @@ def command_of(verb: Verb) -> click.Command:
         request = verb.request(**values)
         try:
             value = verb.call(vc, request)
-        except verb.cli_errors as e:
+        except (CliError, *verb.cli_errors) as e:
             if verb.cli_fail is not None:
                 _show(verb.cli_fail(e, request, as_json))
             raise click.ClickException(e.args[0] if isinstance(e, KeyError) and e.args else str(e)) from None

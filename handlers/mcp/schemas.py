@@ -46,12 +46,6 @@ WORKBENCH_INPUTS: dict[str, dict] = {
                    ("name", "prompt")),
     "optimise": _inputs({"name": NAME, "what": {**TEXT, "description": "what the engineer changed"},
                          "phase": {"type": "integer", "enum": [4, 5], "default": 4}}, ("name", "what")),
-    "registry_import": _inputs({"directory": {**TEXT, "description": "an mlir-air kernel_registry/ (or details/)"},
-                                "allow_skip": {"type": "boolean", "default": False}}, ("directory",)),
-    "registry_build": _inputs({"check": {"type": "boolean", "default": False, "description": "write nothing; "
-                                         "report what differs"},
-                               "into_mlir_air": {**CHECKOUT, "description": "add the ledger's new NPU2 rows to "
-                                                 "this checkout's kernel_registry/ instead"}}),
     "reverify": _inputs({"all": {"type": "boolean", "default": True, "enum": [True],
                                  "description": "every deployed model (the only mode)"},
                          "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"]}}),
