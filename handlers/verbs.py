@@ -43,6 +43,7 @@ from handlers import deploy, results
 from handlers import results_workbench as rw
 from handlers.bootstrap import App
 from handlers.uow import existing_name, stream_id
+from ledger import Checkpoint
 from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from npu_kernels.model.q4nx import LAYOUTS
 from registry.nightly_history import FILES as NIGHTLY_FILES
@@ -57,7 +58,7 @@ TEXT = {"type": "string", "minLength": 1}
 def arg(cli: str, schema: dict | None = None, *, help: str | None = None, default: Any = dataclasses.MISSING,
         click_type: Any = None, required: bool | None = None, cli_only: bool = False, tool_only: bool = False,
         path: str | None = None, show_default: bool = False, metavar: str | None = None,
-        refuse: str | None = None) -> Any:
+        refuse: str | None = None, parse: Callable[[Any], Any] | None = None, tool_parse: bool = False) -> Any:
     """A request field: `cli` its CLI declaration (`NAME`: a positional argument, `--opt`: an option), `schema`
     its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help).
     `click_type` names a click type the fragment does not give: "dir" a click.Path(file_okay=False), "existing
@@ -66,10 +67,16 @@ def arg(cli: str, schema: dict | None = None, *, help: str | None = None, defaul
     defaults). `cli_only` / `tool_only`: a field one face lacks (the other takes its default). `path` names what
     a path argument is: the tool takes it only inside the workspace or an --allow-dir folder (`VerbCall.place`),
     the CLI as given. `metavar` the CLI's name of a positional argument (`FILE|-`). `refuse`: a retired CLI flag,
-    hidden, whose use is refused with this sentence as the command line is read."""
+    hidden, whose use is refused with this sentence as the command line is read.
+
+    `parse`: the field's text form (`M=..,K=..`, a checkpoint SIZE:HASH) read into its typed value; the CLI reads
+    what it was given (a ValueError is click's bad parameter: usage, `error: Invalid value for OPTION: ...`, exit
+    2), the tool only with `tool_parse` (its property is the same text; a ValueError is the call's one error line)
+    and otherwise takes the typed value as JSON (a shape as an object)."""
     meta = {"cli": cli, "schema": schema or {}, "help": help, "click_type": click_type, "required": required,
             "cli_only": cli_only or refuse is not None, "tool_only": tool_only, "path": path,
-            "show_default": show_default, "metavar": metavar, "refuse": refuse}
+            "show_default": show_default, "metavar": metavar, "refuse": refuse, "parse": parse,
+            "tool_parse": tool_parse}
     return field(default=default, metadata=meta)
 
 
@@ -139,6 +146,8 @@ class Verb:
     post_cli: bool = True  # False: the post-commit step is the tool's alone (the CLI never took it)
     to_file: str | None = None  # a CLI-only field naming a file the CLI writes its output to instead of stdout
     to_file_line: Callable[[Any, Any], str] | None = None  # (value, request): the line it then prints
+    after: Callable[[Any, Any], Output] | None = None  # (value, request): what the CLI prints after its output, in
+    # both modes (verify's warnings)
 
     @property
     def tool(self) -> str:
@@ -173,7 +182,11 @@ class Verb:
 
     def request_from(self, arguments: dict[str, Any]) -> Any:
         """The request from a tool's arguments (the schema's defaults filled in already; absent = the field's)."""
-        return self.request(**{f.name: arguments[f.name] for f in self.fields() if f.name in arguments})
+        def value(f: dataclasses.Field) -> Any:
+            given = arguments[f.name]
+            return f.metadata["parse"](given) if f.metadata["tool_parse"] and given is not None else given
+
+        return self.request(**{f.name: value(f) for f in self.fields() if f.name in arguments})
 
 
 def post_commit(vc: VerbCall, name: str | None = None) -> None:
@@ -195,7 +208,7 @@ def post_commit(vc: VerbCall, name: str | None = None) -> None:
 
 def field_type(f: dataclasses.Field) -> tuple[type, bool]:
     """(the base type, whether None is allowed) of a request field's annotation."""
-    hint = f.type if not isinstance(f.type, str) else eval(f.type, {**vars(typing), **vars(types)}, {})  # noqa: S307
+    hint = f.type if not isinstance(f.type, str) else eval(f.type, {**vars(typing), **vars(types), **globals()}, {})  # noqa: S307
     args = typing.get_args(hint)
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
         base = next(a for a in args if a is not type(None))
@@ -214,7 +227,7 @@ def input_schema(verb: Verb) -> dict:
         if f.metadata["cli_only"]:
             continue
         base, _ = field_type(f)
-        prop = {"type": _JSON_TYPE[base], **f.metadata["schema"]}
+        prop = {"type": _JSON_TYPE.get(base), **f.metadata["schema"]}  # a parsed field's fragment names its type
         if f.default is not dataclasses.MISSING and f.default is not None and "default" not in prop:
             prop["default"] = f.default
         props[f.name] = prop
@@ -694,6 +707,56 @@ def _export_history(vc: VerbCall, r: ExportHistoryRequest):
     return lines
 
 
+@dataclass(frozen=True)
+class VerifyRequest:
+    against: Checkpoint | None = arg("--against", {**TEXT, "description": "a checkpoint SIZE:HASH printed by "
+                                     "`ledger head`"}, default=None, click_type=str, parse=Checkpoint.parse,
+                                     tool_parse=True, help="a checkpoint SIZE:HASH printed earlier by `ledger head`")
+
+
+def _verify(vc: VerbCall, r: VerifyRequest):
+    """(the chain report, the warning when its head could not be kept, the ledger's dialect):
+    `handlers.queries.verify_chain`."""
+    from handlers.queries import verify_chain
+
+    report, warning = verify_chain(vc.app, r.against)
+    if vc.face == "mcp":  # the CLI prints them after its report (`_verify_warnings`)
+        for line in report.warnings + ([warning] if warning else []):
+            vc.warn(line)
+    return report, warning, vc.app.ledger.dialect
+
+
+def _verify_text(value, r) -> Output:
+    report, _, dialect = value
+    out = Output()
+    if report.ok:
+        return out.out(f"ledger intact: {report.checked} events, head {report.head}")
+    for p in report.problems:
+        where = f" ({p.describe_checkpoint()})" if p.checkpoint else ""
+        out.err(f"ledger BROKEN at seq {p.seq}: {p.reason}{where}")
+    for name in report.missing_triggers:
+        out.err(f"ledger BROKEN: immutability trigger {name} is missing ({dialect}): rows can be updated or deleted")
+    for name in report.disabled_triggers:
+        out.err(f"ledger BROKEN: immutability trigger {name} is disabled ({dialect}): rows can be updated or deleted")
+    for name in report.altered_triggers:
+        out.err(f"ledger BROKEN: immutability trigger {shown(name)} is not the definition the tool installs "
+                f"({dialect}): it may not fire")
+    for name in report.extra_triggers:
+        out.err(f"ledger BROKEN: trigger {shown(name)} on the events table is not one the tool installs ({dialect}): "
+                "it can swallow or change appends")
+    for deviation in report.schema_deviations:  # the database's own text: escaped, it may hold anything
+        out.err(escaped(f"ledger BROKEN ({dialect}): {deviation.line()}: it can refuse or change appends"))
+    return out
+
+
+def _verify_warnings(value, r) -> Output:
+    report, warning, _ = value
+    out = Output()
+    for line in report.warnings + ([warning] if warning else []):
+        out.err(line if line.startswith("warning:") else f"warning: {line}")
+    return out
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -802,6 +865,18 @@ VERBS.append(Verb(
     render=_registry_build_text, json=_registry_build_json, exit=_registry_build_exit, reads=True,
     writes="no event: the projections (rebuilt from the ledger) or the checkout's registry tables",
     json_help="print what was written / found as JSON"))
+VERBS.append(Verb(
+    "verify", VerifyRequest, _verify,
+    help="Walk the hash chain, check the immutability triggers and the events table's definition; exit 2 naming the "
+         "first bad seq, and each trigger, constraint, index, column or policy that is not the tool's.\n\n"
+         "Every checkpoint this workspace has seen of this ledger (.ledger/checkpoints.json, kept by the ledger's "
+         "identity, so a moved or copied workspace keeps them) is checked, and --against too: a ledger emptied, "
+         "truncated or rewritten since then is not intact. An intact ledger whose checkpoint cannot be kept (a full "
+         "disk, a read-only copy) exits 0 with a warning on stderr.",
+    description="Walk the ledger's hash chain and immutability triggers against every kept checkpoint "
+                "(`ledger verify --json`); ok=false names the first bad seq.",
+    render=_verify_text, json=lambda value, r: results.verify_json(value[0], value[1]), after=_verify_warnings,
+    exit=lambda value: 0 if value[0].ok else 2, reads=True))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -817,7 +892,6 @@ NOT_MIGRATED = {
                + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
     "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
     "plan": "its text mode prints the prefill-limit line from a second read of the target; target: " + _PATH,
-    "verify": "its text mode is the chain report's lines on stderr and exit 2; --against a BadParameter (exit 2)",
     "predict": "target / png: " + _PATH + "; --curve's text and PNG",
     "diagnose": _PROGRESS, "verify-model": _PROGRESS, "run": _PROGRESS, "optimise": _PROGRESS + "; --phase a "
     "string choice on the CLI, an integer in the tool", "reverify": _PROGRESS + "; --all",

@@ -1,6 +1,6 @@
 """The `ledger` command line: click commands, one module per group of verbs, over the handlers' public API.
 
-  main        the group, error mapping, the small commands (verify, db setup) and the command list
+  main        the group, error mapping, the small command db setup and the command list
   verbs       the commands made from the verb table (handlers.verbs): resume, lesson, status, history, graph, head,
               log, twin, doctor, quantize (perf calibrate: added to its group by perf)
   common      what several command modules share: the post-commit projection step (handlers.verbs.post_commit)

@@ -73,6 +73,12 @@ def command_of(verb: Verb) -> click.Command:
     @click.pass_obj
     def callback(app: App, as_json: bool, **values) -> None:
         vc = cli_call(app)
+        for f in verb.fields():  # a text form read into its typed value: click's bad parameter when it is not one
+            if f.metadata["parse"] is not None and values.get(f.name) is not None:
+                try:
+                    values[f.name] = f.metadata["parse"](values[f.name])
+                except ValueError as e:
+                    raise click.BadParameter(str(e), param_hint=f.metadata["cli"]) from e
         request = verb.request(**values)
         try:
             value = verb.call(vc, request)
@@ -93,6 +99,8 @@ def command_of(verb: Verb) -> click.Command:
             _show(Output([(line, err) for line, err in output.lines if err]).out(verb.to_file_line(value, request)))
         else:
             _show(output)
+        if verb.after is not None:
+            _show(verb.after(value, request))
         code = verb.exit(value)
         if code:
             sys.exit(code)

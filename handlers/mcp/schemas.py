@@ -122,7 +122,6 @@ INPUTS: dict[str, dict] = {
         "contract": {"type": "string", "enum": sorted(CONTRACTS), "description": "GEMM contract, in place of "
                      "dtype and precision"},
     }, ("kernel", "dims")),
-    "verify": _inputs({"against": {**TEXT, "description": "a checkpoint SIZE:HASH printed by `ledger head`"}}),
     "record_harness": _inputs({
         "name": NAME, "kernel": TEXT, "shape": {**TEXT, "description": "e.g. M=2048,K=2048,N=2048"},
         "contract": TEXT, "role": {"type": "string", "default": ""},

@@ -40,7 +40,6 @@ from npu_kernels.backends.runner_base import KernelRow
 from npu_kernels.model.plan import DEFAULT_SEQ
 from npu_kernels.mlir_air.output import TranscriptError
 from registry.lookup import CONTRACTS
-from ledger import Checkpoint
 
 # a quoted line of the file inside a transcript error: Python's repr of a str (the verdicts it names are kept)
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
@@ -95,13 +94,6 @@ def _registry_lookup(c: Call):
                                           registry_dir=app.workspace / "kernel_registry" / "details",
                                           output_dtype=dtype, precision=precision)
     return results.registry_lookup_json(kind, found)
-
-
-def _verify(c: Call):
-    report, warning = queries.verify_chain(c.app, Checkpoint.parse(c.args["against"]) if c.args.get("against") else None)
-    for line in report.warnings + ([warning] if warning else []):
-        log.warning(line)
-    return results.verify_json(report, warning)
 
 
 # --- writes: through a gate, a validated transcript, or a note ---------------------------------------------------
@@ -175,8 +167,6 @@ _TOOLS = [
          "playbooks; the matched rules, best first (`ledger triage --json`).", _triage),
     Tool("registry_lookup", "The best measured GEMM config for M, K, N, or the registry rows of a kernel "
          "(`ledger registry lookup --json`).", _registry_lookup),
-    Tool("verify", "Walk the ledger's hash chain and immutability triggers against every kept checkpoint "
-         "(`ledger verify --json`); ok=false names the first bad seq.", _verify),
     Tool("init", "Start a deployment of a local HF folder / config.json: records the request and the "
          "architecture assessment (`ledger init`).", _init,
          writes="DeploymentRequested, ArchitectureAssessed and ConfigResolved, all derived from the model's config.json"),
