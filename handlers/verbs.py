@@ -45,6 +45,7 @@ from handlers.bootstrap import App
 from handlers.uow import existing_name, stream_id
 from ledger import Checkpoint
 from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
+from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from npu_kernels.model.q4nx import LAYOUTS
 from registry.nightly_history import FILES as NIGHTLY_FILES
 from registry.text import escaped, ledger_command, shown
@@ -58,7 +59,8 @@ TEXT = {"type": "string", "minLength": 1}
 def arg(cli: str, schema: dict | None = None, *, help: str | None = None, default: Any = dataclasses.MISSING,
         click_type: Any = None, required: bool | None = None, cli_only: bool = False, tool_only: bool = False,
         path: str | None = None, show_default: bool = False, metavar: str | None = None,
-        refuse: str | None = None, parse: Callable[[Any], Any] | None = None, tool_parse: bool = False) -> Any:
+        refuse: str | None = None, parse: Callable[[Any], Any] | None = None, tool_parse: bool = False,
+        name_or_path: bool = False) -> Any:
     """A request field: `cli` its CLI declaration (`NAME`: a positional argument, `--opt`: an option), `schema`
     its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help).
     `click_type` names a click type the fragment does not give: "dir" a click.Path(file_okay=False), "existing
@@ -72,11 +74,12 @@ def arg(cli: str, schema: dict | None = None, *, help: str | None = None, defaul
     `parse`: the field's text form (`M=..,K=..`, a checkpoint SIZE:HASH) read into its typed value; the CLI reads
     what it was given (a ValueError is click's bad parameter: usage, `error: Invalid value for OPTION: ...`, exit
     2), the tool only with `tool_parse` (its property is the same text; a ValueError is the call's one error line)
-    and otherwise takes the typed value as JSON (a shape as an object)."""
+    and otherwise takes the typed value as JSON (a shape as an object). `name_or_path` (with `path`): a
+    deployment name or a path; the tool confines it only when it names something that exists (`plan NAME|CONFIG`)."""
     meta = {"cli": cli, "schema": schema or {}, "help": help, "click_type": click_type, "required": required,
             "cli_only": cli_only or refuse is not None, "tool_only": tool_only, "path": path,
             "show_default": show_default, "metavar": metavar, "refuse": refuse, "parse": parse,
-            "tool_parse": tool_parse}
+            "tool_parse": tool_parse, "name_or_path": name_or_path}
     return field(default=default, metadata=meta)
 
 
@@ -118,6 +121,7 @@ class VerbCall:
     app: App
     warn: Callable[[str], None]
     place: Callable[[str, str], str] = _as_given
+    place_target: Callable[[str, str], str] = _as_given  # a NAME|PATH argument: MCP confines an existing path
     face: str = "cli"  # or "mcp": for the few checks only one face makes (`Verb.post_cli`)
     tell: Callable[..., None] = _untold  # (line, err=False)
 
@@ -148,6 +152,7 @@ class Verb:
     to_file_line: Callable[[Any, Any], str] | None = None  # (value, request): the line it then prints
     after: Callable[[Any, Any], Output] | None = None  # (value, request): what the CLI prints after its output, in
     # both modes (verify's warnings)
+    cli_order: tuple[str, ...] = ()  # the CLI's parameter order (fields and "as_json") where it is not the tool's
 
     @property
     def tool(self) -> str:
@@ -159,8 +164,9 @@ class Verb:
     def call(self, vc: VerbCall, request: Any) -> Any:
         """Run the handler on `request` (its path arguments placed by `vc.place`), then the post-commit step this
         row names; return the result."""
-        placed = {f.name: vc.place(getattr(request, f.name), f.metadata["path"]) for f in self.fields()
-                  if f.metadata["path"] and getattr(request, f.name) is not None}
+        placed = {f.name: (vc.place_target if f.metadata["name_or_path"] else vc.place)(getattr(request, f.name),
+                                                                                        f.metadata["path"])
+                  for f in self.fields() if f.metadata["path"] and getattr(request, f.name) is not None}
         request = dataclasses.replace(request, **placed) if placed else request
         if self.reads:
             vc.app.read_only = True
@@ -757,6 +763,70 @@ def _verify_warnings(value, r) -> Output:
     return out
 
 
+@dataclass(frozen=True)
+class PlanRequest:
+    target: str = arg("TARGET_", {**TEXT, "description": "deployment NAME, or a config.json / HF folder path"},
+                      metavar="TARGET_", path="config", name_or_path=True)
+    platform: str | None = arg("--target", {"enum": ["npu2", "npu1"], "description": "NPU target of a CONFIG "
+                               "(default npu2)"}, default=None)
+    seq: int = arg("--seq", {"minimum": 1, "maximum": 1 << 20, "default": DEFAULT_SEQ, "description": "padded "
+                   "prefill length the prefill rows are planned at (registry rows measured at that M where imported, "
+                   "else heuristic)"}, default=DEFAULT_SEQ, show_default=True,
+                   help="the padded prefill length the prefill rows are planned at (e.g. 4096: GEMM M=4096, registry "
+                        "rows measured there by sweep_gemm.py where imported, else heuristic)")
+    weights: str | None = arg("--weights", {"enum": list(PLAN_WEIGHTS), "description": "plan for these weights "
+                              "(default: a deployment's own, else bf16)"}, default=None,
+                              help="plan for these weights: bf16, q4nx-host (dequantised at load: the bf16 rows) or "
+                                   "q4nx-device (4-bit GEMVs in decode, dequant at load); default: a deployment's own "
+                                   "(as its Phase 1 plans), else bf16")
+
+
+def _plan(vc: VerbCall, r: PlanRequest):
+    """{"rows": the plan (the registry's measured rows first, then the heuristic), "limit": the model's position
+    limit, read again for the text's prefill line only (`handlers.queries.model_target`)}."""
+    from handlers.queries import model_target, plan_result
+    from npu_kernels.model.config import position_limit
+
+    rows = plan_result(vc.app, r.target, r.platform, r.weights, r.seq)
+    return {"rows": rows, "limit": lambda: position_limit(model_target(vc.app, r.target, r.platform)[0])}
+
+
+def _plan_text(value: dict, r) -> Output:
+    out, limit = Output(), value["limit"]()
+    if limit is not None and limit < DEFAULT_SEQ:  # say why the prefill rows are shorter than the usual build
+        out.out(f"prefill planned at {limit} positions: the model has no more (its context window, "
+                f"max_position_embeddings, or its RoPE tables), fewer than the {DEFAULT_SEQ} build")
+    for line in plan_lines(value["rows"]):
+        out.out(line)
+    return out
+
+
+def plan_lines(rows) -> list[str]:
+    """`ledger plan`'s text: a line per row, its source, its warnings. A warning whose explanation (what follows
+    its first ": ") an earlier row printed is shortened to its own head and "(as above)": the buffer-descriptor
+    and low-K warnings name each row's dims but explain the same thing on every row."""
+    lines, explained = [], set()
+    for r in rows:
+        shape = r.shape_text
+        j = r.to_json()
+        tile = j.get("tile", {})
+        contract = f"{r.contract} ({r.method})" if r.method else r.contract
+        lines.append(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {contract:<24} "
+                     f"{json.dumps(tile.get('tile', tile))}")
+        lines.append(f"{'':<8} source: {r.source}")
+        for w in j.get("warnings", []):
+            head, sep, why = w.partition(": ")
+            lines.append(f"{'':<8} warning: {head} (as above)" if sep and why in explained else f"{'':<8} warning: {w}")
+            explained.add(why)
+    return lines
+
+
+def _target_error() -> tuple[type[BaseException], ...]:
+    from handlers.queries import TargetError
+
+    return (TargetError,)
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -877,6 +947,13 @@ VERBS.append(Verb(
                 "(`ledger verify --json`); ok=false names the first bad seq.",
     render=_verify_text, json=lambda value, r: results.verify_json(value[0], value[1]), after=_verify_warnings,
     exit=lambda value: 0 if value[0].ok else 2, reads=True))
+VERBS.append(Verb(
+    "plan", PlanRequest, _plan,
+    help="The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder).",
+    description="The (kernel, shape, role) rows Phase 1 verifies, with tiles and contracts, for a deployment or a "
+                "config.json (`ledger plan --json`).",
+    render=_plan_text, json=lambda value, r: results.plan_json(value["rows"]), cli_errors=_target_error(),
+    json_indent=1, cli_order=("target", "platform", "as_json", "weights", "seq")))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -891,7 +968,6 @@ NOT_MIGRATED = {
     "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
                + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
     "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
-    "plan": "its text mode prints the prefill-limit line from a second read of the target; target: " + _PATH,
     "predict": "target / png: " + _PATH + "; --curve's text and PNG",
     "diagnose": _PROGRESS, "verify-model": _PROGRESS, "run": _PROGRESS, "optimise": _PROGRESS + "; --phase a "
     "string choice on the CLI, an integer in the tool", "reverify": _PROGRESS + "; --all",

@@ -4,7 +4,7 @@
   verbs       the commands made from the verb table (handlers.verbs): resume, lesson, status, history, graph, head,
               log, twin, doctor, quantize (perf calibrate: added to its group by perf)
   common      what several command modules share: the post-commit projection step (handlers.verbs.post_commit)
-  deploy      init, advance, plan, audit (and the evaluator's child)
+  deploy      init, advance, audit (and the evaluator's child)
   measure     run, verify-model, diagnose, record harness
   kernels     kernel run, optimise
   registry    registry build / import / lookup

@@ -1,4 +1,4 @@
-"""CLI commands of the deployment lifecycle written by hand: init, advance, plan, audit (and the evaluator's hidden
+"""CLI commands of the deployment lifecycle written by hand: init, advance, audit (and the evaluator's hidden
 fresh-process command, evaluate). resume, lesson, status, history and graph are rows of handlers.verbs."""
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ from handlers.gates import GateOptions, GateRun
 from handlers.gates.evaluation import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, reporting
-from handlers.queries import TargetError, deployment_config, model_target, plan_result
+from handlers.queries import deployment_config
 from handlers.uow import DeploymentError, DeploymentUnit
 from handlers.workbench import next_steps
 from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
-from npu_kernels.model.config import position_limit
 from npu_kernels.model.host_memory import available_memory_bytes, machine_memory_bytes, memory_line, memory_need
-from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from npu_kernels.model.speculative import DEFAULT_BLOCK
 from ledger.canonical import dumps
 from registry.model_docs import model_dir_name
@@ -134,56 +132,6 @@ def print_verdict(name: str, r: dict) -> None:
                    f"{ledger_command('resume', name, '--note', '...')}", err=True)
 
 
-@click.command("plan")
-@click.argument("target_")
-@click.option("--target", type=click.Choice(["npu2", "npu1"]), default=None)
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--weights", type=click.Choice(PLAN_WEIGHTS), default=None,
-              help="plan for these weights: bf16, q4nx-host (dequantised at load: the bf16 rows) or q4nx-device "
-                   "(4-bit GEMVs in decode, dequant at load); default: a deployment's own (as its Phase 1 plans), "
-                   "else bf16")
-@click.option("--seq", type=click.IntRange(1, 1 << 20), default=DEFAULT_SEQ, show_default=True,
-              help="the padded prefill length the prefill rows are planned at (e.g. 4096: GEMM M=4096, registry rows "
-                   "measured there by sweep_gemm.py where imported, else heuristic)")
-@click.pass_obj
-def plan_cmd(app: App, target_: str, target: str | None, as_json: bool, weights: str | None, seq: int) -> None:
-    """The (kernel, shape, role) list for a deployment NAME or a CONFIG (config.json or HF folder)."""
-    try:
-        rows = plan_result(app, target_, target, weights, seq)  # the registry's measured rows first, then the heuristic
-    except TargetError as e:
-        raise click.ClickException(str(e)) from e
-    if as_json:
-        click.echo(json.dumps(results.plan_json(rows), indent=1))
-        return
-    cfg, _ = model_target(app, target_, target)
-    limit = position_limit(cfg)
-    if limit is not None and limit < DEFAULT_SEQ:  # say why the prefill rows are shorter than the usual build
-        click.echo(f"prefill planned at {limit} positions: the model has no more (its context window, "
-                   f"max_position_embeddings, or its RoPE tables), fewer than the {DEFAULT_SEQ} build")
-    for line in plan_lines(rows):
-        click.echo(line)
-
-
-def plan_lines(rows) -> list[str]:
-    """`ledger plan`'s text: a line per row, its source, its warnings. A warning whose explanation (what follows
-    its first ": ") an earlier row printed is shortened to its own head and "(as above)": the buffer-descriptor
-    and low-K warnings name each row's dims but explain the same thing on every row."""
-    lines, explained = [], set()
-    for r in rows:
-        shape = r.shape_text
-        j = r.to_json()
-        tile = j.get("tile", {})
-        contract = f"{r.contract} ({r.method})" if r.method else r.contract
-        lines.append(f"{r.phase:<8} {r.kernel:<16} {shape:<44} {r.role:<22} {contract:<24} "
-                     f"{json.dumps(tile.get('tile', tile))}")
-        lines.append(f"{'':<8} source: {r.source}")
-        for w in j.get("warnings", []):
-            head, sep, why = w.partition(": ")
-            lines.append(f"{'':<8} warning: {head} (as above)" if sep and why in explained else f"{'':<8} warning: {w}")
-            explained.add(why)
-    return lines
-
-
 @click.command("evaluate", hidden=True)
 @click.argument("name")
 @click.option("--against", help="a checkpoint SIZE:HASH kept elsewhere")
@@ -230,4 +178,4 @@ def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
         sys.exit(1)
 
 
-commands = [audit_cmd, evaluate_cmd, init_cmd, advance_cmd, plan_cmd]  # resume, lesson, status, history, graph: handlers.verbs
+commands = [audit_cmd, evaluate_cmd, init_cmd, advance_cmd]  # resume, lesson, status, history, graph, plan: handlers.verbs

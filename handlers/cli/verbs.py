@@ -105,8 +105,9 @@ def command_of(verb: Verb) -> click.Command:
         if code:
             sys.exit(code)
 
-    params = [_param(f) for f in verb.fields() if not f.metadata["tool_only"]]
-    params.append(click.Option(["--json", "as_json"], is_flag=True, help=verb.json_help))
+    params = {f.name: _param(f) for f in verb.fields() if not f.metadata["tool_only"]}
+    params["as_json"] = click.Option(["--json", "as_json"], is_flag=True, help=verb.json_help)
+    params = [params[name] for name in verb.cli_order or params]
     return click.Command(verb.name.split(" ")[-1], callback=callback, params=params, help=verb.help)
 
 

@@ -77,7 +77,8 @@ def mcp_call(app: App, allowed: tuple[Path, ...] = ()) -> VerbCall:
     """The call's App with its warnings going to the server's log (stderr), a path argument inside the workspace
     or an allowed folder (`Call.path`)."""
     return VerbCall(app, warn=log.warning,
-                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what), face="mcp",
+                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what),
+                    place_target=lambda value, what: Call(app, {"target": value}, allowed).target(), face="mcp",
                     tell=lambda line, err=False: report(line))
 
 

@@ -19,7 +19,6 @@ from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from handlers.verbs import VERBS, input_schema
 from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
 from npu_kernels.model.options import FAULTS
-from npu_kernels.model.plan import PLAN_WEIGHTS
 from npu_kernels.perf.q4nx import WEIGHTS
 from registry.lookup import CONTRACTS
 from registry.nightly_history import FILES
@@ -52,12 +51,6 @@ WORKBENCH_INPUTS: dict[str, dict] = {
 }
 
 INPUTS: dict[str, dict] = {
-    "plan": _inputs({"target": {**TEXT, "description": "deployment NAME, or a config.json / HF folder path"},
-                     "platform": {**TARGET, "description": "NPU target of a CONFIG (default npu2)"},
-                     "seq": _int(1, 1 << 20, default=2048, description="padded prefill length the prefill rows are "
-                                 "planned at (registry rows measured at that M where imported, else heuristic)"),
-                     "weights": {"type": "string", "enum": list(PLAN_WEIGHTS), "description": "plan for these "
-                                 "weights (default: a deployment's own, else bf16)"}}, ("target",)),
     "predict": _inputs({
         "target": {**TEXT, "description": "config.json / HF folder path, or deployment NAME"},
         "seq": _int(1, 131072, description="prefill length (default: the build's, 2048 cut to the context window)"),

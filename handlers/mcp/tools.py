@@ -37,7 +37,6 @@ from handlers.gates import GateOptions
 from handlers.predicting import predict_result
 from npu_kernels.backends.kernel_runners import make_runner
 from npu_kernels.backends.runner_base import KernelRow
-from npu_kernels.model.plan import DEFAULT_SEQ
 from npu_kernels.mlir_air.output import TranscriptError
 from registry.lookup import CONTRACTS
 
@@ -52,11 +51,6 @@ def withheld(message: str) -> str:
 
 
 # --- reads ----------------------------------------------------------------------------------------------------
-
-
-def _plan(c: Call):
-    return results.plan_json(queries.plan_result(c.app, c.target(), c.args.get("platform"), c.args.get("weights"),
-                                                 int(c.args.get("seq", DEFAULT_SEQ))))
 
 
 def _predict(c: Call):
@@ -157,8 +151,6 @@ def _record_harness(c: Call):
 
 
 _TOOLS = [
-    Tool("plan", "The (kernel, shape, role) rows Phase 1 verifies, with tiles and contracts, for a deployment or a "
-         "config.json (`ledger plan --json`).", _plan),
     Tool("predict", "Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
          "(`ledger predict --json`).", _predict),
     Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
