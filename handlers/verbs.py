@@ -47,6 +47,7 @@ from ledger import Checkpoint
 from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from npu_kernels.model.q4nx import LAYOUTS
+from npu_kernels.perf.q4nx import WEIGHTS
 from registry.nightly_history import FILES as NIGHTLY_FILES
 from registry.text import escaped, ledger_command, shown
 from statemachine.mermaid import mermaid
@@ -97,6 +98,12 @@ class Output:
         self.lines.append((line, True))
         return self
 
+    def text(self, text: str) -> "Output":
+        """A text of whole lines (each ending in a newline) on stdout, as `sys.stdout.write` writes it."""
+        assert text.endswith("\n"), "a text of whole lines"
+        self.lines.extend((line, False) for line in text[:-1].split("\n"))
+        return self
+
 
 class CliError(Exception):
     """An error the CLI shows as click's (its whole message after `error: `, exit 1); the tool's is its first
@@ -122,6 +129,7 @@ class VerbCall:
     warn: Callable[[str], None]
     place: Callable[[str, str], str] = _as_given
     place_target: Callable[[str, str], str] = _as_given  # a NAME|PATH argument: MCP confines an existing path
+    here: Path = Path(".")  # where an output the caller did not place goes: the CLI's current folder, the workspace
     face: str = "cli"  # or "mcp": for the few checks only one face makes (`Verb.post_cli`)
     tell: Callable[..., None] = _untold  # (line, err=False)
 
@@ -827,6 +835,107 @@ def _target_error() -> tuple[type[BaseException], ...]:
     return (TargetError,)
 
 
+@dataclass(frozen=True)
+class PredictRequest:
+    target: str = arg("CONFIG|NAME", {**TEXT, "description": "config.json / HF folder path, or deployment NAME"},
+                      metavar="CONFIG|NAME", path="config", name_or_path=True)
+    seq: int | None = arg("--seq", {"minimum": 1, "maximum": 131072, "description": "prefill length (default: the "
+                          "build's, 2048 cut to the context window)"}, default=None,
+                          help="prefill length (default: the deployment's build, 2048 cut to the model's context "
+                               "window)")
+    ctx: int | None = arg("--ctx", {"minimum": 1, "maximum": 131072, "description": "decode context length (default "
+                          "128, cut to the context window)"}, default=None,
+                          help="decode context length (default 128, cut to the model's context window)")
+    switches: str | None = arg("--switches", {"description": "comma-separated switches that are ON (fusion, "
+                               "weight_residency, intermediate_bos, seq_first), 'none' for all off; default all on"},
+                               default=None, click_type=str,
+                               help="comma-separated switches that are ON (fusion, weight_residency, intermediate_bos, "
+                                    "seq_first; 'none' for all off); default: all on")
+    calibration: str | None = arg("--calibration", {**TEXT, "description": "the `perf_calibrate` fit to report with "
+                                  "(default the latest; 'published': mlir-air's published machine)"}, default=None,
+                                  click_type=str, help="the `ledger perf calibrate` fit to report with (default: the "
+                                  "ledger's latest; 'published': mlir-air's published machine)")
+    weights: str = arg("--weights", {"enum": list(WEIGHTS), "default": "bf16", "description": "bf16; q4nx-host "
+                       "(dequantised at load); q4nx-device (4-bit decode on the NPU)"}, default="bf16",
+                       show_default=True, help="how the projections are stored: bf16; q4nx-host (4-bit, dequantised "
+                       "at load: the bf16 pipeline); q4nx-device (4-bit on the NPU: fused one-dispatch decode of 4-bit "
+                       "GEMVs, npu_kernels.perf.q4nx)")
+    host_memory_gib: float | None = arg("--host-memory-gib", {"minimum": 0.1, "description": "the target machine's "
+                                        "memory, to check that the resident BOs fit it"}, default=None,
+                                        help="the target machine's memory, to check that the resident BOs fit it "
+                                             "(NPU2 shares host DDR)")
+    curve: bool = arg("--curve", {"default": False, "description": "TTFT against padded prefill length and decode "
+                      "tokens/s against context (seq / ctx do not apply), with a PNG"}, default=False,
+                      help="TTFT / prefill tokens/s against padded prefill length and decode tokens/s against context "
+                           "(the lengths and contexts are the curve's own: --seq / --ctx do not apply), with a PNG")
+    png: str | None = arg("--png", {**TEXT, "description": "with curve: where the PNG goes (default <name>_curve.png "
+                          "in the workspace)"}, default=None, click_type="file", path="png",
+                          help="with --curve: where the PNG goes (default <name>_curve.png here)")
+
+
+def _predict(vc: VerbCall, r: PredictRequest):
+    """{"value": the result, "curve": the curve (--curve) or "prediction": the modelled profile}: the PNG of a
+    curve at `png`, else <name>_curve.png in `vc.here` (the CLI's current folder, the tool's workspace).
+
+    `ledger predict CONFIG|NAME`: the modelled NPU2 TTFT, decode rate and per-ELF breakdown of a model.
+
+    CONFIG is a config.json or a local HF folder (resolved by npu_kernels.model.architecture); an out-of-scope model
+    (MoE, sliding window, MLA, encoder-decoder, non-SwiGLU) ends as one `error:` line and exit status 1.
+    NAME (a deployment) is predicted from its folded ConfigResolved; the Phase 6 page of a deployment carries the
+    per-ELF chart of its own switches (`registry.model_pages.render_phase6`).
+
+    `--curve` gives prefill length and decode context as axes instead of one point (npu_kernels.perf.curve): TTFT and
+    prefill tokens/s against padded prefill length (each point the deployment compiled for that length), decode
+    tokens/s against context, as markdown tables (or `--json`) and a PNG beside them (`--png PATH`, default
+    `<target name>_curve.png` in the current directory). Its build-length point and its Phase 6 context point are
+    exactly the figures `ledger predict` gives without `--curve`.
+
+    Without `--curve` the lengths default to the deployment's build (2048 and 128, cut to the model's context window)
+    and a length past the window is refused; the figures on the user's machine follow the modelled table, from the
+    ledger's `ledger perf calibrate` fit with its error bars, or a line saying mlir-air's published machine is used
+    (handlers.predicting).
+    """
+    from handlers.predicting import predict_result
+    from handlers.queries import curve_result
+
+    host_bytes = int(r.host_memory_gib * 2**30) if r.host_memory_gib else None
+    if r.curve:
+        value, c = curve_result(vc.app, r.target, switches=r.switches, weights=r.weights, host_bytes=host_bytes,
+                                png=r.png, where=vc.here)
+        return {"value": value, "curve": c}
+    p, value = predict_result(vc.app, r.target, seq=r.seq, ctx=r.ctx, switches=r.switches, weights=r.weights,
+                              host_bytes=host_bytes, calibration=r.calibration)
+    return {"value": value, "prediction": p}
+
+
+def _predict_text(v: dict, r: PredictRequest) -> Output:
+    from handlers.predicting import calibration_lines
+    from handlers.queries import curve_name
+    from npu_kernels.perf.curve import render_curve
+    from npu_kernels.perf.predict import render_table
+
+    if r.curve:
+        return Output().text(render_curve(v["curve"], curve_name(r.target))).out(f"chart: {v['value']['png']}")
+    title = Path(r.target).name + ("" if r.weights == "bf16" else f" ({r.weights})")
+    out = Output().text(render_table(v["prediction"], title=title))
+    for line in calibration_lines(v["value"]["calibration"]):
+        out.out(escaped(line))  # a calibration's name and figures come from the ledger
+    return out
+
+
+def _predict_warnings(v: dict, r) -> Output:
+    out = Output()
+    for problem in ([] if r.curve else v["prediction"].memory["problems"]):
+        out.err(f"warning: {problem}")
+    return out
+
+
+def _predict_errors() -> tuple[type[BaseException], ...]:
+    from handlers.queries import TargetError
+
+    return (TargetError, ValueError, OSError, KeyError)
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -954,6 +1063,16 @@ VERBS.append(Verb(
                 "config.json (`ledger plan --json`).",
     render=_plan_text, json=lambda value, r: results.plan_json(value["rows"]), cli_errors=_target_error(),
     json_indent=1, cli_order=("target", "platform", "as_json", "weights", "seq")))
+VERBS.append(Verb(
+    "predict", PredictRequest, _predict,
+    help="Modelled NPU2 performance of CONFIG (config.json / HF folder) or deployment NAME, and on the machine the "
+         "ledger's calibration fitted (`ledger perf calibrate`), with its error bars.",
+    description="Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
+                "(`ledger predict --json`).",
+    render=_predict_text, json=lambda v, r: v["value"], after=_predict_warnings, cli_errors=_predict_errors(),
+    json_sort_keys=True, json_help="one JSON object: ttft_s, decode_tokens_per_s, calls, breakdown",
+    cli_order=("target", "as_json", "seq", "ctx", "switches", "host_memory_gib", "curve", "png", "weights",
+               "calibration")))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -968,7 +1087,6 @@ NOT_MIGRATED = {
     "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
                + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
     "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
-    "predict": "target / png: " + _PATH + "; --curve's text and PNG",
     "diagnose": _PROGRESS, "verify-model": _PROGRESS, "run": _PROGRESS, "optimise": _PROGRESS + "; --phase a "
     "string choice on the CLI, an integer in the tool", "reverify": _PROGRESS + "; --all",
     "kernel run": _TEXT_FORM + " (the shape)", "registry lookup": _TEXT_FORM + " (the dims)",

@@ -78,7 +78,8 @@ def mcp_call(app: App, allowed: tuple[Path, ...] = ()) -> VerbCall:
     or an allowed folder (`Call.path`)."""
     return VerbCall(app, warn=log.warning,
                     place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what),
-                    place_target=lambda value, what: Call(app, {"target": value}, allowed).target(), face="mcp",
+                    place_target=lambda value, what: Call(app, {"target": value}, allowed).target(),
+                    here=app.workspace, face="mcp",
                     tell=lambda line, err=False: report(line))
 
 

@@ -19,7 +19,6 @@ from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from handlers.verbs import VERBS, input_schema
 from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
 from npu_kernels.model.options import FAULTS
-from npu_kernels.perf.q4nx import WEIGHTS
 from registry.lookup import CONTRACTS
 from registry.nightly_history import FILES
 
@@ -51,22 +50,6 @@ WORKBENCH_INPUTS: dict[str, dict] = {
 }
 
 INPUTS: dict[str, dict] = {
-    "predict": _inputs({
-        "target": {**TEXT, "description": "config.json / HF folder path, or deployment NAME"},
-        "seq": _int(1, 131072, description="prefill length (default: the build's, 2048 cut to the context window)"),
-        "ctx": _int(1, 131072, description="decode context length (default 128, cut to the context window)"),
-        "switches": {"type": "string", "description": "comma-separated switches that are ON (fusion, "
-                     "weight_residency, intermediate_bos, seq_first), 'none' for all off; default all on"},
-        "calibration": {**TEXT, "description": "the `perf_calibrate` fit to report with (default the latest; "
-                        "'published': mlir-air's published machine)"},
-        "weights": {"type": "string", "enum": list(WEIGHTS), "default": "bf16",
-                    "description": "bf16; q4nx-host (dequantised at load); q4nx-device (4-bit decode on the NPU)"},
-        "host_memory_gib": {"type": "number", "minimum": 0.1, "description": "the target machine's memory, to "
-                            "check that the resident BOs fit it"},
-        "curve": {"type": "boolean", "default": False, "description": "TTFT against padded prefill length and "
-                  "decode tokens/s against context (seq / ctx do not apply), with a PNG"},
-        "png": {**TEXT, "description": "with curve: where the PNG goes (default <name>_curve.png in the workspace)"},
-    }, ("target",)),
     "kernel_run": _inputs({
         "kernel": TEXT, "shape": DIMS,
         "executor": {"type": "string", "enum": list(EXECUTOR_NAMES), "default": "emulated"},

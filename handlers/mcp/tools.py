@@ -34,7 +34,6 @@ from handlers.triage import triage_evidence
 from handlers.verbs import VERBS
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
-from handlers.predicting import predict_result
 from npu_kernels.backends.kernel_runners import make_runner
 from npu_kernels.backends.runner_base import KernelRow
 from npu_kernels.mlir_air.output import TranscriptError
@@ -51,21 +50,6 @@ def withheld(message: str) -> str:
 
 
 # --- reads ----------------------------------------------------------------------------------------------------
-
-
-def _predict(c: Call):
-    a = c.args
-    if a["curve"]:  # the PNG: `png` inside the workspace or an --allow-dir folder, else <name>_curve.png in the workspace
-        png = c.path("png", "png") if a.get("png") else None
-        return queries.curve_result(c.app, c.target(), switches=a.get("switches"), weights=a["weights"],
-                                    host_bytes=_host_bytes(a), png=png, where=c.app.workspace)[0]
-    return predict_result(c.app, c.target(), seq=a.get("seq"), ctx=a.get("ctx"), switches=a.get("switches"),
-                          weights=a["weights"], host_bytes=_host_bytes(a),
-                          calibration=a.get("calibration"))[1]  # the producer `ledger predict --json` prints
-
-
-def _host_bytes(a: dict) -> int | None:
-    return int(a["host_memory_gib"] * 2**30) if a.get("host_memory_gib") else None
 
 
 def _kernel_run(c: Call):
@@ -151,8 +135,6 @@ def _record_harness(c: Call):
 
 
 _TOOLS = [
-    Tool("predict", "Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
-         "(`ledger predict --json`).", _predict),
     Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
          "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
     Tool("triage", "Match compiler/runtime output (and optional gate evidence) against the NPU debugging "
