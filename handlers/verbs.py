@@ -48,6 +48,7 @@ from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from npu_kernels.model.q4nx import LAYOUTS
 from npu_kernels.perf.q4nx import WEIGHTS
+from registry.lookup import CONTRACTS
 from registry.nightly_history import FILES as NIGHTLY_FILES
 from registry.text import escaped, ledger_command, shown
 from statemachine.mermaid import mermaid
@@ -60,8 +61,8 @@ TEXT = {"type": "string", "minLength": 1}
 def arg(cli: str, schema: dict | None = None, *, help: str | None = None, default: Any = dataclasses.MISSING,
         click_type: Any = None, required: bool | None = None, cli_only: bool = False, tool_only: bool = False,
         path: str | None = None, show_default: bool = False, metavar: str | None = None,
-        refuse: str | None = None, parse: Callable[[Any], Any] | None = None, tool_parse: bool = False,
-        name_or_path: bool = False) -> Any:
+        refuse: str | None = None, parse: Callable[[Any, dict], Any] | None = None, tool_parse: bool = False,
+        name_or_path: bool = False, nargs: int | None = None) -> Any:
     """A request field: `cli` its CLI declaration (`NAME`: a positional argument, `--opt`: an option), `schema`
     its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help).
     `click_type` names a click type the fragment does not give: "dir" a click.Path(file_okay=False), "existing
@@ -72,15 +73,17 @@ def arg(cli: str, schema: dict | None = None, *, help: str | None = None, defaul
     the CLI as given. `metavar` the CLI's name of a positional argument (`FILE|-`). `refuse`: a retired CLI flag,
     hidden, whose use is refused with this sentence as the command line is read.
 
-    `parse`: the field's text form (`M=..,K=..`, a checkpoint SIZE:HASH) read into its typed value; the CLI reads
+    `parse(text, values)`: the field's text form (`M=..,K=..`, a checkpoint SIZE:HASH) read into its typed value
+    (`values`: the other arguments as given, for a form that depends on one); the CLI reads
     what it was given (a ValueError is click's bad parameter: usage, `error: Invalid value for OPTION: ...`, exit
     2), the tool only with `tool_parse` (its property is the same text; a ValueError is the call's one error line)
     and otherwise takes the typed value as JSON (a shape as an object). `name_or_path` (with `path`): a
-    deployment name or a path; the tool confines it only when it names something that exists (`plan NAME|CONFIG`)."""
+    deployment name or a path; the tool confines it only when it names something that exists (`plan NAME|CONFIG`).
+    `nargs`: a positional argument's click nargs (-1: any number of words)."""
     meta = {"cli": cli, "schema": schema or {}, "help": help, "click_type": click_type, "required": required,
             "cli_only": cli_only or refuse is not None, "tool_only": tool_only, "path": path,
             "show_default": show_default, "metavar": metavar, "refuse": refuse, "parse": parse,
-            "tool_parse": tool_parse, "name_or_path": name_or_path}
+            "tool_parse": tool_parse, "name_or_path": name_or_path, "nargs": nargs}
     return field(default=default, metadata=meta)
 
 
@@ -148,7 +151,7 @@ class Verb:
     long: bool = False  # reports progress; one long tool at a time per MCP server
     post: str = ""  # "", "after" or "recorded": the post-commit projection step (`post_commit`)
     json_indent: int | None = None  # the CLI's --json layout
-    json_sort_keys: bool = False
+    json_sort_keys: bool | Callable[[Any], bool] = False  # or (result) -> whether
     json_help: str | None = None
     json: Callable[[Any, Any], Any] | None = None  # (handle's value, request) -> the result; None: the value is
     # the result. With it, `render` gets the handler's own value (a report object), the tool and --json the result
@@ -198,7 +201,7 @@ class Verb:
         """The request from a tool's arguments (the schema's defaults filled in already; absent = the field's)."""
         def value(f: dataclasses.Field) -> Any:
             given = arguments[f.name]
-            return f.metadata["parse"](given) if f.metadata["tool_parse"] and given is not None else given
+            return f.metadata["parse"](given, arguments) if f.metadata["tool_parse"] and given is not None else given
 
         return self.request(**{f.name: value(f) for f in self.fields() if f.name in arguments})
 
@@ -724,7 +727,7 @@ def _export_history(vc: VerbCall, r: ExportHistoryRequest):
 @dataclass(frozen=True)
 class VerifyRequest:
     against: Checkpoint | None = arg("--against", {**TEXT, "description": "a checkpoint SIZE:HASH printed by "
-                                     "`ledger head`"}, default=None, click_type=str, parse=Checkpoint.parse,
+                                     "`ledger head`"}, default=None, click_type=str, parse=lambda text, _: Checkpoint.parse(text),
                                      tool_parse=True, help="a checkpoint SIZE:HASH printed earlier by `ledger head`")
 
 
@@ -936,6 +939,103 @@ def _predict_errors() -> tuple[type[BaseException], ...]:
     return (TargetError, ValueError, OSError, KeyError)
 
 
+def _pair_value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def _lookup_dims(words: tuple[str, ...], values: dict) -> dict:
+    """`registry lookup`'s ARGS: `M K N` (gemm), or `k=v` words (commas allowed), as the dims object the tool
+    takes; gemm's M, K and N required."""
+    from registry.catalog import canonical_kernel
+
+    gemm = canonical_kernel(values["kernel"]) == "gemm"
+    if gemm and len(words) == 3 and all("=" not in a for a in words):
+        try:
+            M, K, N = (int(a) for a in words)
+        except ValueError:
+            raise ValueError("M K N must be integers") from None
+        return {"M": M, "K": K, "N": N}
+    dims = {}
+    for word in words:
+        for part in word.split(","):
+            if "=" not in part:
+                raise ValueError(f"expected k=v, got {part!r}")
+            k, v = part.split("=", 1)
+            dims[k.strip()] = _pair_value(v.strip())
+    if gemm and not all(k in dims for k in ("M", "K", "N")):
+        raise ValueError("gemm needs M K N (or M=.. K=.. N=..)")
+    return dims
+
+
+DIMS = {"type": "object", "additionalProperties": {"type": ["integer", "boolean"]},
+        "description": "named sizes, e.g. {\"M\": 2048, \"K\": 2048, \"N\": 2048}"}
+
+
+@dataclass(frozen=True)
+class LookupRequest:
+    kernel: str = arg("KERNEL", TEXT)
+    dims: dict = arg("ARGS", {**DIMS, "description": "gemm: {M, K, N}; other kernels: any of their dimensions"},
+                     click_type=str, nargs=-1, required=False, parse=_lookup_dims, metavar="[ARGS]...")
+    dtype: str = arg("--dtype", {"enum": ["bf16", "f32"], "default": "bf16", "description": "GEMM output dtype"},
+                     default="bf16", click_type=str, show_default=True, help="GEMM output dtype: bf16 or f32")
+    precision: str | None = arg("--precision", {"enum": ["high", "low"], "description": "GEMM tier (default: the "
+                                "tier `plan` takes for the shape)"}, default=None,
+                                help="GEMM precision tier (default: the tier `ledger plan` takes for the shape)")
+    contract: str | None = arg("--contract", {"enum": sorted(CONTRACTS), "description": "GEMM contract, in place of "
+                               "dtype and precision"}, default=None,
+                               help="GEMM contract, in place of --dtype and --precision (f32-out, bf16-out-high, "
+                                    "bf16-out-low)")
+    registry_dir: str | None = arg("--registry-dir", default=None, click_type="dir", cli_only=True,
+                                   help="details/ dir holding the GEMM JSON")
+
+
+def _lookup(vc: VerbCall, r: LookupRequest):
+    """`lookup gemm M K N` (the GEMM JSON projected in the workspace, or --registry-dir) or `lookup KERNEL k=v ...`
+    (the ledger's rows): (kind, found, dtype, precision) of `handlers.queries.registry_lookup`."""
+    from handlers.queries import registry_lookup
+
+    dtype, precision = CONTRACTS[r.contract] if r.contract else (r.dtype, r.precision)
+    directory = Path(r.registry_dir) if r.registry_dir else vc.app.workspace / "kernel_registry" / "details"
+    kind, found = registry_lookup(r.kernel, r.dims, events=lambda: vc.app.ledger.read_all(), registry_dir=directory,
+                                  output_dtype=dtype, precision=precision)
+    return kind, found, dtype, precision
+
+
+def _lookup_text(value, r: LookupRequest) -> Output:
+    from registry.fold import not_npu2_mark
+    from registry.render_markdown import STATUS_GLYPH, tile_text
+    from registry.text import num, sci, shape_args
+
+    kind, found, dtype, precision = value
+    out = Output()
+    if kind == "gemm":
+        M, K, N = int(r.dims["M"]), int(r.dims["K"]), int(r.dims["N"])
+        herd = f"  herd {'x'.join(map(str, found['herd']))}" if "herd" in found else ""
+        return out.out(f"{M}x{K}x{N} out={dtype} {precision or found['precision']}: method {found['method']}  tile "
+                       f"{tile_text(found['tile'])}  gflops {num(found['gflops'])}  mean_rel_L1 "
+                       f"{sci(found['mean_rel_L1'])}{herd}")
+    for row in found:
+        b = row.best
+        if b is not None and not b.on_hardware:  # never "best": a rehearsal / emulated row is not an NPU2 figure
+            what = (f"  no NPU2 row; {not_npu2_mark(b)}: {b.method} tile {tile_text(b.tile)} "
+                    f"mean_rel_L1 {sci(b.mean_rel_L1)}")
+        else:
+            what = (f"  best {b.method} ({b.evidence}) tile {tile_text(b.tile)} {num(b.throughput)} {row.spec.unit} "
+                    f"mean_rel_L1 {sci(b.mean_rel_L1)}" if b else "")
+        out.out(f"{row.spec.kernel} {shape_args(row.shape)}: {STATUS_GLYPH[row.status]} {row.status}" + what
+                + (f"  used by {' + '.join(row.used_by)}" if row.used_by else ""))
+    return out
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -1073,6 +1173,14 @@ VERBS.append(Verb(
     json_sort_keys=True, json_help="one JSON object: ttft_s, decode_tokens_per_s, calls, breakdown",
     cli_order=("target", "as_json", "seq", "ctx", "switches", "host_memory_gib", "curve", "png", "weights",
                "calibration")))
+VERBS.append(Verb(
+    "registry lookup", LookupRequest, _lookup,
+    help="`lookup gemm M K N` (from the GEMM JSON) or `lookup KERNEL k=v ...` (from the ledger).",
+    description="The best measured GEMM config for M, K, N, or the registry rows of a kernel "
+                "(`ledger registry lookup --json`).",
+    render=_lookup_text, json=lambda value, r: results.registry_lookup_json(value[0], value[1]), reads=True,
+    cli_errors=(KeyError, ValueError, FileNotFoundError), json_indent=2,
+    json_sort_keys=lambda result: isinstance(result, list), json_help="print JSON"))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -1089,7 +1197,7 @@ NOT_MIGRATED = {
     "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
     "diagnose": _PROGRESS, "verify-model": _PROGRESS, "run": _PROGRESS, "optimise": _PROGRESS + "; --phase a "
     "string choice on the CLI, an integer in the tool", "reverify": _PROGRESS + "; --all",
-    "kernel run": _TEXT_FORM + " (the shape)", "registry lookup": _TEXT_FORM + " (the dims)",
+    "kernel run": _TEXT_FORM + " (the shape)", 
     "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
     "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
 }

@@ -8,7 +8,7 @@
   deploy      init, advance, audit (and the evaluator's child)
   measure     run, verify-model, diagnose, record harness
   kernels     kernel run, optimise
-  registry    registry lookup (import / build: rows of handlers.verbs)
+  registry    the registry group (lookup / import / build: rows of handlers.verbs)
   triage, workers, mlir_air   triage; worker / distributed advance; optimise
   agents      mcp (the MCP server, handlers.mcp), skills export
 Nothing outside handlers/cli/ imports it (the entry point `ledger` is `handlers.cli:main`).

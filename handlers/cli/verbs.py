@@ -50,7 +50,10 @@ def _param(f: dataclasses.Field) -> click.Parameter:
     cli, base = f.metadata["cli"], field_type(f)[0]
     has_default = f.default is not dataclasses.MISSING
     if not cli.startswith("-"):  # a positional argument
-        return click.Argument([f.name], required=not has_default, type=_click_type(f), metavar=f.metadata["metavar"])
+        nargs = {"nargs": f.metadata["nargs"]} if f.metadata["nargs"] is not None else {}
+        required = f.metadata["required"] if f.metadata["required"] is not None else not has_default
+        return click.Argument([f.name], required=required, type=_click_type(f), metavar=f.metadata["metavar"],
+                              **nargs)
     required = f.metadata["required"] if f.metadata["required"] is not None else not has_default
     if f.metadata["refuse"] is not None:
         return click.Option([cli, f.name], is_flag=True, hidden=True, callback=_refused(f.metadata["refuse"]))
@@ -60,6 +63,21 @@ def _param(f: dataclasses.Field) -> click.Parameter:
     extra = {"default": f.default} if has_default and not required else {}
     return click.Option([cli, f.name], type=_click_type(f), required=required, help=f.metadata["help"],
                         show_default=f.metadata["show_default"], **extra)
+
+
+class _GivenApp:
+    """A command's App made of the mapping a caller passed as click's obj (`{"open_ledger": ..., "workspace":
+    ...}`, as `App` answers it too): what the registry commands have always taken, so a test can hand them a
+    ledger of its own."""
+
+    def __init__(self, obj) -> None:
+        self._open, self.workspace, self.read_only, self._ledger = obj["open_ledger"], Path(obj["workspace"]), False, None
+
+    @property
+    def ledger(self):
+        if self._ledger is None:
+            self._ledger = self._open()
+        return self._ledger
 
 
 def _show(output: Output) -> None:
@@ -72,11 +90,11 @@ def command_of(verb: Verb) -> click.Command:
 
     @click.pass_obj
     def callback(app: App, as_json: bool, **values) -> None:
-        vc = cli_call(app)
+        vc = cli_call(app if isinstance(app, App) else _GivenApp(app))
         for f in verb.fields():  # a text form read into its typed value: click's bad parameter when it is not one
             if f.metadata["parse"] is not None and values.get(f.name) is not None:
                 try:
-                    values[f.name] = f.metadata["parse"](values[f.name])
+                    values[f.name] = f.metadata["parse"](values[f.name], values)
                 except ValueError as e:
                     raise click.BadParameter(str(e), param_hint=f.metadata["cli"]) from e
         request = verb.request(**values)
@@ -90,9 +108,13 @@ def command_of(verb: Verb) -> click.Command:
             if verb.cli_fail is not None:
                 _show(verb.cli_fail(e, request, as_json))
             raise
-        output = (Output().out(json.dumps(verb.result(value, request), indent=verb.json_indent,
-                                          sort_keys=verb.json_sort_keys, default=str, allow_nan=True))
-                  if as_json else verb.render(value, request))
+        if as_json:
+            result = verb.result(value, request)
+            sort = verb.json_sort_keys(result) if callable(verb.json_sort_keys) else verb.json_sort_keys
+            output = Output().out(json.dumps(result, indent=verb.json_indent, sort_keys=sort, default=str,
+                                             allow_nan=True))
+        else:
+            output = verb.render(value, request)
         into = getattr(request, verb.to_file) if verb.to_file else None
         if into:  # the output's stdout lines into the file, its stderr lines where they go
             Path(into).write_text("".join(line + "\n" for line, err in output.lines if not err), encoding="utf-8")

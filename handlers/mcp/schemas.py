@@ -19,7 +19,6 @@ from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from handlers.verbs import VERBS, input_schema
 from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
 from npu_kernels.model.options import FAULTS
-from registry.lookup import CONTRACTS
 from registry.nightly_history import FILES
 
 NAME = {"type": "string", "minLength": 1, "description": "deployment name (`ledger status` lists them)"}
@@ -90,14 +89,6 @@ INPUTS: dict[str, dict] = {
     }, ("text",)),
     "audit": _inputs({"name": NAME, "against": {**TEXT, "description": "a checkpoint SIZE:HASH kept elsewhere"}},
                      ("name",)),
-    "registry_lookup": _inputs({
-        "kernel": TEXT, "dims": {**DIMS, "description": "gemm: {M, K, N}; other kernels: any of their dimensions"},
-        "dtype": {"type": "string", "enum": ["bf16", "f32"], "default": "bf16", "description": "GEMM output dtype"},
-        "precision": {"type": "string", "enum": ["high", "low"],
-                      "description": "GEMM tier (default: the tier `plan` takes for the shape)"},
-        "contract": {"type": "string", "enum": sorted(CONTRACTS), "description": "GEMM contract, in place of "
-                     "dtype and precision"},
-    }, ("kernel", "dims")),
     "record_harness": _inputs({
         "name": NAME, "kernel": TEXT, "shape": {**TEXT, "description": "e.g. M=2048,K=2048,N=2048"},
         "contract": TEXT, "role": {"type": "string", "default": ""},

@@ -37,7 +37,6 @@ from handlers.gates import GateOptions
 from npu_kernels.backends.kernel_runners import make_runner
 from npu_kernels.backends.runner_base import KernelRow
 from npu_kernels.mlir_air.output import TranscriptError
-from registry.lookup import CONTRACTS
 
 # a quoted line of the file inside a transcript error: Python's repr of a str (the verdicts it names are kept)
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
@@ -63,15 +62,6 @@ def _triage(c: Call):
     evidence = c.args.get("evidence") or {}
     bounded_text(json.dumps(evidence), "evidence")  # as `ledger triage` bounds its --evidence file and its log
     return results.triage_json(triage_evidence(evidence, bounded_text(c.args["text"], "log")))
-
-
-def _registry_lookup(c: Call):
-    a, app = c.args, read_only(c)
-    dtype, precision = CONTRACTS[a["contract"]] if a.get("contract") else (a["dtype"], a.get("precision"))
-    kind, found = queries.registry_lookup(a["kernel"], a["dims"], events=lambda: app.ledger.read_all(),
-                                          registry_dir=app.workspace / "kernel_registry" / "details",
-                                          output_dtype=dtype, precision=precision)
-    return results.registry_lookup_json(kind, found)
 
 
 # --- writes: through a gate, a validated transcript, or a note ---------------------------------------------------
@@ -139,8 +129,6 @@ _TOOLS = [
          "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
     Tool("triage", "Match compiler/runtime output (and optional gate evidence) against the NPU debugging "
          "playbooks; the matched rules, best first (`ledger triage --json`).", _triage),
-    Tool("registry_lookup", "The best measured GEMM config for M, K, N, or the registry rows of a kernel "
-         "(`ledger registry lookup --json`).", _registry_lookup),
     Tool("init", "Start a deployment of a local HF folder / config.json: records the request and the "
          "architecture assessment (`ledger init`).", _init,
          writes="DeploymentRequested, ArchitectureAssessed and ConfigResolved, all derived from the model's config.json"),
