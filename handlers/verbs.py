@@ -45,6 +45,8 @@ from handlers.bootstrap import App
 from handlers.uow import existing_name, stream_id
 from ledger import Checkpoint
 from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
+from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
+from npu_kernels.model.options import FAULT_HELP, FAULTS
 from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from npu_kernels.model.q4nx import LAYOUTS
 from npu_kernels.perf.q4nx import WEIGHTS
@@ -62,7 +64,8 @@ def arg(cli: str, schema: dict | None = None, *, help: str | None = None, defaul
         click_type: Any = None, required: bool | None = None, cli_only: bool = False, tool_only: bool = False,
         path: str | None = None, show_default: bool = False, metavar: str | None = None,
         refuse: str | None = None, parse: Callable[[Any, dict], Any] | None = None, tool_parse: bool = False,
-        name_or_path: bool = False, nargs: int | None = None) -> Any:
+        name_or_path: bool = False, nargs: int | None = None, cli_default: Any = dataclasses.MISSING,
+        hidden: bool = False) -> Any:
     """A request field: `cli` its CLI declaration (`NAME`: a positional argument, `--opt`: an option), `schema`
     its MCP property, `help` the CLI's help line (default: none, as a hand-written option without help).
     `click_type` names a click type the fragment does not give: "dir" a click.Path(file_okay=False), "existing
@@ -79,11 +82,14 @@ def arg(cli: str, schema: dict | None = None, *, help: str | None = None, defaul
     2), the tool only with `tool_parse` (its property is the same text; a ValueError is the call's one error line)
     and otherwise takes the typed value as JSON (a shape as an object). `name_or_path` (with `path`): a
     deployment name or a path; the tool confines it only when it names something that exists (`plan NAME|CONFIG`).
-    `nargs`: a positional argument's click nargs (-1: any number of words)."""
+    `nargs`: a positional argument's click nargs (-1: any number of words). `cli_default`: the CLI's default where
+    its type is not the tool's (optimise's --phase: the text "4", the tool's 4, `parse` between); `click_type` a
+    tuple: a click.Choice of those words."""
     meta = {"cli": cli, "schema": schema or {}, "help": help, "click_type": click_type, "required": required,
             "cli_only": cli_only or refuse is not None, "tool_only": tool_only, "path": path,
             "show_default": show_default, "metavar": metavar, "refuse": refuse, "parse": parse,
-            "tool_parse": tool_parse, "name_or_path": name_or_path, "nargs": nargs}
+            "tool_parse": tool_parse, "name_or_path": name_or_path, "nargs": nargs, "cli_default": cli_default,
+            "hidden": hidden}
     return field(default=default, metadata=meta)
 
 
@@ -149,7 +155,9 @@ class Verb:
     reads: bool = False  # opens the ledger read-only (both faces)
     writes: str = ""  # what it appends, and through what ("" = it reads only): the tool's `writes`
     long: bool = False  # reports progress; one long tool at a time per MCP server
-    post: str = ""  # "", "after" or "recorded": the post-commit projection step (`post_commit`)
+    progress: str = ""  # the CLI's bars on stderr while it runs (`handlers.narrate.TerminalProgress`): "text"
+    # (none under --json) or "always"; the tool's progress notifications come from the server (every call)
+    post: str = ""  # "", "after", "recorded" or "always": the post-commit projection step (`post_commit`)
     json_indent: int | None = None  # the CLI's --json layout
     json_sort_keys: bool | Callable[[Any], bool] = False  # or (result) -> whether
     json_help: str | None = None
@@ -164,6 +172,10 @@ class Verb:
     after: Callable[[Any, Any], Output] | None = None  # (value, request): what the CLI prints after its output, in
     # both modes (verify's warnings)
     cli_order: tuple[str, ...] = ()  # the CLI's parameter order (fields and "as_json") where it is not the tool's
+    cli_early: Callable[[Any], Output | None] | None = None  # (request): a CLI answer given before the work, in
+    # both modes, exit 0 (verify-model --inject list)
+    cli_bad: tuple[tuple[type[BaseException], str], ...] = ()  # (error, option): the CLI shows it as click's bad
+    # parameter of that option (usage, exit 2)
 
     @property
     def tool(self) -> str:
@@ -183,11 +195,11 @@ class Verb:
             vc.app.read_only = True
         if self.post and not self.post_cli and vc.face == "cli":
             return self.handle(vc, request)
-        if self.post == "recorded":
+        if self.post in ("recorded", "always"):
             try:
                 return self.handle(vc, request)
             finally:
-                post_commit(vc, getattr(request, "name"))
+                post_commit(vc, getattr(request, "name") if self.post == "recorded" else None)
         result = self.handle(vc, request)
         if self.post == "after":
             post_commit(vc, getattr(request, "name", None))
@@ -1036,6 +1048,168 @@ def _lookup_text(value, r: LookupRequest) -> Output:
     return out
 
 
+@dataclass(frozen=True)
+class NameRequest:
+    name: str = arg("NAME", NAME)
+
+
+def _diagnose(vc: VerbCall, r: NameRequest):
+    from handlers import on_demand
+
+    return on_demand.diagnose(vc.app.ledger, vc.app.workspace, r.name)
+
+
+def _diagnose_text(layers, r) -> Output:
+    from npu_kernels.model.compare import isolated_minima
+
+    out = Output().out(f"{'layer':>5} {'cos min':>9} {'p5':>9} {'median':>9} {'mean':>9} {'max_abs':>10} "
+                       f"{'mean_abs':>10}")
+    for x in layers:
+        out.out(f"{x.layer:>5} {x.cos_min:>9.5f} {x.cos_p5:>9.5f} {x.cos_median:>9.5f} {x.cos_mean:>9.5f} "
+                f"{x.max_abs:>10.4g} {x.mean_abs:>10.4g}")
+    apart = isolated_minima(layers)
+    if apart:
+        out.out(f"layers {', '.join(map(str, apart))}: the minimum is one position far below the rest (p5); a "
+                "massive activation under the floor-rounded residual add does this on the emulated NPU2 "
+                "(docs/emulated_numerics.md, \"Massive activations\")")
+    return out
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    name: str = arg("NAME", NAME)
+    prompt: str = arg("--prompt", TEXT)
+    n_tokens: int = arg("--n-tokens", {"minimum": 1, "maximum": 4096, "default": 32}, default=32, show_default=True)
+    profile: bool = arg("--profile", {"default": False, "description": "per-stage breakdown"}, default=False,
+                        help="per-stage breakdown: setup, prefill, decode, LM head, top kernels")
+
+
+def _run(vc: VerbCall, r: RunRequest):
+    from handlers.runs import generate
+
+    return generate(vc.app.ledger, vc.app.workspace, r.name, r.prompt, r.n_tokens, profile=r.profile)
+
+
+def _run_text(out: dict, r: RunRequest) -> Output:
+    text = Output().out(out["text"])
+    text.out(f"\nsetup {out['setup_s']:.3f} s (not timed) | TTFT {out['ttft_s'] * 1e3:.1f} ms | "
+             f"{out['tokens_per_s'] or 0:.2f} tokens/s | {out['ms_per_token'] or 0:.2f} ms/token | "
+             f"{out['n_prompt_tokens']} prompt tokens | {out['source']}")
+    if r.profile:
+        p = out["profile"]
+        decode = p["decode_s_per_token"]
+        text.out(f"{'stage':<28}{'seconds':>10}")
+        text.out(f"{'setup':<28}{p['setup_s']:>10.4f}")
+        text.out(f"{'prefill':<28}{p['prefill_s']:>10.4f}")
+        text.out(f"{'decode per token (median)':<28}{(sorted(decode)[len(decode) // 2] if decode else 0):>10.4f}")
+        text.out(f"{'LM head (all calls)':<28}{p['lm_head_s']:>10.4f}")
+        for k in p["top_kernels"]:
+            text.out(f"  kernel {k['kernel']:<19}{k['seconds']:>10.4f}  ({k['calls']} calls)")
+    return text
+
+
+@dataclass(frozen=True)
+class VerifyModelRequest:
+    name: str = arg("NAME", NAME)
+    full: bool = arg("--full", {"default": False, "description": "all 8 prompts"}, default=False, help="all 8 prompts")
+    inject: str | None = arg("--inject", {"enum": sorted(FAULTS), "description": "a gate drill: the gate with this "
+                             "test fault on, recorded as drill:FAULT"}, default=None, click_type=str, metavar="FAULT",
+                             help="a gate drill: the same gate with one test fault switched on ('--inject list' names "
+                                  "them); recorded as context drill:FAULT, never as the deployment's evidence")
+
+
+def _verify_model(vc: VerbCall, r: VerifyModelRequest):
+    from handlers import on_demand
+
+    return on_demand.verify_model(vc.app.ledger, vc.app.workspace, r.name, full=r.full, inject=r.inject), r.inject
+
+
+def _verify_model_text(value, r) -> Output:
+    from handlers.narrate import describe
+    from npu_kernels.model.compare import token_gate_failure
+
+    gates, inject = value
+    out = Output()
+    for g in gates:
+        out.out(describe("TokenGateChecked", g.to_payload()))
+        if not g.passed:
+            out.out(f"    why: {token_gate_failure(g)}")
+    caught = sum(1 for g in gates if not g.passed)
+    if inject:
+        caught_first = sum(1 for g in gates if g.first_divergence_passed is False)
+        return out.out(f"[drill] {inject}: the gate failed {caught}/{len(gates)} prompts "
+                       f"(first divergence alone {caught_first}/{len(gates)})")
+    return out.out(f"[verify] {'PASS' if all(g.passed for g in gates) else 'FAIL'}")
+
+
+def _verify_model_exit(value) -> int:
+    """A drill: 1 when some prompt passed (the gate missed the fault); else 1 when the gate failed."""
+    gates, inject = value
+    caught = sum(1 for g in gates if not g.passed)
+    return int(caught < len(gates)) if inject else int(caught > 0)
+
+
+def _fault_list(r: VerifyModelRequest) -> Output | None:
+    if r.inject != "list":
+        return None
+    out = Output()
+    for fault in sorted(FAULTS):
+        out.out(f"{fault:<26} {FAULT_HELP[fault]}")
+    return out
+
+
+def _unknown_fault() -> tuple[tuple[type[BaseException], str], ...]:
+    from handlers.on_demand import UnknownFault
+
+    return ((UnknownFault, "--inject"),)
+
+
+@dataclass(frozen=True)
+class OptimiseRequest:
+    name: str = arg("NAME", NAME)
+    what: str = arg("--what", {**TEXT, "description": "what the engineer changed"},
+                    help="what the engineer changed (recorded as the optimisation)")
+    phase: int = arg("--phase", {"enum": [4, 5]}, default=4, click_type=("4", "5"), cli_default="4",
+                     show_default=True, parse=lambda text, _: int(text))
+
+
+def _optimise(vc: VerbCall, r: OptimiseRequest):
+    from handlers.runs import optimise
+
+    return rw.optimise_json(optimise(vc.app.ledger, vc.app.workspace, r.name, r.what, r.phase))
+
+
+def _optimise_text(out: dict, r: OptimiseRequest) -> Output:
+    ok = "kept" if out["gate_passed"] else "broken"
+    return Output().out(f"{r.what}: {out['outcome']} ({out['before_s']:.6g} -> {out['after_s']:.6g} s, token gate "
+                        f"{ok})")
+
+
+@dataclass(frozen=True)
+class ReverifyRequest:
+    all: bool = arg("--all", {"default": True, "enum": [True], "description": "every deployed model (the only "
+                    "mode)"}, default=True, required=True, help="every deployed model (the only mode today)")
+    executor: str | None = arg("--executor", {"enum": list(DEPLOYMENT_EXECUTORS)}, default=None,
+                               help="re-run on this executor (default: each deployment's own)")
+    standin_fault: str | None = arg("--standin-fault", default=None, click_type=str, cli_only=True, hidden=True,
+                                    metavar="KERNEL[:k=v,...]",
+                                    help="test seam: the emulated stand-in harness of the matching rows fails "
+                                         "(npu_kernels.numerics.executors.standin)")
+
+
+def _reverify(vc: VerbCall, r: ReverifyRequest):
+    from handlers.reverify import reverify_all
+
+    return reverify_all(vc.app.ledger, workspace=vc.app.workspace, executor=r.executor,
+                        standin_fault=r.standin_fault)
+
+
+def _reverify_text(found, r) -> Output:
+    from handlers.reverify import render_table
+
+    return Output().out(render_table(found))
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -1181,6 +1355,48 @@ VERBS.append(Verb(
     render=_lookup_text, json=lambda value, r: results.registry_lookup_json(value[0], value[1]), reads=True,
     cli_errors=(KeyError, ValueError, FileNotFoundError), json_indent=2,
     json_sort_keys=lambda result: isinstance(result, list), json_help="print JSON"))
+VERBS.append(Verb(
+    "diagnose", NameRequest, _diagnose,
+    help="Per-layer cosine of the deployment's pipeline vs HF bf16 (recorded; never fails a phase).",
+    description="Per-layer cosine of the deployment's pipeline vs HF bf16 (`ledger diagnose --json`).",
+    render=_diagnose_text, json=lambda layers, r: results.diagnose_json(layers),
+    writes="LayerDiagnosed measured now (never a verdict)", long=True, progress="text"))
+VERBS.append(Verb(
+    "run", RunRequest, _run,
+    help="Generate with the deployment's integrated runner; prints TTFT and tokens/s (setup not timed).",
+    description="Generate with the deployment's integrated runner (`ledger run NAME --json`); records the run's "
+                "figures.",
+    render=_run_text, json=lambda out, r: rw.run_json(out),
+    writes="PerformanceMeasured(phase 6) of the run, measured now (never a verdict)", long=True, progress="text",
+    post="recorded", post_cli=False))
+VERBS.append(Verb(
+    "verify-model", VerifyModelRequest, _verify_model,
+    help="The token gate on demand (upstream's `make verify` plus the teacher-forced walk), recorded in the ledger."
+         "\n\nWith --inject FAULT it is a drill: the exit status is 0 when the gate failed on every prompt (it caught "
+         "the fault), 1 when some prompt passed.",
+    description="The token gate on demand, or a gate drill with `inject` (`ledger verify-model --json`); progress "
+                "per prompt.",
+    render=_verify_model_text, json=lambda value, r: results.verify_model_json(*value), exit=_verify_model_exit,
+    writes="TokenGateChecked measured now, context verify-model or drill:FAULT (a drill is never evidence)",
+    long=True, progress="text", cli_early=_fault_list, cli_bad=_unknown_fault()))
+VERBS.append(Verb(
+    "optimise", OptimiseRequest, _optimise,
+    help="On hardware: after changing the model directory's code, measure (`make profile`), re-run `make verify` "
+         "and record the OptimizationTried against the phase's last measured figure.",
+    description="On hardware: measure an engineer's change to the model directory, re-run the token gate and "
+                "record it against the phase's last figure (`ledger optimise NAME --what TEXT --json`).",
+    render=_optimise_text, writes="the token gate, a PerformanceMeasured and the OptimizationTried, all measured now",
+    long=True, progress="always", cli_errors=(ValueError,), json_sort_keys=True,
+    json_help="print what was recorded as JSON"))
+VERBS.append(Verb(
+    "reverify", ReverifyRequest, _reverify,
+    help="Re-run every deployed model's token gate and its Phase 1 rows whose toolchain changed; block regressions.",
+    description="Re-run every deployed model's token gate and its Phase 1 rows whose toolchain changed; "
+                "regressions are blocked (`ledger reverify --all --json`).",
+    render=_reverify_text, json=lambda found, r: rw.reverify_json(found),
+    exit=lambda found: int(any(x.regressions for x in found)),
+    writes="only through the gates' own measurements: TokenGateChecked, KernelVerified re-runs, BlockerRaised on "
+           "a regression", long=True, progress="text", post="always", json_indent=1))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -1195,9 +1411,7 @@ NOT_MIGRATED = {
     "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
                + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
     "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
-    "diagnose": _PROGRESS, "verify-model": _PROGRESS, "run": _PROGRESS, "optimise": _PROGRESS + "; --phase a "
-    "string choice on the CLI, an integer in the tool", "reverify": _PROGRESS + "; --all",
-    "kernel run": _TEXT_FORM + " (the shape)", 
+    "kernel run": _TEXT_FORM + " (the shape)",
     "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
     "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
 }

@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
 
 from handlers.bootstrap import App
 from handlers.cli.common import cli_call
+from handlers.narrate import TerminalProgress, reporting
 from handlers.verbs import VERBS, CliError, Output, Verb, field_type
 
 
@@ -24,6 +26,8 @@ def _click_type(f: dataclasses.Field):
     """The click type of a request field: its `click_type` (a name in `_PATHS`, or a type), else from its MCP
     property (enum: Choice; integer with bounds: IntRange; number with a minimum: FloatRange), else the
     annotation."""
+    if isinstance(f.metadata["click_type"], tuple):
+        return click.Choice(list(f.metadata["click_type"]))
     if f.metadata["click_type"] in _PATHS:
         return _PATHS[f.metadata["click_type"]]()
     if f.metadata["click_type"] is not None:
@@ -58,11 +62,15 @@ def _param(f: dataclasses.Field) -> click.Parameter:
     if f.metadata["refuse"] is not None:
         return click.Option([cli, f.name], is_flag=True, hidden=True, callback=_refused(f.metadata["refuse"]))
     if base is bool:
-        return click.Option([cli, f.name], is_flag=True, help=f.metadata["help"])
+        return click.Option([cli, f.name], is_flag=True, help=f.metadata["help"],
+                            **({"required": True} if f.metadata["required"] else {}))
     # click: an explicit default=None is a value given; a required option takes none (the tool's default stays)
-    extra = {"default": f.default} if has_default and not required else {}
+    default = f.default if f.metadata["cli_default"] is dataclasses.MISSING else f.metadata["cli_default"]
+    extra = {"default": default} if has_default and not required else {}
+    if f.metadata["metavar"] is not None:
+        extra["metavar"] = f.metadata["metavar"]
     return click.Option([cli, f.name], type=_click_type(f), required=required, help=f.metadata["help"],
-                        show_default=f.metadata["show_default"], **extra)
+                        show_default=f.metadata["show_default"], hidden=f.metadata["hidden"], **extra)
 
 
 class _GivenApp:
@@ -98,8 +106,16 @@ def command_of(verb: Verb) -> click.Command:
                 except ValueError as e:
                     raise click.BadParameter(str(e), param_hint=f.metadata["cli"]) from e
         request = verb.request(**values)
+        early = verb.cli_early(request) if verb.cli_early is not None else None
+        if early is not None:
+            _show(early)
+            return
+        bars = verb.progress == "always" or (verb.progress == "text" and not as_json)
         try:
-            value = verb.call(vc, request)
+            with reporting(TerminalProgress() if bars else None) if verb.progress else nullcontext():
+                value = verb.call(vc, request)
+        except tuple(kind for kind, _ in verb.cli_bad) as e:
+            raise click.BadParameter(str(e), param_hint=next(o for k, o in verb.cli_bad if isinstance(e, k))) from e
         except (CliError, *verb.cli_errors) as e:
             if verb.cli_fail is not None:
                 _show(verb.cli_fail(e, request, as_json))

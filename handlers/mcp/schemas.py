@@ -18,8 +18,6 @@ from handlers.results import SCHEMAS, json_safe
 from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from handlers.verbs import VERBS, input_schema
 from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
-from npu_kernels.model.options import FAULTS
-from registry.nightly_history import FILES
 
 NAME = {"type": "string", "minLength": 1, "description": "deployment name (`ledger status` lists them)"}
 TEXT = {"type": "string", "minLength": 1}
@@ -35,18 +33,6 @@ def _inputs(properties: dict[str, dict], required: tuple[str, ...] = ()) -> dict
 def _int(low: int, high: int, **extra) -> dict:
     return {"type": "integer", "minimum": low, "maximum": high, **extra}
 
-
-CHECKOUT = {**TEXT, "description": "an mlir-air checkout (default: the server's $MLIR_AIR_DIR)"}
-WORKBENCH_INPUTS: dict[str, dict] = {
-    "run": _inputs({"name": NAME, "prompt": TEXT, "n_tokens": _int(1, 4096, default=32),
-                    "profile": {"type": "boolean", "default": False, "description": "per-stage breakdown"}},
-                   ("name", "prompt")),
-    "optimise": _inputs({"name": NAME, "what": {**TEXT, "description": "what the engineer changed"},
-                         "phase": {"type": "integer", "enum": [4, 5], "default": 4}}, ("name", "what")),
-    "reverify": _inputs({"all": {"type": "boolean", "default": True, "enum": [True],
-                                 "description": "every deployed model (the only mode)"},
-                         "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"]}}),
-}
 
 INPUTS: dict[str, dict] = {
     "kernel_run": _inputs({
@@ -77,12 +63,6 @@ INPUTS: dict[str, dict] = {
         "full": {"type": "boolean", "default": False, "description": "token gate on all 8 prompts instead of 2"},
         "prefill_len": _int(8, 8192, description="prompt length of the Phases 4-5 emulator wall-time runs"),
     }, ("name",)),
-    "verify_model": _inputs({
-        "name": NAME, "full": {"type": "boolean", "default": False, "description": "all 8 prompts"},
-        "inject": {"type": "string", "enum": sorted(FAULTS),
-                   "description": "a gate drill: the gate with this test fault on, recorded as drill:FAULT"},
-    }, ("name",)),
-    "diagnose": _inputs({"name": NAME}, ("name",)),
     "triage": _inputs({
         "text": {"type": "string", "description": "compiler / runtime output to match"},
         "evidence": {"type": "object", "description": "gate evidence (keys: handlers/triage/evidence.py)"},
@@ -99,7 +79,6 @@ INPUTS: dict[str, dict] = {
         "device": {**TEXT, "description": "the NPU the transcript ran on (without it and toolchain: unattested)"},
         "toolchain": {**TEXT, "description": "mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=..."},
     }, ("name", "kernel", "shape", "transcript_path")),
-    **WORKBENCH_INPUTS,
     **{v.tool: input_schema(v) for v in VERBS},  # the verb table's rows (handlers.verbs)
 }
 

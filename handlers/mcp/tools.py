@@ -11,12 +11,11 @@ Each tool runs on an `App` of its own (its own database connection) made by the 
 reporter (`handlers.narrate.reporting`) whose messages become MCP progress notifications: the messages the
 terminal's bars show (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
 
-`TOOLS` holds these deployment tools, the verb table's (`handlers.verbs`: resume, lesson, status, history, graph,
-head, log; their input schemas generated from the same request as the click command) and
-`handlers.mcp.workbench`'s (quantize, scaffold, doctor, perf, twin, run, optimise, registry import / build,
-reverify); what a call is made of is `handlers.mcp.call`.
+`TOOLS` holds these hand-written tools (kernel_run, triage, init, advance, audit, record_harness: `NOT_MIGRATED`
+in handlers.verbs says why each is not a row yet) and the verb table's (`handlers.verbs.VERBS`: their input
+schemas generated from the same request as the click command); what a call is made of is `handlers.mcp.call`.
 
-Imports: handlers (deploy, on_demand, queries, record, results, triage, bootstrap), kernels, registry.
+Imports: handlers (deploy, queries, record, results, triage, bootstrap), kernels, registry.
 """
 
 from __future__ import annotations
@@ -25,10 +24,9 @@ import json
 import re
 from pathlib import Path
 
-from handlers import deploy, on_demand, queries, results
+from handlers import deploy, queries, results
 from handlers.inputs import bounded_text, read_input_text
 from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded, tool_of
-from handlers.mcp.workbench import WORKBENCH
 from handlers.record import parse_toolchain, record_harness
 from handlers.triage import triage_evidence
 from handlers.verbs import VERBS
@@ -90,16 +88,6 @@ def _advance(c: Call):
     return results.advance_json(report)
 
 
-def _verify_model(c: Call):
-    a = c.args
-    gates = on_demand.verify_model(c.app.ledger, c.app.workspace, a["name"], full=a["full"], inject=a.get("inject"))
-    return results.verify_model_json(gates, a.get("inject"))
-
-
-def _diagnose(c: Call):
-    return results.diagnose_json(on_demand.diagnose(c.app.ledger, c.app.workspace, c.args["name"]))
-
-
 def _audit(c: Call):
     try:
         report = deploy.audit(c.app.ledger, c.args["name"], workspace=c.app.workspace, checkpoint=c.args.get("against"))
@@ -136,12 +124,6 @@ _TOOLS = [
          "notification per phase, kernel row and prompt (`ledger advance --json`).", _advance,
          writes="only through the gates: PhaseStarted with the gate's own measured evidence, then the state "
                 "machine's PhasePassed / PhaseFailed / PhaseInconclusive (+ BlockerRaised, FailureTriaged)", long=True),
-    Tool("verify_model", "The token gate on demand, or a gate drill with `inject` (`ledger verify-model --json`); "
-         "progress per prompt.", _verify_model,
-         writes="TokenGateChecked measured now, context verify-model or drill:FAULT (a drill is never evidence)",
-         long=True),
-    Tool("diagnose", "Per-layer cosine of the deployment's pipeline vs HF bf16 (`ledger diagnose --json`).",
-         _diagnose, writes="LayerDiagnosed measured now (never a verdict)", long=True),
     Tool("audit", "Phase 7: the independent evaluator in a fresh process (`ledger audit --json`); at phase7 it "
          "runs the gate, on a deployed model it re-audits.", _audit,
          writes="Phase 7 through its gate, or a re-audit's measured EvaluationRecorded (+ BlockerRaised on FAIL)",
@@ -151,4 +133,4 @@ _TOOLS = [
          writes="KernelVerified(source=harness) parsed from the transcript file, validated (shape, element count, "
                 "tolerances, physical limits, one transcript per row)"),
 ]
-TOOLS: dict[str, Tool] = {t.name: t for t in [*_TOOLS, *(tool_of(v) for v in VERBS), *WORKBENCH]}
+TOOLS: dict[str, Tool] = {t.name: t for t in [*_TOOLS, *(tool_of(v) for v in VERBS)]}
