@@ -119,6 +119,15 @@ class CliError(Exception):
     line as for any error. For a handler that names one branch's failure so (`registry build --into-mlir-air`)."""
 
 
+class Exit(Exception):
+    """The CLI's own refusal: `line` on stderr as it is (no `error: `), exit status `code` (triage's unreadable
+    inputs: `triage: ...`, 1). The tool's error line is `error: ` and the line."""
+
+    def __init__(self, line: str, code: int = 1) -> None:
+        super().__init__(line)
+        self.line, self.code = line, code
+
+
 def _as_given(value: str, what: str) -> str:
     return value
 
@@ -1210,6 +1219,95 @@ def _reverify_text(found, r) -> Output:
     return Output().out(render_table(found))
 
 
+def _triage_input(path: str, what: str) -> str:
+    from handlers.inputs import InputError, read_input_text
+
+    try:  # "-" is stdin; a regular file under its cap, read with a bound (handlers.inputs)
+        return read_input_text(path, what)
+    except InputError as e:
+        raise Exit(f"triage: {e}") from None
+
+
+def _triage_evidence(path: str, values: dict) -> dict:
+    try:
+        evidence = json.loads(_triage_input(path, "evidence"))
+    except json.JSONDecodeError as e:
+        raise Exit(f"triage: evidence {path!r} is not JSON: {e.msg} (line {e.lineno})") from None
+    if not isinstance(evidence, dict):
+        raise Exit(f"triage: evidence {path!r} must be a JSON object")
+    return evidence
+
+
+@dataclass(frozen=True)
+class TriageRequest:
+    text: str = arg("FILE|-", {"description": "compiler / runtime output to match"}, metavar="FILE|-",
+                    parse=lambda path, _: _triage_input(path, "log"))  # the CLI reads the file (or stdin)
+    evidence: dict | None = arg("--evidence", {"type": "object", "description": "gate evidence (keys: "
+                                "handlers/triage/evidence.py)"}, default=None, click_type=str, metavar="JSON",
+                                parse=_triage_evidence,
+                                help="Gate evidence, a JSON object (keys: see handlers/triage/evidence.py).")
+    rules: str | None = arg("--rules", default=None, click_type=str, metavar="TOML", cli_only=True,
+                            help="A rules file instead of the built-in one.")
+
+
+def _triage(vc: VerbCall, r: TriageRequest):
+    """The playbook rules that match, best first. The CLI: with --rules' file, each match's registry checks
+    (`check_fixes` against the workspace's registry); the tool: the built-in rules, no registry checks, its text
+    and evidence bounded as the CLI's files are."""
+    from handlers.inputs import bounded_text
+    from handlers.triage import RuleError, load_rules, triage_evidence
+
+    evidence = r.evidence or {}
+    if vc.face == "mcp":
+        bounded_text(json.dumps(evidence), "evidence")
+        return triage_evidence(evidence, bounded_text(r.text, "log"))
+    from handlers.planning import workspace_registry
+    from handlers.triage.registry_check import check_fixes
+
+    try:
+        rules = load_rules(r.rules)
+    except RuleError as e:
+        raise Exit(f"triage: {e}") from None
+    return check_fixes(triage_evidence(evidence, r.text, rules=rules), evidence, workspace_registry(vc.app))
+
+
+NO_MATCH = "No known failure pattern matches."
+NO_MATCH_EXIT = 2  # the log is a failure no playbook names: a script can tell (1: an input cannot be read)
+
+
+def _triage_text(matches, r) -> Output:
+    """The best match in full and any other rule that also fired on one line each; the log's lines escaped."""
+    import textwrap
+
+    if not matches:
+        return Output().out(NO_MATCH)
+    out: list[str] = []
+    wrap = textwrap.TextWrapper(width=100, initial_indent="     ", subsequent_indent="     ")
+    for m in matches[:1]:
+        limit = ", known hardware/compiler limit" if m.known_limit else ""
+        out.append(f"best match: {m.rule_id}: {m.title} (confidence {m.confidence:.2f}{limit})")
+        out.append(f"   source: {m.source}")
+        for label, body in (("root cause", m.root_cause), ("check", m.check), ("remedy", m.remedy)):
+            out.append(f"   {label}:")
+            out.append(wrap.fill(" ".join(body.split())))
+        if m.matched_lines:
+            out.append("   matched lines:")
+            out.extend(f"     | {line}" for line in m.matched_lines)
+        if m.matched_facts:
+            out.append("   matched facts:")
+            out.extend(f"     - {fact}" for fact in m.matched_facts)
+        if m.fix_checks:
+            out.append("   registry:")
+            out.extend(f"     - {c}" for c in m.fix_checks)
+        out.append("")
+    if matches[1:]:
+        out.append("also fired (less likely, or the same evidence and listed later in the playbooks; `--json` has them "
+                   "in full):")
+        out.extend(f"  - {m.rule_id}: {m.title} (confidence {m.confidence:.2f})" for m in matches[1:])
+    text = "\n".join(out).rstrip()
+    return Output().out("\n".join(escaped(line) for line in text.split("\n")))  # the log's lines: no escape runs
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -1397,6 +1495,14 @@ VERBS.append(Verb(
     exit=lambda found: int(any(x.regressions for x in found)),
     writes="only through the gates' own measurements: TokenGateChecked, KernelVerified re-runs, BlockerRaised on "
            "a regression", long=True, progress="text", post="always", json_indent=1))
+VERBS.append(Verb(
+    "triage", TriageRequest, _triage,
+    help="Match a compiler/runtime log (FILE, or - for stdin) against the known NPU failure playbooks.",
+    description="Match compiler/runtime output (and optional gate evidence) against the NPU debugging playbooks; "
+                "the matched rules, best first (`ledger triage --json`).",
+    render=_triage_text, json=lambda matches, r: results.triage_json(matches), json_indent=2,
+    exit=lambda matches: 0 if matches else NO_MATCH_EXIT, json_help="Print the matches as a JSON array, best first.",
+    cli_order=("text", "as_json", "evidence", "rules")))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -1413,7 +1519,6 @@ NOT_MIGRATED = {
     "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
     "kernel run": _TEXT_FORM + " (the shape)",
     "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
-    "triage": "the CLI reads a log file (and an --evidence file), the tool takes the text: " + _PATH,
 }
 
 # CLI verbs that have no MCP tool, each with why (every other verb has its tool)

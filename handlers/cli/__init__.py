@@ -3,13 +3,13 @@
   main        the group, error mapping, the small command db setup and the command list
   verbs       the commands made from the verb table (handlers.verbs): resume, lesson, status, history, graph, head,
               log, twin, doctor, quantize, scaffold, verify, plan, predict, diagnose, run, verify-model, optimise,
-              reverify (perf and registry add their group's rows)
+              reverify, triage (perf and registry add their group's rows)
   common      what several command modules share: the post-commit projection step (handlers.verbs.post_commit)
   deploy      init, advance, audit (and the evaluator's child)
   measure     record harness
   kernels     kernel run, kernel list
   registry    the registry group (lookup / import / build: rows of handlers.verbs)
-  triage, workers   triage; worker
+  workers     worker
   agents      mcp (the MCP server, handlers.mcp), skills export
 Nothing outside handlers/cli/ imports it (the entry point `ledger` is `handlers.cli:main`).
 """

@@ -109,12 +109,11 @@ from handlers.cli import kernels as _kernel_commands  # noqa: E402
 from handlers.cli import measure as _measure_commands  # noqa: E402
 from handlers.cli import perf as _perf_commands  # noqa: E402
 from handlers.cli import registry as _registry_commands  # noqa: E402
-from handlers.cli import triage as _triage_commands  # noqa: E402
 from handlers.cli import verbs as _verb_commands  # noqa: E402
 from handlers.cli import workers as _worker_commands  # noqa: E402
 from ledger.postgres import lift_warnings, setup
 
-for _module in (_verb_commands, _deploy_commands, _measure_commands, _kernel_commands, _triage_commands, _registry_commands,
+for _module in (_verb_commands, _deploy_commands, _measure_commands, _kernel_commands, _registry_commands,
                 _worker_commands, _agent_commands,
                 _perf_commands):
     for _command in _module.commands:

@@ -15,7 +15,7 @@ import click
 from handlers.bootstrap import App
 from handlers.cli.common import cli_call
 from handlers.narrate import TerminalProgress, reporting
-from handlers.verbs import VERBS, CliError, Output, Verb, field_type
+from handlers.verbs import VERBS, CliError, Exit, Output, Verb, field_type
 
 
 _PATHS = {"dir": lambda: click.Path(file_okay=False), "existing dir": lambda: click.Path(exists=True, file_okay=False),
@@ -98,7 +98,14 @@ def command_of(verb: Verb) -> click.Command:
 
     @click.pass_obj
     def callback(app: App, as_json: bool, **values) -> None:
-        vc = cli_call(app if isinstance(app, App) else _GivenApp(app))
+        try:
+            run(app, as_json, values)
+        except Exit as e:  # the verb's own refusal line, as it is
+            click.echo(e.line, err=True)
+            sys.exit(e.code)
+
+    def run(app, as_json: bool, values: dict) -> None:
+        vc = cli_call(app if isinstance(app, App) or app is None else _GivenApp(app))  # None: a command run alone
         for f in verb.fields():  # a text form read into its typed value: click's bad parameter when it is not one
             if f.metadata["parse"] is not None and values.get(f.name) is not None:
                 try:

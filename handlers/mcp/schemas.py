@@ -63,10 +63,6 @@ INPUTS: dict[str, dict] = {
         "full": {"type": "boolean", "default": False, "description": "token gate on all 8 prompts instead of 2"},
         "prefill_len": _int(8, 8192, description="prompt length of the Phases 4-5 emulator wall-time runs"),
     }, ("name",)),
-    "triage": _inputs({
-        "text": {"type": "string", "description": "compiler / runtime output to match"},
-        "evidence": {"type": "object", "description": "gate evidence (keys: handlers/triage/evidence.py)"},
-    }, ("text",)),
     "audit": _inputs({"name": NAME, "against": {**TEXT, "description": "a checkpoint SIZE:HASH kept elsewhere"}},
                      ("name",)),
     "record_harness": _inputs({

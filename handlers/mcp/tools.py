@@ -11,24 +11,22 @@ Each tool runs on an `App` of its own (its own database connection) made by the 
 reporter (`handlers.narrate.reporting`) whose messages become MCP progress notifications: the messages the
 terminal's bars show (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
 
-`TOOLS` holds these hand-written tools (kernel_run, triage, init, advance, audit, record_harness: `NOT_MIGRATED`
+`TOOLS` holds these hand-written tools (kernel_run, init, advance, audit, record_harness: `NOT_MIGRATED`
 in handlers.verbs says why each is not a row yet) and the verb table's (`handlers.verbs.VERBS`: their input
 schemas generated from the same request as the click command); what a call is made of is `handlers.mcp.call`.
 
-Imports: handlers (deploy, queries, record, results, triage, bootstrap), kernels, registry.
+Imports: handlers (deploy, queries, record, results, bootstrap), kernels, registry.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from handlers import deploy, queries, results
-from handlers.inputs import bounded_text, read_input_text
+from handlers.inputs import read_input_text
 from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded, tool_of
 from handlers.record import parse_toolchain, record_harness
-from handlers.triage import triage_evidence
 from handlers.verbs import VERBS
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
@@ -54,12 +52,6 @@ def _kernel_run(c: Call):
     row = KernelRow(a["kernel"], a["shape"], contract=a.get("contract"), tile=a.get("tile"))  # as `ledger kernel run`
     result = make_runner(a["executor"], a["target"]).measure(row, seed=a["seed"], inputs=a["inputs"])
     return results.kernel_run_json(result)
-
-
-def _triage(c: Call):
-    evidence = c.args.get("evidence") or {}
-    bounded_text(json.dumps(evidence), "evidence")  # as `ledger triage` bounds its --evidence file and its log
-    return results.triage_json(triage_evidence(evidence, bounded_text(c.args["text"], "log")))
 
 
 # --- writes: through a gate, a validated transcript, or a note ---------------------------------------------------
@@ -115,8 +107,6 @@ def _record_harness(c: Call):
 _TOOLS = [
     Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
          "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
-    Tool("triage", "Match compiler/runtime output (and optional gate evidence) against the NPU debugging "
-         "playbooks; the matched rules, best first (`ledger triage --json`).", _triage),
     Tool("init", "Start a deployment of a local HF folder / config.json: records the request and the "
          "architecture assessment (`ledger init`).", _init,
          writes="DeploymentRequested, ArchitectureAssessed and ConfigResolved, all derived from the model's config.json"),
