@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import types
 import typing
@@ -45,7 +46,7 @@ from handlers.bootstrap import App
 from handlers.uow import existing_name, stream_id
 from ledger import Checkpoint
 from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
-from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
+from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS, EXECUTOR_NAMES
 from npu_kernels.model.options import FAULT_HELP, FAULTS
 from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
 from npu_kernels.model.q4nx import LAYOUTS
@@ -173,6 +174,7 @@ class Verb:
     json: Callable[[Any, Any], Any] | None = None  # (handle's value, request) -> the result; None: the value is
     # the result. With it, `render` gets the handler's own value (a report object), the tool and --json the result
     cli_errors: tuple[type[BaseException], ...] = ()  # the CLI prints these as click's errors (the whole message)
+    cli_error_text: Callable[[BaseException], str] | None = None  # what of such an error the CLI prints
     cli_fail: Callable[[BaseException, Any, bool], Output] | None = None  # (error, request, as_json): what the CLI
     # prints before an error's line (registry import's accounts)
     post_cli: bool = True  # False: the post-commit step is the tool's alone (the CLI never took it)
@@ -1308,6 +1310,199 @@ def _triage_text(matches, r) -> Output:
     return Output().out("\n".join(escaped(line) for line in text.split("\n")))  # the log's lines: no escape runs
 
 
+def _pairs(text: str, what: str, strings: bool = False) -> dict:
+    """"M=2048,K=2048,causal=true" -> {"M": 2048, "K": 2048, "causal": True}; other words only if `strings`."""
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise CliError(f"bad {what} item {part!r}: expected key=value (e.g. M=2048)")
+        low = value.lower()
+        if low in ("true", "false"):
+            out[key] = low == "true"
+        else:
+            try:
+                out[key] = int(value)
+            except ValueError:
+                if not strings:
+                    raise CliError(f"bad {what} item {part!r}: {value!r} is not an integer or true/false") from None
+                out[key] = value
+    if not out:
+        raise CliError(f"empty {what}: expected key=value pairs separated by commas")
+    return out
+
+
+def _kernel_shape(text: str, values: dict) -> dict:
+    """`--shape M=..,K=..` as the tool's object, after the kernel's name is known (as the CLI always checked)."""
+    from npu_kernels.numerics.catalog import get_spec
+    from npu_kernels.numerics.spec import UnknownKernel
+
+    try:
+        get_spec(values["kernel"])
+    except UnknownKernel as e:
+        raise CliError(str(e)) from None
+    return _pairs(text, "shape")
+
+
+TARGET = {"type": "string", "enum": ["npu2", "npu1"]}
+
+
+@dataclass(frozen=True)
+class KernelRunRequest:
+    kernel: str = arg("KERNEL", TEXT)
+    shape: dict = arg("--shape", DIMS, click_type=str, parse=_kernel_shape, help="named sizes, e.g. M=2048,K=2048,N=2048")
+    executor: str = arg("--executor", {"enum": list(EXECUTOR_NAMES)}, default="emulated", show_default=True,
+                        help="mlir-air: run mlir-air's own harness (MLIR_AIR_DIR, under the NPU lock)")
+    target: str = arg("--target", TARGET, default="npu2", show_default=True)
+    contract: str | None = arg("--contract", {"description": "e.g. f32-out | bf16-out-high | bf16-out-low (gemm)"},
+                               default=None, click_type=str, help="e.g. f32-out | bf16-out-high | bf16-out-low (gemm)")
+    tile: dict | None = arg("--tile", {"type": "object", "additionalProperties": {"type": ["integer", "boolean",
+                            "string"]}, "description": "tile overrides, e.g. {\"tile_m\": 64, \"tile_n\": 128}"},
+                            default=None, click_type=str, parse=lambda text, _: _pairs(text, "tile", strings=True),
+                            help="tile overrides, e.g. tile_m=64,tile_n=128")
+    force_tile: bool = arg("--force-tile", default=False, cli_only=True,
+                           help="run an illegal tile anyway (fault injection)")
+    seed: int = arg("--seed", default=0, show_default=True, click_type=int)
+    inputs: str = arg("--inputs", {"enum": ["project", "harness"], "default": "project", "description": "harness: "
+                      "mlir-air's harness inputs and reference (its [precision] line)"}, default="project",
+                      show_default=True, help="project: the project's fixed-seed inputs; harness: mlir-air's harness "
+                                              "inputs and reference")
+
+
+def _kernel_run(vc: VerbCall, r: KernelRunRequest):
+    """One leaf kernel at one shape on the executor's kernel runner, judged against FP32 (records nothing):
+    {"result": the KernelResult, "harness": whether mlir-air's harness ran it, "registry": the workspace's
+    planning registry, read for the text's NPU2 comparison only}."""
+    from handlers.planning import workspace_registry
+    from npu_kernels.backends.kernel_runners import make_runner
+    from npu_kernels.backends.runner_base import KernelRow
+
+    row = KernelRow(r.kernel, r.shape, contract=r.contract, tile=r.tile, force_tile=r.force_tile)
+    runner = make_runner(r.executor, r.target)
+    result = runner.measure(row, seed=r.seed, inputs=r.inputs)
+    return {"result": result, "harness": runner.source == "harness", "registry": lambda: workspace_registry(vc.app)}
+
+
+def _kernel_errors() -> tuple[type[BaseException], ...]:
+    from npu_kernels.mlir_air.output import TranscriptError
+    from npu_kernels.mlir_air.table import HarnessError
+    from npu_kernels.numerics.harness_inputs import HarnessNotReproduced
+    from npu_kernels.numerics.spec import ShapeError, UnknownKernel
+    from npu_kernels.numerics.tiles import TileRuleViolation
+
+    return (UnknownKernel, HarnessNotReproduced, HarnessError, TranscriptError, ShapeError, TileRuleViolation,
+            ValueError)
+
+
+def _kernel_error_text(e: BaseException) -> str:
+    """mlir-air's harness (no command, no lock, a timeout, an unreadable run) and an unknown contract / target: the
+    first line; the others whole."""
+    from npu_kernels.mlir_air.output import TranscriptError
+    from npu_kernels.mlir_air.table import HarnessError
+    from npu_kernels.numerics.harness_inputs import HarnessNotReproduced
+    from npu_kernels.numerics.spec import ShapeError, UnknownKernel
+    from npu_kernels.numerics.tiles import TileRuleViolation
+
+    if isinstance(e, (UnknownKernel, HarnessNotReproduced)):
+        return str(e)
+    if isinstance(e, (HarnessError, TranscriptError)):
+        return str(e).splitlines()[0]
+    if isinstance(e, (ShapeError, TileRuleViolation)):
+        return str(e)
+    return str(e).splitlines()[0]
+
+
+def _fmt(x, spec: str = ".3e") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return format(x, spec)
+
+
+def npu2_comparison(kernel: str, shape: dict, contract: str, spec, registry) -> str:
+    """The "NPU2 measured" figure a run is compared with: the registry's row for this exact shape and contract
+    when one is measured on NPU2 (the ledger's rows, imported or hardware, and MLIR_AIR_DIR's GEMM JSON, through
+    registry.lookup), with its cite; else the catalog's figure, saying it was measured at another shape."""
+    from registry.catalog import shape_key
+    from registry.fold import HARDWARE
+    from registry.lookup import gemm_answer, kernel_rows
+    from registry.render_json import GEMM_JSON
+    from registry.text import shape_args
+
+    c = spec.contract(contract)
+    if kernel == "gemm" and c.out_dtype == "bf16" and c.tier:
+        M, K, N = (int(shape[k]) for k in ("M", "K", "N"))
+        choice = registry.best("gemm", {"M": M, "K": K, "N": N}, c.tier)  # the row planning follows, cited
+        for _, doc in registry.documents if choice is not None else ():
+            try:
+                a = gemm_answer(doc, GEMM_JSON["bf16"], M, K, N, "bf16", c.tier)
+            except KeyError:
+                continue
+            if a["method"] == choice.method and a.get("mean_rel_L1") is not None:
+                return f"NPU2 measured {a['mean_rel_L1']:.1e} at this exact shape: {choice.cite}"
+    elif kernel != "gemm":
+        try:
+            rows = kernel_rows(kernel, registry.data, **shape)
+        except (KeyError, ValueError):
+            rows = []
+        for row in rows:
+            ms = [m for m in row.measurements if m.evidence in HARDWARE and m.contract == c.name
+                  and m.verdict == "PASS" and m.mean_rel_L1 is not None]
+            if ms and dict(row.shape) == dict(shape_key(row.spec, shape)):
+                m = ms[-1]
+                return (f"NPU2 measured {m.mean_rel_L1:.1e} at this exact shape: ledger seq {m.seq}: {kernel} "
+                        f"{shape_args(row.shape)} {m.method} ({m.evidence})")
+    npu2 = spec.npu2_figure(contract)
+    if npu2 is None:
+        return "NPU2: not measured (no registry row of this shape, no published figure of this kernel)"
+    return (f"NPU2 measured {npu2.mean_rel_L1:.1e} at {npu2.at}: the catalog's figure at another shape "
+            f"(no NPU2 row of {kernel} {shape_args(tuple(shape.items()))} in the registry)")
+
+
+def _kernel_run_text(v: dict, req: KernelRunRequest) -> Output:
+    from npu_kernels.numerics.catalog import get_spec
+
+    r, harness = v["result"], v["harness"]
+    shape = ",".join(f"{k}={val}" for k, val in r.shape.items())
+    comparison = npu2_comparison(r.kernel, dict(r.shape), r.contract, get_spec(req.kernel), v["registry"]())
+    rows = [
+        ("kernel", f"{r.kernel} {shape}"),
+        ("contract", f"{r.contract}  (rtol {r.rtol:g}, atol {r.atol:g})"),
+        ("executor", f"{r.executor} / {r.target}"),
+        ("verdict", f"{r.verdict}  ({r.mismatches} of {r.n_elements} elements outside, {r.nan_count} NaN)"),
+        ("mean_rel_L1", f"{_fmt(r.mean_rel_L1)}  ({comparison})"),
+        ("max_abs / max_rel", f"{_fmt(r.max_abs)} / {_fmt(r.max_rel)}"),
+        *_time_rows(r, harness),
+        ("tile", " ".join(f"{k}={val}" for k, val in r.tile.items())),
+        ("tiles", f"{r.tiles_in_flight} of {r.tiles_target} (herd {'x'.join(map(str, r.herd or []))})"
+         + (f": {r.tile_justification}" if r.tile_justification else "")),
+    ]
+    rows += [("warning", w) for w in r.warnings]
+    width = max(len(k) for k, _ in rows)
+    out = Output()
+    for k, val in rows:
+        out.out(f"{k:<{width}}  {val}")
+    return out
+
+
+def _time_rows(r, harness: bool) -> list[tuple[str, str]]:
+    """The timing rows, each saying where its figure comes from (issue #24: never unlabelled); `harness`: the
+    run was mlir-air's harness (its printed figures), else an in-process executor's kernel call."""
+    from npu_kernels.backends.kernel_runners import figure_source
+    from npu_kernels.provenance import LABELS
+
+    if not harness:
+        return [("time", f"{r.seconds * 1e3:.2f} ms wall, {figure_source(r.executor)}"
+                 + (f"  ({r.gflops:.1f} GFLOP/s on the CPU emulator)" if r.gflops else ""))]
+    npu = LABELS[r.provenance_class] if r.provenance_class else figure_source(r.executor)  # what this run ran in
+    rows = [("time", f"{r.seconds * 1e3:.2f} ms wall of the harness run (host clock: compile + run)")]
+    if r.gflops:
+        rows.append(("throughput", f"{r.gflops:.1f} GFLOP/s ({npu})"))
+    return rows
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -1503,6 +1698,13 @@ VERBS.append(Verb(
     render=_triage_text, json=lambda matches, r: results.triage_json(matches), json_indent=2,
     exit=lambda matches: 0 if matches else NO_MATCH_EXIT, json_help="Print the matches as a JSON array, best first.",
     cli_order=("text", "as_json", "evidence", "rules")))
+VERBS.append(Verb(
+    "kernel run", KernelRunRequest, _kernel_run, help="Run KERNEL at --shape and judge it against its FP32 reference.",
+    description="Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
+                "(`ledger kernel run --json`); records nothing.",
+    render=_kernel_run_text, json=lambda v, r: results.kernel_run_json(v["result"]),
+    exit=lambda v: 0 if v["result"].passed else 1, long=True, cli_errors=_kernel_errors(),
+    cli_error_text=_kernel_error_text, json_sort_keys=True, json_help="print the result as JSON"))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -1517,7 +1719,6 @@ NOT_MIGRATED = {
     "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
                + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
     "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
-    "kernel run": _TEXT_FORM + " (the shape)",
     "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
 }
 

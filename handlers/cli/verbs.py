@@ -110,6 +110,8 @@ def command_of(verb: Verb) -> click.Command:
             if f.metadata["parse"] is not None and values.get(f.name) is not None:
                 try:
                     values[f.name] = f.metadata["parse"](values[f.name], values)
+                except CliError as e:
+                    raise click.ClickException(str(e)) from None
                 except ValueError as e:
                     raise click.BadParameter(str(e), param_hint=f.metadata["cli"]) from e
         request = verb.request(**values)
@@ -126,7 +128,9 @@ def command_of(verb: Verb) -> click.Command:
         except (CliError, *verb.cli_errors) as e:
             if verb.cli_fail is not None:
                 _show(verb.cli_fail(e, request, as_json))
-            raise click.ClickException(e.args[0] if isinstance(e, KeyError) and e.args else str(e)) from None
+            text = (verb.cli_error_text(e) if verb.cli_error_text is not None
+                    else e.args[0] if isinstance(e, KeyError) and e.args else str(e))
+            raise click.ClickException(text) from None
         except Exception as e:
             if verb.cli_fail is not None:
                 _show(verb.cli_fail(e, request, as_json))

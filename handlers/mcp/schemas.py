@@ -17,7 +17,6 @@ from typing import Any
 from handlers.results import SCHEMAS, json_safe
 from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from handlers.verbs import VERBS, input_schema
-from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
 
 NAME = {"type": "string", "minLength": 1, "description": "deployment name (`ledger status` lists them)"}
 TEXT = {"type": "string", "minLength": 1}
@@ -35,17 +34,6 @@ def _int(low: int, high: int, **extra) -> dict:
 
 
 INPUTS: dict[str, dict] = {
-    "kernel_run": _inputs({
-        "kernel": TEXT, "shape": DIMS,
-        "executor": {"type": "string", "enum": list(EXECUTOR_NAMES), "default": "emulated"},
-        "target": {**TARGET, "default": "npu2"},
-        "contract": {"type": "string", "description": "e.g. f32-out | bf16-out-high | bf16-out-low (gemm)"},
-        "tile": {"type": "object", "additionalProperties": {"type": ["integer", "boolean", "string"]},
-                 "description": "tile overrides, e.g. {\"tile_m\": 64, \"tile_n\": 128}"},
-        "seed": {"type": "integer", "default": 0},
-        "inputs": {"type": "string", "enum": ["project", "harness"], "default": "project",
-                   "description": "harness: mlir-air's harness inputs and reference (its [precision] line)"},
-    }, ("kernel", "shape")),
     "init": _inputs({
         "model": {**TEXT, "description": "a local HF folder or a config.json (a Q4NX bundle with base)"},
         "name": {**TEXT, "description": "deployment name (default: the folder name)"},

@@ -11,7 +11,7 @@ Each tool runs on an `App` of its own (its own database connection) made by the 
 reporter (`handlers.narrate.reporting`) whose messages become MCP progress notifications: the messages the
 terminal's bars show (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
 
-`TOOLS` holds these hand-written tools (kernel_run, init, advance, audit, record_harness: `NOT_MIGRATED`
+`TOOLS` holds these hand-written tools (init, advance, audit, record_harness: `NOT_MIGRATED`
 in handlers.verbs says why each is not a row yet) and the verb table's (`handlers.verbs.VERBS`: their input
 schemas generated from the same request as the click command); what a call is made of is `handlers.mcp.call`.
 
@@ -30,8 +30,6 @@ from handlers.record import parse_toolchain, record_harness
 from handlers.verbs import VERBS
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
-from npu_kernels.backends.kernel_runners import make_runner
-from npu_kernels.backends.runner_base import KernelRow
 from npu_kernels.mlir_air.output import TranscriptError
 
 # a quoted line of the file inside a transcript error: Python's repr of a str (the verdicts it names are kept)
@@ -45,13 +43,6 @@ def withheld(message: str) -> str:
 
 
 # --- reads ----------------------------------------------------------------------------------------------------
-
-
-def _kernel_run(c: Call):
-    a = c.args
-    row = KernelRow(a["kernel"], a["shape"], contract=a.get("contract"), tile=a.get("tile"))  # as `ledger kernel run`
-    result = make_runner(a["executor"], a["target"]).measure(row, seed=a["seed"], inputs=a["inputs"])
-    return results.kernel_run_json(result)
 
 
 # --- writes: through a gate, a validated transcript, or a note ---------------------------------------------------
@@ -105,8 +96,6 @@ def _record_harness(c: Call):
 
 
 _TOOLS = [
-    Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
-         "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
     Tool("init", "Start a deployment of a local HF folder / config.json: records the request and the "
          "architecture assessment (`ledger init`).", _init,
          writes="DeploymentRequested, ArchitectureAssessed and ConfigResolved, all derived from the model's config.json"),
