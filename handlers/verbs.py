@@ -167,7 +167,8 @@ class Verb:
     long: bool = False  # reports progress; one long tool at a time per MCP server
     progress: str = ""  # the CLI's bars on stderr while it runs (`handlers.narrate.TerminalProgress`): "text"
     # (none under --json) or "always"; the tool's progress notifications come from the server (every call)
-    post: str = ""  # "", "after", "recorded" or "always": the post-commit projection step (`post_commit`)
+    post: str = ""  # "", "after", "after all", "recorded" or "always": the post-commit projection step
+    # (`post_commit`)
     json_indent: int | None = None  # the CLI's --json layout
     json_sort_keys: bool | Callable[[Any], bool] = False  # or (result) -> whether
     json_help: str | None = None
@@ -212,8 +213,8 @@ class Verb:
             finally:
                 post_commit(vc, getattr(request, "name") if self.post == "recorded" else None)
         result = self.handle(vc, request)
-        if self.post == "after":
-            post_commit(vc, getattr(request, "name", None))
+        if self.post in ("after", "after all"):  # "after all": every deployment's docs, not only request.name's
+            post_commit(vc, getattr(request, "name", None) if self.post == "after" else None)
         return result
 
     def result(self, value: Any, request: Any) -> Any:
@@ -1503,6 +1504,65 @@ def _time_rows(r, harness: bool) -> list[tuple[str, str]]:
     return rows
 
 
+# a quoted line of the file inside a transcript error: Python's repr of a str (the verdicts it names are kept)
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+_KEPT = ("'PASS!'", "'failed.'")
+
+
+def withheld(message: str) -> str:
+    """`message` with every quoted excerpt of the file replaced by `<line withheld>`."""
+    return _QUOTED.sub(lambda m: m.group(0) if m.group(0) in _KEPT else "<line withheld>", message)
+
+
+@dataclass(frozen=True, kw_only=True)  # the tool's order: a required field after fields with defaults
+class RecordHarnessRequest:
+    name: str = arg("NAME", NAME)
+    kernel: str = arg("--kernel", TEXT)
+    shape: str = arg("--shape", {**TEXT, "description": "e.g. M=2048,K=2048,N=2048"}, help="e.g. M=2048,K=2048,N=2048")
+    contract: str | None = arg("--contract", TEXT, default=None)
+    role: str = arg("--role", default="")
+    transcript_path: str = arg("--file", {**TEXT, "description": "the `make run` transcript file (read and "
+                               "validated)"}, click_type="file or -", path="transcript")
+    method: str = arg("--method", {"default": "", "description": "GEMM (required): the make run's METHOD, the name "
+                      "mlir-air's registry files the row under (bf16-out-high: fused-cast / drain; bf16-out-low: "
+                      "direct; f32-out: external / direct)"}, default="",
+                      help="GEMM (required): the METHOD the make run used, the name mlir-air's registry files the row "
+                           "under (bf16-out-high: fused-cast / drain; bf16-out-low: direct; f32-out: external / direct)")
+    device: str | None = arg("--device", {**TEXT, "description": "the NPU the transcript ran on (without it and "
+                             "toolchain: unattested)"}, default=None,
+                             help="the NPU the transcript ran on, as xrt-smi names it (e.g. 'NPU Strix')")
+    toolchain: str | None = arg("--toolchain", {**TEXT, "description": "mlir_air_commit=SHA,aie_opt=...,air_opt=...,"
+                                "xrt_smi=...,peano=..."}, default=None,
+                                help="what it ran on: mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=...")
+
+
+def _record_harness(vc: VerbCall, r: RecordHarnessRequest):
+    """(seq, the KernelVerified) of a `make run` transcript (a regular file, or stdin `-` on the CLI, under its
+    cap) validated as `handlers.record.record_harness` validates it. The tool's transcript error names the file
+    and withholds its quoted lines: an agent sees why, not what the file holds."""
+    from handlers.inputs import read_input_text
+    from handlers.record import parse_toolchain, record_harness
+    from npu_kernels.mlir_air.output import TranscriptError
+
+    path = r.transcript_path
+    text = read_input_text(path, "transcript")
+    label = "<stdin>" if path == "-" and vc.face == "cli" else Path(path).name
+    try:
+        return record_harness(vc.app.ledger, r.name, kernel=r.kernel, shape=r.shape, contract=r.contract, text=text,
+                              file_label=label, role=r.role, device=r.device, toolchain=parse_toolchain(r.toolchain),
+                              method=r.method or "")
+    except TranscriptError as e:
+        if vc.face == "cli":
+            raise
+        raise TranscriptError(f"{label}: {withheld(str(e))}") from None
+
+
+def _record_harness_text(value, r: RecordHarnessRequest) -> Output:
+    seq, event = value
+    return Output().out(f"{r.kernel} {r.shape}: {event.verdict} recorded at seq {seq} as {event.provenance_class} "
+                        f"(sha256 {event.provenance['output_sha256'][:12]})")
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -1705,6 +1765,16 @@ VERBS.append(Verb(
     render=_kernel_run_text, json=lambda v, r: results.kernel_run_json(v["result"]),
     exit=lambda v: 0 if v["result"].passed else 1, long=True, cli_errors=_kernel_errors(),
     cli_error_text=_kernel_error_text, json_sort_keys=True, json_help="print the result as JSON"))
+VERBS.append(Verb(
+    "record harness", RecordHarnessRequest, _record_harness,
+    help="Record a `make run` transcript from an NPU2 machine as KernelVerified(source=harness).",
+    description="Record a `make run` transcript file from an NPU2 machine as the row's evidence, validated as "
+                "`ledger record harness` validates it.",
+    render=_record_harness_text, json=lambda value, r: results.record_harness_json(*value),
+    writes="KernelVerified(source=harness) parsed from the transcript file, validated (shape, element count, "
+           "tolerances, physical limits, one transcript per row)", post="after all",
+    cli_order=("name", "kernel", "shape", "contract", "transcript_path", "role", "method", "device", "toolchain",
+               "as_json")))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -1719,7 +1789,6 @@ NOT_MIGRATED = {
     "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
                + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
     "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
-    "record harness": _TEXT_FORM + " (the shape, the toolchain) and the transcript file: " + _PATH,
 }
 
 # CLI verbs that have no MCP tool, each with why (every other verb has its tool)

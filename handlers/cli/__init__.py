@@ -6,7 +6,7 @@
               reverify, triage (perf and registry add their group's rows)
   common      what several command modules share: the post-commit projection step (handlers.verbs.post_commit)
   deploy      init, advance, audit (and the evaluator's child)
-  measure     record harness
+  measure     the record group (record harness: a row of handlers.verbs)
   kernels     kernel run, kernel list
   registry    the registry group (lookup / import / build: rows of handlers.verbs)
   workers     worker

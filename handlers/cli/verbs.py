@@ -19,7 +19,8 @@ from handlers.verbs import VERBS, CliError, Exit, Output, Verb, field_type
 
 
 _PATHS = {"dir": lambda: click.Path(file_okay=False), "existing dir": lambda: click.Path(exists=True, file_okay=False),
-          "file": lambda: click.Path(dir_okay=False), "path": click.Path}
+          "file": lambda: click.Path(dir_okay=False), "file or -": lambda: click.Path(dir_okay=False, allow_dash=True),
+          "path": click.Path}
 
 
 def _click_type(f: dataclasses.Field):

@@ -53,16 +53,6 @@ INPUTS: dict[str, dict] = {
     }, ("name",)),
     "audit": _inputs({"name": NAME, "against": {**TEXT, "description": "a checkpoint SIZE:HASH kept elsewhere"}},
                      ("name",)),
-    "record_harness": _inputs({
-        "name": NAME, "kernel": TEXT, "shape": {**TEXT, "description": "e.g. M=2048,K=2048,N=2048"},
-        "contract": TEXT, "role": {"type": "string", "default": ""},
-        "transcript_path": {**TEXT, "description": "the `make run` transcript file (read and validated)"},
-        "method": {"type": "string", "default": "", "description": "GEMM (required): the make run's METHOD, "
-                   "the name mlir-air's registry files the row under (bf16-out-high: fused-cast / drain; "
-                   "bf16-out-low: direct; f32-out: external / direct)"},
-        "device": {**TEXT, "description": "the NPU the transcript ran on (without it and toolchain: unattested)"},
-        "toolchain": {**TEXT, "description": "mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=..."},
-    }, ("name", "kernel", "shape", "transcript_path")),
     **{v.tool: input_schema(v) for v in VERBS},  # the verb table's rows (handlers.verbs)
 }
 

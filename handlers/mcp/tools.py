@@ -11,41 +11,22 @@ Each tool runs on an `App` of its own (its own database connection) made by the 
 reporter (`handlers.narrate.reporting`) whose messages become MCP progress notifications: the messages the
 terminal's bars show (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
 
-`TOOLS` holds these hand-written tools (init, advance, audit, record_harness: `NOT_MIGRATED`
+`TOOLS` holds these hand-written tools (init, advance, audit: `NOT_MIGRATED`
 in handlers.verbs says why each is not a row yet) and the verb table's (`handlers.verbs.VERBS`: their input
 schemas generated from the same request as the click command); what a call is made of is `handlers.mcp.call`.
 
-Imports: handlers (deploy, queries, record, results, bootstrap), kernels, registry.
+Imports: handlers (deploy, results, doctor, gates), handlers.mcp.call, handlers.verbs.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-from handlers import deploy, queries, results
-from handlers.inputs import read_input_text
-from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded, tool_of
-from handlers.record import parse_toolchain, record_harness
+from handlers import deploy, results
+from handlers.mcp.call import Call, Tool, error_line, log, refresh_if_recorded, tool_of
 from handlers.verbs import VERBS
 from handlers.doctor import advance_refusal
 from handlers.gates import GateOptions
-from npu_kernels.mlir_air.output import TranscriptError
 
-# a quoted line of the file inside a transcript error: Python's repr of a str (the verdicts it names are kept)
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
-_KEPT = ("'PASS!'", "'failed.'")
-
-
-def withheld(message: str) -> str:
-    """`message` with every quoted excerpt of the file replaced by `<line withheld>`."""
-    return _QUOTED.sub(lambda m: m.group(0) if m.group(0) in _KEPT else "<line withheld>", message)
-
-
-# --- reads ----------------------------------------------------------------------------------------------------
-
-
-# --- writes: through a gate, a validated transcript, or a note ---------------------------------------------------
+# --- writes: through a gate -------------------------------------------------------------------------------------
 
 
 def _init(c: Call):
@@ -80,21 +61,6 @@ def _audit(c: Call):
     return results.audit_json(c.args["name"], report)
 
 
-def _record_harness(c: Call):
-    a = c.args
-    path = Path(c.path("transcript_path", "transcript"))  # inside the workspace or an --allow-dir folder
-    text = read_input_text(path, "transcript")  # as `ledger record harness --file` reads it
-    try:
-        seq, event = record_harness(c.app.ledger, a["name"], kernel=a["kernel"], shape=a["shape"],
-                                    contract=a.get("contract"), text=text, file_label=path.name, role=a["role"],
-                                    device=a.get("device"), toolchain=parse_toolchain(a.get("toolchain")),
-                                    method=a.get("method") or "")
-    except TranscriptError as e:  # its sentence quotes the file's lines: an agent sees why, not what it holds
-        raise TranscriptError(f"{path.name}: {withheld(str(e))}") from None
-    refresh(c.app)
-    return results.record_harness_json(seq, event)
-
-
 _TOOLS = [
     Tool("init", "Start a deployment of a local HF folder / config.json: records the request and the "
          "architecture assessment (`ledger init`).", _init,
@@ -107,9 +73,5 @@ _TOOLS = [
          "runs the gate, on a deployed model it re-audits.", _audit,
          writes="Phase 7 through its gate, or a re-audit's measured EvaluationRecorded (+ BlockerRaised on FAIL)",
          long=True),
-    Tool("record_harness", "Record a `make run` transcript file from an NPU2 machine as the row's evidence, "
-         "validated as `ledger record harness` validates it.", _record_harness,
-         writes="KernelVerified(source=harness) parsed from the transcript file, validated (shape, element count, "
-                "tolerances, physical limits, one transcript per row)"),
 ]
 TOOLS: dict[str, Tool] = {t.name: t for t in [*_TOOLS, *(tool_of(v) for v in VERBS)]}
