@@ -49,6 +49,7 @@ from npu_kernels.mlir_air.toolchain_floor import PEANO_VERSION, TWIN_PEANO
 from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS, EXECUTOR_NAMES
 from npu_kernels.model.options import FAULT_HELP, FAULTS
 from npu_kernels.model.plan import DEFAULT_SEQ, PLAN_WEIGHTS
+from npu_kernels.model.speculative import DEFAULT_BLOCK
 from npu_kernels.model.q4nx import LAYOUTS
 from npu_kernels.perf.q4nx import WEIGHTS
 from registry.lookup import CONTRACTS
@@ -167,8 +168,8 @@ class Verb:
     long: bool = False  # reports progress; one long tool at a time per MCP server
     progress: str = ""  # the CLI's bars on stderr while it runs (`handlers.narrate.TerminalProgress`): "text"
     # (none under --json) or "always"; the tool's progress notifications come from the server (every call)
-    post: str = ""  # "", "after", "after all", "recorded" or "always": the post-commit projection step
-    # (`post_commit`)
+    post: str = ""  # "", "after", "after all", "recorded", "recorded writable" or "always": the post-commit
+    # projection step (`post_commit`)
     json_indent: int | None = None  # the CLI's --json layout
     json_sort_keys: bool | Callable[[Any], bool] = False  # or (result) -> whether
     json_help: str | None = None
@@ -207,11 +208,12 @@ class Verb:
             vc.app.read_only = True
         if self.post and not self.post_cli and vc.face == "cli":
             return self.handle(vc, request)
-        if self.post in ("recorded", "always"):
+        if self.post in ("recorded", "recorded writable", "always"):
             try:
                 return self.handle(vc, request)
-            finally:
-                post_commit(vc, getattr(request, "name") if self.post == "recorded" else None)
+            finally:  # "recorded writable": not when the ledger was opened read-only (audit's verdict alone)
+                if self.post != "recorded writable" or not vc.app.opened_read_only:
+                    post_commit(vc, getattr(request, "name") if self.post != "always" else None)
         result = self.handle(vc, request)
         if self.post in ("after", "after all"):  # "after all": every deployment's docs, not only request.name's
             post_commit(vc, getattr(request, "name", None) if self.post == "after" else None)
@@ -1563,6 +1565,103 @@ def _record_harness_text(value, r: RecordHarnessRequest) -> Output:
                         f"(sha256 {event.provenance['output_sha256'][:12]})")
 
 
+@dataclass(frozen=True)
+class AuditRequest:
+    name: str = arg("NAME", NAME)
+    against: str | None = arg("--against", {**TEXT, "description": "a checkpoint SIZE:HASH kept elsewhere"},
+                              default=None, click_type=str,
+                              help="a checkpoint SIZE:HASH kept elsewhere (detects truncation/rewrite)")
+
+
+def _audit(vc: VerbCall, r: AuditRequest):
+    """(the evaluation report, the workspace its page lies in)."""
+    return deploy.audit(vc.app.ledger, r.name, workspace=vc.app.workspace, checkpoint=r.against), vc.app.workspace
+
+
+def _audit_text(value, r: AuditRequest) -> Output:
+    from registry.model_docs import model_dir_name
+
+    report, workspace = value
+    out = Output()
+    for f in report.findings:
+        where = f"seq {f['seq']}" if f.get("seq") is not None else "—"
+        out.out(f"  [{f['severity']}] {where}: {f['check']}: {f['message']}")
+    out.out(f"{shown(r.name)}: evaluation {report.verdict} ({len(report.findings)} findings); status {report.status}")
+    if report.recorded:
+        return out.out(f"report: {workspace / 'llms' / model_dir_name(r.name) / 'docs' / 'evaluation_report.md'}")
+    return out.out(f"{report.not_recorded_because}: nothing was recorded")
+
+
+@dataclass(frozen=True)
+class InitRequest:
+    model: str = arg("MODEL", {**TEXT, "description": "a local HF folder or a config.json (a Q4NX bundle with base)"},
+                     click_type="path", path="model")
+    name: str | None = arg("--name", {**TEXT, "description": "deployment name (default: the folder name)"},
+                           default=None, click_type=str,
+                           help="deployment name (default: the folder name, lower-cased, non-alphanumerics to _)")
+    target: str = arg("--target", TARGET, default="npu2", show_default=True)
+    dtype: str | None = arg("--dtype", {"enum": ["bf16", "q4nx"], "default": "bf16", "description": "q4nx: model is a "
+                            "Q4NX bundle, base its bf16 HF folder"}, default="bf16", cli_default=None,
+                            click_type=("bf16", "fp16", "q4nx"),
+                            help="bf16 (default), q4nx (MODEL is a Q4NX bundle; the default with --base); fp16 is "
+                                 "refused")
+    base: str | None = arg("--base", {**TEXT, "description": "with a Q4NX bundle: the bf16 HF folder giving its config "
+                           "and tokenizer"}, default=None, click_type="existing dir", path="base folder",
+                           help="with a Q4NX bundle as MODEL: the bf16 HF folder giving its config and tokenizer")
+    q4nx_style: str = arg("--q4nx-style", {"enum": ["host", "device"], "default": "host", "description": "with base: "
+                          "host (dequantised at load) or device (4-bit decode GEMVs, fused decode)"}, default="host",
+                          show_default=True, help="with --base: host (dequantised at load, the bf16 pipeline) or device "
+                          "(4-bit decode GEMVs on the NPU, fused one-dispatch decode)")
+    executor: str = arg("--executor", {"enum": list(DEPLOYMENT_EXECUTORS)}, default="emulated", show_default=True)
+    drafter: str | None = arg("--drafter", default=None, click_type="path", cli_only=True,
+                              help="a smaller HF folder with MODEL's tokenizer: Phase 5 accepts speculative decoding "
+                                   "with it only if its greedy tokens equal those without it on every gate prompt")
+    draft_block: int = arg("--draft-block", default=DEFAULT_BLOCK, click_type=int, show_default=True, cli_only=True,
+                           help="with --drafter: tokens drafted per round (a verify pass checks one more)")
+
+
+def _init(vc: VerbCall, r: InitRequest):
+    """{"created", "dtype", and on the CLI "notes" and "memory"}: the deployment recorded (`deploy.init`), then the
+    registry and its docs (`post_commit`). The CLI's dtype defaults to q4nx with --base (an unset --dtype); the
+    tool's is q4nx whenever base is given. Out of scope: the CLI's `rejected: ...`, exit 3."""
+    if vc.face == "cli":
+        dtype = r.dtype or ("q4nx" if r.base else "bf16")
+    else:
+        dtype = "q4nx" if r.base else r.dtype
+    try:
+        created = deploy.init(vc.app.ledger, r.model, name=r.name, target=r.target, dtype=dtype, executor=r.executor,
+                              workspace=vc.app.workspace, base=r.base, q4nx_style=r.q4nx_style, drafter=r.drafter,
+                              draft_block=r.draft_block)
+    except deploy.OutOfScope as e:
+        if vc.face == "cli":
+            raise Exit(f"rejected: {e}", 3) from None
+        raise
+    value = {"created": created, "dtype": dtype}
+    if vc.face == "cli":  # the lines the CLI prints, read after the commit
+        from handlers.queries import deployment_config
+        from npu_kernels.model.host_memory import (available_memory_bytes, machine_memory_bytes, memory_line,
+                                                   memory_need)
+
+        value["notes"] = list(deployment_config(vc.app.ledger, created).arch.notes)  # e.g. a multimodal's decoder
+        value["memory"] = memory_line(memory_need(deployment_config(vc.app.ledger, created), r.executor),
+                                      machine_memory_bytes(), available_memory_bytes())
+    post_commit(vc, created)  # the registry and the new deployment's docs
+    return value
+
+
+def _init_json(v: dict, r: InitRequest):
+    out = results.init_json(v["created"], r.executor, r.target, v["dtype"])
+    return {**out, "notes": v["notes"]} if "notes" in v else out
+
+
+def _init_text(v: dict, r: InitRequest) -> Output:
+    from handlers.workbench import next_steps
+
+    return Output().out("\n".join([v["memory"], f"deployment {shown(v['created'])} recorded ({r.executor}/{r.target}, "
+                                  f"{v['dtype']}); next: {next_steps(v['created'], r.executor)}",
+                                  *(f"note: {escaped(n)}" for n in v["notes"])]))
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -1775,6 +1874,23 @@ VERBS.append(Verb(
            "tolerances, physical limits, one transcript per row)", post="after all",
     cli_order=("name", "kernel", "shape", "contract", "transcript_path", "role", "method", "device", "toolchain",
                "as_json")))
+VERBS.append(Verb(
+    "audit", AuditRequest, _audit,
+    help="Phase 7: the independent evaluator (fresh process; reads only the ledger, the workspace's checkpoints and "
+         "the model folder). On a read-only ledger it prints its verdict and records nothing.",
+    description="Phase 7: the independent evaluator in a fresh process (`ledger audit --json`); at phase7 it runs the "
+                "gate, on a deployed model it re-audits.",
+    render=_audit_text, json=lambda value, r: results.audit_json(r.name, value[0]),
+    exit=lambda value: 1 if value[0].verdict == "FAIL" else 0,
+    writes="Phase 7 through its gate, or a re-audit's measured EvaluationRecorded (+ BlockerRaised on FAIL)",
+    long=True, progress="text", post="recorded writable", json_indent=1))
+VERBS.append(Verb(
+    "init", InitRequest, _init,
+    help="Start a deployment of MODEL (a local HF folder or a config.json; a Q4NX bundle with --base).",
+    description="Start a deployment of a local HF folder / config.json: records the request and the architecture "
+                "assessment (`ledger init`).",
+    render=_init_text, json=_init_json,
+    writes="DeploymentRequested, ArchitectureAssessed and ConfigResolved, all derived from the model's config.json"))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
@@ -1784,11 +1900,8 @@ BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 # `M=..,K=..`, dims `k=v`: "text form"); the CLI's progress bars around a long verb ("progress").
 _PATH, _TEXT_FORM, _PROGRESS = "path", "text form", "progress"
 NOT_MIGRATED = {
-    "init": "prints the memory line and `note:` lines read after the commit, exits 3 on rejected; model/base: "
-            + _PATH,
     "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
                + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
-    "audit": _PROGRESS + "; its report path line and the read-only ledger's refusal; shares `post_commit`",
 }
 
 # CLI verbs that have no MCP tool, each with why (every other verb has its tool)

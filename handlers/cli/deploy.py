@@ -1,5 +1,5 @@
-"""CLI commands of the deployment lifecycle written by hand: init, advance, audit (and the evaluator's hidden
-fresh-process command, evaluate). resume, lesson, status, history and graph are rows of handlers.verbs."""
+"""CLI commands of the deployment lifecycle written by hand: advance (and the evaluator's hidden fresh-process
+command, evaluate). init, audit, resume, lesson, status, history, graph and plan are rows of handlers.verbs."""
 
 from __future__ import annotations
 
@@ -17,54 +17,9 @@ from handlers.gates import GateOptions, GateRun
 from handlers.gates.evaluation import evaluate
 from handlers.lifeline import die_with_parent
 from handlers.narrate import ProgressLines, TerminalProgress, reporting
-from handlers.queries import deployment_config
 from handlers.uow import DeploymentError, DeploymentUnit
-from handlers.workbench import next_steps
-from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS
-from npu_kernels.model.host_memory import available_memory_bytes, machine_memory_bytes, memory_line, memory_need
-from npu_kernels.model.speculative import DEFAULT_BLOCK
 from ledger.canonical import dumps
-from registry.model_docs import model_dir_name
 from registry.text import escaped, ledger_command, shown
-
-
-@click.command("init")
-@click.argument("model", type=click.Path())
-@click.option("--name", help="deployment name (default: the folder name, lower-cased, non-alphanumerics to _)")
-@click.option("--target", type=click.Choice(["npu2", "npu1"]), default="npu2", show_default=True)
-@click.option("--dtype", type=click.Choice(["bf16", "fp16", "q4nx"]), default=None,
-              help="bf16 (default), q4nx (MODEL is a Q4NX bundle; the default with --base); fp16 is refused")
-@click.option("--base", type=click.Path(exists=True, file_okay=False),
-              help="with a Q4NX bundle as MODEL: the bf16 HF folder giving its config and tokenizer")
-@click.option("--q4nx-style", type=click.Choice(["host", "device"]), default="host", show_default=True,
-              help="with --base: host (dequantised at load, the bf16 pipeline) or device (4-bit decode GEMVs on the "
-                   "NPU, fused one-dispatch decode)")
-@click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default="emulated", show_default=True)
-@click.option("--drafter", type=click.Path(), default=None,
-              help="a smaller HF folder with MODEL's tokenizer: Phase 5 accepts speculative decoding with it only if "
-                   "its greedy tokens equal those without it on every gate prompt")
-@click.option("--draft-block", type=int, default=DEFAULT_BLOCK, show_default=True,
-              help="with --drafter: tokens drafted per round (a verify pass checks one more)")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def init_cmd(app: App, model: str, name: str | None, target: str, dtype: str | None, base: str | None,
-             q4nx_style: str, executor: str, drafter: str | None, draft_block: int, as_json: bool) -> None:
-    """Start a deployment of MODEL (a local HF folder or a config.json; a Q4NX bundle with --base)."""
-    dtype = dtype or ("q4nx" if base else "bf16")
-    try:
-        created = deploy.init(app.ledger, model, name=name, target=target, dtype=dtype, executor=executor,
-                              workspace=app.workspace, base=base, q4nx_style=q4nx_style, drafter=drafter,
-                              draft_block=draft_block)
-    except deploy.OutOfScope as e:
-        click.echo(f"rejected: {e}", err=True)
-        sys.exit(3)
-    notes = list(deployment_config(app.ledger, created).arch.notes)  # e.g. a multimodal folder's text decoder
-    memory = memory_line(memory_need(deployment_config(app.ledger, created), executor), machine_memory_bytes(),
-                         available_memory_bytes())
-    click.echo(json.dumps({**results.init_json(created, executor, target, dtype), "notes": notes}) if as_json else
-               "\n".join([memory, f"deployment {shown(created)} recorded ({executor}/{target}, {dtype}); next: "
-                           f"{next_steps(created, executor)}", *(f"note: {escaped(n)}" for n in notes)]))
-    refresh_if_recorded(app, created)  # the registry and the new deployment's docs
 
 
 @click.command("advance")
@@ -149,33 +104,4 @@ def evaluate_cmd(app: App, name: str, against: str | None) -> None:
     click.echo(dumps({"rerun": [g.to_payload() for g in rerun], "evaluation": evaluation.to_payload()}))
 
 
-@click.command("audit")
-@click.argument("name")
-@click.option("--against", help="a checkpoint SIZE:HASH kept elsewhere (detects truncation/rewrite)")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def audit_cmd(app: App, name: str, against: str | None, as_json: bool) -> None:
-    """Phase 7: the independent evaluator (fresh process; reads only the ledger, the workspace's checkpoints
-    and the model folder). On a read-only ledger it prints its verdict and records nothing."""
-    try:
-        with reporting(None if as_json else TerminalProgress()):
-            report = deploy.audit(app.ledger, name, workspace=app.workspace, checkpoint=against)
-    finally:
-        if not app.opened_read_only:
-            refresh_if_recorded(app, name)
-    if as_json:
-        click.echo(json.dumps(results.audit_json(name, report), indent=1, default=str))
-    else:
-        for f in report.findings:
-            where = f"seq {f['seq']}" if f.get("seq") is not None else "—"
-            click.echo(f"  [{f['severity']}] {where}: {f['check']}: {f['message']}")
-        click.echo(f"{shown(name)}: evaluation {report.verdict} ({len(report.findings)} findings); status {report.status}")
-        if report.recorded:
-            click.echo(f"report: {app.workspace / 'llms' / model_dir_name(name) / 'docs' / 'evaluation_report.md'}")
-        else:
-            click.echo(f"{report.not_recorded_because}: nothing was recorded")
-    if report.verdict == "FAIL":
-        sys.exit(1)
-
-
-commands = [audit_cmd, evaluate_cmd, init_cmd, advance_cmd]  # resume, lesson, status, history, graph, plan: handlers.verbs
+commands = [evaluate_cmd, advance_cmd]  # init, audit, resume, lesson, status, history, graph, plan: handlers.verbs

@@ -34,25 +34,12 @@ def _int(low: int, high: int, **extra) -> dict:
 
 
 INPUTS: dict[str, dict] = {
-    "init": _inputs({
-        "model": {**TEXT, "description": "a local HF folder or a config.json (a Q4NX bundle with base)"},
-        "name": {**TEXT, "description": "deployment name (default: the folder name)"},
-        "target": {**TARGET, "default": "npu2"},
-        "dtype": {"type": "string", "enum": ["bf16", "q4nx"], "default": "bf16",
-                  "description": "q4nx: model is a Q4NX bundle, base its bf16 HF folder"},
-        "base": {**TEXT, "description": "with a Q4NX bundle: the bf16 HF folder giving its config and tokenizer"},
-        "q4nx_style": {"type": "string", "enum": ["host", "device"], "default": "host",
-                       "description": "with base: host (dequantised at load) or device (4-bit decode GEMVs, fused decode)"},
-        "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"], "default": "emulated"},
-    }, ("model",)),
     "advance": _inputs({
         "name": NAME,
         "until": _int(0, 7, description="stop after this phase"),
         "full": {"type": "boolean", "default": False, "description": "token gate on all 8 prompts instead of 2"},
         "prefill_len": _int(8, 8192, description="prompt length of the Phases 4-5 emulator wall-time runs"),
     }, ("name",)),
-    "audit": _inputs({"name": NAME, "against": {**TEXT, "description": "a checkpoint SIZE:HASH kept elsewhere"}},
-                     ("name",)),
     **{v.tool: input_schema(v) for v in VERBS},  # the verb table's rows (handlers.verbs)
 }
 
