@@ -16,9 +16,16 @@ A row (`Verb`) holds:
             succeeded), "recorded" (whatever happened, once the ledger holds the deployment `request.name`); a
             request with a `name` is a deployment's, and only its projections are rebuilt
 
-The CLI's verbs without a row are in `handlers.cli` as hand-written click commands; `NOT_MIGRATED` says why for
-each, and `NOT_TOOLS` why a verb has no MCP tool (tests/unit/test_verbs.py checks that every CLI verb is one or
-the other, or has its tool).
+Every CLI verb with an MCP tool is a row: `NOT_MIGRATED` (empty now) would say why one is still written by hand,
+`NOT_TOOLS` says why a verb has no tool (tests/unit/test_verbs.py checks that every CLI verb is a row or in one of
+them). Where the faces differ, the row says so, each way once: a field one face lacks (`cli_only`, `tool_only`), a
+text form the CLI reads into the tool's typed value (`parse`), a path the tool confines (`path`, `name_or_path`),
+the CLI's own order, defaults and requiredness (`cli_order`, `cli_default`, `required`), its progress bars
+(`progress`), lines told as the work goes (`VerbCall.tell`: the CLI prints them, the tool sends notifications),
+lines after the output (`after`), an output file (`to_file`), its error forms (`cli_errors`, `cli_error_text`,
+`cli_fail`, `cli_bad`, `CliError`, `Exit`), an answer before the work (`cli_early`), and a post-commit step only
+the tool took (`post_cli`). A handler checks `VerbCall.face` only where the faces did different work before the
+table (scaffold's checkout, triage's rules and registry checks, init's memory and note lines).
 
 Imports: handlers (bootstrap, deploy, results, results_workbench, uow; calibrate, narrate when called),
 npu_kernels (the twin, the toolchain floor, calibration), registry.text, statemachine.mermaid. Never click and
@@ -152,6 +159,7 @@ class VerbCall:
     here: Path = Path(".")  # where an output the caller did not place goes: the CLI's current folder, the workspace
     face: str = "cli"  # or "mcp": for the few checks only one face makes (`Verb.post_cli`)
     tell: Callable[..., None] = _untold  # (line, err=False)
+    json: bool = False  # the CLI's --json: no lines told as the work goes (advance's verdicts)
 
 
 @dataclass(frozen=True)
@@ -1662,6 +1670,77 @@ def _init_text(v: dict, r: InitRequest) -> Output:
                                   *(f"note: {escaped(n)}" for n in v["notes"])]))
 
 
+def verdict_lines(name: str, r: dict) -> Output:
+    """One phase's verdict as `ledger advance` prints it (a failure on stderr, with the blocker it raised)."""
+    if r["passed"]:
+        return Output().out(escaped(f"phase {r['phase']} PASSED (attempt {r['attempt']}): {r['summary']}"))
+    out = Output()
+    if r.get("inconclusive"):  # no verdict: its device run timed out on every try (neither a pass nor a failure)
+        out.err(escaped(f"phase {r['phase']} INCONCLUSIVE (attempt {r['attempt']}, {r['tries']} tries): "
+                        f"{'; '.join(r['reasons'])}"))
+    else:
+        out.err(escaped(f"phase {r['phase']} FAILED (attempt {r['attempt']}): {'; '.join(r['reasons'])}"))
+    if r.get("blocked"):
+        out.err(f"blocker raised: {shown(name)} needs human review; after a fix: "
+                f"{ledger_command('resume', name, '--note', '...')}")
+    return out
+
+
+@dataclass(frozen=True)
+class AdvanceArgs:
+    name: str = arg("NAME", NAME)
+    until: int | None = arg("--until", {"minimum": 0, "maximum": 7, "description": "stop after this phase"},
+                            default=None, help="stop after this phase (0-7)")
+    full: bool = arg("--full", {"default": False, "description": "token gate on all 8 prompts instead of 2"},
+                     default=False, help="token gate on all 8 prompts instead of 2")
+    prefill_len: int | None = arg("--prefill-len", {"minimum": 8, "maximum": 8192, "description": "prompt length of "
+                                  "the Phases 4-5 emulator wall-time runs"}, default=None,
+                                  help="prompt length of the Phases 4-5 emulator wall-time runs (information only; "
+                                       "default the canonical prompt, which Phase 6 times)")
+    distribute: bool = arg("--distribute", default=False, cli_only=True,
+                           help="Phase 1 rows as jobs for `ledger worker` hosts (PostgreSQL ledger); judged when all "
+                                "are in")
+    wait_s: float | None = arg("--wait", {"minimum": 0}, default=None, cli_only=True,
+                               help="with --distribute: give up watching after this many seconds (the jobs go on)")
+
+
+def _advance(vc: VerbCall, r: AdvanceArgs):
+    """(the advance report, the verdicts the CLI printed as each phase was judged: a Ctrl-C later leaves them on the
+    terminal). The refusal (no usable mlir-air checkout) is judged on advance's own fold, before any attempt is
+    opened. --distribute: Phase 1 rows as jobs for the workers (imported here: they need psycopg + procrastinate,
+    which the CLI starts without)."""
+    from handlers.doctor import advance_refusal
+    from handlers.gates import GateOptions
+
+    shown_now: list[dict] = []
+
+    def on_verdict(v: dict) -> None:
+        shown_now.append(v)
+        for line, err in verdict_lines(r.name, v).lines:
+            vc.tell(line, err)
+
+    request = deploy.AdvanceRequest(r.name, vc.app.workspace, until=r.until,
+                                    options=GateOptions(full=r.full, prefill_len=r.prefill_len),
+                                    preflight=lambda state: advance_refusal(state, r.name),
+                                    on_verdict=on_verdict if vc.face == "cli" and not vc.json else None)
+    if r.distribute:
+        from handlers.workers.coordinator import advance_distributed
+
+        return advance_distributed(vc.app.ledger, request, wait_s=r.wait_s), shown_now
+    return deploy.advance(vc.app.ledger, request), shown_now
+
+
+def _advance_text(value, r: AdvanceArgs) -> Output:
+    report, shown_now = value
+    out = Output()
+    for v in report.ran:
+        if not any(v is p for p in shown_now):  # the distributed path reports its verdicts at the end
+            out.lines.extend(verdict_lines(r.name, v).lines)
+    if report.stopped:
+        out.out(report.stopped)
+    return out.out(f"{shown(r.name)}: {report.status}")
+
+
 VERBS: list[Verb] = [
     Verb("resume", ResumeRequest, _resume,
          help="Record a human's fix after a blocker; allows one more attempt.",
@@ -1891,18 +1970,21 @@ VERBS.append(Verb(
                 "assessment (`ledger init`).",
     render=_init_text, json=_init_json,
     writes="DeploymentRequested, ArchitectureAssessed and ConfigResolved, all derived from the model's config.json"))
+VERBS.append(Verb(
+    "advance", AdvanceArgs, _advance, help="Run the next phase gate(s) of NAME, as far as the gates go or up to --until.",
+    description="Run the next phase gate(s) of NAME up to `until`; gates cannot be skipped. Progress: one "
+                "notification per phase, kernel row and prompt (`ledger advance --json`).",
+    render=_advance_text, json=lambda value, r: results.advance_json(value[0]),
+    exit=lambda value: 1 if value[0].failed else 0,
+    writes="only through the gates: PhaseStarted with the gate's own measured evidence, then the state machine's "
+           "PhasePassed / PhaseFailed / PhaseInconclusive (+ BlockerRaised, FailureTriaged)",
+    long=True, progress="text", post="recorded"))
 BY_NAME: dict[str, Verb] = {v.name: v for v in VERBS}
 BY_TOOL: dict[str, Verb] = {v.tool: v for v in VERBS}
 
-# CLI verbs still written by hand in handlers.cli (their MCP tools in handlers.mcp.tools / workbench), and why. What
-# the table lacks for most: a path argument the tool confines to the workspace / --allow-dir folders (`Call.path`)
-# while the CLI takes it as given ("path"); an argument the CLI takes as text and the tool as an object (a shape
-# `M=..,K=..`, dims `k=v`: "text form"); the CLI's progress bars around a long verb ("progress").
-_PATH, _TEXT_FORM, _PROGRESS = "path", "text form", "progress"
-NOT_MIGRATED = {
-    "advance": "its CLI prints each verdict as the gate is judged and has --distribute / --wait (the workers); "
-               + _PROGRESS + "; it shares the post-commit step (`post_commit`) with its tool",
-}
+# CLI verbs with a tool still written by hand in handlers.cli / handlers.mcp.tools, each with why it is not a row
+# (none now: every verb with a tool is a row; tests/unit/test_verbs.py holds the CLI to rows + this + NOT_TOOLS)
+NOT_MIGRATED: dict[str, str] = {}
 
 # CLI verbs that have no MCP tool, each with why (every other verb has its tool)
 NOT_TOOLS = {

@@ -1,13 +1,12 @@
 """The `ledger` command line: click commands, one module per group of verbs, over the handlers' public API.
 
   main        the group, error mapping, the small command db setup and the command list
-  verbs       the commands made from the verb table (handlers.verbs): resume, lesson, status, history, graph, head,
-              log, twin, doctor, quantize, scaffold, verify, plan, predict, diagnose, run, verify-model, optimise,
-              reverify, triage (perf and registry add their group's rows)
+  verbs       the commands made from the verb table (handlers.verbs): every verb with an MCP tool (a group's rows
+              are added by its module: perf, registry, kernel, record)
   common      what several command modules share: the post-commit projection step (handlers.verbs.post_commit)
-  deploy      init, advance, audit (and the evaluator's child)
+  deploy      the evaluator's hidden child, evaluate
   measure     the record group (record harness: a row of handlers.verbs)
-  kernels     kernel run, kernel list
+  kernels     the kernel group: kernel list (kernel run: a row)
   registry    the registry group (lookup / import / build: rows of handlers.verbs)
   workers     worker
   agents      mcp (the MCP server, handlers.mcp), skills export

@@ -107,6 +107,7 @@ def command_of(verb: Verb) -> click.Command:
 
     def run(app, as_json: bool, values: dict) -> None:
         vc = cli_call(app if isinstance(app, App) or app is None else _GivenApp(app))  # None: a command run alone
+        vc.json = as_json
         for f in verb.fields():  # a text form read into its typed value: click's bad parameter when it is not one
             if f.metadata["parse"] is not None and values.get(f.name) is not None:
                 try:

@@ -1,6 +1,6 @@
 """What every MCP tool is made of: one call (`Call`: its App, its arguments, the folders a path
 may lie in), the tool's row (`Tool`), the CLI's one error line (`error_line`), the projection refresh after a
-write and the read-only ledger of a read. `handlers.mcp.tools` and `handlers.mcp.workbench` build the tools.
+write and the read-only ledger of a read. `handlers.mcp.tools` builds the tools, one per verb-table row (`tool_of`).
 
 Imports: handlers (bootstrap, deploy, inputs).
 """
