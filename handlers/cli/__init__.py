@@ -1,14 +1,14 @@
 """The `ledger` command line: click commands, one module per group of verbs, over the handlers' public API.
 
-  main        the group, error mapping, the small commands (verify, db setup) and the command list
-  verbs       the commands made from the verb table (handlers.verbs): resume, lesson, status, history, graph, head,
-              log, twin, doctor (perf calibrate: added to its group by perf)
+  main        the group, error mapping, the small command db setup and the command list
+  verbs       the commands made from the verb table (handlers.verbs): every verb with an MCP tool (a group's rows
+              are added by its module: perf, registry, kernel, record)
   common      what several command modules share: the post-commit projection step (handlers.verbs.post_commit)
-  deploy      init, advance, plan, audit (and the evaluator's child)
-  measure     run, verify-model, diagnose, record harness
-  kernels     kernel run, optimise
-  registry    registry build / import / lookup
-  predict, triage, workers, mlir_air   predict; triage; worker / distributed advance; twin, scaffold
+  deploy      the evaluator's hidden child, evaluate
+  measure     the record group (record harness: a row of handlers.verbs)
+  kernels     the kernel group: kernel list (kernel run: a row)
+  registry    the registry group (lookup / import / build: rows of handlers.verbs)
+  workers     worker
   agents      mcp (the MCP server, handlers.mcp), skills export
 Nothing outside handlers/cli/ imports it (the entry point `ledger` is `handlers.cli:main`).
 """

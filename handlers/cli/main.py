@@ -7,15 +7,13 @@ a gate refused) ends as one `error: ...` line on stderr and a non-zero exit; `-v
 from __future__ import annotations
 
 import io
-import json
 import sys
 import traceback
 
 import click
 
 from handlers.bootstrap import App, configure_logging
-from ledger import Checkpoint
-from registry.text import escaped, shown
+from registry.text import escaped
 
 
 def show_error(e: click.ClickException) -> None:
@@ -78,55 +76,6 @@ def cli(ctx: click.Context, workspace: str | None, db: str | None, verbose: int)
     ctx.obj = App.create(workspace, db, verbose)
 
 
-@cli.command("verify")
-@click.option("--against", help="a checkpoint SIZE:HASH printed earlier by `ledger head`")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def verify_cmd(app: App, against: str | None, as_json: bool) -> None:
-    """Walk the hash chain, check the immutability triggers and the events table's definition; exit 2 naming the
-    first bad seq, and each trigger, constraint, index, column or policy that is not the tool's.
-
-    Every checkpoint this workspace has seen of this ledger (.ledger/checkpoints.json, kept by the ledger's
-    identity, so a moved or copied workspace keeps them) is checked, and --against too: a ledger emptied,
-    truncated or rewritten since then is not intact. An intact ledger whose checkpoint cannot be kept (a full
-    disk, a read-only copy) exits 0 with a warning on stderr."""
-
-    try:
-        checkpoint = Checkpoint.parse(against) if against else None
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--against") from e
-    app.read_only = True
-    report = check_chain(app.ledger, checkpoint, app.checkpoint_record)
-    warning = app.keep_checkpoint(report.head) if report.ok else None
-    if as_json:
-        click.echo(json.dumps({**report.to_json(), "checkpoint_kept": report.ok and warning is None}))
-    elif report.ok:
-        click.echo(f"ledger intact: {report.checked} events, head {report.head}")
-    else:
-        for p in report.problems:
-            where = f" ({p.describe_checkpoint()})" if p.checkpoint else ""
-            click.echo(f"ledger BROKEN at seq {p.seq}: {p.reason}{where}", err=True)
-        for name in report.missing_triggers:
-            click.echo(f"ledger BROKEN: immutability trigger {name} is missing ({app.ledger.dialect}): "
-                       "rows can be updated or deleted", err=True)
-        for name in report.disabled_triggers:
-            click.echo(f"ledger BROKEN: immutability trigger {name} is disabled ({app.ledger.dialect}): "
-                       "rows can be updated or deleted", err=True)
-        for name in report.altered_triggers:
-            click.echo(f"ledger BROKEN: immutability trigger {shown(name)} is not the definition the tool installs "
-                       f"({app.ledger.dialect}): it may not fire", err=True)
-        for name in report.extra_triggers:
-            click.echo(f"ledger BROKEN: trigger {shown(name)} on the events table is not one the tool installs "
-                       f"({app.ledger.dialect}): it can swallow or change appends", err=True)
-        for deviation in report.schema_deviations:  # the database's own text: escaped, it may hold anything
-            click.echo(escaped(f"ledger BROKEN ({app.ledger.dialect}): {deviation.line()}: it can refuse or change "
-                               "appends"), err=True)
-    for line in report.warnings + ([warning] if warning else []):
-        click.echo(line if line.startswith("warning:") else f"warning: {line}", err=True)
-    if not report.ok:
-        sys.exit(2)
-
-
 @cli.group("db")
 def db_group() -> None:
     """The ledger's database (PostgreSQL): roles that keep it immutable."""
@@ -158,19 +107,14 @@ from handlers.cli import agents as _agent_commands  # noqa: E402
 from handlers.cli import deploy as _deploy_commands  # noqa: E402
 from handlers.cli import kernels as _kernel_commands  # noqa: E402
 from handlers.cli import measure as _measure_commands  # noqa: E402
-from handlers.cli import mlir_air as _mlir_air_commands  # noqa: E402
 from handlers.cli import perf as _perf_commands  # noqa: E402
-from handlers.cli import predict as _predict_commands  # noqa: E402
-from handlers.cli import quantize as _quantize_commands  # noqa: E402
 from handlers.cli import registry as _registry_commands  # noqa: E402
-from handlers.cli import triage as _triage_commands  # noqa: E402
 from handlers.cli import verbs as _verb_commands  # noqa: E402
 from handlers.cli import workers as _worker_commands  # noqa: E402
-from ledger.checkpoints import check_chain
 from ledger.postgres import lift_warnings, setup
 
-for _module in (_verb_commands, _deploy_commands, _measure_commands, _kernel_commands, _triage_commands, _registry_commands,
-                _predict_commands, _quantize_commands, _worker_commands, _mlir_air_commands, _agent_commands,
+for _module in (_verb_commands, _deploy_commands, _measure_commands, _kernel_commands, _registry_commands,
+                _worker_commands, _agent_commands,
                 _perf_commands):
     for _command in _module.commands:
         cli.add_command(_command)

@@ -1,20 +1,15 @@
-"""CLI commands of team scale: `ledger worker` (an NPU host serving Phase 1 jobs) and `ledger reverify`."""
+"""CLI commands of team scale: `ledger worker` (an NPU host serving Phase 1 jobs); `ledger reverify` is a row of
+handlers.verbs."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import sys
 
 import click
 
 from handlers.bootstrap import App
-from handlers.cli.common import refresh_projections
-from handlers.narrate import TerminalProgress, reporting
-from handlers.results_workbench import reverify_json
-from handlers.reverify import render_table, reverify_all
-from npu_kernels.backends.kernel_runners import DEPLOYMENT_EXECUTORS, WORKER_EXECUTORS, worker_kind
+from npu_kernels.backends.kernel_runners import WORKER_EXECUTORS, worker_kind
 from npu_kernels.mlir_air.lock import DEFAULT_LOCK_PATH
 from npu_kernels.settings import env_get
 
@@ -51,27 +46,4 @@ def worker_cmd(app: App, executor: str, lock_path: str | None, concurrency: int,
                       stalled_s=stalled_s or runner.STALLED_S, burst=burst)
 
 
-@click.command("reverify")
-@click.option("--all", "all_", is_flag=True, required=True, help="every deployed model (the only mode today)")
-@click.option("--executor", type=click.Choice(list(DEPLOYMENT_EXECUTORS)), default=None,
-              help="re-run on this executor (default: each deployment's own)")
-@click.option("--standin-fault", default=None, hidden=True, metavar="KERNEL[:k=v,...]",
-              help="test seam: the emulated stand-in harness of the matching rows fails (npu_kernels.numerics.executors.standin)")
-@click.option("--json", "as_json", is_flag=True)
-@click.pass_obj
-def reverify_cmd(app: App, all_: bool, executor: str | None, standin_fault: str | None, as_json: bool) -> None:
-    """Re-run every deployed model's token gate and its Phase 1 rows whose toolchain changed; block regressions."""
-    try:
-        with reporting(None if as_json else TerminalProgress()):
-            results = reverify_all(app.ledger, workspace=app.workspace, executor=executor, standin_fault=standin_fault)
-    finally:
-        refresh_projections(app)
-    if as_json:
-        click.echo(json.dumps(reverify_json(results), indent=1))
-    else:
-        click.echo(render_table(results))
-    if any(r.regressions for r in results):
-        sys.exit(1)
-
-
-commands = [worker_cmd, reverify_cmd]
+commands = [worker_cmd]  # reverify: a row of handlers.verbs

@@ -1,6 +1,6 @@
 """What every MCP tool is made of: one call (`Call`: its App, its arguments, the folders a path
-may lie in), the tool's row (`Tool`), the CLI's one error line (`error_line`), the projection refresh after a
-write and the read-only ledger of a read. `handlers.mcp.tools` and `handlers.mcp.workbench` build the tools.
+may lie in), the tool's row (`Tool`), the CLI's one error line (`error_line`), the call's VerbCall (`mcp_call`, whose
+post-commit step the CLI's commands take too) and the read-only ledger of a read. `handlers.mcp.tools` builds the tools, one per verb-table row (`tool_of`).
 
 Imports: handlers (bootstrap, deploy, inputs).
 """
@@ -16,8 +16,8 @@ import structlog
 from handlers import deploy
 from handlers.bootstrap import App
 from handlers.inputs import confined
-from handlers.uow import DeploymentUnit
-from handlers.verbs import Verb, VerbCall, post_commit
+from handlers.narrate import report
+from handlers.verbs import Verb, VerbCall
 
 log = structlog.get_logger("npu_ledger.mcp")
 
@@ -57,9 +57,11 @@ class Tool:
 
 def tool_of(verb: Verb) -> Tool:
     """The MCP tool of a verb-table row: its arguments (the schema's defaults filled in) as the row's request."""
-    return Tool(verb.tool, verb.description,
-                lambda c: verb.call(mcp_call(c.app, c.allowed), verb.request_from(c.args)),
-                writes=verb.writes, long=verb.long)
+    def run(c: Call) -> Any:
+        request = verb.request_from(c.args)
+        return verb.result(verb.call(mcp_call(c.app, c.allowed), request), request)
+
+    return Tool(verb.tool, verb.description, run, writes=verb.writes, long=verb.long)
 
 
 def error_line(exc: BaseException) -> str:
@@ -75,18 +77,10 @@ def mcp_call(app: App, allowed: tuple[Path, ...] = ()) -> VerbCall:
     """The call's App with its warnings going to the server's log (stderr), a path argument inside the workspace
     or an allowed folder (`Call.path`)."""
     return VerbCall(app, warn=log.warning,
-                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what))
-
-
-def refresh(app: App) -> None:
-    """The post-commit projection step the CLI takes too (`handlers.verbs.post_commit`)."""
-    post_commit(mcp_call(app))
-
-
-def refresh_if_recorded(app: App, name: str, unit: DeploymentUnit | None = None) -> None:
-    """`refresh` only when the ledger holds deployment NAME (a misspelt name writes no projections); with `unit`,
-    NAME's docs from the view the command's unit of work folded."""
-    post_commit(mcp_call(app), name, unit)
+                    place=lambda value, what: Call(app, {"p": value}, allowed).path("p", what),
+                    place_target=lambda value, what: Call(app, {"target": value}, allowed).target(),
+                    here=app.workspace, face="mcp",
+                    tell=lambda line, err=False: report(line))
 
 
 def read_only(c: Call) -> App:

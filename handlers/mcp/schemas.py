@@ -1,13 +1,14 @@
 """The MCP tools' input schemas, and their output schemas derived from `handlers.results.SCHEMAS`.
 
-Inputs are the CLI's arguments as typed JSON (a shape is an object, not `M=..,K=..` text, except for
-`record_harness`, whose `--shape` is validated by `handlers.record` as the CLI's is); `additionalProperties`
-is false, so a misspelt argument is refused instead of ignored; `default`s are filled in by `with_defaults`.
+Inputs are the CLI's arguments as typed JSON, generated from each verb's request (`handlers.verbs.input_schema`:
+a shape is an object, not `M=..,K=..` text, except for `record_harness`, whose `--shape` is validated by
+`handlers.record` as the CLI's is); `additionalProperties` is false, so a misspelt argument is refused instead of
+ignored; `default`s are filled in by `with_defaults`.
 Outputs: MCP requires a tool's structured result to be an object, so a result that is a JSON array on the
 CLI (`history`, `plan`, `diagnose`, `triage`, ...) travels as `{"items": [...]}` (`output_schema`,
 `structured`); the text content of every result is the CLI's JSON value, unwrapped.
 
-Imports: handlers.results, kernels (executor names), npu_kernels.model.options (the drill faults).
+Imports: handlers.results, handlers.results_workbench, handlers.verbs.
 """
 
 from __future__ import annotations
@@ -17,149 +18,8 @@ from typing import Any
 from handlers.results import SCHEMAS, json_safe
 from handlers.results_workbench import SCHEMAS as WORKBENCH_SCHEMAS
 from handlers.verbs import VERBS, input_schema
-from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES
-from npu_kernels.model.options import FAULTS
-from npu_kernels.model.plan import PLAN_WEIGHTS
-from npu_kernels.model.q4nx import LAYOUTS
-from npu_kernels.perf.q4nx import WEIGHTS
-from registry.lookup import CONTRACTS
-from registry.nightly_history import FILES
 
-NAME = {"type": "string", "minLength": 1, "description": "deployment name (`ledger status` lists them)"}
-TEXT = {"type": "string", "minLength": 1}
-TARGET = {"type": "string", "enum": ["npu2", "npu1"]}
-DIMS = {"type": "object", "additionalProperties": {"type": ["integer", "boolean"]},
-        "description": "named sizes, e.g. {\"M\": 2048, \"K\": 2048, \"N\": 2048}"}
-
-
-def _inputs(properties: dict[str, dict], required: tuple[str, ...] = ()) -> dict:
-    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
-
-
-def _int(low: int, high: int, **extra) -> dict:
-    return {"type": "integer", "minimum": low, "maximum": high, **extra}
-
-
-CHECKOUT = {**TEXT, "description": "an mlir-air checkout (default: the server's $MLIR_AIR_DIR)"}
-WORKBENCH_INPUTS: dict[str, dict] = {
-    "quantize": _inputs({
-        "folder": {**TEXT, "description": "the bf16 HF folder"}, "out": {**TEXT, "description": "the bundle file "
-                                                                          "(model.q4nx inside, when a folder)"},
-        "to": {"type": "string", "enum": ["q4nx"], "default": "q4nx"},
-        "layout": {"type": "string", "enum": list(LAYOUTS), "default": "llama"},
-    }, ("folder", "out")),
-    "scaffold": _inputs({"name": NAME, "mlir_air_dir": CHECKOUT,
-                         "stand_in": {"type": "string", "enum": ["emulated"], "description": "the adapter wraps "
-                                      "npu-ledger's emulated pipeline; required on a twin (no NPU)"}}, ("name",)),
-    "perf_import_history": _inputs({"file": {**TEXT, "description": "history / sweep_history / "
-                                             "prefill_sweep_history ndjson"}}, ("file",)),
-    "perf_export_history": _inputs({
-        "series": {"type": "string", "enum": sorted(FILES), "default": "history"},
-        "model": {**TEXT, "description": "only this mlir-air model directory name"},
-        "modelled": {"type": "boolean", "default": False, "description": "also the modelled / emulator / rehearsal "
-                     "figures, each line's model suffixed with its class (`--modelled`)"},
-    }),
-    "run": _inputs({"name": NAME, "prompt": TEXT, "n_tokens": _int(1, 4096, default=32),
-                    "profile": {"type": "boolean", "default": False, "description": "per-stage breakdown"}},
-                   ("name", "prompt")),
-    "optimise": _inputs({"name": NAME, "what": {**TEXT, "description": "what the engineer changed"},
-                         "phase": {"type": "integer", "enum": [4, 5], "default": 4}}, ("name", "what")),
-    "registry_import": _inputs({"directory": {**TEXT, "description": "an mlir-air kernel_registry/ (or details/)"},
-                                "allow_skip": {"type": "boolean", "default": False}}, ("directory",)),
-    "registry_build": _inputs({"check": {"type": "boolean", "default": False, "description": "write nothing; "
-                                         "report what differs"},
-                               "into_mlir_air": {**CHECKOUT, "description": "add the ledger's new NPU2 rows to "
-                                                 "this checkout's kernel_registry/ instead"}}),
-    "reverify": _inputs({"all": {"type": "boolean", "default": True, "enum": [True],
-                                 "description": "every deployed model (the only mode)"},
-                         "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"]}}),
-}
-
-INPUTS: dict[str, dict] = {
-    "plan": _inputs({"target": {**TEXT, "description": "deployment NAME, or a config.json / HF folder path"},
-                     "platform": {**TARGET, "description": "NPU target of a CONFIG (default npu2)"},
-                     "seq": _int(1, 1 << 20, default=2048, description="padded prefill length the prefill rows are "
-                                 "planned at (registry rows measured at that M where imported, else heuristic)"),
-                     "weights": {"type": "string", "enum": list(PLAN_WEIGHTS), "description": "plan for these "
-                                 "weights (default: a deployment's own, else bf16)"}}, ("target",)),
-    "predict": _inputs({
-        "target": {**TEXT, "description": "config.json / HF folder path, or deployment NAME"},
-        "seq": _int(1, 131072, description="prefill length (default: the build's, 2048 cut to the context window)"),
-        "ctx": _int(1, 131072, description="decode context length (default 128, cut to the context window)"),
-        "switches": {"type": "string", "description": "comma-separated switches that are ON (fusion, "
-                     "weight_residency, intermediate_bos, seq_first), 'none' for all off; default all on"},
-        "calibration": {**TEXT, "description": "the `perf_calibrate` fit to report with (default the latest; "
-                        "'published': mlir-air's published machine)"},
-        "weights": {"type": "string", "enum": list(WEIGHTS), "default": "bf16",
-                    "description": "bf16; q4nx-host (dequantised at load); q4nx-device (4-bit decode on the NPU)"},
-        "host_memory_gib": {"type": "number", "minimum": 0.1, "description": "the target machine's memory, to "
-                            "check that the resident BOs fit it"},
-        "curve": {"type": "boolean", "default": False, "description": "TTFT against padded prefill length and "
-                  "decode tokens/s against context (seq / ctx do not apply), with a PNG"},
-        "png": {**TEXT, "description": "with curve: where the PNG goes (default <name>_curve.png in the workspace)"},
-    }, ("target",)),
-    "kernel_run": _inputs({
-        "kernel": TEXT, "shape": DIMS,
-        "executor": {"type": "string", "enum": list(EXECUTOR_NAMES), "default": "emulated"},
-        "target": {**TARGET, "default": "npu2"},
-        "contract": {"type": "string", "description": "e.g. f32-out | bf16-out-high | bf16-out-low (gemm)"},
-        "tile": {"type": "object", "additionalProperties": {"type": ["integer", "boolean", "string"]},
-                 "description": "tile overrides, e.g. {\"tile_m\": 64, \"tile_n\": 128}"},
-        "seed": {"type": "integer", "default": 0},
-        "inputs": {"type": "string", "enum": ["project", "harness"], "default": "project",
-                   "description": "harness: mlir-air's harness inputs and reference (its [precision] line)"},
-    }, ("kernel", "shape")),
-    "init": _inputs({
-        "model": {**TEXT, "description": "a local HF folder or a config.json (a Q4NX bundle with base)"},
-        "name": {**TEXT, "description": "deployment name (default: the folder name)"},
-        "target": {**TARGET, "default": "npu2"},
-        "dtype": {"type": "string", "enum": ["bf16", "q4nx"], "default": "bf16",
-                  "description": "q4nx: model is a Q4NX bundle, base its bf16 HF folder"},
-        "base": {**TEXT, "description": "with a Q4NX bundle: the bf16 HF folder giving its config and tokenizer"},
-        "q4nx_style": {"type": "string", "enum": ["host", "device"], "default": "host",
-                       "description": "with base: host (dequantised at load) or device (4-bit decode GEMVs, fused decode)"},
-        "executor": {"type": "string", "enum": ["emulated", "torch", "mlir-air"], "default": "emulated"},
-    }, ("model",)),
-    "advance": _inputs({
-        "name": NAME,
-        "until": _int(0, 7, description="stop after this phase"),
-        "full": {"type": "boolean", "default": False, "description": "token gate on all 8 prompts instead of 2"},
-        "prefill_len": _int(8, 8192, description="prompt length of the Phases 4-5 emulator wall-time runs"),
-    }, ("name",)),
-    "verify_model": _inputs({
-        "name": NAME, "full": {"type": "boolean", "default": False, "description": "all 8 prompts"},
-        "inject": {"type": "string", "enum": sorted(FAULTS),
-                   "description": "a gate drill: the gate with this test fault on, recorded as drill:FAULT"},
-    }, ("name",)),
-    "diagnose": _inputs({"name": NAME}, ("name",)),
-    "triage": _inputs({
-        "text": {"type": "string", "description": "compiler / runtime output to match"},
-        "evidence": {"type": "object", "description": "gate evidence (keys: handlers/triage/evidence.py)"},
-    }, ("text",)),
-    "audit": _inputs({"name": NAME, "against": {**TEXT, "description": "a checkpoint SIZE:HASH kept elsewhere"}},
-                     ("name",)),
-    "registry_lookup": _inputs({
-        "kernel": TEXT, "dims": {**DIMS, "description": "gemm: {M, K, N}; other kernels: any of their dimensions"},
-        "dtype": {"type": "string", "enum": ["bf16", "f32"], "default": "bf16", "description": "GEMM output dtype"},
-        "precision": {"type": "string", "enum": ["high", "low"],
-                      "description": "GEMM tier (default: the tier `plan` takes for the shape)"},
-        "contract": {"type": "string", "enum": sorted(CONTRACTS), "description": "GEMM contract, in place of "
-                     "dtype and precision"},
-    }, ("kernel", "dims")),
-    "verify": _inputs({"against": {**TEXT, "description": "a checkpoint SIZE:HASH printed by `ledger head`"}}),
-    "record_harness": _inputs({
-        "name": NAME, "kernel": TEXT, "shape": {**TEXT, "description": "e.g. M=2048,K=2048,N=2048"},
-        "contract": TEXT, "role": {"type": "string", "default": ""},
-        "transcript_path": {**TEXT, "description": "the `make run` transcript file (read and validated)"},
-        "method": {"type": "string", "default": "", "description": "GEMM (required): the make run's METHOD, "
-                   "the name mlir-air's registry files the row under (bf16-out-high: fused-cast / drain; "
-                   "bf16-out-low: direct; f32-out: external / direct)"},
-        "device": {**TEXT, "description": "the NPU the transcript ran on (without it and toolchain: unattested)"},
-        "toolchain": {**TEXT, "description": "mlir_air_commit=SHA,aie_opt=...,air_opt=...,xrt_smi=...,peano=..."},
-    }, ("name", "kernel", "shape", "transcript_path")),
-    **WORKBENCH_INPUTS,
-    **{v.tool: input_schema(v) for v in VERBS},  # the verb table's rows (handlers.verbs)
-}
+INPUTS: dict[str, dict] = {v.tool: input_schema(v) for v in VERBS}  # every tool is a row of handlers.verbs
 
 
 def with_defaults(tool: str, arguments: dict[str, Any] | None) -> dict[str, Any]:

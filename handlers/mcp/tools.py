@@ -9,197 +9,20 @@ a tool error. A tool error is what the CLI prints as its one `error: ...` line (
 
 Each tool runs on an `App` of its own (its own database connection) made by the server for the call, inside a
 reporter (`handlers.narrate.reporting`) whose messages become MCP progress notifications: the messages the
-terminal's bars show (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards where the CLI does.
+terminal's bars show (`handlers.narrate.TerminalProgress`). Tools that write refresh the projections afterwards
+where the CLI does.
 
-`TOOLS` holds these deployment tools, the verb table's (`handlers.verbs`: resume, lesson, status, history, graph,
-head, log; their input schemas generated from the same request as the click command) and
-`handlers.mcp.workbench`'s (quantize, scaffold, doctor, perf, twin, run, optimise, registry import / build,
-reverify); what a call is made of is `handlers.mcp.call`.
+Every tool is a row of the verb table (`handlers.verbs.VERBS`): its input schema generated from the same request
+as the click command (`handlers.verbs.input_schema`), its call `handlers.mcp.call.tool_of`.
 
-Imports: handlers (deploy, on_demand, queries, record, results, triage, bootstrap), kernels, registry.
+Imports: handlers.mcp.call, handlers.verbs.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from pathlib import Path
-
-from handlers import deploy, on_demand, queries, results
-from handlers.inputs import bounded_text, read_input_text
-from handlers.mcp.call import Call, Tool, error_line, log, read_only, refresh, refresh_if_recorded, tool_of
-from handlers.mcp.workbench import WORKBENCH
-from handlers.record import parse_toolchain, record_harness
-from handlers.triage import triage_evidence
-from handlers.uow import DeploymentUnit
+from handlers.mcp.call import Call, Tool, error_line, log, tool_of
 from handlers.verbs import VERBS
-from handlers.doctor import advance_refusal
-from handlers.gates import GateOptions
-from handlers.predicting import predict_result
-from npu_kernels.backends.kernel_runners import make_runner
-from npu_kernels.backends.runner_base import KernelRow
-from npu_kernels.model.plan import DEFAULT_SEQ
-from npu_kernels.mlir_air.output import TranscriptError
-from registry.lookup import CONTRACTS
-from ledger import Checkpoint
 
-# a quoted line of the file inside a transcript error: Python's repr of a str (the verdicts it names are kept)
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
-_KEPT = ("'PASS!'", "'failed.'")
+TOOLS: dict[str, Tool] = {t.name: t for t in (tool_of(v) for v in VERBS)}
 
-
-def withheld(message: str) -> str:
-    """`message` with every quoted excerpt of the file replaced by `<line withheld>`."""
-    return _QUOTED.sub(lambda m: m.group(0) if m.group(0) in _KEPT else "<line withheld>", message)
-
-
-# --- reads ----------------------------------------------------------------------------------------------------
-
-
-def _plan(c: Call):
-    return results.plan_json(queries.plan_result(c.app, c.target(), c.args.get("platform"), c.args.get("weights"),
-                                                 int(c.args.get("seq", DEFAULT_SEQ))))
-
-
-def _predict(c: Call):
-    a = c.args
-    if a["curve"]:  # the PNG: `png` inside the workspace or an --allow-dir folder, else <name>_curve.png in the workspace
-        png = c.path("png", "png") if a.get("png") else None
-        return queries.curve_result(c.app, c.target(), switches=a.get("switches"), weights=a["weights"],
-                                    host_bytes=_host_bytes(a), png=png, where=c.app.workspace)[0]
-    return predict_result(c.app, c.target(), seq=a.get("seq"), ctx=a.get("ctx"), switches=a.get("switches"),
-                          weights=a["weights"], host_bytes=_host_bytes(a),
-                          calibration=a.get("calibration"))[1]  # the producer `ledger predict --json` prints
-
-
-def _host_bytes(a: dict) -> int | None:
-    return int(a["host_memory_gib"] * 2**30) if a.get("host_memory_gib") else None
-
-
-def _kernel_run(c: Call):
-    a = c.args
-    row = KernelRow(a["kernel"], a["shape"], contract=a.get("contract"), tile=a.get("tile"))  # as `ledger kernel run`
-    result = make_runner(a["executor"], a["target"]).measure(row, seed=a["seed"], inputs=a["inputs"])
-    return results.kernel_run_json(result)
-
-
-def _triage(c: Call):
-    evidence = c.args.get("evidence") or {}
-    bounded_text(json.dumps(evidence), "evidence")  # as `ledger triage` bounds its --evidence file and its log
-    return results.triage_json(triage_evidence(evidence, bounded_text(c.args["text"], "log")))
-
-
-def _registry_lookup(c: Call):
-    a, app = c.args, read_only(c)
-    dtype, precision = CONTRACTS[a["contract"]] if a.get("contract") else (a["dtype"], a.get("precision"))
-    kind, found = queries.registry_lookup(a["kernel"], a["dims"], events=lambda: app.ledger.read_all(),
-                                          registry_dir=app.workspace / "kernel_registry" / "details",
-                                          output_dtype=dtype, precision=precision)
-    return results.registry_lookup_json(kind, found)
-
-
-def _verify(c: Call):
-    report, warning = queries.verify_chain(c.app, Checkpoint.parse(c.args["against"]) if c.args.get("against") else None)
-    for line in report.warnings + ([warning] if warning else []):
-        log.warning(line)
-    return results.verify_json(report, warning)
-
-
-# --- writes: through a gate, a validated transcript, or a note ---------------------------------------------------
-
-
-def _init(c: Call):
-    a = c.args
-    dtype = "q4nx" if a.get("base") else a["dtype"]
-    model, base = c.path("model", "model"), c.path("base", "base folder") if a.get("base") else None
-    created = deploy.init(c.app.ledger, model, name=a.get("name"), target=a["target"], dtype=dtype,
-                          executor=a["executor"], workspace=c.app.workspace, base=base,
-                          q4nx_style=a.get("q4nx_style", "host"))
-    refresh_if_recorded(c.app, created)  # the registry and the new deployment's docs
-    return results.init_json(created, a["executor"], a["target"], dtype)
-
-
-def _advance(c: Call):
-    a = c.args
-    unit = None  # advance's unit of work: the docs are rendered from the view it folded (as the CLI's)
-    try:
-        request = deploy.AdvanceRequest(a["name"], c.app.workspace, until=a.get("until"),
-                                        options=GateOptions(full=a["full"], prefill_len=a.get("prefill_len")),
-                                        preflight=lambda state: advance_refusal(state, a["name"]))
-        unit = DeploymentUnit(c.app.ledger, a["name"])
-        report = deploy.advance(c.app.ledger, request, unit)
-    finally:
-        refresh_if_recorded(c.app, a["name"], unit)
-    return results.advance_json(report)
-
-
-def _verify_model(c: Call):
-    a = c.args
-    gates = on_demand.verify_model(c.app.ledger, c.app.workspace, a["name"], full=a["full"], inject=a.get("inject"))
-    return results.verify_model_json(gates, a.get("inject"))
-
-
-def _diagnose(c: Call):
-    return results.diagnose_json(on_demand.diagnose(c.app.ledger, c.app.workspace, c.args["name"]))
-
-
-def _audit(c: Call):
-    try:
-        report = deploy.audit(c.app.ledger, c.args["name"], workspace=c.app.workspace, checkpoint=c.args.get("against"))
-    finally:
-        if not c.app.opened_read_only:
-            refresh_if_recorded(c.app, c.args["name"])
-    return results.audit_json(c.args["name"], report)
-
-
-def _record_harness(c: Call):
-    a = c.args
-    path = Path(c.path("transcript_path", "transcript"))  # inside the workspace or an --allow-dir folder
-    text = read_input_text(path, "transcript")  # as `ledger record harness --file` reads it
-    try:
-        seq, event = record_harness(c.app.ledger, a["name"], kernel=a["kernel"], shape=a["shape"],
-                                    contract=a.get("contract"), text=text, file_label=path.name, role=a["role"],
-                                    device=a.get("device"), toolchain=parse_toolchain(a.get("toolchain")),
-                                    method=a.get("method") or "")
-    except TranscriptError as e:  # its sentence quotes the file's lines: an agent sees why, not what it holds
-        raise TranscriptError(f"{path.name}: {withheld(str(e))}") from None
-    refresh(c.app)
-    return results.record_harness_json(seq, event)
-
-
-_TOOLS = [
-    Tool("plan", "The (kernel, shape, role) rows Phase 1 verifies, with tiles and contracts, for a deployment or a "
-         "config.json (`ledger plan --json`).", _plan),
-    Tool("predict", "Modelled NPU2 TTFT, decode tokens/s and per-ELF breakdown of a config or deployment "
-         "(`ledger predict --json`).", _predict),
-    Tool("kernel_run", "Run one leaf kernel at one shape on an executor and judge its full output against FP32 "
-         "(`ledger kernel run --json`); records nothing.", _kernel_run, long=True),
-    Tool("triage", "Match compiler/runtime output (and optional gate evidence) against the NPU debugging "
-         "playbooks; the matched rules, best first (`ledger triage --json`).", _triage),
-    Tool("registry_lookup", "The best measured GEMM config for M, K, N, or the registry rows of a kernel "
-         "(`ledger registry lookup --json`).", _registry_lookup),
-    Tool("verify", "Walk the ledger's hash chain and immutability triggers against every kept checkpoint "
-         "(`ledger verify --json`); ok=false names the first bad seq.", _verify),
-    Tool("init", "Start a deployment of a local HF folder / config.json: records the request and the "
-         "architecture assessment (`ledger init`).", _init,
-         writes="DeploymentRequested, ArchitectureAssessed and ConfigResolved, all derived from the model's config.json"),
-    Tool("advance", "Run the next phase gate(s) of NAME up to `until`; gates cannot be skipped. Progress: one "
-         "notification per phase, kernel row and prompt (`ledger advance --json`).", _advance,
-         writes="only through the gates: PhaseStarted with the gate's own measured evidence, then the state "
-                "machine's PhasePassed / PhaseFailed / PhaseInconclusive (+ BlockerRaised, FailureTriaged)", long=True),
-    Tool("verify_model", "The token gate on demand, or a gate drill with `inject` (`ledger verify-model --json`); "
-         "progress per prompt.", _verify_model,
-         writes="TokenGateChecked measured now, context verify-model or drill:FAULT (a drill is never evidence)",
-         long=True),
-    Tool("diagnose", "Per-layer cosine of the deployment's pipeline vs HF bf16 (`ledger diagnose --json`).",
-         _diagnose, writes="LayerDiagnosed measured now (never a verdict)", long=True),
-    Tool("audit", "Phase 7: the independent evaluator in a fresh process (`ledger audit --json`); at phase7 it "
-         "runs the gate, on a deployed model it re-audits.", _audit,
-         writes="Phase 7 through its gate, or a re-audit's measured EvaluationRecorded (+ BlockerRaised on FAIL)",
-         long=True),
-    Tool("record_harness", "Record a `make run` transcript file from an NPU2 machine as the row's evidence, "
-         "validated as `ledger record harness` validates it.", _record_harness,
-         writes="KernelVerified(source=harness) parsed from the transcript file, validated (shape, element count, "
-                "tolerances, physical limits, one transcript per row)"),
-]
-TOOLS: dict[str, Tool] = {t.name: t for t in [*_TOOLS, *(tool_of(v) for v in VERBS), *WORKBENCH]}
+__all__ = ["TOOLS", "Call", "Tool", "error_line", "log"]

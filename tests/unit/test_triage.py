@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from handlers.cli.triage import NO_MATCH, NO_MATCH_EXIT, commands, triage
+from handlers.cli.verbs import commands
 from handlers.triage import PREDICATES, RuleError, load_rules, triage_evidence, triage_text
+from handlers.verbs import NO_MATCH, NO_MATCH_EXIT
 from ledger.events import FailureTriaged
+
+triage = next(c for c in commands if c.name == "triage")  # a row of handlers.verbs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 TRIAGE = FIXTURES / "triage"
@@ -338,7 +341,7 @@ def test_cli_bad_evidence_is_one_clear_line(tmp_path):
 
 
 def test_cli_exports_its_commands():
-    assert commands == [triage] and triage.name == "triage"
+    assert [c for c in commands if c.name == "triage"] == [triage] and triage.name == "triage"
 
 
 def test_an_emulated_deployment_is_never_sent_to_make_verify_but_to_its_own_verbs():

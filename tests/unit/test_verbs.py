@@ -53,11 +53,15 @@ def test_a_rows_click_parameters_and_tool_schema_are_one_request():
     for verb in VERBS:
         command = verbs[verb.name]
         fields = {f.name for f in verb.fields()}
-        assert {p.name for p in command.params} == fields | {"as_json"}, verb.name
-        assert set(INPUTS[verb.tool]["properties"]) == fields and INPUTS[verb.tool] == input_schema(verb)
+        cli_fields = {f.name for f in verb.fields() if not f.metadata["tool_only"]}
+        tool_fields = {f.name for f in verb.fields() if not f.metadata["cli_only"]}
+        assert {p.name for p in command.params} == cli_fields | {"as_json"}, verb.name
+        assert set(INPUTS[verb.tool]["properties"]) == tool_fields and INPUTS[verb.tool] == input_schema(verb)
         assert TOOLS[verb.tool].writes == verb.writes and TOOLS[verb.tool].description == verb.description
         required = {p.name for p in command.params if p.required}
-        assert required == set(INPUTS[verb.tool]["required"]), verb.name
+        differing = {f.name for f in verb.fields() if f.metadata["required"] is not None}  # stated per field
+        assert required - differing == (set(INPUTS[verb.tool]["required"]) & cli_fields) - differing, verb.name
+        assert fields == cli_fields | tool_fields, verb.name
 
 
 def test_a_rows_required_option_is_required_by_click_and_its_bounds_are_the_tools(tmp_path):
