@@ -6,8 +6,9 @@ NPU_LEDGER_REFERENCE_CACHE (HF reference walks kept by content), NPU_LEDGER_HARN
 checkout's), LEDGER_NPU_LOCK (the NPU lock file), PEANO_INSTALL_DIR (the Peano toolchain recorded with hardware
 rows), NPU_LEDGER_STANDIN_SLEEP_S (the sleep worker's test seam), the BLAS thread counts recorded with fp32 rows, and
 the twin's own (NPU_LEDGER_TWIN_ROOT, NPU_LEDGER_TWIN_FAULTS, NPU_LEDGER_FAULTS, NPU_LEDGER_MODEL,
-NPU_LEDGER_VERIFY_DIR, RUNNER_NAME, NPU_LEDGER_STAND_IN_PYTHON):
-the stand-in checkout's programs are separate processes whose interface is their environment, as mlir-air's are.
+NPU_LEDGER_VERIFY_DIR, RUNNER_NAME, NPU_LEDGER_STAND_IN_PYTHON): the stand-in checkout's programs are separate
+processes whose interface is their environment, as mlir-air's are; NPU_LEDGER_EVALUATOR_PYTHON (the interpreter of
+the independent evaluator's fresh process).
 
 `env_get` is `os.environ.get` (an empty value stays empty: a caller decides what empty means); `env_copy` is the
 environment a child process gets; `env_default` sets a variable this process and its children must see
@@ -42,3 +43,13 @@ def stand_in_python() -> str:
     import sys
 
     return os.environ.get("NPU_LEDGER_STAND_IN_PYTHON") or sys.executable
+
+
+def evaluator_python() -> str:
+    """The interpreter the independent evaluator's fresh process runs under (handlers.gates.evaluation):
+    $NPU_LEDGER_EVALUATOR_PYTHON, else this interpreter. The test suite points it at the launcher of
+    tests/stand_in_server.py (a process forked from an interpreter that has only imported the tool, which keeps the
+    evaluator's lifeline: it still dies with the process that started it)."""
+    import sys
+
+    return os.environ.get("NPU_LEDGER_EVALUATOR_PYTHON") or sys.executable

@@ -1,5 +1,6 @@
 """Run the stand-in's programs (the twin's harness, verify, walk and bench scripts, a stand-in model directory's
-make targets) in processes forked from an interpreter that has already imported what they import.
+make targets) and the independent evaluator's fresh process in processes forked from an interpreter that has
+already imported what they import.
 
 Each such program is a fresh `python` started by make, and spent about 0.4 s of its 1 s importing numpy, the
 tokenizer and npu-ledger's twin modules (`python -X importtime -m npu_kernels.mlir_air.twin.verify_runner`,
@@ -11,6 +12,13 @@ is a process of its own: its own pid and session, the launcher's streams, direct
 and `sys.path` as `python [-m MODULE | SCRIPT] ARGS` would have them, and the exit status or signal of a fresh
 interpreter. A launcher that is killed (a harness timeout kills make's process group) closes its socket; the
 server then kills the child's session, so a hung stand-in dies as it did.
+
+The evaluator (handlers.gates.evaluation, `NPU_LEDGER_EVALUATOR_PYTHON`) costs 5-9 s of CPU per run, about 4 of them
+importing torch, transformers and the tool, and the suite starts about 55. Its lifeline (handlers.lifeline: it must
+die with the process that started it) is kept: the launcher, the real child of that process, arms the same
+PR_SET_PDEATHSIG, and the forked evaluator is told that its parent is the server (whose kill of it follows the
+launcher's death). A program whose import-time environment (IMPORT_TIME: thread counts, offline switches) differs
+from the server's is run in a fresh interpreter instead (exec from the forked child).
 
 What differs from a fresh interpreter, and why no test depends on it: modules were imported under the server's
 environment (the suite's), not the program's. The stand-in reads its environment at call time
@@ -38,17 +46,29 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = "NPU_LEDGER_STAND_IN_PYTHON"
+EVALUATOR_ENV = "NPU_LEDGER_EVALUATOR_PYTHON"
 SOCKET_ENV = "NPU_LEDGER_STAND_IN_SOCKET"
-PRELOAD = ("numpy", "tokenizers", "npu_kernels.mlir_air.twin", "npu_kernels.mlir_air.twin.stand_in",
+LIFELINE_ENV = "NPU_LEDGER_PARENT_PID"  # handlers.lifeline: the evaluator dies with the process that started it
+# what libraries read from the environment when they are imported (the BLAS/OpenMP thread counts, Hugging Face's
+# offline switches): a program given other values than the server's runs in a fresh interpreter instead
+IMPORT_TIME = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+PRELOAD = ("numpy", "tokenizers", "torch", "transformers", "handlers.cli.main", "npu_kernels.model.hf_reference",
+           "npu_kernels.mlir_air.twin", "npu_kernels.mlir_air.twin.stand_in",
            "npu_kernels.mlir_air.twin.harness", "npu_kernels.mlir_air.twin.verify_runner",
            "npu_kernels.mlir_air.twin.decode_gate", "npu_kernels.mlir_air.walk", "npu_kernels.backends.in_process",
            "npu_kernels.model.compare", "npu_kernels.model.prompts")
 
 # what the launcher runs: stdlib only, no site (it is started for every program, so it must start fast)
 LAUNCHER = '''import array, json, os, signal, socket, struct, sys
+parent = os.environ.get({lifeline_env!r}, "")
+if parent.isdigit():  # a caller that asked its child to die with it (handlers.lifeline): this launcher does, and
+    import ctypes     # the server kills the program when this launcher's socket closes
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(parent):
+        os._exit(1)
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(os.environ[{socket_env!r}])
-body = json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+body = json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ), "ppid": os.getppid()}}).encode()
 s.sendmsg([struct.pack("!I", len(body)) + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
 reply = b""
 while True:
@@ -164,8 +184,13 @@ def _child(request: dict, fds: list[int], base_path: list[str]) -> None:
             os.dup2(fd, target)
             os.close(fd)
         os.chdir(request["cwd"])
+        env = dict(request["env"])
+        if env.get(LIFELINE_ENV) == str(request.get("ppid")):  # its launcher dies with that parent (and the server
+            env[LIFELINE_ENV] = str(os.getppid())  # kills this program then); this program's parent is the server
+        if any(env.get(k) != os.environ.get(k) for k in IMPORT_TIME):
+            os.execve(sys.executable, [sys.executable, *request["argv"]], env)  # what the libraries read at import
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update(env)
         # as a fresh interpreter writing to a pipe or file: stdout block-buffered, stderr line-buffered with escapes
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", encoding="utf-8", errors="strict", closefd=False)
@@ -215,7 +240,8 @@ class Server:
         self.folder = tempfile.mkdtemp(prefix="si-")  # short: a unix socket's path has at most 107 bytes
         self.socket = os.path.join(self.folder, "s")
         self.launcher = os.path.join(self.folder, "python")
-        Path(self.launcher).write_text(f"#!{sys.executable} -SE\n" + LAUNCHER.format(socket_env=SOCKET_ENV))
+        launcher = LAUNCHER.format(socket_env=SOCKET_ENV, lifeline_env=LIFELINE_ENV)
+        Path(self.launcher).write_text(f"#!{sys.executable} -SE\n" + launcher)
         os.chmod(self.launcher, 0o755)
         self.process = subprocess.Popen(
             [sys.executable, "-c", f"from tests.stand_in_server import serve; serve({self.socket!r})"],
@@ -226,7 +252,7 @@ class Server:
 
     @property
     def env(self) -> dict[str, str]:
-        return {ENV: self.launcher, SOCKET_ENV: self.socket}
+        return {ENV: self.launcher, EVALUATOR_ENV: self.launcher, SOCKET_ENV: self.socket}
 
     def close(self) -> None:
         self.process.stdin.close()

@@ -4,7 +4,6 @@ handlers.evaluator.remeasure). It runs in a fresh process with the BLAS thread c
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 from collections import Counter
 from dataclasses import replace
@@ -19,6 +18,7 @@ from handlers.gates.runtime import declared_options, model_backend
 from handlers.lifeline import child_env
 from handlers import narrate
 from handlers.narrate import relay_progress
+from npu_kernels.settings import evaluator_python
 from handlers.planning import deployment_weights, recorded_sources
 from handlers.evaluator.remeasure import phase1_rows
 from npu_kernels.model.architecture import load_raw_config, resolve
@@ -150,7 +150,7 @@ def _rerun_token_gate(ctx: GateRun, state, cfg, events) -> tuple[list, list]:
 
 def evaluate_in_fresh_process(ctx: GateRun, checkpoint: str | None) -> tuple[list, EvaluationRecorded]:
     """Run `evaluate` in a new interpreter that sees only the ledger URL and the deployment name."""
-    cmd = [sys.executable, "-m", "handlers.cli", "--workspace", str(ctx.workspace), "--db", ctx.ledger.url,
+    cmd = [evaluator_python(), "-m", "handlers.cli", "--workspace", str(ctx.workspace), "--db", ctx.ledger.url,
            "evaluate", *(["--against", checkpoint] if checkpoint else []), "--", ctx.state.name]  # `--`: a name
     # such as `--help` is the argument, never an option
     env = child_env()  # the evaluator dies with this process (handlers.lifeline)

@@ -350,7 +350,10 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_a_killed_phase_7_advance_leaves_no_evaluator_running(deployed, tmp_path):
+def test_a_killed_phase_7_advance_leaves_no_evaluator_running(deployed, tmp_path, monkeypatch):
+    # the product's own fresh interpreter, not the suite's launcher (tests/stand_in_server.py keeps the lifeline by
+    # other means, tested in tests/unit/test_stand_in_server.py)
+    monkeypatch.delenv("NPU_LEDGER_EVALUATOR_PYTHON", raising=False)
     ws = _copy(deployed, tmp_path / "ws")
     _clone_until_phase7(ws, "tiny", "p7")
     assert ledger_json(ws, "status", "p7")["status"] == "phase7"

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 from tests.stand_in_server import ENV
 
@@ -75,4 +77,32 @@ def test_a_killed_launcher_takes_its_program_and_what_that_started_with_it(tmp_p
     launcher.wait()
     while _alive(grandchild):  # the server kills the program's session once it sees the launcher's socket close
         assert time.monotonic() < deadline, "the stand-in's grandchild outlived its killed launcher"
+        time.sleep(0.05)
+
+
+def test_a_program_given_a_lifeline_dies_with_the_process_that_started_its_launcher(tmp_path):
+    """handlers.lifeline's promise through the launcher: the program sees its parent (the server) in the lifeline
+    variable, arms it and runs; when the process that started the launcher dies, the launcher dies with it and the
+    server kills the program."""
+    pid_file = tmp_path / "pid"
+    prog = tmp_path / "evaluator.py"  # what the evaluator does first (handlers.cli's evaluate: die_with_parent)
+    prog.write_text("import os, time\nfrom handlers.lifeline import die_with_parent\ndie_with_parent()\n"
+                    f"open({str(pid_file)!r} + '.tmp', 'w').write(str(os.getpid()))\n"
+                    f"os.rename({str(pid_file)!r} + '.tmp', {str(pid_file)!r})\nwhile True:\n    time.sleep(0.05)\n")
+    starter = tmp_path / "starter.py"  # handlers.gates.evaluation's side: child_env names this process
+    starter.write_text("import os, subprocess, sys, time\nfrom handlers.lifeline import child_env\n"
+                       f"subprocess.Popen([os.environ[{ENV!r}], {str(prog)!r}], env=child_env())\n"
+                       "while True:\n    time.sleep(0.05)\n")
+    root = str(Path(__file__).resolve().parents[2])
+    parent = subprocess.Popen([sys.executable, str(starter)], env={**os.environ, "PYTHONPATH": root})
+    deadline = time.monotonic() + 120  # only a guard against a hang
+    while not pid_file.exists():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    program = int(pid_file.read_text())
+    assert _alive(program)  # its lifeline accepted the server as its parent
+    parent.kill()
+    parent.wait()
+    while _alive(program):
+        assert time.monotonic() < deadline, "the program outlived the process that started its launcher"
         time.sleep(0.05)
