@@ -38,9 +38,10 @@ def reference_store(tmp_path_factory):
 
 @pytest.fixture(scope="session", autouse=True)
 def stand_in_server():
-    """The stand-in's programs (the twin's scripts, a stand-in model directory's make targets) forked from one
-    interpreter per test process that has imported them already (tests/stand_in_server.py): about 0.4 s of imports
-    saved on each of the ~85 programs a twin deployment starts. A launcher the caller exported is kept."""
+    """The stand-in's programs (the twin's scripts, a stand-in model directory's make targets) and the independent
+    evaluator forked from one interpreter per test process that has imported them already (tests/stand_in_server.py):
+    about 0.4 s of imports saved on each of the ~85 programs a twin deployment starts, about 4 s on each of the ~55
+    evaluator runs. A launcher the caller exported is kept."""
     from tests.stand_in_server import ENV, Server
 
     if os.environ.get(ENV):
@@ -198,6 +199,11 @@ def _start_prebuild(config) -> None:
 
     def build() -> None:
         try:
+            from tests.stand_in_server import ENV, Server
+
+            if not os.environ.get(ENV):  # the snapshots' evaluators and stand-ins, as the workers' (closed at exit)
+                _PREBUILD["stand_in_server"] = server = Server()
+                os.environ.update(server.env)
             prebuilt.build_all(factory)
         except BaseException as e:  # the worker that asks rebuilds it and fails with the real error
             _PREBUILD["error"] = e
@@ -211,3 +217,6 @@ def pytest_sessionfinish(session, exitstatus):
     thread = _PREBUILD.get("thread")
     if thread is not None:
         thread.join(timeout=600)
+    server = _PREBUILD.pop("stand_in_server", None)
+    if server is not None:
+        server.close()
