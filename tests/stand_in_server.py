@@ -61,11 +61,11 @@ PRELOAD = ("numpy", "tokenizers", "torch", "transformers", "handlers.cli.main", 
 # what the launcher runs: stdlib only, no site (it is started for every program, so it must start fast)
 LAUNCHER = '''import array, json, os, signal, socket, struct, sys
 parent = os.environ.get({lifeline_env!r}, "")
-if parent.isdigit():  # a caller that asked its child to die with it (handlers.lifeline): this launcher does, and
-    import ctypes     # the server kills the program when this launcher's socket closes
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != int(parent):
-        os._exit(1)
+if parent.isdigit() and os.getppid() == int(parent):  # a caller that asked its child to die with it
+    import ctypes  # (handlers.lifeline): this launcher does, and the server kills the program when its socket closes;
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG   (a variable inherited from further up
+    if os.getppid() != int(parent):  # names another process: not this launcher's lifeline)
+        os._exit(1)  # the parent died while this was being armed
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(os.environ[{socket_env!r}])
 body = json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ), "ppid": os.getppid()}}).encode()

@@ -106,3 +106,21 @@ def test_a_program_given_a_lifeline_dies_with_the_process_that_started_its_launc
     while _alive(program):
         assert time.monotonic() < deadline, "the program outlived the process that started its launcher"
         time.sleep(0.05)
+
+
+def test_a_program_with_a_lifeline_starts_stand_in_programs_of_its_own(tmp_path):
+    """The evaluator runs the twin's make targets, whose launchers inherit its lifeline variable: a variable naming
+    another process than a launcher's parent is not that launcher's lifeline (at 7040be5+1 they exited 1)."""
+    (tmp_path / "inner.py").write_text("print('inner ran')\n")
+    outer = tmp_path / "outer.py"
+    outer.write_text("import os, subprocess, sys\nfrom handlers.lifeline import die_with_parent\ndie_with_parent()\n"
+                     f"p = subprocess.run(['sh', '-c', os.environ[{ENV!r}] + ' ' + {str(tmp_path / 'inner.py')!r}],\n"
+                     "                   capture_output=True, text=True)\nprint(p.returncode, p.stdout.strip())\n")
+    starter = tmp_path / "starter.py"
+    starter.write_text("import os, subprocess, sys\nfrom handlers.lifeline import child_env\n"
+                       f"p = subprocess.run([os.environ[{ENV!r}], {str(outer)!r}], env=child_env(), capture_output=True,"
+                       " text=True)\nprint(p.returncode, p.stdout.strip(), p.stderr.strip())\n")
+    root = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, str(starter)], env={**os.environ, "PYTHONPATH": root}, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout == "0 0 inner ran \n", proc.stdout + proc.stderr
