@@ -14,7 +14,8 @@ from types import ModuleType
 import pytest
 
 from npu_kernels.numerics import kernels as registry
-from npu_kernels.numerics.kernels.base import REQUIRED, Absent, absences, from_module, missing_pieces, twin_kinds
+from npu_kernels.numerics.kernels.base import (REQUIRED, Absent, absences, from_module, harness_entries, missing_pieces,
+                                              twin_kinds)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = registry.definitions()
@@ -84,6 +85,12 @@ def test_an_optional_piece_is_asked_of_the_registry():
     assert {k: (kernel, t.directory) for k, (kernel, t) in stand_ins.items() if k.startswith("gemm")} == {
         "gemm": ("gemm", "matrix_multiplication/bf16_in_bf16_out"),
         "gemm_f32": ("gemm", "matrix_multiplication/bf16_in_fp32_out")}
+    # its three harness-table entries (a command per contract), the table's from its module
+    from npu_kernels.mlir_air.table import load_harness_table
+
+    table = load_harness_table().harnesses
+    assert {k for k in registry.harnesses() if k.split("@")[0] == "gemm"} == {"gemm", "gemm@bf16-out-low", "gemm@f32-out"}
+    assert all(table[k].command == e["command"] for k, e in registry.harnesses().items())
     method_tier = registry.piece("gemm", "method_tier")
     assert method_tier({"M": 64, "K": 256, "N": 64}, "bf16-out-low", {}) == ("direct", "low")
     assert method_tier({"M": 2048, "K": 2048, "N": 2048}, "bf16-out-high", {"method": "auto"}) == ("fused-cast", "high")
@@ -126,8 +133,9 @@ def test_every_room_takes_a_registered_kernel_from_the_registry(d):
     _where(d, "tile_default", DEFAULTS.get(d.name) is d.tile_default)
     _where(d, "harness_case", (d.name in HARNESS_KERNELS) == bool(d.harness_case))
     table = load_harness_table().harnesses
-    if d.harness:
-        _where(d, "harness (harness table)", table[d.name].command == d.harness["command"])
+    if d.harness:  # each entry under its table key (the kernel's name, or `<name>@<contract>`)
+        for key, entry in harness_entries(d.name, d.harness).items():
+            _where(d, f"harness (harness table: {key})", table[key].command == entry["command"])
     else:  # declared absent: no entry of its own
         _where(d, "harness (absent: no table entry)", d.name not in table)
     if d.twin:  # each stand-in under its kind (the kernel's name, or the one it names)

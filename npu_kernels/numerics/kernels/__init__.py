@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from npu_kernels.thresholds import KERNEL_TOLERANCES
 from npu_kernels.numerics.kernels.base import (  # noqa: F401 (its API)
-    Absent, CatalogPage, KernelDef, TwinStandIn, from_module, missing_pieces, twin_kinds)
+    Absent, CatalogPage, KernelDef, TwinStandIn, from_module, harness_entries, missing_pieces, twin_kinds)
 
 MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm", "gemv", "dequant_q4nx", "gemv_q4nx",
            "flash_attention")
@@ -84,6 +84,17 @@ def stand_ins() -> dict[str, tuple[str, TwinStandIn]]:
         out.update((kind, (kernel, t)) for kind, t in twin_kinds(kernel, _piecewise(kernel, "twin")))
     for d in definitions():
         out.update((kind, (d.name, t)) for kind, t in twin_kinds(d.name, d.twin))
+    return out
+
+
+def harnesses() -> dict[str, dict[str, Any]]:
+    """The harness-table entries the kernels declare: table key -> entry, the piecewise-declared kernels' first (as
+    their modules declare them so far), then each registered kernel's, in registration order."""
+    out: dict[str, dict[str, Any]] = {}
+    for kernel in PIECEWISE:
+        out.update(harness_entries(kernel, _piecewise(kernel, "harness")))
+    for d in definitions():
+        out.update(harness_entries(d.name, d.harness))
     return out
 
 

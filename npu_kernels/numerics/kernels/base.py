@@ -13,7 +13,8 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   tile_default      (normalised shape, target) -> the planner's recommended tile
   dmas_per_tile     shim DMAs each compute tile needs (3: a one-row herd is all that places; tile_notes says so)
   harness_case      (shape, contract, tile) -> HarnessCase: the mlir-air script's own inputs and reference
-  harness           the harness-table entry (harnesses.toml's [harness.<name>] keys, as a dict)
+  harness           the harness-table entry (harnesses.toml's [harness.<name>] keys, as a dict); a kernel with a
+                    command per contract, {table key: entry} (keys `<name>` and `<name>@<contract>`)
   twin              the twin's stand-in (TwinStandIn): mlir-air's Makefile variables and flags, the script's argparse
                     flags and checks, what it prints when it only compiles; a tuple of them, each naming its `kind`,
                     where mlir-air has several harness directories of the kernel
@@ -96,6 +97,15 @@ class TwinStandIn:
     parses_flags: bool = True  # False: the script has no argparse at all (not even the harness's -v / -p)
     kind: str = ""  # the harness kind (the twin script's first argument) where not the kernel's name: a kernel with
     # several stand-ins (one per mlir-air directory) names each
+
+
+def harness_entries(name: str, harness: "dict[str, Any] | Absent | None") -> dict[str, dict[str, Any]]:
+    """{harness-table key: entry} of a kernel's `harness` piece: one entry (the keys of harnesses.toml's
+    [harness.<name>], its `command` among them) under the kernel's name, or a dict of entries under their table keys
+    (`<name>` and `<name>@<contract>`, a contract with its own command); {} when absent."""
+    if not harness:
+        return {}
+    return {name: harness} if "command" in harness else dict(harness)
 
 
 def twin_kinds(name: str, twin: "TwinStandIn | tuple[TwinStandIn, ...] | Absent | None") -> tuple[tuple[str, TwinStandIn], ...]:
@@ -234,7 +244,8 @@ def missing_pieces(d: KernelDef) -> list[str]:
         out.append(f"spec (named {d.spec.name!r})")
     if d.spec is not None and d.tolerances is not None and set(d.tolerances) != set(d.spec.contracts):
         out.append("tolerances (one per contract of the spec)")
-    if d.harness and not d.harness.get("command"):
+    entries = harness_entries(d.name, d.harness).values()
+    if d.harness and not all(isinstance(e, dict) and e.get("command") for e in entries):
         out.append("harness (no command)")
     if d.evidence and set(d.evidence) != set(d.constants):
         out.append("evidence (one per constant)")

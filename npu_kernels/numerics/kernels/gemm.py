@@ -121,3 +121,23 @@ TWIN = (
         compiled_line="Compile-only done.",
     ),
 )
+
+
+# --- mlir-air's harness-table entries: a command per contract -------------------------------------------------
+# matrix_multiplication/bf16_in_{bf16,fp32}_out/Makefile at e972f29 (variables M K N TILE_* HERD_*; bf16_in_bf16_out's
+# HIGH_PRECISION and METHOD, bf16_in_fp32_out's CODEGEN; defaults as the twin's stand-ins above cite them)
+_TILE_KEYS = ["tile_m", "tile_k_l2", "tile_k_l1", "tile_n", "herd_m", "herd_n"]
+_MAKE = ("make -C {mlir_air}/programming_examples/matrix_multiplication/%s run M={M} K={K} N={N} TILE_M={tile_m} "
+         "TILE_K_L2={tile_k_l2} TILE_K_L1={tile_k_l1} TILE_N={tile_n} HERD_M={herd_m} HERD_N={herd_n} %sPERF_ITERS={perf_iters}")
+_TILE_DEFAULTS = {"tile_m": 64, "tile_k_l2": 256, "tile_k_l1": 32, "tile_n": 128, "herd_m": 8, "herd_n": 4}
+HARNESS = {
+    "gemm": {"contracts": ["bf16-out-high"], "tile_keys": [*_TILE_KEYS, "method"],
+             "command": _MAKE % ("bf16_in_bf16_out", "HIGH_PRECISION=true METHOD={method} "),
+             "defaults": {**_TILE_DEFAULTS, "method": "auto", "perf_iters": 20}},
+    "gemm@bf16-out-low": {"tile_keys": list(_TILE_KEYS),
+                          "command": _MAKE % ("bf16_in_bf16_out", "HIGH_PRECISION=false "),
+                          "defaults": {**_TILE_DEFAULTS, "perf_iters": 20}},
+    "gemm@f32-out": {"tile_keys": [*_TILE_KEYS, "codegen"],
+                     "command": _MAKE % ("bf16_in_fp32_out", "CODEGEN={codegen} "),
+                     "defaults": {**_TILE_DEFAULTS, "codegen": "external", "perf_iters": 20}},
+}
