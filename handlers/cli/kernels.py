@@ -26,6 +26,7 @@ from npu_kernels.provenance import LABELS
 from npu_kernels.backends.kernel_runners import EXECUTOR_NAMES, make_runner
 from npu_kernels.backends.runner_base import KernelRow
 from npu_kernels.numerics.catalog import KERNELS, get_spec
+from npu_kernels.numerics.kernels import piece
 from npu_kernels.numerics.harness_inputs import HarnessNotReproduced
 from npu_kernels.mlir_air.table import HarnessError
 from npu_kernels.mlir_air.output import TranscriptError
@@ -122,9 +123,10 @@ def npu2_comparison(kernel: str, shape: dict, contract: str, spec, registry: Pla
     when one is measured on NPU2 (the ledger's rows, imported or hardware, and MLIR_AIR_DIR's GEMM JSON, through
     registry.lookup), with its cite; else the catalog's figure, saying it was measured at another shape."""
     c = spec.contract(contract)
-    if kernel == "gemm" and c.out_dtype == "bf16" and c.tier:
+    best_config = piece(kernel, "best_config")  # GEMM's: the registry's best measured configuration
+    if best_config and c.out_dtype == "bf16" and c.tier:
         M, K, N = (int(shape[k]) for k in ("M", "K", "N"))
-        choice = registry.best("gemm", {"M": M, "K": K, "N": N}, c.tier)  # the row planning follows, cited
+        choice = registry.best(kernel, {"M": M, "K": K, "N": N}, c.tier)  # the row planning follows, cited
         for _, doc in registry.documents if choice is not None else ():
             try:
                 a = gemm_answer(doc, GEMM_JSON["bf16"], M, K, N, "bf16", c.tier)
@@ -132,7 +134,7 @@ def npu2_comparison(kernel: str, shape: dict, contract: str, spec, registry: Pla
                 continue
             if a["method"] == choice.method and a.get("mean_rel_L1") is not None:
                 return f"NPU2 measured {a['mean_rel_L1']:.1e} at this exact shape: {choice.cite}"
-    elif kernel != "gemm":
+    elif not best_config:
         try:
             rows = kernel_rows(kernel, registry.data, **shape)
         except (KeyError, ValueError):

@@ -16,6 +16,7 @@ from handlers.registry_merge import merge_into_mlir_air
 from handlers.registry_ops import SkippedRows, build_projections, import_registry_accounted, link_message
 from handlers.results import registry_row_json
 from handlers.results_workbench import registry_build_json, registry_import_json, registry_merge_json
+from npu_kernels.numerics.kernels import piece
 from registry.catalog import canonical_kernel
 from registry.fold import not_npu2_mark
 from registry.lookup import CONTRACTS, gemm_config, gemm_config_planned, kernel_rows
@@ -89,7 +90,7 @@ def lookup_cmd(ctx, kernel, args, output_dtype, precision, contract, registry_di
     """`lookup gemm M K N` (from the GEMM JSON) or `lookup KERNEL k=v ...` (from the ledger)."""
     if contract:
         output_dtype, precision = CONTRACTS[contract]
-    if canonical_kernel(kernel) == "gemm":
+    if piece(canonical_kernel(kernel), "best_config"):  # GEMM's: from the JSON
         if len(args) == 3 and all("=" not in a for a in args):
             try:
                 M, K, N = (int(a) for a in args)

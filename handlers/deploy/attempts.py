@@ -277,8 +277,8 @@ def record_inconclusive(unit: DeploymentUnit, phase: Phase, attempt: int, e: Inc
 def _triage(unit: DeploymentUnit, failed_seq: int, outcome, reasons: list[str]) -> None:
     """Match the failure against the playbook rules and record what matched (nothing when none does)."""
     matches: list = []
-    # the registry's measured configurations, where a row names a kernel whose runs have methods (GEMM's lookup)
-    registry = planning_registry(unit.ledger) if any(piece(e.get("kernel"), "method_tier")
+    # the registry's measured configurations, where a row names a kernel it keeps a best one of (GEMM's lookup)
+    registry = planning_registry(unit.ledger) if any(piece(e.get("kernel"), "best_config")
                                                      for e in outcome.triage) else None
     # the deployment's executor: an emulated one is never sent to mlir-air's `make verify` (issue 48 item 3)
     own = {"executor": unit.state.executor if unit.state else None, "deployment": unit.name}

@@ -76,11 +76,12 @@ def test_an_optional_piece_is_asked_of_the_registry():
     """`piece(kernel, name)`: a registered kernel's own, a piecewise-declared kernel's from its module as far as it is
     written (gemm's executor call at the planned tile, its GFLOP/s fit, its methods), else KernelDef's default."""
     for d in DEFINITIONS:
-        for name in ("calls_with_tile", "fit_metric", "method_tier", "throughput"):
+        for name in ("calls_with_tile", "fit_metric", "method_tier", "best_config", "throughput"):
             assert registry.piece(d.name, name) is getattr(d, name), f"kernel {d.name}: {name}"
     assert registry.piece("no-such-kernel", "fit_metric") == "latency"
     assert registry.piece("no-such-kernel", "method_tier") is None and not registry.piece("no-such-kernel", "calls_with_tile")
     assert registry.piece("gemm", "calls_with_tile") is True and registry.piece("gemm", "fit_metric") == "GFLOP/s"
+    assert registry.piece("gemm", "best_config") is True and registry.piece("no-such-kernel", "best_config") is False
     stand_ins = registry.stand_ins()  # gemm's two mlir-air directories, each its own harness kind
     assert {k: (kernel, t.directory) for k, (kernel, t) in stand_ins.items() if k.startswith("gemm")} == {
         "gemm": ("gemm", "matrix_multiplication/bf16_in_bf16_out"),

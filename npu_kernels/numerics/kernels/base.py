@@ -40,6 +40,9 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
                     tile to its call; a kernel whose executor tiles itself gets none)
   fit_metric        what the cost model's leave-one-out error is taken on: "latency" (predicted over measured) or
                     "GFLOP/s" (measured over predicted, the figure a compute-bound kernel's registry quotes)
+  best_config       True: the kernel's registry page keeps a best measured configuration per shape and tier (the JSON
+                    mlir-air's registry_lookup reads; registry.lookup answers from it, `ledger registry lookup`
+                    prints it), where the others' lookups answer with the ledger's rows
   method_tier       (shape, contract, tile) -> (method, tier) a run used, in the names mlir-air's registry files
                     its rows under (a kernel with several methods per contract; the others have none, no method)
 
@@ -209,10 +212,11 @@ class KernelDef:
     calls_with_tile: bool = False
     fit_metric: str = "latency"
     method_tier: Callable[[dict, str, dict], tuple[str, str]] | None = None
+    best_config: bool = False
 
 
 OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "tile_warnings", "throughput", "dense_flops",
-            "calls_with_tile", "fit_metric", "method_tier")
+            "calls_with_tile", "fit_metric", "method_tier", "best_config")
 # the optional pieces that are functions (a module constant of the piece's name in capitals, a regex say, is none)
 OPTIONAL_FUNCTIONS = ("tile_note", "herd_of", "tile_warnings", "dense_flops", "method_tier")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
@@ -221,7 +225,7 @@ REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 def from_module(module: ModuleType) -> KernelDef:
     """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
     TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER,
-    THROUGHPUT, CALLS_WITH_TILE, FIT_METRIC) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
+    THROUGHPUT, CALLS_WITH_TILE, FIT_METRIC, BEST_CONFIG) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
     cost_features, registry_rows, tile_note, herd_of, tile_warnings, dense_flops, method_tier). A piece the module lacks is None,
     which `missing_pieces` names."""
     values = {}

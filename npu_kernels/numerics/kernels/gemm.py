@@ -18,6 +18,10 @@ CALLS_WITH_TILE = True
 # model's leave-one-out error of a gemm row is taken on that figure (measured over predicted).
 FIT_METRIC = "GFLOP/s"
 
+# mlir-air's GEMM pages keep a best measured configuration per shape and tier (details/GEMM_bf16_in_{bf16,fp32}_out.json
+# `best.high` / `best.low` at e972f29, read by registry_lookup.gemm_config): the registry's lookup answers from it.
+BEST_CONFIG = True
+
 
 def method_tier(shape: dict, contract: str, tile: dict) -> tuple[str, str]:
     """(method, tier) a run used, in mlir-air's registry names (details/GEMM_bf16_in_{bf16,fp32}_out.json's
