@@ -81,6 +81,8 @@ def test_an_optional_piece_is_asked_of_the_registry():
     assert registry.piece("no-such-kernel", "fit_metric") == "latency"
     assert registry.piece("no-such-kernel", "method_tier") is None and not registry.piece("no-such-kernel", "calls_with_tile")
     assert registry.piece("gemm", "calls_with_tile") is True and registry.piece("gemm", "fit_metric") == "GFLOP/s"
+    assert {c: registry.kernel_tolerance("gemm", c) for c in ("f32-out", "bf16-out-high", "bf16-out-low")} == {
+        "f32-out": (1.6e-2, 1.5e-3), "bf16-out-high": (1.6e-2, 1.5e-3), "bf16-out-low": (1.6e-2, 4e-3)}  # its module's
     assert registry.piece("gemm", "best_config") is True and registry.piece("no-such-kernel", "best_config") is False
     stand_ins = registry.stand_ins()  # gemm's two mlir-air directories, each its own harness kind
     assert {k: (kernel, t.directory) for k, (kernel, t) in stand_ins.items() if k.startswith("gemm")} == {

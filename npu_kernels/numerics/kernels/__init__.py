@@ -107,8 +107,11 @@ def stand_in_kinds_in_listing_order() -> list[str]:
 
 def tolerances() -> dict[tuple[str, str], tuple[float, float]]:
     """Every kernel's (kernel, contract) -> (rtol, atol): npu_kernels.thresholds' table of the kernels declared
-    piecewise, then each registered kernel's own (declared in its module, with its source)."""
-    return {**KERNEL_TOLERANCES, **{(d.name, c): tol for d in definitions() for c, tol in d.tolerances.items()}}
+    outside the registry, a piecewise-declared kernel's module's (gemm's), then each registered kernel's own
+    (declared in its module, with its source)."""
+    piecewise = {(k, c): tol for k in PIECEWISE for c, tol in (_piecewise(k, "tolerances") or {}).items()}
+    return {**KERNEL_TOLERANCES, **piecewise,
+            **{(d.name, c): tol for d in definitions() for c, tol in d.tolerances.items()}}
 
 
 def kernel_tolerance(kernel: str, contract: str) -> tuple[float, float]:
