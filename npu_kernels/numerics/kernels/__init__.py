@@ -64,11 +64,11 @@ def piece(kernel: str, name: str) -> Any:
     d = get(kernel)
     if d is not None:
         return getattr(d, name)
-    value = _piecewise(kernel, name)
+    value = piecewise(kernel, name)
     return value if value is not None else _DEFAULTS[name]
 
 
-def _piecewise(kernel: str, name: str) -> Any:
+def piecewise(kernel: str, name: str) -> Any:
     """The piece `name` a piecewise-declared kernel's module already declares, or None."""
     if kernel not in PIECEWISE:
         return None
@@ -81,7 +81,7 @@ def stand_ins() -> dict[str, tuple[str, TwinStandIn]]:
     modules declare them so far), then each registered kernel's, in registration order."""
     out: dict[str, tuple[str, TwinStandIn]] = {}
     for kernel in PIECEWISE:
-        out.update((kind, (kernel, t)) for kind, t in twin_kinds(kernel, _piecewise(kernel, "twin")))
+        out.update((kind, (kernel, t)) for kind, t in twin_kinds(kernel, piecewise(kernel, "twin")))
     for d in definitions():
         out.update((kind, (d.name, t)) for kind, t in twin_kinds(d.name, d.twin))
     return out
@@ -92,7 +92,7 @@ def harnesses() -> dict[str, dict[str, Any]]:
     their modules declare them so far), then each registered kernel's, in registration order."""
     out: dict[str, dict[str, Any]] = {}
     for kernel in PIECEWISE:
-        out.update(harness_entries(kernel, _piecewise(kernel, "harness")))
+        out.update(harness_entries(kernel, piecewise(kernel, "harness")))
     for d in definitions():
         out.update(harness_entries(d.name, d.harness))
     return out
@@ -100,7 +100,7 @@ def harnesses() -> dict[str, dict[str, Any]]:
 
 def stand_in_kinds_in_listing_order() -> list[str]:
     """Every stand-in's kind, in the catalog's listing order (a kernel's several kinds together, in their order)."""
-    base = {k: tuple(kind for kind, _ in twin_kinds(k, _piecewise(k, "twin"))) for k in PIECEWISE}
+    base = {k: tuple(kind for kind, _ in twin_kinds(k, piecewise(k, "twin"))) for k in PIECEWISE}
     listed = in_listing_order(base, lambda d: tuple(kind for kind, _ in twin_kinds(d.name, d.twin)))
     return [kind for kinds in listed.values() for kind in kinds]
 
@@ -109,8 +109,8 @@ def tolerances() -> dict[tuple[str, str], tuple[float, float]]:
     """Every kernel's (kernel, contract) -> (rtol, atol): npu_kernels.thresholds' table of the kernels declared
     outside the registry, a piecewise-declared kernel's module's (gemm's), then each registered kernel's own
     (declared in its module, with its source)."""
-    piecewise = {(k, c): tol for k in PIECEWISE for c, tol in (_piecewise(k, "tolerances") or {}).items()}
-    return {**KERNEL_TOLERANCES, **piecewise,
+    declared = {(k, c): tol for k in PIECEWISE for c, tol in (piecewise(k, "tolerances") or {}).items()}
+    return {**KERNEL_TOLERANCES, **declared,
             **{(d.name, c): tol for d in definitions() for c, tol in d.tolerances.items()}}
 
 

@@ -7,7 +7,11 @@ still declared in the rooms.
 from __future__ import annotations
 
 import argparse
+import math
 
+import numpy as np
+
+from npu_kernels.numerics.harness_case import HarnessCase, harness_bf16, sequential_matmul_f32
 from npu_kernels.numerics.kernels.base import TwinStandIn
 from npu_kernels.thresholds import RTOL
 
@@ -157,3 +161,20 @@ HARNESS = {
                      "command": _MAKE % ("bf16_in_fp32_out", "CODEGEN={codegen} "),
                      "defaults": {**_TILE_DEFAULTS, "codegen": "external", "perf_iters": 20}},
 }
+
+
+# --- mlir-air's harness inputs and reference ---------------------------------------------------------------
+HARNESS_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
+
+
+def harness_case(shape: dict, contract: str, tile: dict | None = None) -> HarnessCase:
+    m, k, n = shape["M"], shape["K"], shape["N"]
+    rs = np.random.RandomState(HARNESS_SEED)  # the legacy global generator that np.random.seed(42) seeds
+    scale = 1.0 / math.sqrt(k)
+    a = harness_bf16(rs.randn(m, k) * scale)  # float64 draws -> float32 -> bf16
+    b = harness_bf16(rs.randn(k, n) * scale)
+    ref = sequential_matmul_f32(a, b)
+    out_dtype = "f32" if contract == "f32-out" else "bf16"
+    if out_dtype == "bf16":
+        ref = harness_bf16(ref)
+    return HarnessCase({"a": a, "b": b}, ref, out_dtype, "matrix_multiplication/bf16/run.py:59,493-507")
