@@ -54,6 +54,13 @@ def method_tier(shape: dict, contract: str, tile: dict) -> tuple[str, str]:
     return method, "high"
 
 
+
+def fp32(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
+    """The FP32 reference executor's gemm (npu_kernels.numerics.executors.base.Fp32Executor)."""
+    # C-contiguous B: a pipeline's weight comes as a transposed view, and BLAS would sum it in another order
+    return np.asarray(a, np.float32) @ np.ascontiguousarray(b, np.float32)
+
+
 # --- the twin's stand-ins: mlir-air has two GEMM harness directories, one script each ---------------------------
 
 
