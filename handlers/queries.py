@@ -5,7 +5,7 @@
   context_window(app, target)           NAME|CONFIG -> its config.json's max_position_embeddings (`predict --curve`)
   curve_result                           `predict --curve --json`'s value (and the PNG), for the CLI and MCP (handlers.predicting: the point)
   plan_result(app, target, ...)         `plan`'s rows
-  registry_lookup(kernel, dims, ...)    the best GEMM config, or the registry rows of a kernel
+  registry_lookup(kernel, dims, ...)    the best measured config (GEMM's), or the registry rows of a kernel
   verify_chain(app, checkpoint)         `ledger verify`'s chain check and the checkpoint kept
 
 A CONFIG argument never opens the ledger (`App.ledger` is opened on first use): `ledger plan config.json` in an
@@ -36,6 +36,7 @@ from npu_kernels.perf.q4nx import matching_anchor, predict_weights
 from ledger import Checkpoint
 from ledger.checkpoints import ChainReport, check_chain
 from ledger.record import RecordedEvent
+from npu_kernels.numerics.kernels import piece
 from registry.catalog import canonical_kernel
 from registry.lookup import gemm_config, gemm_config_planned, kernel_rows
 
@@ -109,17 +110,18 @@ def context_window(app: App, target: str) -> int | None:
 
 def registry_lookup(kernel: str, dims: dict[str, Any], *, events: Callable[[], Sequence[RecordedEvent]],
                     registry_dir: Path, output_dtype: str = "bf16", precision: str | None = None) -> tuple[str, Any]:
-    """("gemm", the best measured config) for a GEMM (dims M, K, N; from the projected JSON in `registry_dir`),
+    """("best", the best measured config) for a kernel whose registry keeps one (`best_config`: GEMM's, dims M,
+    K, N; from the projected JSON in `registry_dir`),
     else ("rows", the matching `registry.lookup.ShapeRow`s from `events()`). Raises what `gemm_config` and
     `kernel_rows` raise: KeyError naming what was measured, ValueError, FileNotFoundError."""
-    if canonical_kernel(kernel) == "gemm":
+    if piece(canonical_kernel(kernel), "best_config"):
         try:
             M, K, N = int(dims["M"]), int(dims["K"]), int(dims["N"])
         except KeyError as e:
             raise KeyError("gemm needs M K N (or M=.. K=.. N=..)") from e
         if precision is None:  # the tier `ledger plan` takes for the shape (registry.lookup.planned_tiers)
-            return "gemm", gemm_config_planned(M, K, N, output_dtype=output_dtype, registry_dir=registry_dir)
-        return "gemm", gemm_config(M, K, N, output_dtype=output_dtype, precision=precision, registry_dir=registry_dir)
+            return "best", gemm_config_planned(M, K, N, output_dtype=output_dtype, registry_dir=registry_dir)
+        return "best", gemm_config(M, K, N, output_dtype=output_dtype, precision=precision, registry_dir=registry_dir)
     return "rows", kernel_rows(kernel, events(), **dims)
 
 

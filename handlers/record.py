@@ -17,6 +17,7 @@ from npu_kernels.perf.evidence import EvidenceError, check_contract, check_measu
 from npu_kernels.mlir_air.output import sha256_text
 from npu_kernels.provenance import harness_provenance
 from npu_kernels.mlir_air.transcript import parse_harness_transcript
+from npu_kernels.numerics.kernels import piece
 from registry.catalog import gemm_lookup_methods
 from ledger import Ledger
 from ledger.events import KernelVerified
@@ -73,7 +74,7 @@ def check_gemm_method(kernel: str, contract: str, method: str) -> None:
     """A GEMM row's method must be one mlir-air's lookup keys rows by for its contract (registry.catalog
     .gemm_lookup_methods): the registry JSON files a row under its method and `best` names it, so a row without one
     (or with another name) would be a `best` mlir-air's builders cannot build. EvidenceError naming `--method`."""
-    if kernel != "gemm":
+    if not piece(kernel, "method_tier"):  # a kernel whose runs have no method
         return
     known = gemm_lookup_methods(contract)
     if method not in known:
@@ -92,7 +93,7 @@ def record_harness(ledger: Ledger, name: str, *, kernel: str, shape: str, contra
     `npu2-measured`; without, `unattested` (npu_kernels.provenance) and never verified, best or exported. `method` is
     the GEMM method the run used (mlir-air's run.py does not print it: the make run's METHOD), the key the
     registry JSON files the row under."""
-    if method and kernel != "gemm":
+    if method and not piece(kernel, "method_tier"):
         raise EvidenceError(f"--method {method[:40]!r}: only a GEMM run has a method "
                             f"({', '.join(GEMM_METHODS)})")
     result = parse_harness_transcript(text)  # garbage / truncated: TranscriptError, nothing recorded

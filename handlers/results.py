@@ -300,9 +300,9 @@ def registry_row_json(r) -> dict[str, Any]:
 
 
 def registry_lookup_json(kind: str, found) -> dict[str, Any] | list[dict[str, Any]]:
-    """`ledger registry lookup --json`: the best GEMM config (kind "gemm", `registry.lookup.gemm_config`'s
-    answer as it is), or the matching registry rows."""
-    return found if kind == "gemm" else [registry_row_json(r) for r in found]
+    """`ledger registry lookup --json`: the best measured config (kind "best", `registry.lookup.gemm_config`'s
+    answer as it is), or the matching registry rows (kind "rows")."""
+    return found if kind == "best" else [registry_row_json(r) for r in found]
 
 
 VERIFY = obj({

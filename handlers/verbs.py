@@ -997,7 +997,9 @@ def _lookup_dims(words: tuple[str, ...], values: dict) -> dict:
     takes; gemm's M, K and N required."""
     from registry.catalog import canonical_kernel
 
-    gemm = canonical_kernel(values["kernel"]) == "gemm"
+    from npu_kernels.numerics.kernels import piece
+
+    gemm = bool(piece(canonical_kernel(values["kernel"]), "best_config"))  # GEMM's: M K N from the JSON
     if gemm and len(words) == 3 and all("=" not in a for a in words):
         try:
             M, K, N = (int(a) for a in words)
@@ -1057,7 +1059,7 @@ def _lookup_text(value, r: LookupRequest) -> Output:
 
     kind, found, dtype, precision = value
     out = Output()
-    if kind == "gemm":
+    if kind == "best":  # the best measured configuration (GEMM's)
         M, K, N = int(r.dims["M"]), int(r.dims["K"]), int(r.dims["N"])
         herd = f"  herd {'x'.join(map(str, found['herd']))}" if "herd" in found else ""
         return out.out(f"{M}x{K}x{N} out={dtype} {precision or found['precision']}: method {found['method']}  tile "
@@ -1449,9 +1451,12 @@ def npu2_comparison(kernel: str, shape: dict, contract: str, spec, registry) -> 
     from registry.text import shape_args
 
     c = spec.contract(contract)
-    if kernel == "gemm" and c.out_dtype == "bf16" and c.tier:
+    from npu_kernels.numerics.kernels import piece
+
+    best_config = piece(kernel, "best_config")  # GEMM's: the registry's best measured configuration
+    if best_config and c.out_dtype == "bf16" and c.tier:
         M, K, N = (int(shape[k]) for k in ("M", "K", "N"))
-        choice = registry.best("gemm", {"M": M, "K": K, "N": N}, c.tier)  # the row planning follows, cited
+        choice = registry.best(kernel, {"M": M, "K": K, "N": N}, c.tier)  # the row planning follows, cited
         for _, doc in registry.documents if choice is not None else ():
             try:
                 a = gemm_answer(doc, GEMM_JSON["bf16"], M, K, N, "bf16", c.tier)
@@ -1459,7 +1464,7 @@ def npu2_comparison(kernel: str, shape: dict, contract: str, spec, registry) -> 
                 continue
             if a["method"] == choice.method and a.get("mean_rel_L1") is not None:
                 return f"NPU2 measured {a['mean_rel_L1']:.1e} at this exact shape: {choice.cite}"
-    elif kernel != "gemm":
+    elif not best_config:
         try:
             rows = kernel_rows(kernel, registry.data, **shape)
         except (KeyError, ValueError):

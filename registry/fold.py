@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from npu_kernels.numerics.kernels import piece
 from npu_kernels.perf.evidence import check_stored_row
 from npu_kernels.provenance import (IMPORTED_REGISTRY, NPU2_MEASURED, STANDIN_REHEARSAL, UNATTESTED, claim_problem,
                                 kernel_row_provenance)
@@ -274,7 +275,7 @@ def unkeyed_method(spec: CatalogEntry, evidence: str, contract: str, tier: str, 
     """Why a GEMM harness row cannot be filed under a method mlir-air's lookup knows ("" when it can): the JSON
     keys `methods` and `best` by that name (registry.catalog.GEMM_LOOKUP_METHODS). Only our own passing harness
     rows are judged (a FAIL is never filed there): an imported row's method is mlir-air's own name for it."""
-    if spec.kernel != "gemm" or evidence != "hardware":
+    if not piece(spec.kernel, "method_tier") or evidence != "hardware":
         return ""
     known = gemm_lookup_methods(contract, tier)
     if method in known:

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Sequence
 
 from npu_kernels.model.plan import MeasuredChoice, contract_method_tier, planned_contract
 from ledger.record import RecordedEvent
+from npu_kernels.numerics.kernels import piece
 from registry.catalog import CATALOG, canonical_kernel, shape_key, specs_for_kernel
 from registry.fold import HARDWARE, RegistryData, ShapeRow, fold_registry, pick_best
 from registry.render_json import GEMM_JSON, GEMM_PAGES, gemm_document
@@ -217,7 +218,7 @@ class PlanningRegistry:
         return None
 
     def best(self, kernel: str, shape: dict[str, Any], tier: str) -> MeasuredChoice | None:
-        if kernel != "gemm":
+        if not piece(kernel, "best_config"):  # the ledger's rows; GEMM's best from the JSON
             return self._best_row(kernel, shape)
         M, K, N = (int(shape[k]) for k in ("M", "K", "N"))
         found: list[tuple[float, int, MeasuredChoice]] = []
@@ -279,7 +280,7 @@ class PlanningRegistry:
         hardware row FAILs (`failed_methods`), and the GEMM JSON notes' sentences saying a method fails (the
         ledger's imported notes and MLIR_AIR_DIR's file)."""
         out = {m: [c] for m, c in self.failed_methods(kernel, shape).items()}
-        if kernel != "gemm" or not all(k in shape for k in ("M", "K", "N")):
+        if not piece(kernel, "best_config") or not all(k in shape for k in ("M", "K", "N")):
             return out
         M, K, N = (int(shape[k]) for k in ("M", "K", "N"))
         for where, doc in self.documents:

@@ -28,6 +28,7 @@ from handlers.triage.engine import triage_evidence
 from handlers.triage.registry_check import check_fixes
 from handlers.uow import DeploymentError, DeploymentUnit
 from npu_kernels.inconclusive import Inconclusive
+from npu_kernels.numerics.kernels import piece
 from npu_kernels.model.digest import changed_files, invalidated_phases, model_digest
 from ledger import Ledger, LedgerWriteError
 from ledger.events import (
@@ -276,7 +277,9 @@ def record_inconclusive(unit: DeploymentUnit, phase: Phase, attempt: int, e: Inc
 def _triage(unit: DeploymentUnit, failed_seq: int, outcome, reasons: list[str]) -> None:
     """Match the failure against the playbook rules and record what matched (nothing when none does)."""
     matches: list = []
-    registry = planning_registry(unit.ledger) if any(e.get("kernel") == "gemm" for e in outcome.triage) else None
+    # the registry's measured configurations, where a row names a kernel it keeps a best one of (GEMM's lookup)
+    registry = planning_registry(unit.ledger) if any(piece(e.get("kernel"), "best_config")
+                                                     for e in outcome.triage) else None
     # the deployment's executor: an emulated one is never sent to mlir-air's `make verify` (issue 48 item 3)
     own = {"executor": unit.state.executor if unit.state else None, "deployment": unit.name}
     for evidence in outcome.triage:  # a fix the registry records failing for the shape is not offered

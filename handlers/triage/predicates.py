@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 import npu_kernels.thresholds as thresholds
 from handlers.triage.evidence import MISSING, herd_dim, lookup, number
-from npu_kernels.thresholds import ATOL_ARTIFACT, kernel_tolerance, per_position_threshold
+from npu_kernels.numerics.kernels import kernel_tolerance
+from npu_kernels.thresholds import ATOL_ARTIFACT, per_position_threshold
 from npu_kernels.numerics.tiles import GEMM_B_STRIDE_LIMIT, GEMV_L2_BYTES, check_tile, default_tile
 
 Outcome = tuple[bool | None, str]  # (true / false / unknown, a sentence about the fact used)
@@ -139,7 +140,7 @@ def near_zero_atol_trip(ev: dict[str, Any]) -> Outcome:
         return None, ""
     if n <= 0:
         return False, "no mismatches"
-    rtol, atol = kernel_tolerance("gemm", "bf16-out-low")
+    rtol, atol = kernel_tolerance(ATOL_ARTIFACT["kernel"], "bf16-out-low")  # the artifact's kernel's low tier
     ok = rel <= ATOL_ARTIFACT["max_mean_rel_L1"] and ref_max <= atol / rtol and err_max <= atol
     return ok, (f"{int(n)} mismatches at |ref| <= {ref_max:.3g}, error <= {err_max:.3g} (low tier: atol {atol:g}, "
                 f"atol/rtol {atol / rtol:.3g}), mean_rel_L1 {rel:.3g} (high tier <= {ATOL_ARTIFACT['max_mean_rel_L1']:g})")

@@ -26,7 +26,7 @@ from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.run import INPUT_MODES, KernelResult
 from npu_kernels.numerics.tiles import plan_tile
 from npu_kernels.perf.evidence import check_measurement
-from npu_kernels.numerics.kernels import kernel_tolerance
+from npu_kernels.numerics.kernels import kernel_tolerance, piece
 from npu_kernels.thresholds import KERNEL_REMEASURE_HW_BAND
 from npu_kernels.provenance import run_provenance
 from npu_kernels.toolchain import current_toolchain, with_npu_ledger
@@ -139,7 +139,7 @@ class HarnessRunner:
         plan = plan_tile(row.kernel, s, target, row.tile, force=row.force_tile)
         run = ex.run_harness(spec.name, s, tile=dict(plan.tile), contract=c.name)
         f = {**run.result.kernel_verified_fields(), "latency_us": run.latency_us, "gflops": run.gflops}
-        method, tier = run.method_tier() if spec.name == "gemm" else ("", c.tier)
+        method, tier = run.method_tier() if piece(spec.name, "method_tier") else ("", c.tier)
         herd = run.herd() or list(plan.herd)
         nan = float("nan")
         return KernelResult(

@@ -13,6 +13,7 @@ from typing import Any
 from npu_kernels.mlir_air.diagnosis_report import DiagnosisResult
 from npu_kernels.mlir_air.transcript import HarnessResult
 from npu_kernels.mlir_air.verify_report import VerifyReport
+from npu_kernels.numerics.kernels import piece
 
 
 @dataclass(frozen=True)
@@ -34,21 +35,10 @@ class HarnessRun:
     gflops: float | None = None
 
     def method_tier(self) -> tuple[str, str]:
-        """(method, tier) the run used, in mlir-air's registry names: GEMM bf16-out high -> fused-cast / drain
-        (auto resolved as run.py:1147-1151 does), bf16-out low -> direct (tier low), f32-out -> external / direct
-        (the CODEGEN, tier high); other kernels have neither ("", "")."""
-        if self.kernel != "gemm":
-            return "", ""
-        t = {k.lower(): v for k, v in self.tile.items()}
-        if self.contract == "bf16-out-low":
-            return "direct", "low"
-        if self.contract == "f32-out":
-            return str(t.get("codegen") or "external"), "high"
-        method = str(t.get("method") or "auto")
-        if method == "auto":
-            s = self.shape
-            method = "fused-cast" if s["M"] * s["K"] * s["N"] >= 4e9 else "drain"
-        return method, "high"
+        """(method, tier) the run used, in mlir-air's registry names: the kernel's `method_tier` piece (GEMM's
+        methods per contract); a kernel without one has neither ("", "")."""
+        method_tier = piece(self.kernel, "method_tier")
+        return method_tier(self.shape, self.contract, self.tile) if method_tier else ("", "")
 
     def herd(self) -> list[int] | None:
         t = {k.lower(): v for k, v in self.tile.items()}

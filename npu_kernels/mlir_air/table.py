@@ -15,7 +15,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.kernels import harnesses as kernel_harnesses
 from npu_kernels.settings import env_get
 
 DEFAULT_TABLE = Path(__file__).resolve().parent / "harnesses.toml"
@@ -136,13 +136,12 @@ def _latency_format(key: str, value: Any) -> str:
 
 
 def default_table_data() -> dict[str, Any]:
-    """harnesses.toml, and the harness entry each kernel module of npu_kernels.numerics.kernels declares (`harness`,
-    harnesses.toml's keys as a dict; an entry of the file itself wins)."""
+    """harnesses.toml, and the harness entries each kernel module of npu_kernels.numerics.kernels declares (`harness`,
+    harnesses.toml's keys as a dict, or one per table key; an entry of the file itself wins)."""
     data = _read_toml(DEFAULT_TABLE)
     harness = data.setdefault("harness", {})
-    for d in kernel_definitions():
-        if d.harness:  # a kernel mlir-air has no harness for declares it `Absent` in its module
-            harness.setdefault(d.name, json.loads(json.dumps(d.harness)))  # a copy: the table is the caller's
+    for key, entry in kernel_harnesses().items():  # a kernel mlir-air has no harness for declares it `Absent`
+        harness.setdefault(key, json.loads(json.dumps(entry)))  # a copy: the table is the caller's
     return data
 
 

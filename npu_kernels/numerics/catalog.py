@@ -9,10 +9,9 @@ calls) is `npu_kernels.numerics.references`. Anyone may import the catalog.
 
 from __future__ import annotations
 
-from npu_kernels.numerics.kernels import in_listing_order
+from npu_kernels.numerics.kernels import in_listing_order, kernel_tolerance
 from npu_kernels.numerics import references as refs
 from npu_kernels.numerics.spec import Contract, KernelSpec, NpuFigure, UnknownKernel
-from npu_kernels.thresholds import kernel_tolerance
 
 GEMM_CONTRACTS = {
     "f32-out": Contract("f32-out", *kernel_tolerance("gemm", "f32-out"), "f32", "bf16->f32, FP32 accumulate", "high"),

@@ -44,3 +44,15 @@ def harness_bf16(x: np.ndarray) -> np.ndarray:
 def elementwise_draws(n: int, count: int) -> list[np.ndarray]:
     rng = np.random.default_rng(ELEMENTWISE_SEED)
     return [harness_bf16(rng.standard_normal(n, dtype=np.float32)) for _ in range(count)]
+
+
+def sequential_matmul_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b with one float32 accumulator per output, k = 0, 1, ... in order (the harness reference)."""
+    a = np.asarray(a, np.float32)
+    b = np.asarray(b, np.float32)
+    c = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    prod = np.empty_like(c)
+    for k in range(a.shape[1]):
+        np.multiply(a[:, k : k + 1], b[k : k + 1, :], out=prod)  # (M, 1) * (1, N): float32 products
+        c += prod
+    return c

@@ -51,7 +51,6 @@ Every kernel of the catalog has a builder; an unknown name raises `HarnessNotRep
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,13 +58,16 @@ import numpy as np
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
 from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.harness_case import ELEMENTWISE_SEED, HarnessCase  # noqa: F401 (HarnessCase: its API)
-from npu_kernels.numerics.harness_case import harness_bf16 as _bf16
+from npu_kernels.numerics.harness_case import harness_bf16 as _bf16  # noqa: F401 (its API: the harness bf16 rounding)
+from npu_kernels.numerics.harness_case import sequential_matmul_f32  # noqa: F401 (its API: the GEMM harness reference)
+from npu_kernels.numerics.kernels import PIECEWISE, piecewise
 
-GEMM_SEED = 42  # bf16/run.py:59 (and bf16_in_*_out/run.py:25)
 NORM_SEED = 0  # weighted_rms_norm.py:388, layer_norm.py:336 (np.random.seed)
 NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
-# the builders below, and every kernel of the registry (npu_kernels.numerics.kernels: each module's `harness_case`)
-HARNESS_KERNELS = ("gemm",) + tuple(d.name for d in kernel_definitions() if d.harness_case)
+# every kernel's builder: a piecewise-declared kernel's module's `harness_case` (npu_kernels.numerics.kernels.piece), then
+# each registered kernel's
+HARNESS_KERNELS = tuple(k for k in PIECEWISE if piecewise(k, "harness_case")) + tuple(
+    d.name for d in kernel_definitions() if d.harness_case)
 
 
 class HarnessNotReproduced(KeyError):
@@ -75,50 +77,19 @@ class HarnessNotReproduced(KeyError):
         return str(self.args[0])
 
 
-def sequential_matmul_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b with one float32 accumulator per output, k = 0, 1, ... in order (the harness reference)."""
-    a = np.asarray(a, np.float32)
-    b = np.asarray(b, np.float32)
-    c = np.zeros((a.shape[0], b.shape[1]), np.float32)
-    prod = np.empty_like(c)
-    for k in range(a.shape[1]):
-        np.multiply(a[:, k : k + 1], b[k : k + 1, :], out=prod)  # (M, 1) * (1, N): float32 products
-        c += prod
-    return c
-
-
-def _gemm(shape: dict, contract: str) -> HarnessCase:
-    m, k, n = shape["M"], shape["K"], shape["N"]
-    rs = np.random.RandomState(GEMM_SEED)  # the legacy global generator that np.random.seed(42) seeds
-    scale = 1.0 / math.sqrt(k)
-    a = _bf16(rs.randn(m, k) * scale)  # float64 draws -> float32 -> bf16
-    b = _bf16(rs.randn(k, n) * scale)
-    ref = sequential_matmul_f32(a, b)
-    out_dtype = "f32" if contract == "f32-out" else "bf16"
-    if out_dtype == "bf16":
-        ref = _bf16(ref)
-    return HarnessCase({"a": a, "b": b}, ref, out_dtype, "matrix_multiplication/bf16/run.py:59,493-507")
-
-
-_BUILDERS = {
-    "gemm": _gemm,
-}
-
-
 def harness_case(kernel: str, shape: dict, contract: str | None = None, tile: dict | None = None) -> HarnessCase:
     """mlir-air's harness inputs and reference for `kernel` at `shape` (a normalised catalog shape); `tile`
     matters only where a harness flag changes the draw (a registry kernel's, e.g. conv1d's `pad`: `--zero-pad`)."""
     registered = kernel_definition(kernel)
     if registered is not None and registered.harness_case:  # (a kernel mlir-air has no harness for declares it Absent)
         return registered.harness_case(shape, contract or "", tile)
-    try:
-        build = _BUILDERS[kernel]
-    except KeyError:
+    build = piecewise(kernel, "harness_case")  # a piecewise-declared kernel's module's (gemm's)
+    if build is None:
         raise HarnessNotReproduced(
             f"{kernel}: mlir-air's harness inputs are not reproduced yet; --inputs harness works for "
             f"{', '.join(HARNESS_KERNELS)} (add a builder to npu_kernels/numerics/harness_inputs.py, citing the script)"
-        ) from None
-    return build(shape, contract or "")
+        )
+    return build(shape, contract or "", tile)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from npu_kernels.numerics.compare import judge, mismatch_extent
 from npu_kernels.numerics.executors import make_executor
 from npu_kernels.numerics.executors.base import Executor
 from npu_kernels.numerics.harness_inputs import harness_case
+from npu_kernels.numerics.kernels import piece
 from npu_kernels.numerics.tiles import plan_tile
 from npu_kernels.settings import env_get
 
@@ -129,9 +130,9 @@ def run_kernel(
     target = getattr(ex, "target", target)
     plan = plan_tile(kernel, s, target, tile, force=force_tile)
     method, tier = "", c.tier
-    if kernel == "gemm":
-        # mlir-air's registry names (details/GEMM_bf16_in_{bf16,fp32}_out.json): direct (low tier), external (f32)
-        method = "direct" if c.name == "bf16-out-low" else ("external" if c.name == "f32-out" else plan.tile["method"])
+    method_tier = piece(kernel, "method_tier")
+    if method_tier:  # mlir-air's registry name of the method the plan's tile runs (GEMM: direct, external, ...)
+        method = method_tier(s, c.name, plan.tile)[0]
     if inputs == "harness":
         case = harness_case(kernel, s, c.name, tile=plan.tile)
         data, ref = case.inputs, case.reference
@@ -141,7 +142,7 @@ def run_kernel(
             data = spec.extra["tile_inputs"](data, plan.tile)
     # an illegal plan reaches the executor only when forced (fault injection); a shape with no legal tile
     # runs at the executor's default tiling and carries the plan's warnings
-    call_tile = plan.tile if kernel == "gemm" and (plan.legal or force_tile) else None
+    call_tile = plan.tile if piece(kernel, "calls_with_tile") and (plan.legal or force_tile) else None
     t0 = time.perf_counter()
     out = spec.call(ex, data, s, c.name, call_tile)
     seconds = time.perf_counter() - t0

@@ -14,7 +14,8 @@ from types import ModuleType
 import pytest
 
 from npu_kernels.numerics import kernels as registry
-from npu_kernels.numerics.kernels.base import REQUIRED, Absent, absences, from_module, missing_pieces
+from npu_kernels.numerics.kernels.base import (REQUIRED, Absent, absences, from_module, harness_entries, missing_pieces,
+                                              twin_kinds)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFINITIONS = registry.definitions()
@@ -71,6 +72,34 @@ def test_a_piece_is_declared_absent_with_its_reason_or_it_is_missing():
     assert missing_pieces(from_module(forgot)) == ["harness"]
 
 
+def test_an_optional_piece_is_asked_of_the_registry():
+    """`piece(kernel, name)`: a registered kernel's own, a piecewise-declared kernel's from its module as far as it is
+    written (gemm's executor call at the planned tile, its GFLOP/s fit, its methods), else KernelDef's default."""
+    for d in DEFINITIONS:
+        for name in ("calls_with_tile", "fit_metric", "method_tier", "best_config", "throughput"):
+            assert registry.piece(d.name, name) is getattr(d, name), f"kernel {d.name}: {name}"
+    assert registry.piece("no-such-kernel", "fit_metric") == "latency"
+    assert registry.piece("no-such-kernel", "method_tier") is None and not registry.piece("no-such-kernel", "calls_with_tile")
+    assert registry.piece("gemm", "calls_with_tile") is True and registry.piece("gemm", "fit_metric") == "GFLOP/s"
+    assert {c: registry.kernel_tolerance("gemm", c) for c in ("f32-out", "bf16-out-high", "bf16-out-low")} == {
+        "f32-out": (1.6e-2, 1.5e-3), "bf16-out-high": (1.6e-2, 1.5e-3), "bf16-out-low": (1.6e-2, 4e-3)}  # its module's
+    assert registry.piece("gemm", "best_config") is True and registry.piece("no-such-kernel", "best_config") is False
+    stand_ins = registry.stand_ins()  # gemm's two mlir-air directories, each its own harness kind
+    assert {k: (kernel, t.directory) for k, (kernel, t) in stand_ins.items() if k.startswith("gemm")} == {
+        "gemm": ("gemm", "matrix_multiplication/bf16_in_bf16_out"),
+        "gemm_f32": ("gemm", "matrix_multiplication/bf16_in_fp32_out")}
+    # its three harness-table entries (a command per contract), the table's from its module
+    from npu_kernels.mlir_air.table import load_harness_table
+
+    table = load_harness_table().harnesses
+    assert {k for k in registry.harnesses() if k.split("@")[0] == "gemm"} == {"gemm", "gemm@bf16-out-low", "gemm@f32-out"}
+    assert all(table[k].command == e["command"] for k, e in registry.harnesses().items())
+    method_tier = registry.piece("gemm", "method_tier")
+    assert method_tier({"M": 64, "K": 256, "N": 64}, "bf16-out-low", {}) == ("direct", "low")
+    assert method_tier({"M": 2048, "K": 2048, "N": 2048}, "bf16-out-high", {"method": "auto"}) == ("fused-cast", "high")
+    assert method_tier({"M": 64, "K": 256, "N": 64}, "f32-out", {"CODEGEN": "direct"}) == ("direct", "high")
+
+
 @pytest.mark.parametrize("d", DEFINITIONS, ids=IDS)
 def test_every_declared_absence_names_its_reason(d):
     assert all(len(why.strip()) >= 20 for why in absences(d).values()), f"kernel {d.name}: {absences(d)}"
@@ -107,14 +136,16 @@ def test_every_room_takes_a_registered_kernel_from_the_registry(d):
     _where(d, "tile_default", DEFAULTS.get(d.name) is d.tile_default)
     _where(d, "harness_case", (d.name in HARNESS_KERNELS) == bool(d.harness_case))
     table = load_harness_table().harnesses
-    if d.harness:
-        _where(d, "harness (harness table)", table[d.name].command == d.harness["command"])
+    if d.harness:  # each entry under its table key (the kernel's name, or `<name>@<contract>`)
+        for key, entry in harness_entries(d.name, d.harness).items():
+            _where(d, f"harness (harness table: {key})", table[key].command == entry["command"])
     else:  # declared absent: no entry of its own
         _where(d, "harness (absent: no table entry)", d.name not in table)
-    if d.twin:
-        _where(d, "twin (HARNESS_DIRS)", ((d.twin.directory, d.name) in {(x[0], x[1]) for x in HARNESS_DIRS})
-               == d.twin.makefile)
-        _where(d, "twin (stand-in kinds)", d.name in KINDS and STAND_INS[d.name] is d.twin)
+    if d.twin:  # each stand-in under its kind (the kernel's name, or the one it names)
+        for kind, t in twin_kinds(d.name, d.twin):
+            _where(d, f"twin (HARNESS_DIRS: {kind})", ((t.directory, kind) in {(x[0], x[1]) for x in HARNESS_DIRS})
+                   == t.makefile)
+            _where(d, f"twin (stand-in kinds: {kind})", kind in KINDS and STAND_INS[kind] is t)
     else:
         _where(d, "twin (absent: no stand-in)", d.name not in KINDS and d.name not in {x[1] for x in HARNESS_DIRS})
     _where(d, "cost_features (cost model)", d.name in MODELLED)
@@ -175,9 +206,9 @@ def test_a_registered_kernel_runs_through_its_declared_pieces(d):
     assert np.allclose(ref, expected, rtol=rtol, atol=atol), f"kernel {d.name}: FP32 vs harness reference"
     missing = set(kernel_features(d.name, s, tile)) - set(FITTED) - set(DERIVED)
     assert not missing, f"kernel {d.name}: cost features without a constant: {sorted(missing)}"
-    if d.twin:
-        p = argparse.ArgumentParser(prog=d.name)
-        d.twin.add_flags(p)
+    for kind, t in twin_kinds(d.name, d.twin):
+        p = argparse.ArgumentParser(prog=kind)
+        t.add_flags(p)
         p.parse_args([])
     if not isinstance(d.registry_page, dict) and d.registry_page.index:  # a page at e972f29: one row of each table
         from registry.catalog import spec_by_key

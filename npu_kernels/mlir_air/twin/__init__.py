@@ -29,36 +29,15 @@ from pathlib import Path
 from npu_kernels.mlir_air.checkout import MARKER, ROOT, is_twin  # noqa: F401 (is_twin: part of the twin's API)
 from npu_kernels.mlir_air.toolchain_floor import TWIN_PEANO, write_twin_toolchain
 from npu_kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS
-from npu_kernels.numerics.kernels import definitions as kernel_definitions
-from npu_kernels.numerics.kernels import in_listing_order
+from npu_kernels.numerics.kernels import stand_in_kinds_in_listing_order, stand_ins
 from npu_kernels.settings import stand_in_python
 
-# (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets)
-# Defaults and forwarding follow the cited mlir-air Makefiles at e972f29.
+# (directory, harness KIND, Makefile variables with their mlir-air defaults, run recipe's flags, extra targets): each
+# kernel's `twin` stand-ins (npu_kernels.numerics.kernels.stand_ins; the Makefiles cited in the kernel's module, at
+# e972f29)
 HARNESS_DIRS: list[tuple[str, str, str, str, str]] = [
-    ("matrix_multiplication/bf16_in_bf16_out", "gemm",
-     # Makefile:15-29 (vars), :60-65 (run)
-     "TILE_M ?= 64\nTILE_K_L2 ?= 256\nTILE_K_L1 ?= 32\nTILE_N ?= 128\nHERD_M ?= 8\nHERD_N ?= 4\n"
-     "M ?= 2048\nK ?= 8192\nN ?= 2048\nHIGH_PRECISION ?= true\nMETHOD ?= auto\nAIE_TARGET ?= aie2p\n"
-     "COMPILE_MODE ?= compile-and-run\nPERF_ITERS ?= 20\n",
-     "--m $(M) --k $(K) --n $(N) --tile-m $(TILE_M) --tile-k-l2 $(TILE_K_L2) --tile-k-l1 $(TILE_K_L1) "
-     "--tile-n $(TILE_N) --herd-m $(HERD_M) --herd-n $(HERD_N) --high-precision $(HIGH_PRECISION) "
-     "--method $(METHOD) --arch $(AIE_TARGET) --compile-mode $(COMPILE_MODE) --perf-iters $(PERF_ITERS)", ""),
-    ("matrix_multiplication/bf16_in_fp32_out", "gemm_f32",
-     # Makefile:13-27 (vars), :57-61 (run)
-     "TILE_M ?= 64\nTILE_K_L2 ?= 256\nTILE_K_L1 ?= 32\nTILE_N ?= 128\nHERD_M ?= 8\nHERD_N ?= 4\n"
-     "M ?= 2048\nK ?= 8192\nN ?= 2048\nCODEGEN ?= external\nAIE_TARGET ?= aie2p\n"
-     "COMPILE_MODE ?= compile-and-run\nPERF_ITERS ?= 20\n",
-     "--codegen $(CODEGEN) --m $(M) --k $(K) --n $(N) --tile-m $(TILE_M) --tile-k-l2 $(TILE_K_L2) "
-     "--tile-k-l1 $(TILE_K_L1) --tile-n $(TILE_N) --herd-m $(HERD_M) --herd-n $(HERD_N) --arch $(AIE_TARGET) "
-     "--compile-mode $(COMPILE_MODE) --perf-iters $(PERF_ITERS)", ""),
-]
-
-
-# and the kernels of npu_kernels.numerics.kernels: each module's `twin` stand-in (its Makefile cited there)
-HARNESS_DIRS += [(d.twin.directory, d.name, d.twin.variables, d.twin.flags, d.twin.extra_targets)
-                 for d in kernel_definitions() if d.twin and d.twin.makefile]
-PEANO_ONLY = tuple(d.name for d in kernel_definitions() if d.twin and d.twin.peano_only)
+    (t.directory, kind, t.variables, t.flags, t.extra_targets) for kind, (_, t) in stand_ins().items() if t.makefile]
+PEANO_ONLY = tuple(kind for kind, (_, t) in stand_ins().items() if t.peano_only)
 
 
 def interpreter_line(root: Path) -> str:
@@ -102,9 +81,7 @@ xrt_incomplete, host_oom, wrong_seq_len: engines built at another length), print
 
 Toolchain: `toolchain.json` here says which Peano (llvm_aie_version) the twin stands for; `ledger twin DIR
 --peano VERSION` sets it, and `ledger doctor` refuses one below the contract's floor.
-""".replace("KINDS", ", ".join(k for k, kind in in_listing_order({k: k for k in (
-    "gemm", "gemm_f32")}, lambda d: d.name if d.twin else None,  # (a kernel with a stand-in)
-    lambda d: "gemm_f32" if d.listed_after == "gemm" else d.listed_after).items() if kind))  # after GEMM's two kinds
+""".replace("KINDS", ", ".join(stand_in_kinds_in_listing_order()))
 
 
 def _verify_runner_script() -> str:
@@ -150,11 +127,11 @@ def write_twin(directory: str | Path, peano: str = TWIN_PEANO) -> Path:
         d = pe / rel
         d.mkdir(parents=True, exist_ok=True)
         (d / "Makefile").write_text(_makefile(rel, kind, variables, flags, extra, twin))
-    for d in kernel_definitions():  # the scripts the harness table runs directly (a kernel module's `twin.script`)
-        if d.twin and d.twin.script:
-            script = pe / d.twin.directory / d.twin.script
+    for kind, (_, t) in stand_ins().items():  # the scripts the harness table runs directly (a stand-in's `script`)
+        if t.script:
+            script = pe / t.directory / t.script
             script.parent.mkdir(parents=True, exist_ok=True)  # a stand-in without a Makefile has no directory yet
-            script.write_text(_script(d.name, root))
+            script.write_text(_script(kind, root))
             script.chmod(0o755)
     verify = pe / "llms" / "verify"
     (verify / "prompts").mkdir(parents=True, exist_ok=True)

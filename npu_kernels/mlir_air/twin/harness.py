@@ -32,7 +32,7 @@ import numpy as np
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.executors import make_executor
 from npu_kernels.numerics.harness_inputs import HARNESS_KERNELS, harness_case, precision_stats
-from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.kernels import piece, stand_ins
 from npu_kernels.numerics.tile_rules import check_tile
 from npu_kernels.numerics.tiles import TileRuleViolation, plan_tile
 from npu_kernels.perf import modelled_kernel_figures
@@ -43,8 +43,8 @@ ENV_FAULTS = "NPU_LEDGER_TWIN_FAULTS"
 ENV_ROOT = "NPU_LEDGER_TWIN_ROOT"
 DEFAULT_COMPILE_ERROR = "error: 'aie.dma_bd' op Allocator exhausted available buffer descriptor IDs"
 # the kernels of npu_kernels.numerics.kernels: each module's stand-in (its script's flags, checks and lines)
-STAND_INS = {d.name: d.twin for d in kernel_definitions() if d.twin}
-KINDS = ("gemm", "gemm_f32") + tuple(STAND_INS)
+STAND_INS = {kind: t for kind, (_, t) in stand_ins().items()}
+KINDS = tuple(STAND_INS)
 HANG = "hang"  # the fault text that hangs the harness (module docstring)
 HANG_S = 3600.0  # far past any test's timeout: the run ends when its caller kills it
 
@@ -66,35 +66,11 @@ def faults() -> dict[str, str]:
     return out
 
 
-def _bool(text: str) -> bool:
-    return str(text).lower() in ("1", "true", "yes", "on")
-
-
 def _parser(kind: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=kind)
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("-p", "--print-module-only", action="store_true")
-    if kind in ("gemm", "gemm_f32"):  # bf16_in_bf16_out/run.py:1093-1139, bf16_in_fp32_out/run.py:1039-1063
-        for name in ("m", "k", "n"):
-            p.add_argument(f"--{name}", type=int, default=512)
-        p.add_argument("--tile-m", type=int, default=64)
-        p.add_argument("--tile-k-l2", type=int, default=256)
-        p.add_argument("--tile-k-l1", type=int, default=32)
-        p.add_argument("--tile-n", type=int, default=128)
-        p.add_argument("--herd-m", type=int, default=8)
-        p.add_argument("--herd-n", type=int, default=4)
-        p.add_argument("--arch", choices=["aie2", "aie2p"], default="aie2p")
-        p.add_argument("--compile-mode", choices=["compile-only", "compile-and-xclbin", "compile-and-run"],
-                       default="compile-and-run")
-        p.add_argument("--perf-iters", type=int, default=0)
-        if kind == "gemm":
-            p.add_argument("--high-precision", choices=["true", "false"], default="true")
-            p.add_argument("--method", choices=["auto", "fused-cast", "drain"], default="auto")
-            p.add_argument("--drain-chunks", type=int, default=1)
-            p.add_argument("--cast-tile-n", type=int, default=2048)
-        else:
-            p.add_argument("--codegen", choices=["external", "direct"], default="external")
-    elif kind in STAND_INS:  # a kernel module's stand-in (npu_kernels.numerics.kernels: its script's flags)
+    if kind in STAND_INS:  # a kernel module's stand-in (npu_kernels.numerics.kernels: its script's flags)
         if not STAND_INS[kind].parses_flags:  # a script without argparse: `python3 <script>`, nothing else
             p = argparse.ArgumentParser(prog=kind)
         STAND_INS[kind].add_flags(p)
@@ -105,9 +81,7 @@ def _parser(kind: str) -> argparse.ArgumentParser:
 
 def _check(kind: str, a) -> tuple[str, dict, str | None, dict, float | None, bool]:
     """The script's own assertions, then (catalog kernel, shape, contract, tile, perf_flops, compile_only)."""
-    if kind in STAND_INS:
-        return _stand_in_check(STAND_INS[kind], a)
-    return _CHECKS[kind](kind, a)
+    return _stand_in_check(STAND_INS[kind], a)
 
 
 def _stand_in_check(stand_in, a) -> tuple[str, dict, str | None, dict, float | None, bool]:
@@ -118,25 +92,6 @@ def _stand_in_check(stand_in, a) -> tuple[str, dict, str | None, dict, float | N
         broken = check_tile(kernel, shape, tile, "npu2")
         assert not broken, f"{broken[0][0]}: {broken[0][1]}"
     return kernel, shape, contract, tile, perf_flops, compile_only
-
-
-def _gemm(kind: str, a):  # run.py:62-65 (both scripts)
-    assert a.m % (a.tile_m * a.herd_m) == 0
-    assert a.k % a.tile_k_l2 == 0
-    assert a.tile_k_l2 % a.tile_k_l1 == 0
-    assert a.n % (a.tile_n * a.herd_n) == 0
-    if kind == "gemm":
-        contract = "bf16-out-high" if _bool(a.high_precision) else "bf16-out-low"
-        method = a.method if a.method != "auto" else ("fused-cast" if a.m * a.k * a.n >= 4e9 else "drain")
-    else:
-        contract, method = "f32-out", ""
-    tile = {"tile_m": a.tile_m, "tile_k_l2": a.tile_k_l2, "tile_k_l1": a.tile_k_l1, "tile_n": a.tile_n,
-            "herd_m": a.herd_m, "herd_n": a.herd_n, **({"method": method} if method else {})}
-    return ("gemm", {"M": a.m, "K": a.k, "N": a.n}, contract, tile, 2.0 * a.m * a.k * a.n,
-            a.compile_mode != "compile-and-run")
-
-
-_CHECKS = {"gemm": _gemm, "gemm_f32": _gemm}
 
 
 def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
@@ -150,8 +105,9 @@ def compute(kernel: str, shape: dict, contract: str | None, tile: dict):
         data, ref = case.inputs, case.reference
     else:
         data, ref = spec.make_inputs(s, 0), None
-    plan = plan_tile(kernel, s, "npu2", tile if kernel == "gemm" else None)
-    call_tile = {k: v for k, v in plan.tile.items()} if kernel == "gemm" and plan.legal else None
+    with_tile = piece(kernel, "calls_with_tile")  # the script's tile planned and handed to the executor
+    plan = plan_tile(kernel, s, "npu2", tile if with_tile else None)
+    call_tile = {k: v for k, v in plan.tile.items()} if with_tile and plan.legal else None
     out = spec.call(make_executor("emulated", "npu2"), data, s, c.name, call_tile)
     if ref is None:
         ref = spec.reference(data, s, c.name)
@@ -207,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         print(broken, file=sys.stderr, flush=True)
         return 1
     if compile_only:
-        print({"gemm": "Compile-only done.", **{k: t.compiled_line for k, t in STAND_INS.items()}}.get(kernel, ""),
-              end="")
+        print(STAND_INS[kind].compiled_line, end="")
         print()
         return 0
     timing = STAND_INS[kind].timing if kind in STAND_INS else None

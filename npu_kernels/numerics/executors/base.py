@@ -30,15 +30,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-import numpy as np
-
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
-from npu_kernels.numerics.kernels import in_listing_order
+from npu_kernels.numerics.kernels import PIECEWISE, in_listing_order, piecewise
 
 # the kernels declared piecewise, then those of the registry (npu_kernels.numerics.kernels), in the catalog's listing order
-KERNEL_NAMES = tuple(in_listing_order({k: k for k in (
-    "gemm",
-)}, lambda d: d.name))
+KERNEL_NAMES = tuple(in_listing_order({k: k for k in PIECEWISE}, lambda d: d.name))
 
 
 @dataclass
@@ -89,14 +85,15 @@ class Fp32Executor(Executor):
     name = "fp32"
     bf16_buffers = False
 
-    def gemm(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
-        # C-contiguous B: a pipeline's weight comes as a transposed view, and BLAS would sum it in another order
-        return np.asarray(a, np.float32) @ np.ascontiguousarray(b, np.float32)
-
 
 def bind_kernels(cls: type, role: str) -> type:
     """Give executor class `cls` the method `role` ("fp32", "emulated", "torch") of every kernel of the registry
-    (npu_kernels.numerics.kernels), under the kernel's name; a method the class defines itself is kept."""
+    (npu_kernels.numerics.kernels), under the kernel's name, and of a piecewise-declared kernel whose module declares
+    it already (gemm's fp32); a method the class defines itself is kept."""
+    for name in PIECEWISE:
+        method = piecewise(name, role)
+        if method is not None and name not in cls.__dict__:
+            setattr(cls, name, method)
     for d in kernel_definitions():
         if d.name not in cls.__dict__:
             setattr(cls, d.name, getattr(d, role))

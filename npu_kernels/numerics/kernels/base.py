@@ -13,9 +13,11 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   tile_default      (normalised shape, target) -> the planner's recommended tile
   dmas_per_tile     shim DMAs each compute tile needs (3: a one-row herd is all that places; tile_notes says so)
   harness_case      (shape, contract, tile) -> HarnessCase: the mlir-air script's own inputs and reference
-  harness           the harness-table entry (harnesses.toml's [harness.<name>] keys, as a dict)
+  harness           the harness-table entry (harnesses.toml's [harness.<name>] keys, as a dict); a kernel with a
+                    command per contract, {table key: entry} (keys `<name>` and `<name>@<contract>`)
   twin              the twin's stand-in (TwinStandIn): mlir-air's Makefile variables and flags, the script's argparse
-                    flags and checks, what it prints when it only compiles
+                    flags and checks, what it prints when it only compiles; a tuple of them, each naming its `kind`,
+                    where mlir-air has several harness directories of the kernel
   cost_features     (normalised shape, full tile) -> {constant name: amount} of the NPU2 cost model
   constants         {constant name: fitted seconds per unit}, and `evidence`: {constant name: what fixes it}
   registry_page     the kernel's page in mlir-air's kernel_registry: a kernel mlir-air added after e972f29, the
@@ -34,6 +36,15 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   dense_flops       shape -> the FLOPs of the whole computation, masked work included, where not the spec's `flops`
                     (a "gflops" kernel only): what the modelled GFLOP/s divides by and a harness line may have
                     divided by (npu_kernels.perf.evidence)
+  calls_with_tile   True: the executor runs at the planned tile (the in-process run and the twin hand the plan's
+                    tile to its call; a kernel whose executor tiles itself gets none)
+  fit_metric        what the cost model's leave-one-out error is taken on: "latency" (predicted over measured) or
+                    "GFLOP/s" (measured over predicted, the figure a compute-bound kernel's registry quotes)
+  best_config       True: the kernel's registry page keeps a best measured configuration per shape and tier (the JSON
+                    mlir-air's registry_lookup reads; registry.lookup answers from it, `ledger registry lookup`
+                    prints it), where the others' lookups answer with the ledger's rows
+  method_tier       (shape, contract, tile) -> (method, tier) a run used, in the names mlir-air's registry files
+                    its rows under (a kernel with several methods per contract; the others have none, no method)
 
 `REQUIRED` names the pieces every kernel must declare; `missing_pieces` says which one a definition lacks. A piece a
 kernel genuinely lacks (mlir-air has no harness for it, no registry row to fit a constant on) is declared as such:
@@ -87,6 +98,25 @@ class TwinStandIn:
     timing: Callable | None = None  # (args, modelled figures, shape, tile) -> True when the script only times (no check)
     makefile: bool = True  # False: no Makefile rule runs the script (the table runs `script` directly; no variables)
     parses_flags: bool = True  # False: the script has no argparse at all (not even the harness's -v / -p)
+    kind: str = ""  # the harness kind (the twin script's first argument) where not the kernel's name: a kernel with
+    # several stand-ins (one per mlir-air directory) names each
+
+
+def harness_entries(name: str, harness: "dict[str, Any] | Absent | None") -> dict[str, dict[str, Any]]:
+    """{harness-table key: entry} of a kernel's `harness` piece: one entry (the keys of harnesses.toml's
+    [harness.<name>], its `command` among them) under the kernel's name, or a dict of entries under their table keys
+    (`<name>` and `<name>@<contract>`, a contract with its own command); {} when absent."""
+    if not harness:
+        return {}
+    return {name: harness} if "command" in harness else dict(harness)
+
+
+def twin_kinds(name: str, twin: "TwinStandIn | tuple[TwinStandIn, ...] | Absent | None") -> tuple[tuple[str, TwinStandIn], ...]:
+    """(harness kind, stand-in) of each stand-in a kernel's `twin` piece declares, in order: one stand-in (its kind
+    the kernel's name unless it names one) or a tuple of them (one per mlir-air directory); () when absent."""
+    if not twin:
+        return ()
+    return tuple((t.kind or name, t) for t in (twin if isinstance(twin, tuple) else (twin,)))
 
 
 def dsl_flags(p: argparse.ArgumentParser) -> None:
@@ -166,7 +196,7 @@ class KernelDef:
     tile_default: Callable[[dict, str], dict]
     harness_case: Callable
     harness: dict[str, Any]
-    twin: TwinStandIn
+    twin: TwinStandIn | tuple[TwinStandIn, ...]
     cost_features: Callable[[Any, Any], dict[str, float]]
     constants: dict[str, float]
     evidence: dict[str, str]
@@ -179,19 +209,24 @@ class KernelDef:
     tile_warnings: Callable[[dict, dict, str], list[str]] | None = None
     throughput: str = "gbps"
     dense_flops: Callable[[dict], float] | None = None
+    calls_with_tile: bool = False
+    fit_metric: str = "latency"
+    method_tier: Callable[[dict, str, dict], tuple[str, str]] | None = None
+    best_config: bool = False
 
 
-OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "tile_warnings", "throughput", "dense_flops")
+OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "tile_warnings", "throughput", "dense_flops",
+            "calls_with_tile", "fit_metric", "method_tier", "best_config")
 # the optional pieces that are functions (a module constant of the piece's name in capitals, a regex say, is none)
-OPTIONAL_FUNCTIONS = ("tile_note", "herd_of", "tile_warnings", "dense_flops")
+OPTIONAL_FUNCTIONS = ("tile_note", "herd_of", "tile_warnings", "dense_flops", "method_tier")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 
 
 def from_module(module: ModuleType) -> KernelDef:
     """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
     TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER,
-    THROUGHPUT) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
-    cost_features, registry_rows, tile_note, herd_of, tile_warnings, dense_flops). A piece the module lacks is None,
+    THROUGHPUT, CALLS_WITH_TILE, FIT_METRIC, BEST_CONFIG) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
+    cost_features, registry_rows, tile_note, herd_of, tile_warnings, dense_flops, method_tier). A piece the module lacks is None,
     which `missing_pieces` names."""
     values = {}
     for f in fields(KernelDef):
@@ -213,7 +248,8 @@ def missing_pieces(d: KernelDef) -> list[str]:
         out.append(f"spec (named {d.spec.name!r})")
     if d.spec is not None and d.tolerances is not None and set(d.tolerances) != set(d.spec.contracts):
         out.append("tolerances (one per contract of the spec)")
-    if d.harness and not d.harness.get("command"):
+    entries = harness_entries(d.name, d.harness).values()
+    if d.harness and not all(isinstance(e, dict) and e.get("command") for e in entries):
         out.append("harness (no command)")
     if d.evidence and set(d.evidence) != set(d.constants):
         out.append("evidence (one per constant)")
