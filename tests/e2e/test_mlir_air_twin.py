@@ -330,12 +330,12 @@ def test_a_harness_table_pointing_at_a_twin_is_a_rehearsal_on_an_npu2_looking_ho
     _simulated_npu2_host(tmp_path, monkeypatch)
     from npu_kernels.mlir_air.table import DEFAULT_TABLE
 
-    from npu_kernels.numerics.kernels import definitions
+    from npu_kernels.numerics.kernels import harnesses
 
-    # the whole table pointed at the twin: harnesses.toml's entries and the registered kernels' own (an entry of the
-    # file wins over a module's, so every kernel's command here names the twin; a kernel whose harness is declared
-    # Absent has none)
-    extra = "".join(_toml_section(f"harness.{d.name}", d.harness) for d in definitions() if d.harness)
+    # the whole table pointed at the twin: harnesses.toml's entries and the kernels' own (registered or staged; an
+    # entry of the file wins over a module's, so every kernel's command here names the twin; a kernel whose harness
+    # is declared Absent has none)
+    extra = "".join(_toml_section(f"harness.{json.dumps(key)}", entry) for key, entry in harnesses().items())
     table = tmp_path / "harnesses.toml"
     table.write_text((DEFAULT_TABLE.read_text() + extra).replace("{mlir_air}", str(twin)))
     monkeypatch.setenv("MLIR_AIR_DIR", str(real))
