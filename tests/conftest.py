@@ -144,17 +144,21 @@ GROUPED = ("test_reverify.py", "test_verify_walk.py", "test_pipeline.py", "test_
            "test_deploy_lfm2.py", "test_lfm2_drills.py", "test_family_drills.py")  # the twin: both variants start from one Phase 1 (38 s), built on each worker before
 
 
-# The order the workers are dealt tests in: the twin's end-to-end runs first (the longest chains of the run: the
-# tiny Llama's, and the tiny Gemma3's, 2 to 4 minutes, each needing only its tiny model), then the tests that need
-# no shared deployment (unit, integration), then the other end-to-end tests, whose snapshots the xdist controller
-# builds meanwhile (tests/prebuilt.py, `_prebuild` below).
-FIRST = ("test_mlir_air_twin.py", "test_mlir_air_twin_families.py")
+# The order the workers are dealt tests in (longest first, so the short ones fill the end of the run instead of one
+# long test running alone on one core while the other idles): the twin's end-to-end runs and the other long chains
+# first (each a minute of one core, needing only a tiny model or SmolLM2's folder), in the order they cost
+# (fresh clone, 2026-12-07), then the integration tests, then the other end-to-end tests, whose snapshots the xdist
+# controller builds meanwhile (tests/prebuilt.py, `_prebuild` below), and the unit tests last: about 1,500 tests of
+# a second or less that even out the two workers' ends.
+FIRST = ("test_mlir_air_twin_families.py", "test_mlir_air_twin.py", "test_rehearsal.py", "test_smollm2.py",
+         "test_token_gate_matrix.py", "test_pipeline.py")
 
 
-def _order(item) -> int:
+def _order(item) -> tuple[int, int]:
     parts = item.path.parts
-    layer = 0 if item.path.name in FIRST else 1 if "unit" in parts else 2 if "integration" in parts else 3
-    return layer
+    if item.path.name in FIRST:
+        return 0, FIRST.index(item.path.name)
+    return (1 if "integration" in parts else 2 if "e2e" in parts else 3), 0
 
 
 @pytest.hookimpl(tryfirst=True)
