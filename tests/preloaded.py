@@ -88,8 +88,8 @@ def serve() -> None:
 def _child(request: dict) -> None:
     """In the forked child: become the command's process (working directory, environment, stdin from /dev/null,
     stdout and stderr to the test's files), run the CLI, exit with its status. Never returns."""
-    code = 1
-    try:
+
+    def run() -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -100,24 +100,38 @@ def _child(request: dict) -> None:
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(target, fd)
             os.close(target)
-        # as a fresh interpreter writing to a pipe: stdout block-buffered, stderr line-buffered with escapes
-        sys.stdin = open(0, encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", errors="strict", closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
+        fresh_streams()
         sys.argv = [str(CLI_MAIN), *request["args"]]
         from handlers.cli.main import cli
 
-        try:
-            cli.main(args=request["args"], prog_name="ledger")
-            code = 0
-        except SystemExit as e:
-            if e.code is None or isinstance(e.code, int):
-                code = e.code or 0
-            else:
-                print(e.code, file=sys.stderr)
+        cli.main(args=request["args"], prog_name="ledger")
+
+    run_and_exit(run)
+
+
+def fresh_streams() -> None:
+    """sys.stdin, stdout and stderr on descriptors 0-2 as a fresh interpreter writing to a pipe or file opens them:
+    stdout block-buffered, stderr line-buffered with escapes."""
+    sys.stdin = open(0, encoding="utf-8", closefd=False)
+    sys.stdout = open(1, "w", encoding="utf-8", errors="strict", closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
+
+
+def run_and_exit(run) -> None:
+    """In a forked child: `run()`, then exit (os._exit, the streams flushed) with the status a fresh interpreter
+    would: 0, a SystemExit's code (its message on stderr and 1 when it is not a number), 1 and the traceback on
+    stderr for an uncaught exception. Never returns."""
+    code = 1
+    try:
+        run()
+        code = 0
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
     except BaseException:  # noqa: BLE001 - what an uncaught exception does to a fresh interpreter
         traceback.print_exc()
-        code = 1
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:

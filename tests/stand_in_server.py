@@ -41,8 +41,9 @@ import struct
 import subprocess
 import sys
 import tempfile
-import traceback
 from pathlib import Path
+
+from tests.preloaded import fresh_streams, run_and_exit
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = "NPU_LEDGER_STAND_IN_PYTHON"
@@ -176,57 +177,39 @@ def _pythonpath(env: dict) -> list[str]:
 
 def _child(request: dict, fds: list[int], base_path: list[str]) -> None:
     """In the forked child: become `python ARGV` (session, streams, directory, environment, argv, path), run it,
-    exit with its status as a fresh interpreter would. Never returns."""
-    code = 1
-    try:
-        os.setsid()
-        for target, fd in zip((0, 1, 2), fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        os.chdir(request["cwd"])
-        env = dict(request["env"])
-        if env.get(LIFELINE_ENV) == str(request.get("ppid")):  # its launcher dies with that parent (and the server
-            env[LIFELINE_ENV] = str(os.getppid())  # kills this program then); this program's parent is the server
-        if any(env.get(k) != os.environ.get(k) for k in IMPORT_TIME):
-            os.execve(sys.executable, [sys.executable, *request["argv"]], env)  # what the libraries read at import
-        os.environ.clear()
-        os.environ.update(env)
-        # as a fresh interpreter writing to a pipe or file: stdout block-buffered, stderr line-buffered with escapes
-        sys.stdin = open(0, encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", errors="strict", closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
-        argv = list(request["argv"])
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if argv[:1] == ["-m"] and len(argv) > 1:
-            module, args = argv[1], argv[2:]
-            sys.path[:] = [os.getcwd(), *_pythonpath(os.environ), *base_path]
-            sys.modules.pop(module, None)  # run afresh as __main__, as `python -m` does
-            sys.argv = [module, *args]
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        elif argv and not argv[0].startswith("-"):
-            script = argv[0]
-            sys.path[:] = [os.path.dirname(os.path.abspath(script)), *_pythonpath(os.environ), *base_path]
-            sys.argv = argv
-            runpy.run_path(script, run_name="__main__")
-        else:
-            raise SystemExit(f"the stand-in launcher runs `-m MODULE ARGS` or `SCRIPT ARGS`, not {argv[:1]}")
-        code = 0
-    except SystemExit as e:
-        if e.code is None or isinstance(e.code, int):
-            code = e.code or 0
-        else:
-            print(e.code, file=sys.stderr)
-            code = 1
-    except BaseException:  # noqa: BLE001 - what an uncaught exception does to a fresh interpreter
-        traceback.print_exc()
-        code = 1
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)
+    exit with its status as a fresh interpreter would (tests.preloaded.run_and_exit). Never returns."""
+    run_and_exit(lambda: _become(request, fds, base_path))
+
+
+def _become(request: dict, fds: list[int], base_path: list[str]) -> None:
+    os.setsid()
+    for target, fd in zip((0, 1, 2), fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    env = dict(request["env"])
+    if env.get(LIFELINE_ENV) == str(request.get("ppid")):  # its launcher dies with that parent (and the server
+        env[LIFELINE_ENV] = str(os.getppid())  # kills this program then); this program's parent is the server
+    if any(env.get(k) != os.environ.get(k) for k in IMPORT_TIME):
+        os.execve(sys.executable, [sys.executable, *request["argv"]], env)  # what the libraries read at import
+    os.environ.clear()
+    os.environ.update(env)
+    fresh_streams()
+    argv = list(request["argv"])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if argv[:1] == ["-m"] and len(argv) > 1:
+        module, args = argv[1], argv[2:]
+        sys.path[:] = [os.getcwd(), *_pythonpath(os.environ), *base_path]
+        sys.modules.pop(module, None)  # run afresh as __main__, as `python -m` does
+        sys.argv = [module, *args]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    elif argv and not argv[0].startswith("-"):
+        script = argv[0]
+        sys.path[:] = [os.path.dirname(os.path.abspath(script)), *_pythonpath(os.environ), *base_path]
+        sys.argv = argv
+        runpy.run_path(script, run_name="__main__")
+    else:
+        raise SystemExit(f"the stand-in launcher runs `-m MODULE ARGS` or `SCRIPT ARGS`, not {argv[:1]}")
 
 
 # --- the test process's side ---------------------------------------------------------------------------------------
