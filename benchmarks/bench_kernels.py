@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from npu_kernels.numerics.catalog import KERNELS, get_spec, npu2_low_precision_figure  # noqa: E402
+from npu_kernels.numerics.catalog import KERNELS, get_spec  # noqa: E402
+from npu_kernels.numerics.kernels.gemm import npu2_low_precision_figure  # noqa: E402
 from npu_kernels.numerics.compare import measure  # noqa: E402
 from npu_kernels.numerics.executors.emulated import EmulatedExecutor  # noqa: E402
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Sequence
 
 from ledger.record import RecordedEvent
-from registry.catalog import PAGES
+from registry.catalog import BEST_CONFIG_KERNEL, KERNEL_OF, PAGES
 from registry.fold import RegistryData, fold_registry
 from registry.importer_tables import gemm_shape, parse_tables, shape_of_cells
 from registry.mlir_air_tables import DETAILS, INDEX, PAGE_OF, details_cells, index_cells
-from registry.render_json import GEMM_JSON, method_entry, shape_entry
+from registry.render_json import GEMM_JSON, GEMM_PAGES, method_entry, shape_entry
 
 
 def merge_into_mlir_air(events: Sequence[RecordedEvent], directory: str | Path) -> dict[str, int]:
@@ -55,10 +55,15 @@ def merge_tables(directory: str | Path, data: RegistryData) -> dict[str, int]:
                 added[rel] = added.get(rel, 0) + n
     for dtype, name in GEMM_JSON.items():
         path = directory / "details" / name
-        n = _merge_gemm_json(path, data.page("gemm_bf16" if dtype == "bf16" else "gemm_f32")) if path.is_file() else 0
+        n = _merge_gemm_json(path, data.page(GEMM_PAGES[dtype])) if path.is_file() else 0
         if n:
             added[f"details/{name}"] = n
     return added
+
+
+def _best_config(key: str) -> bool:
+    """A page of the best-configuration kernel (GEMM's): a table per method, rows named by their `M×K×N` cell."""
+    return KERNEL_OF.get(key) == BEST_CONFIG_KERNEL
 
 
 def _merge_file(path: Path, key: str, tables: list[tuple[str, str]], where: str, rows: list) -> int:
@@ -68,7 +73,7 @@ def _merge_file(path: Path, key: str, tables: list[tuple[str, str]], where: str,
     inserts: list[tuple[int, list[str]]] = []
     for method, header in tables:
         found = [t for t in parse_tables(text) if t[0] == header]
-        if found and key.startswith("gemm") and where == "details" and len(DETAILS[key]) > 1:
+        if found and _best_config(key) and where == "details" and len(DETAILS[key]) > 1:
             # several method tables may share a header: the n-th table with that header is the n-th method
             same = [m for m, h in DETAILS[key] if h == header]
             found = [found[same.index(method)]] if same.index(method) < len(found) else []
@@ -87,7 +92,7 @@ def _merge_file(path: Path, key: str, tables: list[tuple[str, str]], where: str,
 def _identity(key: str, shape) -> tuple:
     """A row's shape as the table's own cells identify it (`registry.importer_tables`)."""
     s = dict(shape)
-    if key.startswith("gemm"):
+    if _best_config(key):
         return tuple(s[k] for k in ("M", "K", "N"))
     page = PAGES.get(key)
     if page is not None and page.catalog_shape is not None:  # a page whose columns are not the catalog's shape keys
@@ -97,7 +102,7 @@ def _identity(key: str, shape) -> tuple:
 
 def _new_lines(key: str, hdr, existing, rows: list, method: str, where: str) -> list[str]:
     """The table lines of `rows` whose shape the table lacks (emulator rows never)."""
-    have = {(gemm_shape(c) if key.startswith("gemm") else shape_of_cells(key, hdr, c)) for c in existing}
+    have = {(gemm_shape(c) if _best_config(key) else shape_of_cells(key, hdr, c)) for c in existing}
     new = []
     for r in rows:
         if _identity(key, r.shape) in have:

@@ -32,6 +32,7 @@ from typing import Any, Collection, Iterable, Sequence
 from handlers.inputs import input_file
 from ledger.events import NewEvent
 from ledger.record import RecordedEvent
+from registry.catalog import BEST_CONFIG_KERNEL, gemm_output_dtype
 from registry.importer import IMPORT_STREAM, events_from_upstream
 from registry.importer_sweep_gemm import events_from_sweep_gemm, is_sweep_gemm
 from registry.importer_scan import TableAccount, read_markdown
@@ -137,10 +138,10 @@ def import_registry_accounted(ledger, directory: str | Path, allow_skip: bool = 
             pairs, header = events_from_upstream(path), "(JSON)"
             read = sum(len(s.get("methods") or {}) for s in _json_shapes(docs[path]))
         from_json += pairs
-        accounts.append(TableAccount(kernel="gemm", file=path.relative_to(directory).as_posix(), header=header,
+        accounts.append(TableAccount(kernel=BEST_CONFIG_KERNEL, file=path.relative_to(directory).as_posix(), header=header,
                                      read=read, imported=len(pairs)))
-    gemm = {("f32" if e.contract == "f32-out" else "bf16", *e.shape.values()) for _, e in from_json}
-    markdown, md_accounts = read_markdown(root, gemm) if root is not None else ([], [])
+    json_shapes = {(gemm_output_dtype(e.contract), *e.shape.values()) for _, e in from_json}
+    markdown, md_accounts = read_markdown(root, json_shapes) if root is not None else ([], [])
     accounts += md_accounts
     if not files and not markdown and not any(a.read for a in md_accounts):
         raise FileNotFoundError(f"no registry JSON files (*.json) or tested-shapes tables in {directory}")

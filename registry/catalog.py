@@ -20,6 +20,7 @@ from typing import Any
 
 from npu_kernels.numerics.kernels import CatalogPage, KernelDef, in_listing_order, kernel_tolerance
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from npu_kernels.numerics.kernels.base import catalog_pages
 
 Shape = tuple[tuple[str, Any], ...]  # ((column, value), ...) in the page's column order
 
@@ -51,81 +52,54 @@ class CatalogEntry:
     npu2_mean_rel_L1: str = ""
     target_tiles: int | None = None
     default_contract: str = "bf16"
-
-
-_GEMM_ALIASES = {"m": "M", "k": "K", "n": "N"}
-_GEMM_DATAPATH = (
-    "bf16 operands cast to BFP16 (blocks of 8 along K, shared exponent, 8-bit signed mantissa, "
-    "round-half-even), FP32 accumulate"
-)
-
-_PIECEWISE: tuple[CatalogEntry, ...] = (
-    CatalogEntry(
-        key="gemm_f32", kernel="gemm", title="GEMM (BF16 in, FP32 out)", page="GEMM_bf16_in_fp32_out",
-        columns=("M", "K", "N"), aliases=_GEMM_ALIASES, unit="GFLOP/s", math="C[M,N] = A[M,K] @ B[K,N]",
-        datapath=_GEMM_DATAPATH + "; FP32 output (always the high-precision tier)",
-        tolerances=(_tol("gemm", "f32-out"),), npu2_mean_rel_L1="9.3e-3", target_tiles=32,
-        default_contract="f32-out",
-    ),
-    CatalogEntry(
-        key="gemm_bf16", kernel="gemm", title="GEMM (BF16 in, BF16 out)", page="GEMM_bf16_in_bf16_out",
-        columns=("M", "K", "N"), aliases=_GEMM_ALIASES, unit="GFLOP/s", math="C[M,N] = A[M,K] @ B[K,N]",
-        datapath=_GEMM_DATAPATH + "; high tier: one FP32->bf16 cast at the end; low tier: the partial sum "
-        "is truncated to bf16 once per L2 tile (K / tile_k_l2 times)",
-        tolerances=(_tol("gemm", "bf16-out-high"), _tol("gemm", "bf16-out-low")),
-        npu2_mean_rel_L1="9.3-9.9e-3 (high) / 1.3e-2-1.9e-2 (low)", target_tiles=32,
-        default_contract="bf16-out-high",
-    ),
-)
+    output_dtype: str = ""  # a kernel with a page per output dtype (GEMM): the one this page holds
 
 
 # the kernels of npu_kernels.numerics.kernels with a page at e972f29 (or npu-ledger's own, where upstream has none: the
-# 4-bit kernels): each module's `registry_page` (a CatalogPage)
-PAGES: dict[str, CatalogPage] = {d.name: d.registry_page for d in kernel_definitions()
-                                 if isinstance(d.registry_page, CatalogPage)}
+# 4-bit kernels): each module's `registry_page` (a CatalogPage, or one per page where upstream splits the kernel, GEMM's
+# two), by page key
+PAGES: dict[str, CatalogPage] = {key: p for d in kernel_definitions() for key, p in catalog_pages(d.name, d.registry_page)}
+KERNEL_OF: dict[str, str] = {key: d.name for d in kernel_definitions() for key, _ in catalog_pages(d.name, d.registry_page)}
+# the kernel whose pages keep mlir-air's best-configuration JSON beside them (its `best_config`: GEMM's
+# details/GEMM_bf16_in_{bf16,fp32}_out.json, which registry.importer and sweep_gemm.py's rows fill and registry.lookup
+# answers from, as mlir-air's registry_lookup.gemm_config does)
+BEST_CONFIG_KERNEL = next((d.name for d in kernel_definitions() if d.best_config), "")
 
 
 def page_after(d: KernelDef) -> str | None:
-    """The page a registered kernel's page is listed after: its page's own `listed_after`, else the kernel's."""
-    p = PAGES.get(d.name)
+    """The page a registered kernel's pages are listed after: its first page's own `listed_after`, else the kernel's."""
+    p = next((p for _, p in catalog_pages(d.name, d.registry_page)), None)
     return (p.listed_after if p is not None else None) or d.listed_after
 
 
 def after_in(keys) -> Any:
     """`page_after` among `keys` (a listing's page keys): a kernel named there with several pages (GEMM's two) stands
     for the last of its pages in that listing."""
-    kernel_of = {e.key: e.kernel for e in _PIECEWISE}
-
     def after(d: KernelDef) -> str | None:
         prev = page_after(d)
-        pages = [k for k in keys if kernel_of.get(k, k) == prev]
+        pages = [k for k in keys if KERNEL_OF.get(k, k) == prev]
         return pages[-1] if pages else prev
 
     return after
 
 
-def _entry(d: KernelDef) -> CatalogEntry | None:
-    """A registered kernel's page (None: mlir-air added it after e972f29, the importer's generic page)."""
-    p = PAGES.get(d.name)
-    if p is None:
-        return None
-    return CatalogEntry(
-        key=d.name, kernel=d.name, title=p.title, page=p.page, columns=p.columns, aliases=p.aliases, unit=p.unit,
+def _entries(d: KernelDef) -> tuple[CatalogEntry, ...]:
+    """A registered kernel's pages (none: mlir-air added it after e972f29, the importer's generic page)."""
+    return tuple(CatalogEntry(
+        key=key, kernel=d.name, title=p.title, page=p.page, columns=p.columns, aliases=p.aliases, unit=p.unit,
         math=p.math, datapath=p.datapath, npu2_mean_rel_L1=p.npu2_mean_rel_L1, target_tiles=p.target_tiles,
-        tolerances=tuple(_tol(d.name, c, label=p.tolerance_label) for c in d.spec.contracts),
-        default_contract=p.default_contract,
-    )
+        tolerances=tuple(_tol(d.name, c, label=p.tolerance_label) for c in (p.contracts or d.spec.contracts)),
+        default_contract=p.default_contract, output_dtype=p.output_dtype,
+    ) for key, p in catalog_pages(d.name, d.registry_page))
 
 
+# every registered kernel's pages, in the index's listing order (a kernel's several pages together, in their order)
 CATALOG: tuple[CatalogEntry, ...] = tuple(
-    e for e in in_listing_order({e.key: e for e in _PIECEWISE}, _entry, after_in([e.key for e in _PIECEWISE])).values()
-    if e is not None)
+    e for entries in in_listing_order({}, _entries, page_after).values() for e in entries)
 _BY_KEY = {spec.key: spec for spec in CATALOG}
 
 # normalised spelling -> executor kernel name
-_KERNEL_ALIASES = {
-    "gemm": "gemm", "matmul": "gemm",
-} | {spelling: name for name, p in PAGES.items() for spelling in p.spellings}
+_KERNEL_ALIASES = {spelling: KERNEL_OF[key] for key, p in PAGES.items() for spelling in p.spellings}
 
 
 @lru_cache(maxsize=1024)
@@ -167,8 +141,10 @@ def contract_tier(contract: str, tier: str = "") -> str:
 def spec_for(kernel: str, contract: str = "") -> CatalogEntry:
     """The page an event of this kernel (and, for GEMM, contract) belongs on; unknown kernels get a generic page."""
     name = canonical_kernel(kernel)
-    if name == "gemm":
-        return _BY_KEY["gemm_f32" if gemm_output_dtype(contract) == "f32" else "gemm_bf16"]
+    pages = specs_for_kernel(name)
+    if len(pages) > 1:  # a page per output dtype (GEMM's): the one the contract names
+        dtype = gemm_output_dtype(contract)
+        return next(spec for spec in pages if spec.output_dtype == dtype)
     for spec in CATALOG:
         if spec.kernel == name:
             return spec
@@ -189,9 +165,9 @@ def fallback_tolerance(kernel: str, contract: str) -> Tolerance | None:
     spec = spec_for(kernel, contract)
     if not spec.tolerances:
         return None
-    if spec.key == "gemm_bf16":
-        wanted = "bf16-out-low" if contract_tier(contract) == "low" else "bf16-out-high"
-        return next(t for t in spec.tolerances if t.contract == wanted)
+    if spec.output_dtype and len(spec.tolerances) > 1:  # a page of several tiers (GEMM's bf16 out): the contract's
+        wanted = contract_tier(contract)
+        return next(t for t in spec.tolerances if contract_tier(t.contract) == wanted)
     return spec.tolerances[0]
 
 
@@ -241,9 +217,8 @@ def throughput(spec: CatalogEntry, shape: Shape, gflops: float | None, latency_u
             return None
         s = dict(shape)
         try:
-            page = PAGES.get(spec.kernel)  # a page's `flops`: what one launch does
-            flops = 2 * s["M"] * s["K"] * s.get("N", 1) if spec.kernel == "gemm" else (
-                page.flops(s) if page is not None and page.flops is not None else None)
+            page = PAGES.get(spec.key)  # a page's `flops`: what one launch does
+            flops = page.flops(s) if page is not None and page.flops is not None else None
         except (KeyError, TypeError):
             flops = None
         return None if flops is None else flops / (latency_us * 1e3)
@@ -254,7 +229,7 @@ def throughput(spec: CatalogEntry, shape: Shape, gflops: float | None, latency_u
 
 
 def bytes_moved(spec: CatalogEntry, shape: Shape) -> int | None:
-    page = PAGES.get(spec.kernel)  # a page's `elements`: the bf16 elements one launch moves
+    page = PAGES.get(spec.key)  # a page's `elements`: the bf16 elements one launch moves
     if page is None or page.elements is None:
         return None
     try:

@@ -34,7 +34,7 @@ from typing import Any
 from npu_kernels.perf.evidence import EvidenceError, check_measurement
 from npu_kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
-from registry.catalog import fallback_tolerance
+from registry.catalog import BEST_CONFIG_KERNEL, fallback_tolerance
 
 IMPORT_STREAM = "registry:import"
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/Xilinx/mlir-air/kernel_registry")
@@ -102,7 +102,7 @@ def events_from_upstream(path: str | Path, today: date | None = None) -> list[tu
     for s in doc["shapes"]:
         try:
             raw_shape = {k: s[k] for k in ("M", "K", "N")}
-            dims = tuple(check_measurement("gemm", raw_shape, "bf16-out-high", verdict="PASS",
+            dims = tuple(check_measurement(BEST_CONFIG_KERNEL, raw_shape, "bf16-out-high", verdict="PASS",
                                            require_count=False)["shape"].values())
         except (KeyError, TypeError) as e:
             raise UpstreamFormatError(f"{path.name}: a shape without M, K and N ({e})") from None
@@ -111,9 +111,9 @@ def events_from_upstream(path: str | Path, today: date | None = None) -> list[tu
         for name, meth in s["methods"].items():
             tier = meth.get("tier") or "high"
             contract = _contract(output_dtype, tier)
-            tol = fallback_tolerance("gemm", contract)
+            tol = fallback_tolerance(BEST_CONFIG_KERNEL, contract)
             try:
-                check_measurement("gemm", raw_shape, contract, target=target, verdict="PASS", rtol=tol.rtol,
+                check_measurement(BEST_CONFIG_KERNEL, raw_shape, contract, target=target, verdict="PASS", rtol=tol.rtol,
                                   atol=tol.atol, mean_rel_L1=meth.get("mean_rel_L1"), gflops=meth.get("gflops"),
                                   require_count=False)
             except EvidenceError as e:
@@ -133,7 +133,7 @@ def events_from_upstream(path: str | Path, today: date | None = None) -> list[tu
                 provenance["extra"] = extra
             note = "\n".join(t for t in (s.get("_note", ""), meth.get("_note", "")) if t)
             event = KernelVerified(
-                kernel="gemm",
+                kernel=BEST_CONFIG_KERNEL,
                 shape={"M": dims[0], "K": dims[1], "N": dims[2]},
                 contract=contract,
                 executor="mlir-air",

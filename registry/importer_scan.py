@@ -33,13 +33,15 @@ from npu_kernels.perf.evidence import EvidenceError, check_measurement
 from npu_kernels.numerics.kernels import kernel_tolerance
 from npu_kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
+from registry.catalog import PAGES
 from registry.importer_tables import StatusCellError, gemm_shape, later_fields, parse_tables, row_fields, status_of
 from registry.mlir_air_tables import DETAILS, INDEX, LATER, PAGE_OF
 
 NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/Xilinx/mlir-air/kernel_registry/markdown")
 _SECTION = re.compile(r"tested shapes|per-shape|placement sweep", re.I)
 _DATE_COLUMN = re.compile(r"^(measured|date)\b", re.I)
-_GEMM_DTYPE = {"gemm_bf16": "bf16", "gemm_f32": "f32"}
+# the pages checked against the best-configuration JSON (GEMM's, a page per output dtype): page key -> output dtype
+_GEMM_DTYPE = {key: p.output_dtype for key, p in PAGES.items() if p.json}
 
 
 @dataclass

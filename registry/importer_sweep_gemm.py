@@ -30,7 +30,7 @@ from typing import Any
 from npu_kernels.perf.evidence import EvidenceError, check_measurement
 from npu_kernels.provenance import IMPORTED_REGISTRY
 from ledger.events import KernelVerified
-from registry.catalog import fallback_tolerance
+from registry.catalog import BEST_CONFIG_KERNEL, fallback_tolerance
 from registry.importer import NAMESPACE, UpstreamFormatError
 
 SWEEP_GEMM_SRC = "mlir-air programming_examples/kernel_registry/sweep_gemm.py@14f5590 (run_one, emit, main)"
@@ -90,9 +90,9 @@ def _event(file: str, sha: str, fmt: str, dtype: str, row: dict, name: str, meth
     raw_shape = {k: row[k] for k in ("M", "K", "N")}
     tier = meth.get("tier") or ("low" if name == "direct" else "high")
     contract = "f32-out" if dtype == "f32" else f"bf16-out-{tier}"
-    tol = fallback_tolerance("gemm", contract)
+    tol = fallback_tolerance(BEST_CONFIG_KERNEL, contract)
     try:
-        dims = tuple(check_measurement("gemm", raw_shape, contract, target="npu2", verdict="PASS", rtol=tol.rtol,
+        dims = tuple(check_measurement(BEST_CONFIG_KERNEL, raw_shape, contract, target="npu2", verdict="PASS", rtol=tol.rtol,
                                        atol=tol.atol, mean_rel_L1=meth.get("mean_rel_L1"), gflops=meth.get("gflops"),
                                        require_count=False)["shape"].values())
     except (EvidenceError, TypeError) as e:
@@ -102,7 +102,7 @@ def _event(file: str, sha: str, fmt: str, dtype: str, row: dict, name: str, meth
     if meth.get("seconds") is not None:
         provenance["extra"] = {"seconds": meth["seconds"]}
     event = KernelVerified(
-        kernel="gemm", shape={"M": dims[0], "K": dims[1], "N": dims[2]}, contract=contract, executor="mlir-air",
+        kernel=BEST_CONFIG_KERNEL, shape={"M": dims[0], "K": dims[1], "N": dims[2]}, contract=contract, executor="mlir-air",
         target="npu2", verdict="PASS", rtol=tol.rtol, atol=tol.atol, mean_rel_L1=meth.get("mean_rel_L1"),
         tile=dict(meth.get("tile") or {}), herd=list(herd), gflops=meth.get("gflops"), source="imported",
         provenance_class=IMPORTED_REGISTRY, role=row.get("used_by", ""), method=name, tier=tier,

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Sequence
 from npu_kernels.model.plan import MeasuredChoice, contract_method_tier, planned_contract
 from ledger.record import RecordedEvent
 from npu_kernels.numerics.kernels import piece
-from registry.catalog import CATALOG, canonical_kernel, shape_key, specs_for_kernel
+from registry.catalog import BEST_CONFIG_KERNEL, CATALOG, canonical_kernel, shape_key, specs_for_kernel
 from registry.fold import HARDWARE, RegistryData, ShapeRow, fold_registry, pick_best
 from registry.render_json import GEMM_JSON, GEMM_PAGES, gemm_document
 from registry.text import shape_args
@@ -111,7 +111,8 @@ def gemm_answer(data: dict, filename: str, M: int, K: int, N: int, output_dtype:
 def planned_tiers(M: int, K: int, N: int) -> tuple[str, str]:
     """The precision tiers `ledger plan` asks the registry for a GEMM shape, in its order (npu_kernels.model.plan): the
     planned contract's tier (bf16-out-low below K = GEMM_HIGH_PRECISION_MIN_K, else high), then the other."""
-    tier = contract_method_tier("gemm", planned_contract("gemm", {"M": M, "K": K, "N": N}), {})[1]
+    shape = {"M": M, "K": K, "N": N}
+    tier = contract_method_tier(BEST_CONFIG_KERNEL, planned_contract(BEST_CONFIG_KERNEL, shape), {})[1]
     return (tier, "high" if tier == "low" else "low")
 
 

@@ -20,53 +20,23 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from npu_kernels.numerics.kernels import CatalogPage, in_listing_order
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
+from registry.catalog import CATALOG
 from registry.catalog import PAGES as CATALOG_PAGES
-from registry.catalog import after_in
 from registry.fold import NOT_NPU2, KernelPage, RegistryMeasurement, ShapeRow, not_npu2_mark, pick_best
 
 _NOT_NPU2_ORDER = list(NOT_NPU2)
-# the registered kernels' pages upstream has (a kernel without one, the 4-bit ones, declares its absence: `index`)
-PAGES = {name: p for name, p in CATALOG_PAGES.items() if p.index}
+# the registered kernels' pages upstream has (a kernel without one, the 4-bit ones, declares its absence: `index`), by
+# page key, in the index's listing order (registry.catalog.CATALOG)
+PAGES = {e.key: CATALOG_PAGES[e.key] for e in CATALOG if e.key in CATALOG_PAGES and CATALOG_PAGES[e.key].index}
 
-# --- upstream headers -------------------------------------------------------------------------------------
+# --- upstream headers: each page's own (its module's `registry_page`) -------------------------------------
 
-INDEX: dict[str, tuple[str, ...]] = {  # supported_kernels.md
-    "gemm_f32": ("(M×K×N)", "best tile (m/kl2/kl1/n)", "external GFLOPS", "direct GFLOPS", "mean_rel_L1", "Used by",
-                 "Status"),
-    "gemm_bf16": ("(M×K×N)", "high-prec fused-cast", "high-prec drain", "low-prec direct", "mean_rel_L1 (high / low)",
-                  "Used by", "Status"),
-}
-# details/<page>.md: (method or "", header); GEMM pages have one table per method
-DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "gemm_bf16": (
-        ("fused-cast", ("(M, K, N)", "tile (m/kl2/kl1/n)", "GFLOPS (incl. cast)", "mean_rel_L1", "Status")),
-        ("drain", ("(M, K, N)", "tile (m/kl2/kl1/n)", "GFLOPS", "mean_rel_L1", "Status")),
-        ("direct", ("(M, K, N)", "tile (m/kl2/kl1/n)", "GFLOPS", "mean_rel_L1", "abs_err max", "Status")),
-    ),
-    "gemm_f32": (
-        ("external", ("(M, K, N)", "tile (m/kl2/kl1/n)", "GFLOPS", "mean_rel_L1", "Used by", "Status")),
-        ("direct", ("(M, K, N)", "tile (m/kl2/kl1/n)", "GFLOPS", "mean_rel_L1", "Used by", "Status")),
-    ),
-}
-NO_JSON: tuple[str, ...] = ()
-PAGE_OF = {"gemm_bf16": "GEMM_bf16_in_bf16_out", "gemm_f32": "GEMM_bf16_in_fp32_out"}
-# ... and the kernels of npu_kernels.numerics.kernels with a page at e972f29 (registry.catalog.PAGES): each module's
-# `registry_page` (a CatalogPage: its headers, page name, whether a JSON exists, the cells of one row), in the index's
-# listing order
-
-
-def _with_pages(base: dict, pick: Callable[[CatalogPage], Any]) -> dict:
-    """`base` with `pick(page)` of each registered kernel's page, at the kernel's place in the listing."""
-    merged = in_listing_order(base, lambda d: pick(PAGES[d.name]) if d.name in PAGES else None, after_in(list(base)))
-    return {k: v for k, v in merged.items() if v is not None}
-
-
-INDEX = _with_pages(INDEX, lambda p: p.index)
-DETAILS = _with_pages(DETAILS, lambda p: p.details)
-PAGE_OF = _with_pages(PAGE_OF, lambda p: p.page)
-NO_JSON = NO_JSON + tuple(name for name, p in PAGES.items() if p.no_json)
+INDEX: dict[str, tuple[str, ...]] = {key: p.index for key, p in PAGES.items()}  # supported_kernels.md
+# details/<page>.md: (method or "", header); a page with a table per method (GEMM's) has several
+DETAILS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {key: p.details for key, p in PAGES.items()}
+PAGE_OF = {key: p.page for key, p in PAGES.items()}
+NO_JSON: tuple[str, ...] = tuple(key for key, p in PAGES.items() if p.no_json)
 EMULATED = "🧪"
 # Kernels mlir-air added after e972f29, read by the importer only (the catalog has no page of their own, so the
 # projection gives them a generic page): each kernel module of npu_kernels.numerics.kernels declares its pages
@@ -197,48 +167,22 @@ def norm_cells(row: ShapeRow, *, abs_err: bool) -> list[str]:
 
 # the formatters a kernel module's page cells are handed (it imports nothing of the registry)
 FMT = SimpleNamespace(streaming_cells=streaming_cells, norm_cells=norm_cells, status_cell=status_cell, sci2=sci2, latency_text=latency_text,
-                      mark=_mark, tile3=_tile3, used=_used, bw=_bw, best_of=_best_of, shape=_shape, num=_num, g=_g)
+                      mark=_mark, tile3=_tile3, used=_used, bw=_bw, best_of=_best_of, shape=_shape, num=_num, g=_g,
+                      best=_best, pick_best=pick_best)
 
 
 def index_cells(key: str, row: ShapeRow) -> list[str]:
-    """One row of kernel `key`'s supported_kernels.md table, in its columns (see INDEX)."""
+    """One row of page `key`'s supported_kernels.md table, in its columns (see INDEX)."""
     if key in PAGES:
         return PAGES[key].index_cells(row, FMT)
-    s, b = _shape(row), row.best or (row.measurements[-1] if row.measurements else None)
-    t = b.tile if b else {}
-    if key == "gemm_f32":
-        ext, dire = _best(row, "external"), _best(row, "direct")
-        return [f"{s['M']}×{s['K']}×{s['N']}", _tile3(t, ("tile_m", "tile_k_l2", "tile_k_l1", "tile_n")),
-                _num(_g(ext), ext), _num(_g(dire), dire), sci2(b.mean_rel_L1 if b else None), _used(row),
-                status_cell(row)]
-    if key == "gemm_bf16":
-        fc, dr, lo = _best(row, "fused-cast", "high"), _best(row, "drain", "high"), _best(row, None, "low")
-        high = pick_best([m for m in (fc, dr) if m is not None and m.on_hardware])
-        l1_high = high or fc or dr
-        return [f"{s['M']}×{s['K']}×{s['N']}", _num(_g(fc), fc, bold=fc is high and fc is not None),
-                _num(_g(dr), dr, bold=dr is high and dr is not None), _num(_g(lo), lo),
-                f"{sci2(l1_high.mean_rel_L1 if l1_high else None)} / {sci2(lo.mean_rel_L1 if lo else None)}",
-                _used(row), status_cell(row)]
     raise KeyError(key)
 
 
 def details_cells(key: str, method: str, row: ShapeRow) -> list[str] | None:
-    """One row of kernel `key`'s details-page table for `method` (see DETAILS); None when the row has no
+    """One row of page `key`'s details-page table for `method` (see DETAILS); None when the row has no
     measurement of that method."""
     if key in PAGES:
         return PAGES[key].details_cells(method, row, FMT)
-    s = _shape(row)
-    if key in ("gemm_bf16", "gemm_f32"):
-        m = _best(row, method)
-        if m is None:
-            return None
-        cells = [f"{s['M']}×{s['K']}×{s['N']}", _tile3(m.tile, ("tile_m", "tile_k_l2", "tile_k_l1", "tile_n")),
-                 _num(_g(m), m), sci2(m.mean_rel_L1)]
-        if key == "gemm_bf16" and method == "direct":
-            cells.append(sci2(m.max_abs))
-        if key == "gemm_f32":
-            cells.append(_used(row))
-        return cells + [status_cell(row, m)]
     raise KeyError(key)
 
 

@@ -35,12 +35,16 @@ import json
 import math
 from typing import Any
 
+from registry.catalog import PAGES
 from registry.fold import RegistryMeasurement, RegistryData, ShapeRow, pick_best
 from registry.text import plain
 
 FULL_HERD = (8, 4)
-GEMM_PAGES = {"bf16": "gemm_bf16", "f32": "gemm_f32"}
-GEMM_JSON = {"bf16": "GEMM_bf16_in_bf16_out.json", "f32": "GEMM_bf16_in_fp32_out.json"}
+# the pages with mlir-air's best-configuration JSON beside them (GEMM's, a page per output dtype; its module's
+# `registry_page`), by output dtype: the page key and the JSON's file name under details/
+_JSON_PAGES = sorted((p.output_dtype, key, p.json) for key, p in PAGES.items() if p.json)
+GEMM_PAGES = {dtype: key for dtype, key, _ in _JSON_PAGES}
+GEMM_JSON = {dtype: name for dtype, _, name in _JSON_PAGES}
 _TIER_ORDER = {"high": 0, "low": 1}
 _TILE_ORDER = ("tile_m", "tile_k_l2", "tile_k_l1", "tile_n")
 
@@ -191,4 +195,4 @@ def render_gemm_json(data: RegistryData, output_dtype: str) -> bytes:
 
 def render_all_json(data: RegistryData) -> dict[str, bytes]:
     """{relpath under kernel_registry/: bytes} for both GEMM files."""
-    return {f"details/{GEMM_JSON[d]}": render_gemm_json(data, d) for d in ("bf16", "f32")}
+    return {f"details/{GEMM_JSON[d]}": render_gemm_json(data, d) for d in GEMM_JSON}

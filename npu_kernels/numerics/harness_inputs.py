@@ -60,14 +60,11 @@ from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.harness_case import ELEMENTWISE_SEED, HarnessCase  # noqa: F401 (HarnessCase: its API)
 from npu_kernels.numerics.harness_case import harness_bf16 as _bf16  # noqa: F401 (its API: the harness bf16 rounding)
 from npu_kernels.numerics.harness_case import sequential_matmul_f32  # noqa: F401 (its API: the GEMM harness reference)
-from npu_kernels.numerics.kernels import PIECEWISE, piecewise
 
 NORM_SEED = 0  # weighted_rms_norm.py:388, layer_norm.py:336 (np.random.seed)
 NORM_EPS = 1e-5  # weighted_rms_norm.py:40, layer_norm.py:52
-# every kernel's builder: a piecewise-declared kernel's module's `harness_case` (npu_kernels.numerics.kernels.piece), then
-# each registered kernel's
-HARNESS_KERNELS = tuple(k for k in PIECEWISE if piecewise(k, "harness_case")) + tuple(
-    d.name for d in kernel_definitions() if d.harness_case)
+# every kernel's builder: each registered kernel's `harness_case` (a kernel mlir-air has no harness for declares it Absent)
+HARNESS_KERNELS = tuple(d.name for d in kernel_definitions() if d.harness_case)
 
 
 class HarnessNotReproduced(KeyError):
@@ -83,13 +80,10 @@ def harness_case(kernel: str, shape: dict, contract: str | None = None, tile: di
     registered = kernel_definition(kernel)
     if registered is not None and registered.harness_case:  # (a kernel mlir-air has no harness for declares it Absent)
         return registered.harness_case(shape, contract or "", tile)
-    build = piecewise(kernel, "harness_case")  # a piecewise-declared kernel's module's (gemm's)
-    if build is None:
-        raise HarnessNotReproduced(
-            f"{kernel}: mlir-air's harness inputs are not reproduced yet; --inputs harness works for "
-            f"{', '.join(HARNESS_KERNELS)} (add a builder to npu_kernels/numerics/harness_inputs.py, citing the script)"
-        )
-    return build(shape, contract or "", tile)
+    raise HarnessNotReproduced(
+        f"{kernel}: mlir-air's harness inputs are not reproduced yet; --inputs harness works for "
+        f"{', '.join(HARNESS_KERNELS)} (add a builder to npu_kernels/numerics/harness_inputs.py, citing the script)"
+    )
 
 
 @dataclass(frozen=True)

@@ -26,22 +26,6 @@ def bf16_randn(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarra
     return to_bf16(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale))
 
 
-# --- GEMM / GEMV -----------------------------------------------------------------------------------------
-
-
-def gemm_inputs(s, rng):
-    scale = 1.0 / math.sqrt(s["K"])
-    return {"a": bf16_randn(rng, (s["M"], s["K"]), scale), "b": bf16_randn(rng, (s["K"], s["N"]), scale)}
-
-
-def gemm_reference(i, s):
-    return np.matmul(i["a"], i["b"], dtype=np.float32)
-
-
-def gemm_call(ex, i, s, contract, tile):
-    return ex.gemm(i["a"], i["b"], contract=contract, tile=tile)
-
-
 # --- norms -----------------------------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ ARRAYS = {"npu2": (8, 4), "npu1": (4, 4)}  # (columns, compute rows)
 GEMV_L2_BYTES = 524_288  # a MemTile's L2 (the GEMV builder's capacity check)
 GEMV_L1_BYTES = 65_536  # a compute tile's L1
 BD_REPEAT_LIMIT = 255  # a buffer descriptor's repeat count
+GEMM_B_STRIDE_LIMIT = 1_048_576  # the aie.dma_bd stride range GEMM's B tile (tile_k_l2*N) stays within
 
 Rule = tuple[str, Callable[[dict, dict], bool], Callable[[dict, dict], str]]
 
@@ -21,6 +22,15 @@ def array_columns(target: str) -> int:
 
 def array_rows(target: str) -> int:
     return ARRAYS[target][1]
+
+
+def halvings(start: int, stop: int = 1) -> list[int]:
+    """start, start/2, ... down to stop (a herd's or a tile's candidate sizes, largest first)."""
+    out = []
+    while start >= stop:
+        out.append(start)
+        start //= 2
+    return out
 
 
 def largest_divisor(n: int, cap: int) -> int:

@@ -14,8 +14,8 @@ no row parallelism, an odd head count halves flash attention's columns, ...).
 
 The rules live in npu_kernels.numerics.tile_rules (one definition of every limit), the heuristic in
 npu_kernels.numerics.tile_defaults, the notes and justifications in npu_kernels.numerics.tile_notes; this module
-re-exports the names other modules import from it (`TileRuleViolation`, `check_tile`, `default_tile`,
-`gemm_tile_n`, the limits). A caller with a measured tile (the registry's best row) passes it as `tile`: it
+re-exports the names other modules import from it (`TileRuleViolation`, `check_tile`, `default_tile`, the
+limits). A caller with a measured tile (the registry's best row) passes it as `tile`: it
 is completed with the heuristic's keys and checked like any other.
 """
 
@@ -26,15 +26,8 @@ from typing import Any
 
 from npu_kernels.numerics.catalog import get_spec
 from npu_kernels.numerics.kernels import get as kernel_definition
-from npu_kernels.numerics.tile_defaults import (
-    DEFAULTS,
-    FUSED_CAST_MIN_MKN,
-    default_tile,
-    gemm_method,
-    gemm_tile_k_l2,
-    gemm_tile_n,
-)
-from npu_kernels.numerics.tile_notes import gemm_notes, justify
+from npu_kernels.numerics.tile_defaults import DEFAULTS, default_tile
+from npu_kernels.numerics.tile_notes import justify
 from npu_kernels.numerics.tile_rules import (
     ARRAYS,
     BD_REPEAT_LIMIT,
@@ -97,8 +90,9 @@ def plan_tile(kernel: str, shape: dict, target: str = "npu2", tile: dict | None 
     s = spec.normalize_shape(shape)
     default = DEFAULTS[kernel](s, target)
     t = _normalize_tile(kernel, tile, default) if tile else default
-    if kernel == "gemm" and t.get("method") == "auto":
-        t["method"] = gemm_method(s)
+    registered = kernel_definition(kernel)
+    if registered.resolve_tile is not None:  # a symbolic value of the tile made concrete for the shape (auto)
+        t = registered.resolve_tile(s, t)
     violations = check_tile(kernel, s, t, target)
     warnings: list[str] = []
     if measured:
@@ -114,10 +108,7 @@ def plan_tile(kernel: str, shape: dict, target: str = "npu2", tile: dict | None 
         else:  # the shape itself admits no legal tile: say so, the hardware needs it padded
             warnings += [f"no legal {target} tile for this shape ({rule}: {msg}); pad it for the hardware"
                          for rule, msg in violations]
-    if kernel == "gemm":
-        warnings += gemm_notes(s, t, target)
-    registered = kernel_definition(kernel)
-    if registered is not None and registered.tile_warnings is not None:  # a registry kernel's own notes
+    if registered.tile_warnings is not None:  # a registry kernel's own notes
         warnings += registered.tile_warnings(s, t, target)
     herd = herd_of(kernel, t)
     target_tiles = spec.target_tiles[target]
@@ -134,7 +125,6 @@ def plan_tile(kernel: str, shape: dict, target: str = "npu2", tile: dict | None 
 
 
 __all__ = [
-    "ARRAYS", "BD_REPEAT_LIMIT", "FUSED_CAST_MIN_MKN", "GEMM_B_STRIDE_LIMIT", "GEMV_L1_BYTES", "GEMV_L2_BYTES",
-    "TilePlan", "TileRuleViolation", "check_tile", "default_tile", "gemm_method", "gemm_tile_k_l2", "gemm_tile_n",
-    "kernel_rules", "plan_tile",
+    "ARRAYS", "BD_REPEAT_LIMIT", "GEMM_B_STRIDE_LIMIT", "GEMV_L1_BYTES", "GEMV_L2_BYTES",
+    "TilePlan", "TileRuleViolation", "check_tile", "default_tile", "kernel_rules", "plan_tile",
 ]

@@ -19,7 +19,6 @@ Pure and deterministic: same inputs, same figures.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
@@ -30,47 +29,16 @@ from npu_kernels.numerics.tiles import default_tile
 
 # The kernels of the registry (npu_kernels.numerics.kernels) each declare their features (`cost_features`) and constants
 # in their module; the constants are fitted with every other on anchors.toml (npu_kernels.perf.fit).
-KERNELS = ("gemm",) + tuple(d.name for d in kernel_definitions())
-MMCC_METHODS = ("drain", "fused-cast", "external")  # the hand-written mm.cc inner kernel; "direct" = codegen
-FUSED_CAST_METHODS = ("fused-cast",)
-
-
-def _ceil(a: float, b: float) -> int:
-    return int(math.ceil(a / b))
-
-
-def _gemm(s: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, float]:
-    M, K, N = s["M"], s["K"], s["N"]
-    tm, tn, tk1, tk2 = t["tile_m"], t["tile_n"], t["tile_k_l1"], t["tile_k_l2"]
-    hm, hn = t["herd_m"], t["herd_n"]
-    method = t.get("method", "drain")
-    f32_out = t.get("out") == "fp32" or method in FUSED_CAST_METHODS
-    iters = _ceil(M, tm * hm) * _ceil(N, tn * hn)  # herd-wide (hm*tm) x (hn*tn) output blocks, one per tile each
-    macs = iters * tm * tn * K  # MACs each compute tile performs
-    a_bytes = M * K * 2 * _ceil(N, tn * hn)  # A re-streamed once per herd column block
-    b_bytes = K * N * 2 * _ceil(M, tm * hm)  # B re-streamed once per herd row block
-    c_bytes = M * N * (4 if f32_out else 2)
-    f = {
-        "launch_s": 1.0,
-        "gemm_s_per_mac_mmcc" if method in MMCC_METHODS else "gemm_s_per_mac_direct": float(macs),
-        "gemm_s_per_call": float(iters * (K // tk1)),
-        "gemm_s_per_block": float(iters),
-        "gemm_s_per_l2_chunk": float(iters * _ceil(K, tk2)),
-        "gemm_s_per_ddr_byte": float(a_bytes + b_bytes + c_bytes),
-    }
-    if method in FUSED_CAST_METHODS:  # the separate f32 -> bf16 cast launch: read 4 B, write 2 B per element
-        f["gemm_s_cast_launch"] = 1.0
-        f["gemm_s_per_ddr_byte"] += M * N * 6.0
-    return f
+KERNELS = tuple(d.name for d in kernel_definitions())
 
 
 def full_tile(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The tile planner's recommended tile for (kernel, shape) on NPU2, overridden by the keys of `tile`."""
     t = dict(default_tile(kernel, dict(shape), "npu2"))
     t.update(tile or {})
-    if kernel == "gemm" and t.get("method") == "auto":
-        t["method"] = default_tile(kernel, dict(shape), "npu2")["method"]
-    return t
+    d = kernel_definition(kernel)
+    resolve = d.resolve_tile if d is not None else None  # a symbolic value made concrete (GEMM's method auto)
+    return resolve(get_spec(kernel).normalize_shape(dict(shape)), t) if resolve is not None else t
 
 
 def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, Any] | None = None) -> dict[str, float]:
@@ -79,9 +47,7 @@ def kernel_features(kernel: str, shape: Mapping[str, Any], tile: Mapping[str, An
         raise ValueError(f"no cost model for kernel {kernel!r}; modelled: {', '.join(KERNELS)}")
     s = get_spec(kernel).normalize_shape(dict(shape))
     t = full_tile(kernel, s, tile)
-    if kernel == "gemm":
-        return _gemm(s, t)
-    return kernel_definition(kernel).cost_features(s, t)  # every other kernel of KERNELS is a registered one
+    return kernel_definition(kernel).cost_features(s, t)
 
 
 def latency_from(features: Mapping[str, float], constants: Mapping[str, float]) -> float:
@@ -106,9 +72,9 @@ def modelled_kernel_figures(kernel: str, shape: Mapping[str, Any], tile: Mapping
     lat = kernel_latency_s(kernel, s, tile)
     out: dict[str, Any] = {"latency_us": round(lat * 1e6, 3), "modelled": True}
     registered = kernel_definition(kernel)
-    if kernel == "gemm" or (registered is not None and registered.throughput == "gflops"):
+    if registered.throughput == "gflops":
         # over the spec's FLOPs, or a kernel's `dense_flops` where it counts the masked work too (flash attention)
-        count = registered.dense_flops if registered is not None and registered.dense_flops else get_spec(kernel).flops
+        count = registered.dense_flops if registered.dense_flops else get_spec(kernel).flops
         out["gflops"] = round(count(s) / lat / 1e9, 3)
     else:
         out["gbps"] = round(get_spec(kernel).bytes(s) / lat / 1e9, 3)

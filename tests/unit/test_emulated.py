@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from npu_kernels.numerics.bf16 import bfp16_decode, bfp16_encode, bfp16_quantize, floor_bf16, is_bf16, rne_bf16_, to_bf16
-from npu_kernels.numerics.catalog import KERNELS, get_spec, npu2_low_precision_figure
+from npu_kernels.numerics.catalog import KERNELS, get_spec
+from npu_kernels.numerics.kernels.gemm import npu2_low_precision_figure
 from npu_kernels.numerics.compare import judge, measure
 from npu_kernels.numerics.executors import make_executor
 from npu_kernels.numerics.executors.base import Fp32Executor

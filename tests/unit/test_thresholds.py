@@ -39,17 +39,14 @@ def test_no_cosine_floor_is_spelled_outside_the_thresholds_module():
 
 
 def test_every_kernel_contract_takes_its_tolerance_from_the_one_table():
-    """The piecewise-declared kernels' from npu_kernels.thresholds, or from their staged module (PIECEWISE: gemm's
-    tolerances moved there first), the registry's from their own modules; the registry's table is the union."""
-    from npu_kernels.numerics.kernels import PIECEWISE, piecewise
-
+    """Every kernel's contracts carry its module's tolerances (the registry's table, the union of the modules'), and
+    npu_kernels.thresholds declares none of its own for a registered kernel."""
     for name in KERNELS:
+        d = kernel_definition(name)
+        assert d is not None, name
         for contract in get_spec(name).contracts.values():
-            assert (contract.rtol, contract.atol) == kernel_tolerance(name, contract.name)
-            if kernel_definition(name) is None and name in PIECEWISE:
-                assert (contract.rtol, contract.atol) == piecewise(name, "tolerances")[contract.name]
-            elif kernel_definition(name) is None:
-                assert (contract.rtol, contract.atol) == thresholds.kernel_tolerance(name, contract.name)
+            assert (contract.rtol, contract.atol) == kernel_tolerance(name, contract.name) == d.tolerances[contract.name]
+            assert (name, contract.name) not in thresholds.KERNEL_TOLERANCES
 
 
 def test_a_triage_rule_can_name_a_threshold_instead_of_restating_it():

@@ -8,7 +8,8 @@ import pytest
 from npu_kernels.model.architecture import load_raw_config, resolve
 from npu_kernels.model.config import ModelConfig
 from npu_kernels.model.plan import plan
-from npu_kernels.numerics.tiles import TileRuleViolation, check_tile, gemm_tile_n, plan_tile
+from npu_kernels.numerics.kernels.gemm import gemm_tile_n
+from npu_kernels.numerics.tiles import TileRuleViolation, check_tile, plan_tile
 
 CONFIGS = Path(__file__).resolve().parents[1] / "fixtures" / "configs"
 G = {"M": 2048, "K": 2048, "N": 2048}

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
-from npu_kernels.numerics.kernels import PIECEWISE, in_listing_order, piecewise
+from npu_kernels.numerics.kernels import in_listing_order
 
-# the kernels declared piecewise, then those of the registry (npu_kernels.numerics.kernels), in the catalog's listing order
-KERNEL_NAMES = tuple(in_listing_order({k: k for k in PIECEWISE}, lambda d: d.name))
+# the kernels of the registry (npu_kernels.numerics.kernels), in the catalog's listing order
+KERNEL_NAMES = tuple(in_listing_order({}, lambda d: d.name))
 
 
 @dataclass
@@ -88,12 +88,7 @@ class Fp32Executor(Executor):
 
 def bind_kernels(cls: type, role: str) -> type:
     """Give executor class `cls` the method `role` ("fp32", "emulated", "torch") of every kernel of the registry
-    (npu_kernels.numerics.kernels), under the kernel's name, and of a piecewise-declared kernel whose module declares
-    it already (gemm's fp32); a method the class defines itself is kept."""
-    for name in PIECEWISE:
-        method = piecewise(name, role)
-        if method is not None and name not in cls.__dict__:
-            setattr(cls, name, method)
+    (npu_kernels.numerics.kernels), under the kernel's name; a method the class defines itself is kept."""
     for d in kernel_definitions():
         if d.name not in cls.__dict__:
             setattr(cls, d.name, getattr(d, role))

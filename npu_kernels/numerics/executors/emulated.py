@@ -4,8 +4,9 @@ Every error this executor makes comes from modelling a step of the hardware data
 rounding modes, accumulation granularity and the approximations of the vector non-linear-function (NLF)
 unit; nothing is random. docs/emulated_numerics.md holds the model with the evidence behind each choice
 (mlir-air sources, the NPU2 figures of its kernel registry and `[precision]` lines); `make bench` prints
-the comparison. This module is the executor and its GEMM; the other kernels' datapaths are its siblings:
-`emulated_elementwise` (RMSNorm, LayerNorm, RoPE, SiLU-and-Mul, GELU, the bf16 rounding steps),
+the comparison. This module is the executor (weight residency, the MMA operands, the row split); each kernel's
+datapath is declared in its module of npu_kernels.numerics.kernels, from its siblings here: `emulated_gemm` (GEMM's
+launch grid and K loops), `emulated_elementwise` (RMSNorm, LayerNorm, RoPE, SiLU-and-Mul, GELU, the bf16 rounding steps),
 `emulated_gemv` (mv.cc's lane order), `emulated_q4` (the 4-bit dequant and GEMV), `emulated_flash` (attn_npu2.cc), `emulated_nlf` (exp2, tanh,
 aie::inv) and `emulated_threads`. `npu1` (AIE2) has a native bf16 MMA: the MMA kernels skip the BFP16 step;
 everything else is modelled as on NPU2.
@@ -19,22 +20,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_kernels.numerics.bf16 import bfp16_quantize, f32, rne_bf16_
+from npu_kernels.numerics.bf16 import bfp16_quantize, f32
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
-from npu_kernels.numerics.executors.emulated_elementwise import (
-    rounded,
-)
 from npu_kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
 from npu_kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
-from npu_kernels.numerics.tiles import FUSED_CAST_MIN_MKN, default_tile
 
 # The version of the emulated NPU2 numerics (docs/emulated_numerics.md): bump it whenever a datapath step changes
 # what a kernel returns, so `ledger reverify` re-runs the Phase 1 rows measured on the previous model (npu_kernels.toolchain).
 EMULATED_NUMERICS_VERSION = "emulated-npu2/4"
 
 TARGETS = ("npu2", "npu1")
-GEMM_CONTRACTS = ("f32-out", "bf16-out-high", "bf16-out-low")
-GEMM_DEFAULT_TILE = {"tile_m": 64, "tile_k_l2": 256, "tile_k_l1": 32, "tile_n": 128, "herd_m": 8, "herd_n": 4}
 
 
 def held_bf16(x: np.ndarray) -> np.ndarray:
@@ -51,21 +46,6 @@ def widened(held: np.ndarray) -> np.ndarray:
     if held.dtype != np.uint16:
         return held
     return np.left_shift(held, 16, dtype=np.uint32).view(np.float32)
-
-
-def _covered(n: int, step: int) -> int:
-    """How much of an axis of length n a launch grid of floor(n / step) steps covers."""
-    return (n // step) * step if step > 0 else n
-
-
-def _k_used(K: int, tile: dict) -> np.ndarray | None:
-    """Indices of K the L2/L1 loops reach for a (possibly illegal) tile; None when all of K is reached."""
-    tk2, tk1 = int(tile["tile_k_l2"]), int(tile["tile_k_l1"])
-    n_l2 = K // tk2 if tk2 > 0 else 0
-    per_l2 = (tk2 // tk1) * tk1 if tk1 > 0 else 0
-    if n_l2 * tk2 == K and per_l2 == tk2:
-        return None
-    return np.concatenate([np.arange(i * tk2, i * tk2 + per_l2) for i in range(n_l2)] or [np.zeros(0, int)])
 
 
 class EmulatedExecutor(Executor):
@@ -134,63 +114,6 @@ class EmulatedExecutor(Executor):
     def _mma_operand(self, x, axis: int) -> np.ndarray:
         """An MMA operand as the matrix unit sees it: BFP16 blocks along the reduction axis (NPU2)."""
         return bfp16_quantize(x, axis=axis) if self.bfp16 else f32(x)
-
-    # --- GEMM / GEMV -------------------------------------------------------------------------------------
-
-    def gemm(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
-        if contract not in GEMM_CONTRACTS:
-            raise ValueError(f"unknown gemm contract {contract!r}; expected one of {', '.join(GEMM_CONTRACTS)}")
-        with self.timer.time("gemm"):
-            a = f32(a)
-            M, K = a.shape
-            if np.shape(b)[0] != K:
-                raise ValueError(f"gemm: a is {a.shape} but b is {np.shape(b)}")
-            N = np.shape(b)[1]
-            t = {**self._gemm_default_tile(M, K, N), **(tile or {})} if tile else GEMM_DEFAULT_TILE
-            qb = self._gemm_operand(b, static_key)
-            qa = self._rows(lambda x: self._mma_operand(x, 1), [a]) if self.bfp16 else a  # blocks along K
-            if tile is not None:
-                used = _k_used(K, t)
-                if used is not None:  # an illegal K tiling: the loops never reach part of K
-                    qa, qb = qa[:, used], qb[used]
-            if contract == "bf16-out-low":
-                c = self._accumulate_bf16(qa, qb, int(t["tile_k_l1"]))
-            else:
-                c = np.matmul(qa, qb)
-                if contract == "bf16-out-high":
-                    c = rounded(c, "floor" if self._gemm_method(t, M, K, N) == "fused-cast" else "rne")
-            if tile is not None:  # the launch grid floors M/(tile_m*herd_m) and N/(tile_n*herd_n)
-                rows = _covered(M, int(t["tile_m"]) * int(t["herd_m"]))
-                cols = _covered(N, int(t["tile_n"]) * int(t["herd_n"]))
-                c[rows:, :] = 0.0
-                c[:, cols:] = 0.0
-            return c
-
-    def _gemm_default_tile(self, M: int, K: int, N: int) -> dict:
-        """The planner's tile for this shape: fills the keys a partial user tile leaves out."""
-        return default_tile("gemm", {"M": M, "K": K, "N": N}, self.target)
-
-    @staticmethod
-    def _gemm_method(t: dict, M: int, K: int, N: int) -> str:
-        method = t.get("method") or "auto"
-        if method == "auto":
-            return "fused-cast" if M * K * N >= FUSED_CAST_MIN_MKN else "drain"
-        if method not in ("fused-cast", "drain"):
-            raise ValueError(f"unknown gemm method {method!r} (auto | fused-cast | drain)")
-        return method
-
-    @staticmethod
-    def _accumulate_bf16(qa: np.ndarray, qb: np.ndarray, tile_k_l1: int) -> np.ndarray:
-        """Direct-codegen bf16 GEMM: the partial sum is rounded to bf16 (RNE) after every L1 K tile."""
-        M, K = qa.shape
-        c = np.zeros((M, qb.shape[1]), np.float32)
-        part = np.empty_like(c)
-        step = max(1, tile_k_l1)
-        for k0 in range(0, K, step):
-            np.matmul(qa[:, k0 : k0 + step], qb[k0 : k0 + step], out=part)
-            c += part
-            rne_bf16_(c)
-        return c
 
     # --- row-parallel kernels (each row / element independent) ---------------------------------------
 

@@ -1,20 +1,15 @@
 """The torch executor: every leaf kernel in torch bf16, the GPU / vLLM numerical standard.
 
 What a bf16 GPU deployment computes, op by op (CPU, or CUDA when present):
-  gemm / gemv   bf16 matmul (FP32 accumulate inside, one rounding); `f32-out` keeps the FP32 result.
-                The low-precision contract has no GPU counterpart: it runs the same FP32-accumulate matmul
-                (and is judged by its own, looser tolerance). The product runs in fixed panels of
-                GEMM_PANEL_N output columns: a CPU BLAS picks its blocking by N (oneDNN's AMX bf16 GEMM
-                gives 48x512x768 columns 0..511 that differ from the 48x512x512 product in the last bit),
-                while NPU2 computes every output tile on its own. With panels a column's value never
-                depends on how wide the matrix around it is, so fusing Q/K/V or gate/up changes nothing.
+  matmuls       bf16 matmul (FP32 accumulate inside, one rounding); GEMM's `f32-out` keeps the FP32 result,
+                in fixed column panels (its module says why).
   rmsnorm       HF LlamaRMSNorm: FP32 mean of squares and rsqrt, cast to bf16, times the bf16 weight.
   layernorm     F.layer_norm on bf16 (FP32 statistics inside).
   rope          HF apply_rotary_pos_emb: x*cos + rotate_half(x)*sin with bf16 cos/sin, each op in bf16.
   attention     F.scaled_dot_product_attention in bf16 (FP32 softmax inside), GQA; an explicit boolean
                 mask when the causal window is offset (decode).
-  registry      each kernel module of npu_kernels.numerics.kernels (eltwise_add, silu_mul, gelu, conv1d, ...) holds its
-                torch op.
+  registry      each kernel module of npu_kernels.numerics.kernels (GEMM, GEMV, eltwise_add, silu_mul, gelu, conv1d, ...)
+                holds its torch op.
   q4nx          dequantise q * scale + min in bf16 (each op rounded), then the bf16 GEMV above.
 Arrays cross the interface as float32 numpy (bf16 values), like every executor; weights given a
 `static_key` are converted to device bf16 tensors once.
@@ -27,8 +22,6 @@ import torch
 
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 
-GEMM_CONTRACTS = ("f32-out", "bf16-out-high", "bf16-out-low")
-GEMM_PANEL_N = 64  # divides every fused part (heads x head_dim 64 / 128, the MLP width of a tile-legal model)
 
 
 class TorchExecutor(Executor):
@@ -73,16 +66,6 @@ class TorchExecutor(Executor):
         return t.to(torch.float32).cpu().numpy()
 
     # --- kernels -----------------------------------------------------------------------------------------
-
-    def gemm(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
-        if contract not in GEMM_CONTRACTS:
-            raise ValueError(f"unknown gemm contract {contract!r}; expected one of {', '.join(GEMM_CONTRACTS)}")
-        with self.timer.time("gemm"), torch.inference_mode():
-            bt = self._static(b, static_key, "gemm.b")
-            at = self._t(a)
-            if contract == "f32-out":
-                at, bt = at.float(), bt.float()
-            return self._np(torch.cat([at @ bt[:, j : j + GEMM_PANEL_N] for j in range(0, bt.shape[1], GEMM_PANEL_N)], 1))
 
     def _dequant(self, codes, scale, mn) -> torch.Tensor:
         """q * scale + min in bf16 tensors, each op rounded (a GPU's dequantise-then-bf16-matmul path)."""

@@ -31,10 +31,10 @@ from typing import Any, Callable
 
 from npu_kernels.thresholds import KERNEL_TOLERANCES
 from npu_kernels.numerics.kernels.base import (  # noqa: F401 (its API)
-    Absent, CatalogPage, KernelDef, TwinStandIn, from_module, harness_entries, missing_pieces, twin_kinds)
+    Absent, CatalogPage, KernelDef, TwinStandIn, catalog_pages, from_module, harness_entries, missing_pieces, twin_kinds)
 
-MODULES = ("eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm", "gemv", "dequant_q4nx", "gemv_q4nx",
-           "flash_attention")
+MODULES = ("gemm", "eltwise_add", "eltwise_mul", "conv1d", "silu_mul", "gelu", "rope", "layernorm", "rmsnorm", "gemv",
+           "dequant_q4nx", "gemv_q4nx", "flash_attention")
 
 DEFINITIONS: dict[str, KernelDef] = {}
 for _module in MODULES:
@@ -48,51 +48,31 @@ def definitions() -> tuple[KernelDef, ...]:
 
 
 def get(name: str) -> KernelDef | None:
-    """The registered kernel `name`, or None (a kernel still declared piecewise, or no kernel)."""
+    """The registered kernel `name`, or None (no such kernel)."""
     return DEFINITIONS.get(name)
 
 
-# The kernels whose pieces are still declared piecewise across the rooms (gemm), and the module each one's move fills
-# (not in MODULES yet): `piece` reads the optional pieces already there, under their KernelDef names.
-PIECEWISE: dict[str, str] = {"gemm": "gemm"}
 _DEFAULTS = {f.name: f.default for f in fields(KernelDef)}
 
 
 def piece(kernel: str, name: str) -> Any:
-    """The optional piece `name` of any kernel: the registered kernel's own, else the one a piecewise-declared
-    kernel's module already declares, else KernelDef's default (no kernel at all included)."""
+    """The optional piece `name` of any kernel: the registered kernel's own, else KernelDef's default (no kernel)."""
     d = get(kernel)
-    if d is not None:
-        return getattr(d, name)
-    value = piecewise(kernel, name)
-    return value if value is not None else _DEFAULTS[name]
-
-
-def piecewise(kernel: str, name: str) -> Any:
-    """The piece `name` a piecewise-declared kernel's module already declares, or None."""
-    if kernel not in PIECEWISE:
-        return None
-    module = importlib.import_module(f"npu_kernels.numerics.kernels.{PIECEWISE[kernel]}")
-    return getattr(module, name.upper(), getattr(module, name, None))
+    return getattr(d, name) if d is not None else _DEFAULTS[name]
 
 
 def stand_ins() -> dict[str, tuple[str, TwinStandIn]]:
-    """The twin's stand-ins: harness kind -> (kernel, stand-in), the piecewise-declared kernels' first (as their
-    modules declare them so far), then each registered kernel's, in registration order."""
+    """The twin's stand-ins: harness kind -> (kernel, stand-in), each registered kernel's, in registration order."""
     out: dict[str, tuple[str, TwinStandIn]] = {}
-    for kernel in PIECEWISE:
-        out.update((kind, (kernel, t)) for kind, t in twin_kinds(kernel, piecewise(kernel, "twin")))
     for d in definitions():
         out.update((kind, (d.name, t)) for kind, t in twin_kinds(d.name, d.twin))
     return out
 
 
 def harnesses() -> dict[str, dict[str, Any]]:
-    """The harness-table entries the kernels declare: table key -> entry, the piecewise-declared kernels' first (as
-    their modules declare them so far), then each registered kernel's, in registration order."""
+    """The harness-table entries the kernels declare: table key -> entry, each registered kernel's, in registration
+    order."""
     out: dict[str, dict[str, Any]] = {}
-    for kernel in PIECEWISE:
-        out.update(harness_entries(kernel, piecewise(kernel, "harness")))
     for d in definitions():
         out.update(harness_entries(d.name, d.harness))
     return out
@@ -100,23 +80,19 @@ def harnesses() -> dict[str, dict[str, Any]]:
 
 def stand_in_kinds_in_listing_order() -> list[str]:
     """Every stand-in's kind, in the catalog's listing order (a kernel's several kinds together, in their order)."""
-    base = {k: tuple(kind for kind, _ in twin_kinds(k, piecewise(k, "twin"))) for k in PIECEWISE}
-    listed = in_listing_order(base, lambda d: tuple(kind for kind, _ in twin_kinds(d.name, d.twin)))
+    listed = in_listing_order({}, lambda d: tuple(kind for kind, _ in twin_kinds(d.name, d.twin)))
     return [kind for kinds in listed.values() for kind in kinds]
 
 
 def tolerances() -> dict[tuple[str, str], tuple[float, float]]:
     """Every kernel's (kernel, contract) -> (rtol, atol): npu_kernels.thresholds' table of the kernels declared
-    outside the registry, a piecewise-declared kernel's module's (gemm's), then each registered kernel's own
-    (declared in its module, with its source)."""
-    declared = {(k, c): tol for k in PIECEWISE for c, tol in (piecewise(k, "tolerances") or {}).items()}
-    return {**KERNEL_TOLERANCES, **declared,
-            **{(d.name, c): tol for d in definitions() for c, tol in d.tolerances.items()}}
+    outside the registry (none now), then each registered kernel's own (declared in its module, with its source)."""
+    return {**KERNEL_TOLERANCES, **{(d.name, c): tol for d in definitions() for c, tol in d.tolerances.items()}}
 
 
 def kernel_tolerance(kernel: str, contract: str) -> tuple[float, float]:
-    """(rtol, atol) of any kernel's contract (npu_kernels.thresholds.kernel_tolerance, which knows the kernels
-    declared piecewise only, plus the registry's); KeyError names the contracts the kernel has."""
+    """(rtol, atol) of any kernel's contract (npu_kernels.thresholds.kernel_tolerance, which knows no registered
+    kernel, plus the registry's); KeyError names the contracts the kernel has."""
     table = tolerances()
     try:
         return table[(kernel, contract)]
@@ -127,9 +103,9 @@ def kernel_tolerance(kernel: str, contract: str) -> tuple[float, float]:
 
 def in_listing_order(base: dict, pick: Callable[[KernelDef], Any],
                      after: Callable[[KernelDef], str | None] = lambda d: d.listed_after) -> dict:
-    """`base` (name -> value, the piecewise-declared kernels) with `pick(definition)` of each registered kernel
-    inserted after its `listed_after` kernel (`after`: another listing's, e.g. the registry pages') - at the end when
-    that is absent; `base`'s own entries are kept."""
+    """`base` (name -> value) with `pick(definition)` of each registered kernel inserted after its `listed_after`
+    kernel (`after`: another listing's, e.g. the registry pages') - at the end when that is absent; `base`'s own
+    entries are kept."""
     out = dict(base)
     pending = [d for d in definitions() if d.name not in out]
     while pending:

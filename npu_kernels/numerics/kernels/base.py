@@ -22,8 +22,10 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   constants         {constant name: fitted seconds per unit}, and `evidence`: {constant name: what fixes it}
   registry_page     the kernel's page in mlir-air's kernel_registry: a kernel mlir-air added after e972f29, the
                     importer's schema of it (a dict: page name, commit, tolerances, tables); a kernel with a page
-                    at e972f29, its `CatalogPage` (the projection's catalog entry and upstream's table columns); a
-                    kernel upstream has no page of, its `CatalogPage` with `index`/`details` Absent (npu-ledger's own)
+                    at e972f29, its `CatalogPage` (the projection's catalog entry and upstream's table columns), or a
+                    tuple of them, each naming its `key`, where upstream splits the kernel over several pages
+                    (GEMM's per output dtype); a kernel upstream has no page of, its `CatalogPage` with
+                    `index`/`details` Absent (npu-ledger's own)
   registry_rows     (table name, header, cells, heading, cell readers) -> [configuration rows] | None: one row
   listed_after      the kernel the catalog lists it after (keeps `ledger kernel list` and `make bench` in order)
   tile_note         (shape, tile, herd, target, target tiles) -> why the default herd is short of the target tiles
@@ -31,6 +33,8 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   herd_of           tile -> [columns, rows] of the herd it places, where the tile does not name them herd_x / herd_y
                     (gemv's herd_m columns; flash attention's head unroll x q tiles by its cascade stages)
   tile_warnings     (shape, tile, target) -> the notes a tile plan carries (npu_kernels.numerics.tiles), where any
+  resolve_tile      (shape, tile) -> the tile with its symbolic values made concrete for the shape, as the harness
+                    does before it runs (GEMM's `method: auto`); the planner and the cost model apply it
   throughput        the cost model's figure of a launch: "gbps" (spec.bytes over the latency, the memory-bound
                     kernels) or "gflops" (the FLOPs over it: spec.flops, or `dense_flops` where the kernel has one)
   dense_flops       shape -> the FLOPs of the whole computation, masked work included, where not the spec's `flops`
@@ -100,6 +104,14 @@ class TwinStandIn:
     parses_flags: bool = True  # False: the script has no argparse at all (not even the harness's -v / -p)
     kind: str = ""  # the harness kind (the twin script's first argument) where not the kernel's name: a kernel with
     # several stand-ins (one per mlir-air directory) names each
+
+
+def catalog_pages(name: str, page: "CatalogPage | tuple[CatalogPage, ...] | dict | Absent | None"
+                  ) -> tuple[tuple[str, "CatalogPage"], ...]:
+    """(page key, page) of each e972f29 page a kernel's `registry_page` declares, in order: one `CatalogPage` (its
+    key the kernel's name unless it names one) or a tuple of them; () for a later page (a dict) or none."""
+    pages = page if isinstance(page, tuple) else (page,)
+    return tuple((p.key or name, p) for p in pages if isinstance(p, CatalogPage))
 
 
 def harness_entries(name: str, harness: "dict[str, Any] | Absent | None") -> dict[str, dict[str, Any]]:
@@ -181,6 +193,14 @@ class CatalogPage:
     listed_after: str | None = None  # the page the index lists it after, where not the kernel's `listed_after`
     flops: Callable[[dict], float] | None = None  # FLOP one launch does (GFLOP/s pages, from the shape)
     catalog_shape: Callable[[dict], dict] | None = None  # a row's page shape -> the catalog's, where they differ
+    # a kernel with several pages (GEMM's one per output dtype): the page's key (registry.catalog.CatalogEntry.key,
+    # the kernel's name otherwise), the contracts it files (all of the kernel's otherwise), the output dtype that
+    # picks it, and the best-configuration JSON mlir-air's lookup reads beside it (details/<json>, a `best_config`
+    # kernel's)
+    key: str = ""
+    contracts: tuple[str, ...] = ()
+    output_dtype: str = ""
+    json: str = ""
 
 
 @dataclass(frozen=True)
@@ -207,6 +227,7 @@ class KernelDef:
     tile_note: Callable[..., str | None] | None = None
     herd_of: Callable[[dict], list[int]] | None = None
     tile_warnings: Callable[[dict, dict, str], list[str]] | None = None
+    resolve_tile: Callable[[dict, dict], dict] | None = None
     throughput: str = "gbps"
     dense_flops: Callable[[dict], float] | None = None
     calls_with_tile: bool = False
@@ -215,10 +236,10 @@ class KernelDef:
     best_config: bool = False
 
 
-OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "tile_warnings", "throughput", "dense_flops",
-            "calls_with_tile", "fit_metric", "method_tier", "best_config")
+OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "tile_warnings", "resolve_tile", "throughput",
+            "dense_flops", "calls_with_tile", "fit_metric", "method_tier", "best_config")
 # the optional pieces that are functions (a module constant of the piece's name in capitals, a regex say, is none)
-OPTIONAL_FUNCTIONS = ("tile_note", "herd_of", "tile_warnings", "dense_flops", "method_tier")
+OPTIONAL_FUNCTIONS = ("tile_note", "herd_of", "tile_warnings", "resolve_tile", "dense_flops", "method_tier")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 
 
@@ -226,7 +247,7 @@ def from_module(module: ModuleType) -> KernelDef:
     """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
     TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER,
     THROUGHPUT, CALLS_WITH_TILE, FIT_METRIC, BEST_CONFIG) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
-    cost_features, registry_rows, tile_note, herd_of, tile_warnings, dense_flops, method_tier). A piece the module lacks is None,
+    cost_features, registry_rows, tile_note, herd_of, tile_warnings, resolve_tile, dense_flops, method_tier). A piece the module lacks is None,
     which `missing_pieces` names."""
     values = {}
     for f in fields(KernelDef):
@@ -253,9 +274,11 @@ def missing_pieces(d: KernelDef) -> list[str]:
         out.append("harness (no command)")
     if d.evidence and set(d.evidence) != set(d.constants):
         out.append("evidence (one per constant)")
-    if isinstance(d.registry_page, CatalogPage) and d.registry_page.index and not (
-            d.registry_page.index_cells and d.registry_page.details_cells):
+    if any(p.index and not (p.index_cells and p.details_cells) for _, p in catalog_pages(d.name, d.registry_page)):
         out.append("registry_page (the cells of its upstream tables)")
+    if isinstance(d.registry_page, tuple) and len({p.key for _, p in catalog_pages(d.name, d.registry_page)}) != len(
+            d.registry_page):
+        out.append("registry_page (a key per page)")
     if isinstance(d.registry_page, dict) and d.registry_page and not {"page", "commit", "tables"} <= set(d.registry_page):
         out.append("registry_page (page, commit, tables)")
     # an optional function picked up from a module constant of the same name
