@@ -5,7 +5,9 @@ Signatures are the `KernelSpec` fields' (npu_kernels.numerics.spec): `*_inputs(s
 shape)` in FP32, `*_call(executor, inputs, shape, contract, tile)`. The harness scripts they follow are named
 beside each constant; `npu_kernels.numerics.harness_inputs` reproduces those scripts' own draws line by line and
 cites each at its file:line (mlir-air e972f29).
-Imported by `npu_kernels.numerics.catalog` (and by whoever needs a reference: `rope_lut`, `attention_reference`).
+Imported by the kernel modules of npu_kernels.numerics.kernels (each declares its own inputs, reference and call; the
+shared pieces are here: `bf16_randn`, the eps, `rope_lut`, `attention_reference`, the 4-bit dequantisation) and by
+whoever needs a reference.
 """
 
 from __future__ import annotations
