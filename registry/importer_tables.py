@@ -21,6 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from npu_kernels.numerics.kernels import get as kernel_definition
+from registry.catalog import BEST_CONFIG_KERNEL
 
 
 def _split(line: str) -> list[str]:
@@ -195,6 +196,10 @@ def shape_of_cells(key: str, header: tuple[str, ...], cells: list[str]) -> tuple
 
 
 def gemm_shape(cells: list[str]) -> tuple | None:
-    """(M, K, N) of a GEMM table row (None: its first cell holds no three integers)."""
-    nums = ints(cells[0]) if cells else []
-    return tuple(nums[:3]) if len(nums) >= 3 else None
+    """(M, K, N) of a table row of the best-configuration kernel's pages (GEMM's), as its module's `registry_rows`
+    reads it (None: not a shape row)."""
+    d = kernel_definition(BEST_CONFIG_KERNEL)
+    try:
+        return tuple(d.registry_rows("", (), cells, "", CELL)[0]["shape"].values())
+    except (KeyError, IndexError, ValueError):
+        return None

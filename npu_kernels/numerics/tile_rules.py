@@ -16,6 +16,7 @@ Imports: npu_kernels.numerics.catalog (shape normalisation) and the kernel regis
 from __future__ import annotations
 
 from npu_kernels.numerics.catalog import get_spec
+from npu_kernels.numerics.kernels import definitions as kernel_definitions
 from npu_kernels.numerics.kernels import get as kernel_definition
 from npu_kernels.numerics.tile_common import (  # noqa: F401 (re-exported: the planner's names)
     ARRAYS,
@@ -28,11 +29,9 @@ from npu_kernels.numerics.tile_common import (  # noqa: F401 (re-exported: the p
     array_rows,
 )
 
-# Bounds this planner keeps for shapes nobody measured, which measured rows have passed beyond: the B-tile
-# stride tile_k_l2*N <= 1,048,576 is the aie.dma_bd range the registry hit at N=9728 / 11008 / 18944
-# (details/GEMM_bf16_in_bf16_out.json notes), yet 2048x2048x8192 at tile_k_l2 256 and 4096x4096x4096 at 512
-# (stride 2,097,152) PASS there, and its 2048x2560x10240 note calls the bound "one step too conservative".
-MEASURED_OVERRIDES = ("gemm.b_tile_dma_stride",)
+# Bounds this planner keeps for shapes nobody measured, which measured rows have passed beyond: each kernel's module
+# names its own (`measured_overrides`, with the rows that passed them)
+MEASURED_OVERRIDES = tuple(rule for d in kernel_definitions() for rule in d.measured_overrides)
 
 
 class TileRuleViolation(ValueError):

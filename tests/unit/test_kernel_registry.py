@@ -43,6 +43,9 @@ def test_the_completeness_check_names_the_kernel_and_the_piece():
     assert missing_pieces(broken) == ["torch", "constants", "harness (no command)", "evidence (one per constant)"]
     # an optional function piece a module constant of the same name filled (a regex is no `herd_of`)
     assert missing_pieces(replace(d, herd_of=object())) == ["herd_of (not a function)"]
+    # a measured-row override of a rule the kernel does not have
+    assert missing_pieces(replace(d, measured_overrides=(f"{d.name}.no_such_rule",))) == [
+        "measured_overrides (not one of its tile rules)"]
     # a FLOP count for the GFLOP/s figure of a kernel whose figure is GB/s
     d = next(x for x in DEFINITIONS if x.throughput == "gbps")
     assert missing_pieces(replace(d, dense_flops=d.spec.flops)) == [

@@ -35,6 +35,9 @@ A kernel module (`npu_kernels/numerics/kernels/<name>.py`) builds one `KernelDef
   tile_warnings     (shape, tile, target) -> the notes a tile plan carries (npu_kernels.numerics.tiles), where any
   resolve_tile      (shape, tile) -> the tile with its symbolic values made concrete for the shape, as the harness
                     does before it runs (GEMM's `method: auto`); the planner and the cost model apply it
+  measured_overrides
+                    the names of its tile rules that are bounds the planner keeps for unmeasured shapes, which a
+                    registry row measured on NPU2 beyond them overrides (npu_kernels.numerics.tiles, `measured`)
   throughput        the cost model's figure of a launch: "gbps" (spec.bytes over the latency, the memory-bound
                     kernels) or "gflops" (the FLOPs over it: spec.flops, or `dense_flops` where the kernel has one)
   dense_flops       shape -> the FLOPs of the whole computation, masked work included, where not the spec's `flops`
@@ -228,6 +231,7 @@ class KernelDef:
     herd_of: Callable[[dict], list[int]] | None = None
     tile_warnings: Callable[[dict, dict, str], list[str]] | None = None
     resolve_tile: Callable[[dict, dict], dict] | None = None
+    measured_overrides: tuple[str, ...] = ()
     throughput: str = "gbps"
     dense_flops: Callable[[dict], float] | None = None
     calls_with_tile: bool = False
@@ -236,8 +240,8 @@ class KernelDef:
     best_config: bool = False
 
 
-OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "tile_warnings", "resolve_tile", "throughput",
-            "dense_flops", "calls_with_tile", "fit_metric", "method_tier", "best_config")
+OPTIONAL = ("dmas_per_tile", "listed_after", "tile_note", "herd_of", "tile_warnings", "resolve_tile", "measured_overrides",
+            "throughput", "dense_flops", "calls_with_tile", "fit_metric", "method_tier", "best_config")
 # the optional pieces that are functions (a module constant of the piece's name in capitals, a regex say, is none)
 OPTIONAL_FUNCTIONS = ("tile_note", "herd_of", "tile_warnings", "resolve_tile", "dense_flops", "method_tier")
 REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
@@ -246,7 +250,7 @@ REQUIRED = tuple(f.name for f in fields(KernelDef) if f.name not in OPTIONAL)
 def from_module(module: ModuleType) -> KernelDef:
     """The KernelDef a kernel module declares: each piece under its field's name, a value in capitals (NAME, SPEC,
     TOLERANCES, TOLERANCE_SOURCE, HARNESS, TWIN, CONSTANTS, EVIDENCE, REGISTRY_PAGE, DMAS_PER_TILE, LISTED_AFTER,
-    THROUGHPUT, CALLS_WITH_TILE, FIT_METRIC, BEST_CONFIG) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
+    MEASURED_OVERRIDES, THROUGHPUT, CALLS_WITH_TILE, FIT_METRIC, BEST_CONFIG) and a function in lower case (fp32, emulated, torch, tile_rules, tile_default, harness_case,
     cost_features, registry_rows, tile_note, herd_of, tile_warnings, resolve_tile, dense_flops, method_tier). A piece the module lacks is None,
     which `missing_pieces` names."""
     values = {}
@@ -284,6 +288,9 @@ def missing_pieces(d: KernelDef) -> list[str]:
     # an optional function picked up from a module constant of the same name
     out += [f"{p} (not a function)" for p in OPTIONAL_FUNCTIONS
             if getattr(d, p) is not None and not callable(getattr(d, p))]
+    if d.measured_overrides and callable(d.tile_rules) and not set(d.measured_overrides) <= {
+            r[0] for r in d.tile_rules("npu2")}:
+        out.append("measured_overrides (not one of its tile rules)")
     if d.dense_flops is not None and d.throughput != "gflops":
         out.append("dense_flops (a GFLOP/s count: throughput is not gflops)")
     return out
