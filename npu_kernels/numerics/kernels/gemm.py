@@ -57,8 +57,9 @@ TOLERANCE_SOURCE = ("docs/numerics.md's leaf-kernel table (GEMM: rtol 1.6e-2; at
                     "the NUMERICS tolerances npu_kernels.thresholds carried; NPU2 measures 9.3e-3 to 1.9e-2 "
                     "(GEMM_bf16_in_{bf16,fp32}_out.md)")
 
-# The executor runs at the planned tile: emulated.py's gemm takes its tile (its L2 K tiling, the bf16-out-low tier's
-# bf16 partial sums per tile_k_l2 and the method's cast), so the in-process run and the twin hand the plan's tile over.
+# The executor runs at the planned tile: the emulated datapath below takes its tile (the K loops, the bf16-out-low
+# tier's bf16 partial sums per L1 K tile and the method's cast), so the in-process run and the twin hand the plan's
+# tile over.
 CALLS_WITH_TILE = True
 
 THROUGHPUT = "gflops"  # the cost model's figure: GFLOP/s (2*M*K*N over the latency)
@@ -83,9 +84,8 @@ def method_tier(shape: dict, contract: str, tile: dict) -> tuple[str, str]:
         return str(t.get("codegen") or "external"), "high"
     method = str(t.get("method") or "auto")
     if method == "auto":
-        method = "fused-cast" if shape["M"] * shape["K"] * shape["N"] >= 4e9 else "drain"
+        method = "fused-cast" if shape["M"] * shape["K"] * shape["N"] >= FUSED_CAST_MIN_MKN else "drain"
     return method, "high"
-
 
 
 # --- the catalog entry -------------------------------------------------------------------------------------
@@ -573,7 +573,7 @@ def _twin_check(a, contract: str, method: str) -> tuple:  # run.py:62-65 (both s
 
 def twin_check_bf16(a) -> tuple:
     contract = "bf16-out-high" if str(a.high_precision).lower() in ("1", "true", "yes", "on") else "bf16-out-low"
-    method = a.method if a.method != "auto" else ("fused-cast" if a.m * a.k * a.n >= 4e9 else "drain")
+    method = a.method if a.method != "auto" else ("fused-cast" if a.m * a.k * a.n >= FUSED_CAST_MIN_MKN else "drain")
     return _twin_check(a, contract, method)
 
 
