@@ -2,8 +2,8 @@
 
 `check_tile(kernel, shape, tile, target) -> [(rule, message)]` lists every rule a tile breaks, in rule order;
 `kernel_rules(kernel, target)` the rules themselves (name, predicate, message); `TileRuleViolation` is what
-the planner raises with the first broken rule's name. The limits are defined here once (the planner, the
-triage predicates and the cost model import them):
+the planner raises with the first broken rule's name. The array limits are npu_kernels.numerics.tile_common's,
+re-exported here (the planner, the triage predicates and the cost model import them).
 
 Rules (NUMERICS "Hard constraints", plus the compile-time limits mlir-air's registry documents): each kernel of the
 registry (npu_kernels.numerics.kernels: GEMM, GEMV, rmsnorm, layernorm, rope, eltwise_add, silu_mul, gelu, eltwise_mul,
