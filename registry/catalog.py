@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from npu_kernels.numerics.kernels import CatalogPage, KernelDef, in_listing_order, kernel_tolerance
+from npu_kernels.numerics.kernels import CatalogPage, KernelDef, catalog_pages, in_listing_order, kernel_tolerance
 from npu_kernels.numerics.kernels import definitions as kernel_definitions
-from npu_kernels.numerics.kernels.base import catalog_pages
 
 Shape = tuple[tuple[str, Any], ...]  # ((column, value), ...) in the page's column order
 
