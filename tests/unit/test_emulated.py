@@ -249,6 +249,46 @@ def test_gemv_sums_64_lanes_in_k_order_then_halves_the_lanes_as_aie2p_reduce_add
     assert mv_lane_sum(a2, x[:64], "npu1")[0] == big + 2 and mv_lane_sum(a2, x[:64])[0] == big
 
 
+
+def _lane_sum_step_by_step(a, x):
+    """The 64 lane accumulators of mv.cc as the loop states them: +0, then each step's products added in k order."""
+    steps = a.shape[1] // 64
+    acc = np.zeros((a.shape[0], 64), np.float32)
+    for j in range(steps):
+        acc += a[:, 64 * j : 64 * (j + 1)] * x[64 * j : 64 * (j + 1)]
+    return acc
+
+
+@pytest.mark.parametrize("target", ["npu2", "npu1"])
+def test_gemv_lane_sums_in_blocks_of_rows_are_the_step_by_step_loops_bit_for_bit(target):
+    """mv_lane_sum sums a block of rows at a time with numpy's reduce: every row's 64 lane sums must be the
+    sequential loop's, bit for bit, whatever the block split (several blocks and a remainder here), K up to 8192
+    (128 steps, where a pairwise sum would differ), and -0.0, subnormal, inf and NaN inputs included."""
+    from npu_kernels.numerics.executors import emulated_gemv
+    from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
+
+    rng = np.random.default_rng(7)
+    for M, K in ((3, 64), (130, 576), (67, 8192)):
+        a = to_bf16(rng.standard_normal((M, K)).astype(np.float32) * np.float32(1e3))
+        x = to_bf16(rng.standard_normal(K).astype(np.float32) * np.float32(1e-2))
+        a[0, :5] = [-0.0, 1e-40, np.inf, -np.inf, 0.0]
+        a[1, 7] = np.nan
+        a[2] = -0.0
+        acc = _lane_sum_step_by_step(a, x)
+        rows = emulated_gemv.CHUNK_BYTES // (4 * K)
+        assert M > rows or K == 64  # more than one block of rows at K = 576 and 8192
+        got = mv_lane_sum(a, x, target)
+        if target == "npu1":
+            q = acc.reshape(M, 4, 16)
+            t = (q[:, 0] + q[:, 1]) + (q[:, 2] + q[:, 3])
+        else:
+            t = acc[:, :32] + acc[:, 32:]
+            t = t[:, :16] + t[:, 16:]
+        while t.shape[1] > 1:
+            t = t[:, : t.shape[1] // 2] + t[:, t.shape[1] // 2 :]
+        assert got.tobytes() == t[:, 0].tobytes(), (M, K)
+
+
 # --- every kernel ----------------------------------------------------------------------------------------
 
 
