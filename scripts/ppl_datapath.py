@@ -14,8 +14,13 @@ step of the NPU2 model changed at a time. Every variant is a real executor; none
   npu1-nlf32   npu1 with all of the above swapped for FP32: bf16 MMA operands, FP32 accumulation, and FP32
                attention / elementwise kernels
   fp32         every kernel FP32 (GEMM/GEMV included); the pipeline's host steps still hand on bf16 buffers
+  torch        the pipeline on the torch executor: every kernel a torch bf16 op (FP32 accumulation and softmax
+               inside, one round-to-nearest-even per op) - a faithful bf16 datapath, the GPU / vLLM standard
+  npu2-addrne  npu2 with eltwise_add (the residual adds; floor-rounded on NPU2) swapped for torch's nearest-even add
+  npu1-eltrne  npu1 with rmsnorm, rope, silu_mul, eltwise_add and eltwise_mul swapped for torch's bf16 ops: bf16
+               MMA operands, NPU2's flash attention, nearest-even elementwise kernels
 
-Swapped kernels return FP32 (not rounded to bf16); the host steps between kernels round to bf16 as in production
+Kernels swapped for FP32 return FP32 (not rounded to bf16); the host steps between kernels round to bf16 as in production
 (MixedExecutor keeps the primary's `bf16_buffers`).
 
 The reference walk is the same for every variant (teacher-forced on the bf16 reference's own greedy tokens), so
@@ -46,20 +51,27 @@ from npu_kernels.backends.in_process import InProcessBackend, hf_reference  # no
 from npu_kernels.model.architecture import load_raw_config, resolve  # noqa: E402
 from npu_kernels.model.compare import token_gate  # noqa: E402
 from npu_kernels.model.hf_reference import HfRunner, load_tokenizer  # noqa: E402
+from npu_kernels.model.pipeline import NpuPipeline  # noqa: E402
 from npu_kernels.model.prompts import prompts_for  # noqa: E402
+from npu_kernels.numerics.executors import make_executor  # noqa: E402
+from npu_kernels.numerics.executors.base import MixedExecutor  # noqa: E402
 from npu_kernels.thresholds import TOKEN_GATE_TOP_K  # noqa: E402
 
 NLF = ("rmsnorm", "rope", "silu_mul", "eltwise_add", "eltwise_mul")
 ALL = ("gemm", "gemv", "flash_attention", *NLF)
-# variant -> (emulated target, kernels swapped for FP32); hf_fp32 is the reference's own spread
+# variant -> (emulated target, kernels swapped, the executor they are swapped for); hf_fp32 is the reference's own
+# spread, torch the whole pipeline on the torch executor
 VARIANTS = {
     "hf_fp32": None,
-    "npu2": ("npu2", ()),
-    "npu1": ("npu1", ()),
-    "npu2-fa32": ("npu2", ("flash_attention",)),
-    "npu2-elt32": ("npu2", NLF),
-    "npu1-nlf32": ("npu1", ("flash_attention", *NLF)),
-    "fp32": ("npu2", ALL),
+    "npu2": ("npu2", (), None),
+    "npu1": ("npu1", (), None),
+    "npu2-fa32": ("npu2", ("flash_attention",), "fp32"),
+    "npu2-elt32": ("npu2", NLF, "fp32"),
+    "npu1-nlf32": ("npu1", ("flash_attention", *NLF), "fp32"),
+    "fp32": ("npu2", ALL, "fp32"),
+    "torch": None,
+    "npu2-addrne": ("npu2", ("eltwise_add",), "torch"),
+    "npu1-eltrne": ("npu1", NLF, "torch"),
 }
 
 
@@ -98,12 +110,18 @@ class _KeptReference:
 
 
 def ours_for(variant: str, folder: str, config):
-    spec = VARIANTS[variant]
-    if spec is None:
+    if variant == "hf_fp32":
         return Fp32Runner(folder)
-    target, swapped = spec
-    pipeline = InProcessBackend(folder, config, "emulated", target).pipeline  # weights: one lru_cached load
-    return pipeline.with_fp32_kernels(set(swapped)) if swapped else pipeline
+    if variant == "torch":
+        return InProcessBackend(folder, config, "torch").pipeline  # weights: one lru_cached load for every variant
+    target, swapped, fallback = VARIANTS[variant]
+    pipeline = InProcessBackend(folder, config, "emulated", target).pipeline
+    if fallback == "fp32":
+        return pipeline.with_fp32_kernels(set(swapped))
+    if fallback == "torch":  # the bisect's MixedExecutor with the torch executor as the swap-in
+        return NpuPipeline(pipeline.weights, pipeline.config, MixedExecutor(pipeline.k, make_executor("torch"),
+                                                                            set(swapped)), pipeline.options)
+    return pipeline
 
 
 def stats(g) -> dict:
@@ -144,7 +162,7 @@ def main() -> int:
             print(f"{variant:12s} {row['prompt']:12s}  {s['ppl_ratio']:.4f}    {s['kl_mean']:.4f}   {s['kl_max']:.4f}"
                   f"  {s['top5']}/{s['steps']}  {'PASS' if s['passed'] else 'FAIL'}  {row['cpu_s']}", flush=True)
         k = getattr(ours, "k", None)
-        for ex in (k, getattr(k, "primary", None)):
+        for ex in (k, getattr(k, "primary", None), getattr(k, "fallback", None)):
             if ex is not None:
                 ex.clear_cache()
         del ours, k
