@@ -128,8 +128,12 @@ def stats(g) -> dict:
     kls = g.tf_kl_per_step
     k = TOKEN_GATE_TOP_K
     top = sum(1 for o, r in zip(g.tf_topk_ours, g.tf_topk_ref) if o and r and o[0] in r[:k] and r[0] in o[:k])
+    # per step log p_ref(t) - log p_ours(t) of the forced token t: the PPL ratio is exp of their mean, so their
+    # standard deviation / sqrt(steps) is how far that ratio moves by which tokens happen to be forced
+    d = np.asarray(g.tf_logprob_ref, np.float64) - np.asarray(g.tf_logprob_ours, np.float64)
     return {"ppl_ratio": g.tf_ppl_ratio, "kl_mean": float(np.mean(kls)), "kl_max": float(np.max(kls)),
-            "top5": top, "steps": len(kls), "passed": bool(g.passed)}
+            "top5": top, "steps": len(kls), "passed": bool(g.passed), "dlogp_mean": float(d.mean()),
+            "dlogp_sd": float(d.std(ddof=1)), "dlogp": [round(float(x), 5) for x in d]}
 
 
 def main() -> int:
@@ -151,7 +155,7 @@ def main() -> int:
     ref = _KeptReference(hf_reference(args.folder))
     prompts = prompts_for(load_tokenizer(args.folder), full=args.full)
     rows = []
-    print("variant      prompt        PPL ratio  KL mean  KL max  top-5   gate   cpu s", flush=True)
+    print("variant      prompt        PPL ratio  KL mean  KL max  top-5   gate  sd(dlogp)  cpu s", flush=True)
     for variant in variants:
         ours = ours_for(variant, args.folder, config)
         for p in prompts:
@@ -160,7 +164,8 @@ def main() -> int:
             row = {"variant": variant, "prompt": f"{p.kind} {p.index}", **s, "cpu_s": round(time.process_time() - t0, 1)}
             rows.append(row)
             print(f"{variant:12s} {row['prompt']:12s}  {s['ppl_ratio']:.4f}    {s['kl_mean']:.4f}   {s['kl_max']:.4f}"
-                  f"  {s['top5']}/{s['steps']}  {'PASS' if s['passed'] else 'FAIL'}  {row['cpu_s']}", flush=True)
+                  f"  {s['top5']}/{s['steps']}  {'PASS' if s['passed'] else 'FAIL'}  {s['dlogp_sd']:.4f}  {row['cpu_s']}",
+                  flush=True)
         k = getattr(ours, "k", None)
         for ex in (k, getattr(k, "primary", None), getattr(k, "fallback", None)):
             if ex is not None:
