@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from npu_kernels.model.features import partial_rope
-from npu_kernels.numerics.bf16 import to_bf16
+from npu_kernels.numerics.bf16 import to_bf16, widened
 from npu_kernels.numerics.executors.base import Fp32Executor
 
 
@@ -41,8 +41,9 @@ def host_glu(g: np.ndarray, u: np.ndarray, gelu: bool) -> np.ndarray:
 
 def embed_rows(embed: np.ndarray, tokens, scale: float | None) -> np.ndarray:
     """The embedding gather (S, E); Gemma3 multiplies by its scale, in bf16 as HF does (the scale rounded to bf16,
-    the product rounded to bf16; gemma3_4b_q4nx_weights.py:55-57 applies it at the gather)."""
-    rows = embed[np.asarray(tokens, dtype=np.int64)]
+    the product rounded to bf16; gemma3_4b_q4nx_weights.py:55-57 applies it at the gather). The embedding may be
+    held as bf16 bits (npu_kernels.model.weights): the gathered rows are widened, exactly."""
+    rows = widened(embed[np.asarray(tokens, dtype=np.int64)])
     return to_bf16(rows * np.float32(scale)) if scale else rows
 
 

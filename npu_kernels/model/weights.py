@@ -25,6 +25,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from npu_kernels.numerics.bf16 import held_bf16, widened
 from npu_kernels.model.architecture import load_raw_config, rope_scaling
 from npu_kernels.model.config import ModelConfig
 from npu_kernels.model.description import LLAMA_TENSORS
@@ -268,9 +269,12 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
-def _read_tensor(info: _TensorInfo) -> np.ndarray:
-    """float32 array holding the bf16 value of every element."""
+def _read_tensor(info: _TensorInfo, bits: bool = False) -> np.ndarray:
+    """float32 array holding the bf16 value of every element; with `bits`, a BF16 tensor's own bits (uint16,
+    `held_bf16`'s form: 2 B an element, never a float32 copy on the way)."""
     raw = np.memmap(info.file, dtype=np.uint8, mode="r", offset=info.begin, shape=(info.end - info.begin,))
+    if info.dtype == "BF16" and bits:
+        return np.frombuffer(raw, dtype="<u2").astype(np.uint16).reshape(info.shape)
     if info.dtype == "BF16":
         bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
         return bits.view(np.float32).reshape(info.shape)
@@ -287,17 +291,19 @@ def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
     if not report.ok:
         raise WeightsError(f"{folder}: {report.first_problem()}.")
     tensors = _index(folder)
-    return weights_from(lambda name: _read_tensor(tensors[name]), folder, config)
+    return weights_from(lambda name: _read_tensor(tensors[name], bits=True), folder, config)
 
 
 def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
-    """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values), each projection held once
-    as its (out, in) rows, its (in, out) field a view of them; RoPE scaling from the folder's config.json. A 4-bit
-    deployment's host dequantisation reads its bundle through this (npu_kernels.model.q4nx_bundle)."""
+    """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values, or bf16 bits as uint16),
+    each projection and the embedding / LM head held once as bf16 bits (`_held`), a projection as its (out, in)
+    rows with its (in, out) field a view of them; the norms and other small tensors float32; RoPE scaling from the
+    folder's config.json. A 4-bit deployment's host dequantisation reads its bundle through this
+    (npu_kernels.model.q4nx_bundle)."""
     folder = Path(folder)
 
     def get(name: str, transpose: bool = False) -> np.ndarray:
-        arr = read(name)
+        arr = widened(read(name))
         return np.ascontiguousarray(arr.T) if transpose else np.array(arr)
 
     arch, prefix = config.arch, config.arch.prefix
@@ -313,20 +319,21 @@ def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
         fields: dict[str, np.ndarray] = {}
         held: dict[str, np.ndarray] = {}  # projection -> its (out, in) rows, C-contiguous
         for suffix, _, parts in _layer_tensors(config, i):
-            arr, row = get(f"{prefix}layers.{i}.{suffix}"), 0
+            arr, row = read(f"{prefix}layers.{i}.{suffix}"), 0
             for name, rows, transpose in parts:
                 block = arr[row : row + rows] if len(parts) > 1 else arr
                 block = block.reshape(rows, -1) if block.ndim == 3 else block  # HF's Conv1d (E, 1, k) -> (E, k)
                 row += rows
                 if name in HELD_AS_ROWS:
-                    held[name] = np.ascontiguousarray(block)
+                    held[name] = _held(block)
                     continue
-                block = np.ascontiguousarray(block.T) if transpose else np.array(block)
+                block = np.ascontiguousarray(widened(block).T) if transpose else np.array(widened(block))
                 fields[name] = norm(block) if name in NORM_FIELDS else block
             del arr
         for fused, parts in FUSED_ROWS.items():  # one array per fused step; its parts are row blocks of it
             if all(p in held for p in parts):
-                whole = np.concatenate([held[p] for p in parts], axis=0)
+                same = len({held[p].dtype for p in parts}) == 1  # else all float32: never a uint16 widened as a number
+                whole = np.concatenate([held[p] if same else widened(held[p]) for p in parts], axis=0)
                 derived[("rows", i, fused)] = whole
                 row = 0
                 for p in parts:
@@ -335,14 +342,22 @@ def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
             derived[("rows", i, name)] = rows_
             fields[name] = rows_.T  # (in, out): a view of the rows
         layers.append(LayerWeights(**{**dict.fromkeys(("wq", "wk", "wv", "wo")), **fields}))
-    embed = get(f"{prefix}embed_tokens.weight")
-    lm_head = embed if config.tie_word_embeddings else get("lm_head.weight")
+    embed = _held(read(f"{prefix}embed_tokens.weight"))
+    lm_head = embed if config.tie_word_embeddings else _held(read("lm_head.weight"))
     try:
         scaling = rope_scaling(load_raw_config(folder))
     except ValueError:
         scaling = None
     return ModelWeights(config=config, embed=embed, final_norm=norm(get(f"{prefix}{arch.final_norm}")), lm_head=lm_head,
                         layers=layers, rope_scaling=scaling, derived=derived)
+
+
+def _held(arr: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of a weight read from a checkpoint, as bf16 bits (uint16) where every value is a bf16
+    (always, for a BF16 checkpoint), else float32 (`held_bf16`): the pipeline's one copy of it."""
+    if arr.dtype == np.uint16:
+        return np.array(arr, order="C")
+    return held_bf16(np.array(arr, np.float32, order="C"))
 
 
 def read_checkpoint(folder: str | Path, config: ModelConfig) -> dict[str, np.ndarray]:

@@ -38,6 +38,25 @@ def f32(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
+def held_bf16(x: np.ndarray) -> np.ndarray:
+    """A float32 array as its upper 16 bits (uint16) when every value is a bf16 (the lower 16 bits all zero):
+    half the memory, nothing lost; otherwise `x` itself. A weight held so (a model's projections, issue 48
+    item 3; the emulated executor's resident GEMM operand) is a uint16 array: every executor's GEMM and GEMV
+    widen it (`widened`) before the arithmetic."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    if (bits & _LO16).any():
+        return x
+    return (bits >> np.uint32(16)).astype(np.uint16)
+
+
+def widened(held: np.ndarray) -> np.ndarray:
+    """`held_bf16`'s array as float32 again, bit for bit, in `held`'s layout (a transposed view widens to a
+    transposed array); anything else is `f32` of it (a float32 array is returned as it is)."""
+    if getattr(held, "dtype", None) != np.uint16:
+        return f32(held)
+    return np.left_shift(held, 16, dtype=np.uint32).view(np.float32)
+
+
 def to_bf16(x) -> np.ndarray:
     """Round to the nearest bf16 (ties to even); returns float32. NaN stays NaN, overflow goes to inf.
 

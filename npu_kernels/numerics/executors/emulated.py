@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_kernels.numerics.bf16 import bfp16_quantize, f32
+from npu_kernels.numerics.bf16 import bfp16_quantize, f32, held_bf16, widened  # noqa: F401 (re-exported)
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
 from npu_kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
@@ -32,20 +32,6 @@ EMULATED_NUMERICS_VERSION = "emulated-npu2/4"
 TARGETS = ("npu2", "npu1")
 
 
-def held_bf16(x: np.ndarray) -> np.ndarray:
-    """A float32 array as its upper 16 bits (uint16) when every value is a bf16 (the lower 16 bits all zero):
-    half the memory, nothing lost; otherwise `x` itself."""
-    bits = x.view(np.uint32)
-    if (bits & np.uint32(0xFFFF)).any():
-        return x
-    return (bits >> np.uint32(16)).astype(np.uint16)
-
-
-def widened(held: np.ndarray) -> np.ndarray:
-    """`held_bf16`'s array as float32 again, bit for bit (a float32 array is returned as it is)."""
-    if held.dtype != np.uint16:
-        return held
-    return np.left_shift(held, 16, dtype=np.uint32).view(np.float32)
 
 
 class EmulatedExecutor(Executor):
@@ -67,6 +53,7 @@ class EmulatedExecutor(Executor):
         self.bfp16 = target == "npu2"
         self.threads = threads if threads is not None else default_threads()
         self._weights: dict[tuple, tuple[tuple[int, ...], np.ndarray]] = {}
+        self._scratch = np.empty(0, np.uint32)  # `_widened_scratch`'s buffer
 
     def describe(self) -> dict:
         return {
@@ -99,14 +86,27 @@ class EmulatedExecutor(Executor):
         self._weights[key] = (shape, value)
         return value
 
+    def _widened_scratch(self, held: np.ndarray) -> np.ndarray:
+        """`widened(held)` into this executor's one float32 scratch buffer (grown to the largest weight seen): a
+        decode step widens every weight once, and a fresh array per GEMV would fault in new pages each time
+        (1B: 4.9 GB a token). Valid until the next call; C-contiguous, so BLAS sums as on a fresh copy."""
+        if held.dtype != np.uint16:
+            return f32(held)
+        if self._scratch.size < held.size:
+            self._scratch = np.empty(held.size, np.uint32)
+        out = self._scratch[: held.size].reshape(held.shape)
+        np.left_shift(held, 16, out=out, dtype=np.uint32)
+        return out.view(np.float32)
+
     def _gemm_operand(self, b, static_key) -> np.ndarray:
         """GEMM's B as the matrix unit sees it (BFP16 blocks along K), C-contiguous whatever `b`'s layout (a
         model pipeline hands its weights as transposed views of the rows it holds, npu_kernels.model.weights):
-        the same numbers, summed in the same BLAS order. Resident (a `static_key`), it is held as bf16 bits:
+        the same numbers, summed in the same BLAS order; a weight held as bf16 bits (uint16, `held_bf16`) is
+        widened first, exactly. Resident (a `static_key`), it is held as bf16 bits:
         every BFP16 value (8-bit mantissa, block exponent >= -120) and every bf16 weight is one exactly
         (`held_bf16` keeps float32 otherwise), so widening it back for the call gives every bit again, at half
         the memory of a float32 copy (issue 48 item 3)."""
-        make = lambda w: self._mma_operand(np.ascontiguousarray(w, dtype=np.float32), 0)  # noqa: E731
+        make = lambda w: self._mma_operand(np.ascontiguousarray(widened(w)), 0)  # noqa: E731
         if static_key is None:
             return make(b)
         return widened(self._static("gemm.b", b, static_key, lambda w: held_bf16(make(w))))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from npu_kernels.numerics.bf16 import widened
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 
 
@@ -43,8 +44,9 @@ class TorchExecutor(Executor):
     # --- conversions -------------------------------------------------------------------------------------
 
     def _t(self, x) -> torch.Tensor:
-        """A float32 numpy array (bf16 values) as a contiguous device bf16 tensor."""
-        arr = np.ascontiguousarray(x, dtype=np.float32)
+        """A float32 numpy array (bf16 values) or a weight held as bf16 bits (uint16) as a contiguous device bf16
+        tensor."""
+        arr = np.ascontiguousarray(widened(x))
         return torch.from_numpy(arr).to(self.device).to(torch.bfloat16)
 
     def _static(self, x, static_key, kind: str) -> torch.Tensor:

@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from npu_kernels.numerics.bf16 import f32
+from npu_kernels.numerics.bf16 import f32, widened
 from npu_kernels.numerics.harness_case import HarnessCase, harness_bf16, sequential_matmul_f32
 from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn
 from npu_kernels.numerics.references import bf16_randn
@@ -147,8 +147,9 @@ def npu2_low_precision_figure(K: int) -> float | None:
 
 def fp32(self, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=None):
     """The FP32 reference executor's gemm (npu_kernels.numerics.executors.base.Fp32Executor)."""
-    # C-contiguous B: a pipeline's weight comes as a transposed view, and BLAS would sum it in another order
-    return np.asarray(a, np.float32) @ np.ascontiguousarray(b, np.float32)
+    # C-contiguous B: a pipeline's weight comes as a transposed view (of bf16 bits, widened exactly), and BLAS
+    # would sum a transposed operand in another order
+    return np.asarray(a, np.float32) @ np.ascontiguousarray(widened(b))
 
 
 def _check_contract(contract: str) -> None:

@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from npu_kernels.numerics.bf16 import f32, to_bf16
+from npu_kernels.numerics.bf16 import f32, to_bf16, widened
 from npu_kernels.numerics.harness_case import HarnessCase, harness_bf16
 from npu_kernels.numerics.kernels.base import CatalogPage, TwinStandIn
 from npu_kernels.numerics.references import bf16_randn
@@ -93,7 +93,7 @@ SPEC = KernelSpec(
 
 
 def fp32(ex, a, x, *, static_key=None):
-    return np.asarray(a, np.float32) @ np.asarray(x, np.float32)
+    return widened(a) @ np.asarray(x, np.float32)
 
 
 def emulated(ex, a, x, *, static_key=None):
@@ -102,7 +102,10 @@ def emulated(ex, a, x, *, static_key=None):
     from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
 
     with ex.timer.time(NAME):
-        A = ex._static("gemv.a", a, static_key, f32)
+        # resident, a weight held as bf16 bits (uint16, npu_kernels.model.weights) stays the caller's array and
+        # is widened per call, exactly, into a reused buffer: no float32 copy is kept beside it (issue 48 item 3)
+        held = ex._static("gemv.a", a, static_key, lambda w: w if w.dtype == np.uint16 else f32(w))
+        A = ex._widened_scratch(held)
         if ex.gemv_order == "blas":
             return to_bf16(A @ f32(x))
         return to_bf16(mv_lane_sum(A, f32(x), ex.target))
