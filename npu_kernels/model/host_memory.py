@@ -8,21 +8,23 @@ every executor. The estimate, from the config alone:
                tests/models.py's tiny Llama, 2026-12-04)
   weights      bytes per parameter (parameters: every tensor the config requires, `weights.expected_tensors`; a
                tied head counted once):
-                 emulated          8: the HF bf16 reference (2), the pipeline's float32 values of the bf16 weights,
-                                   each projection held once as the rows its GEMV streams (4, `weights.load_weights`),
-                                   and the executor's resident GEMM operand, held as bf16 bits (2,
-                                   `EmulatedExecutor._gemm_operand`, the weight residency switch; the embedding has
-                                   none, so 8 over-states a tied head by 2 B a value)
-                 torch             10: as emulated, but the torch executor keeps a bf16 copy of both the GEMM's and
+                 emulated          6: the HF bf16 reference (2), the pipeline's weights held once as bf16 bits
+                                   (2: each projection as the rows its GEMV streams, the embedding / LM head;
+                                   `weights.load_weights`, widened exactly per GEMM / GEMV call, the emulated GEMV
+                                   into one reused buffer) and the executor's resident GEMM operand, held as bf16
+                                   bits (2, `EmulatedExecutor._gemm_operand`, the weight residency switch; the
+                                   embedding has none, so 6 over-states a tied head by 2 B a value)
+                 torch             8: as emulated, but the torch executor keeps a bf16 copy of both the GEMM's and
                                    the GEMV's operand (2 + 2; not measured at 1B)
                  mlir-air          4: the HF bf16 reference (2) and the NPU2's weight BOs, which live in the same
                                    host DDR (2, bf16)
                measured on the emulated executor, a random-weight Llama-3.2-1B-size folder (1.236 G parameters,
-               benchmarks/bench_deploy_1b.py, 2026-12-04): Phase 0 (the reference alone) 2.78 GiB RSS = 0.48 GiB +
-               2.0 B per parameter; Phases 2-3 (the reference and the pipeline) 7.42-7.61 GiB = 6.0-6.2 B per
-               parameter + runtime; the Phases 4-6 work with every switch on (+ the resident operands; the
-               benchmark's ungated probe, Phase 3 having stopped the deployment) 9.36 GiB = 7.7 B per parameter +
-               runtime, under the 10.6 GiB this estimate states for it. Before the weights were held once
+               benchmarks/bench_deploy_1b.py, 2026-12-07, the pipeline's weights held as bf16 bits): MEASURED_NEW.
+               The same folder, 2026-12-04, with the pipeline's weights held as float32 values (8 B per parameter):
+               Phase 0 (the reference alone) 2.78 GiB RSS = 0.48 GiB + 2.0 B per parameter; Phases 2-3 (the
+               reference and the pipeline) 7.42-7.61 GiB = 6.0-6.2 B per parameter + runtime; the Phases 4-6 work
+               with every switch on (+ the resident operands; the benchmark's ungated probe, Phase 3 having stopped
+               the deployment) 9.36 GiB = 7.7 B per parameter + runtime. Before the weights were held once
                (dd99c44) the same deployment peaked at 22.7 GB, ~15 B per parameter: the float32 (in, out) copy, the
                fused concatenation and its GEMV rows and the executor's float32 operand beside one another.
                SmolLM2-135M-Instruct (134.5 M parameters) then peaked at 1.60 GiB (9.5 B per parameter).
@@ -46,7 +48,7 @@ from npu_kernels.model.config import ModelConfig
 
 GIB = 2**30
 RUNTIME_BYTES = GIB // 2
-BYTES_PER_PARAM = {"emulated": 8, "torch": 10, "mlir-air": 4}
+BYTES_PER_PARAM = {"emulated": 6, "torch": 8, "mlir-air": 4}
 WORKING_SEQ = 2048  # npu_kernels.model.plan.DEFAULT_SEQ: the compiled prefill length
 MEMINFO = Path("/proc/meminfo")
 

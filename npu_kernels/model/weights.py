@@ -3,13 +3,17 @@
 `check_weights` reads the safetensors headers only (no tensor data) and says which of the tensors the
 config requires are missing or mis-shaped, in block order, so the first problem is named first. `read_header`
 bounds the header length before reading it (`init` checks every file's header with `header_problem`).
-`load_weights` reads them into float32 arrays holding bf16 values, with tied or untied embeddings. Each projection
-is held once (issue 48 item 3), in the layout the decode GEMV streams: HF's (out, in) rows, C-contiguous
-(`ModelWeights.derived[("rows", layer, name)]`), the parts of a fused step (`FUSED_ROWS`: Q/K/V, gate/up) row
-blocks of one array; the `LayerWeights` field is the executor layout (`y = x @ W`, (in, out)) as a transposed view
-of those rows, which each executor's GEMM makes C-contiguous for BLAS (`NpuPipeline._gemm_w`). A Llama-3.2-1B
-held a float32 (in, out) copy, its fused concatenation and the GEMV rows of both: 8-16 B per parameter beside the
-executor's operand; now 4.
+`load_weights` reads them with tied or untied embeddings: each projection, the embedding and the LM head as bf16
+bits (uint16, `npu_kernels.numerics.bf16.held_bf16`'s form: 2 B a value; a value that is no bf16, possible only
+in a host-dequantised 4-bit bundle, keeps its array float32), the norms and other small tensors as float32 arrays
+holding bf16 values. Each projection is held once (issue 48 item 3), in the layout the decode GEMV streams: HF's
+(out, in) rows, C-contiguous (`ModelWeights.derived[("rows", layer, name)]`), the parts of a fused step
+(`FUSED_ROWS`: Q/K/V, gate/up) row blocks of one array; the `LayerWeights` field is the executor layout
+(`y = x @ W`, (in, out)) as a transposed view of those rows. Every executor widens the bits exactly
+(`widened`) and makes a GEMM's operand C-contiguous for BLAS (`NpuPipeline._gemm_w`), so the sums run in the
+order they did on float32 copies: no number moves. A Llama-3.2-1B held a float32 (in, out) copy, its fused
+concatenation and the GEMV rows of both: 8-16 B per parameter beside the executor's operand; then 4 (float32 rows);
+now 2.
 """
 
 from __future__ import annotations

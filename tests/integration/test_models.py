@@ -14,6 +14,7 @@ from npu_kernels.model.architecture import assess, load_raw_config, resolve
 from npu_kernels.model.hf_reference import HfRunner
 from npu_kernels.model.prompts import BASE_PROMPTS, INSTRUCT_PROMPTS, canonical_tokens, prompts_for
 from npu_kernels.model.weights import WeightsError, check_weights, expected_tensors, load_weights
+from npu_kernels.numerics.bf16 import widened
 from tests.models import HIDDEN
 
 pytestmark = pytest.mark.usefixtures("single_torch_thread")
@@ -93,7 +94,10 @@ def test_loaded_weights_are_bf16_values_in_the_executor_layout(tiny_qwen2, tiny_
     hf = load_file(tiny_qwen2 / "model.safetensors")
     q = hf["model.layers.1.self_attn.q_proj.weight"].float().numpy()  # (H·D, E)
     assert w.layers[1].wq.shape == (cfg.emb_dim, cfg.n_heads * cfg.head_dim)
-    np.testing.assert_array_equal(w.layers[1].wq, q.T)
+    # held as bf16 bits (uint16: 2 B a value, issue 48 item 3), widened exactly to the checkpoint's values
+    assert w.layers[1].wq.dtype == np.uint16 and w.embed.dtype == np.uint16 and w.layers[1].attn_norm.dtype == np.float32
+    np.testing.assert_array_equal(widened(w.layers[1].wq), q.T)
+    np.testing.assert_array_equal(widened(w.embed), hf["model.embed_tokens.weight"].float().numpy())
     # held once: the (in, out) field is a view of the GEMV's (out, in) rows, Q/K/V row blocks of one array
     qkv = w.derived[("rows", 1, "wqkv")]
     assert qkv.flags.c_contiguous and np.shares_memory(w.layers[1].wq, qkv) and np.shares_memory(w.layers[1].wv, qkv)

@@ -210,6 +210,26 @@ def test_a_resident_operand_is_held_as_bf16_bits_and_a_transposed_view_sums_as_a
     assert np.array_equal(Fp32Executor().gemm(i["a"], rows.T), Fp32Executor().gemm(i["a"], i["b"]))
 
 
+def test_a_weight_held_as_bf16_bits_gives_every_executor_the_float32_numbers():
+    """Issue 48 item 3: a pipeline holds its weights as bf16 bits (uint16); each executor's GEMM and GEMV widen
+    them exactly, resident or not, and the emulated GEMV's residency keeps the caller's bits, no float32 copy."""
+    from npu_kernels.numerics.executors.torch_exec import TorchExecutor
+
+    i = get_spec("gemm").make_inputs({"M": 48, "K": 256, "N": 96}, 5)
+    rows = np.ascontiguousarray(i["b"].T)  # (N, K) float32 of bf16 values
+    bits = held_bf16(rows)
+    assert bits.dtype == np.uint16 and np.array_equal(widened(bits), rows)
+    x = i["a"][0]
+    for ex in (EmulatedExecutor(gemv_order="blas"), EmulatedExecutor(), Fp32Executor(), TorchExecutor()):
+        for key in (None, "w"):
+            assert np.array_equal(ex.gemm(i["a"], bits.T, static_key=key), ex.gemm(i["a"], rows.T)), ex.name
+            assert np.array_equal(ex.gemv(bits, x, static_key=key and "v"), ex.gemv(rows, x)), ex.name
+            assert np.array_equal(ex.gemv(bits[:, :128], x[:128]), ex.gemv(rows[:, :128], x[:128])), ex.name
+    ex = EmulatedExecutor(gemv_order="blas")
+    ex.gemv(bits, x, static_key="v")
+    assert ex._weights[("gemv.a", "v")][1] is bits
+
+
 def test_a_nan_input_shows_up_in_the_output():
     i = get_spec("gemm").make_inputs({"M": 16, "K": 64, "N": 16})
     a = i["a"].copy()
