@@ -24,7 +24,7 @@ from npu_kernels.model.q4nx_device import decode_weights
 from npu_kernels.model.options import SWITCHES as PIPELINE_SWITCHES
 from npu_kernels.model.options import PipelineOptions
 from npu_kernels.model.prompts import Prompt, canonical_tokens, mlir_air_prompts, prompts_for
-from npu_kernels.model.weights import load_weights
+from npu_kernels.model.weights import bf16_checkpoint, load_weights
 from npu_kernels.perf.curve import context_window, npu2_curve
 from npu_kernels.perf.dispatch import SWITCHES
 from npu_kernels.perf.q4nx import check_weights
@@ -48,7 +48,10 @@ def _weights(folder: str, config: ModelConfig, faults: frozenset[str] = frozense
     dequantises on the host at load (npu_kernels.model.q4nx_bundle; a weights fault wraps the dequantisation)."""
     if is_quantised_folder(folder):
         return host_dequantised_weights(folder, config, bundle_dequantiser(faults & WEIGHT_FAULTS))
-    return load_weights(folder, config)
+    # the HF reference of a BF16 checkpoint holds the checkpoint's bits: the pipeline shares them, so the
+    # process holds the weights once in bf16 (issue 48 item 3; the gates load the reference in any case)
+    shared = hf_reference(folder).bf16_bits() if bf16_checkpoint(folder) else None
+    return load_weights(folder, config, shared)
 
 
 @lru_cache(maxsize=2)

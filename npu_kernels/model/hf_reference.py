@@ -119,6 +119,16 @@ class HfRunner:
         if (self.folder / DECODE_FILE).is_file():
             self._load_decode_weights(torch, self.folder / DECODE_FILE)
 
+    def bf16_bits(self) -> dict[str, np.ndarray]:
+        """Every parameter as its bf16 bits, HF name -> uint16 array sharing the parameter's memory (no copy): the
+        pipeline of the same folder holds these instead of a copy of its own (npu_kernels.model.weights
+        `load_weights`, issue 48 item 3). Empty for a folder with decode weights (`_use` swaps its tensors)."""
+        torch = _torch()
+        if self._swap:
+            return {}
+        return {name: t.detach().view(torch.int16).numpy().view(np.uint16)
+                for name, t in self.model.state_dict(keep_vars=True).items() if t.dtype == torch.bfloat16}
+
     def _load_decode_weights(self, torch, path: Path) -> None:
         """Keep the decode's weights beside the prefill's (an untied LM head): `_use` swaps the tensors."""
         from safetensors.torch import load_file

@@ -118,6 +118,12 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
         Handing the executor a transposed view instead would let its BLAS sum in another order than for
         the resident (row-major) copy, and weight residency must never change the numbers."""
         lw = self.weights.layers[layer]
+        key = ("rows", layer, name)
+        if name in FUSED_ROWS and key not in self.weights.derived:
+            # weights sharing the HF reference's tensors hold the parts apart (npu_kernels.model.weights
+            # `load_weights`): their rows are assembled per call, never kept (a second copy of most of the model)
+            # - the same rows, so the same numbers
+            return np.concatenate([np.asarray(getattr(lw, p)).T for p in FUSED_ROWS[name]], axis=0)
         if name in FUSED_ROWS:
             parts = FUSED_ROWS[name]
             build = lambda: np.concatenate([np.asarray(getattr(lw, p)).T for p in parts], axis=0)  # noqa: E731

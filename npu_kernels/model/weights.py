@@ -273,6 +273,12 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
+def _file_bits(info: _TensorInfo) -> np.ndarray:
+    """A BF16 tensor's bits as a read-only view of the file's mapping (uint16, no copy)."""
+    raw = np.memmap(info.file, dtype=np.uint8, mode="r", offset=info.begin, shape=(info.end - info.begin,))
+    return np.frombuffer(raw, dtype="<u2").reshape(info.shape)
+
+
 def _read_tensor(info: _TensorInfo, bits: bool = False) -> np.ndarray:
     """float32 array holding the bf16 value of every element; with `bits`, a BF16 tensor's own bits (uint16,
     `held_bf16`'s form: 2 B an element, never a float32 copy on the way)."""
@@ -288,22 +294,46 @@ def _read_tensor(info: _TensorInfo, bits: bool = False) -> np.ndarray:
     raise WeightsError(f"tensor dtype {info.dtype} is not supported (BF16, F16, F32 are).")
 
 
-def load_weights(folder: str | Path, config: ModelConfig) -> ModelWeights:
-    """Load every tensor the config requires, each projection held once (the module docstring)."""
+def load_weights(folder: str | Path, config: ModelConfig, shared: dict[str, np.ndarray] | None = None) -> ModelWeights:
+    """Load every tensor the config requires, each projection held once (the module docstring). `shared`: bf16 bits
+    (uint16, HF name -> HF layout) another holder already keeps, the HF reference's own parameters
+    (`HfRunner.bf16_bits`): a tensor of the checkpoint's shape found there is held as that very array (no copy,
+    the weights held once in the process, issue 48 item 3), and no fused step's concatenation is built (the
+    pipeline assembles a fused step's rows per call, `NpuPipeline._gemv_w`); any other is read from the file."""
     folder = Path(folder)
     report = check_weights(folder, config)
     if not report.ok:
         raise WeightsError(f"{folder}: {report.first_problem()}.")
     tensors = _index(folder)
-    return weights_from(lambda name: _read_tensor(tensors[name], bits=True), folder, config)
+
+    def read(name: str) -> np.ndarray:
+        arr, info = (shared or {}).get(name), tensors[name]
+        # shared only where the holder's bits are the checkpoint's own (compared in place, through the file's
+        # mapping: a loader that converted a tensor on the way is never fed to the pipeline)
+        if (arr is not None and arr.dtype == np.uint16 and arr.shape == info.shape and info.dtype == "BF16"
+                and np.array_equal(arr, _file_bits(info))):
+            return arr
+        return _read_tensor(info, bits=True)
+
+    return weights_from(read, folder, config, fuse=not shared)
 
 
-def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
+def bf16_checkpoint(folder: str | Path) -> bool:
+    """Whether every tensor of the folder's safetensors files is stored as BF16: the HF reference then holds the
+    checkpoint's own bits (transformers loads it in bf16 without a cast), so the pipeline may share them."""
+    try:
+        return all(t.dtype == "BF16" for t in _index(Path(folder)).values())
+    except WeightsError:
+        return False
+
+
+def weights_from(read, folder: str | Path, config: ModelConfig, fuse: bool = True) -> ModelWeights:
     """`ModelWeights` from `read(hf_name) -> array` (HF layout; float32 of bf16 values, or bf16 bits as uint16),
     each projection and the embedding / LM head held once as bf16 bits (`_held`), a projection as its (out, in)
     rows with its (in, out) field a view of them; the norms and other small tensors float32; RoPE scaling from the
     folder's config.json. A 4-bit deployment's host dequantisation reads its bundle through this
-    (npu_kernels.model.q4nx_bundle)."""
+    (npu_kernels.model.q4nx_bundle). `fuse=False`: no fused step's rows are concatenated (`load_weights`'s
+    `shared`)."""
     folder = Path(folder)
 
     def get(name: str, transpose: bool = False) -> np.ndarray:
@@ -335,7 +365,7 @@ def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
                 fields[name] = norm(block) if name in NORM_FIELDS else block
             del arr
         for fused, parts in FUSED_ROWS.items():  # one array per fused step; its parts are row blocks of it
-            if all(p in held for p in parts):
+            if fuse and all(p in held for p in parts):
                 same = len({held[p].dtype for p in parts}) == 1  # else all float32: never a uint16 widened as a number
                 whole = np.concatenate([held[p] if same else widened(held[p]) for p in parts], axis=0)
                 derived[("rows", i, fused)] = whole
@@ -359,8 +389,8 @@ def weights_from(read, folder: str | Path, config: ModelConfig) -> ModelWeights:
 def _held(arr: np.ndarray) -> np.ndarray:
     """A C-contiguous copy of a weight read from a checkpoint, as bf16 bits (uint16) where every value is a bf16
     (always, for a BF16 checkpoint), else float32 (`held_bf16`): the pipeline's one copy of it."""
-    if arr.dtype == np.uint16:
-        return np.array(arr, order="C")
+    if arr.dtype == np.uint16:  # bits read for this holder (`_read_tensor`) or shared with another: kept as they are
+        return np.ascontiguousarray(arr)
     return held_bf16(np.array(arr, np.float32, order="C"))
 
 

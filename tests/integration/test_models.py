@@ -110,6 +110,37 @@ def test_loaded_weights_are_bf16_values_in_the_executor_layout(tiny_qwen2, tiny_
     assert untied.lm_head is not untied.embed and untied.layers[0].bq is None and untied.layers[0].q_norm is None
 
 
+@pytest.mark.parametrize("kind", ["tiny_llama", "tiny_qwen2"])  # untied head, Q/K/V apart; tied head, biases
+def test_weights_shared_with_the_hf_reference_are_held_once_and_give_the_same_numbers(kind, request):
+    """Issue 48 item 3: the pipeline of a BF16 checkpoint holds the HF reference's own parameters (no copy), its
+    fused steps assembled per call; prefill and decode logits are those of weights read from the file, bit for bit,
+    and a parameter whose bits differ from the checkpoint's is never shared."""
+    from npu_kernels.model.options import PipelineOptions
+    from npu_kernels.model.pipeline import NpuPipeline
+    from npu_kernels.model.weights import bf16_checkpoint
+    from npu_kernels.numerics.executors.emulated import EmulatedExecutor
+
+    folder = request.getfixturevalue(kind)
+    cfg = resolve(load_raw_config(folder))
+    bits = HfRunner(folder).bf16_bits()
+    assert bf16_checkpoint(folder) and all(b.dtype == np.uint16 for b in bits.values())
+    shared, own = load_weights(folder, cfg, bits), load_weights(folder, cfg)
+    q = "model.layers.1.self_attn.q_proj.weight"
+    assert np.shares_memory(shared.layers[1].wq, bits[q]) and np.shares_memory(shared.embed, bits["model.embed_tokens.weight"])
+    assert ("rows", 1, "wqkv") not in shared.derived and ("rows", 1, "wqkv") in own.derived
+    for options in (PipelineOptions(), PipelineOptions.optimised()):
+        runs = []
+        for w in (shared, own):
+            pipe = NpuPipeline(w, cfg, EmulatedExecutor(gemv_order="blas"), options)
+            rec = pipe.prefill([5, 17, 42, 99, 7, 250, 3])
+            logits = [rec.logits_at_pred] + [pipe.decode_step((rec.top1_token + i) % cfg.vocab_size, 7 + i).lm_head_logits for i in range(2)]
+            runs.append(np.stack(logits))
+        assert np.array_equal(runs[0], runs[1]) and np.isfinite(runs[0]).all()
+    tampered = {**bits, q: bits[q] ^ np.uint16(1)}
+    w = load_weights(folder, cfg, tampered)
+    assert not np.shares_memory(w.layers[1].wq, tampered[q]) and np.array_equal(w.layers[1].wq, own.layers[1].wq)
+
+
 def test_hf_runner_records_every_layer_and_matches_hf_hidden_states(tiny_llama):
     runner = HfRunner(tiny_llama)
     tokens = canonical_tokens(tiny_llama)

@@ -212,7 +212,7 @@ def test_a_resident_operand_is_held_as_bf16_bits_and_a_transposed_view_sums_as_a
 
 def test_a_weight_held_as_bf16_bits_gives_every_executor_the_float32_numbers():
     """Issue 48 item 3: a pipeline holds its weights as bf16 bits (uint16); each executor's GEMM and GEMV widen
-    them exactly, resident or not, and the emulated GEMV's residency keeps the caller's bits, no float32 copy."""
+    them exactly, resident or not, and the emulated GEMV keeps nothing beside the caller's bits."""
     from npu_kernels.numerics.executors.torch_exec import TorchExecutor
 
     i = get_spec("gemm").make_inputs({"M": 48, "K": 256, "N": 96}, 5)
@@ -227,7 +227,8 @@ def test_a_weight_held_as_bf16_bits_gives_every_executor_the_float32_numbers():
             assert np.array_equal(ex.gemv(bits[:, :128], x[:128]), ex.gemv(rows[:, :128], x[:128])), ex.name
     ex = EmulatedExecutor(gemv_order="blas")
     ex.gemv(bits, x, static_key="v")
-    assert ex._weights[("gemv.a", "v")][1] is bits
+    ex.gemv(rows, x, static_key="f")
+    assert ("gemv.a", "v") not in ex._weights and ex._weights[("gemv.a", "f")][1] is rows
 
 
 def test_a_nan_input_shows_up_in_the_output():

@@ -102,9 +102,10 @@ def emulated(ex, a, x, *, static_key=None):
     from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
 
     with ex.timer.time(NAME):
-        # resident, a weight held as bf16 bits (uint16, npu_kernels.model.weights) stays the caller's array and
-        # is widened per call, exactly, into a reused buffer: no float32 copy is kept beside it (issue 48 item 3)
-        held = ex._static("gemv.a", a, static_key, lambda w: w if w.dtype == np.uint16 else f32(w))
+        # a weight held as bf16 bits (uint16, npu_kernels.model.weights) is resident as the caller's array: it is
+        # widened per call, exactly, into a reused buffer, and nothing is kept beside it (issue 48 item 3; a fused
+        # step's rows assembled per call would otherwise be kept)
+        held = a if getattr(a, "dtype", None) == np.uint16 else ex._static("gemv.a", a, static_key, f32)
         A = ex._widened_scratch(held)
         if ex.gemv_order == "blas":
             return to_bf16(A @ f32(x))
