@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from npu_kernels.numerics.bf16 import to_bf16
+from npu_kernels.numerics.bf16 import to_bf16, widened
 from npu_kernels.numerics.executors.base import Executor, Fp32Executor, KernelTimer, MixedExecutor
 from npu_kernels.model.config import ModelConfig, is_lean
 from npu_kernels.model.description import GELU_TANH_GLU
@@ -96,6 +96,7 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
         self._lean = is_lean(self.config)  # mlir-air's 2-ELF decode; otherwise 5 ELFs with host glue
         self._cache: KVCache | None = None
         self._phase = "prefill"
+        self._assembly = np.empty(0, np.uint8)  # `_gemv_w`'s buffer for a fused step's rows assembled per call
 
     # --- setup ------------------------------------------------------------------------------------
 
@@ -121,9 +122,19 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
         key = ("rows", layer, name)
         if name in FUSED_ROWS and key not in self.weights.derived:
             # weights sharing the HF reference's tensors hold the parts apart (npu_kernels.model.weights
-            # `load_weights`): their rows are assembled per call, never kept (a second copy of most of the model)
-            # - the same rows, so the same numbers
-            return np.concatenate([np.asarray(getattr(lw, p)).T for p in FUSED_ROWS[name]], axis=0)
+            # `load_weights`): their rows are assembled per call into one reused buffer, never kept (a second copy
+            # of most of the model) - the same rows, so the same numbers. Valid until the next call: the
+            # executors keep no held-bits operand (the emulated GEMV widens it per call, a resident GEMM operand
+            # is a copy)
+            parts = [np.asarray(getattr(lw, p)).T for p in FUSED_ROWS[name]]
+            if len({p.dtype for p in parts}) > 1:  # never a uint16 concatenated as a number
+                parts = [widened(p) for p in parts]
+            shape = (sum(p.shape[0] for p in parts), parts[0].shape[1])
+            dtype = np.result_type(*parts)
+            size = shape[0] * shape[1] * np.dtype(dtype).itemsize
+            if self._assembly.size < size:
+                self._assembly = np.empty(size, np.uint8)
+            return np.concatenate(parts, axis=0, out=self._assembly[:size].view(dtype).reshape(shape))
         if name in FUSED_ROWS:
             parts = FUSED_ROWS[name]
             build = lambda: np.concatenate([np.asarray(getattr(lw, p)).T for p in parts], axis=0)  # noqa: E731
