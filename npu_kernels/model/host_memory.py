@@ -8,18 +8,23 @@ every executor. The estimate, from the config alone:
                tests/models.py's tiny Llama, 2026-12-04)
   weights      bytes per parameter (parameters: every tensor the config requires, `weights.expected_tensors`; a
                tied head counted once):
-                 emulated          6: the HF bf16 reference (2), the pipeline's weights held once as bf16 bits
-                                   (2: each projection as the rows its GEMV streams, the embedding / LM head;
-                                   `weights.load_weights`, widened exactly per GEMM / GEMV call, the emulated GEMV
-                                   into one reused buffer) and the executor's resident GEMM operand, held as bf16
-                                   bits (2, `EmulatedExecutor._gemm_operand`, the weight residency switch; the
-                                   embedding has none, so 6 over-states a tied head by 2 B a value)
-                 torch             8: as emulated, but the torch executor keeps a bf16 copy of both the GEMM's and
+                 emulated          4: the weights held once in bf16 - the HF reference's parameters, which the
+                                   pipeline of a BF16 checkpoint holds as they are (2: `HfRunner.bf16_bits`,
+                                   `weights.load_weights(shared=...)`, widened exactly per GEMM / GEMV call, a fused
+                                   step's rows assembled per call) - and the executor's resident GEMM operand, held
+                                   as bf16 bits (2, `EmulatedExecutor._gemm_operand`, the weight residency switch;
+                                   the embedding has none, so 4 over-states a tied head by 2 B a value). A
+                                   checkpoint not all BF16 is not shared: + UNSHARED_BYTES (`memory_need(shared=
+                                   False)`; `init` assumes BF16)
+                 torch             6: as emulated, but the torch executor keeps a bf16 copy of both the GEMM's and
                                    the GEMV's operand (2 + 2; not measured at 1B)
                  mlir-air          4: the HF bf16 reference (2) and the NPU2's weight BOs, which live in the same
                                    host DDR (2, bf16)
                measured on the emulated executor, a random-weight Llama-3.2-1B-size folder (1.236 G parameters,
-               benchmarks/bench_deploy_1b.py, 2026-12-07, the pipeline's weights held as bf16 bits): MEASURED_NEW.
+               benchmarks/bench_deploy_1b.py, 2026-12-07, weights held once in bf16): Phase 0 2.73 GiB peak RSS,
+               Phase 2 (the reference and the pipeline sharing it) 3.44 GiB = 0.5 GiB + 2.5 B per parameter;
+               MEASURED_LATER. The reference's parameters are transformers' mapping of the safetensors file
+               (file-backed pages, counted in RSS once touched), and the pipeline's views of them are the same pages.
                The same folder, 2026-12-04, with the pipeline's weights held as float32 values (8 B per parameter):
                Phase 0 (the reference alone) 2.78 GiB RSS = 0.48 GiB + 2.0 B per parameter; Phases 2-3 (the
                reference and the pipeline) 7.42-7.61 GiB = 6.0-6.2 B per parameter + runtime; the Phases 4-6 work
@@ -48,7 +53,9 @@ from npu_kernels.model.config import ModelConfig
 
 GIB = 2**30
 RUNTIME_BYTES = GIB // 2
-BYTES_PER_PARAM = {"emulated": 6, "torch": 8, "mlir-air": 4}
+BYTES_PER_PARAM = {"emulated": 4, "torch": 6, "mlir-air": 4}
+UNSHARED_BYTES = 2  # the in-process pipeline's own bf16 copy where the checkpoint is not BF16 (module docstring)
+IN_PROCESS = ("emulated", "torch")
 WORKING_SEQ = 2048  # npu_kernels.model.plan.DEFAULT_SEQ: the compiled prefill length
 MEMINFO = Path("/proc/meminfo")
 
@@ -83,11 +90,14 @@ def parameter_count(config: ModelConfig) -> int:
     return total
 
 
-def memory_need(config: ModelConfig, executor: str = "emulated") -> MemoryNeed:
-    """The estimate of the module docstring for a deployment of `config` on `executor`."""
+def memory_need(config: ModelConfig, executor: str = "emulated", shared: bool = True) -> MemoryNeed:
+    """The estimate of the module docstring for a deployment of `config` on `executor`; `shared=False`: the
+    checkpoint is not (all) BF16, so an in-process pipeline cannot share the reference's tensors
+    (`npu_kernels.model.weights.bf16_checkpoint`)."""
     c, S = config, WORKING_SEQ
     params = parameter_count(c)
-    per_param = BYTES_PER_PARAM.get(executor, max(BYTES_PER_PARAM.values()))
+    per_param = BYTES_PER_PARAM.get(executor, max(BYTES_PER_PARAM.values()) + UNSHARED_BYTES)
+    per_param += 0 if shared or executor not in IN_PROCESS else UNSHARED_BYTES
     kv = 2 * c.n_layers * S * c.n_kv_heads * c.head_dim * 6
     scores = S * S * c.n_heads * 4
     activations = S * (4 * c.emb_dim + 3 * c.hidden_dim) * 4
