@@ -22,8 +22,9 @@ every executor. The estimate, from the config alone:
                                    host DDR (2, bf16)
                measured on the emulated executor, a random-weight Llama-3.2-1B-size folder (1.236 G parameters,
                benchmarks/bench_deploy_1b.py, 2026-12-07, weights held once in bf16): Phase 0 2.73 GiB peak RSS,
-               Phase 2 (the reference and the pipeline sharing it) 3.44 GiB = 0.5 GiB + 2.5 B per parameter;
-               MEASURED_LATER. The reference's parameters are transformers' mapping of the safetensors file
+               Phases 2 and 3 (the reference and the pipeline sharing it) 3.44 GiB = 0.5 GiB + 2.5 B per parameter;
+               the Phases 4-6 work with every switch on (+ the resident GEMM operands; the ungated probe) 4.90 GiB =
+               3.8 B per parameter + runtime, under the 6.0 GiB this estimate states for it. The reference's parameters are transformers' mapping of the safetensors file
                (file-backed pages, counted in RSS once touched), and the pipeline's views of them are the same pages.
                The same folder, 2026-12-04, with the pipeline's weights held as float32 values (8 B per parameter):
                Phase 0 (the reference alone) 2.78 GiB RSS = 0.48 GiB + 2.0 B per parameter; Phases 2-3 (the
