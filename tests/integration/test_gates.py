@@ -112,7 +112,7 @@ def test_token_gate_fails_when_the_chosen_token_is_outside_the_other_top5(llama)
 def test_token_gate_fails_on_nan_logits(llama):
     folder, cfg, _ = llama
     poisoned = load_weights(folder, cfg)
-    poisoned.layers[1].w_down[0, :] = np.nan
+    poisoned.layers[1].w_down[0, :] = np.uint16(0x7FC0)  # a bf16 NaN: the weights hold bf16 bits
     res = token_gate(NpuPipeline(poisoned, cfg, Fp32Executor()), HfRunner(folder), canonical_tokens(folder))
     assert not res.passed and res.nan_count > 0 and res.divergence_step == 0
     TokenGateChecked(**res.event_fields())

@@ -12,6 +12,7 @@ from npu_kernels.model.q4nx import read_bundle
 from npu_kernels.model.q4nx_bundle import bundle_problem, host_dequantised_weights, write_bundle, write_reference_folder
 from npu_kernels.model.weights import fuse, split_fused
 from npu_kernels.model.weights import read_checkpoint
+from npu_kernels.numerics.bf16 import widened
 
 
 def test_split_then_fuse_gives_back_the_phi3_checkpoint_bit_for_bit(tiny_phi3):
@@ -37,8 +38,8 @@ def test_a_phi3_bundle_stores_split_projections_and_its_reference_folder_loads(t
     qkv = dq["model.layers.0.self_attn.qkv_proj.weight"]
     H, Hkv, D = config.n_heads, config.n_kv_heads, config.head_dim
     weights = host_dequantised_weights(ref, config)
-    assert np.array_equal(weights.layers[0].wq.T, qkv[: H * D])
-    assert np.array_equal(weights.layers[0].wv.T, qkv[(H + Hkv) * D :])
+    assert np.array_equal(widened(weights.layers[0].wq).T, qkv[: H * D])  # held as bf16 bits
+    assert np.array_equal(widened(weights.layers[0].wv).T, qkv[(H + Hkv) * D :])
 
     from npu_kernels.model.hf_reference import HfRunner
 
