@@ -295,11 +295,14 @@ def test_gemv_lane_sums_in_blocks_of_rows_are_the_step_by_step_loops_bit_for_bit
         a[0, :5] = [-0.0, 1e-40, np.inf, -np.inf, 0.0]
         a[1, 7] = np.nan
         a[2] = -0.0
+        a = to_bf16(a)  # every value a bf16 (the subnormal included), as a weight is
         rows = emulated_gemv.CHUNK_BYTES // (4 * K)
         assert M > rows or K == 64  # more than one block of rows at K = 576 and 8192
         with np.errstate(invalid="ignore"):  # row 0's lanes hold inf and -inf: their sum is NaN on both sides
             acc = _lane_sum_step_by_step(a, x)
             got = mv_lane_sum(a, x, target)
+            held = held_bf16(a)  # the same weight held as bf16 bits (a pipeline's form): widened block by block
+            assert held.dtype == np.uint16 and mv_lane_sum(held, x, target).tobytes() == got.tobytes()
             if target == "npu1":
                 q = acc.reshape(M, 4, 16)
                 t = (q[:, 0] + q[:, 1]) + (q[:, 2] + q[:, 3])
@@ -309,6 +312,22 @@ def test_gemv_lane_sums_in_blocks_of_rows_are_the_step_by_step_loops_bit_for_bit
             while t.shape[1] > 1:
                 t = t[:, : t.shape[1] // 2] + t[:, t.shape[1] // 2 :]
         assert got.tobytes() == t[:, 0].tobytes(), (M, K)
+
+
+
+@pytest.mark.parametrize("M,K", [(3, 64), (100, 1000), (576, 576), (1536, 576), (576, 1536), (2048, 2048),
+                                 (8192, 2048), (2048, 8192), (49152, 576)])
+def test_gemv_in_blas_order_on_held_bits_is_one_whole_widened_copy_bit_for_bit(M, K):
+    """blas_rows_sum widens and sums a block of rows at a time (multiples of 16 rows): each row must sum as in one
+    BLAS call over the whole widened weight, at the shapes of the models in scope (SmolLM2, Llama-3.2-1B) and with
+    rows left over."""
+    from npu_kernels.numerics.executors.emulated_gemv import blas_rows_sum
+
+    rng = np.random.default_rng(M + K)
+    held = held_bf16(to_bf16(rng.standard_normal((M, K)).astype(np.float32)))
+    x = to_bf16(rng.standard_normal(K).astype(np.float32))
+    assert held.dtype == np.uint16
+    assert blas_rows_sum(held, x).tobytes() == (widened(held) @ x).tobytes()
 
 
 # --- every kernel ----------------------------------------------------------------------------------------

@@ -53,7 +53,6 @@ class EmulatedExecutor(Executor):
         self.bfp16 = target == "npu2"
         self.threads = threads if threads is not None else default_threads()
         self._weights: dict[tuple, tuple[tuple[int, ...], np.ndarray]] = {}
-        self._scratch = np.empty(0, np.uint32)  # `_widened_scratch`'s buffer
 
     def describe(self) -> dict:
         return {
@@ -85,18 +84,6 @@ class EmulatedExecutor(Executor):
         value = make(arr)
         self._weights[key] = (shape, value)
         return value
-
-    def _widened_scratch(self, held: np.ndarray) -> np.ndarray:
-        """`widened(held)` into this executor's one float32 scratch buffer (grown to the largest weight seen): a
-        decode step widens every weight once, and a fresh array per GEMV would fault in new pages each time
-        (1B: 4.9 GB a token). Valid until the next call; C-contiguous, so BLAS sums as on a fresh copy."""
-        if held.dtype != np.uint16:
-            return f32(held)
-        if self._scratch.size < held.size:
-            self._scratch = np.empty(held.size, np.uint32)
-        out = self._scratch[: held.size].reshape(held.shape)
-        np.left_shift(held, 16, out=out, dtype=np.uint32)
-        return out.view(np.float32)
 
     def _gemm_operand(self, b, static_key) -> np.ndarray:
         """GEMM's B as the matrix unit sees it (BFP16 blocks along K), C-contiguous whatever `b`'s layout (a

@@ -99,17 +99,15 @@ def fp32(ex, a, x, *, static_key=None):
 def emulated(ex, a, x, *, static_key=None):
     """mv.cc's 64 FP32 lanes and reduce tree (or the host's BLAS order, `gemv_order="blas"`), one RNE cast."""
     # the executors' datapath library (imported here, at call time: it sits above the registry)
-    from npu_kernels.numerics.executors.emulated_gemv import mv_lane_sum
+    from npu_kernels.numerics.executors.emulated_gemv import blas_rows_sum, mv_lane_sum
 
     with ex.timer.time(NAME):
-        # a weight held as bf16 bits (uint16, npu_kernels.model.weights) is resident as the caller's array: it is
-        # widened per call, exactly, into a reused buffer, and nothing is kept beside it (issue 48 item 3; a fused
-        # step's rows assembled per call would otherwise be kept)
+        # a weight held as bf16 bits (uint16, npu_kernels.model.weights) is resident as the caller's array and widened
+        # a block of rows at a time, exactly, inside the sum; nothing is kept beside it (issue 48 item 3)
         held = a if getattr(a, "dtype", None) == np.uint16 else ex._static("gemv.a", a, static_key, f32)
-        A = ex._widened_scratch(held)
         if ex.gemv_order == "blas":
-            return to_bf16(A @ f32(x))
-        return to_bf16(mv_lane_sum(A, f32(x), ex.target))
+            return to_bf16(blas_rows_sum(held, f32(x)) if held.dtype == np.uint16 else held @ f32(x))
+        return to_bf16(mv_lane_sum(held if held.dtype == np.uint16 else f32(held), f32(x), ex.target))
 
 
 def torch(ex, a, x, *, static_key=None):
