@@ -43,14 +43,16 @@ __all__ = ["InProcessBackend", "Measurement", "ModelBackend", "hf_reference", "p
 # --- the in-process pipeline ------------------------------------------------------------------------------
 
 @lru_cache(maxsize=4)
-def _weights(folder: str, config: ModelConfig, faults: frozenset[str] = frozenset()):
+def _weights(folder: str, config: ModelConfig, faults: frozenset[str] = frozenset(), share_reference: bool = True):
     """A bf16 folder's weights; a 4-bit deployment's reference folder holds its bundle, which the pipeline
     dequantises on the host at load (npu_kernels.model.q4nx_bundle; a weights fault wraps the dequantisation)."""
     if is_quantised_folder(folder):
         return host_dequantised_weights(folder, config, bundle_dequantiser(faults & WEIGHT_FAULTS))
     # the HF reference of a BF16 checkpoint holds the checkpoint's bits: the pipeline shares them, so the
-    # process holds the weights once in bf16 (issue 48 item 3; the gates load the reference in any case)
-    shared = hf_reference(folder).bf16_bits() if bf16_checkpoint(folder) else None
+    # process holds the weights once in bf16 (issue 48 item 3; the gates load the reference in any case). A process
+    # that never runs the reference (the twin's stand-in for the NPU) reads the bits from the file instead: loading
+    # transformers' model in each of a twin deployment's ~85 stand-in programs made it 3x slower.
+    shared = hf_reference(folder).bf16_bits() if share_reference and bf16_checkpoint(folder) else None
     return load_weights(folder, config, shared)
 
 
@@ -85,8 +87,11 @@ class InProcessBackend:
 
     def __init__(self, model_path: str | Path, config: ModelConfig, executor: str, target: str = "npu2",
                  switches: dict[str, bool] | None = None, faults: frozenset[str] = frozenset(),
-                 weights: str = "bf16") -> None:
+                 weights: str = "bf16", *, share_reference: bool = True) -> None:
+        """`share_reference`: the pipeline holds the HF reference's own bf16 parameters (its process runs the
+        reference anyway); False reads them from the checkpoint (a process that never runs the reference)."""
         self.model_path, self.config, self.name, self.target = str(model_path), config, executor, target
+        self._share_reference = share_reference
         known = {*SWITCHES, *(DECODE + k for k in SWITCHES)}
         self._switches = {k: bool(v) for k, v in (switches or {}).items() if k in known}
         self._faults = frozenset(faults)
@@ -95,9 +100,9 @@ class InProcessBackend:
         numerics = {k: self._switches.get(k, False) or self._switches.get(DECODE + k, False) for k in PIPELINE_SWITCHES}
         self.weights = check_weights(weights)  # what the NPU2 model prices (npu_kernels.perf.q4nx.WEIGHTS)
         decode = _decode_weights(self.model_path, config) if weights == "q4nx-device" else None
-        self.pipeline = build_pipeline(_weights(self.model_path, config, self._faults & WEIGHT_FAULTS), config,
-                                       pipeline_executor(executor, target), PipelineOptions(**numerics, faults=self._faults),
-                                       decode)
+        held = _weights(self.model_path, config, self._faults & WEIGHT_FAULTS, share_reference)
+        self.pipeline = build_pipeline(held, config, pipeline_executor(executor, target),
+                                       PipelineOptions(**numerics, faults=self._faults), decode)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -105,7 +110,8 @@ class InProcessBackend:
         return {**self.pipeline.options.to_dict(), "switches": dict(sorted(self._switches.items()))}
 
     def with_options(self, switches: dict[str, bool], faults: frozenset[str] = frozenset()) -> "InProcessBackend":
-        return InProcessBackend(self.model_path, self.config, self.name, self.target, switches, faults, self.weights)
+        return InProcessBackend(self.model_path, self.config, self.name, self.target, switches, faults, self.weights,
+                                share_reference=self._share_reference)
 
     @property
     def reference(self):

@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     switches = switches_from_env()
 
     def pipeline(path: str):
-        return InProcessBackend(path, resolve(load_raw_config(path)), "emulated", "npu2", switches, pipe_faults).pipeline
+        return InProcessBackend(path, resolve(load_raw_config(path)), "emulated", "npu2", switches, pipe_faults,
+                                share_reference=False).pipeline  # the NPU's stand-in: no reference runs here
 
     target, draft = pipeline(settings(a.model_dir)["model_path"]), pipeline(drafter)
     accept = speculation_acceptance(spec_faults)

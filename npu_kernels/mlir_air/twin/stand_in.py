@@ -84,7 +84,9 @@ class StandInRunner:
 
     def __init__(self, model_path: str) -> None:
         cfg = resolve(load_raw_config(model_path))
-        self.backend = InProcessBackend(model_path, cfg, "emulated", "npu2", switches_from_env(), faults_from_env())
+        # the stand-in is the NPU: it never runs the HF reference, so it does not load it to share its weights
+        self.backend = InProcessBackend(model_path, cfg, "emulated", "npu2", switches_from_env(), faults_from_env(),
+                                        share_reference=False)
         self.pipeline = self.backend.pipeline
         self.options = self.pipeline.options
 
