@@ -49,12 +49,13 @@ def held_bf16(x: np.ndarray) -> np.ndarray:
     return (bits >> np.uint32(16)).astype(np.uint16)
 
 
-def widened(held: np.ndarray) -> np.ndarray:
+def widened(held: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """`held_bf16`'s array as float32 again, bit for bit, in `held`'s layout (a transposed view widens to a
-    transposed array); anything else is `f32` of it (a float32 array is returned as it is)."""
+    transposed array), written into `out` (a uint32 buffer of `held`'s shape) when given; anything else is `f32` of
+    it (a float32 array is returned as it is)."""
     if getattr(held, "dtype", None) != np.uint16:
         return f32(held)
-    return np.left_shift(held, 16, dtype=np.uint32).view(np.float32)
+    return np.left_shift(held, 16, out=out, dtype=np.uint32).view(np.float32)
 
 
 def to_bf16(x) -> np.ndarray:

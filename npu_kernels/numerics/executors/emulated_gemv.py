@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from npu_kernels.numerics.bf16 import widened
+
 MV_LANES = 64  # mv.cc:81 `matvec_vectorized<64>`: 64 accfloat lanes per row
 # the products of a block of rows held at once (256 KiB: in L2; measured 2026-12-07, one core, a 1B-size decode's
 # shapes 2-2.7x faster than one pass over all rows per step, whose accumulators fall out of cache; small shapes alike)
@@ -35,10 +37,8 @@ def mv_lane_sum(a: np.ndarray, x: np.ndarray, target: str = "npu2") -> np.ndarra
         r1 = min(M, r0 + rows)
         p = prod[: r1 - r0]
         block = a3[r0:r1]
-        if bits:  # bf16 bits -> the float32 of the same value: the bits moved to the upper half
-            w = wide[: r1 - r0]
-            np.left_shift(block, 16, out=w, dtype=np.uint32)
-            block = w.view(np.float32)
+        if bits:  # bf16 bits -> the float32 of the same value, in the block's buffer
+            block = widened(block, wide[: r1 - r0])
         np.multiply(block, x2, out=p)  # exact bf16 products (mac_elem_64's multiplies)
         # each lane's sum over the steps j = 0, 1, ... in order from +0, one FP32 rounding per add: numpy reduces
         # an axis that is not the innermost one element-wise, slice after slice (the lanes axis is innermost), the
@@ -73,8 +73,6 @@ def blas_rows_sum(a: np.ndarray, x: np.ndarray) -> np.ndarray:
     buf = np.empty((min(rows, M), K), np.uint32)
     for r0 in range(0, M, rows):
         r1 = min(M, r0 + rows)
-        b = buf[: r1 - r0]
-        np.left_shift(a[r0:r1], 16, out=b, dtype=np.uint32)
-        np.matmul(b.view(np.float32), x, out=y[r0:r1])
+        np.matmul(widened(a[r0:r1], buf[: r1 - r0]), x, out=y[r0:r1])
     return y
 
