@@ -29,7 +29,11 @@ demo: install
 # workers on two cores already fill the machine, and OpenBLAS/OpenMP threads that spin-wait on a busy core made the
 # SmolLM2 pipeline tests 2.4x slower (tests/conftest.py, TEST_THREADS). Numbers do not depend on it (the emulated
 # executor's sums have a fixed order; `blas_threads()` records the count with each fp32 row).
-TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+# Bytecode is written (into one cache folder inside .venv, never beside a source, so a twin's checkout or a scaffolded
+# model directory stays as the tool wrote it) even where the caller's environment sets PYTHONDONTWRITEBYTECODE: the
+# suite starts a few hundred interpreters and forks, and each one compiled every module it imported from source.
+TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE= \
+	PYTHONPYCACHEPREFIX=$(CURDIR)/$(VENV)/pycache
 test: install
 	$(TEST_ENV) $(BIN)/pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=30 tests; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 

@@ -21,6 +21,7 @@ starts a real one (`tests.e2e.cli.spawn`, `ledger(..., fresh=True)`, or `subproc
 
 from __future__ import annotations
 
+import gc
 import json
 import locale
 import os
@@ -33,7 +34,14 @@ import traceback
 import warnings
 from pathlib import Path
 
-PRELOAD = ("torch", "transformers", "handlers.cli.main", "npu_kernels.model.hf_reference")
+# transformers imports lazily: `import transformers` leaves out what loading a model needs (modeling_utils alone pulls
+# in torch.distributed.tensor, torch._dynamo and sympy: ~1.5 s of CPU in each forked program that loads the tiny
+# reference, 2026-12-07), so the servers import it once, with the modeling module of each family the suite builds
+TRANSFORMERS_LAZY = ("transformers.modeling_utils", "transformers.generation.utils",
+                     "transformers.models.auto.modeling_auto", "transformers.models.auto.tokenization_auto",
+                     *(f"transformers.models.{family}.modeling_{family}"
+                       for family in ("llama", "qwen2", "qwen3", "phi3", "gemma3", "lfm2")))
+PRELOAD = ("torch", "transformers", *TRANSFORMERS_LAZY, "handlers.cli.main", "npu_kernels.model.hf_reference")
 ROOT = Path(__file__).resolve().parent.parent
 CLI_MAIN = ROOT / "handlers" / "cli" / "__main__.py"
 
@@ -41,17 +49,37 @@ CLI_MAIN = ROOT / "handlers" / "cli" / "__main__.py"
 # --- the server (its own interpreter) ------------------------------------------------------------------------------
 
 
+def preload(names) -> list:
+    """Import `names` and build what transformers builds on its first model load in a process, so that every child
+    forked afterwards inherits it; returns the warnings that raised (the interpreter's own filters: what a fresh
+    interpreter would print). The first `from_pretrained` of a process compiles the regexes of every model type's
+    checkpoint renamings (transformers.conversion_mapping, kept in a module global): 0.67 s of CPU, 2026-12-07, paid
+    by each forked program and evaluator that loaded the tiny reference."""
+    import importlib
+
+    with warnings.catch_warnings(record=True) as caught:
+        for name in names:
+            importlib.import_module(name)
+        if "transformers" in names:
+            from transformers import conversion_mapping
+
+            warm = getattr(conversion_mapping, "get_checkpoint_conversion_mapping", None)
+            if warm is not None:  # (a later transformers may keep it elsewhere: then only speed is lost)
+                warm("llama")
+    # what is imported now is never collected: moved out of the collector's generations, so that a child's collection
+    # (a forked program's `gc.collect()`, or an automatic one) neither walks these objects nor writes to their pages,
+    # which the fork shares (Python's gc.freeze documentation: call it before fork())
+    gc.freeze()
+    return caught
+
+
 def serve() -> None:
     """Import PRELOAD (refusing to serve if that warned: each command's stderr would lack what a fresh interpreter
     prints), say `ready`, then read one request per line on stdin, fork a child for each and write
     `{"id", "pid"}` when it starts and `{"id", "code"}` when it ends. Exits when stdin closes."""
-    import importlib
-
     if sys.path and sys.path[0] in ("", "."):
         sys.path[0] = str(ROOT)  # `-c` put the working directory there, and each child changes it
-    with warnings.catch_warnings(record=True) as caught:  # the interpreter's own filters: what it would print
-        for name in PRELOAD:
-            importlib.import_module(name)
+    caught = preload(PRELOAD)
     out = sys.stdout
     if caught:  # a fresh interpreter would print these on every command's stderr: the server must not hide them
         out.write("warned: " + "; ".join(f"{w.category.__name__}: {w.message}" for w in caught)[:2000] + "\n")

@@ -43,7 +43,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.preloaded import fresh_streams, run_and_exit
+from tests.preloaded import TRANSFORMERS_LAZY, fresh_streams, preload, run_and_exit
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = "NPU_LEDGER_STAND_IN_PYTHON"
@@ -53,7 +53,7 @@ LIFELINE_ENV = "NPU_LEDGER_PARENT_PID"  # handlers.lifeline: the evaluator dies 
 # what libraries read from the environment when they are imported (the BLAS/OpenMP thread counts, Hugging Face's
 # offline switches): a program given other values than the server's runs in a fresh interpreter instead
 IMPORT_TIME = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-PRELOAD = ("numpy", "tokenizers", "torch", "transformers", "handlers.cli.main", "npu_kernels.model.hf_reference",
+PRELOAD = ("numpy", "tokenizers", "torch", "transformers", *TRANSFORMERS_LAZY, "handlers.cli.main", "npu_kernels.model.hf_reference",
            "npu_kernels.mlir_air.twin", "npu_kernels.mlir_air.twin.stand_in",
            "npu_kernels.mlir_air.twin.harness", "npu_kernels.mlir_air.twin.verify_runner",
            "npu_kernels.mlir_air.twin.decode_gate", "npu_kernels.mlir_air.walk", "npu_kernels.backends.in_process",
@@ -94,12 +94,7 @@ os._exit(code)
 def serve(path: str) -> None:
     """Import PRELOAD, listen on `path`, say `ready`; for each connection fork a child running the request, and
     write its exit status (negative: the signal) back when it ends. Exits when stdin closes."""
-    import importlib
-    import warnings
-
-    with warnings.catch_warnings(record=True) as caught:
-        for name in PRELOAD:
-            importlib.import_module(name)
+    caught = preload(PRELOAD)
     if caught:  # a fresh interpreter would print these on every program's stderr: the server must not hide them
         print("warned: " + "; ".join(str(w.message) for w in caught)[:2000], flush=True)
         return
