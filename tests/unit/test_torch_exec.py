@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from npu_kernels.numerics.bf16 import is_bf16
+from npu_kernels.numerics.bf16 import is_bf16, to_bf16
 from npu_kernels.numerics.catalog import KERNELS, get_spec
 from npu_kernels.numerics.executors import make_executor
 from npu_kernels.numerics.executors.torch_exec import TorchExecutor
@@ -76,3 +76,48 @@ def test_device_defaults_to_cuda_only_when_present():
     assert TorchExecutor().device.type == ("cuda" if torch.cuda.is_available() else "cpu")
     assert make_executor("torch", "npu1").target == "npu1"
     assert EX.describe()["device"] == "cpu"
+
+
+@pytest.mark.parametrize("shape", [(40, 576, 1536), (40, 1536, 576), (1, 576, 1536), (7, 576, 49152 // 8 + 32),
+                                   (13, 512, 96)])
+@pytest.mark.parametrize("contract", ["bf16-out-high", "f32-out"])
+def test_gemm_panels_copied_contiguous_give_the_products_of_the_strided_panels_bit_for_bit(shape, contract):
+    """The GEMM hands each 64-column panel of B to torch as a contiguous copy (gemm.py `torch`, for speed): the
+    products are those of the strided column views the matmul was given before, at SmolLM2's and the tiny models'
+    shapes, the last panel narrower where N is not a multiple of 64."""
+    import torch
+
+    from npu_kernels.numerics.kernels.gemm import GEMM_PANEL_N
+
+    M, K, N = shape
+    rng = np.random.default_rng(M * K + N)
+    a = to_bf16(rng.standard_normal((M, K), np.float32))
+    b = to_bf16(rng.standard_normal((K, N), np.float32) / np.sqrt(K))
+    at, bt = EX._t(a), EX._t(b)
+    if contract == "f32-out":
+        at, bt = at.float(), bt.float()
+    with torch.inference_mode():
+        strided = torch.cat([at @ bt[:, j : j + GEMM_PANEL_N] for j in range(0, N, GEMM_PANEL_N)], 1)
+    assert np.array_equal(EX.gemm(a, b, contract=contract), EX._np(strided))
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_held_bits_become_the_bf16_tensor_the_float32_cast_gives_bit_for_bit_and_never_share_the_weights(nan):
+    """`_t` takes a weight held as bf16 bits (uint16) straight to a bf16 tensor (torch_exec.py): the same bits as
+    widening to float32 and casting, for infinities, -0, subnormals, a transposed view and a column slice; with a
+    NaN among them, torch's cast decides its bits, as before."""
+    from npu_kernels.numerics.bf16 import widened
+
+    rng = np.random.default_rng(7)
+    w = to_bf16(rng.standard_normal((96, 64), np.float32))
+    w[0, :4] = [np.inf, -np.inf, -0.0, np.float32(2.0 ** -130)]
+    if nan:
+        w[3, 5] = np.nan
+    bits = (w.view(np.uint32) >> 16).astype(np.uint16)
+    for held in (bits, bits.T, bits[:, :32]):
+        ours = EX._t(held)
+        cast = torch.from_numpy(np.ascontiguousarray(widened(held))).to(torch.bfloat16)
+        assert ours.is_contiguous() and torch.equal(ours.view(torch.int16), cast.view(torch.int16))
+        ours.view(torch.int16).fill_(0)  # a copy: the held weight is untouched
+        assert np.array_equal(held, (w.view(np.uint32) >> 16).astype(np.uint16)[:, :32] if held.shape == (96, 32)
+                              else bits.T if held.shape == (64, 96) else bits)
