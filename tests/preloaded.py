@@ -145,11 +145,26 @@ def fresh_streams() -> None:
     sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1)
 
 
+# `PROFILE_ENV=DIR make test`: every program the fork servers run (each `ledger` command, the twin's and a stand-in
+# model directory's programs, the evaluator) writes DIR/<pid>.prof (cProfile, on process time) and DIR/<pid>.argv,
+# the servers having inherited the variable from the test run. How the forked programs' costs were found, 2026-12-07
+# (`pstats.Stats(*files)` adds them up; group them by their argv).
+PROFILE_ENV = "NPU_LEDGER_TEST_PROFILE"
+
+
 def run_and_exit(run) -> None:
     """In a forked child: `run()`, then exit (os._exit, the streams flushed) with the status a fresh interpreter
     would: 0, a SystemExit's code (its message on stderr and 1 when it is not a number), 1 and the traceback on
-    stderr for an uncaught exception. Never returns."""
+    stderr for an uncaught exception. Never returns. Profiled where PROFILE_ENV names a folder."""
     code = 1
+    profile_dir = os.environ.get(PROFILE_ENV)
+    profiler = None
+    if profile_dir:
+        import cProfile
+        import time
+
+        profiler = cProfile.Profile(time.process_time)
+        profiler.enable()
     try:
         run()
         code = 0
@@ -161,6 +176,13 @@ def run_and_exit(run) -> None:
     except BaseException:  # noqa: BLE001 - what an uncaught exception does to a fresh interpreter
         traceback.print_exc()
     finally:
+        if profiler is not None:
+            profiler.disable()
+            try:
+                profiler.dump_stats(os.path.join(profile_dir, f"{os.getpid()}.prof"))
+                Path(profile_dir, f"{os.getpid()}.argv").write_text(" ".join(sys.argv))
+            except OSError:
+                pass
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -124,3 +124,22 @@ def test_a_program_with_a_lifeline_starts_stand_in_programs_of_its_own(tmp_path)
     proc = subprocess.run([sys.executable, str(starter)], env={**os.environ, "PYTHONPATH": root}, capture_output=True,
                           text=True, timeout=120)
     assert proc.stdout == "0 0 inner ran \n", proc.stdout + proc.stderr
+
+
+def test_a_forked_program_writes_its_profile_where_the_variable_names_a_folder(tmp_path):
+    """tests/preloaded.py `run_and_exit` under PROFILE_ENV: the child's cProfile stats and argv, and its exit status
+    unchanged."""
+    import pstats
+
+    from tests.preloaded import PROFILE_ENV, run_and_exit
+
+    pid = os.fork()
+    if pid == 0:  # the child: as a fork server's child would run a program
+        os.environ[PROFILE_ENV] = str(tmp_path)
+        sys.argv = ["prog.py", "x"]
+        run_and_exit(lambda: sys.exit(sum(i * i for i in range(20000)) % 7))
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == sum(i * i for i in range(20000)) % 7
+    assert (tmp_path / f"{pid}.argv").read_text() == "prog.py x"
+    stats = pstats.Stats(str(tmp_path / f"{pid}.prof"))
+    assert any(name == "<genexpr>" for _, _, name in stats.stats)
