@@ -4,17 +4,15 @@ the executor's own per-kernel timer. A pipeline sets `stage_timer`, `stage_kerne
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 
 class StageBookkeeping:
-    @contextmanager
-    def _stage(self, name: str, kernel: str) -> Iterator[None]:
+    def _stage(self, name: str, kernel: str):
+        """`with self._stage(name, kernel):` times the block under "<phase>:<name>" and records its kernel."""
         key = f"{self._phase}:{name}"
         self.stage_kernels[key] = kernel
-        with self.stage_timer.time(key):
-            yield
+        return self.stage_timer.time(key)
 
     def profile(self) -> dict[str, Any]:
         """Per-stage time (with the kernel each stage uses) and the executor's per-kernel totals."""
