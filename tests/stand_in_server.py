@@ -53,7 +53,8 @@ LIFELINE_ENV = "NPU_LEDGER_PARENT_PID"  # handlers.lifeline: the evaluator dies 
 # what libraries read from the environment when they are imported (the BLAS/OpenMP thread counts, Hugging Face's
 # offline switches): a program given other values than the server's runs in a fresh interpreter instead
 IMPORT_TIME = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-PRELOAD = ("numpy", "tokenizers", "torch", "transformers", *TRANSFORMERS_LAZY, "handlers.cli.main", "npu_kernels.model.hf_reference",
+PRELOAD = ("numpy", "tokenizers", "torch", "transformers", *TRANSFORMERS_LAZY, "handlers.cli.main",
+           "npu_kernels.model.hf_reference",
            "npu_kernels.mlir_air.twin", "npu_kernels.mlir_air.twin.stand_in",
            "npu_kernels.mlir_air.twin.harness", "npu_kernels.mlir_air.twin.verify_runner",
            "npu_kernels.mlir_air.twin.decode_gate", "npu_kernels.mlir_air.walk", "npu_kernels.backends.in_process",

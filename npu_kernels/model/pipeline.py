@@ -108,8 +108,9 @@ class NpuPipeline(ShortConvMixer, StageBookkeeping):
     def _gemm_w(self, layer: int, name: str) -> np.ndarray:
         """A projection as the GEMM takes it, (in, out): the weights hold it once, as the GEMV's rows
         (npu_kernels.model.weights), so this is a transposed view (of bf16 bits, which every executor widens
-        exactly). Every executor's GEMM makes its B operand C-contiguous before BLAS sees it (under weight residency once, into the operand it keeps), so the sums
-        run in the order they did on a C-contiguous (in, out) copy: no number moves."""
+        exactly). Every executor's GEMM makes its B operand C-contiguous before BLAS sees it (under weight residency
+        once, into the operand it keeps), so the sums run in the order they did on a C-contiguous (in, out) copy:
+        no number moves."""
         return getattr(self.weights.layers[layer], name)
 
     def _gemv_w(self, layer: int, name: str) -> np.ndarray:

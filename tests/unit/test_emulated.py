@@ -11,7 +11,8 @@ from npu_kernels.numerics.kernels.gemm import npu2_low_precision_figure
 from npu_kernels.numerics.compare import judge, measure
 from npu_kernels.numerics.executors import make_executor
 from npu_kernels.numerics.executors.base import Fp32Executor
-from npu_kernels.numerics.executors.emulated import EmulatedExecutor, held_bf16, widened
+from npu_kernels.numerics.bf16 import held_bf16, widened
+from npu_kernels.numerics.executors.emulated import EmulatedExecutor
 from npu_kernels.numerics.executors.emulated_nlf import exp2_nlf, inv_bf16, tanh_nlf
 from npu_kernels.numerics.run import run_kernel
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_kernels.numerics.bf16 import bfp16_quantize, f32, held_bf16, widened  # noqa: F401 (re-exported)
+from npu_kernels.numerics.bf16 import bfp16_quantize, f32, held_bf16, widened
 from npu_kernels.numerics.executors.base import Executor, bind_kernels
 from npu_kernels.numerics.executors.emulated_nlf import EXP2_INPUT_FRAC_BITS
 from npu_kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENTS, default_threads, run_parallel
@@ -30,8 +30,6 @@ from npu_kernels.numerics.executors.emulated_threads import PARALLEL_MIN_ELEMENT
 EMULATED_NUMERICS_VERSION = "emulated-npu2/4"
 
 TARGETS = ("npu2", "npu1")
-
-
 
 
 class EmulatedExecutor(Executor):

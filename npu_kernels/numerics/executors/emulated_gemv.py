@@ -75,4 +75,3 @@ def blas_rows_sum(a: np.ndarray, x: np.ndarray) -> np.ndarray:
         r1 = min(M, r0 + rows)
         np.matmul(widened(a[r0:r1], buf[: r1 - r0]), x, out=y[r0:r1])
     return y
-

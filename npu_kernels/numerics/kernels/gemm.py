@@ -213,7 +213,7 @@ def torch(ex, a, b, *, contract: str = "bf16-out-high", tile=None, static_key=No
     N (oneDNN's AMX bf16 GEMM gives 48x512x768 columns 0..511 that differ from the 48x512x512 product in the last
     bit), while NPU2 computes every output tile on its own. With panels a column's value never depends on how wide
     the matrix around it is, so fusing Q/K/V or gate/up changes nothing. Each panel is handed to the matmul as a
-    contiguous copy: the same product bit for bit (tests/unit/test_torch_executor.py), and on a CPU without bf16
+    contiguous copy: the same product bit for bit (tests/unit/test_torch_exec.py), and on a CPU without bf16
     instructions a strided panel took torch's slow path (2026-12-07, one thread: SmolLM2's LM head in prefill,
     7x576x49152, 2.05 s -> 0.13 s)."""
     import torch as _torch

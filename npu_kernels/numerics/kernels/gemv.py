@@ -107,7 +107,7 @@ def emulated(ex, a, x, *, static_key=None):
         held = a if getattr(a, "dtype", None) == np.uint16 else ex._static("gemv.a", a, static_key, f32)
         if ex.gemv_order == "blas":
             return to_bf16(blas_rows_sum(held, f32(x)) if held.dtype == np.uint16 else held @ f32(x))
-        return to_bf16(mv_lane_sum(held if held.dtype == np.uint16 else f32(held), f32(x), ex.target))
+        return to_bf16(mv_lane_sum(held, f32(x), ex.target))
 
 
 def torch(ex, a, x, *, static_key=None):
